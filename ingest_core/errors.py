@@ -1,0 +1,62 @@
+"""Errors are part of the interface: each says what was wrong, where, and what to do next."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class IngestError(Exception):
+    """Base class for every error this system raises on purpose."""
+
+
+@dataclass(frozen=True)
+class SpecProblem:
+    path: str  # field path inside the spec, e.g. "spec.ioConfig.taskCount"
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class SpecError(IngestError):
+    """A datasource spec that cannot be used. Lists every problem found, not only the first."""
+
+    def __init__(self, source: str, problems: list[SpecProblem]):
+        self.source = source
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        noun = "problem" if len(self.problems) == 1 else "problems"
+        super().__init__(f"{source}: {len(self.problems)} {noun} in datasource spec:\n{lines}")
+
+
+class BrokerUnavailableError(IngestError):
+    """Kafka could not be reached, or did not answer in time."""
+
+
+class TopicNotFoundError(IngestError):
+    """The spec's topic (or no topic at all for a topicPattern) exists on the cluster."""
+
+
+class OffsetOutOfRangeError(IngestError):
+    """A start offset lies outside what the partition holds now (truncated, or the topic was re-created)."""
+
+    def __init__(self, message: str, *, topic: str, partition: int, offset: int, earliest: int, latest: int):
+        self.topic, self.partition, self.offset = topic, partition, offset
+        self.earliest, self.latest = earliest, latest
+        super().__init__(message)
+
+
+class StaleRunError(IngestError):
+    """A run's planned start offsets no longer match the committed ones: another run got there first."""
+
+    def __init__(self, message: str, *, run_id: str, superseded_by: str | None):
+        self.run_id, self.superseded_by = run_id, superseded_by
+        super().__init__(message)
+
+
+class RunNotFoundError(IngestError):
+    """No persisted plan for that run id."""
+
+
+class MetadataStoreError(IngestError):
+    """The metadata store is unreachable or its schema is missing or too old."""

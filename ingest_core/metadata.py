@@ -1,0 +1,567 @@
+"""The metadata store: committed offsets, segments, specs, runs, task reports and the audit log.
+
+SQLAlchemy Core on PostgreSQL (production) or SQLite (embedded default). `MetadataStore.upgrade()` creates or
+upgrades the schema (`ingest db upgrade`); every other method refuses to run on a missing or older schema.
+
+Exactly-once rests on two things here: each datasource row carries a `commit_version` that every publish
+bumps with a compare-and-swap, and the publish transaction locks that row first (`SELECT ... FOR UPDATE` on
+PostgreSQL; SQLite transactions are `BEGIN IMMEDIATE`, so writers serialize on the database lock).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Iterator, Mapping
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Connection, Engine
+
+from .errors import MetadataStoreError, RunNotFoundError
+from .offsets import KnownOffset, TopicPartition
+from .planner import Plan
+
+SCHEMA_VERSION = 1
+
+Json = sa.JSON().with_variant(JSONB(), "postgresql")
+Timestamp = sa.DateTime(timezone=True)
+
+meta = sa.MetaData()
+
+schema_version = sa.Table(
+    "ingest_schema_version", meta,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("upgraded_at", Timestamp, nullable=False),
+)
+
+# Supervisor state per datasource. commit_version is the compare-and-swap token of its committed offsets.
+datasources = sa.Table(
+    "ingest_datasources", meta,
+    sa.Column("name", sa.String(200), primary_key=True),
+    sa.Column("spec_version", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("commit_version", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("state", sa.String(40), nullable=False, server_default="PENDING"),
+    sa.Column("detailed_state", sa.String(40), nullable=False, server_default="PENDING"),
+    sa.Column("suspended", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("terminated", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+)
+
+specs = sa.Table(
+    "ingest_specs", meta,
+    sa.Column("datasource", sa.String(200), primary_key=True),
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("fingerprint", sa.String(64), nullable=False),
+    sa.Column("spec", Json, nullable=False),  # redacted: secret references only, never secret values
+    sa.Column("source", sa.Text),
+    sa.Column("created_at", Timestamp, nullable=False),
+)
+
+offsets = sa.Table(
+    "ingest_offsets", meta,
+    sa.Column("datasource", sa.String(200), primary_key=True),
+    sa.Column("topic", sa.String(255), primary_key=True),
+    sa.Column("partition", sa.Integer, primary_key=True),
+    sa.Column("offset", sa.BigInteger, nullable=False),
+    sa.Column("run_id", sa.String(250)),  # the run (or operator action) that set it
+    sa.Column("updated_at", Timestamp, nullable=False),
+)
+
+segments = sa.Table(
+    "ingest_segments", meta,
+    sa.Column("id", sa.String(512), primary_key=True),
+    sa.Column("datasource", sa.String(200), nullable=False),
+    sa.Column("interval_start", Timestamp, nullable=False),
+    sa.Column("interval_end", Timestamp, nullable=False),
+    sa.Column("version", sa.String(40), nullable=False),
+    sa.Column("partition_num", sa.Integer, nullable=False),
+    sa.Column("location", sa.Text, nullable=False),
+    sa.Column("num_rows", sa.BigInteger, nullable=False),
+    sa.Column("size_bytes", sa.BigInteger, nullable=False),
+    sa.Column("used", sa.Boolean, nullable=False, server_default=sa.true()),
+    sa.Column("run_id", sa.String(250), nullable=False),
+    sa.Column("group_id", sa.Integer, nullable=False),
+    sa.Column("start_offsets", Json, nullable=False),
+    sa.Column("end_offsets", Json, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("payload", Json, nullable=False),
+    sa.UniqueConstraint("datasource", "interval_start", "interval_end", "version", "partition_num",
+                        name="uq_ingest_segments_slot"),
+)
+sa.Index("ix_ingest_segments_ds_interval", segments.c.datasource, segments.c.interval_start, segments.c.interval_end)
+
+
+class RunStatus(str, enum.Enum):
+    PLANNED = "PLANNED"
+    RUNNING = "RUNNING"
+    PUBLISHED = "PUBLISHED"
+    FAILED = "FAILED"
+    SUPERSEDED = "SUPERSEDED"  # its start offsets no longer match the committed ones; re-plan
+
+    @property
+    def in_flight(self) -> bool:
+        return self in (RunStatus.PLANNED, RunStatus.RUNNING)
+
+
+class GroupStatus(str, enum.Enum):
+    PENDING = "PENDING"
+    PUBLISHED = "PUBLISHED"
+    FAILED = "FAILED"
+    EMPTY = "EMPTY"  # nothing to read; its offsets still advance when the run publishes
+
+
+runs = sa.Table(
+    "ingest_runs", meta,
+    sa.Column("datasource", sa.String(200), primary_key=True),
+    sa.Column("run_id", sa.String(250), primary_key=True),
+    sa.Column("seq", sa.BigInteger, nullable=False),  # planning order within the datasource
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("plan", Json, nullable=False),
+    sa.Column("records", sa.BigInteger, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+    sa.Column("published_at", Timestamp),
+    sa.Column("superseded_by", sa.String(250)),
+    sa.Column("error", sa.Text),
+    sa.UniqueConstraint("datasource", "seq", name="uq_ingest_runs_seq"),
+)
+
+task_groups = sa.Table(
+    "ingest_task_groups", meta,
+    sa.Column("datasource", sa.String(200), primary_key=True),
+    sa.Column("run_id", sa.String(250), primary_key=True),
+    sa.Column("group_id", sa.Integer, primary_key=True),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("records", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+)
+
+task_reports = sa.Table(
+    "ingest_task_reports", meta,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("datasource", sa.String(200), nullable=False),
+    sa.Column("run_id", sa.String(250), nullable=False),
+    sa.Column("group_id", sa.Integer, nullable=False),
+    sa.Column("replica", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("report", Json, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+)
+sa.Index("ix_ingest_task_reports_run", task_reports.c.datasource, task_reports.c.run_id)
+
+audit_log = sa.Table(
+    "ingest_audit_log", meta,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("datasource", sa.String(200), nullable=False),
+    sa.Column("action", sa.String(60), nullable=False),
+    sa.Column("actor", sa.String(200), nullable=False),
+    sa.Column("details", Json, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+)
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def as_utc(value: datetime | None) -> datetime | None:
+    """SQLite returns naive date-times; everything here is UTC."""
+    if value is None:
+        return None
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    datasource: str
+    run_id: str
+    seq: int
+    status: RunStatus
+    plan: Plan
+    created_at: datetime
+    published_at: datetime | None
+    superseded_by: str | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class SegmentRecord:
+    id: str
+    datasource: str
+    interval_start: datetime
+    interval_end: datetime
+    version: str
+    partition_num: int
+    location: str
+    num_rows: int
+    size_bytes: int
+    used: bool
+    run_id: str
+    group_id: int
+    start_offsets: dict
+    end_offsets: dict
+    created_at: datetime
+    payload: dict
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    datasource: str
+    action: str
+    actor: str
+    details: dict
+    created_at: datetime
+
+
+def _create_schema_v1(conn: Connection) -> None:
+    meta.create_all(conn, checkfirst=True)
+
+
+# Ordered schema steps; a new release appends (version, step). Each runs once, in its own transaction.
+MIGRATIONS: list[tuple[int, Any]] = [(1, _create_schema_v1)]
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
+
+        @sa.event.listens_for(engine, "connect")
+        def _sqlite_connect(dbapi_conn, _record):  # pragma: no cover - exercised through every SQLite test
+            dbapi_conn.isolation_level = None  # let SQLAlchemy's "begin" event issue BEGIN IMMEDIATE
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        @sa.event.listens_for(engine, "begin")
+        def _sqlite_begin(conn):  # pragma: no cover
+            # Writers take the lock at BEGIN: two publishers serialize instead of failing to upgrade a read lock.
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+    return sa.create_engine(url, pool_pre_ping=True)
+
+
+class MetadataStore:
+    def __init__(self, url: str, engine: Engine | None = None):
+        self.url = url
+        self.engine = engine or make_engine(url)
+        self._schema_checked = False
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.engine.dialect.name == "postgresql"
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    # ------------------------------------------------------------------------------------------ schema
+
+    def current_schema_version(self) -> int:
+        try:
+            with self.engine.connect() as conn:
+                if not sa.inspect(conn).has_table(schema_version.name):
+                    return 0
+                return int(conn.execute(sa.select(sa.func.max(schema_version.c.version))).scalar() or 0)
+        except sa.exc.OperationalError as exc:
+            raise MetadataStoreError(f"metadata store {self.safe_url} is unreachable: {exc.orig}") from None
+
+    def upgrade(self) -> list[int]:
+        """Create or upgrade the schema to SCHEMA_VERSION. Returns the versions applied."""
+        applied = []
+        with self.transaction() as conn:
+            if self.is_postgres:
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(74201)"))  # one upgrader at a time
+            schema_version.create(conn, checkfirst=True)
+            current = int(conn.execute(sa.select(sa.func.max(schema_version.c.version))).scalar() or 0)
+            for version, step in MIGRATIONS:
+                if version > current:
+                    step(conn)
+                    conn.execute(schema_version.insert().values(id=version, version=version, upgraded_at=utcnow()))
+                    applied.append(version)
+        self._schema_checked = True
+        return applied
+
+    def check_schema(self) -> None:
+        if self._schema_checked:
+            return
+        found = self.current_schema_version()
+        if found < SCHEMA_VERSION:
+            raise MetadataStoreError(
+                f"metadata store {self.safe_url} has schema version {found}, this release needs {SCHEMA_VERSION}: "
+                f"run `ingest db upgrade`"
+            )
+        if found > SCHEMA_VERSION:
+            raise MetadataStoreError(
+                f"metadata store {self.safe_url} has schema version {found}, newer than this release "
+                f"({SCHEMA_VERSION}): upgrade this installation"
+            )
+        self._schema_checked = True
+
+    @property
+    def safe_url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        with self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def session(self) -> Iterator[Connection]:
+        self.check_schema()
+        with self.engine.begin() as conn:
+            yield conn
+
+    def lock_datasource(self, conn: Connection, name: str) -> Mapping[str, Any]:
+        """Lock the datasource row for this transaction (creating it if needed) and return it."""
+        query = sa.select(datasources).where(datasources.c.name == name)
+        if self.is_postgres:
+            query = query.with_for_update()
+        row = conn.execute(query).mappings().first()
+        if row is None:
+            now = utcnow()
+            if self.is_postgres:
+                from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+                conn.execute(pg_insert(datasources).values(name=name, created_at=now, updated_at=now)
+                             .on_conflict_do_nothing(index_elements=["name"]))
+            else:
+                conn.execute(datasources.insert().prefix_with("OR IGNORE").values(name=name, created_at=now,
+                                                                                   updated_at=now))
+            row = conn.execute(query).mappings().first()
+        return row
+
+    # ------------------------------------------------------------------------------------------ specs, state
+
+    def register_spec(self, name: str, spec_json: dict, fingerprint: str, source: str | None = None) -> int:
+        """Record the (redacted) spec; a new version only when it changed. Returns the current version."""
+        with self.session() as conn:
+            row = self.lock_datasource(conn, name)
+            latest = conn.execute(
+                sa.select(specs.c.version, specs.c.fingerprint).where(specs.c.datasource == name)
+                .order_by(specs.c.version.desc()).limit(1)
+            ).first()
+            if latest is not None and latest.fingerprint == fingerprint:
+                return int(latest.version)
+            version = (int(latest.version) if latest else 0) + 1
+            conn.execute(specs.insert().values(datasource=name, version=version, fingerprint=fingerprint,
+                                               spec=spec_json, source=source, created_at=utcnow()))
+            conn.execute(datasources.update().where(datasources.c.name == row["name"])
+                         .values(spec_version=version, updated_at=utcnow()))
+            return version
+
+    def spec_history(self, name: str) -> list[dict]:
+        with self.session() as conn:
+            rows = conn.execute(sa.select(specs).where(specs.c.datasource == name).order_by(specs.c.version))
+            return [dict(r._mapping) for r in rows]
+
+    def datasource_row(self, name: str) -> dict | None:
+        with self.session() as conn:
+            row = conn.execute(sa.select(datasources).where(datasources.c.name == name)).mappings().first()
+            return dict(row) if row else None
+
+    def set_state(self, name: str, state: str, detailed_state: str | None = None) -> None:
+        with self.session() as conn:
+            self.lock_datasource(conn, name)
+            conn.execute(datasources.update().where(datasources.c.name == name).values(
+                state=state, detailed_state=detailed_state or state, updated_at=utcnow()))
+
+    # ------------------------------------------------------------------------------------------ offsets
+
+    def committed_offsets(self, name: str, conn: Connection | None = None) -> dict[TopicPartition, KnownOffset]:
+        query = sa.select(offsets).where(offsets.c.datasource == name)
+        if conn is not None:
+            rows = conn.execute(query).mappings().all()
+        else:
+            with self.session() as c:
+                rows = c.execute(query).mappings().all()
+        return {TopicPartition(r["topic"], r["partition"]): KnownOffset(int(r["offset"]), r["run_id"]) for r in rows}
+
+    def write_offsets(self, conn: Connection, name: str, new: Mapping[TopicPartition, int], run_id: str) -> None:
+        """Upsert committed offsets inside the caller's locked transaction."""
+        now = utcnow()
+        existing = set(self.committed_offsets(name, conn))
+        for tp, off in sorted(new.items()):
+            key = (offsets.c.datasource == name) & (offsets.c.topic == tp.topic) & (offsets.c.partition == tp.partition)
+            if tp in existing:
+                conn.execute(offsets.update().where(key).values(offset=off, run_id=run_id, updated_at=now))
+            else:
+                conn.execute(offsets.insert().values(datasource=name, topic=tp.topic, partition=tp.partition,
+                                                     offset=off, run_id=run_id, updated_at=now))
+
+    def bump_commit_version(self, conn: Connection, name: str, expected: int) -> int:
+        result = conn.execute(
+            datasources.update()
+            .where((datasources.c.name == name) & (datasources.c.commit_version == expected))
+            .values(commit_version=expected + 1, updated_at=utcnow())
+        )
+        if result.rowcount != 1:
+            raise MetadataStoreError(
+                f"datasource {name!r}: committed offsets changed concurrently (commit version {expected} is gone); "
+                f"the publish was rolled back and can be retried"
+            )
+        return expected + 1
+
+    # ------------------------------------------------------------------------------------------ runs
+
+    def insert_run(self, plan: Plan) -> RunRecord:
+        """Persist a plan. If the run id already has one (a concurrent planner won), return that instead."""
+        try:
+            with self.session() as conn:
+                self.lock_datasource(conn, plan.datasource)
+                existing = self._get_run(conn, plan.datasource, plan.run_id)
+                if existing is not None:
+                    return existing
+                seq = int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(runs.c.seq), 0))
+                                       .where(runs.c.datasource == plan.datasource)).scalar()) + 1
+                now = utcnow()
+                conn.execute(runs.insert().values(
+                    datasource=plan.datasource, run_id=plan.run_id, seq=seq, status=RunStatus.PLANNED.value,
+                    plan=plan.to_json(), records=plan.records, created_at=plan.created_at, updated_at=now))
+                for g in plan.groups:
+                    conn.execute(task_groups.insert().values(
+                        datasource=plan.datasource, run_id=plan.run_id, group_id=g.group_id, records=g.records,
+                        status=(GroupStatus.EMPTY if g.is_empty else GroupStatus.PENDING).value, updated_at=now))
+        except sa.exc.IntegrityError:
+            pass
+        record = self.get_run(plan.datasource, plan.run_id)
+        if record is None:  # pragma: no cover - integrity error without a row would be a bug
+            raise MetadataStoreError(f"run {plan.run_id} could not be stored")
+        return record
+
+    def _get_run(self, conn: Connection, name: str, run_id: str) -> RunRecord | None:
+        row = conn.execute(sa.select(runs).where((runs.c.datasource == name) & (runs.c.run_id == run_id))
+                           ).mappings().first()
+        return _run_record(row) if row else None
+
+    def get_run(self, name: str, run_id: str, conn: Connection | None = None) -> RunRecord | None:
+        if conn is not None:
+            return self._get_run(conn, name, run_id)
+        with self.session() as c:
+            return self._get_run(c, name, run_id)
+
+    def require_run(self, name: str, run_id: str, conn: Connection | None = None) -> RunRecord:
+        record = self.get_run(name, run_id, conn)
+        if record is None:
+            raise RunNotFoundError(f"datasource {name!r} has no planned run {run_id!r}")
+        return record
+
+    def list_runs(self, name: str, limit: int = 20) -> list[RunRecord]:
+        with self.session() as conn:
+            rows = conn.execute(sa.select(runs).where(runs.c.datasource == name)
+                                .order_by(runs.c.seq.desc()).limit(limit)).mappings().all()
+            return [_run_record(r) for r in rows]
+
+    def inflight_end_offsets(self, name: str) -> dict[TopicPartition, KnownOffset]:
+        """Planned end offsets of runs that have not published yet; the latest-planned run wins per partition."""
+        with self.session() as conn:
+            rows = conn.execute(
+                sa.select(runs.c.run_id, runs.c.plan).where(
+                    (runs.c.datasource == name)
+                    & runs.c.status.in_([s.value for s in RunStatus if s.in_flight])
+                ).order_by(runs.c.seq)
+            ).all()
+        out: dict[TopicPartition, KnownOffset] = {}
+        for run_id, plan_json in rows:
+            for tp, end in Plan.from_json(plan_json).end_offsets().items():
+                out[tp] = KnownOffset(end, run_id)
+        return out
+
+    def set_run_status(self, name: str, run_id: str, status: RunStatus, *, error: str | None = None,
+                       superseded_by: str | None = None, conn: Connection | None = None,
+                       only_if_in_flight: bool = False) -> None:
+        values: dict[str, Any] = {"status": status.value, "updated_at": utcnow()}
+        if error is not None:
+            values["error"] = error
+        if superseded_by is not None:
+            values["superseded_by"] = superseded_by
+        if status is RunStatus.PUBLISHED:
+            values["published_at"] = utcnow()
+        where = (runs.c.datasource == name) & (runs.c.run_id == run_id)
+        if only_if_in_flight:
+            where &= runs.c.status.in_([s.value for s in RunStatus if s.in_flight])
+        stmt = runs.update().where(where).values(**values)
+        if conn is not None:
+            conn.execute(stmt)
+        else:
+            with self.session() as c:
+                c.execute(stmt)
+
+    def set_group_status(self, conn: Connection, name: str, run_id: str, group_id: int, status: GroupStatus) -> None:
+        conn.execute(task_groups.update().where(
+            (task_groups.c.datasource == name) & (task_groups.c.run_id == run_id) & (task_groups.c.group_id == group_id)
+        ).values(status=status.value, updated_at=utcnow()))
+
+    def group_statuses(self, name: str, run_id: str) -> dict[int, GroupStatus]:
+        with self.session() as conn:
+            rows = conn.execute(sa.select(task_groups.c.group_id, task_groups.c.status).where(
+                (task_groups.c.datasource == name) & (task_groups.c.run_id == run_id))).all()
+        return {int(g): GroupStatus(s) for g, s in rows}
+
+    # ------------------------------------------------------------------------------------------ segments
+
+    def segments(self, name: str, *, used_only: bool = True, run_id: str | None = None) -> list[SegmentRecord]:
+        query = sa.select(segments).where(segments.c.datasource == name)
+        if used_only:
+            query = query.where(segments.c.used == sa.true())
+        if run_id is not None:
+            query = query.where(segments.c.run_id == run_id)
+        with self.session() as conn:
+            rows = conn.execute(query.order_by(segments.c.interval_start, segments.c.version,
+                                               segments.c.partition_num)).mappings().all()
+        return [_segment_record(r) for r in rows]
+
+    # ------------------------------------------------------------------------------------------ reports, audit
+
+    def add_task_report(self, name: str, run_id: str, group_id: int, report: dict, replica: int = 0) -> None:
+        with self.session() as conn:
+            conn.execute(task_reports.insert().values(datasource=name, run_id=run_id, group_id=group_id,
+                                                      replica=replica, report=report, created_at=utcnow()))
+
+    def task_reports(self, name: str, run_id: str | None = None) -> list[dict]:
+        query = sa.select(task_reports).where(task_reports.c.datasource == name)
+        if run_id is not None:
+            query = query.where(task_reports.c.run_id == run_id)
+        with self.session() as conn:
+            return [dict(r) for r in conn.execute(query.order_by(task_reports.c.id)).mappings()]
+
+    def audit(self, name: str, action: str, details: dict, actor: str = "system", conn: Connection | None = None) -> None:
+        stmt = audit_log.insert().values(datasource=name, action=action, actor=actor,
+                                         details=json.loads(json.dumps(details, default=str)), created_at=utcnow())
+        if conn is not None:
+            conn.execute(stmt)
+        else:
+            with self.session() as c:
+                c.execute(stmt)
+
+    def audit_records(self, name: str) -> list[AuditRecord]:
+        with self.session() as conn:
+            rows = conn.execute(sa.select(audit_log).where(audit_log.c.datasource == name)
+                                .order_by(audit_log.c.id)).mappings().all()
+        return [AuditRecord(r["datasource"], r["action"], r["actor"], r["details"], as_utc(r["created_at"]))
+                for r in rows]
+
+
+def _run_record(row: Mapping[str, Any]) -> RunRecord:
+    return RunRecord(
+        datasource=row["datasource"], run_id=row["run_id"], seq=int(row["seq"]), status=RunStatus(row["status"]),
+        plan=Plan.from_json(row["plan"]), created_at=as_utc(row["created_at"]),
+        published_at=as_utc(row["published_at"]), superseded_by=row["superseded_by"], error=row["error"],
+    )
+
+
+def _segment_record(row: Mapping[str, Any]) -> SegmentRecord:
+    return SegmentRecord(
+        id=row["id"], datasource=row["datasource"], interval_start=as_utc(row["interval_start"]),
+        interval_end=as_utc(row["interval_end"]), version=row["version"], partition_num=int(row["partition_num"]),
+        location=row["location"], num_rows=int(row["num_rows"]), size_bytes=int(row["size_bytes"]),
+        used=bool(row["used"]), run_id=row["run_id"], group_id=int(row["group_id"]),
+        start_offsets=row["start_offsets"], end_offsets=row["end_offsets"], created_at=as_utc(row["created_at"]),
+        payload=row["payload"],
+    )

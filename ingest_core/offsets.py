@@ -1,0 +1,166 @@
+"""Offset value types and start-offset resolution (pure: no broker, no database).
+
+Druid's order for where a partition's next run starts:
+  1. the planned end offset of a run that is still in flight (pipelining: it has not published yet);
+  2. else the committed offset in the metadata store;
+  3. else the earliest or latest offset in Kafka, by `useEarliestOffset`.
+A start below the log start (retention or `delete_records` removed records) is reset with an audit record
+when `resetOffsetAutomatically` is set, else it stops the run; a start beyond the log end means the topic was
+re-created and always stops the run.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from .errors import OffsetOutOfRangeError
+
+
+@dataclass(frozen=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, order=True)
+class OffsetRange:
+    """Offsets [start, end) of one partition.
+
+    `size` is an upper bound on the records it holds: transaction markers, aborted transactions and
+    compaction leave gaps, so a reader must stop at its position reaching `end`, never wait to see `end - 1`.
+    """
+
+    tp: TopicPartition
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return max(0, self.end - self.start)
+
+    def to_json(self) -> dict:
+        return {"topic": self.tp.topic, "partition": self.tp.partition, "start": self.start, "end": self.end}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "OffsetRange":
+        return cls(TopicPartition(d["topic"], int(d["partition"])), int(d["start"]), int(d["end"]))
+
+
+class StartSource(str, enum.Enum):
+    INFLIGHT = "inflight"  # planned end of a run that has not published yet
+    COMMITTED = "committed"
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    RESET_EARLIEST = "reset-earliest"  # resetOffsetAutomatically moved a truncated start
+    RESET_LATEST = "reset-latest"
+
+
+@dataclass(frozen=True)
+class StartOffset:
+    """Where a partition's range starts, and the committed offset its publish must find (compare-and-swap).
+
+    `expected_commit` is None for a first start from earliest/latest: publishing then requires that nothing
+    was committed for the partition in between.
+    """
+
+    offset: int
+    source: StartSource
+    after_run: str | None = None  # the in-flight or committing run this start continues from
+    expected_commit: int | None = None
+
+
+@dataclass(frozen=True)
+class KnownOffset:
+    """An offset some run put there: committed by it, or planned as its end while it is in flight."""
+
+    offset: int
+    run_id: str | None
+
+
+@dataclass(frozen=True)
+class OffsetReset:
+    """What `resetOffsetAutomatically` did to one partition; goes to the audit log."""
+
+    tp: TopicPartition
+    from_offset: int
+    to_offset: int
+    earliest: int
+    latest: int
+
+
+@dataclass(frozen=True)
+class StartResolution:
+    starts: dict[TopicPartition, StartOffset]
+    resets: list[OffsetReset]
+
+
+def resolve_start_offsets(
+    partitions: Iterable[TopicPartition],
+    *,
+    datasource: str,
+    inflight: Mapping[TopicPartition, KnownOffset],
+    committed: Mapping[TopicPartition, KnownOffset],
+    earliest: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+    use_earliest: bool,
+    reset_automatically: bool,
+) -> StartResolution:
+    starts: dict[TopicPartition, StartOffset] = {}
+    resets: list[OffsetReset] = []
+    for tp in sorted(partitions):
+        lo, hi = earliest[tp], latest[tp]
+        if tp in inflight:
+            known, source = inflight[tp], StartSource.INFLIGHT
+        elif tp in committed:
+            known, source = committed[tp], StartSource.COMMITTED
+        else:
+            fresh = StartSource.EARLIEST if use_earliest else StartSource.LATEST
+            starts[tp] = StartOffset(lo if use_earliest else hi, fresh)
+            continue
+        where = (f"planned end of in-flight run {known.run_id}" if source is StartSource.INFLIGHT
+                 else f"committed by run {known.run_id}" if known.run_id else "committed")
+        if known.offset > hi:
+            raise OffsetOutOfRangeError(
+                f"datasource {datasource!r}, partition {tp}: start offset {known.offset} ({where}) is beyond the "
+                f"log end offset {hi}. The topic was probably deleted and re-created, so the stored offsets "
+                f"describe another log. Nothing was ingested. Check the topic, then run "
+                f"`ingest reset {datasource}` (start over from earliest/latest by useEarliestOffset) or "
+                f"`ingest set-offsets {datasource} {tp.topic}:{tp.partition}=<offset>`.",
+                topic=tp.topic, partition=tp.partition, offset=known.offset, earliest=lo, latest=hi,
+            )
+        if known.offset < lo:
+            if not reset_automatically:
+                raise OffsetOutOfRangeError(
+                    f"datasource {datasource!r}, partition {tp}: start offset {known.offset} ({where}) is below "
+                    f"the log start offset {lo}: records {known.offset}..{lo - 1} were removed (retention or "
+                    f"delete_records) before they were ingested. The run stops so nothing is skipped silently. "
+                    f"To continue, accept the loss with `ingest set-offsets {datasource} "
+                    f"{tp.topic}:{tp.partition}={lo}` or `ingest reset {datasource}`, or set "
+                    f"tuningConfig.resetOffsetAutomatically: true.",
+                    topic=tp.topic, partition=tp.partition, offset=known.offset, earliest=lo, latest=hi,
+                )
+            target = lo if use_earliest else hi
+            resets.append(OffsetReset(tp, known.offset, target, lo, hi))
+            reset_source = StartSource.RESET_EARLIEST if use_earliest else StartSource.RESET_LATEST
+            # The publish still compare-and-swaps against the offset it was reset from.
+            starts[tp] = StartOffset(target, reset_source, known.run_id, known.offset)
+            continue
+        starts[tp] = StartOffset(known.offset, source, known.run_id, known.offset)
+    return StartResolution(starts, resets)
+
+
+def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """Spark's offset JSON: {"topic": {"0": 23, "1": 42}}."""
+    out: dict[str, dict[str, int]] = {}
+    for tp in sorted(offsets):
+        out.setdefault(tp.topic, {})[str(tp.partition)] = int(offsets[tp])
+    return out
+
+
+def offsets_from_json(data: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
+    return {TopicPartition(t, int(p)): int(o) for t, parts in data.items() for p, o in parts.items()}

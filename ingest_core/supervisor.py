@@ -1,0 +1,134 @@
+"""One supervisor loop's planning step, with its I/O: discover, resolve starts, snapshot ends, plan, persist.
+
+The pure work happens in `offsets.resolve_start_offsets` and `planner.plan_run`; this module only gathers
+their inputs from Kafka and the metadata store and persists the result. A run id's plan is persisted before
+any job starts; asking again for the same run id returns the persisted plan unchanged, so retries, clears
+and backfills re-execute exactly what was planned.
+
+Supervisor states (Druid's vocabulary, shown by `ingest status`):
+  PENDING -> RUNNING -> IDLE (nothing new to read) / SUSPENDED / STOPPING,
+  or UNHEALTHY_SUPERVISOR (e.g. UNABLE_TO_CONNECT_TO_STREAM, LOST_CONTACT_WITH_STREAM) / UNHEALTHY_TASKS.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from .errors import BrokerUnavailableError
+from .metadata import MetadataStore, RunRecord, RunStatus
+from .offset_reader import KafkaOffsetReader
+from .offsets import StartSource, resolve_start_offsets
+from .planner import Plan, PlanRequest, plan_run
+from .spec import DatasourceSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """Per-run planning inputs that are not in the spec."""
+
+    end_time: datetime | None = None  # cap end offsets at the offsets at this time (data interval end)
+    max_records: int | None = None  # overrides microbatch.maxRecordsPerRun
+    now: datetime | None = None  # plan creation time; default: the wall clock
+
+
+class Supervisor:
+    def __init__(self, spec: DatasourceSpec, store: MetadataStore, reader: KafkaOffsetReader | None = None):
+        self.spec = spec
+        self.store = store
+        self._reader = reader
+
+    @property
+    def datasource(self) -> str:
+        return self.spec.datasource
+
+    @property
+    def reader(self) -> KafkaOffsetReader:
+        if self._reader is None:
+            self._reader = KafkaOffsetReader.for_spec(self.spec)
+        return self._reader
+
+    def register(self) -> int:
+        """Record the spec (redacted) in the spec history; returns its version."""
+        return self.store.register_spec(self.datasource, self.spec.to_raw(), self.spec.fingerprint(), self.spec.source)
+
+    def plan(self, run_id: str, options: PlanOptions = PlanOptions()) -> RunRecord:
+        """The persisted plan of `run_id`, planning and persisting it first if there is none."""
+        existing = self.store.get_run(self.datasource, run_id)
+        if existing is not None:
+            log.info("run %s of %s already has a plan (%s, %d records): reusing it", run_id, self.datasource,
+                     existing.status.value, existing.plan.records)
+            return existing
+        plan = self.compute_plan(run_id, options)
+        record = self.store.insert_run(plan)
+        if record.plan.dumps() == plan.dumps():
+            self._audit_resets(plan)
+        return record
+
+    def compute_plan(self, run_id: str, options: PlanOptions = PlanOptions()) -> Plan:
+        io, micro = self.spec.io_config, self.spec.microbatch
+        first_loop = self._first_loop()
+        try:
+            if first_loop:
+                self.store.set_state(self.datasource, "RUNNING", "CONNECTING_TO_STREAM")
+            tps = self.reader.partitions(topic=io.topic, pattern=io.topic_pattern)
+            earliest = self.reader.earliest(tps)
+            latest = self.reader.latest(tps)
+            at_time = self.reader.offsets_at(tps, options.end_time) if options.end_time else None
+        except BrokerUnavailableError as exc:
+            detailed = "UNABLE_TO_CONNECT_TO_STREAM" if first_loop else "LOST_CONTACT_WITH_STREAM"
+            self.store.set_state(self.datasource, "UNHEALTHY_SUPERVISOR", detailed)
+            self.store.audit(self.datasource, "stream_error", {"error": str(exc)})
+            raise
+        resolution = resolve_start_offsets(
+            tps,
+            datasource=self.datasource,
+            inflight=self.store.inflight_end_offsets(self.datasource),
+            committed=self.store.committed_offsets(self.datasource),
+            earliest=earliest,
+            latest=latest,
+            use_earliest=io.use_earliest_offset,
+            reset_automatically=self.spec.tuning_config.reset_offset_automatically,
+        )
+        for reset in resolution.resets:
+            log.warning("datasource %s partition %s: start offset %d is below the log start %d; "
+                        "resetOffsetAutomatically moves it to %d (records in between are skipped or re-read)",
+                        self.datasource, reset.tp, reset.from_offset, reset.earliest, reset.to_offset)
+        request = PlanRequest(
+            datasource=self.datasource,
+            run_id=run_id,
+            created_at=options.now or datetime.now(timezone.utc),
+            starts=resolution.starts,
+            latest=latest,
+            task_count=io.task_count,
+            multi_topic=io.topic_pattern is not None,
+            assignment=micro.assignment,
+            max_records_per_split=micro.max_records_per_split,
+            min_splits_per_group=micro.min_splits_per_group,
+            max_records_per_run=options.max_records if options.max_records is not None else micro.max_records_per_run,
+            offsets_at_end_time=at_time,
+            end_time=options.end_time,
+            spec_fingerprint=self.spec.fingerprint(),
+        )
+        plan = plan_run(request)
+        self.store.set_state(self.datasource, "RUNNING", "RUNNING")
+        return plan
+
+    def _first_loop(self) -> bool:
+        row = self.store.datasource_row(self.datasource)
+        return row is None or row["detailed_state"] in ("PENDING", "CONNECTING_TO_STREAM", "UNABLE_TO_CONNECT_TO_STREAM")
+
+    def _audit_resets(self, plan: Plan) -> None:
+        for p in plan.partitions:
+            if p.start_source in (StartSource.RESET_EARLIEST, StartSource.RESET_LATEST):
+                self.store.audit(self.datasource, "auto_reset", {
+                    "runId": plan.run_id, "topic": p.tp.topic, "partition": p.tp.partition,
+                    "fromOffset": p.expected_commit, "toOffset": p.start,
+                    "reason": "start offset below the log start; tuningConfig.resetOffsetAutomatically is true",
+                })
+
+    def mark_failed(self, run_id: str, error: str) -> None:
+        self.store.set_run_status(self.datasource, run_id, RunStatus.FAILED, error=error, only_if_in_flight=True)

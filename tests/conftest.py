@@ -1,0 +1,172 @@
+"""Test harness: real services only.
+
+- Kafka: noida-db's broker on a free port with its own data dir (started once per session), or the broker at
+  INGEST_TEST_KAFKA=host:port (e.g. the Apache Kafka of docker-compose.yaml).
+- PostgreSQL: a database of its own on INGEST_TEST_POSTGRES (default postgresql://postgres@127.0.0.1:5432),
+  created and dropped here. SQLite: a file per test.
+A missing broker or PostgreSQL fails the run; nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ingest_core.metadata import MetadataStore, meta, schema_version
+
+PG_BASE = os.environ.get("INGEST_TEST_POSTGRES", "postgresql+psycopg2://postgres@127.0.0.1:5432")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _noida_binary() -> str:
+    exe = shutil.which("noida-db", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+    if not exe:
+        pytest.fail("noida-db is not installed: `pip install -e '.[dev]'` (or set INGEST_TEST_KAFKA=host:port)")
+    return exe
+
+
+def _wait_for_broker(bootstrap: str, proc: subprocess.Popen | None, log: Path | None, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"noida-db exited with {proc.returncode}:\n{log.read_text() if log else ''}")
+        try:
+            AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=2)
+            return
+        except Exception as exc:  # noqa: BLE001 - keep polling until the deadline
+            last = exc
+            time.sleep(0.3)
+    pytest.fail(f"Kafka at {bootstrap} did not come up in {timeout}s: {last}")
+
+
+class Broker:
+    def __init__(self, bootstrap: str, proc: subprocess.Popen | None, data_dir: Path | None):
+        self.bootstrap = bootstrap
+        self.proc = proc
+        self.data_dir = data_dir
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def create_topic(self, partitions: int = 1, name: str | None = None) -> str:
+        name = name or f"t-{uuid.uuid4().hex[:10]}"
+        fut = self.admin.create_topics([NewTopic(name, partitions, 1)])[name]
+        fut.result(timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # metadata propagates asynchronously on a real cluster
+            md = self.admin.list_topics(name, timeout=5)
+            if name in md.topics and md.topics[name].error is None and len(md.topics[name].partitions) == partitions:
+                return name
+            time.sleep(0.1)
+        raise AssertionError(f"topic {name} did not appear")
+
+    def produce(self, topic: str, values, partition: int | None = None, key: bytes | None = None,
+                headers=None, timestamp_ms: int | None = None) -> None:
+        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5})
+        for v in values:
+            kwargs = {}
+            if partition is not None:
+                kwargs["partition"] = partition
+            if timestamp_ms is not None:
+                kwargs["timestamp"] = timestamp_ms
+            p.produce(topic, value=v, key=key, headers=headers, **kwargs)
+        assert p.flush(30) == 0
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory) -> Broker:
+    external = os.environ.get("INGEST_TEST_KAFKA")
+    if external:
+        _wait_for_broker(external, None, None, timeout=30)
+        yield Broker(external, None, None)
+        return
+    data_dir = tmp_path_factory.mktemp("noida-kafka")
+    port = free_port()
+    log = data_dir / "noida.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [_noida_binary(), "start", "--only", "kafka", "--kafka-port", str(port), "--data-dir", str(data_dir)],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+    bootstrap = f"127.0.0.1:{port}"
+    try:
+        _wait_for_broker(bootstrap, proc, log)
+        yield Broker(bootstrap, proc, data_dir)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """A PostgreSQL database of the test session's own."""
+    admin_url = f"{PG_BASE}/postgres"
+    name = f"ingest_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    engine = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    except sa.exc.OperationalError as exc:
+        pytest.fail(f"PostgreSQL at {PG_BASE} is required for the tests and is unreachable: {exc.orig}")
+    try:
+        yield f"{PG_BASE}/{name}"
+    finally:
+        with engine.connect() as conn:
+            conn.execute(sa.text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n AND pid <> pg_backend_pid()"
+            ), {"n": name})
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+        engine.dispose()
+
+
+def _fresh_postgres(url: str) -> MetadataStore:
+    store = MetadataStore(url)
+    with store.engine.begin() as conn:
+        meta.drop_all(conn)
+        schema_version.drop(conn, checkfirst=True)
+    store.upgrade()
+    return store
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request, tmp_path) -> str:
+    """A freshly upgraded metadata store, once on SQLite and once on PostgreSQL."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'metadata.db'}"
+        MetadataStore(url).upgrade()
+        return url
+    url = request.getfixturevalue("pg_url")
+    _fresh_postgres(url).dispose()
+    return url
+
+
+@pytest.fixture
+def store(store_url) -> MetadataStore:
+    s = MetadataStore(store_url)
+    yield s
+    s.dispose()
+
+
+@pytest.fixture
+def pg_store(pg_url) -> MetadataStore:
+    s = _fresh_postgres(pg_url)
+    yield s
+    s.dispose()
