@@ -98,6 +98,8 @@ sa.Index("ix_ingest_segments_ds_interval", segments.c.datasource, segments.c.int
 
 
 class RunStatus(str, enum.Enum):
+    """PLANNED -> RUNNING -> PUBLISHED, or FAILED (may be retried and still publish), or SUPERSEDED (final)."""
+
     PLANNED = "PLANNED"
     RUNNING = "RUNNING"
     PUBLISHED = "PUBLISHED"
@@ -475,7 +477,7 @@ class MetadataStore:
 
     def set_run_status(self, name: str, run_id: str, status: RunStatus, *, error: str | None = None,
                        superseded_by: str | None = None, conn: Connection | None = None,
-                       only_if_in_flight: bool = False) -> None:
+                       only_from: tuple[RunStatus, ...] | None = None) -> None:
         values: dict[str, Any] = {"status": status.value, "updated_at": utcnow()}
         if error is not None:
             values["error"] = error
@@ -484,8 +486,8 @@ class MetadataStore:
         if status is RunStatus.PUBLISHED:
             values["published_at"] = utcnow()
         where = (runs.c.datasource == name) & (runs.c.run_id == run_id)
-        if only_if_in_flight:
-            where &= runs.c.status.in_([s.value for s in RunStatus if s.in_flight])
+        if only_from is not None:
+            where &= runs.c.status.in_([s.value for s in only_from])
         stmt = runs.update().where(where).values(**values)
         if conn is not None:
             conn.execute(stmt)

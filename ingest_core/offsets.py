@@ -3,7 +3,9 @@
 Druid's order for where a partition's next run starts:
   1. the planned end offset of a run that is still in flight (pipelining: it has not published yet);
   2. else the committed offset in the metadata store;
-  3. else the earliest or latest offset in Kafka, by `useEarliestOffset`.
+  3. else the earliest or latest offset in Kafka, by `useEarliestOffset`; but a partition discovered after
+     the datasource has started (new partitions, new topics of a `topicPattern`) starts from earliest, like
+     Druid's subsequently discovered partitions, so records written before discovery are not skipped.
 A start below the log start (retention or `delete_records` removed records) is reset with an audit record
 when `resetOffsetAutomatically` is set, else it stops the run; a start beyond the log end means the topic was
 re-created and always stops the run.
@@ -58,6 +60,7 @@ class StartSource(str, enum.Enum):
     LATEST = "latest"
     RESET_EARLIEST = "reset-earliest"  # resetOffsetAutomatically moved a truncated start
     RESET_LATEST = "reset-latest"
+    NEW_PARTITION = "new-partition"  # appeared after the first run: read from earliest so nothing is missed
 
 
 @dataclass(frozen=True)
@@ -112,12 +115,16 @@ def resolve_start_offsets(
 ) -> StartResolution:
     starts: dict[TopicPartition, StartOffset] = {}
     resets: list[OffsetReset] = []
+    started = bool(inflight) or bool(committed)
     for tp in sorted(partitions):
         lo, hi = earliest[tp], latest[tp]
         if tp in inflight:
             known, source = inflight[tp], StartSource.INFLIGHT
         elif tp in committed:
             known, source = committed[tp], StartSource.COMMITTED
+        elif started:
+            starts[tp] = StartOffset(lo, StartSource.NEW_PARTITION)
+            continue
         else:
             fresh = StartSource.EARLIEST if use_earliest else StartSource.LATEST
             starts[tp] = StartOffset(lo if use_earliest else hi, fresh)

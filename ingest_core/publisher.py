@@ -81,7 +81,8 @@ class Publisher:
         except StaleRunError as exc:
             # The publish transaction rolled back; record why, so reruns and status can explain it.
             self.store.set_run_status(datasource, run_id, RunStatus.SUPERSEDED, error=str(exc),
-                                      superseded_by=exc.superseded_by, only_if_in_flight=True)
+                                      superseded_by=exc.superseded_by,
+                                      only_from=(RunStatus.PLANNED, RunStatus.RUNNING, RunStatus.FAILED))
             raise
 
     def _publish(self, conn: sa.Connection, datasource: str, run_id: str,

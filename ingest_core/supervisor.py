@@ -131,4 +131,5 @@ class Supervisor:
                 })
 
     def mark_failed(self, run_id: str, error: str) -> None:
-        self.store.set_run_status(self.datasource, run_id, RunStatus.FAILED, error=error, only_if_in_flight=True)
+        self.store.set_run_status(self.datasource, run_id, RunStatus.FAILED, error=error,
+                                  only_from=(RunStatus.PLANNED, RunStatus.RUNNING))

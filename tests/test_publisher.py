@@ -1,0 +1,200 @@
+"""The exactly-once publish, on real SQLite and PostgreSQL, including publishers in parallel processes."""
+
+import multiprocessing
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from ingest_core.errors import StaleRunError
+from ingest_core.metadata import GroupStatus, MetadataStore, RunStatus
+from ingest_core.offsets import KnownOffset, StartOffset, StartSource, TopicPartition, resolve_start_offsets
+from ingest_core.planner import PlanRequest, plan_run
+from ingest_core.publisher import GroupResult, Publisher, SegmentDescriptor
+
+T0 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
+PARTS = [TopicPartition("edits", p) for p in range(4)]
+
+
+def plan_next(store: MetadataStore, run_id: str, latest: dict, *, created_at=T0, task_count=2, ds="wiki"):
+    """What Supervisor.plan does, with offsets given instead of read from Kafka."""
+    res = resolve_start_offsets(latest, datasource=ds, inflight=store.inflight_end_offsets(ds),
+                                committed=store.committed_offsets(ds), earliest={tp: 0 for tp in latest},
+                                latest=latest, use_earliest=True, reset_automatically=False)
+    plan = plan_run(PlanRequest(datasource=ds, run_id=run_id, created_at=created_at, starts=res.starts,
+                                latest=latest, task_count=task_count))
+    return store.insert_run(plan).plan
+
+
+def seg(hour: int, rows: int, tag: str) -> SegmentDescriptor:
+    start = T0 + timedelta(hours=hour)
+    return SegmentDescriptor(start, start + timedelta(hours=1), f"file:///deep/wiki/{tag}.parquet", rows, rows * 10,
+                             {"columns": ["__time", "page"]})
+
+
+def results_for(plan, *, skip=()):
+    return [GroupResult(g.group_id, [seg(0, g.records, f"{plan.run_id}-{g.group_id}")])
+            for g in plan.groups if g.group_id not in skip and not g.is_empty]
+
+
+def committed(store):
+    return {tp: k.offset for tp, k in store.committed_offsets("wiki").items()}
+
+
+def test_publish_commits_offsets_and_segments_in_one_go(store):
+    plan = plan_next(store, "r1", {tp: 10 * (tp.partition + 1) for tp in PARTS})
+    result = Publisher(store).publish("wiki", "r1", results_for(plan))
+    assert not result.already_published and result.published_groups == (0, 1) and result.failed_groups == ()
+    assert committed(store) == {tp: 10 * (tp.partition + 1) for tp in PARTS}
+    segs = store.segments("wiki")
+    assert len(segs) == 2 and sum(s.num_rows for s in segs) == 100
+    # appends into one interval share its version and take the next partition numbers: none overshadows another
+    assert {s.version for s in segs} == {"2026-11-22T10:00:00.000Z"} and sorted(s.partition_num for s in segs) == [0, 1]
+    assert segs[0].id == "wiki_2026-11-22T10:00:00.000Z_2026-11-22T11:00:00.000Z_2026-11-22T10:00:00.000Z"
+    assert segs[0].start_offsets == {"edits": {"0": 0, "2": 0}} and segs[0].end_offsets == {"edits": {"0": 10, "2": 30}}
+    assert store.require_run("wiki", "r1").status is RunStatus.PUBLISHED
+    assert set(store.group_statuses("wiki", "r1").values()) == {GroupStatus.PUBLISHED}
+    # the next run continues from the committed offsets and appends to the same interval
+    plan2 = plan_next(store, "r2", {tp: 10 * (tp.partition + 1) + 5 for tp in PARTS}, created_at=T0 + timedelta(minutes=5))
+    assert plan2.start_offsets() == committed(store)
+    Publisher(store).publish("wiki", "r2", results_for(plan2))
+    assert sorted(s.partition_num for s in store.segments("wiki")) == [0, 1, 2, 3]
+    assert {s.version for s in store.segments("wiki")} == {"2026-11-22T10:00:00.000Z"}
+
+
+def test_publishing_again_is_a_no_op_success(store):
+    plan = plan_next(store, "r1", {tp: 5 for tp in PARTS})
+    first = Publisher(store).publish("wiki", "r1", results_for(plan))
+    again = Publisher(store).publish("wiki", "r1", results_for(plan))
+    assert again.already_published
+    assert again.segment_ids == first.segment_ids and again.rows == first.rows == 20
+    assert len(store.segments("wiki")) == 2 and committed(store) == {tp: 5 for tp in PARTS}
+
+
+def test_stale_run_is_rejected_names_the_winner_and_writes_nothing(store):
+    # Two runs planned from the same start (e.g. a run cleared and re-planned under another id)
+    a = plan_next(store, "run-a", {tp: 5 for tp in PARTS})
+    store.set_run_status("wiki", "run-a", RunStatus.FAILED, error="worker lost")
+    b = plan_next(store, "run-b", {tp: 7 for tp in PARTS})
+    assert a.start_offsets() == b.start_offsets()
+    Publisher(store).publish("wiki", "run-b", results_for(b))
+    before = (committed(store), [s.id for s in store.segments("wiki")])
+    with pytest.raises(StaleRunError) as info:
+        Publisher(store).publish("wiki", "run-a", results_for(a))
+    assert info.value.superseded_by == "run-b"
+    assert "run-b committed offset 7" in str(info.value) and "Nothing was written" in str(info.value)
+    assert (committed(store), [s.id for s in store.segments("wiki")]) == before
+    run_a = store.require_run("wiki", "run-a")
+    assert run_a.status is RunStatus.SUPERSEDED and run_a.superseded_by == "run-b"
+    with pytest.raises(StaleRunError, match="superseded by run run-b"):
+        Publisher(store).publish("wiki", "run-a", results_for(a))
+
+
+def test_pipelined_run_is_rejected_when_its_predecessor_fails(store):
+    r1 = plan_next(store, "r1", {tp: 10 for tp in PARTS})
+    r2 = plan_next(store, "r2", {tp: 20 for tp in PARTS})  # starts at r1's planned end while r1 is in flight
+    assert r2.start_offsets() == r1.end_offsets()
+    assert all(p.start_source is StartSource.INFLIGHT and p.after_run == "r1" for p in r2.partitions)
+    store.set_run_status("wiki", "r1", RunStatus.FAILED, error="spark job failed")
+    with pytest.raises(StaleRunError) as info:
+        Publisher(store).publish("wiki", "r2", results_for(r2))
+    assert info.value.superseded_by == "r1" and "never committed" in str(info.value)
+    assert committed(store) == {} and store.segments("wiki") == []
+    # re-planned, the range comes from Kafka's start again: nothing lost
+    r3 = plan_next(store, "r3", {tp: 20 for tp in PARTS})
+    assert r3.start_offsets() == {tp: 0 for tp in PARTS}
+    Publisher(store).publish("wiki", "r3", results_for(r3))
+    assert committed(store) == {tp: 20 for tp in PARTS}
+
+
+def test_pipelined_runs_publish_in_order(store):
+    r1 = plan_next(store, "r1", {tp: 10 for tp in PARTS})
+    r2 = plan_next(store, "r2", {tp: 20 for tp in PARTS})
+    with pytest.raises(StaleRunError):  # r2 cannot overtake r1
+        Publisher(store).publish("wiki", "r2", results_for(r2))
+    store.set_run_status("wiki", "r2", RunStatus.RUNNING)  # (re-opened for the test: the run is retried later)
+    Publisher(store).publish("wiki", "r1", results_for(r1))
+    Publisher(store).publish("wiki", "r2", results_for(r2))
+    assert committed(store) == {tp: 20 for tp in PARTS}
+
+
+def test_failed_groups_keep_their_offsets(store):
+    plan = plan_next(store, "r1", {tp: 10 for tp in PARTS})
+    result = Publisher(store).publish("wiki", "r1", results_for(plan, skip={1}))
+    assert result.published_groups == (0,) and result.failed_groups == (1,)
+    g0 = {p.tp for p in plan.group(0).partitions}
+    assert committed(store) == {tp: 10 for tp in g0}
+    assert store.group_statuses("wiki", "r1") == {0: GroupStatus.PUBLISHED, 1: GroupStatus.FAILED}
+    assert "failed" in store.require_run("wiki", "r1").error
+    # the next run re-reads group 1's partitions from where they were
+    nxt = plan_next(store, "r2", {tp: 12 for tp in PARTS})
+    assert nxt.start_offsets() == {tp: (10 if tp in g0 else 0) for tp in PARTS}
+
+
+def test_empty_groups_advance_without_a_job(store):
+    plan = plan_next(store, "r1", {tp: 10 for tp in PARTS})
+    Publisher(store).publish("wiki", "r1", results_for(plan))
+    idle = plan_next(store, "r2", {tp: 10 for tp in PARTS})
+    assert idle.is_empty
+    result = Publisher(store).publish("wiki", "r2", [])
+    assert result.published_groups == (0, 1) and result.rows == 0
+    assert set(store.group_statuses("wiki", "r2").values()) == {GroupStatus.EMPTY}
+
+
+# ------------------------------------------------------------------------------------------ concurrency
+
+def _publish_in_process(url, run_id, barrier, queue):
+    store = MetadataStore(url)
+    plan = store.require_run("wiki", run_id).plan
+    barrier.wait(timeout=60)
+    try:
+        r = Publisher(store).publish("wiki", run_id, results_for(plan))
+        queue.put((run_id, "published" if not r.already_published else "no-op"))
+    except StaleRunError as exc:
+        queue.put((run_id, f"stale:{exc.superseded_by}"))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent
+        queue.put((run_id, f"error:{type(exc).__name__}:{exc}"))
+    finally:
+        store.dispose()
+
+
+def _race(url, run_ids):
+    ctx = multiprocessing.get_context("spawn")
+    barrier, queue = ctx.Barrier(len(run_ids)), ctx.Queue()
+    procs = [ctx.Process(target=_publish_in_process, args=(url, r, barrier, queue)) for r in run_ids]
+    for p in procs:
+        p.start()
+    outcomes = [queue.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    return sorted(outcomes)
+
+
+@pytest.mark.parametrize("rounds", [3])
+def test_concurrent_publishers_of_competing_runs_serialize(store_url, rounds):
+    store = MetadataStore(store_url)
+    for i in range(rounds):
+        latest = {tp: 10 * (i + 1) for tp in PARTS}
+        a = plan_next(store, f"a{i}", latest)
+        store.set_run_status("wiki", f"a{i}", RunStatus.FAILED, error="simulated: planned twice")
+        plan_next(store, f"b{i}", latest)
+        store.set_run_status("wiki", f"a{i}", RunStatus.RUNNING)
+        outcomes = dict(_race(store_url, [f"a{i}", f"b{i}"]))
+        assert sorted(outcomes.values())[0] == "published", outcomes
+        winner = next(r for r, o in outcomes.items() if o == "published")
+        loser = next(r for r in outcomes if r != winner)
+        assert outcomes[loser] == f"stale:{winner}", outcomes
+        assert committed(store) == latest
+        assert {s.run_id for s in store.segments("wiki", run_id=winner)} == {winner}
+        assert store.segments("wiki", run_id=loser) == []
+        assert a.start_offsets() == {tp: 10 * i for tp in PARTS}
+    store.dispose()
+
+
+def test_concurrent_publishers_of_the_same_run_publish_once(store_url):
+    store = MetadataStore(store_url)
+    plan_next(store, "r1", {tp: 10 for tp in PARTS})
+    outcomes = _race(store_url, ["r1", "r1", "r1"])
+    assert [o for _, o in outcomes].count("published") == 1, outcomes
+    assert [o for _, o in outcomes].count("no-op") == 2, outcomes
+    assert len(store.segments("wiki")) == 2 and committed(store) == {tp: 10 for tp in PARTS}
+    store.dispose()
