@@ -412,30 +412,30 @@ class MetadataStore:
 
     # ------------------------------------------------------------------------------------------ runs
 
-    def insert_run(self, plan: Plan) -> RunRecord:
-        """Persist a plan. If the run id already has one (a concurrent planner won), return that instead."""
+    def insert_run(self, plan: Plan) -> tuple[RunRecord, bool]:
+        """Persist a plan: (record, True). If the run id already has one (a concurrent planner won), that
+        one is returned instead: (record, False)."""
         try:
             with self.session() as conn:
                 self.lock_datasource(conn, plan.datasource)
                 existing = self._get_run(conn, plan.datasource, plan.run_id)
                 if existing is not None:
-                    return existing
+                    return existing, False
                 seq = int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(runs.c.seq), 0))
                                        .where(runs.c.datasource == plan.datasource)).scalar()) + 1
                 now = utcnow()
                 conn.execute(runs.insert().values(
                     datasource=plan.datasource, run_id=plan.run_id, seq=seq, status=RunStatus.PLANNED.value,
                     plan=plan.to_json(), records=plan.records, created_at=plan.created_at, updated_at=now))
-                for g in plan.groups:
-                    conn.execute(task_groups.insert().values(
-                        datasource=plan.datasource, run_id=plan.run_id, group_id=g.group_id, records=g.records,
-                        status=(GroupStatus.EMPTY if g.is_empty else GroupStatus.PENDING).value, updated_at=now))
+                conn.execute(task_groups.insert(), [
+                    {"datasource": plan.datasource, "run_id": plan.run_id, "group_id": g.group_id,
+                     "records": g.records, "updated_at": now,
+                     "status": (GroupStatus.EMPTY if g.is_empty else GroupStatus.PENDING).value}
+                    for g in plan.groups])
+                return RunRecord(plan.datasource, plan.run_id, seq, RunStatus.PLANNED, plan, plan.created_at,
+                                 None, None, None), True
         except sa.exc.IntegrityError:
-            pass
-        record = self.get_run(plan.datasource, plan.run_id)
-        if record is None:  # pragma: no cover - integrity error without a row would be a bug
-            raise MetadataStoreError(f"run {plan.run_id} could not be stored")
-        return record
+            return self.require_run(plan.datasource, plan.run_id), False
 
     def _get_run(self, conn: Connection, name: str, run_id: str) -> RunRecord | None:
         row = conn.execute(sa.select(runs).where((runs.c.datasource == name) & (runs.c.run_id == run_id))

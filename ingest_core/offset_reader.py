@@ -1,29 +1,30 @@
 """KafkaOffsetReader: asks the broker which partitions exist and what their offsets are. Nothing else.
 
-Every offset query is one batched ListOffsets call for all partitions (the admin client groups them per
-leader), never one call per partition: that is what keeps planning 10,000 partitions under two seconds.
-With `isolation.level=read_committed` (the default) "latest" is the last stable offset, so a plan never
-reaches into open transactions.
+Every offset query is one batched ListOffsets request for all partitions (librdkafka groups them per
+leader; the special timestamps -2 and -1 of the Kafka protocol mean earliest and latest), never one call per
+partition, and the earliest / latest / by-time queries of a snapshot are in flight at the same time: that is
+what keeps planning 10,000 partitions under two seconds. With `isolation.level=read_committed` (the default)
+"latest" is the last stable offset, so a plan never reaches into open transactions.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable, Mapping
+from typing import Iterable
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from .errors import BrokerUnavailableError, TopicNotFoundError
 from .kafka_config import KafkaClientConfig
 from .offsets import TopicPartition
 
-try:  # confluent-kafka >= 2.3
-    from confluent_kafka import IsolationLevel
-except ImportError:  # pragma: no cover
-    from confluent_kafka.admin import IsolationLevel  # type: ignore[no-redef]
+EARLIEST, LATEST = -2, -1  # ListOffsets timestamps with special meaning in the Kafka protocol
+_MISSING_PARTITION = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
 
 
 class KafkaOffsetReader:
@@ -31,13 +32,22 @@ class KafkaOffsetReader:
                  timeout_s: float = 15.0):
         self.config = config
         self.timeout_s = timeout_s
-        self.isolation = (IsolationLevel.READ_COMMITTED if isolation_level == "read_committed"
-                          else IsolationLevel.READ_UNCOMMITTED)
-        try:
-            self._admin = AdminClient(config.admin(**{"socket.connection.setup.timeout.ms": int(timeout_s * 1000)}))
-        except KafkaException as exc:
-            raise BrokerUnavailableError(
-                f"invalid Kafka client configuration in consumerProperties: {self._describe(exc)}") from None
+        self._conf = config.consumer(**{"isolation.level": isolation_level,
+                                         "socket.connection.setup.timeout.ms": int(timeout_s * 1000)})
+        self._local = threading.local()  # one consumer per thread: queries of a snapshot run in parallel
+        self._pool = ThreadPoolExecutor(3, thread_name_prefix="offset-reader")
+        self._client()  # fail fast on an invalid configuration
+
+    def _client(self) -> Consumer:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            try:
+                client = Consumer(self._conf)
+            except KafkaException as exc:
+                raise BrokerUnavailableError(
+                    f"invalid Kafka client configuration in consumerProperties: {self._describe(exc)}") from None
+            self._local.client = client
+        return client
 
     @classmethod
     def for_spec(cls, spec, timeout_s: float = 15.0) -> "KafkaOffsetReader":
@@ -60,7 +70,7 @@ class KafkaOffsetReader:
     def topics(self) -> dict[str, int]:
         """All non-internal topics with their partition counts."""
         try:
-            md = self._admin.list_topics(timeout=self.timeout_s)
+            md = self._client().list_topics(timeout=self.timeout_s)
         except KafkaException as exc:
             raise self._unavailable("a metadata request", exc) from None
         return {name: len(t.partitions) for name, t in md.topics.items()
@@ -85,41 +95,66 @@ class KafkaOffsetReader:
     # ------------------------------------------------------------------------------------------ offsets
 
     def earliest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return self._list_offsets(tps, lambda tp: OffsetSpec.earliest(), "earliest offsets")
+        return self._query(list(tps), EARLIEST, "earliest offsets")
 
     def latest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return self._list_offsets(tps, lambda tp: OffsetSpec.latest(), "latest offsets")
+        return self._query(list(tps), LATEST, "latest offsets")
 
     def offsets_at(self, tps: Iterable[TopicPartition], when: datetime) -> dict[TopicPartition, int | None]:
         """Offset of the first record with timestamp >= `when` per partition; None when there is none yet."""
-        ms = int(when.timestamp() * 1000)
-        found = self._list_offsets(tps, lambda tp: OffsetSpec.for_timestamp(ms), "offsets by timestamp")
+        found = self._query(list(tps), int(when.timestamp() * 1000), "offsets by timestamp")
         return {tp: (off if off >= 0 else None) for tp, off in found.items()}
 
-    def _list_offsets(self, tps: Iterable[TopicPartition], spec_for, what: str) -> dict[TopicPartition, int]:
+    def snapshot(self, tps: Iterable[TopicPartition], at: datetime | None = None) -> "OffsetSnapshot":
+        """Earliest, latest (and offsets at `at`), their requests in flight at the same time."""
         tps = list(tps)
+        earliest = self._pool.submit(self.earliest, tps)
+        latest = self._pool.submit(self.latest, tps)
+        at_time = self._pool.submit(self.offsets_at, tps, at) if at is not None else None
+        return OffsetSnapshot(earliest.result(), latest.result(), at_time.result() if at_time else None)
+
+    def _query(self, tps: list[TopicPartition], timestamp: int, what: str) -> dict[TopicPartition, int]:
         if not tps:
             return {}
-        request: Mapping[KafkaTopicPartition, OffsetSpec] = {
-            KafkaTopicPartition(tp.topic, tp.partition): spec_for(tp) for tp in tps}
         try:
-            futures = self._admin.list_offsets(request, isolation_level=self.isolation,
-                                               request_timeout=self.timeout_s)
+            return self._query_once(tps, timestamp, what)
+        except TopicNotFoundError:
+            # This thread's client may hold metadata from before a partition was added: refresh, ask again.
+            client = self._client()
+            for topic in sorted({tp.topic for tp in tps}):
+                try:
+                    client.list_topics(topic, timeout=self.timeout_s)
+                except KafkaException as exc:
+                    raise self._unavailable("a metadata request", exc) from None
+            return self._query_once(tps, timestamp, what)
+
+    def _query_once(self, tps: list[TopicPartition], timestamp: int, what: str) -> dict[TopicPartition, int]:
+        request = [KafkaTopicPartition(tp.topic, tp.partition, timestamp) for tp in tps]
+        try:
+            answers = self._client().offsets_for_times(request, timeout=self.timeout_s)
         except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.code() in _MISSING_PARTITION:
+                raise TopicNotFoundError(f"a partition of {sorted({tp.topic for tp in tps})} does not exist "
+                                         f"(any more) on {self.config.bootstrap_servers!r}") from None
             raise self._unavailable(what, exc) from None
         out: dict[TopicPartition, int] = {}
-        for ktp, fut in futures.items():
-            tp = TopicPartition(ktp.topic, ktp.partition)
-            try:
-                out[tp] = int(fut.result(timeout=self.timeout_s + 5).offset)
-            except KafkaException as exc:
-                err = exc.args[0] if exc.args else None
-                if isinstance(err, KafkaError) and err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,
-                                                                  KafkaError._UNKNOWN_PARTITION,
-                                                                  KafkaError._UNKNOWN_TOPIC):
+        for ans in answers:
+            tp = TopicPartition(ans.topic, ans.partition)
+            if ans.error is not None:
+                if ans.error.code() in _MISSING_PARTITION:
                     raise TopicNotFoundError(f"partition {tp} does not exist (any more) on "
-                                             f"{self.config.bootstrap_servers!r}") from None
-                raise self._unavailable(f"{what} for {tp}", exc) from None
-            except TimeoutError as exc:  # concurrent.futures
-                raise self._unavailable(f"{what} for {tp}", exc) from None
+                                             f"{self.config.bootstrap_servers!r}")
+                raise self._unavailable(f"{what} for {tp}", KafkaException(ans.error))
+            out[tp] = int(ans.offset)
         return out
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+
+
+@dataclass(frozen=True)
+class OffsetSnapshot:
+    earliest: dict[TopicPartition, int]
+    latest: dict[TopicPartition, int]
+    at_time: dict[TopicPartition, int | None] | None

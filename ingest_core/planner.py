@@ -232,6 +232,11 @@ def split_ranges(ranges: Sequence[OffsetRange], max_records_per_split: int, min_
     return out
 
 
+def _millis(when: datetime | None) -> datetime | None:
+    """Plans keep Druid's millisecond precision, so a persisted plan reads back equal."""
+    return when.replace(microsecond=when.microsecond // 1000 * 1000) if when is not None else None
+
+
 def plan_run(req: PlanRequest) -> Plan:
     tps = sorted(req.starts)
     ends: dict[TopicPartition, int] = {}
@@ -260,7 +265,7 @@ def plan_run(req: PlanRequest) -> Plan:
         splits = split_ranges([p.range for p in members], req.max_records_per_split, req.min_splits_per_group)
         groups.append(TaskGroup(gid, members, tuple(splits)))
     return Plan(
-        datasource=req.datasource, run_id=req.run_id, created_at=req.created_at, groups=tuple(groups),
-        assignment=req.assignment, end_time=req.end_time, max_records_per_run=req.max_records_per_run,
+        datasource=req.datasource, run_id=req.run_id, created_at=_millis(req.created_at), groups=tuple(groups),
+        assignment=req.assignment, end_time=_millis(req.end_time), max_records_per_run=req.max_records_per_run,
         spec_fingerprint=req.spec_fingerprint, caps=caps,
     )

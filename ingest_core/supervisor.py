@@ -63,8 +63,8 @@ class Supervisor:
                      existing.status.value, existing.plan.records)
             return existing
         plan = self.compute_plan(run_id, options)
-        record = self.store.insert_run(plan)
-        if record.plan.dumps() == plan.dumps():
+        record, inserted = self.store.insert_run(plan)
+        if inserted:
             self._audit_resets(plan)
         return record
 
@@ -75,9 +75,7 @@ class Supervisor:
             if first_loop:
                 self.store.set_state(self.datasource, "RUNNING", "CONNECTING_TO_STREAM")
             tps = self.reader.partitions(topic=io.topic, pattern=io.topic_pattern)
-            earliest = self.reader.earliest(tps)
-            latest = self.reader.latest(tps)
-            at_time = self.reader.offsets_at(tps, options.end_time) if options.end_time else None
+            snap = self.reader.snapshot(tps, at=options.end_time)
         except BrokerUnavailableError as exc:
             detailed = "UNABLE_TO_CONNECT_TO_STREAM" if first_loop else "LOST_CONTACT_WITH_STREAM"
             self.store.set_state(self.datasource, "UNHEALTHY_SUPERVISOR", detailed)
@@ -88,8 +86,8 @@ class Supervisor:
             datasource=self.datasource,
             inflight=self.store.inflight_end_offsets(self.datasource),
             committed=self.store.committed_offsets(self.datasource),
-            earliest=earliest,
-            latest=latest,
+            earliest=snap.earliest,
+            latest=snap.latest,
             use_earliest=io.use_earliest_offset,
             reset_automatically=self.spec.tuning_config.reset_offset_automatically,
         )
@@ -102,14 +100,14 @@ class Supervisor:
             run_id=run_id,
             created_at=options.now or datetime.now(timezone.utc),
             starts=resolution.starts,
-            latest=latest,
+            latest=snap.latest,
             task_count=io.task_count,
             multi_topic=io.topic_pattern is not None,
             assignment=micro.assignment,
             max_records_per_split=micro.max_records_per_split,
             min_splits_per_group=micro.min_splits_per_group,
             max_records_per_run=options.max_records if options.max_records is not None else micro.max_records_per_run,
-            offsets_at_end_time=at_time,
+            offsets_at_end_time=snap.at_time,
             end_time=options.end_time,
             spec_fingerprint=self.spec.fingerprint(),
         )

@@ -22,7 +22,7 @@ def plan_next(store: MetadataStore, run_id: str, latest: dict, *, created_at=T0,
                                 latest=latest, use_earliest=True, reset_automatically=False)
     plan = plan_run(PlanRequest(datasource=ds, run_id=run_id, created_at=created_at, starts=res.starts,
                                 latest=latest, task_count=task_count))
-    return store.insert_run(plan).plan
+    return store.insert_run(plan)[0].plan
 
 
 def seg(hour: int, rows: int, tag: str) -> SegmentDescriptor:

@@ -1,0 +1,1 @@
+"""Bounded Spark batch jobs over fixed Kafka offset ranges (the spine, part 2)."""
