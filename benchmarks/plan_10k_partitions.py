@@ -11,11 +11,8 @@ it in the same run with the naive way: one ListOffsets request per partition (me
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,26 +25,10 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ingest_core.embedded import EmbeddedKafka  # noqa: E402
 from ingest_core.metadata import MetadataStore  # noqa: E402
 from ingest_core.spec import parse_spec  # noqa: E402
 from ingest_core.supervisor import Supervisor  # noqa: E402
-
-
-def start_broker(data_dir: Path) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    exe = shutil.which("noida-db", path=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
-    proc = subprocess.Popen([exe, "start", "--only", "kafka", "--kafka-port", str(port), "--data-dir", str(data_dir)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    bootstrap = f"127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=1)
-            return proc, bootstrap
-        except Exception:  # noqa: BLE001
-            time.sleep(0.3)
-    raise SystemExit("broker did not start")
 
 
 def main() -> None:
@@ -59,10 +40,11 @@ def main() -> None:
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="plan-bench-"))
-    proc = None
+    kafka = None
     bootstrap = args.bootstrap
     if not bootstrap:
-        proc, bootstrap = start_broker(work / "kafka")
+        kafka = EmbeddedKafka(work / "kafka").start()
+        bootstrap = kafka.bootstrap
     try:
         admin = AdminClient({"bootstrap.servers": bootstrap})
         topic = f"bench-{uuid.uuid4().hex[:8]}"
@@ -103,9 +85,8 @@ def main() -> None:
         print(f"offsets one request per partition  {naive:.3f} s   (scaled from {len(sample)} partitions)")
         print(f"ratio naive / batched              {naive / best:.1f}x")
     finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=20)
+        if kafka is not None:
+            kafka.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

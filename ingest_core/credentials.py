@@ -23,6 +23,7 @@ REDACTED = "[REDACTED]"
 DYNAMIC_PROVIDER_KEY = "druid.dynamic.config.provider"
 _SECRET_KEY_RE = re.compile(r"(password|secret|jaas|token|credential|sasl\.oauthbearer|ssl\.key\.pem|private)", re.I)
 _CONNECTION_FIELDS = ("login", "password", "host", "port", "schema")
+_ENDPOINT_KEYS = {"bootstrap.servers"}
 
 
 class SecretUnavailableError(IngestError):
@@ -156,11 +157,12 @@ def redact_properties(props: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def secret_values(props: Mapping[str, Any], resolved: Mapping[str, str]) -> list[str]:
-    """The resolved values that must never be printed: referenced secrets and secret-looking literals."""
+    """The resolved values that must never be printed: referenced secrets and secret-looking literals.
+    (An endpoint taken from the environment, such as bootstrap.servers, is not a secret.)"""
     return [
         resolved[key]
         for key, value in props.items()
-        if key in resolved
+        if key in resolved and key not in _ENDPOINT_KEYS
         and (isinstance(value, (EnvironmentSecret, AirflowConnectionSecret)) or is_secret_key(key))
         and len(resolved[key]) >= 3
     ]

@@ -10,57 +10,35 @@ A missing broker or PostgreSQL fails the run; nothing is skipped.
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ingest_core.embedded import EmbeddedKafka
 from ingest_core.metadata import MetadataStore, meta, schema_version
 
 PG_BASE = os.environ.get("INGEST_TEST_POSTGRES", "postgresql+psycopg2://postgres@127.0.0.1:5432")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _noida_binary() -> str:
-    exe = shutil.which("noida-db", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
-    if not exe:
-        pytest.fail("noida-db is not installed: `pip install -e '.[dev]'` (or set INGEST_TEST_KAFKA=host:port)")
-    return exe
-
-
-def _wait_for_broker(bootstrap: str, proc: subprocess.Popen | None, log: Path | None, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    last = None
+def _wait_for_broker(bootstrap: str, timeout: float = 30) -> None:
+    deadline, last = time.monotonic() + timeout, None
     while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            pytest.fail(f"noida-db exited with {proc.returncode}:\n{log.read_text() if log else ''}")
         try:
-            AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=2)
+            AdminClient({"bootstrap.servers": bootstrap, "log_level": 0}).list_topics(timeout=2)
             return
         except Exception as exc:  # noqa: BLE001 - keep polling until the deadline
             last = exc
             time.sleep(0.3)
-    pytest.fail(f"Kafka at {bootstrap} did not come up in {timeout}s: {last}")
+    pytest.fail(f"Kafka at {bootstrap} did not answer in {timeout}s: {last}")
 
 
 class Broker:
-    def __init__(self, bootstrap: str, proc: subprocess.Popen | None, data_dir: Path | None):
+    def __init__(self, bootstrap: str):
         self.bootstrap = bootstrap
-        self.proc = proc
-        self.data_dir = data_dir
         self.admin = AdminClient({"bootstrap.servers": bootstrap})
 
     def create_topic(self, partitions: int = 1, name: str | None = None) -> str:
@@ -92,27 +70,18 @@ class Broker:
 def broker(tmp_path_factory) -> Broker:
     external = os.environ.get("INGEST_TEST_KAFKA")
     if external:
-        _wait_for_broker(external, None, None, timeout=30)
-        yield Broker(external, None, None)
+        _wait_for_broker(external)
+        yield Broker(external)
         return
-    data_dir = tmp_path_factory.mktemp("noida-kafka")
-    port = free_port()
-    log = data_dir / "noida.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [_noida_binary(), "start", "--only", "kafka", "--kafka-port", str(port), "--data-dir", str(data_dir)],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-        )
-    bootstrap = f"127.0.0.1:{port}"
+    kafka = EmbeddedKafka(tmp_path_factory.mktemp("noida-kafka"))
     try:
-        _wait_for_broker(bootstrap, proc, log)
-        yield Broker(bootstrap, proc, data_dir)
+        kafka.start()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield Broker(kafka.bootstrap)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        kafka.stop()
 
 
 @pytest.fixture(scope="session")

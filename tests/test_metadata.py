@@ -1,0 +1,78 @@
+"""Schema management and the CLI over the real stores."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ingest_core.errors import MetadataStoreError
+from ingest_core.metadata import SCHEMA_VERSION, MetadataStore
+
+from helpers import make_spec
+
+DATA = Path(__file__).parent / "data"
+
+
+def cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "ingest_core.cli", *args], capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+def test_upgrade_is_idempotent_and_required(tmp_path):
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    store = MetadataStore(url)
+    with pytest.raises(MetadataStoreError, match="run `ingest db upgrade`"):
+        store.committed_offsets("wiki")
+    assert store.upgrade() == [SCHEMA_VERSION]
+    assert store.upgrade() == []
+    assert store.current_schema_version() == SCHEMA_VERSION
+    assert store.committed_offsets("wiki") == {}
+
+
+def test_db_upgrade_cli_on_postgres(pg_url):
+    MetadataStore(pg_url).engine.dispose()
+    first = cli("--metadata-url", pg_url, "db", "upgrade")
+    assert first.returncode == 0, first.stderr
+    second = cli("--metadata-url", pg_url, "db", "upgrade")
+    assert second.returncode == 0 and "up to date" in second.stdout
+
+
+def test_unreachable_metadata_store_is_a_clear_error():
+    store = MetadataStore("postgresql+psycopg2://nobody@127.0.0.1:1/none")
+    with pytest.raises(MetadataStoreError, match="unreachable"):
+        store.check_schema()
+
+
+def test_plan_cli_persists_and_shows_the_plan(broker, store_url, tmp_path):
+    topic = broker.create_topic(3)
+    for p in range(3):
+        broker.produce(topic, [b'{"ts": 1}'] * (p + 1), partition=p)
+    spec_file = tmp_path / "wiki.yaml"
+    spec_file.write_text(yaml.safe_dump(make_spec(broker.bootstrap, topic=topic, useEarliestOffset=True,
+                                                  taskCount=2).to_raw()))
+    res = cli("--metadata-url", store_url, "plan", str(spec_file), "--run-id", "manual-1", "--json")
+    assert res.returncode == 0, res.stderr
+    plan = json.loads(res.stdout)
+    assert plan["runId"] == "manual-1" and sum(len(g["partitions"]) for g in plan["groups"]) == 3
+    broker.produce(topic, [b'{"ts": 1}'] * 5, partition=0)
+    again = cli("--metadata-url", store_url, "plan", str(spec_file), "--run-id", "manual-1", "--json")
+    assert json.loads(again.stdout) == plan  # the persisted plan, not a new one
+    human = cli("--metadata-url", store_url, "plan", str(spec_file), "--run-id", "manual-1")
+    assert "6 records" in human.stdout and "from earliest" in human.stdout
+
+
+def test_plan_cli_reports_an_unreachable_broker(tmp_path):
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    MetadataStore(url).upgrade()
+    spec_file = tmp_path / "wiki.yaml"
+    spec_file.write_text(yaml.safe_dump(make_spec("127.0.0.1:1", topic="x").to_raw()))
+    res = cli("--metadata-url", url, "plan", str(spec_file), "--run-id", "r1")
+    assert res.returncode == 1
+    assert "error: Kafka at '127.0.0.1:1' did not answer" in res.stderr
+    assert "Traceback" not in res.stderr
+    row = MetadataStore(url).datasource_row("wiki")
+    assert (row["state"], row["detailed_state"]) == ("UNHEALTHY_SUPERVISOR", "UNABLE_TO_CONNECT_TO_STREAM")
+    assert MetadataStore(url).get_run("wiki", "r1") is None
