@@ -181,9 +181,10 @@ def bind_value(tp: Any, raw: Any, path: str, ctx: BindContext) -> Any:
     return _MISSING_VALUE
 
 
-def bind_object(cls: type, raw: Any, path: str, ctx: BindContext) -> Any:
-    """Bind a dict onto dataclass `cls`: unknown keys are errors, missing required fields are errors."""
-    custom = cls.__dict__.get("_from_raw")
+def bind_object(cls: type, raw: Any, path: str, ctx: BindContext, *, custom_hook: bool = True) -> Any:
+    """Bind a dict onto dataclass `cls`: unknown keys are errors, missing required fields are errors.
+    A class's own `_from_raw` calls this with `custom_hook=False` for the field-by-field part."""
+    custom = cls.__dict__.get("_from_raw") if custom_hook else None
     if custom is not None:
         return custom.__get__(None, cls)(raw, path, ctx)
     if not isinstance(raw, dict):

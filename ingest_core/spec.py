@@ -11,6 +11,7 @@ bounded batch job load with a warning (`DatasourceSpec.warnings`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from .binder import (
     check_range,
     did_you_mean,
     join,
+    json_key,
     spec_field,
     to_raw,
 )
@@ -143,23 +145,15 @@ class Dimension:
         if not isinstance(raw, dict):
             ctx.error(path, f"expected a dimension name or object, got {raw!r}")
             return MISSING_VALUE
-        obj = bind_object(_DimensionFields, raw, path, ctx)
+        obj = bind_object(cls, raw, path, ctx, custom_hook=False)
         if obj is MISSING_VALUE:
             return MISSING_VALUE
         if obj.type not in DIMENSION_TYPES:
             ctx.error(join(path, "type"), f"unknown dimension type {obj.type!r}{did_you_mean(obj.type, DIMENSION_TYPES)}")
-        return cls(obj.name, obj.type, obj.create_bitmap_index, obj.multi_value_handling)
+        return obj
 
     def _to_raw(self) -> Any:
         return self.name if self.type == "string" else {"type": self.type, "name": self.name}
-
-
-@dataclass(frozen=True)
-class _DimensionFields:
-    name: str
-    type: str = "string"
-    create_bitmap_index: bool = spec_field(True, ignored_in_batch="Parquet segments have no bitmap indexes")
-    multi_value_handling: str = "sorted_array"
 
 
 @dataclass(frozen=True)
@@ -329,8 +323,8 @@ class InputFormat:
     has_header_row: bool | None = None
     try_parse_numbers: bool = False
     # kafka
-    value_format: "InputFormat | None" = None
-    key_format: "InputFormat | None" = None
+    value_format: InputFormat | None = None
+    key_format: InputFormat | None = None
     header_format: dict[str, Any] | None = None
     header_column_prefix: str = "kafka.header."
     key_column_name: str = "kafka.key"
@@ -361,12 +355,9 @@ class InputFormat:
         for key in raw:
             if key not in allowed:
                 ctx.error(join(path, key), f"unknown field for a {kind} input format" + did_you_mean(key, allowed))
-        kept = {k: v for k, v in raw.items() if k in allowed}
-        obj = bind_object(_InputFormatFields, kept, path, ctx)
-        if obj is MISSING_VALUE:
-            return MISSING_VALUE
-        fmt = cls(**{f: getattr(obj, f) for f in obj.__dataclass_fields__})
-        fmt._check(path, ctx)
+        fmt = bind_object(cls, {k: v for k, v in raw.items() if k in allowed}, path, ctx, custom_hook=False)
+        if fmt is not MISSING_VALUE:
+            fmt._check(path, ctx)
         return fmt
 
     def _check(self, path: str, ctx: BindContext) -> None:
@@ -399,34 +390,12 @@ class InputFormat:
 
     def _to_raw(self) -> Any:
         allowed = self._KEYS_BY_TYPE["tsv" if self.type == "delimited" else self.type]
-        fields = _InputFormatFields.__dataclass_fields__
-        full = to_raw(_InputFormatFields(**{f: getattr(self, f) for f in fields}))
-        defaults = to_raw(_InputFormatFields(type=self.type))
-        return {"type": self.type, **{k: v for k, v in full.items() if k in allowed and v != defaults.get(k)}}
-
-
-@dataclass(frozen=True)
-class _InputFormatFields:
-    type: str
-    flatten_spec: FlattenSpec | None = None
-    feature_spec: dict[str, Any] | None = None
-    keep_null_columns: bool = False
-    assume_newline_delimited: bool = False
-    use_json_node_reader: bool = False
-    columns: list[str] | None = None
-    list_delimiter: str | None = None
-    delimiter: str | None = None
-    find_columns_from_header: bool | None = None
-    skip_header_rows: int = 0
-    has_header_row: bool | None = None
-    try_parse_numbers: bool = False
-    value_format: InputFormat | None = None
-    key_format: InputFormat | None = None
-    header_format: dict[str, Any] | None = None
-    header_column_prefix: str = "kafka.header."
-    key_column_name: str = "kafka.key"
-    timestamp_column_name: str = "kafka.timestamp"
-    topic_column_name: str = "kafka.topic"
+        out: dict[str, Any] = {"type": self.type}
+        for f in dataclasses.fields(self):
+            key, value = json_key(f), getattr(self, f.name)
+            if key in allowed and value != f.default:
+                out[key] = value._to_raw() if isinstance(value, InputFormat) else to_raw(value)
+        return out
 
 
 # ---------------------------------------------------------------------------------------------- ioConfig

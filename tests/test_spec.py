@@ -275,3 +275,18 @@ def test_validate_cli(tmp_path):
     assert res.returncode == 1
     assert f"{bad}" in res.stderr and "spec.ioConfig.taskCout" in res.stderr and "taskCount" in res.stderr
     assert SECRET not in res.stderr + res.stdout
+
+
+def test_kafka_input_format_and_typed_dimensions_round_trip():
+    raw = minimal(inputFormat={"type": "kafka", "valueFormat": {"type": "csv", "columns": ["a", "b"]},
+                               "keyFormat": {"type": "tsv", "findColumnsFromHeader": False, "columns": ["x"]},
+                               "headerColumnPrefix": "h."})
+    raw["spec"]["dataSchema"]["dimensionsSpec"] = {"dimensions": ["a", {"type": "long", "name": "b"}]}
+    spec = parse_spec(raw)
+    fmt = spec.io_config.input_format
+    assert fmt.value_format.columns == ["a", "b"] and fmt.key_format.effective_delimiter == "\t"
+    assert fmt.header_column_prefix == "h." and fmt.key_column_name == "kafka.key"  # Druid's default names
+    assert [(d.name, d.type) for d in spec.data_schema.dimensions_spec.dimensions] == [("a", "string"), ("b", "long")]
+    assert parse_spec(spec.to_raw()).to_raw() == spec.to_raw()
+    raw["spec"]["dataSchema"]["dimensionsSpec"] = {"dimensions": [{"type": "lng", "name": "b"}]}
+    assert "did you mean 'long'" in str(problems(raw))
