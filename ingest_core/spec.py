@@ -657,12 +657,10 @@ class DatasourceSpec:
     def datasource(self) -> str:
         return self.data_schema.data_source
 
-    def to_raw(self, *, redact: bool = True) -> dict[str, Any]:
+    def to_raw(self) -> dict[str, Any]:
         """The normalized spec in the current nested shape, secrets redacted (safe to store and show)."""
         io = to_raw(self.io_config)
-        props = credentials.redact_properties(self.io_config.consumer_properties) if redact else {
-            k: (v.to_raw() if hasattr(v, "to_raw") else v) for k, v in self.io_config.consumer_properties.items()}
-        io["consumerProperties"] = props
+        io["consumerProperties"] = credentials.redact_properties(self.io_config.consumer_properties)
         return {
             "type": "kafka",
             "spec": {"dataSchema": to_raw(self.data_schema), "ioConfig": io, "tuningConfig": to_raw(self.tuning_config)},
@@ -819,5 +817,5 @@ SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def find_spec_files(folder: str | Path) -> list[Path]:
-    """Spec files under `folder`, sorted; a file is a spec when its top level has `type: kafka`-like keys."""
+    """Every .yaml/.yml/.json file under `folder`, sorted."""
     return sorted(p for p in Path(folder).rglob("*") if p.suffix in SPEC_SUFFIXES and p.is_file())
