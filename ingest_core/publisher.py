@@ -18,14 +18,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import sqlalchemy as sa
 
 from .errors import StaleRunError
 from .metadata import GroupStatus, MetadataStore, RunStatus, segments, task_groups, utcnow
 from .offsets import offsets_to_json
-from .periods import format_datetime
+from .periods import format_datetime, parse_datetime
 from .planner import PartitionPlan, Plan
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,15 @@ class GroupResult:
     group_id: int
     segments: Sequence[SegmentDescriptor]
     replica: int = 0
+
+    @classmethod
+    def from_report(cls, report: Mapping[str, Any]) -> "GroupResult":
+        """From a Spark job's group report (`report.json`)."""
+        if report.get("state") != "SUCCESS":
+            raise ValueError(f"task group {report.get('groupId')} did not succeed: {report.get('error')}")
+        segs = [SegmentDescriptor(parse_datetime(s["interval"][0]), parse_datetime(s["interval"][1]), s["location"],
+                                  int(s["rows"]), int(s["bytes"]), payload=dict(s)) for s in report["segments"]]
+        return cls(int(report["groupId"]), segs, int(report.get("replica", 0)))
 
 
 @dataclass(frozen=True)

@@ -110,8 +110,62 @@ class Granularity:
     def _to_raw(self) -> Any:
         return self.name if self.name in GRANULARITY_PERIODS else {"type": "period", "period": self.name}
 
+    def _floor_unit(self) -> tuple[int, str]:
+        """(multiple, unit) for pyarrow's floor_temporal: buckets align to the epoch, weeks start on Monday."""
+        p = self.period
+        assert p is not None
+        parts = [(p.years, "year"), (p.months, "month"), (p.weeks, "week"), (p.days, "day"), (p.hours, "hour"),
+                 (p.minutes, "minute")]
+        nonzero = [(n, u) for n, u in parts if n]
+        if p.seconds:
+            nonzero.append((int(p.seconds * 1000), "millisecond"))
+        if len(nonzero) != 1:  # a mixed period such as PT1H30M: count it in milliseconds
+            if p.is_calendar:
+                raise ValueError(f"granularity {self.name}: mixed calendar periods are not supported")
+            return int(p.total_seconds * 1000), "millisecond"
+        n, unit = nonzero[0]
+        if unit == "year":
+            n, unit = n * 12, "month"
+        return n, unit
+
+    def floor(self, ts: Any) -> Any:
+        """Bucket starts of a pyarrow timestamp array (UTC). NONE keeps milliseconds."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if self.period is None:
+            return pc.floor_temporal(ts, 1, "millisecond")
+        n, unit = self._floor_unit()
+        if unit == "week" and n == 1:
+            return pc.floor_temporal(ts, 1, "week", week_starts_monday=True)
+        if unit in ("month", "week"):
+            return pc.floor_temporal(ts, n, unit, week_starts_monday=True)
+        # fixed-length buckets counted from the epoch, on integer millis
+        step = {"day": 86_400_000, "hour": 3_600_000, "minute": 60_000, "millisecond": 1}[unit] * n
+        millis = pc.cast(pc.cast(ts, pa.timestamp("ms", tz="UTC")), pa.int64())
+        floored = pc.subtract(millis, _pmod(millis, step))
+        return pc.cast(pc.cast(floored, pa.timestamp("ms", tz="UTC")), ts.type)
+
+    def bucket(self, when: datetime) -> tuple[datetime, datetime]:
+        """The [start, end) bucket holding `when` (UTC)."""
+        import pyarrow as pa
+
+        start = self.floor(pa.array([when], pa.timestamp("ms", tz="UTC")))[0].as_py()
+        if self.period is None:
+            from datetime import timedelta
+            return start, start + timedelta(milliseconds=1)
+        return start, self.period.add_to(start)
+
 
 # ---------------------------------------------------------------------------------------------- dataSchema
+
+
+def _pmod(values: Any, step: int) -> Any:
+    """Floor modulo (non-negative remainder), so times before the epoch floor downwards too."""
+    import pyarrow.compute as pc
+
+    rem = pc.subtract(values, pc.multiply(pc.divide(values, step), step))
+    return pc.if_else(pc.less(rem, 0), pc.add(rem, step), rem)
 
 
 @dataclass(frozen=True)
@@ -223,6 +277,14 @@ class GranularitySpec:
             ctx.error(join(path, "type"), f"unknown granularitySpec type {self.type!r}; use 'uniform'")
         if self.segment_granularity.name in ("NONE",):
             ctx.error(join(path, "segmentGranularity"), "segmentGranularity cannot be NONE; use e.g. HOUR or DAY")
+        for key, gran in (("segmentGranularity", self.segment_granularity), ("queryGranularity", self.query_granularity)):
+            if gran.name == "ALL":
+                ctx.error(join(path, key), "ALL is not supported: segments and rows need a time bucket; use e.g. YEAR")
+            elif gran.period is not None:
+                try:
+                    gran._floor_unit()
+                except ValueError as exc:
+                    ctx.error(join(path, key), str(exc))
 
 
 @dataclass(frozen=True)
@@ -240,6 +302,21 @@ class Transform:
 class TransformSpec:
     filter: dict[str, Any] | None = None
     transforms: list[Transform] = spec_field(default_factory=list)
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        from .expressions import ExpressionError, compile_expression
+        from .filters import FilterError, compile_filter
+
+        if self.filter is not None:
+            try:
+                compile_filter(self.filter)
+            except FilterError as exc:
+                ctx.error(join(path, "filter"), str(exc))
+        for i, t in enumerate(self.transforms):
+            try:
+                compile_expression(t.expression)
+            except ExpressionError as exc:
+                ctx.error(join(join(path, "transforms"), i), f"transform {t.name!r}: {exc}")
 
 
 _DATASOURCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,199}$")

@@ -4,6 +4,8 @@
   INGEST_TEST_KAFKA=host:port (e.g. the Apache Kafka of docker-compose.yaml).
 - PostgreSQL: a database of its own on INGEST_TEST_POSTGRES (default postgresql://postgres@127.0.0.1:5432),
   created and dropped here. SQLite: a file per test.
+- Spark: one local SparkSession (local[2]) for the session, started before any Kafka client exists: forking
+  the JVM launcher from a process that holds librdkafka threads can crash the child.
 A missing broker or PostgreSQL fails the run; nothing is skipped.
 """
 
@@ -55,7 +57,7 @@ class Broker:
 
     def produce(self, topic: str, values, partition: int | None = None, key: bytes | None = None,
                 headers=None, timestamp_ms: int | None = None) -> None:
-        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5})
+        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5, "batch.num.messages": 10000})
         for v in values:
             kwargs = {}
             if partition is not None:
@@ -64,6 +66,23 @@ class Broker:
                 kwargs["timestamp"] = timestamp_ms
             p.produce(topic, value=v, key=key, headers=headers, **kwargs)
         assert p.flush(30) == 0
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from spark_jobs.ingest_job import spark_session_builder
+
+    session = spark_session_builder("ingest-tests").master("local[2]").config("spark.driver.memory", "1g").getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _spark_before_kafka(request):
+    """Start Spark first when any selected test needs it (see the module docstring)."""
+    if any("spark" in getattr(item, "fixturenames", ()) for item in request.session.items):
+        request.getfixturevalue("spark")
 
 
 @pytest.fixture(scope="session")

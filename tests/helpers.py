@@ -22,3 +22,39 @@ def make_spec(bootstrap: str, datasource: str = "wiki", *, topic: str | None = N
     if microbatch:
         raw["microbatch"] = microbatch
     return parse_spec(raw, f"<test spec {datasource}>")
+
+
+def ingest_run(spark, store, spec: DatasourceSpec, run_id: str, deep_storage_uri: str, *, stall_timeout_s: float = 30,
+               options=None):
+    """Plan a run, run every task group's Spark job in this session, publish: the spine without Airflow.
+    Returns (plan, group reports, publish result)."""
+    from ingest_core import deep_storage
+    from ingest_core.publisher import GroupResult, Publisher
+    from ingest_core.supervisor import PlanOptions, Supervisor
+    from spark_jobs.ingest_job import GroupJob, run_group
+
+    supervisor = Supervisor(spec, store)
+    supervisor.register()
+    plan = supervisor.plan(run_id, options or PlanOptions()).plan
+    reports = []
+    for group in plan.groups:
+        out = deep_storage.group_uri(deep_storage_uri, spec.datasource, run_id, group.group_id)
+        reports.append(run_group(spark, GroupJob(spec, plan, group.group_id, 0, out), stall_timeout_s))
+    result = Publisher(store).publish(spec.datasource, run_id, [GroupResult.from_report(r.to_json()) for r in reports])
+    return plan, reports, result
+
+
+def spec_from(bootstrap: str, topic: str, data_schema: dict, *, io: dict | None = None, tuning: dict | None = None,
+              microbatch: dict | None = None, datasource: str = "ds") -> DatasourceSpec:
+    """A spec with a full dataSchema, reading `topic` from the earliest offset."""
+    raw = {
+        "type": "kafka",
+        "spec": {
+            "dataSchema": {"dataSource": datasource, **data_schema},
+            "ioConfig": {"topic": topic, "useEarliestOffset": True, "inputFormat": {"type": "json"},
+                         "consumerProperties": {"bootstrap.servers": bootstrap}, **(io or {})},
+            "tuningConfig": {"type": "kafka", **(tuning or {})},
+        },
+        "microbatch": microbatch or {},
+    }
+    return parse_spec(raw, f"<test spec {datasource}>")

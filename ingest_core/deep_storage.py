@@ -1,0 +1,91 @@
+"""Deep storage: where Spark jobs stage segments and reports, addressed by Hadoop-style URIs.
+
+Spark writes through Hadoop's filesystems; Python code (split reports, segment footers, the reader) uses
+pyarrow's: `file://` (and plain paths), `hdfs://`, and `s3a://` (read as `s3://`).
+
+Layout under a datasource's deep storage URI:
+  <uri>/<datasource>/<run_id>/group=<g>/replica=<r>/
+      segments/__segment=<interval start ms>/__shard=<n>/part-*.parquet   one Parquet file per segment
+      splits/split-<i>.json                                                 one row-stats report per split
+      report.json                                                           the task group's report
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pyarrow.fs as pafs
+
+
+def normalize_uri(uri: str) -> str:
+    """Plain paths become file:// URIs; URIs lose a trailing slash."""
+    if "://" not in uri:
+        return "file://" + str(Path(uri).resolve())
+    return uri.rstrip("/")
+
+
+def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    uri = normalize_uri(uri)
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        return pafs.LocalFileSystem(), parsed.path
+    if parsed.scheme == "s3a":
+        uri = "s3" + uri[3:]
+    fs, path = pafs.FileSystem.from_uri(uri)
+    return fs, path
+
+
+def join(uri: str, *parts: str) -> str:
+    return posixpath.join(normalize_uri(uri), *parts)
+
+
+def group_uri(base: str, datasource: str, run_id: str, group_id: int, replica: int = 0) -> str:
+    return join(base, datasource, _safe(run_id), f"group={group_id}", f"replica={replica}")
+
+
+def _safe(run_id: str) -> str:
+    # Airflow run ids hold ':' and '+': keep them readable but safe in paths and Hadoop URIs
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
+
+
+def write_json(uri: str, obj: Any) -> None:
+    fs, path = filesystem(uri)
+    fs.create_dir(posixpath.dirname(path), recursive=True)
+    with fs.open_output_stream(path) as out:
+        out.write(json.dumps(obj, indent=1, sort_keys=True).encode())
+
+
+def read_json(uri: str) -> Any:
+    fs, path = filesystem(uri)
+    with fs.open_input_stream(path) as f:
+        return json.loads(f.read())
+
+
+def list_files(uri: str, suffix: str = "") -> list[pafs.FileInfo]:
+    fs, path = filesystem(uri)
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.NotFound:
+        return []
+    found = fs.get_file_info(pafs.FileSelector(path, recursive=True))
+    return sorted((f for f in found if f.type == pafs.FileType.File and f.path.endswith(suffix)),
+                  key=lambda f: f.path)
+
+
+def delete_dir(uri: str) -> None:
+    fs, path = filesystem(uri)
+    if fs.get_file_info(path).type != pafs.FileType.NotFound:
+        fs.delete_dir(path)
+
+
+def to_uri(uri_base: str, fs_path: str) -> str:
+    """A URI for a path that `filesystem(uri_base)` listed."""
+    parsed = urlparse(normalize_uri(uri_base))
+    if parsed.scheme == "file":
+        return "file://" + fs_path  # unquoted: Spark's partition folders hold '='
+    if parsed.scheme in ("s3a", "s3", "gs", "gcs"):  # pyarrow's object-store paths start with the bucket
+        return f"{parsed.scheme}://{fs_path.lstrip('/')}"
+    return f"{parsed.scheme}://{parsed.netloc}/{fs_path.lstrip('/')}"

@@ -1,0 +1,135 @@
+"""`timestampSpec` formats: values from a record to epoch milliseconds (UTC), as Druid's TimestampParser.
+
+  auto    ISO-8601 text, or a number (or numeric text) of milliseconds
+  iso     ISO-8601 text; no offset means UTC
+  posix   seconds; millis; micro; nano       (numbers or numeric text)
+  ruby    seconds with a fraction
+  other   a Joda-Time pattern such as `yyyy-MM-dd HH:mm:ss.SSS`, `dd/MMM/yyyy:HH:mm:ss Z`
+
+Druid keeps millisecond precision, so finer digits are truncated.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+# Joda-Time pattern letters -> strptime directives. Longest tokens first.
+_JODA_TOKENS = [
+    ("yyyy", "%Y"), ("YYYY", "%Y"), ("xxxx", "%Y"), ("yy", "%y"), ("YY", "%y"),
+    ("MMMM", "%B"), ("MMM", "%b"), ("MM", "%m"), ("M", "%m"),
+    ("dd", "%d"), ("d", "%d"), ("DDD", "%j"),
+    ("EEEE", "%A"), ("EEE", "%a"),
+    ("HH", "%H"), ("H", "%H"), ("hh", "%I"), ("h", "%I"), ("a", "%p"),
+    ("mm", "%M"), ("m", "%M"), ("ss", "%S"), ("s", "%S"),
+    ("SSSSSSSSS", "%f"), ("SSSSSS", "%f"), ("SSS", "%f"), ("SS", "%f"), ("S", "%f"),
+    ("ZZZ", "%Z"), ("ZZ", "%z"), ("Z", "%z"),
+]
+
+
+def joda_to_strptime(pattern: str) -> str:
+    """Translate a Joda-Time pattern; raises ValueError on letters it cannot translate."""
+    out, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "'":
+            end = pattern.find("'", i + 1)
+            if end < 0:
+                raise ValueError(f"unterminated quote in timestamp pattern {pattern!r}")
+            out.append("'" if end == i + 1 else pattern[i + 1:end].replace("%", "%%"))
+            i = end + 1
+            continue
+        if ch.isalpha():
+            for token, directive in _JODA_TOKENS:
+                if pattern.startswith(token, i):
+                    out.append(directive)
+                    i += len(token)
+                    break
+            else:
+                raise ValueError(f"timestamp pattern letter {ch!r} in {pattern!r} is not supported")
+            continue
+        out.append("%%" if ch == "%" else ch)
+        i += 1
+    return "".join(out)
+
+
+def _millis_of(dt: datetime) -> int:
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    delta = dt - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+_ISO_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def parse_iso(text: str) -> int:
+    s = text.strip()
+    if s.endswith(("Z", "z")):
+        s = s[:-1] + "+00:00"
+    # fromisoformat takes at most 6 fraction digits; Druid keeps milliseconds anyway
+    m = re.search(r"\.(\d{7,})", s)
+    if m:
+        s = s[:m.start(1)] + m.group(1)[:6] + s[m.end(1):]
+    return _millis_of(datetime.fromisoformat(s))
+
+
+def _number(value: Any) -> float | int:
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a timestamp")
+    if isinstance(value, (int, float)):
+        return value
+    text = str(value).strip()
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def _scaled(divisor: int, multiplier: int = 1) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        n = _number(value)
+        if isinstance(n, int):
+            return n * multiplier // divisor
+        return int(n * multiplier / divisor)
+    return parse
+
+
+def _auto(value: Any) -> int:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    text = str(value).strip()
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    return parse_iso(text)
+
+
+def _ruby(value: Any) -> int:
+    return int(float(_number(value)) * 1000)
+
+
+def timestamp_parser(fmt: str) -> Callable[[Any], int]:
+    """A function from a raw value to epoch millis; raises ValueError/TypeError on values it cannot read."""
+    kind = fmt.lower()
+    if kind == "auto":
+        return _auto
+    if kind == "iso":
+        return lambda v: parse_iso(str(v))
+    if kind == "posix":
+        return _scaled(1, 1000)
+    if kind == "millis":
+        return _scaled(1)
+    if kind == "micro":
+        return _scaled(1000)
+    if kind == "nano":
+        return _scaled(1_000_000)
+    if kind == "ruby":
+        return _ruby
+    directive = joda_to_strptime(fmt)
+
+    def parse_pattern(value: Any) -> int:
+        return _millis_of(datetime.strptime(str(value).strip(), directive))
+    return parse_pattern

@@ -1,0 +1,319 @@
+"""The bounded Spark ingest job: one task group of one run, Kafka offsets -> Parquet segments + a report.
+
+    spark-submit spark_jobs/ingest_job.py --spec SPEC --plan PLAN --group N [--replica R] [--output URI]
+
+SPEC is a datasource spec (YAML or JSON file or URI); PLAN is the run's persisted plan (JSON, as written by
+`ingest plan --json` or the DAG's plan task). The job reads exactly the group's offset ranges (one Spark task
+per split), parses, filters and rolls up the rows, and writes one Parquet file per segment: per
+segmentGranularity interval, split into shards of at most maxRowsPerSegment rows, sorted by time. The group's
+report (row stats, parse exceptions, segments with their rows, bytes, time range, columns and offset ranges)
+goes to <output>/report.json and is printed as the last line of stdout.
+
+It never touches committed offsets or the metadata store: the publisher alone makes segments visible.
+Exit codes: 0 success, 2 bad input (spec, plan, group), 3 the group failed (report written, state FAILED).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from ingest_core import deep_storage
+from ingest_core.errors import IngestError
+from ingest_core.kafka_config import KafkaClientConfig
+from ingest_core.planner import Plan, TaskGroup
+from ingest_core.report import GroupReport, ParseExceptionLimitError, SplitReport, limit_exceeded_message
+from ingest_core.row_parser import DIMS_JSON, OFFSET, PARTITION, TIME, metric_input_column, metric_kind
+from ingest_core.spec import DatasourceSpec
+from spark_jobs.kafka_source import BUCKET, SEGMENT, KafkaRangeDataSource, ReadJob
+
+log = logging.getLogger("spark_jobs.ingest_job")
+
+SHARD = "__shard"
+
+
+def col(name: str) -> Any:
+    """A column by its exact name: Druid's default names hold dots (`kafka.key`), which Spark would read as
+    struct access."""
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+@dataclass(frozen=True)
+class GroupJob:
+    spec: DatasourceSpec
+    plan: Plan
+    group_id: int
+    replica: int
+    output_uri: str
+
+    @property
+    def group(self) -> TaskGroup:
+        return self.plan.group(self.group_id)
+
+
+def spark_session_builder(app_name: str):
+    """Settings every run of this job needs, whatever the master."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return (SparkSession.builder.appName(app_name)
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MILLIS")
+            .config("spark.sql.shuffle.partitions", os.environ.get("INGEST_SPARK_SHUFFLE_PARTITIONS", "4"))
+            .config("spark.sql.sources.partitionOverwriteMode", "static")
+            .config("spark.ui.showConsoleProgress", "false"))
+
+
+def run_group(spark: Any, job: GroupJob, stall_timeout_s: float = 60.0) -> GroupReport:
+    """Run one task group; returns its report (state SUCCESS) or raises, after writing a FAILED report."""
+    spec, group = job.spec, job.group
+    started = time.monotonic()
+    deep_storage.delete_dir(job.output_uri)  # a retry starts clean; nothing here is published yet
+    report = GroupReport.merge(spec.datasource, job.plan.run_id, job.group_id, job.replica, [],
+                               spec.tuning_config.effective_max_saved_parse_exceptions)
+    try:
+        if not group.is_empty:
+            report = _ingest(spark, job, stall_timeout_s)
+    except Exception as exc:
+        report.state = "FAILED"
+        report.error = _clean_error(exc)
+        report.seconds = time.monotonic() - started
+        deep_storage.write_json(deep_storage.join(job.output_uri, "report.json"), report.to_json())
+        if isinstance(exc, IngestError):
+            raise
+        raise IngestError(report.error) from exc
+    report.seconds = time.monotonic() - started
+    deep_storage.write_json(deep_storage.join(job.output_uri, "report.json"), report.to_json())
+    return report
+
+
+def _clean_error(exc: BaseException) -> str:
+    """Spark wraps a worker's exception in a long trace; keep the line that says what happened."""
+    text = str(exc)
+    for marker in ("ParseExceptionLimitError: ", "OffsetOutOfRangeError: ", "BrokerUnavailableError: ",
+                   "TopicNotFoundError: ", "IngestError: "):
+        if marker in text:
+            line = text.split(marker, 1)[1].splitlines()[0]
+            return line.strip()
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+
+
+def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
+    from pyspark.sql import functions as F
+
+    spec, group = job.spec, job.group
+    kafka = KafkaClientConfig.from_properties(spec.io_config.consumer_properties)
+    read_job = ReadJob(
+        spec_raw=spec.to_raw(), created_at=job.plan.to_json()["createdAt"],
+        splits=[s.to_json() for s in group.splits], output_uri=job.output_uri,
+        poll_timeout_s=max(spec.io_config.poll_timeout, 100) / 1000 * 10, stall_timeout_s=stall_timeout_s)
+    spark.dataSource.register(KafkaRangeDataSource)
+    props = dict(kafka.properties)
+    props.setdefault("isolation.level", spec.io_config.isolation_level)
+    rows = (spark.read.format(KafkaRangeDataSource.name())
+            .option("job", read_job.dumps())
+            .option("secret.consumer.properties", json.dumps(props))
+            .load())
+    try:
+        rolled, dims, metrics = rollup(rows, spec)
+        if not spec.data_schema.dimensions_spec.dimensions:
+            rolled, dims = _expand_discovered(rolled, dims)
+        max_rows = spec.tuning_config.max_rows_per_segment
+        if group.records > max_rows:  # only then can an interval need more than one shard
+            from pyspark.sql.window import Window
+
+            w = Window.partitionBy(SEGMENT).orderBy(TIME, *[col(d) for d in dims])
+            rolled = rolled.withColumn(SHARD, F.floor((F.row_number().over(w) - 1) / F.lit(max_rows)).cast("int"))
+        else:
+            rolled = rolled.withColumn(SHARD, F.lit(0))
+        out = rolled.select(SEGMENT, SHARD, TIME, *[col(c) for c in dims + metrics])
+        segments_uri = deep_storage.join(job.output_uri, "segments")
+        (out.repartition(SEGMENT, SHARD).sortWithinPartitions(SEGMENT, SHARD, TIME, *[col(d) for d in dims])
+         .write.mode("overwrite").partitionBy(SEGMENT, SHARD).parquet(segments_uri))
+    except Exception as exc:
+        # a split's own limit check fails the Spark task; say so plainly
+        if "ParseExceptionLimitError" in str(exc):
+            raise ParseExceptionLimitError(_clean_error(exc)) from None
+        raise
+
+    splits = [SplitReport.from_json(deep_storage.read_json(deep_storage.to_uri(job.output_uri, f.path)))
+              for f in deep_storage.list_files(deep_storage.join(job.output_uri, "splits"), ".json")]
+    report = GroupReport.merge(spec.datasource, job.plan.run_id, job.group_id, job.replica, splits,
+                               spec.tuning_config.effective_max_saved_parse_exceptions)
+    missing = {s.index for s in splits} ^ set(range(len(group.splits)))
+    if missing:
+        raise IngestError(f"split reports missing for splits {sorted(missing)}: the job output at "
+                          f"{job.output_uri} is incomplete")
+    limit = spec.tuning_config.effective_max_parse_exceptions
+    if limit is not None and report.stats.parse_exceptions > limit:
+        last = report.saved_exceptions[-1] if report.saved_exceptions else None
+        raise ParseExceptionLimitError(limit_exceeded_message(
+            limit, report.stats.parse_exceptions, f"task group {job.group_id} of run {job.plan.run_id}", last))
+    report.segments = describe_segments(job, dims, metrics)
+    return report
+
+
+def rollup(rows: Any, spec: DatasourceSpec) -> tuple[Any, list[str], list[str]]:
+    """Druid's rollup: group by (queryGranularity bucket, dimensions) and aggregate; without rollup, every row
+    stays a row with its metrics computed from itself. `__time` becomes the bucket in both cases."""
+    from pyspark.sql import functions as F
+
+    schema = spec.data_schema
+    dims = [d.name for d in schema.dimensions_spec.dimensions] or [DIMS_JSON]
+    metrics = [a.name for a in schema.metrics_spec]
+    order = F.struct(col(TIME), col(PARTITION), col(OFFSET))
+    if not schema.granularity_spec.rollup:
+        cols = [col(BUCKET).alias(TIME), col(SEGMENT), *[col(d) for d in dims]]
+        for a in schema.metrics_spec:
+            kind = metric_kind(a.type)
+            cols.append((F.lit(1).cast("long") if a.type == "count"
+                         else col(metric_input_column(a.field_name, kind))).alias(a.name))
+        return rows.select(*cols), dims, metrics
+    aggs = []
+    for a in schema.metrics_spec:
+        if a.type == "count":
+            aggs.append(F.count(F.lit(1)).alias(a.name))
+            continue
+        kind = metric_kind(a.type)
+        value = col(metric_input_column(a.field_name, kind))
+        op = a.type[len(kind):]
+        spark_type = {"long": "long", "double": "double", "float": "float"}[kind]
+        if op == "Sum":
+            expr = F.sum(value)
+        elif op == "Min":
+            expr = F.min(value)
+        elif op == "Max":
+            expr = F.max(value)
+        elif op == "First":  # the value of the earliest row; ties go to the lower partition, then offset
+            expr = F.min_by(value, order)
+        elif op == "Last":
+            expr = F.max_by(value, order)
+        else:  # pragma: no cover - spec validation allows only the aggregators above
+            raise IngestError(f"aggregator {a.type} is not supported")
+        aggs.append(expr.cast(spark_type).alias(a.name))
+    if not aggs:
+        aggs = [F.count(F.lit(1)).alias("__count")]
+    rolled = rows.groupBy(col(BUCKET).alias(TIME), col(SEGMENT), *[col(d) for d in dims]).agg(*aggs)
+    return rolled, dims, metrics
+
+
+def _expand_discovered(rolled: Any, dims: list[str]) -> tuple[Any, list[str]]:
+    """Schemaless: turn the discovered-dimensions JSON into string columns, sorted by name."""
+    from pyspark.sql import functions as F
+
+    rolled = rolled.withColumn(DIMS_JSON, F.from_json(col(DIMS_JSON), "map<string,string>")).persist()
+    names = sorted(r[0] for r in rolled.select(F.explode(F.map_keys(col(DIMS_JSON)))).distinct().collect())
+    expanded = rolled.select("*", *[col(DIMS_JSON).getItem(n).alias(n) for n in names]).drop(DIMS_JSON)
+    return expanded, names
+
+
+def describe_segments(job: GroupJob, dims: list[str], metrics: list[str]) -> list[dict[str, Any]]:
+    """Each written segment's metadata, read from its Parquet footer."""
+    from datetime import datetime, timezone
+
+    from ingest_core.offsets import offsets_to_json
+    from ingest_core.periods import format_datetime
+
+    gran = job.spec.data_schema.granularity_spec.segment_granularity
+    group = job.group
+    ranges = {"start": offsets_to_json({p.tp: p.start for p in group.partitions}),
+              "end": offsets_to_json({p.tp: p.end for p in group.partitions})}
+    fs, _ = deep_storage.filesystem(job.output_uri)
+    out = []
+    for info in deep_storage.list_files(deep_storage.join(job.output_uri, "segments"), ".parquet"):
+        parts = dict(p.split("=", 1) for p in info.path.split("/") if p.startswith(("__segment=", "__shard=")))
+        start = datetime.fromtimestamp(int(parts["__segment"]) / 1000, tz=timezone.utc)
+        interval_start, interval_end = gran.bucket(start)
+        with fs.open_input_file(info.path) as f:
+            meta = pq.ParquetFile(f).metadata
+        tmin, tmax = _time_range(meta)
+        out.append({
+            "interval": [format_datetime(interval_start), format_datetime(interval_end)],
+            "shard": int(parts["__shard"]), "location": deep_storage.to_uri(job.output_uri, info.path),
+            "rows": meta.num_rows, "bytes": info.size,
+            "minTime": tmin, "maxTime": tmax,
+            "columns": [meta.schema.column(i).name for i in range(meta.num_columns)],
+            "dimensions": dims, "metrics": metrics, "offsets": ranges,
+        })
+    return sorted(out, key=lambda s: (s["interval"][0], s["shard"]))
+
+
+def _time_range(meta: Any) -> tuple[str | None, str | None]:
+    from ingest_core.periods import format_datetime
+
+    idx = next(i for i in range(meta.num_columns) if meta.schema.column(i).name == TIME)
+    lows, highs = [], []
+    for rg in range(meta.num_row_groups):
+        stats = meta.row_group(rg).column(idx).statistics
+        if stats is not None and stats.has_min_max:
+            lows.append(stats.min)
+            highs.append(stats.max)
+    fmt = lambda v: format_datetime(v if v.tzinfo else v.replace(tzinfo=__import__("datetime").timezone.utc))  # noqa: E731
+    return (fmt(min(lows)) if lows else None), (fmt(max(highs)) if highs else None)
+
+
+# ------------------------------------------------------------------------------------------------ entry point
+
+
+def _load_text(uri_or_path: str) -> str:
+    if "://" in uri_or_path and not uri_or_path.startswith("file://"):
+        fs, path = deep_storage.filesystem(uri_or_path)
+        with fs.open_input_stream(path) as f:
+            return f.read().decode()
+    path = uri_or_path[len("file://"):] if uri_or_path.startswith("file://") else uri_or_path
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ingest_core.settings import Settings
+    from ingest_core.spec import parse_spec_text
+
+    ap = argparse.ArgumentParser(prog="ingest_job", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--spec", required=True, help="datasource spec file or URI (YAML/JSON)")
+    ap.add_argument("--plan", required=True, help="the run's plan (JSON file or URI)")
+    ap.add_argument("--group", type=int, required=True, help="task group id")
+    ap.add_argument("--replica", type=int, default=0)
+    ap.add_argument("--output", help="where to stage segments and the report (default: deep storage layout)")
+    ap.add_argument("--stall-timeout", type=float, default=60.0,
+                    help="seconds without progress before a split fails (unreachable broker)")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        spec = parse_spec_text(_load_text(args.spec), args.spec)
+        plan = Plan.from_json(json.loads(_load_text(args.plan)))
+        plan.group(args.group)
+    except (IngestError, KeyError, ValueError, OSError) as exc:
+        print(f"ingest_job: {exc}", file=sys.stderr)
+        return 2
+    if plan.datasource != spec.datasource:
+        print(f"ingest_job: the plan is for {plan.datasource!r}, the spec for {spec.datasource!r}", file=sys.stderr)
+        return 2
+    base = spec.microbatch.deep_storage.uri or Settings.from_env().deep_storage
+    output = args.output or deep_storage.group_uri(base, spec.datasource, plan.run_id, args.group, args.replica)
+    spark = spark_session_builder(f"ingest {spec.datasource} {plan.run_id} group {args.group}").getOrCreate()
+    try:
+        report = run_group(spark, GroupJob(spec, plan, args.group, args.replica, output), args.stall_timeout)
+    except IngestError as exc:
+        print(f"ingest_job: task group {args.group} of run {plan.run_id} failed: {exc}", file=sys.stderr)
+        return 3
+    finally:
+        spark.stop()
+    summary = {"report": deep_storage.join(output, "report.json"), "rows": report.stats.processed,
+               "segments": len(report.segments), "rowStats": report.stats.to_json()}
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
