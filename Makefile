@@ -23,6 +23,7 @@ demo: install
 
 bench: install
 	$(PY) benchmarks/plan_10k_partitions.py
+	$(PY) benchmarks/ingest_job_throughput.py
 
 clean:
 	rm -rf $(VENV) .ingest-home

@@ -5,7 +5,7 @@ pyarrow's: `file://` (and plain paths), `hdfs://`, and `s3a://` (read as `s3://`
 
 Layout under a datasource's deep storage URI:
   <uri>/<datasource>/<run_id>/group=<g>/replica=<r>/
-      segments/__segment=<interval start ms>/__shard=<n>/part-*.parquet   one Parquet file per segment
+      segments/__segment=<interval start ms>/part-*.parquet   one Parquet file per segment (shard)
       splits/split-<i>.json                                                 one row-stats report per split
       report.json                                                           the task group's report
 """

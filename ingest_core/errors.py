@@ -40,7 +40,8 @@ class TopicNotFoundError(IngestError):
 class OffsetOutOfRangeError(IngestError):
     """A start offset lies outside what the partition holds now (truncated, or the topic was re-created)."""
 
-    def __init__(self, message: str, *, topic: str, partition: int, offset: int, earliest: int, latest: int):
+    def __init__(self, message: str, *, topic: str = "", partition: int = -1, offset: int = -1, earliest: int = -1,
+                 latest: int = -1):
         self.topic, self.partition, self.offset = topic, partition, offset
         self.earliest, self.latest = earliest, latest
         super().__init__(message)

@@ -11,7 +11,7 @@ Parse exceptions (processedWithError + unparseable) count towards `maxParseExcep
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from .errors import IngestError
@@ -158,6 +158,3 @@ class GroupReport:
                    [ParseExceptionRecord.from_json(e) for e in d.get("unparseableEvents", [])],
                    list(d.get("segments", [])), d.get("error"), float(d.get("seconds", 0.0)))
 
-
-__all__ = ["RowStats", "ParseExceptionRecord", "SplitReport", "GroupReport", "ParseExceptionLimitError",
-           "limit_exceeded_message", "asdict"]

@@ -84,7 +84,7 @@ class RecordChunk:
 class ParsedChunk:
     table: pa.Table
     stats: RowStats
-    exceptions: list[ParseExceptionRecord] = field(default_factory=list)
+    exceptions: list[ParseExceptionRecord] = field(default_factory=list)  # the last max(maxSaved, 1)
 
 
 class _Rows:
@@ -378,7 +378,10 @@ class RowParser:
 
     def _decode_fast(self, chunk: RecordChunk, indexes: list[int]) -> dict[str, pa.Array] | None:
         assert self._fast_schema is not None
-        data = b"\n".join(chunk.values[i] for i in indexes)  # type: ignore[misc]
+        values = chunk.values if len(indexes) == len(chunk.values) else [chunk.values[i] for i in indexes]
+        data = b"\n".join(values)  # type: ignore[arg-type]
+        if data.count(b"\n") != len(values) - 1:
+            return None  # a record holds a newline (several rows, or pretty-printed JSON)
         try:
             table = pa_json.read_json(
                 io.BytesIO(data),
@@ -396,21 +399,26 @@ class RowParser:
     def parse(self, chunk: RecordChunk) -> ParsedChunk:
         stats = RowStats()
         exceptions: list[ParseExceptionRecord] = []
-        live: list[int] = []
-        for i, v in enumerate(chunk.values):
-            stats.processed_bytes += len(v) if v is not None else 0
-            if chunk.keys is not None and chunk.keys[i] is not None:
-                stats.processed_bytes += len(chunk.keys[i])  # type: ignore[arg-type]
-            if v is None or v == b"":
-                stats.thrown_away += 1  # a tombstone or empty record carries no row
-            else:
-                live.append(i)
+        values = chunk.values
+        if None not in values and b"" not in values:  # the usual case, checked without a Python loop
+            live: list[int] = list(range(len(values)))
+            stats.processed_bytes = sum(map(len, values))  # type: ignore[arg-type]
+        else:
+            live = []
+            for i, v in enumerate(values):
+                if v is None or v == b"":
+                    stats.thrown_away += 1  # a tombstone or empty record carries no row
+                else:
+                    stats.processed_bytes += len(v)
+                    live.append(i)
+        if chunk.keys is not None:
+            stats.processed_bytes += sum(len(k) for k in chunk.keys if k is not None)
 
         columns: dict[str, pa.Array] | None = None
         row_record: list[int] = live
         rows: list[dict[str, Any]] = []
         pyvalues: dict[str, list[Any]] = {}  # columns of mixed or nested values, as decoded
-        if self._fast_schema is not None and live and not any(b"\n" in chunk.values[i] for i in live):  # type: ignore[operator]
+        if self._fast_schema is not None and live:
             columns = self._decode_fast(chunk, live)
         if columns is None:
             columns, row_record, rows, pyvalues = self._decode_slow(chunk, live, stats, exceptions)
@@ -473,7 +481,7 @@ class RowParser:
                 self._exception(exceptions, stats, chunk, offsets, row, message, unparseable=False)
         stats.processed += table.num_rows - sum(1 for row in with_error if kept[row])
         exceptions.sort(key=lambda e: e.offset)
-        return ParsedChunk(table, stats, exceptions[-self.max_saved:] if self.max_saved else [])
+        return ParsedChunk(table, stats, exceptions[-max(self.max_saved, 1):])
 
     # ---------------------------------------------------------------------------------------- pieces
 
@@ -539,7 +547,9 @@ class RowParser:
         try:
             if values is None and (raw.null_count == 0 or self.missing_ts is None):
                 if pa.types.is_string(raw.type) and fmt in ("iso", "auto"):
-                    fast = pc.cast(pc.cast(raw, TIME_TYPE), pa.int64())
+                    # via nanoseconds, so finer fractions than milliseconds truncate as Druid does
+                    nanos = pc.cast(raw, pa.timestamp("ns", tz="UTC"))
+                    fast = pc.cast(pc.cast(nanos, TIME_TYPE, safe=False), pa.int64())
                 elif pa.types.is_integer(raw.type) and fmt in ("millis", "auto"):
                     fast = pc.cast(raw, pa.int64())
                 elif pa.types.is_integer(raw.type) and fmt == "posix":
@@ -622,10 +632,11 @@ class RowParser:
         record = ParseExceptionRecord(chunk.topic, chunk.partition, offset, message, unparseable)
         if self.log_parse_exceptions:
             log.warning("parse exception: %s", record.describe())
-        if self.max_saved:
-            exceptions.append(record)
-            if len(exceptions) > self.max_saved * 2:
-                del exceptions[:-self.max_saved]
+        # keep at least the last one, so an exceeded limit can name it even when none are saved
+        keep = max(self.max_saved, 1)
+        exceptions.append(record)
+        if len(exceptions) > keep * 2:
+            del exceptions[:-keep]
 
 
 def _preview(value: bytes | None, limit: int = 200) -> str:

@@ -5,7 +5,7 @@
 SPEC is a datasource spec (YAML or JSON file or URI); PLAN is the run's persisted plan (JSON, as written by
 `ingest plan --json` or the DAG's plan task). The job reads exactly the group's offset ranges (one Spark task
 per split), parses, filters and rolls up the rows, and writes one Parquet file per segment: per
-segmentGranularity interval, split into shards of at most maxRowsPerSegment rows, sorted by time. The group's
+segmentGranularity interval, in files (shards) of at most maxRowsPerSegment rows, each sorted by time. The group's
 report (row stats, parse exceptions, segments with their rows, bytes, time range, columns and offset ranges)
 goes to <output>/report.json and is printed as the last line of stdout.
 
@@ -36,9 +36,6 @@ from ingest_core.spec import DatasourceSpec
 from spark_jobs.kafka_source import BUCKET, SEGMENT, KafkaRangeDataSource, ReadJob
 
 log = logging.getLogger("spark_jobs.ingest_job")
-
-SHARD = "__shard"
-
 
 def col(name: str) -> Any:
     """A column by its exact name: Druid's default names hold dots (`kafka.key`), which Spark would read as
@@ -85,27 +82,34 @@ def run_group(spark: Any, job: GroupJob, stall_timeout_s: float = 60.0) -> Group
         if not group.is_empty:
             report = _ingest(spark, job, stall_timeout_s)
     except Exception as exc:
+        error = _job_error(exc)
         report.state = "FAILED"
-        report.error = _clean_error(exc)
+        report.error = str(error)
         report.seconds = time.monotonic() - started
         deep_storage.write_json(deep_storage.join(job.output_uri, "report.json"), report.to_json())
-        if isinstance(exc, IngestError):
+        if error is exc:
             raise
-        raise IngestError(report.error) from exc
+        raise error from exc
     report.seconds = time.monotonic() - started
     deep_storage.write_json(deep_storage.join(job.output_uri, "report.json"), report.to_json())
     return report
 
 
-def _clean_error(exc: BaseException) -> str:
-    """Spark wraps a worker's exception in a long trace; keep the line that says what happened."""
+def _job_error(exc: BaseException) -> IngestError:
+    """Spark wraps an executor's exception in a long trace: recover the error it raised, with its message."""
+    from ingest_core import errors
+    from ingest_core.report import ParseExceptionLimitError
+
+    if isinstance(exc, IngestError):
+        return exc
     text = str(exc)
-    for marker in ("ParseExceptionLimitError: ", "OffsetOutOfRangeError: ", "BrokerUnavailableError: ",
-                   "TopicNotFoundError: ", "IngestError: "):
+    for cls in (ParseExceptionLimitError, errors.OffsetOutOfRangeError, errors.BrokerUnavailableError,
+                errors.TopicNotFoundError, IngestError):
+        marker = f"{cls.__name__}: "
         if marker in text:
-            line = text.split(marker, 1)[1].splitlines()[0]
-            return line.strip()
-    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+            return cls(text.split(marker, 1)[1].splitlines()[0].strip())
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return IngestError(f"the Spark job failed: {first}")
 
 
 def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
@@ -128,23 +132,14 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
         rolled, dims, metrics = rollup(rows, spec)
         if not spec.data_schema.dimensions_spec.dimensions:
             rolled, dims = _expand_discovered(rolled, dims)
-        max_rows = spec.tuning_config.max_rows_per_segment
-        if group.records > max_rows:  # only then can an interval need more than one shard
-            from pyspark.sql.window import Window
-
-            w = Window.partitionBy(SEGMENT).orderBy(TIME, *[col(d) for d in dims])
-            rolled = rolled.withColumn(SHARD, F.floor((F.row_number().over(w) - 1) / F.lit(max_rows)).cast("int"))
-        else:
-            rolled = rolled.withColumn(SHARD, F.lit(0))
-        out = rolled.select(SEGMENT, SHARD, TIME, *[col(c) for c in dims + metrics])
-        segments_uri = deep_storage.join(job.output_uri, "segments")
-        (out.repartition(SEGMENT, SHARD).sortWithinPartitions(SEGMENT, SHARD, TIME, *[col(d) for d in dims])
-         .write.mode("overwrite").partitionBy(SEGMENT, SHARD).parquet(segments_uri))
+        out = rolled.select(SEGMENT, TIME, *[col(c) for c in dims + metrics])
+        # Each Spark task writes its rows of an interval as time-sorted files of at most maxRowsPerSegment rows:
+        # Druid's dynamic partitioning (segments fill up as rows come), with no extra shuffle.
+        (out.sortWithinPartitions(SEGMENT, TIME, *[col(d) for d in dims])
+         .write.mode("overwrite").option("maxRecordsPerFile", spec.tuning_config.max_rows_per_segment)
+         .partitionBy(SEGMENT).parquet(deep_storage.join(job.output_uri, "segments")))
     except Exception as exc:
-        # a split's own limit check fails the Spark task; say so plainly
-        if "ParseExceptionLimitError" in str(exc):
-            raise ParseExceptionLimitError(_clean_error(exc)) from None
-        raise
+        raise _job_error(exc) from exc
 
     splits = [SplitReport.from_json(deep_storage.read_json(deep_storage.to_uri(job.output_uri, f.path)))
               for f in deep_storage.list_files(deep_storage.join(job.output_uri, "splits"), ".json")]
@@ -230,16 +225,18 @@ def describe_segments(job: GroupJob, dims: list[str], metrics: list[str]) -> lis
               "end": offsets_to_json({p.tp: p.end for p in group.partitions})}
     fs, _ = deep_storage.filesystem(job.output_uri)
     out = []
+    shards: dict[str, int] = {}
     for info in deep_storage.list_files(deep_storage.join(job.output_uri, "segments"), ".parquet"):
-        parts = dict(p.split("=", 1) for p in info.path.split("/") if p.startswith(("__segment=", "__shard=")))
-        start = datetime.fromtimestamp(int(parts["__segment"]) / 1000, tz=timezone.utc)
+        folder = next(p for p in info.path.split("/") if p.startswith(f"{SEGMENT}="))
+        shard = shards[folder] = shards.get(folder, -1) + 1
+        start = datetime.fromtimestamp(int(folder.split("=", 1)[1]) / 1000, tz=timezone.utc)
         interval_start, interval_end = gran.bucket(start)
         with fs.open_input_file(info.path) as f:
             meta = pq.ParquetFile(f).metadata
         tmin, tmax = _time_range(meta)
         out.append({
             "interval": [format_datetime(interval_start), format_datetime(interval_end)],
-            "shard": int(parts["__shard"]), "location": deep_storage.to_uri(job.output_uri, info.path),
+            "shard": shard, "location": deep_storage.to_uri(job.output_uri, info.path),
             "rows": meta.num_rows, "bytes": info.size,
             "minTime": tmin, "maxTime": tmax,
             "columns": [meta.schema.column(i).name for i in range(meta.num_columns)],
@@ -288,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stall-timeout", type=float, default=60.0,
                     help="seconds without progress before a split fails (unreachable broker)")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # it logs to stdout, where the summary goes
     try:
         spec = parse_spec_text(_load_text(args.spec), args.spec)
         plan = Plan.from_json(json.loads(_load_text(args.plan)))

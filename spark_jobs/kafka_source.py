@@ -120,9 +120,8 @@ class KafkaRangeReader(DataSourceReader):
             report.records += len(chunk)
             report.last_offset = chunk.offsets[-1]
             report.stats.add(parsed.stats)
-            if parsed.exceptions:
-                report.saved_exceptions = (report.saved_exceptions + parsed.exceptions)[-max(parser.max_saved, 1):] \
-                    if parser.max_saved else []
+            if parser.max_saved and parsed.exceptions:
+                report.saved_exceptions = (report.saved_exceptions + parsed.exceptions)[-parser.max_saved:]
             if limit is not None and report.stats.parse_exceptions > limit:
                 from ingest_core.report import ParseExceptionLimitError, limit_exceeded_message
 
@@ -170,6 +169,7 @@ class SplitConsumer:
                      "enable.auto.offset.store": False, "auto.offset.reset": "error",
                      "enable.partition.eof": True, "error_cb": self._on_error})
         conf.setdefault("isolation.level", "read_committed")
+        conf.setdefault("log_level", 2)  # connection errors reach error_cb and the split's error message
         consumer = Consumer(conf)
         try:
             try:
@@ -189,19 +189,18 @@ class SplitConsumer:
             while position < s.end:
                 msgs = consumer.consume(num_messages=min(self.job.batch_records, max(1, s.end - position)),
                                         timeout=self.job.poll_timeout_s)
-                data = []
-                for m in msgs:
+                errors = [m for m in msgs if m.error() is not None]
+                data = msgs if not errors else [m for m in msgs if m.error() is None]
+                for m in errors:
                     err = m.error()
-                    if err is None:
-                        data.append(m)
-                    elif err.code() == KafkaError._PARTITION_EOF:
+                    if err.code() == KafkaError._PARTITION_EOF:
                         # everything below the end of the log was delivered or is a hole
                         position = max(position, m.offset())
                         if position < s.end:
                             self._check_truncated(consumer, position)
                     else:
                         self._raise_for(err, consumer, position)
-                if data:
+                if data and data[-1].offset() >= s.end:
                     data = [m for m in data if m.offset() < s.end]
                 if data:
                     position = max(position, data[-1].offset() + 1)

@@ -70,8 +70,11 @@ class Broker:
 
 @pytest.fixture(scope="session")
 def spark():
+    import logging
+
     from spark_jobs.ingest_job import spark_session_builder
 
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO line at exit hits pytest's closed streams
     session = spark_session_builder("ingest-tests").master("local[2]").config("spark.driver.memory", "1g").getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
