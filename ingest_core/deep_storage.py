@@ -44,10 +44,10 @@ def join(uri: str, *parts: str) -> str:
 
 
 def group_uri(base: str, datasource: str, run_id: str, group_id: int, replica: int = 0) -> str:
-    return join(base, datasource, _safe(run_id), f"group={group_id}", f"replica={replica}")
+    return join(base, datasource, safe_name(run_id), f"group={group_id}", f"replica={replica}")
 
 
-def _safe(run_id: str) -> str:
+def safe_name(run_id: str) -> str:
     # Airflow run ids hold ':' and '+': keep them readable but safe in paths and Hadoop URIs
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
 

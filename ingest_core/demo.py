@@ -1,20 +1,29 @@
-"""`make demo`: the spine on embedded defaults, nothing to start by hand.
+"""`make demo`: the main job on embedded defaults, nothing to start by hand.
 
-Starts an embedded Kafka broker, produces a wiki-edit-like stream, registers the example datasource
-(`dags/datasources/wikipedia.yaml`) in a SQLite metadata store and plans three microbatches while more data
-arrives, printing what each run reads: task groups, splits and offset ranges, pipelined from the previous
-run's planned end. Everything lives under $INGEST_HOME (default ./demo-data); rerunning continues there.
+1. starts an embedded Kafka broker (noida-db) and creates the `wikipedia` topic;
+2. produces a wiki-edit-like stream (a time field, dimensions, numeric metrics);
+3. runs the example datasource's Airflow DAG (`dags/datasources/wikipedia.yaml`) for several microbatches with
+   `airflow dags test` (no scheduler needed): plan -> Spark jobs (local mode) -> publish -> report, with a
+   SQLite metadata store;
+4. prints what was ingested: runs, segments, rows, committed offsets and lag, and checks that every produced
+   event was ingested exactly once.
 
-The Spark job that reads these ranges and the publish that commits them arrive with the spine's parts 2
-and 3; until then the demo stops at the plans and marks its runs as not executed, so a rerun plans again
-from the committed offsets.
+Everything lives in one folder, $INGEST_HOME (default ./demo-data): the broker's data, the Airflow home, the
+metadata store, deep storage and the runs' logs. Rerunning continues from there.
+
+    python -m ingest_core.demo          # the demo
+    python -m ingest_core.demo --ui     # the same broker and DAG in the Airflow UI (airflow standalone)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
+import subprocess
+import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -22,13 +31,13 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from .embedded import EmbeddedKafka
-from .metadata import MetadataStore, RunStatus
+from .metadata import MetadataStore
 from .offset_reader import KafkaOffsetReader
+from .reader import DatasourceReader
 from .spec import load_spec
-from .supervisor import Supervisor
 
 ROOT = Path(__file__).resolve().parents[1]
-TOPIC, PARTITIONS = "wikipedia", 4
+TOPIC, PARTITIONS, DATASOURCE = "wikipedia", 4, "wikipedia"
 CHANNELS = ["#en.wikipedia", "#de.wikipedia", "#fr.wikipedia", "#ja.wikipedia"]
 PAGES = ["Apache Druid", "Apache Kafka", "Apache Spark", "Apache Airflow", "Parquet", "Exactly-once"]
 
@@ -50,41 +59,111 @@ def produce(bootstrap: str, n: int, rng: random.Random) -> None:
     producer.flush(60)
 
 
-def main() -> None:
+def airflow_env(home: Path, bootstrap: str) -> dict[str, str]:
+    """The environment the DAG runs in: everything under `home`, Spark local, SQLite metadata."""
+    bin_dir = str(Path(sys.executable).parent)
+    return {
+        **os.environ,
+        "AIRFLOW_HOME": str(home / "airflow"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "INGEST_HOME": str(home),
+        "INGEST_METADATA_URL": f"sqlite:///{home / 'metadata.db'}",
+        "INGEST_DEEP_STORAGE": (home / "deep-storage").as_uri(),
+        "INGEST_KAFKA_BOOTSTRAP": bootstrap,
+        "PYSPARK_PYTHON": sys.executable,
+        "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+    }
+
+
+def prepare(home: Path, kafka: EmbeddedKafka) -> tuple[dict[str, str], MetadataStore]:
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    if TOPIC not in admin.list_topics(timeout=10).topics:
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(timeout=30)
+    env = airflow_env(home, kafka.bootstrap)
+    store = MetadataStore(env["INGEST_METADATA_URL"])
+    store.upgrade()
+    (home / "logs").mkdir(parents=True, exist_ok=True)
+    with open(home / "logs" / "airflow-db-migrate.log", "wb") as out:
+        subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"], env=env, stdout=out,
+                       stderr=subprocess.STDOUT, check=True)
+    return env, store
+
+
+def run_dag(env: dict[str, str], log_path: Path) -> float:
+    started = time.monotonic()
+    with open(log_path, "wb") as out:
+        done = subprocess.run([str(Path(sys.executable).parent / "airflow"), "dags", "test", DATASOURCE], env=env,
+                              stdout=out, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        tail = log_path.read_text(errors="replace")[-3000:]
+        raise SystemExit(f"the DAG run failed (exit {done.returncode}); log: {log_path}\n...{tail}")
+    return time.monotonic() - started
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m ingest_core.demo", description="the one-command demo")
+    ap.add_argument("--runs", type=int, default=3, help="microbatches to run")
+    ap.add_argument("--ui", action="store_true", help="start the Airflow UI (airflow standalone) on the demo")
+    args = ap.parse_args(argv)
     home = Path(os.environ.get("INGEST_HOME", "demo-data")).resolve()
     home.mkdir(parents=True, exist_ok=True)
     rng = random.Random()
     with EmbeddedKafka(home / "kafka") as kafka:
-        os.environ["INGEST_KAFKA_BOOTSTRAP"] = kafka.bootstrap
-        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-        if TOPIC not in admin.list_topics(timeout=10).topics:
-            admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(timeout=30)
-        store = MetadataStore(f"sqlite:///{home / 'metadata.db'}")
-        store.upgrade()
+        env, store = prepare(home, kafka)
+        print(f"broker {kafka.bootstrap}; metadata {store.safe_url}; Airflow home {env['AIRFLOW_HOME']}")
+        if args.ui:
+            print("Airflow UI: http://localhost:8080 (user admin, password in "
+                  f"{env['AIRFLOW_HOME']}/simple_auth_manager_passwords.json.generated); Ctrl-C stops it")
+            subprocess.run([str(Path(sys.executable).parent / "airflow"), "standalone"], env=env)
+            return
+        os.environ.update({k: env[k] for k in ("INGEST_KAFKA_BOOTSTRAP",)})
         spec = load_spec(ROOT / "dags" / "datasources" / "wikipedia.yaml")
-        supervisor = Supervisor(spec, store)
-        print(f"broker {kafka.bootstrap}, metadata store {store.safe_url}, spec version {supervisor.register()}")
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-        planned = []
-        for i in range(3):
-            produce(kafka.bootstrap, 2000 + 500 * i, rng)
-            record = supervisor.plan(f"demo__{stamp}_{i}")
-            planned.append(record.run_id)
-            plan = record.plan
-            print(f"\nrun {plan.run_id}: {plan.records} records in {len(plan.groups)} task groups")
-            for g in plan.groups:
-                ranges = ", ".join(f"{p.tp}[{p.start},{p.end}) from {p.start_source.value}" for p in g.partitions)
-                print(f"  group {g.group_id}: {g.records} records, {len(g.splits)} splits: {ranges}")
-        reader = KafkaOffsetReader.for_spec(spec)
+        produced_before = _edits(store)
+        produced = 0
+        for i in range(args.runs):
+            n = 2000 + 500 * i
+            produce(kafka.bootstrap, n, rng)
+            produced += n
+            log_path = home / "logs" / f"run-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{i}.log"
+            seconds = run_dag(env, log_path)
+            run = store.list_runs(DATASOURCE, limit=1)[0]
+            print(f"run {run.run_id}: {run.status.value}, {run.plan.records} records in {len(run.plan.groups)} "
+                  f"task groups, {seconds:.0f}s (log {log_path.relative_to(home)})")
+        _summary(spec, store, home, produced, produced_before)
+
+
+def _edits(store: MetadataStore) -> int:
+    table = DatasourceReader(store, DATASOURCE).to_arrow()
+    return sum(v for v in table.column("edits").to_pylist() if v) if "edits" in table.column_names else 0
+
+
+def _summary(spec, store: MetadataStore, home: Path, produced: int, before: int) -> None:
+    segments = DatasourceReader(store, DATASOURCE).segments()
+    table = DatasourceReader(store, DATASOURCE).to_arrow()
+    edits = _edits(store)
+    reader = KafkaOffsetReader.for_spec(spec)
+    try:
         latest = reader.latest(reader.partitions(topic=TOPIC))
-        committed = store.committed_offsets(spec.datasource)
-        lag = sum(off - (committed[tp].offset if tp in committed else 0) for tp, off in latest.items())
-        print(f"\nlatest offsets {{{', '.join(f'{tp}: {o}' for tp, o in sorted(latest.items()))}}}, "
-              f"committed {len(committed)} partitions, lag {lag} records")
-        for run_id in planned:
-            store.set_run_status(spec.datasource, run_id, RunStatus.FAILED,
-                                 error="demo: planned only (the Spark job arrives with the spine, part 2)")
-        print(f"data in {home}")
+    finally:
+        reader.close()
+    committed = store.committed_offsets(DATASOURCE)
+    lag = {tp: off - (committed[tp].offset if tp in committed else 0) for tp, off in latest.items()}
+    print(f"\nsegments: {len(segments)} visible, {sum(s.num_rows for s in segments)} rows "
+          f"({len({s.interval_start for s in segments})} hourly intervals)")
+    for s in segments[-4:]:
+        print(f"  {s.id}: {s.num_rows} rows, {s.size_bytes} bytes")
+    print(f"rows: {table.num_rows} rolled-up rows holding {edits} edits")
+    print("offsets: " + ", ".join(f"{tp}: committed {committed[tp].offset if tp in committed else '-'}, "
+                                  f"lag {lag[tp]}" for tp in sorted(latest)))
+    print(f"aggregate lag {sum(lag.values())}")
+    ingested = edits - before
+    verdict = "exactly once" if ingested == produced else "MISMATCH"
+    print(f"this demo produced {produced} events and ingested {ingested}: {verdict}")
+    print(f"data in {home}")
+    if ingested != produced:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

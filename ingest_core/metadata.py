@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import json
+from pathlib import Path
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -230,6 +231,9 @@ MIGRATIONS: list[tuple[int, Any]] = [(1, _create_schema_v1)]
 
 def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
+        database = sa.engine.make_url(url).database
+        if database and database != ":memory:":
+            Path(database).parent.mkdir(parents=True, exist_ok=True)  # the embedded default lives in INGEST_HOME
         engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
 
         @sa.event.listens_for(engine, "connect")

@@ -11,6 +11,7 @@ A missing broker or PostgreSQL fails the run; nothing is skipped.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
@@ -106,11 +107,11 @@ def broker(tmp_path_factory) -> Broker:
         kafka.stop()
 
 
-@pytest.fixture(scope="session")
-def pg_url() -> str:
-    """A PostgreSQL database of the test session's own."""
+@contextlib.contextmanager
+def postgres_database(prefix: str = "ingest_test"):
+    """A PostgreSQL database created for the caller and dropped afterwards; yields its URL."""
     admin_url = f"{PG_BASE}/postgres"
-    name = f"ingest_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     engine = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
     try:
         with engine.connect() as conn:
@@ -126,6 +127,13 @@ def pg_url() -> str:
             ), {"n": name})
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
         engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """A PostgreSQL database of the test session's own."""
+    with postgres_database() as url:
+        yield url
 
 
 def _fresh_postgres(url: str) -> MetadataStore:

@@ -1,0 +1,128 @@
+"""One Airflow DAG per datasource spec: plan -> Spark jobs (one per task group x replica) -> publish -> report.
+
+`load_dags(folder)` reads every spec under `folder` and returns {dag_id: DAG}. The DAG id is the spec's
+`dataSource`. A spec that does not load becomes an import error in the Airflow UI (with every problem the
+spec has) while the other datasources load normally.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import DAG, Asset, task
+
+from .errors import SpecError, SpecProblem
+from .operators import IngestSparkSubmitOperator, JOB_SCRIPT, RunContext, plan_task, publish_task, report_task, \
+    spark_conf
+from .periods import Period
+from .spec import DatasourceSpec, find_spec_files, load_spec
+
+log = logging.getLogger(__name__)
+
+DEFAULT_START = datetime(2025, 1, 1, tzinfo=timezone.utc)
+
+
+def asset_for(datasource: str) -> Asset:
+    return Asset(name=datasource, uri=f"ingest://datasources/{datasource}", group="ingest")
+
+
+def schedule_of(spec: DatasourceSpec) -> Any:
+    text = spec.microbatch.schedule
+    if text is None:
+        period = spec.io_config.task_duration
+    elif text.upper().startswith(("P", "-P")):
+        period = Period.parse(text)
+    else:
+        return text  # a cron expression
+    if period.is_calendar:  # P1M has no fixed length: say it in cron
+        raise ValueError(f"{spec.source}: schedule {period} is a calendar period; use a cron expression")
+    return period.to_timedelta()
+
+
+def build_dag(spec: DatasourceSpec) -> DAG:
+    micro, io = spec.microbatch, spec.io_config
+    default_args = {"retries": micro.retries, "retry_delay": micro.retry_delay.to_timedelta(), "owner": "ingest"}
+    dag = DAG(
+        dag_id=spec.datasource,
+        description=f"Kafka -> Parquet segments for {spec.datasource} (spec {spec.source})",
+        schedule=schedule_of(spec),
+        start_date=micro.start_date or DEFAULT_START,
+        catchup=micro.catchup,
+        max_active_runs=micro.max_active_runs,
+        default_args=default_args,
+        is_paused_upon_creation=spec.suspended,
+        tags=["ingest", f"topic:{io.topic or io.topic_pattern}"],
+        doc_md=f"Datasource `{spec.datasource}` from `{spec.source}`: one run is one supervisor loop.",
+    )
+    asset = asset_for(spec.datasource)
+    with dag:
+        @task(task_id="plan")
+        def plan(**context: Any) -> list[list[str]]:
+            return plan_task(spec, RunContext.from_airflow(context))
+
+        # publish and report run once the plan succeeded, whatever happened to the Spark jobs: groups that
+        # succeeded are published, failed ones keep their offsets. A failed plan fails them upstream, no retries.
+        @task(task_id="publish", trigger_rule="all_done_min_one_success", outlets=[asset])
+        def publish(**context: Any) -> dict:
+            summary = publish_task(spec, RunContext.from_airflow(context))
+            context["outlet_events"][asset].extra = {
+                "runId": summary["runId"], "rows": summary["rows"], "segments": len(summary["segments"]),
+                "endOffsets": summary["endOffsets"]}
+            return summary
+
+        @task(task_id="report", trigger_rule="all_done_min_one_success")
+        def report(**context: Any) -> dict:
+            return report_task(spec, RunContext.from_airflow(context))
+
+        jobs = plan()
+        spark = IngestSparkSubmitOperator.partial(
+            task_id="spark_job",
+            application=str(JOB_SCRIPT),
+            conn_id=micro.spark.conn_id,
+            master=micro.spark.master,
+            deploy_mode=micro.spark.deploy_mode,
+            conf=spark_conf(spec),
+            driver_memory=micro.spark.driver_memory,
+            executor_memory=micro.spark.executor_memory,
+            executor_cores=micro.spark.executor_cores,
+            num_executors=micro.spark.num_executors,
+            name=f"ingest-{spec.datasource}",
+            execution_timeout=io.completion_timeout.to_timedelta(),
+        ).expand(application_args=jobs)
+        published = publish()
+        reported = report()
+        [jobs, spark] >> published
+        [jobs, published] >> reported
+    return dag
+
+
+def load_dags(folder: str | Path) -> dict[str, DAG]:
+    """Every datasource DAG under `folder`, plus a placeholder per spec that does not load."""
+    dags: dict[str, DAG] = {}
+    for path in find_spec_files(folder):
+        try:
+            spec = load_spec(path)
+        except SpecError as exc:
+            dags[f"broken_spec_{path}"] = broken_spec_dag(path, exc)
+            continue
+        if spec.datasource in dags:
+            dags[f"broken_spec_{path}"] = broken_spec_dag(path, SpecError(str(path), [SpecProblem(
+                "spec.dataSchema.dataSource", f"{spec.datasource!r} is already defined by another spec")]))
+            continue
+        dags[spec.datasource] = build_dag(spec)
+    return dags
+
+
+def broken_spec_dag(path: Path, error: Exception) -> DAG:
+    """A placeholder for a spec that does not load: Airflow validates each DAG of a file before keeping it,
+    and this one's validation raises the spec's error, which the UI lists as an import error of the DAG file.
+    Only the placeholder is dropped; the other datasources load."""
+    dag = DAG(dag_id=f"broken_spec_{path.stem}"[:200], schedule=None, start_date=DEFAULT_START)
+
+    def validate() -> None:
+        raise error
+    object.__setattr__(dag, "validate", validate)
+    return dag

@@ -1,0 +1,230 @@
+"""The work of one DAG run (one supervisor loop), as Airflow tasks: plan -> Spark jobs -> publish -> report.
+
+Each function is a thin shell over the spine (`Supervisor`, the Spark job, `Publisher`); Airflow gives them
+the run id, the data interval and retries. Re-running a run (clear, backfill) re-executes its persisted plan:
+already published -> nothing to do; superseded -> skipped with the reason; otherwise it runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from . import deep_storage
+from .errors import IngestError, StaleRunError
+from .metadata import MetadataStore, RunStatus
+from .periods import format_datetime
+from .publisher import GroupResult, Publisher
+from .settings import Settings
+from .spec import DatasourceSpec
+from .supervisor import PlanOptions, Supervisor
+
+log = logging.getLogger(__name__)
+
+JOB_SCRIPT = Path(__file__).resolve().parents[1] / "spark_jobs" / "ingest_job.py"
+SCHEDULED_RUN_TYPES = ("scheduled", "backfill")
+# The one Spark job of a run with nothing to read: it succeeds at once. (A mapped task with no instances is
+# skipped, and Airflow would skip publish and report after it.)
+NO_JOB: list[str] = []
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a task needs to know about its DAG run."""
+
+    run_id: str
+    run_type: str
+    data_interval_end: datetime | None
+
+    @classmethod
+    def from_airflow(cls, context: Any) -> "RunContext":
+        dag_run = context["dag_run"]
+        run_type = getattr(dag_run.run_type, "value", str(dag_run.run_type))
+        return cls(dag_run.run_id, run_type, context.get("data_interval_end"))
+
+    @property
+    def end_time(self) -> datetime | None:
+        """A scheduled or backfill run for [a, b) ingests up to the offsets at time b; a manual one, up to now."""
+        return self.data_interval_end if self.run_type in SCHEDULED_RUN_TYPES else None
+
+
+def store() -> MetadataStore:
+    s = MetadataStore(Settings.from_env().metadata_url)
+    s.check_schema()
+    return s
+
+
+def deep_storage_base(spec: DatasourceSpec) -> str:
+    return spec.microbatch.deep_storage.uri or Settings.from_env().deep_storage
+
+
+def run_folder(spec: DatasourceSpec, run_id: str) -> str:
+    return deep_storage.join(deep_storage_base(spec), spec.datasource, deep_storage.safe_name(run_id))
+
+
+def check_spark_connection(conn_id: str) -> None:
+    """Without the connection the Spark provider silently submits to YARN: fail clearly instead."""
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowFailException
+
+    try:
+        BaseHook.get_connection(conn_id)
+    except Exception as exc:  # noqa: BLE001 - Airflow raises AirflowNotFoundException, varying by version
+        # configuration, not a transient failure: fail without retries
+        raise AirflowFailException(
+            f"the Spark connection {conn_id!r} does not exist ({exc}). Create it, e.g. "
+            f"AIRFLOW_CONN_{conn_id.upper()}='{{\"conn_type\": \"spark\", \"host\": \"local[*]\"}}' for local mode "
+            "or host spark://master:7077 for a standalone cluster, or set microbatch.spark.connId in the spec."
+        ) from None
+
+
+def plan_task(spec: DatasourceSpec, run: RunContext) -> list[list[str]]:
+    """Plan (or re-use) the run's plan; stage spec and plan in deep storage; return one spark-submit argument
+    list per task group x replica, or [NO_JOB] when there is nothing to read."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    check_spark_connection(spec.microbatch.spark.conn_id)
+    metadata = store()
+    supervisor = Supervisor(spec, metadata)
+    supervisor.register()
+    record = supervisor.plan(run.run_id, PlanOptions(end_time=run.end_time))
+    plan = record.plan
+    log.info("plan of run %s (%s):\n%s", run.run_id, record.status.value, json.dumps(plan.to_json(), indent=1))
+    if record.status is RunStatus.SUPERSEDED:
+        raise AirflowSkipException(f"run {run.run_id} was superseded by run {record.superseded_by} and is "
+                                   f"not executed again: {record.error or ''}".strip())
+    if record.status is RunStatus.PUBLISHED:
+        log.info("run %s is already published: nothing to read", run.run_id)
+        return [NO_JOB]
+    folder = run_folder(spec, run.run_id)
+    deep_storage.write_json(deep_storage.join(folder, "spec.json"), spec.to_raw())
+    deep_storage.write_json(deep_storage.join(folder, "plan.json"), plan.to_json())
+    metadata.set_run_status(spec.datasource, run.run_id, RunStatus.RUNNING, only_from=(RunStatus.PLANNED,
+                                                                                       RunStatus.FAILED))
+    jobs = []
+    for group in plan.groups:
+        if group.is_empty:
+            continue
+        for replica in range(spec.io_config.replicas):
+            jobs.append(["--spec", deep_storage.join(folder, "spec.json"), "--plan", deep_storage.join(folder, "plan.json"),
+                         "--group", str(group.group_id), "--replica", str(replica),
+                         "--output", deep_storage.group_uri(deep_storage_base(spec), spec.datasource, run.run_id,
+                                                            group.group_id, replica)])
+    log.info("run %s: %d records in %d task groups -> %d Spark jobs", run.run_id, plan.records, len(plan.groups),
+             len(jobs))
+    return jobs or [NO_JOB]
+
+
+def group_reports(spec: DatasourceSpec, run_id: str, group_id: int) -> list[dict]:
+    """The reports the replicas of a group left, by replica."""
+    out = []
+    for replica in range(spec.io_config.replicas):
+        uri = deep_storage.join(deep_storage.group_uri(deep_storage_base(spec), spec.datasource, run_id, group_id,
+                                                       replica), "report.json")
+        try:
+            out.append(deep_storage.read_json(uri))
+        except (FileNotFoundError, OSError):
+            continue
+    return out
+
+
+def publish_task(spec: DatasourceSpec, run: RunContext) -> dict[str, Any]:
+    """Publish every group whose job succeeded (the first successful replica of each), in one transaction."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    metadata = store()
+    record = metadata.require_run(spec.datasource, run.run_id)
+    if record.status is RunStatus.SUPERSEDED:
+        raise AirflowSkipException(f"run {run.run_id} was superseded by run {record.superseded_by}")
+    results, failed = [], []
+    for group in record.plan.groups:
+        if group.is_empty:
+            continue
+        reports = [r for r in group_reports(spec, run.run_id, group.group_id) if r.get("state") == "SUCCESS"]
+        if not reports:
+            failed.append(group.group_id)
+            continue
+        chosen = min(reports, key=lambda r: r.get("replica", 0))
+        results.append(GroupResult.from_report(chosen))
+        for r in reports:
+            metadata.add_task_report(spec.datasource, run.run_id, group.group_id, r, replica=int(r.get("replica", 0)))
+    try:
+        result = Publisher(metadata).publish(spec.datasource, run.run_id, results)
+    except StaleRunError as exc:
+        log.error("%s", exc)
+        raise
+    if record.plan.is_empty:
+        metadata.set_state(spec.datasource, "IDLE", "IDLE")
+    else:
+        metadata.set_state(spec.datasource, "RUNNING", "RUNNING")
+    summary = {"runId": run.run_id, "alreadyPublished": result.already_published, "rows": result.rows,
+               "segments": list(result.segment_ids), "publishedGroups": list(result.published_groups),
+               "failedGroups": list(result.failed_groups), "endOffsets": result.end_offsets,
+               "records": record.plan.records}
+    log.info("publish: %s", json.dumps(summary))
+    return summary
+
+
+def report_task(spec: DatasourceSpec, run: RunContext) -> dict[str, Any]:
+    """What the run did, from the metadata store; fails the run if a group failed (its partitions keep their
+    offsets and the next run reads them again) or the run was not published."""
+    from .metadata import GroupStatus
+
+    metadata = store()
+    record = metadata.require_run(spec.datasource, run.run_id)
+    stats: dict[str, int] = {}
+    for r in metadata.task_reports(spec.datasource, run.run_id):
+        for k, v in (r.get("report") or r).get("rowStats", {}).items():
+            stats[k] = stats.get(k, 0) + int(v)
+    segments = metadata.segments(spec.datasource, run_id=run.run_id)
+    failed = sorted(g for g, s in metadata.group_statuses(spec.datasource, run.run_id).items()
+                    if s is GroupStatus.FAILED)
+    out = {"runId": run.run_id, "status": record.status.value, "records": record.plan.records,
+           "rowStats": stats, "segments": len(segments), "rows": sum(s.num_rows for s in segments),
+           "failedGroups": failed, "error": record.error}
+    log.info("run report: %s", json.dumps(out, default=str))
+    if failed:
+        raise IngestError(f"run {run.run_id}: task groups {failed} failed; their partitions keep their committed "
+                          "offsets and the next run reads them again")
+    if record.status is not RunStatus.PUBLISHED:
+        raise IngestError(f"run {run.run_id} ended {record.status.value}: {record.error or 'not published'}")
+    return out
+
+
+class IngestSparkSubmitOperator(SparkSubmitOperator):
+    """spark-submit of the ingest job, with the spec's master override and a Python that has this package."""
+
+    def __init__(self, *, master: str | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.master = master
+
+    def execute(self, context: Any) -> None:
+        if not self.application_args:
+            self.log.info("nothing to read in this run: no Spark job")
+            return None
+        env = dict(self.env_vars or {})
+        env.setdefault("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+        env.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", sys.executable))
+        self.env_vars = env
+        return super().execute(context)
+
+    def _get_hook(self) -> Any:
+        hook = super()._get_hook()
+        if self.master:
+            hook._connection["master"] = self.master
+        return hook
+
+
+def spark_conf(spec: DatasourceSpec) -> dict[str, str]:
+    conf = {"spark.sql.session.timeZone": "UTC", "spark.ui.showConsoleProgress": "false"}
+    conf.update(spec.microbatch.spark.conf)
+    return conf
+

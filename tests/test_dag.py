@@ -1,0 +1,171 @@
+"""End to end with real Airflow (`airflow dags test`), real spark-submit, the real broker and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import postgres_database
+from ingest_core.demo import produce as produce_wiki
+from ingest_core.metadata import MetadataStore, RunStatus
+from ingest_core.reader import DatasourceReader
+
+pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
+
+ROOT = Path(__file__).resolve().parents[1]
+AIRFLOW = str(Path(sys.executable).parent / "airflow")
+
+
+class AirflowHome:
+    """An Airflow home with its own SQLite database and a DAG folder; runs `airflow` commands in it."""
+
+    def __init__(self, root: Path, dags_folder: Path, bootstrap: str, metadata_url: str):
+        self.root, self.dags_folder, self.metadata_url = root, dags_folder, metadata_url
+        self.env = {
+            **os.environ,
+            "AIRFLOW_HOME": str(root / "airflow"),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+            "INGEST_HOME": str(root / "ingest"),
+            "INGEST_METADATA_URL": metadata_url,
+            "INGEST_DEEP_STORAGE": (root / "deep-storage").as_uri(),
+            "INGEST_KAFKA_BOOTSTRAP": bootstrap,
+            "PYSPARK_PYTHON": sys.executable,
+            "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+        }
+        self.airflow("db", "migrate")
+        MetadataStore(metadata_url).upgrade()
+
+    def airflow(self, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+        done = subprocess.run([AIRFLOW, *args], env=env or self.env, capture_output=True, text=True, timeout=900)
+        if check and done.returncode != 0:
+            raise AssertionError(f"airflow {' '.join(args)} exited {done.returncode}:\n{done.stdout[-4000:]}\n"
+                                 f"{done.stderr[-4000:]}")
+        return done
+
+    def dags_test(self, dag_id: str, logical_date: str, **kwargs) -> subprocess.CompletedProcess:
+        return self.airflow("dags", "test", dag_id, logical_date, **kwargs)
+
+
+def edits(store: MetadataStore, datasource: str) -> int:
+    table = DatasourceReader(store, datasource).to_arrow()
+    return sum(v for v in table.column("edits").to_pylist() if v) if table.num_rows else 0
+
+
+@pytest.fixture(scope="module")
+def metadata_url():
+    with postgres_database("ingest_dag") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory, broker, metadata_url) -> AirflowHome:
+    """The repository's own dags/ folder: the example wikipedia spec as checked in."""
+    if "wikipedia" not in broker.admin.list_topics(timeout=10).topics:
+        broker.create_topic(partitions=4, name="wikipedia")
+    return AirflowHome(tmp_path_factory.mktemp("airflow-example"), ROOT / "dags", broker.bootstrap, metadata_url)
+
+
+def test_example_spec_ingests_exactly_the_produced_records_over_several_runs(example, broker):
+    store = MetadataStore(example.metadata_url)
+    rng = random.Random(3)
+    total = 0
+    for i, n in enumerate([300, 200, 100]):
+        produce_wiki(broker.bootstrap, n, rng)
+        total += n
+        example.dags_test("wikipedia", f"2026-01-0{i + 1}T00:00:00+00:00")
+        assert edits(store, "wikipedia") == total
+    runs = store.list_runs("wikipedia")
+    assert [r.status for r in runs] == [RunStatus.PUBLISHED] * 3
+    assert sum(r.plan.records for r in runs) == total
+    committed = store.committed_offsets("wikipedia")
+    latest = {p: hi for p, (lo, hi) in broker_watermarks(broker, "wikipedia").items()}
+    assert {tp.partition: k.offset for tp, k in committed.items()} == latest
+    # the run of an idle topic publishes nothing and reads IDLE
+    example.dags_test("wikipedia", "2026-01-04T00:00:00+00:00")
+    assert edits(store, "wikipedia") == total
+    assert store.list_runs("wikipedia", limit=1)[0].plan.is_empty
+    assert store.datasource_row("wikipedia")["state"] == "IDLE"
+
+
+def broker_watermarks(broker, topic: str) -> dict[int, tuple[int, int]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "wm"})
+    try:
+        parts = broker.admin.list_topics(topic, timeout=10).topics[topic].partitions
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in parts}
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def own_dags(tmp_path) -> Path:
+    """A DAG folder of the test's own: the factory file plus specs the test writes."""
+    folder = tmp_path / "dags"
+    (folder / "specs").mkdir(parents=True)
+    shutil.copy(ROOT / "dags" / "ingest_datasources.py", folder / "ingest_datasources.py")
+    return folder
+
+
+def write_example_variant(folder: Path, name: str, topic: str, **io) -> None:
+    raw = yaml.safe_load((ROOT / "dags" / "datasources" / "wikipedia.yaml").read_text())
+    raw["spec"]["dataSchema"]["dataSource"] = name
+    raw["spec"]["ioConfig"].update(topic=topic, **io)
+    (folder / "specs" / f"{name}.yaml").write_text(yaml.safe_dump(raw))
+
+
+def test_two_replicas_publish_once(tmp_path, own_dags, broker, metadata_url):
+    topic = broker.create_topic(partitions=2)
+    write_example_variant(own_dags, "replicated", topic, taskCount=1, replicas=2)
+    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for event in __import__("ingest_core.demo", fromlist=["wiki_events"]).wiki_events(250, random.Random(5)):
+        p.produce(topic, json.dumps(event).encode())
+    p.flush(30)
+    home.dags_test("replicated", "2026-01-01T00:00:00+00:00")
+    store = MetadataStore(metadata_url)
+    assert edits(store, "replicated") == 250  # one replica's segments, not both
+    reports = store.task_reports("replicated")
+    assert sorted(r["replica"] for r in reports) == [0, 1]
+    segments = DatasourceReader(store, "replicated").segments()
+    assert {s.location.split("/replica=")[1].split("/")[0] for s in segments} == {"0"}
+
+
+def test_a_broken_spec_is_an_import_error_and_hides_nothing(tmp_path, own_dags, broker, metadata_url):
+    write_example_variant(own_dags, "good_one", "whatever")
+    (own_dags / "specs" / "bad.yaml").write_text(
+        "type: kafka\nspec:\n  dataSchema: {dataSource: bad, timestampSpec: {column: t}}\n"
+        "  ioConfig: {topic: x, taskCout: 2, inputFormat: {type: json}, consumerProperties: {bootstrap.servers: 'a:1'}}\n")
+    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
+    home.airflow("dags", "reserialize")
+    errors = json.loads(_json_tail(home.airflow("dags", "list-import-errors", "-o", "json", check=False).stdout))
+    assert len(errors) == 1 and "bad.yaml" in errors[0]["error"]
+    assert "spec.ioConfig.taskCout: unknown field (did you mean 'taskCount'?)" in errors[0]["error"]
+    dags = json.loads(_json_tail(home.airflow("dags", "list", "-o", "json").stdout))
+    assert [d["dag_id"] for d in dags] == ["good_one"]
+
+
+def _json_tail(text: str) -> str:
+    """The JSON array a `-o json` command printed after its log lines."""
+    return next(line for line in reversed(text.splitlines()) if line.startswith("["))
+
+
+def test_a_missing_spark_connection_is_a_clear_error(tmp_path, own_dags, broker, metadata_url):
+    write_example_variant(own_dags, "no_spark", broker.create_topic())
+    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
+    env = {k: v for k, v in home.env.items() if k != "AIRFLOW_CONN_SPARK_DEFAULT"}
+    done = home.airflow("dags", "test", "no_spark", "2026-01-01T00:00:00+00:00", check=False, env=env)
+    assert done.returncode != 0
+    assert "the Spark connection 'spark_default' does not exist" in done.stdout + done.stderr
