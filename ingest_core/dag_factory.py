@@ -30,16 +30,21 @@ def asset_for(datasource: str) -> Asset:
 
 
 def schedule_of(spec: DatasourceSpec) -> Any:
+    """Data-interval timetables, so a run for [a, b) knows its b (Airflow 3's default for a timedelta is a
+    trigger timetable, whose runs have no interval)."""
+    from dateutil.relativedelta import relativedelta
+
+    from airflow.sdk.definitions.timetables.interval import CronDataIntervalTimetable, DeltaDataIntervalTimetable
+
     text = spec.microbatch.schedule
-    if text is None:
-        period = spec.io_config.task_duration
-    elif text.upper().startswith(("P", "-P")):
-        period = Period.parse(text)
-    else:
-        return text  # a cron expression
-    if period.is_calendar:  # P1M has no fixed length: say it in cron
-        raise ValueError(f"{spec.source}: schedule {period} is a calendar period; use a cron expression")
-    return period.to_timedelta()
+    if text is not None and not text.upper().startswith(("P", "-P")):
+        return CronDataIntervalTimetable(text, timezone="UTC")
+    period = Period.parse(text) if text is not None else spec.io_config.task_duration
+    if period.is_calendar:  # months and years have no fixed length
+        return DeltaDataIntervalTimetable(relativedelta(years=period.years, months=period.months, weeks=period.weeks,
+                                                        days=period.days, hours=period.hours, minutes=period.minutes,
+                                                        seconds=float(period.seconds)))
+    return DeltaDataIntervalTimetable(period.to_timedelta())
 
 
 def build_dag(spec: DatasourceSpec) -> DAG:

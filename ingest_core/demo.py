@@ -59,21 +59,24 @@ def produce(bootstrap: str, n: int, rng: random.Random) -> None:
     producer.flush(60)
 
 
-def airflow_env(home: Path, bootstrap: str) -> dict[str, str]:
-    """The environment the DAG runs in: everything under `home`, Spark local, SQLite metadata."""
+def airflow_env(home: Path, bootstrap: str, *, dags_folder: Path = ROOT / "dags", metadata_url: str | None = None,
+                **extra: str) -> dict[str, str]:
+    """The environment a DAG runs in: everything under `home`, Spark local, SQLite metadata by default.
+    Tests use it too, with their own DAG folder and PostgreSQL."""
     bin_dir = str(Path(sys.executable).parent)
     return {
         **os.environ,
         "AIRFLOW_HOME": str(home / "airflow"),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        "INGEST_HOME": str(home),
-        "INGEST_METADATA_URL": f"sqlite:///{home / 'metadata.db'}",
+        "INGEST_HOME": str(home / "ingest") if metadata_url else str(home),
+        "INGEST_METADATA_URL": metadata_url or f"sqlite:///{home / 'metadata.db'}",
         "INGEST_DEEP_STORAGE": (home / "deep-storage").as_uri(),
         "INGEST_KAFKA_BOOTSTRAP": bootstrap,
         "PYSPARK_PYTHON": sys.executable,
         "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+        **extra,
     }
 
 

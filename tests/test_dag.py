@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from conftest import postgres_database
+from ingest_core.demo import airflow_env
 from ingest_core.demo import produce as produce_wiki
 from ingest_core.metadata import MetadataStore, RunStatus
 from ingest_core.reader import DatasourceReader
@@ -29,19 +30,7 @@ class AirflowHome:
 
     def __init__(self, root: Path, dags_folder: Path, bootstrap: str, metadata_url: str):
         self.root, self.dags_folder, self.metadata_url = root, dags_folder, metadata_url
-        self.env = {
-            **os.environ,
-            "AIRFLOW_HOME": str(root / "airflow"),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-            "INGEST_HOME": str(root / "ingest"),
-            "INGEST_METADATA_URL": metadata_url,
-            "INGEST_DEEP_STORAGE": (root / "deep-storage").as_uri(),
-            "INGEST_KAFKA_BOOTSTRAP": bootstrap,
-            "PYSPARK_PYTHON": sys.executable,
-            "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-        }
+        self.env = airflow_env(root, bootstrap, dags_folder=dags_folder, metadata_url=metadata_url)
         self.airflow("db", "migrate")
         MetadataStore(metadata_url).upgrade()
 
