@@ -21,7 +21,6 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from . import deep_storage
 from .errors import IngestError, StaleRunError
 from .metadata import MetadataStore, RunStatus
-from .periods import format_datetime
 from .publisher import GroupResult, Publisher
 from .settings import Settings
 from .spec import DatasourceSpec

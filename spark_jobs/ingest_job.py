@@ -113,8 +113,6 @@ def _job_error(exc: BaseException) -> IngestError:
 
 
 def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
-    from pyspark.sql import functions as F
-
     spec, group = job.spec, job.group
     kafka = KafkaClientConfig.from_properties(spec.io_config.consumer_properties)
     read_job = ReadJob(

@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Producer
 
 from helpers import ingest_run, spec_from
-from ingest_core.errors import BrokerUnavailableError, IngestError, OffsetOutOfRangeError
+from ingest_core.errors import BrokerUnavailableError, OffsetOutOfRangeError
 from ingest_core.metadata import MetadataStore
 from ingest_core.reader import DatasourceReader
 from ingest_core.report import ParseExceptionLimitError

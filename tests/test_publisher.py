@@ -7,7 +7,7 @@ import pytest
 
 from ingest_core.errors import StaleRunError
 from ingest_core.metadata import GroupStatus, MetadataStore, RunStatus
-from ingest_core.offsets import KnownOffset, StartOffset, StartSource, TopicPartition, resolve_start_offsets
+from ingest_core.offsets import StartSource, TopicPartition, resolve_start_offsets
 from ingest_core.planner import PlanRequest, plan_run
 from ingest_core.publisher import GroupResult, Publisher, SegmentDescriptor
 

@@ -7,7 +7,7 @@ import pytest
 from confluent_kafka import TopicPartition as KTP
 from confluent_kafka.admin import NewPartitions
 
-from ingest_core.errors import OffsetOutOfRangeError, StaleRunError
+from ingest_core.errors import OffsetOutOfRangeError
 from ingest_core.metadata import RunStatus
 from ingest_core.offsets import StartSource, TopicPartition
 from ingest_core.publisher import GroupResult, Publisher, SegmentDescriptor
