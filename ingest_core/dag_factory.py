@@ -7,7 +7,6 @@ spec has) while the other datasources load normally.
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,6 @@ from .operators import IngestSparkSubmitOperator, JOB_SCRIPT, RunContext, plan_t
     spark_conf
 from .periods import Period
 from .spec import DatasourceSpec, find_spec_files, load_spec
-
-log = logging.getLogger(__name__)
 
 DEFAULT_START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 

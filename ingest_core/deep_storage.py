@@ -59,10 +59,15 @@ def write_json(uri: str, obj: Any) -> None:
         out.write(json.dumps(obj, indent=1, sort_keys=True).encode())
 
 
-def read_json(uri: str) -> Any:
+def read_text(uri: str) -> str:
+    """A file by URI or plain path."""
     fs, path = filesystem(uri)
     with fs.open_input_stream(path) as f:
-        return json.loads(f.read())
+        return f.read().decode("utf-8")
+
+
+def read_json(uri: str) -> Any:
+    return json.loads(read_text(uri))
 
 
 def list_files(uri: str, suffix: str = "") -> list[pafs.FileInfo]:

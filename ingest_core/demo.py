@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
                   f"{env['AIRFLOW_HOME']}/simple_auth_manager_passwords.json.generated); Ctrl-C stops it")
             subprocess.run([str(Path(sys.executable).parent / "airflow"), "standalone"], env=env)
             return
-        os.environ.update({k: env[k] for k in ("INGEST_KAFKA_BOOTSTRAP",)})
+        os.environ["INGEST_KAFKA_BOOTSTRAP"] = kafka.bootstrap  # the example spec's bootstrap.servers
         spec = load_spec(ROOT / "dags" / "datasources" / "wikipedia.yaml")
         produced_before = _edits(store)
         produced = 0

@@ -110,10 +110,6 @@ def _as_long(v: Any) -> Any:
     return v
 
 
-def _numeric_or_string(v: Any) -> Any:
-    return _as_long(v)
-
-
 def _to_long(v: Any) -> Any:
     if not _is_arrow(v):
         if v is None:

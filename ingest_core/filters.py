@@ -39,9 +39,6 @@ def _as_string(arr: pa.Array) -> pa.Array:
         return pc.if_else(arr, "true", "false")
     if pa.types.is_timestamp(arr.type):
         arr = pc.cast(pc.cast(arr, pa.timestamp("ms", tz="UTC")), pa.int64())
-    if pa.types.is_floating(arr.type):
-        # Druid prints 1.0 for doubles
-        return pc.cast(arr, pa.string())
     return pc.cast(arr, pa.string())
 
 

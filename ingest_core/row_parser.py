@@ -155,7 +155,6 @@ class _JsonDecoder:
                 else:
                     self.paths.append((f.name, compile_json_path(f.expr or "")))
         self.discovery = discovery
-        self.has_paths = any(True for _ in self.paths)
 
     def rows(self, data: bytes) -> list[dict[str, Any]]:
         text = data.decode("utf-8")
@@ -450,7 +449,7 @@ class RowParser:
         mask = pa.array(keep, pa.bool_())
         if self.filter is not None:
             passed = self.filter(columns, n)
-            stats.thrown_away += sum(1 for k, p in zip(keep, passed.to_pylist()) if k and not p)
+            stats.thrown_away += pc.sum(pc.and_(mask, pc.invert(passed))).as_py() or 0
             mask = pc.and_(mask, passed)
         if self.min_time is not None or self.max_time is not None:
             window = pa.array([True] * n, pa.bool_())

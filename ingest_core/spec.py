@@ -136,8 +136,6 @@ class Granularity:
         if self.period is None:
             return pc.floor_temporal(ts, 1, "millisecond")
         n, unit = self._floor_unit()
-        if unit == "week" and n == 1:
-            return pc.floor_temporal(ts, 1, "week", week_starts_monday=True)
         if unit in ("month", "week"):
             return pc.floor_temporal(ts, n, unit, week_starts_monday=True)
         # fixed-length buckets counted from the epoch, on integer millis

@@ -63,9 +63,6 @@ def _millis_of(dt: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
-_ISO_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-
-
 def parse_iso(text: str) -> int:
     s = text.strip()
     if s.endswith(("Z", "z")):

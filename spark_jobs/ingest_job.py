@@ -22,6 +22,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -212,8 +213,6 @@ def _expand_discovered(rolled: Any, dims: list[str]) -> tuple[Any, list[str]]:
 
 def describe_segments(job: GroupJob, dims: list[str], metrics: list[str]) -> list[dict[str, Any]]:
     """Each written segment's metadata, read from its Parquet footer."""
-    from datetime import datetime, timezone
-
     from ingest_core.offsets import offsets_to_json
     from ingest_core.periods import format_datetime
 
@@ -253,21 +252,12 @@ def _time_range(meta: Any) -> tuple[str | None, str | None]:
         if stats is not None and stats.has_min_max:
             lows.append(stats.min)
             highs.append(stats.max)
-    fmt = lambda v: format_datetime(v if v.tzinfo else v.replace(tzinfo=__import__("datetime").timezone.utc))  # noqa: E731
+    def fmt(v: datetime) -> str:
+        return format_datetime(v if v.tzinfo else v.replace(tzinfo=timezone.utc))
     return (fmt(min(lows)) if lows else None), (fmt(max(highs)) if highs else None)
 
 
 # ------------------------------------------------------------------------------------------------ entry point
-
-
-def _load_text(uri_or_path: str) -> str:
-    if "://" in uri_or_path and not uri_or_path.startswith("file://"):
-        fs, path = deep_storage.filesystem(uri_or_path)
-        with fs.open_input_stream(path) as f:
-            return f.read().decode()
-    path = uri_or_path[len("file://"):] if uri_or_path.startswith("file://") else uri_or_path
-    with open(path, encoding="utf-8") as f:
-        return f.read()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -286,8 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)  # it logs to stdout, where the summary goes
     try:
-        spec = parse_spec_text(_load_text(args.spec), args.spec)
-        plan = Plan.from_json(json.loads(_load_text(args.plan)))
+        spec = parse_spec_text(deep_storage.read_text(args.spec), args.spec)
+        plan = Plan.from_json(deep_storage.read_json(args.plan))
         plan.group(args.group)
     except (IngestError, KeyError, ValueError, OSError) as exc:
         print(f"ingest_job: {exc}", file=sys.stderr)

@@ -73,8 +73,8 @@ def _spec_and_parser(job: ReadJob):
     return spec, RowParser(spec, parse_datetime(job.created_at))
 
 
-def output_arrow_schema(job: ReadJob) -> pa.Schema:
-    _, parser = _spec_and_parser(job)
+def output_arrow_schema(parser: Any) -> pa.Schema:
+    """The rows a split yields: the parser's columns (timestamps as Spark expects them), bucket, segment."""
     fields = []
     for f in parser.output_schema:
         fields.append(pa.field(f.name, SPARK_TIME) if pa.types.is_timestamp(f.type) else f)
@@ -89,7 +89,7 @@ class KafkaRangeDataSource(DataSource):
     def schema(self):
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        return from_arrow_schema(output_arrow_schema(ReadJob.loads(self.options["job"])))
+        return from_arrow_schema(output_arrow_schema(_spec_and_parser(ReadJob.loads(self.options["job"]))[1]))
 
     def reader(self, schema) -> "KafkaRangeReader":
         return KafkaRangeReader(ReadJob.loads(self.options["job"]),
@@ -111,7 +111,7 @@ class KafkaRangeReader(DataSourceReader):
 
         spec, parser = _spec_and_parser(self.job)
         gran = spec.data_schema.granularity_spec
-        schema = output_arrow_schema(self.job)
+        schema = output_arrow_schema(parser)
         report = SplitReport(partition.index, partition.topic, partition.partition, partition.start, partition.end)
         limit = spec.tuning_config.effective_max_parse_exceptions
         started = time.monotonic()
