@@ -1,11 +1,11 @@
 # Two commands on a fresh machine (Python 3.11, Java 17, PostgreSQL on 127.0.0.1:5432):
-#   make test    install everything into .venv, then run the whole suite against real services
+#   make test    install everything into .venv (and headless Chromium), then run the whole suite against real services
 #   make demo    install, start an embedded broker, produce a sample stream, plan microbatches
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: install test demo bench clean
+.PHONY: install browser test demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -15,7 +15,13 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-test: install
+# the UI screenshot test needs headless Chromium (a Debian package)
+browser:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } || \
+	  { echo "the UI tests need headless Chromium: apt-get install chromium" >&2; exit 1; }
+
+test: install browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: install

@@ -3,19 +3,31 @@
   ingest validate SPEC...            check spec files; exit 1 with every problem listed
   ingest db upgrade                  create or upgrade the metadata store schema
   ingest plan SPEC --run-id ID       plan (or show the persisted plan of) one run
+  ingest status [DATASOURCE]         state, health, offsets, lag, errors and recent runs (--json: Druid's shape)
+  ingest health [DATASOURCE]         exit 0 when healthy, 1 when not
+  ingest segments DATASOURCE         the visible segments (--all: also unused ones)
+  ingest suspend | resume | terminate DATASOURCE
+  ingest reset DATASOURCE            hard reset: forget the committed offsets (asks for confirmation)
+  ingest reset DATASOURCE --to-latest [--backfill]   jump to the latest offsets [and backfill the gap]
+  ingest set-offsets DATASOURCE TOPIC:PARTITION=OFFSET...
+
+Actions are audited with the name in --actor (default: $INGEST_ACTOR, else the login name). The DAG folder
+(--dags-folder, default: $AIRFLOW__CORE__DAGS_FOLDER, else ./dags) gives the specs for broker queries.
 """
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
 from .errors import IngestError, SpecError
 from .metadata import MetadataStore
-from .periods import parse_datetime
+from .periods import format_datetime, parse_datetime
 from .settings import Settings
 from .spec import find_spec_files, load_spec
 
@@ -81,6 +93,146 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dags_folder(args: argparse.Namespace) -> str:
+    return args.dags_folder or os.environ.get("AIRFLOW__CORE__DAGS_FOLDER") or "dags"
+
+
+def _actor(args: argparse.Namespace) -> str:
+    return args.actor or os.environ.get("INGEST_ACTOR") or getpass.getuser()
+
+
+def _names(args: argparse.Namespace, store: MetadataStore) -> list[str]:
+    return [args.datasource] if args.datasource else [r["name"] for r in store.list_datasources()]
+
+
+def _status(args: argparse.Namespace, store: MetadataStore, name: str):
+    from .status import collect_status, spec_for
+
+    return collect_status(store, name, spec_for(store, name, _dags_folder(args)))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    store = _store(args)
+    store.check_schema()
+    reports = [_status(args, store, name) for name in _names(args, store)]
+    if args.json:
+        out = [r.to_json() for r in reports]
+        print(json.dumps(out[0] if args.datasource else out, indent=2))
+        return 0
+    if not reports:
+        print("no datasources yet: a datasource appears with its DAG's first run")
+    if not args.datasource:
+        print(f"{'DATASOURCE':24} {'STATE':22} {'HEALTHY':8} {'LAG':>12} {'LAST PUBLISH':24}")
+        for r in reports:
+            published = next((x.published_at for x in r.recent_runs if x.published_at), None)
+            lag = "?" if r.aggregate_lag is None else f"{r.aggregate_lag:,}"
+            print(f"{r.datasource:24} {r.state:22} {str(r.healthy).lower():8} {lag:>12} "
+                  f"{format_datetime(published) if published else '-':24}")
+        return 0
+    r = reports[0]
+    print(f"datasource {r.datasource} (stream {r.stream}): {r.state} / {r.detailed_state}, "
+          f"{'healthy' if r.healthy else 'UNHEALTHY'}")
+    lag = r.lag or {}
+    print(f"  aggregate lag: {'unknown' if r.aggregate_lag is None else f'{r.aggregate_lag:,}'}")
+    print(f"  {'PARTITION':28} {'COMMITTED':>12} {'LATEST':>12} {'LAG':>10}")
+    for tp in sorted(set(r.committed) | set(r.latest or {})):
+        latest = (r.latest or {}).get(tp)
+        print(f"  {str(tp):28} {r.committed.get(tp, '-'):>12} {'?' if latest is None else latest:>12} "
+              f"{lag.get(tp, '?'):>10}")
+    for run_id, groups in r.active.items():
+        for g in groups:
+            print(f"  in flight: {run_id} group {g.group_id}: {g.records:,} of {g.planned:,} records read, "
+                  f"{g.records_per_s:,.0f}/s, lag {g.remaining:,}, splits {g.splits_done}/{g.splits} done")
+    if r.recent_errors:
+        print("  recent errors:")
+        for e in r.recent_errors:
+            print(f"    {format_datetime(e.timestamp)} {e.error_class}: {e.message}")
+    print("  recent runs:")
+    for run in r.recent_runs:
+        stats = ", ".join(f"{k} {v}" for k, v in sorted(run.row_stats.items())) or "no row stats"
+        print(f"    {run.run_id}: {run.status}, {run.records} records ({stats})"
+              + (f" - {run.error}" if run.error else ""))
+    return 0
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    store = _store(args)
+    store.check_schema()
+    unhealthy = 0
+    for name in _names(args, store):
+        r = _status(args, store, name)
+        unhealthy += not r.healthy
+        print(f"{name}: {'healthy' if r.healthy else 'UNHEALTHY'} ({r.state} / {r.detailed_state})")
+    return 1 if unhealthy else 0
+
+
+def cmd_segments(args: argparse.Namespace) -> int:
+    store = _store(args)
+    store.check_schema()
+    segs = store.segments(args.datasource, used_only=not args.all)
+    if args.json:
+        print(json.dumps([{"id": s.id, "interval": f"{format_datetime(s.interval_start)}/"
+                                                    f"{format_datetime(s.interval_end)}",
+                           "version": s.version, "partitionNum": s.partition_num, "rows": s.num_rows,
+                           "bytes": s.size_bytes, "used": s.used, "runId": s.run_id, "location": s.location}
+                          for s in segs], indent=2))
+        return 0
+    for s in segs:
+        print(f"{s.id}  rows {s.num_rows:,}  {s.size_bytes:,} B  {'used' if s.used else 'unused'}  {s.location}")
+    print(f"{len(segs)} segments, {sum(s.num_rows for s in segs):,} rows")
+    return 0
+
+
+def _confirm(args: argparse.Namespace, what: str) -> bool:
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        print(f"refusing to {what} without confirmation: pass --yes", file=sys.stderr)
+        return False
+    answer = input(f"{what}? Type the datasource name to confirm: ")
+    return answer.strip() == args.datasource
+
+
+def cmd_action(args: argparse.Namespace) -> int:
+    from .actions import AirflowCliDags, DatasourceActions, parse_offset_assignments
+
+    store = _store(args)
+    store.check_schema()
+    dags = None if args.no_airflow else AirflowCliDags()
+    actions = DatasourceActions(store, dags, _actor(args))
+    name = args.datasource
+    if args.command == "reset" and args.to_latest:
+        from .status import spec_for
+
+        spec = spec_for(store, name, _dags_folder(args))
+        if spec is None:
+            raise IngestError(f"no spec for datasource {name!r} in {_dags_folder(args)} or the metadata store")
+        what = "ingest the skipped range as a backfill run" if args.backfill else "skip the records in between"
+        if not _confirm(args, f"move {name} to the latest offsets and {what}"):
+            return 1
+        result = actions.reset_to_latest(name, spec, backfill=args.backfill)
+    elif args.command == "reset":
+        if args.backfill:
+            raise IngestError("--backfill goes with --to-latest")
+        if not _confirm(args, f"reset the committed offsets of {name} (the next run starts from earliest or "
+                              f"latest by useEarliestOffset)"):
+            return 1
+        result = actions.reset(name)
+    elif args.command == "set-offsets":
+        new = parse_offset_assignments(args.offsets)
+        if not _confirm(args, f"set the offsets of {name} to {', '.join(args.offsets)}"):
+            return 1
+        result = actions.set_offsets(name, new)
+    elif args.command == "terminate":
+        if not _confirm(args, f"terminate {name} (its DAG stops scheduling)"):
+            return 1
+        result = actions.terminate(name)
+    else:
+        result = getattr(actions, args.command)(name)
+    print(result)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ingest", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -103,6 +255,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-records", type=int, help="cap the run at this many records")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_plan)
+
+    for command, func, help_text in (("status", cmd_status, "status report of one or every datasource"),
+                                     ("health", cmd_health, "exit 0 when healthy, 1 when not")):
+        p = sub.add_parser(command, help=help_text)
+        p.add_argument("datasource", nargs="?")
+        p.add_argument("--dags-folder")
+        if command == "status":
+            p.add_argument("--json", action="store_true")
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("segments", help="the segments of a datasource")
+    p.add_argument("datasource")
+    p.add_argument("--all", action="store_true", help="also unused (overshadowed or dropped) segments")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_segments)
+
+    for command, help_text in (("suspend", "pause the DAG and record SUSPENDED"),
+                               ("resume", "unpause the DAG (also restarts a terminated datasource)"),
+                               ("terminate", "tombstone: the DAG stops scheduling"),
+                               ("reset", "hard reset: forget the committed offsets"),
+                               ("set-offsets", "set the committed offsets of chosen partitions")):
+        p = sub.add_parser(command, help=help_text)
+        p.add_argument("datasource")
+        if command == "set-offsets":
+            p.add_argument("offsets", nargs="+", metavar="TOPIC:PARTITION=OFFSET")
+        if command in ("reset", "set-offsets", "terminate"):
+            p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+        if command == "reset":
+            p.add_argument("--to-latest", action="store_true", help="jump the committed offsets to the latest")
+            p.add_argument("--backfill", action="store_true",
+                           help="with --to-latest: ingest the skipped range as one bounded backfill run")
+            p.add_argument("--dags-folder")
+        p.add_argument("--actor", help="who does this, for the audit log")
+        p.add_argument("--no-airflow", action="store_true", help="only the metadata store: leave the DAG alone")
+        p.set_defaults(func=cmd_action)
     return parser
 
 

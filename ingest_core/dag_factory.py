@@ -1,4 +1,4 @@
-"""One Airflow DAG per datasource spec: plan -> Spark jobs (one per task group x replica) -> publish -> report.
+"""One Airflow DAG per datasource spec: [data gate ->] plan -> Spark jobs (one per task group x replica) -> publish -> report.
 
 `load_dags(folder)` reads every spec under `folder` and returns {dag_id: DAG}. The DAG id is the spec's
 `dataSource`. A spec that does not load becomes an import error in the Airflow UI (with every problem the
@@ -17,6 +17,7 @@ from .errors import SpecError, SpecProblem
 from .operators import IngestSparkSubmitOperator, JOB_SCRIPT, RunContext, plan_task, publish_task, report_task, \
     spark_conf
 from .periods import Period
+from .sensors import DataGateSensor
 from .spec import DatasourceSpec, find_spec_files, load_spec
 
 DEFAULT_START = datetime(2025, 1, 1, tzinfo=timezone.utc)
@@ -75,11 +76,16 @@ def build_dag(spec: DatasourceSpec) -> DAG:
                 "endOffsets": summary["endOffsets"]}
             return summary
 
-        @task(task_id="report", trigger_rule="all_done_min_one_success")
+        # report runs whatever happened, so a run that cannot publish is marked FAILED in the metadata store;
+        # it only reads what upstream did, so retrying it would change nothing
+        @task(task_id="report", trigger_rule="all_done", retries=0)
         def report(**context: Any) -> dict:
-            return report_task(spec, RunContext.from_airflow(context))
+            planned = context["ti"].xcom_pull(task_ids="plan") is not None
+            return report_task(spec, RunContext.from_airflow(context), planned)
 
         jobs = plan()
+        if micro.data_gate is not None:
+            DataGateSensor(task_id="data_gate", spec=spec) >> jobs
         spark = IngestSparkSubmitOperator.partial(
             task_id="spark_job",
             application=str(JOB_SCRIPT),

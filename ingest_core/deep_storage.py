@@ -7,6 +7,7 @@ Layout under a datasource's deep storage URI:
   <uri>/<datasource>/<run_id>/group=<g>/replica=<r>/
       segments/__segment=<interval start ms>/part-*.parquet   one Parquet file per segment (shard)
       splits/split-<i>.json                                                 one row-stats report per split
+      progress/split-<i>.json                                               the same, every few seconds while it reads
       report.json                                                           the task group's report
 """
 
@@ -14,11 +15,19 @@ from __future__ import annotations
 
 import json
 import posixpath
+import uuid
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
+
+
+def base_for(spec: Any) -> str:
+    """A datasource's deep storage: `microbatch.deepStorage.uri`, else $INGEST_DEEP_STORAGE."""
+    from .settings import Settings
+
+    return spec.microbatch.deep_storage.uri or Settings.from_env().deep_storage
 
 
 def normalize_uri(uri: str) -> str:
@@ -53,10 +62,14 @@ def safe_name(run_id: str) -> str:
 
 
 def write_json(uri: str, obj: Any) -> None:
+    """Written aside, then moved in place: a reader (status, while a split rewrites its progress) never sees
+    half a file."""
     fs, path = filesystem(uri)
     fs.create_dir(posixpath.dirname(path), recursive=True)
-    with fs.open_output_stream(path) as out:
+    tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
+    with fs.open_output_stream(tmp) as out:
         out.write(json.dumps(obj, indent=1, sort_keys=True).encode())
+    fs.move(tmp, path)
 
 
 def read_text(uri: str) -> str:

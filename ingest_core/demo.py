@@ -69,6 +69,7 @@ def airflow_env(home: Path, bootstrap: str, *, dags_folder: Path = ROOT / "dags"
         "AIRFLOW_HOME": str(home / "airflow"),
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
         "INGEST_HOME": str(home / "ingest") if metadata_url else str(home),
         "INGEST_METADATA_URL": metadata_url or f"sqlite:///{home / 'metadata.db'}",

@@ -55,6 +55,14 @@ class StaleRunError(IngestError):
         super().__init__(message)
 
 
+class PublishPendingError(IngestError):
+    """A pipelined run continues from a run that has not published yet: it must publish after it, not instead."""
+
+    def __init__(self, message: str, *, run_id: str, waiting_for: str):
+        self.run_id, self.waiting_for = run_id, waiting_for
+        super().__init__(message)
+
+
 class RunNotFoundError(IngestError):
     """No persisted plan for that run id."""
 

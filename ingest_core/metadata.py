@@ -11,6 +11,8 @@ PostgreSQL; SQLite transactions are `BEGIN IMMEDIATE`, so writers serialize on t
 from __future__ import annotations
 
 import enum
+import fcntl
+import hashlib
 import json
 from pathlib import Path
 from contextlib import contextmanager
@@ -324,6 +326,32 @@ class MetadataStore:
         with self.engine.begin() as conn:
             yield conn
 
+    @contextmanager
+    def planning_lock(self, name: str) -> Iterator[None]:
+        """One planner per datasource at a time, across processes (Druid runs one supervisor thread per
+        datasource): a plan continues from the runs in flight, so two planners at once would both start from
+        the same offsets. Not the datasource row's lock: planning asks Kafka, and publishes must not wait."""
+        if self.is_postgres:
+            key = int.from_bytes(hashlib.sha256(f"ingest-plan:{name}".encode()).digest()[:8], "big", signed=True)
+            with self.engine.connect() as conn:
+                conn.execute(sa.text("SELECT pg_advisory_lock(:key)"), {"key": key})
+                try:
+                    yield
+                finally:
+                    conn.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+                    conn.commit()
+            return
+        database = self.engine.url.database
+        if not database or database == ":memory:":
+            yield
+            return
+        with open(f"{database}.planning-lock", "a") as handle:  # SQLite: a file lock beside the database
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
     def lock_datasource(self, conn: Connection, name: str) -> Mapping[str, Any]:
         """Lock the datasource row for this transaction (creating it if needed) and return it."""
         query = sa.select(datasources).where(datasources.c.name == name)
@@ -372,11 +400,20 @@ class MetadataStore:
             row = conn.execute(sa.select(datasources).where(datasources.c.name == name)).mappings().first()
             return dict(row) if row else None
 
-    def set_state(self, name: str, state: str, detailed_state: str | None = None) -> None:
+    def list_datasources(self) -> list[dict]:
         with self.session() as conn:
+            return [dict(r) for r in conn.execute(sa.select(datasources).order_by(datasources.c.name)).mappings()]
+
+    def set_state(self, name: str, state: str, detailed_state: str | None = None, *,
+                  conn: Connection | None = None, **flags: bool) -> None:
+        """The stored state (and the `suspended` / `terminated` flags when given)."""
+        values = {"state": state, "detailed_state": detailed_state or state, "updated_at": utcnow(), **flags}
+        if conn is not None:
             self.lock_datasource(conn, name)
-            conn.execute(datasources.update().where(datasources.c.name == name).values(
-                state=state, detailed_state=detailed_state or state, updated_at=utcnow()))
+            conn.execute(datasources.update().where(datasources.c.name == name).values(**values))
+            return
+        with self.session() as c:
+            self.set_state(name, state, detailed_state, conn=c, **flags)
 
     # ------------------------------------------------------------------------------------------ offsets
 
@@ -388,6 +425,14 @@ class MetadataStore:
             with self.session() as c:
                 rows = c.execute(query).mappings().all()
         return {TopicPartition(r["topic"], r["partition"]): KnownOffset(int(r["offset"]), r["run_id"]) for r in rows}
+
+    def offsets_last_updated(self, name: str) -> datetime | None:
+        with self.session() as conn:
+            return as_utc(conn.execute(sa.select(sa.func.max(offsets.c.updated_at))
+                                       .where(offsets.c.datasource == name)).scalar())
+
+    def delete_offsets(self, conn: Connection, name: str) -> None:
+        conn.execute(offsets.delete().where(offsets.c.datasource == name))
 
     def write_offsets(self, conn: Connection, name: str, new: Mapping[TopicPartition, int], run_id: str) -> None:
         """Upsert committed offsets inside the caller's locked transaction."""
@@ -416,30 +461,35 @@ class MetadataStore:
 
     # ------------------------------------------------------------------------------------------ runs
 
-    def insert_run(self, plan: Plan) -> tuple[RunRecord, bool]:
+    def insert_run(self, plan: Plan, conn: Connection | None = None) -> tuple[RunRecord, bool]:
         """Persist a plan: (record, True). If the run id already has one (a concurrent planner won), that
-        one is returned instead: (record, False)."""
+        one is returned instead: (record, False). With `conn`, inside the caller's transaction."""
+        if conn is not None:
+            return self._insert_run(conn, plan)
         try:
-            with self.session() as conn:
-                self.lock_datasource(conn, plan.datasource)
-                existing = self._get_run(conn, plan.datasource, plan.run_id)
-                if existing is not None:
-                    return existing, False
-                seq = int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(runs.c.seq), 0))
-                                       .where(runs.c.datasource == plan.datasource)).scalar()) + 1
-                now = utcnow()
-                conn.execute(runs.insert().values(
-                    datasource=plan.datasource, run_id=plan.run_id, seq=seq, status=RunStatus.PLANNED.value,
-                    plan=plan.to_json(), records=plan.records, created_at=plan.created_at, updated_at=now))
-                conn.execute(task_groups.insert(), [
-                    {"datasource": plan.datasource, "run_id": plan.run_id, "group_id": g.group_id,
-                     "records": g.records, "updated_at": now,
-                     "status": (GroupStatus.EMPTY if g.is_empty else GroupStatus.PENDING).value}
-                    for g in plan.groups])
-                return RunRecord(plan.datasource, plan.run_id, seq, RunStatus.PLANNED, plan, plan.created_at,
-                                 None, None, None), True
+            with self.session() as c:
+                return self._insert_run(c, plan)
         except sa.exc.IntegrityError:
             return self.require_run(plan.datasource, plan.run_id), False
+
+    def _insert_run(self, conn: Connection, plan: Plan) -> tuple[RunRecord, bool]:
+        self.lock_datasource(conn, plan.datasource)
+        existing = self._get_run(conn, plan.datasource, plan.run_id)
+        if existing is not None:
+            return existing, False
+        seq = int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(runs.c.seq), 0))
+                               .where(runs.c.datasource == plan.datasource)).scalar()) + 1
+        now = utcnow()
+        conn.execute(runs.insert().values(
+            datasource=plan.datasource, run_id=plan.run_id, seq=seq, status=RunStatus.PLANNED.value,
+            plan=plan.to_json(), records=plan.records, created_at=plan.created_at, updated_at=now))
+        conn.execute(task_groups.insert(), [
+            {"datasource": plan.datasource, "run_id": plan.run_id, "group_id": g.group_id,
+             "records": g.records, "updated_at": now,
+             "status": (GroupStatus.EMPTY if g.is_empty else GroupStatus.PENDING).value}
+            for g in plan.groups])
+        return RunRecord(plan.datasource, plan.run_id, seq, RunStatus.PLANNED, plan, plan.created_at,
+                         None, None, None), True
 
     def _get_run(self, conn: Connection, name: str, run_id: str) -> RunRecord | None:
         row = conn.execute(sa.select(runs).where((runs.c.datasource == name) & (runs.c.run_id == run_id))
@@ -464,6 +514,17 @@ class MetadataStore:
                                 .order_by(runs.c.seq.desc()).limit(limit)).mappings().all()
             return [_run_record(r) for r in rows]
 
+    def supersede_inflight(self, conn: Connection, name: str, by: str, reason: str) -> list[str]:
+        """Mark every in-flight run superseded (their publish is then refused, and no run continues from their
+        planned ends); returns their ids."""
+        inflight = [s.value for s in RunStatus if s.in_flight]
+        ids = [run_id for run_id, plan in conn.execute(sa.select(runs.c.run_id, runs.c.plan).where(
+            (runs.c.datasource == name) & runs.c.status.in_(inflight))) if not Plan.from_json(plan).is_backfill]
+        if ids:
+            conn.execute(runs.update().where((runs.c.datasource == name) & runs.c.run_id.in_(ids)).values(
+                status=RunStatus.SUPERSEDED.value, superseded_by=by, error=reason, updated_at=utcnow()))
+        return ids
+
     def inflight_end_offsets(self, name: str) -> dict[TopicPartition, KnownOffset]:
         """Planned end offsets of runs that have not published yet; the latest-planned run wins per partition."""
         with self.session() as conn:
@@ -475,7 +536,10 @@ class MetadataStore:
             ).all()
         out: dict[TopicPartition, KnownOffset] = {}
         for run_id, plan_json in rows:
-            for tp, end in Plan.from_json(plan_json).end_offsets().items():
+            plan = Plan.from_json(plan_json)
+            if plan.is_backfill:  # its range lies behind the main line: nothing continues from it
+                continue
+            for tp, end in plan.end_offsets().items():
                 out[tp] = KnownOffset(end, run_id)
         return out
 
@@ -546,10 +610,15 @@ class MetadataStore:
             with self.session() as c:
                 c.execute(stmt)
 
-    def audit_records(self, name: str) -> list[AuditRecord]:
+    def audit_records(self, name: str, *, action: str | None = None, limit: int | None = None) -> list[AuditRecord]:
+        """Oldest first; with `limit`, the most recent ones."""
+        query = sa.select(audit_log).where(audit_log.c.datasource == name)
+        if action is not None:
+            query = query.where(audit_log.c.action == action)
+        if limit is not None:
+            query = query.order_by(audit_log.c.id.desc()).limit(limit)
         with self.session() as conn:
-            rows = conn.execute(sa.select(audit_log).where(audit_log.c.datasource == name)
-                                .order_by(audit_log.c.id)).mappings().all()
+            rows = sorted(conn.execute(query).mappings().all(), key=lambda r: r["id"])
         return [AuditRecord(r["datasource"], r["action"], r["actor"], r["details"], as_utc(r["created_at"]))
                 for r in rows]
 

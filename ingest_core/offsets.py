@@ -61,6 +61,7 @@ class StartSource(str, enum.Enum):
     RESET_EARLIEST = "reset-earliest"  # resetOffsetAutomatically moved a truncated start
     RESET_LATEST = "reset-latest"
     NEW_PARTITION = "new-partition"  # appeared after the first run: read from earliest so nothing is missed
+    BACKFILL = "backfill"  # a fixed range skipped by `reset --to-latest --backfill`; publishes apart from the main line
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,13 @@ def resolve_start_offsets(
             continue
         starts[tp] = StartOffset(known.offset, source, known.run_id, known.offset)
     return StartResolution(starts, resets)
+
+
+def pending_records(starts: Mapping[TopicPartition, int], earliest: Mapping[TopicPartition, int],
+                    latest: Mapping[TopicPartition, int]) -> int:
+    """Records between each partition's start and its latest offset (an upper bound: gaps count). A partition
+    without a start appeared since the starts were resolved and counts from its earliest offset."""
+    return sum(max(0, hi - starts.get(tp, earliest.get(tp, hi))) for tp, hi in latest.items())
 
 
 def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import sys
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from . import deep_storage
-from .errors import IngestError, StaleRunError
+from .errors import IngestError, PublishPendingError, StaleRunError
 from .metadata import MetadataStore, RunStatus
 from .publisher import GroupResult, Publisher
 from .settings import Settings
@@ -61,12 +62,20 @@ def store() -> MetadataStore:
     return s
 
 
-def deep_storage_base(spec: DatasourceSpec) -> str:
-    return spec.microbatch.deep_storage.uri or Settings.from_env().deep_storage
-
-
 def run_folder(spec: DatasourceSpec, run_id: str) -> str:
-    return deep_storage.join(deep_storage_base(spec), spec.datasource, deep_storage.safe_name(run_id))
+    return deep_storage.join(deep_storage.base_for(spec), spec.datasource, deep_storage.safe_name(run_id))
+
+
+def check_active(metadata: MetadataStore, datasource: str) -> None:
+    """A suspended or terminated datasource plans nothing, even for a run created before it was paused."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    row = metadata.datasource_row(datasource)
+    if row is not None and row["terminated"]:
+        raise AirflowSkipException(f"datasource {datasource} is terminated: nothing runs until "
+                                   f"`ingest resume {datasource}`")
+    if row is not None and row["suspended"]:
+        raise AirflowSkipException(f"datasource {datasource} is suspended: `ingest resume {datasource}` resumes it")
 
 
 def check_spark_connection(conn_id: str) -> None:
@@ -92,6 +101,7 @@ def plan_task(spec: DatasourceSpec, run: RunContext) -> list[list[str]]:
 
     check_spark_connection(spec.microbatch.spark.conn_id)
     metadata = store()
+    check_active(metadata, spec.datasource)
     supervisor = Supervisor(spec, metadata)
     supervisor.register()
     record = supervisor.plan(run.run_id, PlanOptions(end_time=run.end_time))
@@ -115,7 +125,7 @@ def plan_task(spec: DatasourceSpec, run: RunContext) -> list[list[str]]:
         for replica in range(spec.io_config.replicas):
             jobs.append(["--spec", deep_storage.join(folder, "spec.json"), "--plan", deep_storage.join(folder, "plan.json"),
                          "--group", str(group.group_id), "--replica", str(replica),
-                         "--output", deep_storage.group_uri(deep_storage_base(spec), spec.datasource, run.run_id,
+                         "--output", deep_storage.group_uri(deep_storage.base_for(spec), spec.datasource, run.run_id,
                                                             group.group_id, replica)])
     log.info("run %s: %d records in %d task groups -> %d Spark jobs", run.run_id, plan.records, len(plan.groups),
              len(jobs))
@@ -126,7 +136,7 @@ def group_reports(spec: DatasourceSpec, run_id: str, group_id: int) -> list[dict
     """The reports the replicas of a group left, by replica."""
     out = []
     for replica in range(spec.io_config.replicas):
-        uri = deep_storage.join(deep_storage.group_uri(deep_storage_base(spec), spec.datasource, run_id, group_id,
+        uri = deep_storage.join(deep_storage.group_uri(deep_storage.base_for(spec), spec.datasource, run_id, group_id,
                                                        replica), "report.json")
         try:
             out.append(deep_storage.read_json(uri))
@@ -143,7 +153,7 @@ def publish_task(spec: DatasourceSpec, run: RunContext) -> dict[str, Any]:
     record = metadata.require_run(spec.datasource, run.run_id)
     if record.status is RunStatus.SUPERSEDED:
         raise AirflowSkipException(f"run {run.run_id} was superseded by run {record.superseded_by}")
-    results, failed = [], []
+    results, failed, kept = [], [], []
     for group in record.plan.groups:
         if group.is_empty:
             continue
@@ -153,13 +163,12 @@ def publish_task(spec: DatasourceSpec, run: RunContext) -> dict[str, Any]:
             continue
         chosen = min(reports, key=lambda r: r.get("replica", 0))
         results.append(GroupResult.from_report(chosen))
-        for r in reports:
-            metadata.add_task_report(spec.datasource, run.run_id, group.group_id, r, replica=int(r.get("replica", 0)))
-    try:
-        result = Publisher(metadata).publish(spec.datasource, run.run_id, results)
-    except StaleRunError as exc:
-        log.error("%s", exc)
-        raise
+        kept.extend((group.group_id, r) for r in reports)
+    result = publish_in_order(Publisher(metadata), spec.datasource, run.run_id, results,
+                              timeout_s=spec.io_config.completion_timeout.to_timedelta().total_seconds())
+    if not result.already_published:  # a re-run of a published run keeps the reports it has
+        for group_id, r in kept:
+            metadata.add_task_report(spec.datasource, run.run_id, group_id, r, replica=int(r.get("replica", 0)))
     if record.plan.is_empty:
         metadata.set_state(spec.datasource, "IDLE", "IDLE")
     else:
@@ -172,13 +181,45 @@ def publish_task(spec: DatasourceSpec, run: RunContext) -> dict[str, Any]:
     return summary
 
 
-def report_task(spec: DatasourceSpec, run: RunContext) -> dict[str, Any]:
-    """What the run did, from the metadata store; fails the run if a group failed (its partitions keep their
-    offsets and the next run reads them again) or the run was not published."""
+def publish_in_order(publisher: Publisher, datasource: str, run_id: str, results: list[GroupResult], *,
+                     timeout_s: float, poll_s: float = 2.0):
+    """Publish, after the in-flight run this one was pipelined from (waiting at most `timeout_s`, the
+    spec's completionTimeout)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return publisher.publish(datasource, run_id, results)
+        except PublishPendingError as exc:
+            if time.monotonic() > deadline:
+                raise IngestError(f"{exc}; it did not publish within {timeout_s:g}s (completionTimeout)") from None
+            log.info("%s: waiting", exc)
+            time.sleep(poll_s)
+        except StaleRunError as exc:
+            log.error("%s", exc)
+            raise
+
+
+def report_task(spec: DatasourceSpec, run: RunContext, planned: bool) -> dict[str, Any]:
+    """What the run did, from the metadata store. Runs whatever happened upstream (`planned`: this attempt's
+    plan step succeeded), so a run that will not publish is marked FAILED: a run pipelined from it then
+    stops waiting for it, and its partitions are planned again from the committed offsets. Fails the Airflow
+    run when a group failed or nothing was published; skips when a re-run found the run superseded."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
     from .metadata import GroupStatus
 
     metadata = store()
-    record = metadata.require_run(spec.datasource, run.run_id)
+    record = metadata.get_run(spec.datasource, run.run_id)
+    if record is None:
+        check_active(metadata, spec.datasource)  # skipped as suspended or terminated: not a failure
+        raise IngestError(f"run {run.run_id} has no plan: a step before planning failed (see the data_gate and plan logs)")
+    if record.status is RunStatus.SUPERSEDED and not planned:
+        raise AirflowSkipException(f"run {run.run_id} was superseded by run {record.superseded_by}: "
+                                   f"{record.error or ''}".strip())
+    if record.status.in_flight:
+        error = "its tasks failed before publishing (see the plan, spark_job and publish logs)"
+        Supervisor(spec, metadata).mark_failed(run.run_id, error)
+        record = metadata.require_run(spec.datasource, run.run_id)
     stats: dict[str, int] = {}
     for r in metadata.task_reports(spec.datasource, run.run_id):
         for k, v in (r.get("report") or r).get("rowStats", {}).items():

@@ -121,6 +121,13 @@ class Plan:
     def is_empty(self) -> bool:
         return self.records == 0
 
+    @property
+    def is_backfill(self) -> bool:
+        """A bounded backfill of a range the main line skipped: it neither continues from nor advances the
+        committed offsets, and publishes whole or not at all."""
+        parts = self.partitions
+        return bool(parts) and all(p.start_source is StartSource.BACKFILL for p in parts)
+
     def group(self, group_id: int) -> TaskGroup:
         for g in self.groups:
             if g.group_id == group_id:

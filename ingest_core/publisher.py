@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 
 import sqlalchemy as sa
 
-from .errors import StaleRunError
+from .errors import IngestError, PublishPendingError, StaleRunError
 from .metadata import GroupStatus, MetadataStore, RunStatus, segments, task_groups, utcnow
 from .offsets import offsets_to_json
 from .periods import format_datetime, parse_datetime
@@ -116,9 +116,16 @@ class Publisher:
         failed = [g for g in plan.groups if g not in publishing]
         parts = [p for g in publishing for p in g.partitions]
 
-        committed = self.store.committed_offsets(datasource, conn)
-        for p in parts:
-            self._check_start(datasource, run_id, p, committed)
+        if plan.is_backfill:
+            if failed:  # its range lies behind the main line: a part left out would never be read again
+                raise IngestError(
+                    f"backfill run {run_id} of {datasource!r}: task groups {[g.group_id for g in failed]} failed; "
+                    "a backfill publishes whole, so nothing was published. Re-run it (clear the run in Airflow).")
+        else:
+            committed = self.store.committed_offsets(datasource, conn)
+            for p in parts:
+                self._check_order(conn, datasource, run_id, p, committed)
+                self._check_start(datasource, run_id, p, committed)
 
         seg_ids: list[str] = []
         rows = 0
@@ -137,8 +144,10 @@ class Publisher:
                 rows += seg.num_rows
 
         new_offsets = {p.tp: p.end for p in parts}
-        self.store.write_offsets(conn, datasource, new_offsets, run_id)
-        commit_version = self.store.bump_commit_version(conn, datasource, int(ds_row["commit_version"]))
+        commit_version = None
+        if not plan.is_backfill:  # the main line's offsets: compare-and-swap, advance
+            self.store.write_offsets(conn, datasource, new_offsets, run_id)
+            commit_version = self.store.bump_commit_version(conn, datasource, int(ds_row["commit_version"]))
         for g in publishing:
             status = GroupStatus.EMPTY if g.is_empty and g.group_id not in by_group else GroupStatus.PUBLISHED
             self.store.set_group_status(conn, datasource, run_id, g.group_id, status)
@@ -150,6 +159,20 @@ class Publisher:
                  len(seg_ids), rows, [g.group_id for g in publishing], [g.group_id for g in failed])
         return PublishResult(run_id, False, tuple(g.group_id for g in publishing), tuple(g.group_id for g in failed),
                              tuple(seg_ids), rows, offsets_to_json(new_offsets), commit_version)
+
+    def _check_order(self, conn: sa.Connection, datasource: str, run_id: str, p: PartitionPlan,
+                     committed: dict) -> None:
+        """Pipelining: a run planned from the end of a run still in flight publishes after that run (Druid's
+        ordered publishes); if that run fails or is superseded, this one is stale (`_check_start`)."""
+        current = committed.get(p.tp)
+        if p.after_run is None or (current.offset if current else None) == p.expected_commit:
+            return
+        before = self.store.get_run(datasource, p.after_run, conn)
+        if before is not None and before.status.in_flight:
+            raise PublishPendingError(
+                f"run {run_id} of {datasource!r} continues from run {p.after_run} (partition {p.tp} from offset "
+                f"{p.start}), which has not published yet ({before.status.value}): it publishes after it",
+                run_id=run_id, waiting_for=p.after_run)
 
     @staticmethod
     def _check_start(datasource: str, run_id: str, p: PartitionPlan, committed: dict) -> None:

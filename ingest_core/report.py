@@ -111,6 +111,39 @@ class SplitReport:
                    float(d.get("seconds", 0.0)))
 
 
+@dataclass(frozen=True)
+class GroupProgress:
+    """A task group's job while it runs, from its splits' latest reports (seed 004's Task -> TaskGroup)."""
+
+    group_id: int
+    planned: int  # offsets to read
+    records: int  # records read so far
+    remaining: int  # offsets left: the group's lag within its range
+    records_per_s: float
+    splits_done: int
+    splits: int
+
+    @classmethod
+    def from_splits(cls, group_id: int, ranges: list[tuple[int, int]], reports: dict[int, SplitReport],
+                    done: set[int]) -> "GroupProgress":
+        """`ranges`: each split's [start, end); `reports`: the latest report of each split that has one."""
+        remaining = 0
+        for index, (start, end) in enumerate(ranges):
+            report = reports.get(index)
+            position = end if index in done else (report.last_offset + 1 if report and report.last_offset is not None
+                                                  else start)
+            remaining += max(0, end - position)
+        records = sum(r.records for r in reports.values())
+        busy = sum(r.seconds for r in reports.values())  # splits run in parallel: rate = sum of their rates
+        rate = sum(r.records / r.seconds for r in reports.values() if r.seconds > 0) if busy else 0.0
+        return cls(group_id, sum(e - s for s, e in ranges), records, remaining, rate, len(done), len(ranges))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"group": self.group_id, "plannedRecords": self.planned, "records": self.records,
+                "lag": self.remaining, "recordsPerSecond": round(self.records_per_s, 1),
+                "splitsDone": self.splits_done, "splits": self.splits}
+
+
 @dataclass
 class GroupReport:
     """A task group's report: merged row stats, the most recent parse exceptions, and its segments."""

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+HOME_VAR, METADATA_URL_VAR, DEEP_STORAGE_VAR = "INGEST_HOME", "INGEST_METADATA_URL", "INGEST_DEEP_STORAGE"
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path
@@ -23,9 +26,9 @@ class Settings:
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
         env = dict(os.environ if env is None else env)
-        home = Path(env.get("INGEST_HOME", ".ingest-home")).resolve()
+        home = Path(env.get(HOME_VAR, ".ingest-home")).resolve()
         return cls(
             home=home,
-            metadata_url=env.get("INGEST_METADATA_URL") or f"sqlite:///{home / 'metadata.db'}",
-            deep_storage=env.get("INGEST_DEEP_STORAGE") or (home / "deep-storage").as_uri(),
+            metadata_url=env.get(METADATA_URL_VAR) or f"sqlite:///{home / 'metadata.db'}",
+            deep_storage=env.get(DEEP_STORAGE_VAR) or (home / "deep-storage").as_uri(),
         )

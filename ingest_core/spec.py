@@ -626,7 +626,7 @@ class TuningConfig:
     max_parse_exceptions: int | None = None  # unlimited
     max_saved_parse_exceptions: int = 0
     partitions_spec: dict[str, Any] | None = spec_field(None, ignored_in_batch="segments split by maxRowsPerSegment")
-    max_records_per_poll: int | None = spec_field(None, ignored_in_batch="the reader consumes in fixed batches")
+    max_records_per_poll: int | None = None  # records per consumer poll, one parsed chunk; default 20,000
 
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.type != "kafka":
@@ -634,6 +634,7 @@ class TuningConfig:
         check_range(ctx, join(path, "maxRowsPerSegment"), self.max_rows_per_segment, minimum=1)
         check_range(ctx, join(path, "maxParseExceptions"), self.max_parse_exceptions, minimum=0)
         check_range(ctx, join(path, "maxSavedParseExceptions"), self.max_saved_parse_exceptions, minimum=0)
+        check_range(ctx, join(path, "maxRecordsPerPoll"), self.max_records_per_poll, minimum=1)
 
     @property
     def effective_max_parse_exceptions(self) -> int | None:
@@ -658,6 +659,22 @@ class DataGate:
 
     def _validate(self, path: str, ctx: BindContext) -> None:
         check_range(ctx, join(path, "minRecords"), self.min_records, minimum=1)
+
+
+@dataclass(frozen=True)
+class HealthConfig:
+    """Druid's supervisor health thresholds (cluster properties there, per datasource here)."""
+
+    unhealthiness_threshold: int = 3  # failed loops (plan steps) in a row -> UNHEALTHY_SUPERVISOR
+    healthiness_threshold: int = 3  # successful loops in a row to be healthy again
+    task_unhealthiness_threshold: int = 3  # failed runs in a row -> UNHEALTHY_TASKS
+    task_healthiness_threshold: int = 3
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        for name in ("unhealthinessThreshold", "healthinessThreshold", "taskUnhealthinessThreshold",
+                     "taskHealthinessThreshold"):
+            attr = "".join("_" + c.lower() if c.isupper() else c for c in name)
+            check_range(ctx, join(path, name), getattr(self, attr), minimum=1)
 
 
 @dataclass(frozen=True)
@@ -696,6 +713,7 @@ class Microbatch:
     min_splits_per_group: int = 1
     max_records_per_run: int | None = None
     data_gate: DataGate | None = None
+    health: HealthConfig = spec_field(default_factory=HealthConfig)
     spark: SparkConfig = spec_field(default_factory=SparkConfig)
     deep_storage: DeepStorage = spec_field(default_factory=DeepStorage)
 

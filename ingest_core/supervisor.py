@@ -7,7 +7,8 @@ and backfills re-execute exactly what was planned.
 
 Supervisor states (Druid's vocabulary, shown by `ingest status`):
   PENDING -> RUNNING -> IDLE (nothing new to read) / SUSPENDED / STOPPING,
-  or UNHEALTHY_SUPERVISOR (e.g. UNABLE_TO_CONNECT_TO_STREAM, LOST_CONTACT_WITH_STREAM) / UNHEALTHY_TASKS.
+  or UNHEALTHY_SUPERVISOR (e.g. UNABLE_TO_CONNECT_TO_STREAM, LOST_CONTACT_WITH_STREAM) / UNHEALTHY_TASKS,
+  which `status.build_status` derives from the failed loops recorded here and Druid's health thresholds.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from .errors import BrokerUnavailableError
+from .errors import BrokerUnavailableError, IngestError
 from .metadata import MetadataStore, RunRecord, RunStatus
-from .offset_reader import KafkaOffsetReader
-from .offsets import StartSource, resolve_start_offsets
+from .offset_reader import KafkaOffsetReader, OffsetSnapshot
+from .offsets import StartResolution, StartSource, TopicPartition, pending_records, resolve_start_offsets
 from .planner import Plan, PlanRequest, plan_run
 from .spec import DatasourceSpec
+from .status import LOOP_ERROR
 
 log = logging.getLogger(__name__)
 
@@ -57,44 +59,21 @@ class Supervisor:
 
     def plan(self, run_id: str, options: PlanOptions = PlanOptions()) -> RunRecord:
         """The persisted plan of `run_id`, planning and persisting it first if there is none."""
-        existing = self.store.get_run(self.datasource, run_id)
-        if existing is not None:
-            log.info("run %s of %s already has a plan (%s, %d records): reusing it", run_id, self.datasource,
-                     existing.status.value, existing.plan.records)
-            return existing
-        plan = self.compute_plan(run_id, options)
-        record, inserted = self.store.insert_run(plan)
+        with self.store.planning_lock(self.datasource):  # concurrent runs plan one after the other
+            existing = self.store.get_run(self.datasource, run_id)
+            if existing is not None:
+                log.info("run %s of %s already has a plan (%s, %d records): reusing it", run_id, self.datasource,
+                         existing.status.value, existing.plan.records)
+                return existing
+            plan = self.compute_plan(run_id, options)
+            record, inserted = self.store.insert_run(plan)
         if inserted:
             self._audit_resets(plan)
         return record
 
     def compute_plan(self, run_id: str, options: PlanOptions = PlanOptions()) -> Plan:
         io, micro = self.spec.io_config, self.spec.microbatch
-        first_loop = self._first_loop()
-        try:
-            if first_loop:
-                self.store.set_state(self.datasource, "RUNNING", "CONNECTING_TO_STREAM")
-            tps = self.reader.partitions(topic=io.topic, pattern=io.topic_pattern)
-            snap = self.reader.snapshot(tps, at=options.end_time)
-        except BrokerUnavailableError as exc:
-            detailed = "UNABLE_TO_CONNECT_TO_STREAM" if first_loop else "LOST_CONTACT_WITH_STREAM"
-            self.store.set_state(self.datasource, "UNHEALTHY_SUPERVISOR", detailed)
-            self.store.audit(self.datasource, "stream_error", {"error": str(exc)})
-            raise
-        resolution = resolve_start_offsets(
-            tps,
-            datasource=self.datasource,
-            inflight=self.store.inflight_end_offsets(self.datasource),
-            committed=self.store.committed_offsets(self.datasource),
-            earliest=snap.earliest,
-            latest=snap.latest,
-            use_earliest=io.use_earliest_offset,
-            reset_automatically=self.spec.tuning_config.reset_offset_automatically,
-        )
-        for reset in resolution.resets:
-            log.warning("datasource %s partition %s: start offset %d is below the log start %d; "
-                        "resetOffsetAutomatically moves it to %d (records in between are skipped or re-read)",
-                        self.datasource, reset.tp, reset.from_offset, reset.earliest, reset.to_offset)
+        snap, resolution = self._resolve(options.end_time)
         request = PlanRequest(
             datasource=self.datasource,
             run_id=run_id,
@@ -115,9 +94,52 @@ class Supervisor:
         self.store.set_state(self.datasource, "RUNNING", "RUNNING")
         return plan
 
+    def pending(self) -> tuple[dict[TopicPartition, int], int]:
+        """Where the next run would start, per partition, and how many records it would find now (the data
+        gate's question)."""
+        snap, resolution = self._resolve(None)
+        starts = {tp: s.offset for tp, s in resolution.starts.items()}
+        return starts, pending_records(starts, snap.earliest, snap.latest)
+
+    def _resolve(self, end_time: datetime | None) -> tuple[OffsetSnapshot, StartResolution]:
+        """Discover partitions, snapshot their offsets and resolve where each starts."""
+        io = self.spec.io_config
+        first_loop = self._first_loop()
+        try:
+            if first_loop:
+                self.store.set_state(self.datasource, "RUNNING", "CONNECTING_TO_STREAM")
+            tps = self.reader.partitions(topic=io.topic, pattern=io.topic_pattern)
+            snap = self.reader.snapshot(tps, at=end_time)
+            resolution = resolve_start_offsets(
+                tps,
+                datasource=self.datasource,
+                inflight=self.store.inflight_end_offsets(self.datasource),
+                committed=self.store.committed_offsets(self.datasource),
+                earliest=snap.earliest,
+                latest=snap.latest,
+                use_earliest=io.use_earliest_offset,
+                reset_automatically=self.spec.tuning_config.reset_offset_automatically,
+            )
+        except IngestError as exc:  # e.g. an unreachable broker, a missing topic, offsets out of range
+            self._record_loop_error(exc, first_loop)
+            raise
+        for reset in resolution.resets:
+            log.warning("datasource %s partition %s: start offset %d is below the log start %d; "
+                        "resetOffsetAutomatically moves it to %d (records in between are skipped or re-read)",
+                        self.datasource, reset.tp, reset.from_offset, reset.earliest, reset.to_offset)
+        return snap, resolution
+
+    def _record_loop_error(self, exc: IngestError, first_loop: bool) -> None:
+        """The failed loop goes to the audit log; `status` turns a run of them into UNHEALTHY_SUPERVISOR."""
+        stream = isinstance(exc, BrokerUnavailableError)
+        detailed = ("UNABLE_TO_CONNECT_TO_STREAM" if first_loop else "LOST_CONTACT_WITH_STREAM") if stream \
+            else "UNHEALTHY_SUPERVISOR"
+        self.store.audit(self.datasource, LOOP_ERROR, {"error": str(exc), "errorClass": type(exc).__name__,
+                                                       "streamException": stream, "detailedState": detailed})
+
     def _first_loop(self) -> bool:
         row = self.store.datasource_row(self.datasource)
-        return row is None or row["detailed_state"] in ("PENDING", "CONNECTING_TO_STREAM", "UNABLE_TO_CONNECT_TO_STREAM")
+        return row is None or row["detailed_state"] in ("PENDING", "CONNECTING_TO_STREAM")
 
     def _audit_resets(self, plan: Plan) -> None:
         for p in plan.partitions:

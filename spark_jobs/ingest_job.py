@@ -53,6 +53,7 @@ class GroupJob:
     group_id: int
     replica: int
     output_uri: str
+    progress_interval_s: float = 2.0  # how often each split reports how far it got
 
     @property
     def group(self) -> TaskGroup:
@@ -119,7 +120,9 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
     read_job = ReadJob(
         spec_raw=spec.to_raw(), created_at=job.plan.to_json()["createdAt"],
         splits=[s.to_json() for s in group.splits], output_uri=job.output_uri,
-        poll_timeout_s=max(spec.io_config.poll_timeout, 100) / 1000 * 10, stall_timeout_s=stall_timeout_s)
+        poll_timeout_s=max(spec.io_config.poll_timeout, 100) / 1000 * 10, stall_timeout_s=stall_timeout_s,
+        batch_records=spec.tuning_config.max_records_per_poll or ReadJob.batch_records,
+        progress_interval_s=job.progress_interval_s)
     spark.dataSource.register(KafkaRangeDataSource)
     props = dict(kafka.properties)
     props.setdefault("isolation.level", spec.io_config.isolation_level)

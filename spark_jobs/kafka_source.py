@@ -55,6 +55,7 @@ class ReadJob:
     poll_timeout_s: float = 1.0
     stall_timeout_s: float = 60.0
     batch_records: int = 20_000
+    progress_interval_s: float = 2.0  # how often a split reports how far it got (status, the UI)
 
     def dumps(self) -> str:
         return json.dumps(self.__dict__)
@@ -115,6 +116,8 @@ class KafkaRangeReader(DataSourceReader):
         report = SplitReport(partition.index, partition.topic, partition.partition, partition.start, partition.end)
         limit = spec.tuning_config.effective_max_parse_exceptions
         started = time.monotonic()
+        last_progress = started - self.job.progress_interval_s  # the first chunk reports at once
+        progress_uri = deep_storage.join(self.job.output_uri, "progress", f"split-{partition.index:05d}.json")
         for chunk in SplitConsumer(self.consumer_properties, partition, self.job, spec).chunks():
             parsed = parser.parse(chunk)
             report.records += len(chunk)
@@ -130,6 +133,10 @@ class KafkaRangeReader(DataSourceReader):
                     limit, report.stats.parse_exceptions,
                     f"split {partition.index} ({partition.topic}/{partition.partition} "
                     f"[{partition.start}, {partition.end}))", last))
+            if time.monotonic() - last_progress >= self.job.progress_interval_s:  # seed 004: periodic reports
+                report.seconds = time.monotonic() - started
+                deep_storage.write_json(progress_uri, report.to_json())
+                last_progress = time.monotonic()
             table = parsed.table
             if table.num_rows == 0:
                 continue

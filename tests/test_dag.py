@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -83,6 +85,25 @@ def test_example_spec_ingests_exactly_the_produced_records_over_several_runs(exa
     assert edits(store, "wikipedia") == total
     assert store.list_runs("wikipedia", limit=1)[0].plan.is_empty
     assert store.datasource_row("wikipedia")["state"] == "IDLE"
+    # every publish updated the datasource's Asset, with what it published in the event's extra
+    events = asset_events(example, "wikipedia")
+    runs = sorted(store.list_runs("wikipedia"), key=lambda r: r.published_at)
+    assert [e["runId"] for e in events] == [r.run_id for r in runs]
+    for event, run in zip(events, runs):
+        segments = store.segments("wikipedia", run_id=run.run_id)
+        assert event["rows"] == sum(s.num_rows for s in segments) and event["segments"] == len(segments)
+    assert events[-2]["rows"] > 0 and events[-1]["rows"] == 0  # the idle run published nothing
+    assert events[-1]["endOffsets"] == {"wikipedia": {str(p): o for p, o in latest.items()}}
+
+
+def asset_events(home: AirflowHome, name: str) -> list[dict]:
+    """The extras of the Asset's events, oldest first, from the Airflow home's own database."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(home.root / "airflow" / "airflow.db")) as db:
+        rows = db.execute("SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.name = ? "
+                          "ORDER BY e.id", (name,)).fetchall()
+    return [json.loads(extra) for (extra,) in rows]
 
 
 def broker_watermarks(broker, topic: str) -> dict[int, tuple[int, int]]:
@@ -105,10 +126,11 @@ def own_dags(tmp_path) -> Path:
     return folder
 
 
-def write_example_variant(folder: Path, name: str, topic: str, **io) -> None:
+def write_example_variant(folder: Path, name: str, topic: str, microbatch: dict | None = None, **io) -> None:
     raw = yaml.safe_load((ROOT / "dags" / "datasources" / "wikipedia.yaml").read_text())
     raw["spec"]["dataSchema"]["dataSource"] = name
     raw["spec"]["ioConfig"].update(topic=topic, **io)
+    raw["microbatch"].update(microbatch or {})
     (folder / "specs" / f"{name}.yaml").write_text(yaml.safe_dump(raw))
 
 
@@ -157,3 +179,101 @@ def test_a_missing_spark_connection_is_a_clear_error(tmp_path, own_dags, broker,
     done = home.airflow("dags", "test", "no_spark", "2026-01-01T00:00:00+00:00", check=False, env=env)
     assert done.returncode != 0
     assert "the Spark connection 'spark_default' does not exist" in done.stdout + done.stderr
+
+
+def produce_events(bootstrap: str, topic: str, n: int, seed: int) -> None:
+    from confluent_kafka import Producer
+
+    from ingest_core.demo import wiki_events
+
+    p = Producer({"bootstrap.servers": bootstrap})
+    for event in wiki_events(n, random.Random(seed)):
+        p.produce(topic, json.dumps(event).encode())
+    assert p.flush(30) == 0
+
+
+def test_data_gate_ends_an_idle_run_cleanly_and_releases_when_data_arrives(tmp_path, own_dags, broker,
+                                                                             metadata_url):
+    idle_topic, topic = broker.create_topic(partitions=2), broker.create_topic(partitions=2)
+    write_example_variant(own_dags, "gated_idle", idle_topic, taskCount=1,
+                          microbatch={"dataGate": {"minRecords": 100, "maxWait": "PT8S", "pokeInterval": "PT1S"}})
+    write_example_variant(own_dags, "gated", topic, taskCount=1,
+                          microbatch={"dataGate": {"minRecords": 100, "maxWait": "PT30M", "pokeInterval": "PT1S"}})
+    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
+    store = MetadataStore(metadata_url)
+
+    # nothing new: the gate waits maxWait, then the run plans nothing, publishes nothing and reads IDLE
+    done = home.dags_test("gated_idle", "2026-01-01T00:00:00+00:00")
+    log = done.stdout + done.stderr
+    assert "deferring for up to" in log and "maxWait PT8S passed with nothing new" in log
+    (run,) = store.list_runs("gated_idle")
+    assert run.status is RunStatus.PUBLISHED and run.plan.is_empty
+    assert store.segments("gated_idle") == []
+    assert store.datasource_row("gated_idle")["state"] == "IDLE"
+
+    # 40 records do not open a gate of 100; 80 more, produced while it waits, do (long before maxWait)
+    produce_events(broker.bootstrap, topic, 40, seed=1)
+    proc = subprocess.Popen([AIRFLOW, "dags", "test", "gated", "2026-01-01T00:00:00+00:00"], env=home.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    deferred = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.append(line)
+            if "deferring for up to" in line:
+                deferred.set()
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert deferred.wait(300), "".join(lines[-50:])
+        produce_events(broker.bootstrap, topic, 80, seed=2)
+        assert proc.wait(600) == 0, "".join(lines[-80:])
+    finally:
+        proc.kill()
+    reader.join(10)
+    assert any("data gate open: 120 new records" in line for line in lines), "".join(lines[-80:])
+    assert edits(store, "gated") == 120
+    assert store.datasource_row("gated")["state"] == "RUNNING"
+
+
+def test_suspend_resume_and_terminate_drive_the_dag(tmp_path, own_dags, broker, metadata_url):
+    topic = broker.create_topic(partitions=2)
+    write_example_variant(own_dags, "operated", topic, taskCount=1)
+    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
+    home.airflow("dags", "reserialize")
+    store = MetadataStore(metadata_url)
+    produce_events(broker.bootstrap, topic, 50, seed=3)
+    home.dags_test("operated", "2026-01-01T00:00:00+00:00")
+    assert edits(store, "operated") == 50
+
+    def ingest(*args: str) -> subprocess.CompletedProcess:
+        done = subprocess.run([sys.executable, "-m", "ingest_core.cli", *args], env=home.env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    def paused() -> bool:
+        dags = json.loads(_json_tail(home.airflow("dags", "list", "-o", "json").stdout))
+        return next(str(d["is_paused"]).lower() == "true" for d in dags if d["dag_id"] == "operated")
+
+    assert not paused()
+    ingest("suspend", "operated", "--actor", "carol")
+    assert paused() and store.datasource_row("operated")["state"] == "SUSPENDED"
+    # a run that starts anyway (here `dags test`, which ignores the pause) plans and ingests nothing
+    produce_events(broker.bootstrap, topic, 30, seed=4)
+    done = home.dags_test("operated", "2026-01-02T00:00:00+00:00")
+    assert "datasource operated is suspended" in done.stdout + done.stderr
+    assert len(store.list_runs("operated")) == 1 and edits(store, "operated") == 50
+
+    ingest("resume", "operated", "--actor", "carol")
+    assert not paused() and store.datasource_row("operated")["state"] == "RUNNING"
+    home.dags_test("operated", "2026-01-03T00:00:00+00:00")
+    assert edits(store, "operated") == 80
+
+    ingest("terminate", "operated", "--yes", "--actor", "carol")
+    assert paused() and store.datasource_row("operated")["terminated"]
+    status = json.loads(ingest("status", "operated", "--json").stdout)["payload"]
+    assert (status["state"], status["terminated"], status["aggregateLag"]) == ("TERMINATED", True, 0)
+    assert [(a.action, a.actor) for a in store.audit_records("operated")] == [
+        ("suspend", "carol"), ("resume", "carol"), ("terminate", "carol")]

@@ -73,6 +73,6 @@ def test_plan_cli_reports_an_unreachable_broker(tmp_path):
     assert res.returncode == 1
     assert "error: Kafka at '127.0.0.1:1' did not answer" in res.stderr
     assert "Traceback" not in res.stderr
-    row = MetadataStore(url).datasource_row("wiki")
-    assert (row["state"], row["detailed_state"]) == ("UNHEALTHY_SUPERVISOR", "UNABLE_TO_CONNECT_TO_STREAM")
+    (error,) = [a for a in MetadataStore(url).audit_records("wiki") if a.action == "loop_error"]
+    assert error.details["detailedState"] == "UNABLE_TO_CONNECT_TO_STREAM" and error.details["streamException"]
     assert MetadataStore(url).get_run("wiki", "r1") is None

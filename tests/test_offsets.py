@@ -5,7 +5,8 @@ import pytest
 
 from ingest_core.errors import OffsetOutOfRangeError
 from ingest_core.offsets import (
-    KnownOffset, StartSource, TopicPartition, offsets_from_json, offsets_to_json, resolve_start_offsets,
+    KnownOffset, StartSource, TopicPartition, offsets_from_json, offsets_to_json, pending_records,
+    resolve_start_offsets,
 )
 
 A, B, C = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
@@ -63,3 +64,9 @@ def test_offsets_json_is_sparks_format():
     offs = {A: 5, B: 6, C: 7}
     assert offsets_to_json(offs) == {"t": {"0": 5, "1": 6}, "u": {"0": 7}}
     assert offsets_from_json(offsets_to_json(offs)) == offs
+
+
+def test_pending_records_counts_past_each_start_and_new_partitions_from_earliest():
+    assert pending_records({A: 60, B: 50, C: 0}, EARLIEST, LATEST) == 40 + 0 + 7
+    assert pending_records({A: 60}, EARLIEST, LATEST) == 40 + 50 + 7  # b and u-0 appeared since
+    assert pending_records({A: 120}, EARLIEST, LATEST) == 50 + 7  # never negative

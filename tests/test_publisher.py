@@ -1,11 +1,12 @@
 """The exactly-once publish, on real SQLite and PostgreSQL, including publishers in parallel processes."""
 
 import multiprocessing
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from ingest_core.errors import StaleRunError
+from ingest_core.errors import IngestError, PublishPendingError, StaleRunError
 from ingest_core.metadata import GroupStatus, MetadataStore, RunStatus
 from ingest_core.offsets import StartSource, TopicPartition, resolve_start_offsets
 from ingest_core.planner import PlanRequest, plan_run
@@ -109,12 +110,39 @@ def test_pipelined_run_is_rejected_when_its_predecessor_fails(store):
 def test_pipelined_runs_publish_in_order(store):
     r1 = plan_next(store, "r1", {tp: 10 for tp in PARTS})
     r2 = plan_next(store, "r2", {tp: 20 for tp in PARTS})
-    with pytest.raises(StaleRunError):  # r2 cannot overtake r1
+    with pytest.raises(PublishPendingError) as info:  # r2 cannot overtake r1: it waits, it is not stale
         Publisher(store).publish("wiki", "r2", results_for(r2))
-    store.set_run_status("wiki", "r2", RunStatus.RUNNING)  # (re-opened for the test: the run is retried later)
+    assert info.value.waiting_for == "r1" and "has not published yet" in str(info.value)
+    assert store.get_run("wiki", "r2").status is RunStatus.PLANNED
+    assert committed(store) == {} and store.segments("wiki") == []
     Publisher(store).publish("wiki", "r1", results_for(r1))
     Publisher(store).publish("wiki", "r2", results_for(r2))
     assert committed(store) == {tp: 20 for tp in PARTS}
+
+
+def test_a_pipelined_publish_waits_for_its_predecessor_then_commits_after_it(store):
+    import threading
+
+    from ingest_core.operators import publish_in_order
+
+    r1 = plan_next(store, "r1", {tp: 10 for tp in PARTS})
+    r2 = plan_next(store, "r2", {tp: 20 for tp in PARTS})
+    done = {}
+    waiter = threading.Thread(target=lambda: done.setdefault("r2", publish_in_order(
+        Publisher(store), "wiki", "r2", results_for(r2), timeout_s=60, poll_s=0.05)))
+    waiter.start()
+    waiter.join(0.5)
+    assert waiter.is_alive() and committed(store) == {}
+    Publisher(store).publish("wiki", "r1", results_for(r1))
+    waiter.join(30)
+    assert not done["r2"].already_published and committed(store) == {tp: 20 for tp in PARTS}
+    assert [r.status for r in store.list_runs("wiki")] == [RunStatus.PUBLISHED] * 2
+    # a predecessor that never publishes: the wait is bounded, and the run is not marked stale by it
+    plan_next(store, "r3", {tp: 30 for tp in PARTS})
+    r4 = plan_next(store, "r4", {tp: 40 for tp in PARTS})
+    with pytest.raises(IngestError, match="did not publish within 0.2s"):
+        publish_in_order(Publisher(store), "wiki", "r4", results_for(r4), timeout_s=0.2, poll_s=0.05)
+    assert store.get_run("wiki", "r4").status is RunStatus.PLANNED
 
 
 def test_failed_groups_keep_their_offsets(store):
@@ -198,3 +226,30 @@ def test_concurrent_publishers_of_the_same_run_publish_once(store_url):
     assert [o for _, o in outcomes].count("no-op") == 2, outcomes
     assert len(store.segments("wiki")) == 2 and committed(store) == {tp: 10 for tp in PARTS}
     store.dispose()
+
+
+def test_a_backfill_run_publishes_whole_beside_the_main_line(store):
+    from ingest_core.offsets import StartOffset
+
+    r1 = plan_next(store, "r1", {tp: 10 for tp in PARTS})
+    Publisher(store).publish("wiki", "r1", results_for(r1))
+    backfill = plan_run(PlanRequest(datasource="wiki", run_id="bf", created_at=T0, task_count=2,
+                                    starts={tp: StartOffset(10, StartSource.BACKFILL) for tp in PARTS},
+                                    latest={tp: 30 for tp in PARTS}))
+    store.insert_run(backfill)
+    assert backfill.is_backfill and not r1.is_backfill
+    assert store.inflight_end_offsets("wiki") == {}  # nothing continues from a backfill's end
+    r2 = plan_next(store, "r2", {tp: 40 for tp in PARTS})
+    assert r2.start_offsets() == {tp: 10 for tp in PARTS}  # the main line goes on from its committed offsets
+    with pytest.raises(IngestError, match="a backfill publishes whole"):
+        Publisher(store).publish("wiki", "bf", results_for(backfill, skip=(1,)))
+    assert store.get_run("wiki", "bf").status is RunStatus.PLANNED and len(store.segments("wiki")) == 2
+    Publisher(store).publish("wiki", "r2", results_for(r2))
+    result = Publisher(store).publish("wiki", "bf", results_for(backfill))
+    assert result.published_groups == (0, 1) and committed(store) == {tp: 40 for tp in PARTS}
+    # operator actions supersede the main line's runs in flight, never a backfill
+    store.insert_run(replace(backfill, run_id="bf2"))
+    r3 = plan_next(store, "r3", {tp: 50 for tp in PARTS})
+    with store.session() as conn:
+        assert store.supersede_inflight(conn, "wiki", "x", "y") == [r3.run_id]
+    assert store.get_run("wiki", "bf2").status is RunStatus.PLANNED

@@ -176,3 +176,38 @@ def test_spec_history_is_versioned_and_redacted(broker, store, monkeypatch):
     assert [h["version"] for h in history] == [1, 2]
     text = str(history)
     assert "pw-from-env" not in text and "literal-secret" not in text and "KAFKA_PW" in text
+
+
+def test_concurrent_planners_of_a_datasource_plan_one_after_the_other(broker, store_url):
+    """Two runs planned at once (a backfill, catch-up with maxActiveRuns > 1) in parallel processes: the
+    second continues from the first's planned end instead of planning the same offsets."""
+    import multiprocessing
+
+    topic = broker.create_topic(2)
+    fill(broker, topic, 2, 5)
+    ctx = multiprocessing.get_context("spawn")
+    start_together = ctx.Barrier(3)
+    procs = [ctx.Process(target=_plan_in_process, args=(broker.bootstrap, topic, store_url, f"r{i}", start_together))
+             for i in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    from ingest_core.metadata import MetadataStore
+
+    plans = sorted((r.plan for r in MetadataStore(store_url).list_runs("ds")), key=lambda p: p.created_at)
+    assert len(plans) == 3
+    records = [p.records for p in plans]
+    assert sorted(records) == [0, 0, 10]  # the offsets went to exactly one of them
+    for earlier, later in zip(plans, plans[1:]):
+        assert later.start_offsets() == earlier.end_offsets()
+
+
+def _plan_in_process(bootstrap, topic, url, run_id, start_together):
+    from ingest_core.metadata import MetadataStore
+
+    supervisor = Supervisor(make_spec(bootstrap, "ds", topic=topic, useEarliestOffset=True), MetadataStore(url))
+    supervisor.reader.partitions(topic=topic)  # connected before the race starts
+    start_together.wait(60)
+    supervisor.plan(run_id)

@@ -1,0 +1,18 @@
+"""The Airflow UI plugin: a "Datasources" page (Druid's Supervisors view), an "Ingest" tab on each datasource's
+DAG, and Druid's supervisor REST API, all served by `ingest_core.api` under /ingest with Airflow's own
+authentication and DAG permissions."""
+
+from airflow.plugins_manager import AirflowPlugin
+
+from ingest_core.api import app
+
+
+class IngestPlugin(AirflowPlugin):
+    name = "ingest"
+    fastapi_apps = [{"app": app, "url_prefix": "/ingest", "name": "Ingest datasources"}]
+    # hrefs without a leading slash: relative to the UI's base URL, so a reverse proxy prefix still works
+    external_views = [
+        {"name": "Datasources", "href": "ingest/ui/datasources", "destination": "nav", "category": "browse",
+         "url_route": "datasources"},
+        {"name": "Ingest", "href": "ingest/ui/datasources/{DAG_ID}", "destination": "dag", "url_route": "ingest"},
+    ]
