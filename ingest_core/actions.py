@@ -70,11 +70,7 @@ class DatasourceActions:
         self.store, self.dags, self.actor = store, dags, actor
 
     def _require(self, name: str) -> dict:
-        row = self.store.datasource_row(name)
-        if row is None:
-            known = ", ".join(r["name"] for r in self.store.list_datasources()) or "none"
-            raise IngestError(f"unknown datasource {name!r} (known: {known})")
-        return row
+        return self.store.require_datasource(name)
 
     def _pause(self, name: str, paused: bool) -> None:
         if self.dags is not None:

@@ -31,7 +31,7 @@ from .metadata import MetadataStore
 from .offsets import TopicPartition
 from .periods import format_datetime
 from .settings import Settings
-from .status import StatusReport, collect_status, spec_for
+from .status import StatusReport, collect_status, spec_for, specs_in
 
 app = FastAPI(title="Ingest datasources", description=__doc__)
 READ = [Depends(requires_access_dag("GET"))]
@@ -61,9 +61,10 @@ def _dags_folder() -> str:
     return conf.get("core", "dags_folder")
 
 
-def _status(store: MetadataStore, name: str) -> StatusReport:
+def _status(store: MetadataStore, name: str, specs: dict | None = None) -> StatusReport:
+    specs = specs_in(_dags_folder()) if specs is None else specs
     try:
-        return collect_status(store, name, spec_for(store, name, _dags_folder()), kafka_timeout_s=5.0)
+        return collect_status(store, name, spec_for(store, name, specs), kafka_timeout_s=5.0)
     except IngestError as exc:
         raise HTTPException(404, str(exc)) from None
 
@@ -87,7 +88,10 @@ def _act(call) -> dict:
 def list_supervisors(full: bool = False) -> Any:
     store = _store()
     names = [r["name"] for r in store.list_datasources()]
-    return [_status(store, n).to_json() for n in names] if full else names
+    if not full:
+        return names
+    specs = specs_in(_dags_folder())
+    return [_status(store, n, specs).to_json() for n in names]
 
 
 @app.get("/api/v1/supervisor/{dag_id}/status", dependencies=READ)
@@ -156,7 +160,8 @@ def _cell(value: Any, cls: str = "") -> str:
 def datasources_page() -> HTMLResponse:
     store = _store()
     rows = []
-    for r in (_status(store, d["name"]) for d in store.list_datasources()):
+    specs = specs_in(_dags_folder())
+    for r in (_status(store, d["name"], specs) for d in store.list_datasources()):
         segs = store.segments(r.datasource)
         published = next((x.published_at for x in r.recent_runs if x.published_at), None)
         name = html.escape(r.datasource)

@@ -105,16 +105,17 @@ def _names(args: argparse.Namespace, store: MetadataStore) -> list[str]:
     return [args.datasource] if args.datasource else [r["name"] for r in store.list_datasources()]
 
 
-def _status(args: argparse.Namespace, store: MetadataStore, name: str):
-    from .status import collect_status, spec_for
+def _statuses(args: argparse.Namespace, store: MetadataStore) -> list:
+    from .status import collect_status, spec_for, specs_in
 
-    return collect_status(store, name, spec_for(store, name, _dags_folder(args)))
+    specs = specs_in(_dags_folder(args))
+    return [collect_status(store, name, spec_for(store, name, specs)) for name in _names(args, store)]
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     store = _store(args)
     store.check_schema()
-    reports = [_status(args, store, name) for name in _names(args, store)]
+    reports = _statuses(args, store)
     if args.json:
         out = [r.to_json() for r in reports]
         print(json.dumps(out[0] if args.datasource else out, indent=2))
@@ -159,10 +160,9 @@ def cmd_health(args: argparse.Namespace) -> int:
     store = _store(args)
     store.check_schema()
     unhealthy = 0
-    for name in _names(args, store):
-        r = _status(args, store, name)
+    for r in _statuses(args, store):
         unhealthy += not r.healthy
-        print(f"{name}: {'healthy' if r.healthy else 'UNHEALTHY'} ({r.state} / {r.detailed_state})")
+        print(f"{r.datasource}: {'healthy' if r.healthy else 'UNHEALTHY'} ({r.state} / {r.detailed_state})")
     return 1 if unhealthy else 0
 
 
@@ -202,9 +202,9 @@ def cmd_action(args: argparse.Namespace) -> int:
     actions = DatasourceActions(store, dags, _actor(args))
     name = args.datasource
     if args.command == "reset" and args.to_latest:
-        from .status import spec_for
+        from .status import spec_for, specs_in
 
-        spec = spec_for(store, name, _dags_folder(args))
+        spec = spec_for(store, name, specs_in(_dags_folder(args)))
         if spec is None:
             raise IngestError(f"no spec for datasource {name!r} in {_dags_folder(args)} or the metadata store")
         what = "ingest the skipped range as a backfill run" if args.backfill else "skip the records in between"

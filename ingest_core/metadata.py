@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection, Engine
 
-from .errors import MetadataStoreError, RunNotFoundError
+from .errors import IngestError, MetadataStoreError, RunNotFoundError
 from .offsets import KnownOffset, TopicPartition
 from .planner import Plan
 
@@ -400,6 +400,13 @@ class MetadataStore:
             row = conn.execute(sa.select(datasources).where(datasources.c.name == name)).mappings().first()
             return dict(row) if row else None
 
+    def require_datasource(self, name: str) -> dict:
+        row = self.datasource_row(name)
+        if row is None:
+            known = ", ".join(r["name"] for r in self.list_datasources()) or "none"
+            raise IngestError(f"unknown datasource {name!r} (known: {known})")
+        return row
+
     def list_datasources(self) -> list[dict]:
         with self.session() as conn:
             return [dict(r) for r in conn.execute(sa.select(datasources).order_by(datasources.c.name)).mappings()]
@@ -600,6 +607,14 @@ class MetadataStore:
             query = query.where(task_reports.c.run_id == run_id)
         with self.session() as conn:
             return [dict(r) for r in conn.execute(query.order_by(task_reports.c.id)).mappings()]
+
+    def run_row_stats(self, name: str, run_id: str) -> dict[str, int]:
+        """Row stats of a run: the sum over its task reports."""
+        stats: dict[str, int] = {}
+        for r in self.task_reports(name, run_id):
+            for key, value in r["report"].get("rowStats", {}).items():
+                stats[key] = stats.get(key, 0) + int(value)
+        return stats
 
     def audit(self, name: str, action: str, details: dict, actor: str = "system", conn: Connection | None = None) -> None:
         stmt = audit_log.insert().values(datasource=name, action=action, actor=actor,

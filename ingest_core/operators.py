@@ -220,10 +220,7 @@ def report_task(spec: DatasourceSpec, run: RunContext, planned: bool) -> dict[st
         error = "its tasks failed before publishing (see the plan, spark_job and publish logs)"
         Supervisor(spec, metadata).mark_failed(run.run_id, error)
         record = metadata.require_run(spec.datasource, run.run_id)
-    stats: dict[str, int] = {}
-    for r in metadata.task_reports(spec.datasource, run.run_id):
-        for k, v in (r.get("report") or r).get("rowStats", {}).items():
-            stats[k] = stats.get(k, 0) + int(v)
+    stats = metadata.run_row_stats(spec.datasource, run.run_id)
     segments = metadata.segments(spec.datasource, run_id=run.run_id)
     failed = sorted(g for g, s in metadata.group_statuses(spec.datasource, run.run_id).items()
                     if s is GroupStatus.FAILED)

@@ -134,8 +134,7 @@ class GroupProgress:
                                                   else start)
             remaining += max(0, end - position)
         records = sum(r.records for r in reports.values())
-        busy = sum(r.seconds for r in reports.values())  # splits run in parallel: rate = sum of their rates
-        rate = sum(r.records / r.seconds for r in reports.values() if r.seconds > 0) if busy else 0.0
+        rate = sum(r.records / r.seconds for r in reports.values() if r.seconds > 0)  # splits run in parallel
         return cls(group_id, sum(e - s for s, e in ranges), records, remaining, rate, len(done), len(ranges))
 
     def to_json(self) -> dict[str, Any]:

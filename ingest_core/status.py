@@ -194,17 +194,24 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
                         errors[:MAX_RECENT_ERRORS], recent, now, active or {})
 
 
-def spec_for(store: MetadataStore, name: str, dags_folder: str | Path | None) -> DatasourceSpec | None:
-    """The datasource's spec: from the DAG folder's spec files, else the last version registered in the
-    metadata store (secrets there are references, resolved in this environment)."""
+def specs_in(dags_folder: str | Path | None) -> dict[str, DatasourceSpec]:
+    """The specs of a DAG folder that load, by datasource (read once per command or request)."""
+    specs: dict[str, DatasourceSpec] = {}
     if dags_folder is not None and Path(dags_folder).is_dir():
         for path in find_spec_files(dags_folder):
             try:
                 spec = load_spec(path)
             except SpecError:
                 continue
-            if spec.datasource == name:
-                return spec
+            specs.setdefault(spec.datasource, spec)
+    return specs
+
+
+def spec_for(store: MetadataStore, name: str, specs: dict[str, DatasourceSpec]) -> DatasourceSpec | None:
+    """The datasource's spec: from the DAG folder's specs, else the last version registered in the metadata
+    store (secrets there are references, resolved in this environment)."""
+    if name in specs:
+        return specs[name]
     history = store.spec_history(name)
     if not history:
         return None
@@ -249,18 +256,10 @@ def collect_status(store: MetadataStore, name: str, spec: DatasourceSpec | None,
     """Read what `build_status` needs: the metadata store, and the latest offsets from the broker."""
     from .offset_reader import KafkaOffsetReader
 
-    row = store.datasource_row(name)
-    if row is None:
-        known = ", ".join(r["name"] for r in store.list_datasources()) or "none"
-        raise IngestError(f"unknown datasource {name!r} (known: {known})")
+    row = store.require_datasource(name)
     committed = {tp: k.offset for tp, k in store.committed_offsets(name).items()}
     runs = store.list_runs(name, limit=runs_limit)
-    stats: dict[str, dict[str, int]] = {}
-    for run in runs:
-        for report in store.task_reports(name, run.run_id):
-            for key, value in (report.get("report") or {}).get("rowStats", {}).items():
-                stats.setdefault(run.run_id, {}).setdefault(key, 0)
-                stats[run.run_id][key] += int(value)
+    stats = {run.run_id: store.run_row_stats(name, run.run_id) for run in runs}
     thresholds = spec.microbatch.health if spec else HealthConfig()
     window = max(thresholds.unhealthiness_threshold + thresholds.healthiness_threshold, MAX_RECENT_ERRORS)
     latest, broker_error, stream = None, None, "?"
