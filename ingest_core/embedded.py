@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +20,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _group_gone(proc: subprocess.Popen, timeout: float) -> bool:
+    """Wait for every process of `proc`'s group to exit (reaping the launcher)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        proc.poll()
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
 
 
 class EmbeddedKafka:
@@ -55,12 +69,17 @@ class EmbeddedKafka:
         raise RuntimeError(f"embedded Kafka at {self.bootstrap} did not come up in {timeout}s: {last}")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
+        """Stop the broker's whole process group: `noida-db` is a launcher whose broker is a child process,
+        which would outlive a signal to the launcher alone."""
+        if self.proc is None:
+            return
+        for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 5)):
             try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+                os.killpg(self.proc.pid, sig)  # its own session (start_new_session), so its own group
+            except ProcessLookupError:
+                break
+            if _group_gone(self.proc, wait):
+                break
         self.proc = None
 
     def __enter__(self) -> "EmbeddedKafka":

@@ -70,7 +70,7 @@ class RecordChunk:
 
     topic: str
     partition: int
-    offsets: list[int]
+    offsets: Sequence[int]  # a range when contiguous, as it usually is
     values: list[bytes | None]
     keys: list[bytes | None] | None = None
     timestamps: list[int] | None = None  # Kafka record timestamps, epoch ms
@@ -422,16 +422,20 @@ class RowParser:
         if columns is None:
             columns, row_record, rows, pyvalues = self._decode_slow(chunk, live, stats, exceptions)
         n = len(row_record)
-        record_idx = pa.array(row_record, pa.int64())
-        offsets = pc.take(pa.array(chunk.offsets, pa.int64()), record_idx) if n else pa.array([], pa.int64())
+        offsets = _offsets_array(chunk.offsets)
+        if n != len(chunk):  # rows of other records than one each, in order
+            offsets = pc.take(offsets, pa.array(row_record, pa.int64()))
 
         # 2. timestamps
         ts_column = self.ts_spec.column
         ts_millis, bad_ts = self._timestamps(pyvalues.get(ts_column, columns.get(ts_column)), n)
-        keep = [True] * n
-        for row, message in bad_ts:
-            keep[row] = False
-            self._exception(exceptions, stats, chunk, offsets, row, message, unparseable=True)
+        mask = pa.repeat(pa.scalar(True), n)
+        if bad_ts:
+            keep = [True] * n
+            for row, message in bad_ts:
+                keep[row] = False
+                self._exception(exceptions, stats, chunk, offsets, row, message, unparseable=True)
+            mask = pa.array(keep, pa.bool_())
         columns[TIME] = ts_millis
 
         # 3. transforms (Druid applies them to the parsed row; they may replace __time)
@@ -446,13 +450,12 @@ class RowParser:
             time_col = pc.cast(time_col, pa.int64())
 
         # 4. filter, then late/early rejection
-        mask = pa.array(keep, pa.bool_())
         if self.filter is not None:
             passed = self.filter(columns, n)
             stats.thrown_away += pc.sum(pc.and_(mask, pc.invert(passed))).as_py() or 0
             mask = pc.and_(mask, passed)
         if self.min_time is not None or self.max_time is not None:
-            window = pa.array([True] * n, pa.bool_())
+            window = pa.repeat(pa.scalar(True), n)
             if self.min_time is not None:
                 window = pc.and_(window, pc.greater_equal(time_col, self.min_time))
             if self.max_time is not None:
@@ -470,11 +473,13 @@ class RowParser:
             out[t.column] = self._typed(t, source, n, with_error)
         if self.schemaless:
             out[DIMS_JSON] = self._discovered(rows, columns, n)
-        out[PARTITION] = pa.array([chunk.partition] * n, pa.int32())
+        out[PARTITION] = pa.repeat(pa.scalar(chunk.partition, pa.int32()), n)
         out[OFFSET] = offsets
-        table = pa.Table.from_pydict(out, schema=self.output_schema).filter(mask)
+        table = pa.Table.from_pydict(out, schema=self.output_schema)
+        if (pc.sum(mask).as_py() or 0) != n:  # a row was rejected (false or null)
+            table = table.filter(mask)
 
-        kept = mask.to_pylist()
+        kept = mask.to_pylist() if with_error else []
         for row, message in sorted(with_error.items()):
             if kept[row]:
                 self._exception(exceptions, stats, chunk, offsets, row, message, unparseable=False)
@@ -636,6 +641,15 @@ class RowParser:
         exceptions.append(record)
         if len(exceptions) > keep * 2:
             del exceptions[:-keep]
+
+
+def _offsets_array(offsets: Sequence[int]) -> pa.Array:
+    """A chunk's offsets as an array; a contiguous run (the consumer passes a range) without a Python loop."""
+    if isinstance(offsets, range):
+        import numpy as np
+
+        return pa.array(np.arange(offsets.start, offsets.stop, offsets.step, dtype=np.int64))
+    return pa.array(offsets, pa.int64())
 
 
 def _preview(value: bytes | None, limit: int = 200) -> str:

@@ -594,7 +594,7 @@ _NO_CHAT = "there are no indexing tasks to talk to; Airflow and Spark handle tas
 @dataclass(frozen=True)
 class TuningConfig:
     type: str = "kafka"
-    max_rows_in_memory: int = spec_field(150_000, ignored_in_batch="Spark manages memory")
+    max_rows_in_memory: int = 150_000  # rows a split rolls up in memory before handing them to Spark
     max_bytes_in_memory: int = spec_field(0, ignored_in_batch="Spark manages memory")
     skip_bytes_in_memory_overhead_check: bool = spec_field(False, ignored_in_batch="Spark manages memory")
     max_rows_per_segment: int = 5_000_000
@@ -632,6 +632,7 @@ class TuningConfig:
         if self.type != "kafka":
             ctx.error(join(path, "type"), f"only kafka is supported, got {self.type!r}")
         check_range(ctx, join(path, "maxRowsPerSegment"), self.max_rows_per_segment, minimum=1)
+        check_range(ctx, join(path, "maxRowsInMemory"), self.max_rows_in_memory, minimum=1)
         check_range(ctx, join(path, "maxParseExceptions"), self.max_parse_exceptions, minimum=0)
         check_range(ctx, join(path, "maxSavedParseExceptions"), self.max_saved_parse_exceptions, minimum=0)
         check_range(ctx, join(path, "maxRecordsPerPoll"), self.max_records_per_poll, minimum=1)

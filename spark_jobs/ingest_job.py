@@ -32,7 +32,8 @@ from ingest_core.errors import IngestError
 from ingest_core.kafka_config import KafkaClientConfig
 from ingest_core.planner import Plan, TaskGroup
 from ingest_core.report import GroupReport, ParseExceptionLimitError, SplitReport, limit_exceeded_message
-from ingest_core.row_parser import DIMS_JSON, OFFSET, PARTITION, TIME, metric_input_column, metric_kind
+from ingest_core.rollup import FIRST_OFFSET, FIRST_TIME, LAST_OFFSET, LAST_TIME, aggregators
+from ingest_core.row_parser import DIMS_JSON, PARTITION, TIME
 from ingest_core.spec import DatasourceSpec
 from spark_jobs.kafka_source import BUCKET, SEGMENT, KafkaRangeDataSource, ReadJob
 
@@ -162,42 +163,24 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
 
 def rollup(rows: Any, spec: DatasourceSpec) -> tuple[Any, list[str], list[str]]:
     """Druid's rollup: group by (queryGranularity bucket, dimensions) and aggregate; without rollup, every row
-    stays a row with its metrics computed from itself. `__time` becomes the bucket in both cases."""
+    stays a row with its metrics computed from itself. `__time` becomes the bucket in both cases.
+
+    With rollup the splits hand over partial rows (`ingest_core.rollup`): this merges them."""
     from pyspark.sql import functions as F
 
     schema = spec.data_schema
     dims = [d.name for d in schema.dimensions_spec.dimensions] or [DIMS_JSON]
     metrics = [a.name for a in schema.metrics_spec]
-    order = F.struct(col(TIME), col(PARTITION), col(OFFSET))
     if not schema.granularity_spec.rollup:
         cols = [col(BUCKET).alias(TIME), col(SEGMENT), *[col(d) for d in dims]]
-        for a in schema.metrics_spec:
-            kind = metric_kind(a.type)
-            cols.append((F.lit(1).cast("long") if a.type == "count"
-                         else col(metric_input_column(a.field_name, kind))).alias(a.name))
+        for a in aggregators(spec):
+            cols.append((F.lit(1).cast("long") if a.op == "count" else col(a.input)).alias(a.name))
         return rows.select(*cols), dims, metrics
-    aggs = []
-    for a in schema.metrics_spec:
-        if a.type == "count":
-            aggs.append(F.count(F.lit(1)).alias(a.name))
-            continue
-        kind = metric_kind(a.type)
-        value = col(metric_input_column(a.field_name, kind))
-        op = a.type[len(kind):]
-        spark_type = {"long": "long", "double": "double", "float": "float"}[kind]
-        if op == "Sum":
-            expr = F.sum(value)
-        elif op == "Min":
-            expr = F.min(value)
-        elif op == "Max":
-            expr = F.max(value)
-        elif op == "First":  # the value of the earliest row; ties go to the lower partition, then offset
-            expr = F.min_by(value, order)
-        elif op == "Last":
-            expr = F.max_by(value, order)
-        else:  # pragma: no cover - spec validation allows only the aggregators above
-            raise IngestError(f"aggregator {a.type} is not supported")
-        aggs.append(expr.cast(spark_type).alias(a.name))
+    first = F.struct(col(FIRST_TIME), col(PARTITION), col(FIRST_OFFSET))  # ties go to the lower partition
+    last = F.struct(col(LAST_TIME), col(PARTITION), col(LAST_OFFSET))
+    merge = {"count": F.sum, "sum": F.sum, "min": F.min, "max": F.max,
+             "first": lambda c: F.min_by(c, first), "last": lambda c: F.max_by(c, last)}
+    aggs = [merge[a.op](col(a.name)).cast(a.kind or "long").alias(a.name) for a in aggregators(spec)]
     if not aggs:
         aggs = [F.count(F.lit(1)).alias("__count")]
     rolled = rows.groupBy(col(BUCKET).alias(TIME), col(SEGMENT), *[col(d) for d in dims]).agg(*aggs)

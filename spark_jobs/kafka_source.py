@@ -1,8 +1,9 @@
 """A Spark 4 Python data source reading fixed Kafka offset ranges (Spark's KafkaBatch, in Python).
 
 Each Spark partition is one split of a task group's plan: [start, end) of one topic partition. `read()`
-consumes it with confluent-kafka, parses the records into typed rows (`ingest_core.row_parser`) and yields
-Arrow batches, adding each row's query-granularity bucket and segment interval. When the split is done it
+consumes it with confluent-kafka, parses the records into typed rows (`ingest_core.row_parser`), adds each
+row's query-granularity bucket, rolls every `maxRowsInMemory` rows up into partial rows when the spec rolls up
+(`ingest_core.rollup`), and yields Arrow batches with each row's segment interval. When the split is done it
 writes its row stats to deep storage (`splits/split-<i>.json`), which the job merges into the group report.
 
 A split ends when the consumer's position reaches `end`, never by waiting for the record at `end - 1`:
@@ -74,12 +75,28 @@ def _spec_and_parser(job: ReadJob):
     return spec, RowParser(spec, parse_datetime(job.created_at))
 
 
+def split_rollup(parser: Any) -> Any:
+    """The partial rollup each split applies before handing rows to Spark, or None without rollup."""
+    from ingest_core.rollup import PartialRollup, aggregators
+    from ingest_core.row_parser import DIMS_JSON, PARTITION
+
+    if not parser.spec.data_schema.granularity_spec.rollup:
+        return None
+    dims = [t.column for t in parser.targets if not t.is_metric_input] + ([DIMS_JSON] if parser.schemaless else [])
+    return PartialRollup([BUCKET, *dims, PARTITION], aggregators(parser.spec))
+
+
 def output_arrow_schema(parser: Any) -> pa.Schema:
-    """The rows a split yields: the parser's columns (timestamps as Spark expects them), bucket, segment."""
-    fields = []
-    for f in parser.output_schema:
-        fields.append(pa.field(f.name, SPARK_TIME) if pa.types.is_timestamp(f.type) else f)
-    return pa.schema(fields + [pa.field(BUCKET, SPARK_TIME), pa.field(SEGMENT, pa.int64())])
+    """The rows a split yields: the parser's columns plus the bucket (partial rows with rollup: see
+    `ingest_core.rollup`), then the segment; timestamps as Spark expects them."""
+    from ingest_core.row_parser import TIME_TYPE
+
+    rows = parser.output_schema.append(pa.field(BUCKET, TIME_TYPE))
+    rollup = split_rollup(parser)
+    if rollup is not None:
+        rows = rollup.schema(rows)
+    fields = [pa.field(f.name, SPARK_TIME) if pa.types.is_timestamp(f.type) else f for f in rows]
+    return pa.schema(fields + [pa.field(SEGMENT, pa.int64())])
 
 
 class KafkaRangeDataSource(DataSource):
@@ -109,15 +126,26 @@ class KafkaRangeReader(DataSourceReader):
     def read(self, partition: SplitPartition) -> Iterator[pa.RecordBatch]:
         from ingest_core import deep_storage
         from ingest_core.report import SplitReport
+        from ingest_core.rollup import RollupBuffer
+        from ingest_core.row_parser import TIME
 
         spec, parser = _spec_and_parser(self.job)
         gran = spec.data_schema.granularity_spec
         schema = output_arrow_schema(parser)
+        rollup = split_rollup(parser)
+        buffer = RollupBuffer(rollup, spec.tuning_config.max_rows_in_memory) if rollup is not None else None
         report = SplitReport(partition.index, partition.topic, partition.partition, partition.start, partition.end)
         limit = spec.tuning_config.effective_max_parse_exceptions
         started = time.monotonic()
         last_progress = started - self.job.progress_interval_s  # the first chunk reports at once
         progress_uri = deep_storage.join(self.job.output_uri, "progress", f"split-{partition.index:05d}.json")
+
+        def batches(rows: pa.Table) -> Iterator[pa.RecordBatch]:
+            segment = gran.segment_granularity.floor(rows.column(BUCKET))
+            cols = [pc.cast(c, SPARK_TIME) if pa.types.is_timestamp(c.type) else c for c in rows.columns]
+            cols.append(pc.cast(pc.cast(segment, pa.timestamp("ms", tz="UTC")), pa.int64()))
+            yield from pa.Table.from_arrays(cols, schema=schema).to_batches()
+
         for chunk in SplitConsumer(self.consumer_properties, partition, self.job, spec).chunks():
             parsed = parser.parse(chunk)
             report.records += len(chunk)
@@ -140,12 +168,13 @@ class KafkaRangeReader(DataSourceReader):
             table = parsed.table
             if table.num_rows == 0:
                 continue
-            bucket = gran.query_granularity.floor(table.column("__time"))
-            segment = gran.segment_granularity.floor(bucket)
-            cols = [pc.cast(c, SPARK_TIME) if pa.types.is_timestamp(c.type) else c for c in table.columns]
-            cols += [pc.cast(bucket, SPARK_TIME), pc.cast(pc.cast(segment, pa.timestamp("ms", tz="UTC")), pa.int64())]
-            out = pa.Table.from_arrays(cols, schema=schema)
-            yield from out.to_batches()
+            table = table.append_column(BUCKET, gran.query_granularity.floor(table.column(TIME)))
+            if buffer is None:
+                yield from batches(table)
+            elif (partial := buffer.add(table)) is not None:
+                yield from batches(partial)
+        if buffer is not None and (partial := buffer.flush()) is not None:
+            yield from batches(partial)
         report.seconds = time.monotonic() - started
         deep_storage.write_json(deep_storage.join(self.job.output_uri, "splits", f"split-{partition.index:05d}.json"),
                                 report.to_json())
@@ -165,7 +194,7 @@ class SplitConsumer:
         self.errors.append(str(err))
 
     def chunks(self) -> Iterator[Any]:
-        from confluent_kafka import Consumer, KafkaError, TopicPartition
+        from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
         from ingest_core.errors import BrokerUnavailableError
         from ingest_core.row_parser import RecordChunk
@@ -196,7 +225,8 @@ class SplitConsumer:
             while position < s.end:
                 msgs = consumer.consume(num_messages=min(self.job.batch_records, max(1, s.end - position)),
                                         timeout=self.job.poll_timeout_s)
-                errors = [m for m in msgs if m.error() is not None]
+                # per-message passes are the loop's cost: map over the method descriptors, no lambdas
+                errors = [m for m in msgs if m.error() is not None] if any(map(Message.error, msgs)) else []
                 data = msgs if not errors else [m for m in msgs if m.error() is None]
                 for m in errors:
                     err = m.error()
@@ -210,13 +240,17 @@ class SplitConsumer:
                 if data and data[-1].offset() >= s.end:
                     data = [m for m in data if m.offset() < s.end]
                 if data:
-                    position = max(position, data[-1].offset() + 1)
+                    first, last = data[0].offset(), data[-1].offset()
+                    position = max(position, last + 1)
                     last_progress = time.monotonic()
+                    # offsets only grow, so n records spanning n offsets are exactly that range
+                    offsets = (range(first, last + 1) if last - first + 1 == len(data)
+                               else list(map(Message.offset, data)))
                     yield RecordChunk(
-                        s.topic, s.partition, [m.offset() for m in data], [m.value() for m in data],
-                        keys=[m.key() for m in data] if self.kafka_format else None,
+                        s.topic, s.partition, offsets, list(map(Message.value, data)),
+                        keys=list(map(Message.key, data)) if self.kafka_format else None,
                         timestamps=[m.timestamp()[1] for m in data] if self.kafka_format else None,
-                        headers=[m.headers() for m in data] if self.kafka_format else None)
+                        headers=list(map(Message.headers, data)) if self.kafka_format else None)
                     continue
                 moved = self._position(consumer)
                 if moved > position:  # skipped transaction markers or aborted records

@@ -96,11 +96,11 @@ def test_all_problems_are_reported_at_once():
 def test_batch_meaningless_fields_load_with_warnings():
     raw = minimal(startDelay="PT10S")
     raw["spec"]["tuningConfig"] = {"type": "kafka", "workerThreads": 4, "chatRetries": 3, "httpTimeout": "PT20S",
-                                   "maxRowsInMemory": 1000}
+                                   "maxBytesInMemory": 1000}
     spec = parse_spec(raw)
     warned = {w.path for w in spec.warnings}
     assert warned == {"spec.ioConfig.startDelay", "spec.tuningConfig.workerThreads", "spec.tuningConfig.chatRetries",
-                      "spec.tuningConfig.httpTimeout", "spec.tuningConfig.maxRowsInMemory"}
+                      "spec.tuningConfig.httpTimeout", "spec.tuningConfig.maxBytesInMemory"}
     assert all("no effect in batch" in w.message for w in spec.warnings)
     assert spec.tuning_config.worker_threads == 4
 
