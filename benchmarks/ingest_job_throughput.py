@@ -6,8 +6,9 @@ In one run, on the same broker and the same offset range:
         segments, split reports), one task group of --split records per split, Spark local[N] (default: both
         cores). Each size has its own topic of n / --split partitions, one split each (see `prepare`).
 Each size runs --repeat rounds (raw, then job) and compares the medians; it prints both rates and their ratio
-(target >= 1.0), the rollup (records in, rows out), then the job's peak memory (PSS of the driver JVM plus
-the Python processes, sampled every 200 ms) at each range size; it must not grow with the range.
+(target >= 1.0), the rollup (records in, rows out), the job's CPU bound (the cores over its CPU per record,
+its broker's included: the fastest it could go with every core busy), then the job's peak memory (PSS of the
+driver JVM plus the Python processes, sampled every 200 ms) at each range size; it must not grow with the range.
 
     python benchmarks/ingest_job_throughput.py                      # 1M and 4M records, noida-db's broker
     python benchmarks/ingest_job_throughput.py --records 1000000 --bootstrap host:9092
@@ -234,7 +235,7 @@ def main() -> None:
                      .config("spark.driver.memory", "2g").getOrCreate())
             spark.sparkContext.setLogLevel("ERROR")
             ranges = {p.tp.partition: (p.start, p.end) for p in plan.partitions}
-            raw_rates, job_rates, peak = [], [], PeakMemory()
+            raw_rates, job_rates, job_cpus, peak = [], [], [], PeakMemory()
             # rounds alternate the two, so a slow spell of the shared cores hits both alike
             for r in range(-1, args.repeat):
                 warmup = r < 0
@@ -256,6 +257,7 @@ def main() -> None:
                     peak = max(peak, rss, key=lambda m: m.peak)
                     raw_rates.append(raw_rate)
                     job_rates.append(report.records / elapsed)
+                    job_cpus.append((job_cpu + b2 - b1) / n)  # the job's and its broker's CPU per record
                 rows = sum(s["rows"] for s in report.segments)
                 # CPU per record: what each side costs whatever the machine's other load
                 us = 1e6 / n
@@ -266,10 +268,15 @@ def main() -> None:
                       f"{rows:,} rows) | raw consumer peak RSS {raw_rss / 2**20:,.0f} MiB", flush=True)
             stop_jvm(spark)
             raw_rate, job_rate = statistics.median(raw_rates), statistics.median(job_rates)
+            # the job keeps every core busy: it cannot go faster than the cores over its CPU per record
+            cpu_per_record = statistics.median(job_cpus)
+            ceiling = args.cores / cpu_per_record
             print(f"{n:>9,} records, median of {args.repeat}: raw consume {raw_rate:>10,.0f} rec/s | job "
                   f"{job_rate:>10,.0f} rec/s | ratio {job_rate / raw_rate:.2f} | rollup {n:,} -> {rows:,} rows | "
                   f"job peak memory (PSS) {peak.peak / 2**20:,.0f} MiB (JVM {peak.jvm / 2**20:,.0f}, Python "
                   f"{peak.workers / 2**20:,.0f})", flush=True)
+            print(f"{'':>9}  CPU bound: {args.cores} cores / {cpu_per_record * 1e6:.2f} us of CPU per record "
+                  f"(job + broker) = {ceiling:,.0f} rec/s, {ceiling / raw_rate:.2f}x the raw consume", flush=True)
             results.append((n, raw_rate, job_rate, peak.peak))
         if len(results) > 1:
             (n0, _, _, m0), (n1, _, _, m1) = results[0], results[-1]

@@ -14,8 +14,7 @@ from typing import Any
 from airflow.sdk import DAG, Asset, task
 
 from .errors import SpecError, SpecProblem
-from .operators import IngestSparkSubmitOperator, JOB_SCRIPT, RunContext, plan_task, publish_task, report_task, \
-    spark_conf
+from .operators import IngestSparkSubmitOperator, JOB_SCRIPT, RunContext, plan_task, publish_task, report_task
 from .periods import Period
 from .sensors import DataGateSensor
 from .spec import DatasourceSpec, find_spec_files, load_spec
@@ -92,7 +91,7 @@ def build_dag(spec: DatasourceSpec) -> DAG:
             conn_id=micro.spark.conn_id,
             master=micro.spark.master,
             deploy_mode=micro.spark.deploy_mode,
-            conf=spark_conf(spec),
+            conf=dict(micro.spark.conf),  # the job sets its own defaults and required settings
             driver_memory=micro.spark.driver_memory,
             executor_memory=micro.spark.executor_memory,
             executor_cores=micro.spark.executor_cores,

@@ -609,9 +609,14 @@ class MetadataStore:
             return [dict(r) for r in conn.execute(query.order_by(task_reports.c.id)).mappings()]
 
     def run_row_stats(self, name: str, run_id: str) -> dict[str, int]:
-        """Row stats of a run: the sum over its task reports."""
-        stats: dict[str, int] = {}
+        """Row stats of a run: the sum over its task groups, each counted once. Replicas read the same records,
+        so a group counts the report of its published replica (the lowest-numbered that succeeded), not all."""
+        published: dict[int, dict] = {}
         for r in self.task_reports(name, run_id):
+            if r["group_id"] not in published or r["replica"] < published[r["group_id"]]["replica"]:
+                published[r["group_id"]] = r
+        stats: dict[str, int] = {}
+        for r in published.values():
             for key, value in r["report"].get("rowStats", {}).items():
                 stats[key] = stats.get(key, 0) + int(value)
         return stats

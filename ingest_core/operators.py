@@ -258,10 +258,3 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
         if self.master:
             hook._connection["master"] = self.master
         return hook
-
-
-def spark_conf(spec: DatasourceSpec) -> dict[str, str]:
-    conf = {"spark.sql.session.timeZone": "UTC", "spark.ui.showConsoleProgress": "false"}
-    conf.update(spec.microbatch.spark.conf)
-    return conf
-

@@ -23,7 +23,7 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Collection
 
 import pyarrow.parquet as pq
 
@@ -61,17 +61,41 @@ class GroupJob:
         return self.plan.group(self.group_id)
 
 
-def spark_session_builder(app_name: str):
-    """Settings every run of this job needs, whatever the master."""
+# Settings the job's output depends on: always these, whatever was submitted.
+REQUIRED_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MILLIS",
+    "spark.sql.sources.partitionOverwriteMode": "static",
+}
+
+
+def default_conf() -> dict[str, str]:
+    """Defaults that a spec's `microbatch.spark.conf` (spark-submit's --conf) may change."""
+    return {"spark.sql.shuffle.partitions": os.environ.get("INGEST_SPARK_SHUFFLE_PARTITIONS", "4"),
+            "spark.ui.showConsoleProgress": "false"}
+
+
+def spark_session_builder(app_name: str, submitted: Collection[str] = ()):
+    """Settings every run of this job needs, whatever the master. `submitted`: the settings spark-submit
+    was given (`submitted_conf()`); a builder's settings would replace them, so the defaults leave them be."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    return (SparkSession.builder.appName(app_name)
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MILLIS")
-            .config("spark.sql.shuffle.partitions", os.environ.get("INGEST_SPARK_SHUFFLE_PARTITIONS", "4"))
-            .config("spark.sql.sources.partitionOverwriteMode", "static")
-            .config("spark.ui.showConsoleProgress", "false"))
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in default_conf().items():
+        if key not in submitted:
+            builder = builder.config(key, value)
+    return builder.config(map=REQUIRED_CONF)
+
+
+def submitted_conf() -> set[str]:
+    """The settings spark-submit gave this driver (--conf, spark-defaults.conf); none outside spark-submit."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return set()
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # joins spark-submit's JVM, whose system properties hold them
+    return {key for key, _ in SparkConf().getAll()}
 
 
 def run_group(spark: Any, job: GroupJob, stall_timeout_s: float = 60.0) -> GroupReport:
@@ -273,7 +297,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     base = spec.microbatch.deep_storage.uri or Settings.from_env().deep_storage
     output = args.output or deep_storage.group_uri(base, spec.datasource, plan.run_id, args.group, args.replica)
-    spark = spark_session_builder(f"ingest {spec.datasource} {plan.run_id} group {args.group}").getOrCreate()
+    spark = spark_session_builder(f"ingest {spec.datasource} {plan.run_id} group {args.group}",
+                                  submitted_conf()).getOrCreate()
+    sql_keys = sorted(k for k in {**default_conf(), **REQUIRED_CONF} if k.startswith("spark.sql."))
+    log.info("Spark SQL settings: %s", ", ".join(f"{k}={spark.conf.get(k)}" for k in sql_keys))
     try:
         report = run_group(spark, GroupJob(spec, plan, args.group, args.replica, output), args.stall_timeout)
     except IngestError as exc:

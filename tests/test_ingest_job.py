@@ -378,10 +378,13 @@ def test_spark_submit_entry_point(broker, store, tmp_path):
     job = Path(__file__).resolve().parents[1] / "spark_jobs" / "ingest_job.py"
     submit = Path(sys.executable).parent / "spark-submit"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "INGEST_DEEP_STORAGE": tmp_path.as_uri()}
-    base = [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false", str(job),
+    base = [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+            "--conf", "spark.sql.shuffle.partitions=3", "--conf", "spark.sql.session.timeZone=Europe/Paris", str(job),
             "--spec", str(spec_file), "--plan", str(plan_file)]
     done = subprocess.run(base + ["--group", "1"], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+    # a submitted setting (a spec's microbatch.spark.conf) wins over the job's defaults, not over what it needs
+    assert "spark.sql.session.timeZone=UTC, spark.sql.shuffle.partitions=3" in done.stdout + done.stderr
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     report = deep_storage.read_json(summary["report"])
     assert summary["report"].startswith(deep_storage.group_uri(tmp_path.as_uri(), "ds", "manual__1", 1))

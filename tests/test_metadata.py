@@ -76,3 +76,15 @@ def test_plan_cli_reports_an_unreachable_broker(tmp_path):
     (error,) = [a for a in MetadataStore(url).audit_records("wiki") if a.action == "loop_error"]
     assert error.details["detailedState"] == "UNABLE_TO_CONNECT_TO_STREAM" and error.details["streamException"]
     assert MetadataStore(url).get_run("wiki", "r1") is None
+
+
+def test_run_row_stats_count_each_group_once_whatever_its_replicas(store):
+    def report(processed, replica):
+        return {"replica": replica, "rowStats": {"processed": processed, "unparseable": 1}}
+
+    store.add_task_report("wiki", "r1", 0, report(100, 1), replica=1)
+    store.add_task_report("wiki", "r1", 0, report(100, 0), replica=0)
+    store.add_task_report("wiki", "r1", 1, report(40, 2), replica=2)  # the only replica of group 1 that succeeded
+    store.add_task_report("wiki", "r2", 0, report(7, 0), replica=0)
+    assert store.run_row_stats("wiki", "r1") == {"processed": 140, "unparseable": 2}
+    assert store.run_row_stats("wiki", "r2") == {"processed": 7, "unparseable": 1}
