@@ -50,7 +50,10 @@ def floor_interval(t: datetime) -> datetime:
 
 
 class Standalone:
-    def __init__(self, root: Path, bootstrap: str, metadata_url: str):
+    """`airflow standalone` (LocalExecutor) with Airflow's own database on PostgreSQL: on SQLite its concurrent
+    writers (scheduler, workers, CLI) fail with "database is locked"."""
+
+    def __init__(self, root: Path, bootstrap: str, metadata_url: str, airflow_db_url: str):
         port = free_port()
         self.dags = root / "dags"
         (self.dags / "specs").mkdir(parents=True)
@@ -61,6 +64,7 @@ class Standalone:
         self.base = f"http://localhost:{port}"
         self.env = airflow_env(
             root, bootstrap, dags_folder=self.dags, metadata_url=metadata_url,
+            AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=airflow_db_url,
             AIRFLOW__CORE__PARALLELISM="4", AIRFLOW__API__PORT=str(port),
             AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"{self.base}/execution/",
             AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="1", AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="3",
@@ -160,8 +164,8 @@ class Standalone:
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory, broker):
-    with postgres_database("ingest_sched") as url:
-        s = Standalone(tmp_path_factory.mktemp("standalone"), broker.bootstrap, url)
+    with postgres_database("ingest_sched") as url, postgres_database("airflow_sched") as airflow_db_url:
+        s = Standalone(tmp_path_factory.mktemp("standalone"), broker.bootstrap, url, airflow_db_url)
         try:
             yield s
         finally:
