@@ -26,6 +26,11 @@ from ingest_core.metadata import MetadataStore, meta, schema_version
 
 PG_BASE = os.environ.get("INGEST_TEST_POSTGRES", "postgresql+psycopg2://postgres@127.0.0.1:5432")
 
+# Every JVM the tests start (the session's SparkSession, each spark-submit, also under Airflow) lives seconds on
+# tiny inputs: C2's compilations cost more CPU than they save there. Only the JIT tier changes, not what runs;
+# the benchmarks keep the JVM's defaults. An outer SPARK_SUBMIT_OPTS wins.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+
 
 def _wait_for_broker(bootstrap: str, timeout: float = 30) -> None:
     deadline, last = time.monotonic() + timeout, None

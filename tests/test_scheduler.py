@@ -45,8 +45,8 @@ with DAG("on_caught_up", schedule=[asset_for("caught_up")], is_paused_upon_creat
 '''
 
 
-def floor_interval(t: datetime) -> datetime:
-    return t - timedelta(seconds=t.timestamp() % INTERVAL.total_seconds())
+def floor_interval(t: datetime, interval: timedelta = INTERVAL) -> datetime:
+    return t - timedelta(seconds=t.timestamp() % interval.total_seconds())
 
 
 class Standalone:
@@ -145,7 +145,7 @@ class Standalone:
         raw = yaml.safe_load((ROOT / "dags" / "datasources" / "wikipedia.yaml").read_text())
         raw["spec"]["dataSchema"]["dataSource"] = name
         raw["spec"]["ioConfig"].update(topic=topic, taskCount=1)
-        raw["microbatch"].update(schedule="PT10M", **microbatch)
+        raw["microbatch"].update({"schedule": "PT10M", **microbatch})
         (self.dags / "specs" / f"{name}.yaml").write_text(yaml.safe_dump(raw))
         deadline = time.monotonic() + 120
         while name not in self.airflow("dags", "list", "-o", "plain"):
@@ -184,15 +184,16 @@ def total_edits(store: MetadataStore, datasource: str) -> int:
     return sum(v for v in table.column("edits").to_pylist() if v) if table.num_rows else 0
 
 
-def produce_history(broker, topic: str, start: datetime, now: datetime, n: int) -> dict[datetime, int]:
+def produce_history(broker, topic: str, start: datetime, now: datetime, n: int,
+                    interval: timedelta = INTERVAL) -> dict[datetime, int]:
     """n events spread evenly from `start` to `now`, each with its Kafka timestamp at its event time; returns
-    how many fall in each 10-minute interval."""
+    how many fall in each interval."""
     p = Producer({"bootstrap.servers": broker.bootstrap})
     counts: dict[datetime, int] = {}
     span = (now - start).total_seconds()
     for i in range(n):
         t = start + timedelta(seconds=span * i / n)
-        counts[floor_interval(t)] = counts.get(floor_interval(t), 0) + 1
+        counts[floor_interval(t, interval)] = counts.get(floor_interval(t, interval), 0) + 1
         event = {"time": t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z", "channel": "#en", "page": f"p{i % 7}",
                  "user": f"u{i % 11}", "namespace": "Main", "isRobot": 0, "added": 3, "deleted": 1, "delta": 2}
         p.produce(topic, json.dumps(event).encode(), partition=i % 2, timestamp=int(t.timestamp() * 1000))
@@ -243,24 +244,27 @@ def test_catch_up_trigger_clear_and_backfill(standalone, broker):
 def test_backfill_create_ingests_each_past_slice_once(standalone, broker):
     # a datasource whose first scheduled run found its topic empty (IDLE) gets history afterwards; a backfill
     # of the intervals before that run ingests each slice once, its runs publishing in order
+    # hourly: a scheduled run at the next boundary could take the history before the backfill does, and an
+    # hour's boundary is rarely close enough to wait for (a 10-minute one often is)
+    hour = timedelta(hours=1)
     store = MetadataStore(standalone.metadata_url)
     now = datetime.now(timezone.utc)
-    start = floor_interval(now) - 3 * INTERVAL
-    slices = [start + i * INTERVAL for i in range(3)]
+    start = floor_interval(now, hour) - 3 * hour
+    slices = [start + i * hour for i in range(3)]
     topic2 = broker.create_topic(partitions=2)
-    standalone.add_spec("backfilled", topic2, startDate=(start - INTERVAL).isoformat())
+    standalone.add_spec("backfilled", topic2, schedule="PT1H", startDate=(start - hour).isoformat())
     standalone.wait_for("backfilled", lambda rs: any(r["state"] == "success" for r in rs.values()))
     assert store.datasource_row("backfilled")["state"] == "IDLE"
-    scheduled_start = min(r.plan.end_time for r in store.list_runs("backfilled")) - INTERVAL
-    past = [s for s in slices if s + INTERVAL <= scheduled_start]  # intervals without a run yet
+    scheduled_start = min(r.plan.end_time for r in store.list_runs("backfilled")) - hour
+    past = [s for s in slices if s + hour <= scheduled_start]  # intervals without a run yet
     assert past, "no past interval left to backfill"
     # A scheduled run at the next interval boundary would plan before the backfill's runs and take the
     # history too (exactly once still, but not slice by slice): if a boundary is near, let its run go first.
-    boundary = floor_interval(datetime.now(timezone.utc)) + INTERVAL
+    boundary = floor_interval(datetime.now(timezone.utc), hour) + hour
     if (boundary - datetime.now(timezone.utc)).total_seconds() < 240:
         standalone.wait_for("backfilled", lambda rs: any(
             r["run_after"] == boundary.isoformat() and r["state"] == "success" for r in rs.values()), timeout=600)
-    counts2 = produce_history(broker, topic2, start, now, 120)
+    counts2 = produce_history(broker, topic2, start, now, 120, hour)
     # one run at a time, oldest first: each run plans its own slice (with more at once, a later interval may
     # plan first and take the earlier slice too: still exactly once, but not slice by slice)
     standalone.airflow("backfill", "create", "--dag-id", "backfilled", "--from-date", past[0].isoformat(),
@@ -269,7 +273,7 @@ def test_backfill_create_ingests_each_past_slice_once(standalone, broker):
                                                      for k, r in rs.items()) >= len(past))
     bruns = sorted((r for r in store.list_runs("backfilled", limit=100) if r.run_id.startswith("backfill__")),
                    key=lambda r: r.plan.end_time)
-    assert [r.plan.end_time for r in bruns] == [s + INTERVAL for s in past]
+    assert [r.plan.end_time for r in bruns] == [s + hour for s in past]
     assert [r.plan.records for r in bruns] == [counts2[s] for s in past]
     assert all(r.status is RunStatus.PUBLISHED for r in bruns)
     assert total_edits(store, "backfilled") == sum(counts2[s] for s in past)
