@@ -611,10 +611,8 @@ class MetadataStore:
     def run_row_stats(self, name: str, run_id: str) -> dict[str, int]:
         """Row stats of a run: the sum over its task groups, each counted once. Replicas read the same records,
         so a group counts the report of its published replica (the lowest-numbered that succeeded), not all."""
-        published: dict[int, dict] = {}
-        for r in self.task_reports(name, run_id):
-            if r["group_id"] not in published or r["replica"] < published[r["group_id"]]["replica"]:
-                published[r["group_id"]] = r
+        by_replica_desc = sorted(self.task_reports(name, run_id), key=lambda r: r["replica"], reverse=True)
+        published = {r["group_id"]: r for r in by_replica_desc}  # the lowest replica of each group, written last
         stats: dict[str, int] = {}
         for r in published.values():
             for key, value in r["report"].get("rowStats", {}).items():

@@ -193,7 +193,8 @@ def produce_history(broker, topic: str, start: datetime, now: datetime, n: int,
     span = (now - start).total_seconds()
     for i in range(n):
         t = start + timedelta(seconds=span * i / n)
-        counts[floor_interval(t, interval)] = counts.get(floor_interval(t, interval), 0) + 1
+        slice_start = floor_interval(t, interval)
+        counts[slice_start] = counts.get(slice_start, 0) + 1
         event = {"time": t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z", "channel": "#en", "page": f"p{i % 7}",
                  "user": f"u{i % 11}", "namespace": "Main", "isRobot": 0, "added": 3, "deleted": 1, "delta": 2}
         p.produce(topic, json.dumps(event).encode(), partition=i % 2, timestamp=int(t.timestamp() * 1000))
