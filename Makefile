@@ -1,11 +1,12 @@
-# Two commands on a fresh machine (Python 3.11, Java 17, PostgreSQL on 127.0.0.1:5432):
-#   make test    install everything into .venv (and headless Chromium), then run the whole suite against real services
-#   make demo    install, start an embedded broker, produce a sample stream, plan microbatches
+# Two commands on a fresh machine (Python 3.11, Java 17, Maven; as root the rest installs itself):
+#   make test    install everything (Python packages, Kafka's jars, PostgreSQL, headless Chromium), then run the
+#                whole suite against real services the tests start themselves (Apache Kafka, PostgreSQL, Spark)
+#   make demo    install, start an embedded Apache Kafka, produce a sample stream, run the example DAG
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: install browser test demo bench clean
+.PHONY: install jars postgres browser test demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -13,15 +14,25 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-install: $(VENV)/.installed
+# Apache Kafka's jars (the embedded broker) and Spark's Kafka source (the benchmark's anchor), from Maven Central
+jars: $(VENV)/.installed
+	$(PY) -m ingest_core.jars
+
+install: $(VENV)/.installed jars
+
+# the tests start a private PostgreSQL server from Debian's binaries (unless INGEST_TEST_POSTGRES names one)
+postgres:
+	@[ -n "$$INGEST_TEST_POSTGRES" ] || command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
+	  { echo "the tests need PostgreSQL's server binaries: apt-get install postgresql" >&2; exit 1; }
 
 # the UI screenshot test needs headless Chromium (a Debian package)
 browser:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
-	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  { echo "the UI tests need headless Chromium: apt-get install chromium" >&2; exit 1; }
 
-test: install browser
+test: install postgres browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: install
@@ -32,4 +43,4 @@ bench: install
 	$(PY) benchmarks/ingest_job_throughput.py
 
 clean:
-	rm -rf $(VENV) .ingest-home
+	rm -rf $(VENV) .ingest-home .jars

@@ -1,16 +1,24 @@
-"""A local Kafka broker for tests, benchmarks and the demo: noida-db's broker (a dev dependency) on a free
-port with its own data dir. Development tooling only; nothing in the ingestion path depends on it, and
-every test can point at a real Apache Kafka instead (INGEST_TEST_KAFKA=host:port)."""
+"""Local servers for tests, benchmarks and the demo, each on free ports with its own data dir, stopped with its
+whole process tree. Development tooling only: nothing in the ingestion path depends on it.
+
+- `EmbeddedKafka`: Apache Kafka itself (KRaft, one combined broker + controller) from Maven Central's jars
+  (`ingest_core.jars`). Every test can point at another Kafka instead (INGEST_TEST_KAFKA=host:port).
+- `EmbeddedPostgres`: a private PostgreSQL server (Debian's `postgresql` binaries) with trust auth on
+  127.0.0.1, for the tests when INGEST_TEST_POSTGRES names none.
+"""
 
 from __future__ import annotations
 
+import glob
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import sys
+import tempfile
 import time
+import uuid
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
@@ -20,6 +28,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the JVM's listeners do: TIME_WAIT is free
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
 
 
 def _group_gone(proc: subprocess.Popen, timeout: float) -> bool:
@@ -35,54 +53,233 @@ def _group_gone(proc: subprocess.Popen, timeout: float) -> bool:
     return False
 
 
+def _stop_group(proc: subprocess.Popen | None, term_wait: float, sig: int = signal.SIGTERM) -> None:
+    if proc is None:
+        return
+    for sig, wait in ((sig, term_wait), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)  # its own session (start_new_session), so its own group
+        except ProcessLookupError:
+            break
+        if _group_gone(proc, wait):
+            break
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    exe = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if not exe or not os.path.exists(exe):
+        raise RuntimeError("Apache Kafka needs Java 17+: install a JDK or set JAVA_HOME")
+    return exe
+
+
+_LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.file.ref = FILE
+logger.server.name = kafka.server.KafkaRaftServer
+logger.server.level = INFO
+"""
+
+
 class EmbeddedKafka:
-    def __init__(self, data_dir: str | Path, port: int | None = None):
+    """Apache Kafka in KRaft mode: one process that is broker and controller, replication factor 1.
+
+    The ports are chosen once and kept in the data dir, so a restart (`stop()` then `start()`, or the demo run
+    again) brings the same broker back at the same address with its log intact."""
+
+    def __init__(self, data_dir: str | Path, port: int | None = None, heap: str = "512m",
+                 broker_config: dict[str, str] | None = None):
         self.data_dir = Path(data_dir)
-        self.port = port or free_port()
+        self.heap = heap
+        self.broker_config = dict(broker_config or {})
+        saved = self.data_dir / "ports.json"
+        ports = json.loads(saved.read_text()) if saved.is_file() else {}
+        self.port = port or ports.get("broker") or free_port()
+        self.controller_port = ports.get("controller") or free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
     @property
     def log_path(self) -> Path:
-        return self.data_dir / "noida.log"
+        return self.data_dir / "kafka.log"
 
-    def start(self, timeout: float = 60) -> "EmbeddedKafka":
-        exe = shutil.which("noida-db", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
-        if not exe:
-            raise RuntimeError("noida-db is not installed: `pip install -e '.[dev]'`, or use a real Kafka")
+    @property
+    def _log_dir(self) -> Path:
+        return self.data_dir / "log"
+
+    def _properties(self) -> str:
+        conf = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self._log_dir),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "4",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            # the log cleaner looks for work every second, so compacted topics compact within a test's wait
+            "log.cleaner.backoff.ms": "1000",
+            **self.broker_config,
+        }
+        return "".join(f"{k}={v}\n" for k, v in conf.items())
+
+    def _java_command(self, main: str, *args: str) -> list[str]:
+        from . import jars
+
+        return [_java(), "-Xms64m", f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
+                f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
+                "-cp", jars.classpath("kafka"), main, *args]
+
+    def start(self, timeout: float = 90) -> "EmbeddedKafka":
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as out:
-            self.proc = subprocess.Popen(
-                [exe, "start", "--only", "kafka", "--kafka-port", str(self.port), "--data-dir", str(self.data_dir)],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        for p in (self.port, self.controller_port):
+            if not _port_free(p):
+                raise RuntimeError(f"port {p} of the embedded Kafka in {self.data_dir} is taken: stop what uses it, "
+                                   f"or remove {self.data_dir / 'ports.json'} to pick new ports")
+        (self.data_dir / "ports.json").write_text(json.dumps({"broker": self.port,
+                                                               "controller": self.controller_port}))
+        (self.data_dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.log_path))
+        props = self.data_dir / "server.properties"
+        props.write_text(self._properties())
+        if not (self._log_dir / "meta.properties").is_file():
+            cluster_id = uuid.uuid4().hex[:22]
+            fmt = subprocess.run(self._java_command("kafka.tools.StorageTool", "format", "-t", cluster_id,
+                                                    "-c", str(props), "--ignore-formatted"),
+                                 capture_output=True, text=True)
+            if fmt.returncode != 0:
+                raise RuntimeError(f"formatting Kafka's log dir {self._log_dir} failed: {fmt.stdout}{fmt.stderr}")
+        with open(self.data_dir / "kafka.out", "ab") as out:
+            self.proc = subprocess.Popen(self._java_command("kafka.Kafka", str(props)), stdout=out,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         deadline, last = time.monotonic() + timeout, None
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"noida-db exited with {self.proc.returncode}: {self.log_path.read_text()[-2000:]}")
+                tail = self.log_path.read_text()[-2000:] if self.log_path.is_file() else ""
+                out_tail = (self.data_dir / "kafka.out").read_text()[-2000:]
+                self.proc = None
+                raise RuntimeError(f"Apache Kafka exited at start (see {self.data_dir}): {out_tail}{tail}")
             try:
-                AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0}).list_topics(timeout=2)
-                return self
+                md = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0}).list_topics(timeout=2)
+                if md.brokers:
+                    return self
             except Exception as exc:  # noqa: BLE001 - poll until the deadline
                 last = exc
-                time.sleep(0.3)
+            time.sleep(0.3)
         self.stop()
         raise RuntimeError(f"embedded Kafka at {self.bootstrap} did not come up in {timeout}s: {last}")
 
-    def stop(self) -> None:
-        """Stop the broker's whole process group: `noida-db` is a launcher whose broker is a child process,
-        which would outlive a signal to the launcher alone."""
-        if self.proc is None:
-            return
-        for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 5)):
-            try:
-                os.killpg(self.proc.pid, sig)  # its own session (start_new_session), so its own group
-            except ProcessLookupError:
-                break
-            if _group_gone(self.proc, wait):
-                break
+    def stop(self, graceful: bool = True) -> None:
+        """Stop the broker's whole process group: a controlled shutdown, or a SIGKILL (a crash) when not
+        `graceful`."""
+        _stop_group(self.proc, 30 if graceful else 0)
         self.proc = None
 
+    def restart(self, graceful: bool = True) -> "EmbeddedKafka":
+        self.stop(graceful)
+        return self.start()
+
     def __enter__(self) -> "EmbeddedKafka":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _postgres_bin() -> Path:
+    explicit = os.environ.get("INGEST_POSTGRES_BIN")
+    candidates = [explicit] if explicit else sorted(glob.glob("/usr/lib/postgresql/*/bin"),
+                                                    key=lambda p: int(Path(p).parent.name), reverse=True)
+    if not explicit and (initdb := shutil.which("initdb")):
+        candidates.insert(0, str(Path(initdb).parent))
+    for c in candidates:
+        if c and (Path(c) / "initdb").is_file() and (Path(c) / "postgres").is_file():
+            return Path(c)
+    raise RuntimeError("PostgreSQL's server binaries (initdb, postgres) are not installed: `apt-get install "
+                       "postgresql` (`make test` does it when run as root), set INGEST_POSTGRES_BIN to their folder, "
+                       "or point INGEST_TEST_POSTGRES at a running server")
+
+
+class EmbeddedPostgres:
+    """A throwaway PostgreSQL server: its own cluster in a temp dir, trust auth on 127.0.0.1, fsync off.
+
+    PostgreSQL refuses to run as root; as root the cluster belongs to the `postgres` account that Debian's
+    package creates, and the server runs as it."""
+
+    def __init__(self, port: int | None = None, user: str = "postgres"):
+        self.port = port or free_port()
+        self.user = user
+        self.url = f"postgresql+psycopg2://{user}@127.0.0.1:{self.port}"
+        self.data_dir: Path | None = None
+        self.proc: subprocess.Popen | None = None
+
+    def _as_owner(self, cmd: list[str]) -> list[str]:
+        if os.geteuid() != 0:
+            return cmd
+        runuser = shutil.which("runuser")
+        if runuser is None:
+            raise RuntimeError("running PostgreSQL as root needs `runuser` to drop to the postgres account")
+        return [runuser, "-u", "postgres", "--", *cmd]
+
+    def start(self, timeout: float = 60) -> "EmbeddedPostgres":
+        import psycopg2
+
+        bindir = _postgres_bin()
+        self.data_dir = Path(tempfile.mkdtemp(prefix="ingest-postgres-"))
+        if os.geteuid() == 0:
+            shutil.chown(self.data_dir, "postgres", "postgres")
+        pgdata = self.data_dir / "data"
+        init = subprocess.run(self._as_owner([str(bindir / "initdb"), "-D", str(pgdata), "-U", self.user,
+                                              "--auth=trust", "-E", "UTF8", "--no-sync"]),
+                              capture_output=True, text=True)
+        if init.returncode != 0:
+            raise RuntimeError(f"initdb failed: {init.stdout}{init.stderr}")
+        log = open(self.data_dir / "postgres.log", "ab")  # noqa: SIM115 - the server writes to it until stop()
+        if os.geteuid() == 0:
+            shutil.chown(self.data_dir / "postgres.log", "postgres", "postgres")
+        self.proc = subprocess.Popen(
+            self._as_owner([str(bindir / "postgres"), "-D", str(pgdata), "-p", str(self.port),
+                            "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.data_dir}",
+                            "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+                            "-c", "max_connections=300"]),
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        deadline, last = time.monotonic() + timeout, None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"PostgreSQL exited at start: {(self.data_dir / 'postgres.log').read_text()[-2000:]}")
+            try:
+                psycopg2.connect(host="127.0.0.1", port=self.port, user=self.user, dbname="postgres").close()
+                return self
+            except psycopg2.OperationalError as exc:
+                last = exc
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"PostgreSQL on port {self.port} did not come up in {timeout}s: {last}")
+
+    def stop(self) -> None:
+        _stop_group(self.proc, 20, signal.SIGINT)  # SIGINT: PostgreSQL's fast shutdown, open sessions or not
+        self.proc = None
+        if self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self.data_dir = None
+
+    def __enter__(self) -> "EmbeddedPostgres":
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -1,8 +1,9 @@
 """Test harness: real services only.
 
-- Kafka: noida-db's broker on a free port with its own data dir (started once per session), or the broker at
-  INGEST_TEST_KAFKA=host:port (e.g. the Apache Kafka of docker-compose.yaml).
-- PostgreSQL: a database of its own on INGEST_TEST_POSTGRES (default postgresql://postgres@127.0.0.1:5432),
+- Kafka: Apache Kafka (KRaft) on free ports with its own data dir (started once per session,
+  `ingest_core.embedded`), or the broker at INGEST_TEST_KAFKA=host:port (e.g. the Kafka of docker-compose.yaml).
+- PostgreSQL: a private server started for the session (Debian's binaries, trust auth on 127.0.0.1), or the
+  server at INGEST_TEST_POSTGRES=postgresql+psycopg2://user@host:port; each test module's databases are
   created and dropped here. SQLite: a file per test.
 - Spark: one local SparkSession (local[2]) for the session, started before any Kafka client exists: forking
   the JVM launcher from a process that holds librdkafka threads can crash the child.
@@ -21,10 +22,31 @@ import sqlalchemy as sa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ingest_core.embedded import EmbeddedKafka
+from ingest_core.embedded import EmbeddedKafka, EmbeddedPostgres
 from ingest_core.metadata import MetadataStore, meta, schema_version
 
-PG_BASE = os.environ.get("INGEST_TEST_POSTGRES", "postgresql+psycopg2://postgres@127.0.0.1:5432")
+_private_postgres: EmbeddedPostgres | None = None
+
+
+def pg_base() -> str:
+    """The PostgreSQL server of the tests (no database): INGEST_TEST_POSTGRES, else a private one, started
+    the first time a test needs it and stopped when the session ends."""
+    global _private_postgres
+    if external := os.environ.get("INGEST_TEST_POSTGRES"):
+        return external.rstrip("/")
+    if _private_postgres is None:
+        try:
+            _private_postgres = EmbeddedPostgres().start()
+        except RuntimeError as exc:
+            pytest.fail(f"PostgreSQL is required for the tests: {exc}")
+    return _private_postgres.url
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_private_postgres():
+    yield
+    if _private_postgres is not None:
+        _private_postgres.stop()
 
 # Every JVM the tests start (the session's SparkSession, each spark-submit, also under Airflow) lives seconds on
 # tiny inputs: C2's compilations cost more CPU than they save there. Only the JIT tier changes, not what runs;
@@ -101,7 +123,7 @@ def broker(tmp_path_factory) -> Broker:
         _wait_for_broker(external)
         yield Broker(external)
         return
-    kafka = EmbeddedKafka(tmp_path_factory.mktemp("noida-kafka"))
+    kafka = EmbeddedKafka(tmp_path_factory.mktemp("kafka"))
     try:
         kafka.start()
     except RuntimeError as exc:
@@ -115,16 +137,17 @@ def broker(tmp_path_factory) -> Broker:
 @contextlib.contextmanager
 def postgres_database(prefix: str = "ingest_test"):
     """A PostgreSQL database created for the caller and dropped afterwards; yields its URL."""
-    admin_url = f"{PG_BASE}/postgres"
+    base = pg_base()
+    admin_url = f"{base}/postgres"
     name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     engine = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
     try:
         with engine.connect() as conn:
             conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
     except sa.exc.OperationalError as exc:
-        pytest.fail(f"PostgreSQL at {PG_BASE} is required for the tests and is unreachable: {exc.orig}")
+        pytest.fail(f"PostgreSQL at {base} is required for the tests and is unreachable: {exc.orig}")
     try:
-        yield f"{PG_BASE}/{name}"
+        yield f"{base}/{name}"
     finally:
         with engine.connect() as conn:
             conn.execute(sa.text(
