@@ -1,6 +1,6 @@
 """`make demo`: the main job on embedded defaults, nothing to start by hand.
 
-1. starts an embedded Kafka broker (noida-db) and creates the `wikipedia` topic;
+1. starts an embedded Apache Kafka (KRaft, `ingest_core.embedded`) and creates the `wikipedia` topic;
 2. produces a wiki-edit-like stream (a time field, dimensions, numeric metrics);
 3. runs the example datasource's Airflow DAG (`dags/datasources/wikipedia.yaml`) for several microbatches with
    `airflow dags test` (no scheduler needed): plan -> Spark jobs (local mode) -> publish -> report, with a
