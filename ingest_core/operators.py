@@ -115,7 +115,7 @@ def plan_task(spec: DatasourceSpec, run: RunContext) -> list[list[str]]:
         log.info("run %s is already published: nothing to read", run.run_id)
         return [NO_JOB]
     folder = run_folder(spec, run.run_id)
-    deep_storage.write_json(deep_storage.join(folder, "spec.json"), spec.to_raw())
+    spec_args = stage_spec(spec, folder)
     deep_storage.write_json(deep_storage.join(folder, "plan.json"), plan.to_json())
     metadata.set_run_status(spec.datasource, run.run_id, RunStatus.RUNNING, only_from=(RunStatus.PLANNED,
                                                                                        RunStatus.FAILED))
@@ -124,13 +124,22 @@ def plan_task(spec: DatasourceSpec, run: RunContext) -> list[list[str]]:
         if group.is_empty:
             continue
         for replica in range(spec.io_config.replicas):
-            jobs.append(["--spec", deep_storage.join(folder, "spec.json"), "--plan", deep_storage.join(folder, "plan.json"),
+            jobs.append([*spec_args, "--plan", deep_storage.join(folder, "plan.json"),
                          "--group", str(group.group_id), "--replica", str(replica),
                          "--output", deep_storage.group_uri(deep_storage.base_for(spec), spec.datasource, run.run_id,
                                                             group.group_id, replica)])
     log.info("run %s: %d records in %d task groups -> %d Spark jobs", run.run_id, plan.records, len(plan.groups),
              len(jobs))
     return jobs or [NO_JOB]
+
+
+def stage_spec(spec: DatasourceSpec, folder: str) -> list[str]:
+    """Stage the spec for the run's Spark jobs; returns their spec arguments. The staged copy is redacted like
+    every stored one: a literal secret stays in the spec file under `dags/`, which the job's driver reads it
+    from (`--secrets-from`), so no secret lands in deep storage, XCom or the logs."""
+    uri = deep_storage.join(folder, "spec.json")
+    deep_storage.write_json(uri, spec.to_raw())
+    return ["--spec", uri, *(["--secrets-from", spec.source] if spec.has_literal_secrets else [])]
 
 
 def group_reports(spec: DatasourceSpec, run_id: str, group_id: int) -> list[dict]:

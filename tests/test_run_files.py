@@ -46,3 +46,41 @@ def test_a_storage_fault_reading_a_report_is_retried_then_fails_loudly_never_a_f
         assert group_reports(spec, "r2", 0) == [good]
     finally:
         timer.join()
+
+
+SECRET = "l1teral-Pa55word!"
+
+
+def test_a_literal_secret_reaches_the_jobs_consumer_but_is_never_staged_stored_or_logged(tmp_path, store, caplog):
+    import json
+
+    import yaml
+
+    from ingest_core.kafka_config import KafkaClientConfig
+    from ingest_core.operators import stage_spec
+    from ingest_core.spec import load_spec
+    from ingest_core.supervisor import Supervisor
+    from spark_jobs.ingest_job import load_job_spec
+
+    raw = make_spec("127.0.0.1:1", topic="t").to_raw()
+    raw["spec"]["ioConfig"]["consumerProperties"].update({"security.protocol": "SASL_SSL", "sasl.password": SECRET})
+    spec_file = tmp_path / "dags" / "wiki.yaml"
+    spec_file.parent.mkdir()
+    spec_file.write_text(yaml.safe_dump(raw))
+    spec = load_spec(spec_file)
+    folder = (tmp_path / "deep" / "wiki" / "r1").as_uri()
+
+    caplog.set_level("DEBUG")
+    args = stage_spec(spec, folder)  # what the plan task hands each Spark job (XCom, the task's log)
+    staged = deep_storage.read_text(deep_storage.join(folder, "spec.json"))
+    assert SECRET not in staged and SECRET not in json.dumps(args)
+    opts = dict(zip(args[::2], args[1::2]))
+    job_spec = load_job_spec(opts["--spec"], opts.get("--secrets-from"))  # what the job's driver does first
+    assert KafkaClientConfig.from_properties(job_spec.io_config.consumer_properties).properties["sasl.password"] \
+        == SECRET
+    assert SECRET not in json.dumps(job_spec.to_raw())  # what the executors get beside the resolved client config
+
+    Supervisor(spec, store).register()
+    (registered,) = store.spec_history("wiki")
+    assert SECRET not in json.dumps(registered["spec"], default=str)
+    assert SECRET not in caplog.text
