@@ -162,6 +162,24 @@ def resolve_start_offsets(
     return StartResolution(starts, resets)
 
 
+def clamp_to_log(committed: Mapping[TopicPartition, KnownOffset], earliest: Mapping[TopicPartition, int],
+                 latest: Mapping[TopicPartition, int]) -> tuple[dict[TopicPartition, KnownOffset], list[OffsetReset]]:
+    """Committed offsets moved into their partition's log, for `reset --to-latest`, whose job is to get past
+    them: below the log start (records removed before they were ingested) to the log start, beyond the log end
+    (the topic was re-created) to the log end. Returns the offsets and what was moved; partitions that are not
+    in the log any more stay as they are."""
+    out, moved = dict(committed), []
+    for tp in sorted(committed):
+        if tp not in earliest:
+            continue
+        known, lo, hi = committed[tp], earliest[tp], latest[tp]
+        to = min(max(known.offset, lo), hi)
+        if to != known.offset:
+            out[tp] = KnownOffset(to, known.run_id)
+            moved.append(OffsetReset(tp, known.offset, to, lo, hi))
+    return out, moved
+
+
 def pending_records(starts: Mapping[TopicPartition, int], earliest: Mapping[TopicPartition, int],
                     latest: Mapping[TopicPartition, int]) -> int:
     """Records between each partition's start and its latest offset (an upper bound: gaps count). A partition
