@@ -21,7 +21,7 @@ from typing import Mapping, Protocol
 from .errors import IngestError
 from .metadata import MetadataStore, utcnow
 from .offset_reader import KafkaOffsetReader
-from .offsets import (StartOffset, StartSource, TopicPartition, clamp_to_log, offsets_to_json,
+from .offsets import (PublishedRange, StartOffset, StartSource, TopicPartition, clamp_to_log, offsets_to_json,
                       resolve_start_offsets)
 from .periods import format_datetime
 from .planner import PlanRequest, plan_run
@@ -112,8 +112,9 @@ class DatasourceActions:
             self.store.bump_commit_version(conn, name, int(row["commit_version"]))
             superseded = self.store.supersede_inflight(conn, name, f"reset by {self.actor}",
                                                        "the datasource's offsets were reset")
+            released = self.store.release_ranges(conn, name)  # the next run may start from earliest
             details = {"clearedOffsets": offsets_to_json({tp: k.offset for tp, k in before.items()}),
-                       "supersededRuns": superseded}
+                       "supersededRuns": superseded, "releasedRanges": _ranges(released)}
             self.store.audit(name, "reset", details, self.actor, conn)
         return ActionResult("reset", name, details)
 
@@ -143,6 +144,7 @@ class DatasourceActions:
                                            reset_automatically=spec.tuning_config.reset_offset_automatically).starts
             target = {tp: max(snap.latest[tp], starts[tp].offset) for tp in tps}
             self.store.write_offsets(conn, name, target, f"reset-to-latest by {self.actor}")
+            released = self.store.release_ranges(conn, name, target)  # only a re-created topic's, in practice
             self.store.bump_commit_version(conn, name, int(row["commit_version"]))
             superseded = self.store.supersede_inflight(conn, name, f"reset-to-latest by {self.actor}",
                                                        "the datasource was reset to the latest offsets")
@@ -164,7 +166,8 @@ class DatasourceActions:
                        "backfillRun": plan.run_id if plan else None, "supersededRuns": superseded,
                        "removedBeforeIngestion": _ranges_json((m.tp, [m.from_offset, m.earliest]) for m in below),
                        "removedRecords": sum(m.earliest - m.from_offset for m in below),
-                       "beyondLogEnd": _ranges_json((m.tp, [m.from_offset, m.latest]) for m in beyond)}
+                       "beyondLogEnd": _ranges_json((m.tp, [m.from_offset, m.latest]) for m in beyond),
+                       "releasedRanges": _ranges(released)}
             self.store.audit(name, "reset_to_latest", details, self.actor, conn)
         warnings = [f"partition {m.tp}: records {m.from_offset}..{m.earliest - 1} ({m.earliest - m.from_offset} "
                     f"records) were removed (retention or delete_records) before they were ingested: they are lost"
@@ -194,10 +197,17 @@ class DatasourceActions:
             self.store.bump_commit_version(conn, name, int(row["commit_version"]))
             superseded = self.store.supersede_inflight(conn, name, f"set-offsets by {self.actor}",
                                                        "the datasource's offsets were set by an operator")
+            released = self.store.release_ranges(conn, name, new)  # the operator asked to read them again
             details = {"before": offsets_to_json({tp: before[tp].offset for tp in new if tp in before}),
-                       "after": offsets_to_json(dict(new)), "supersededRuns": superseded}
+                       "after": offsets_to_json(dict(new)), "supersededRuns": superseded,
+                       "releasedRanges": _ranges(released)}
             self.store.audit(name, "set_offsets", details, self.actor, conn)
         return ActionResult("set-offsets", name, details)
+
+
+def _ranges(claims: list[PublishedRange]) -> list[dict]:
+    return [{"topic": c.tp.topic, "partition": c.tp.partition, "start": c.start, "end": c.end, "runId": c.run_id}
+            for c in claims]
 
 
 def _ranges_json(items) -> dict[str, dict[str, list[int]]]:

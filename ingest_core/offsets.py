@@ -187,6 +187,31 @@ def pending_records(starts: Mapping[TopicPartition, int], earliest: Mapping[Topi
     return sum(max(0, hi - starts.get(tp, earliest.get(tp, hi))) for tp, hi in latest.items())
 
 
+@dataclass(frozen=True)
+class PublishedRange:
+    """Offsets [start, end) of a partition that a publish made visible: claimed, so no other run publishes
+    them again (`metadata.published_ranges`)."""
+
+    tp: TopicPartition
+    start: int
+    end: int
+    run_id: str  # the run that published it; of the main line's stretch, the latest run that extended it
+    backfill: bool
+
+
+def find_overlap(ranges: Iterable[OffsetRange], claims: Iterable[PublishedRange]
+                 ) -> tuple[OffsetRange, PublishedRange] | None:
+    """The first of `ranges` that overlaps a published range, with that range; None when none does."""
+    by_tp: dict[TopicPartition, list[PublishedRange]] = {}
+    for claim in claims:
+        by_tp.setdefault(claim.tp, []).append(claim)
+    for r in sorted(ranges):
+        for claim in sorted(by_tp.get(r.tp, ()), key=lambda c: c.start):
+            if r.size and r.start < claim.end and claim.start < r.end:
+                return r, claim
+    return None
+
+
 def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
     """Spark's offset JSON: {"topic": {"0": 23, "1": 42}}."""
     out: dict[str, dict[str, int]] = {}

@@ -17,7 +17,7 @@ from ingest_core.errors import BrokerUnavailableError, StaleRunError
 from ingest_core.kafka_config import KafkaClientConfig
 from ingest_core.metadata import RunStatus
 from ingest_core.offset_reader import KafkaOffsetReader
-from ingest_core.offsets import StartSource, TopicPartition
+from ingest_core.offsets import OffsetRange, StartSource, TopicPartition
 from ingest_core.publisher import Publisher
 from ingest_core.supervisor import Supervisor
 
@@ -178,6 +178,8 @@ def test_reset_to_latest_with_backfill_while_a_run_is_in_flight_ingests_every_of
     backfill_results = run_jobs(backfill.run_id)
     result = Publisher(pg_store).publish("ops", backfill.run_id, backfill_results)
     assert result.rows == 50 and result.commit_version is None
+    assert {(c.tp.partition, c.start, c.end) for c in pg_store.published_ranges("ops") if c.backfill} == {
+        (0, 60, 80), (1, 40, 70)}  # claimed: no other run publishes these offsets again
     assert {tp.partition: k.offset for tp, k in pg_store.committed_offsets("ops").items()} == {0: 80, 1: 80}
     assert Publisher(pg_store).publish("ops", backfill.run_id, backfill_results).already_published
 
@@ -202,6 +204,8 @@ def test_reset_to_latest_gets_past_committed_offsets_that_left_the_log(broker, s
         with store.session() as conn:
             store.lock_datasource(conn, name)
             store.write_offsets(conn, name, offsets, "r1")
+    with store.session() as conn:  # the main line of the topic's former life published [0, 20) of p1
+        store.claim_ranges(conn, "recreated", [OffsetRange(p1, 0, 20)], "r1", backfill=False, claims=[])
     broker.admin.delete_records([KTP(topic, 0, 50)])[KTP(topic, 0, 50)].result(timeout=30)  # 10..49 unread
 
     def committed(name):
@@ -225,6 +229,9 @@ def test_reset_to_latest_gets_past_committed_offsets_that_left_the_log(broker, s
     assert f"{topic}-1: committed offset 20 is beyond the log end offset 5" in done.stderr
     (audit,) = store.audit_records("recreated", action="reset_to_latest")
     assert audit.details["beyondLogEnd"] == {topic: {"1": [20, 5]}} and audit.details["backfillRun"] == backfill.run_id
+    # the former log's claim above the new offset is released, or the main line could never publish p1 again
+    assert audit.details["releasedRanges"] == [{"topic": topic, "partition": 1, "start": 5, "end": 20, "runId": "r1"}]
+    assert [(c.tp, c.start, c.end) for c in store.published_ranges("recreated")] == [(p1, 0, 5)]
 
     # everything skipped was removed: nothing can be backfilled, and it says so
     broker.admin.delete_records([KTP(topic, 0, 60)])[KTP(topic, 0, 60)].result(timeout=30)
