@@ -21,7 +21,8 @@ from typing import Mapping, Protocol
 from .errors import IngestError
 from .metadata import MetadataStore, utcnow
 from .offset_reader import KafkaOffsetReader
-from .offsets import StartOffset, StartSource, TopicPartition, offsets_to_json, resolve_start_offsets
+from .offsets import (PublishedRange, StartOffset, StartSource, TopicPartition, clamp_to_log, offsets_to_json,
+                      resolve_start_offsets)
 from .periods import format_datetime
 from .planner import PlanRequest, plan_run
 from .spec import DatasourceSpec
@@ -60,6 +61,7 @@ class ActionResult:
     action: str
     datasource: str
     details: dict
+    warnings: tuple[str, ...] = ()  # what the operator must know (e.g. records lost): the CLI prints them loudly
 
     def __str__(self) -> str:
         return f"{self.action} {self.datasource}: {self.details}"
@@ -110,8 +112,9 @@ class DatasourceActions:
             self.store.bump_commit_version(conn, name, int(row["commit_version"]))
             superseded = self.store.supersede_inflight(conn, name, f"reset by {self.actor}",
                                                        "the datasource's offsets were reset")
+            released = self.store.release_ranges(conn, name)  # the next run may start from earliest
             details = {"clearedOffsets": offsets_to_json({tp: k.offset for tp, k in before.items()}),
-                       "supersededRuns": superseded}
+                       "supersededRuns": superseded, "releasedRanges": _ranges(released)}
             self.store.audit(name, "reset", details, self.actor, conn)
         return ActionResult("reset", name, details)
 
@@ -131,7 +134,9 @@ class DatasourceActions:
         run_id = f"reset_backfill__{format_datetime(now)}"
         with self.store.planning_lock(name), self.store.session() as conn:
             row = self.store.lock_datasource(conn, name)
-            committed = self.store.committed_offsets(name, conn)
+            # Offsets that left the log (retention, a re-created topic) stop every run: getting past them is
+            # what this reset is for, so they are moved into the log, and what that loses is reported.
+            committed, moved = clamp_to_log(self.store.committed_offsets(name, conn), snap.earliest, snap.latest)
             # where the main line stands, ignoring runs in flight (superseded below)
             starts = resolve_start_offsets(tps, datasource=name, inflight={}, committed=committed,
                                            earliest=snap.earliest, latest=snap.latest,
@@ -139,6 +144,7 @@ class DatasourceActions:
                                            reset_automatically=spec.tuning_config.reset_offset_automatically).starts
             target = {tp: max(snap.latest[tp], starts[tp].offset) for tp in tps}
             self.store.write_offsets(conn, name, target, f"reset-to-latest by {self.actor}")
+            released = self.store.release_ranges(conn, name, target)  # only a re-created topic's, in practice
             self.store.bump_commit_version(conn, name, int(row["commit_version"]))
             superseded = self.store.supersede_inflight(conn, name, f"reset-to-latest by {self.actor}",
                                                        "the datasource was reset to the latest offsets")
@@ -153,13 +159,31 @@ class DatasourceActions:
                     max_records_per_split=micro.max_records_per_split,
                     min_splits_per_group=micro.min_splits_per_group, spec_fingerprint=spec.fingerprint()))
                 self.store.insert_run(plan, conn)
+            below = [m for m in moved if m.from_offset < m.earliest]
+            beyond = [m for m in moved if m.from_offset > m.latest]
             details = {"from": offsets_to_json({tp: s for tp, (s, _) in skipped.items()}),
                        "to": offsets_to_json(target), "skippedRecords": sum(e - s for s, e in skipped.values()),
-                       "backfillRun": plan.run_id if plan else None, "supersededRuns": superseded}
+                       "backfillRun": plan.run_id if plan else None, "supersededRuns": superseded,
+                       "removedBeforeIngestion": _ranges_json((m.tp, [m.from_offset, m.earliest]) for m in below),
+                       "removedRecords": sum(m.earliest - m.from_offset for m in below),
+                       "beyondLogEnd": _ranges_json((m.tp, [m.from_offset, m.latest]) for m in beyond),
+                       "releasedRanges": _ranges(released)}
             self.store.audit(name, "reset_to_latest", details, self.actor, conn)
+        warnings = [f"partition {m.tp}: records {m.from_offset}..{m.earliest - 1} ({m.earliest - m.from_offset} "
+                    f"records) were removed (retention or delete_records) before they were ingested: they are lost"
+                    + (f"; the backfill starts at {m.earliest}" if plan and m.tp in skipped else "") for m in below]
+        warnings += [f"partition {m.tp}: committed offset {m.from_offset} is beyond the log end offset {m.latest} "
+                     f"(the topic was re-created?): it described another log, of which nothing is backfilled; the "
+                     f"main line continues from {m.latest}" for m in beyond]
+        if backfill and plan is None:
+            warnings.append("nothing to backfill: no records are left in the log between where the main line stood "
+                            "and the latest offsets")
+        for warning in warnings:
+            log.warning("reset --to-latest of %s: %s", name, warning)
         if plan is not None and self.dags is not None:
             self.dags.trigger(name, plan.run_id)
-        return ActionResult("reset --to-latest" + (" --backfill" if backfill else ""), name, details)
+        return ActionResult("reset --to-latest" + (" --backfill" if backfill else ""), name, details,
+                            tuple(warnings))
 
     def set_offsets(self, name: str, new: Mapping[TopicPartition, int]) -> ActionResult:
         """Druid's resetOffsets: the next run of these partitions starts at the given offsets."""
@@ -173,10 +197,24 @@ class DatasourceActions:
             self.store.bump_commit_version(conn, name, int(row["commit_version"]))
             superseded = self.store.supersede_inflight(conn, name, f"set-offsets by {self.actor}",
                                                        "the datasource's offsets were set by an operator")
+            released = self.store.release_ranges(conn, name, new)  # the operator asked to read them again
             details = {"before": offsets_to_json({tp: before[tp].offset for tp in new if tp in before}),
-                       "after": offsets_to_json(dict(new)), "supersededRuns": superseded}
+                       "after": offsets_to_json(dict(new)), "supersededRuns": superseded,
+                       "releasedRanges": _ranges(released)}
             self.store.audit(name, "set_offsets", details, self.actor, conn)
         return ActionResult("set-offsets", name, details)
+
+
+def _ranges(claims: list[PublishedRange]) -> list[dict]:
+    return [{"topic": c.tp.topic, "partition": c.tp.partition, "start": c.start, "end": c.end, "runId": c.run_id}
+            for c in claims]
+
+
+def _ranges_json(items) -> dict[str, dict[str, list[int]]]:
+    out: dict[str, dict[str, list[int]]] = {}
+    for tp, value in items:
+        out.setdefault(tp.topic, {})[str(tp.partition)] = value
+    return out
 
 
 def parse_offset_assignments(items: list[str]) -> dict[TopicPartition, int]:

@@ -230,6 +230,8 @@ def cmd_action(args: argparse.Namespace) -> int:
     else:
         result = getattr(actions, args.command)(name)
     print(result)
+    for warning in result.warnings:
+        print(f"WARNING: {warning}", file=sys.stderr)
     return 0
 
 

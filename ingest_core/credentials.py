@@ -134,6 +134,11 @@ def resolve_properties(props: Mapping[str, Any]) -> dict[str, str]:
     """The Kafka client config with every secret reference replaced by its value. Keep it out of logs."""
     resolved: dict[str, str] = {}
     for key, value in props.items():
+        if value == REDACTED:  # a stored or staged copy of a spec with a literal secret: never send the marker
+            raise SecretUnavailableError(
+                f"consumerProperties.{key} is redacted: literal secrets are never stored or staged, so a copy of "
+                f"the spec cannot connect; use the spec file itself, or a secret reference (environment, "
+                f"airflowConnection)")
         if isinstance(value, (EnvironmentSecret, AirflowConnectionSecret)):
             resolved[key] = value.resolve(key)
         elif isinstance(value, bool):
@@ -153,6 +158,20 @@ def redact_properties(props: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = REDACTED
         else:
             out[key] = value
+    return out
+
+
+def restore_literals(props: Mapping[str, Any], original: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """`props` (redacted) with each redacted literal taken from `original`, the consumerProperties it came from."""
+    out = dict(props)
+    for key, value in props.items():
+        if value != REDACTED:
+            continue
+        literal = original.get(key)
+        if literal is None or literal == REDACTED or isinstance(literal, (EnvironmentSecret, AirflowConnectionSecret)):
+            raise SecretUnavailableError(f"consumerProperties.{key} is redacted and {source} has no literal "
+                                         f"value for it")
+        out[key] = literal
     return out
 
 

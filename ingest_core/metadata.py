@@ -3,9 +3,10 @@
 SQLAlchemy Core on PostgreSQL (production) or SQLite (embedded default). `MetadataStore.upgrade()` creates or
 upgrades the schema (`ingest db upgrade`); every other method refuses to run on a missing or older schema.
 
-Exactly-once rests on two things here: each datasource row carries a `commit_version` that every publish
-bumps with a compare-and-swap, and the publish transaction locks that row first (`SELECT ... FOR UPDATE` on
-PostgreSQL; SQLite transactions are `BEGIN IMMEDIATE`, so writers serialize on the database lock).
+Exactly-once rests on three things here: each datasource row carries a `commit_version` that every publish
+bumps with a compare-and-swap, the publish transaction locks that row first (`SELECT ... FOR UPDATE` on
+PostgreSQL; SQLite transactions are `BEGIN IMMEDIATE`, so writers serialize on the database lock), and the
+offset ranges every publish claims (`published_ranges`), which no other publish may overlap.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import hashlib
 import json
 from pathlib import Path
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Iterator, Mapping
 
@@ -25,10 +26,10 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection, Engine
 
 from .errors import IngestError, MetadataStoreError, RunNotFoundError
-from .offsets import KnownOffset, TopicPartition
+from .offsets import KnownOffset, OffsetRange, PublishedRange, TopicPartition, find_overlap
 from .planner import Plan
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 Json = sa.JSON().with_variant(JSONB(), "postgresql")
 Timestamp = sa.DateTime(timezone=True)
@@ -98,6 +99,23 @@ segments = sa.Table(
                         name="uq_ingest_segments_slot"),
 )
 sa.Index("ix_ingest_segments_ds_interval", segments.c.datasource, segments.c.interval_start, segments.c.interval_end)
+
+
+# Offset ranges each publish made visible, per partition ("claims"). A backfill, which neither continues from
+# nor moves the committed offsets, may publish only offsets nobody published, and the main line may not publish
+# what a backfill did. The main line's runs extend their previous range (one row per stretch). Operator actions
+# that move the main line's offsets release the claims at and above the new offsets.
+published_ranges = sa.Table(
+    "ingest_published_ranges", meta,
+    sa.Column("datasource", sa.String(200), primary_key=True),
+    sa.Column("topic", sa.String(255), primary_key=True),
+    sa.Column("partition", sa.Integer, primary_key=True),
+    sa.Column("start_offset", sa.BigInteger, primary_key=True),
+    sa.Column("end_offset", sa.BigInteger, nullable=False),
+    sa.Column("run_id", sa.String(250), nullable=False),
+    sa.Column("backfill", sa.Boolean, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+)
 
 
 class RunStatus(str, enum.Enum):
@@ -227,8 +245,29 @@ def _create_schema_v1(conn: Connection) -> None:
     meta.create_all(conn, checkfirst=True)
 
 
+def _add_published_ranges(conn: Connection) -> None:
+    """v2: the claimed offset ranges. Backfills published before claims existed claim their ranges here (whole,
+    as they publish; of two that overlap, the first published keeps its claim). The main line's claims start with
+    its next publish: its history may hold operator rewinds, which released what it had published."""
+    published_ranges.create(conn, checkfirst=True)
+    claims: dict[str, list[PublishedRange]] = {}
+    for datasource, run_id, plan_json in conn.execute(sa.select(runs.c.datasource, runs.c.run_id, runs.c.plan)
+                                                      .where(runs.c.status == RunStatus.PUBLISHED.value)
+                                                      .order_by(runs.c.published_at)):
+        plan = Plan.from_json(plan_json)
+        ranges = [p.range for p in plan.partitions if p.size]
+        mine = claims.setdefault(datasource, [])
+        if plan.is_backfill and find_overlap(ranges, mine) is None:
+            mine.extend(PublishedRange(r.tp, r.start, r.end, run_id, True) for r in ranges)
+    rows = [{"datasource": ds, "topic": c.tp.topic, "partition": c.tp.partition, "start_offset": c.start,
+             "end_offset": c.end, "run_id": c.run_id, "backfill": True, "updated_at": utcnow()}
+            for ds, mine in claims.items() for c in mine]
+    if rows:
+        conn.execute(published_ranges.insert(), rows)
+
+
 # Ordered schema steps; a new release appends (version, step). Each runs once, in its own transaction.
-MIGRATIONS: list[tuple[int, Any]] = [(1, _create_schema_v1)]
+MIGRATIONS: list[tuple[int, Any]] = [(1, _create_schema_v1), (2, _add_published_ranges)]
 
 
 def make_engine(url: str) -> Engine:
@@ -465,6 +504,60 @@ class MetadataStore:
                 f"the publish was rolled back and can be retried"
             )
         return expected + 1
+
+    # ------------------------------------------------------------------------------------------ claimed ranges
+
+    def published_ranges(self, name: str, conn: Connection | None = None) -> list[PublishedRange]:
+        query = sa.select(published_ranges).where(published_ranges.c.datasource == name).order_by(
+            published_ranges.c.topic, published_ranges.c.partition, published_ranges.c.start_offset)
+        if conn is None:
+            with self.session() as c:
+                return self.published_ranges(name, c)
+        return [PublishedRange(TopicPartition(r["topic"], int(r["partition"])), int(r["start_offset"]),
+                               int(r["end_offset"]), r["run_id"], bool(r["backfill"]))
+                for r in conn.execute(query).mappings()]
+
+    def claim_ranges(self, conn: Connection, name: str, ranges: list[OffsetRange], run_id: str, *, backfill: bool,
+                     claims: list[PublishedRange]) -> None:
+        """Record what a publish made visible (inside its transaction; `claims`: the datasource's current ones,
+        none overlapping `ranges`). A main-line range extends the main line's stretch that ends where it starts."""
+        now = utcnow()
+        stretch_ends = {(c.tp, c.end): c for c in claims if not c.backfill}
+        for r in ranges:
+            if not r.size:
+                continue
+            stretch = None if backfill else stretch_ends.get((r.tp, r.start))
+            if stretch is not None:
+                conn.execute(published_ranges.update().where(
+                    self._claim_key(name, stretch.tp) & (published_ranges.c.start_offset == stretch.start)
+                ).values(end_offset=r.end, run_id=run_id, updated_at=now))
+            else:
+                conn.execute(published_ranges.insert().values(
+                    datasource=name, topic=r.tp.topic, partition=r.tp.partition, start_offset=r.start,
+                    end_offset=r.end, run_id=run_id, backfill=backfill, updated_at=now))
+
+    def release_ranges(self, conn: Connection, name: str,
+                       at: Mapping[TopicPartition, int] | None = None) -> list[PublishedRange]:
+        """Release the claims at and above the given offsets (`None`: all of the datasource), inside the caller's
+        locked transaction: an operator moved the main line there and asked to read those offsets again.
+        Returns what was released."""
+        released = []
+        for claim in self.published_ranges(name, conn):
+            cut = claim.start if at is None else at.get(claim.tp)
+            if cut is None or claim.end <= cut:
+                continue
+            key = self._claim_key(name, claim.tp) & (published_ranges.c.start_offset == claim.start)
+            if claim.start >= cut:
+                conn.execute(published_ranges.delete().where(key))
+            else:
+                conn.execute(published_ranges.update().where(key).values(end_offset=cut, updated_at=utcnow()))
+            released.append(replace(claim, start=max(claim.start, cut)))
+        return released
+
+    @staticmethod
+    def _claim_key(name: str, tp: TopicPartition):
+        return ((published_ranges.c.datasource == name) & (published_ranges.c.topic == tp.topic)
+                & (published_ranges.c.partition == tp.partition))
 
     # ------------------------------------------------------------------------------------------ runs
 

@@ -35,7 +35,7 @@ class KafkaOffsetReader:
         self._conf = config.consumer(**{"isolation.level": isolation_level,
                                          "socket.connection.setup.timeout.ms": int(timeout_s * 1000)})
         self._local = threading.local()  # one consumer per thread: queries of a snapshot run in parallel
-        self._pool = ThreadPoolExecutor(3, thread_name_prefix="offset-reader")
+        self._pool = ThreadPoolExecutor(4, thread_name_prefix="offset-reader")
         self._client()  # fail fast on an invalid configuration
 
     def _client(self) -> Consumer:
@@ -105,13 +105,17 @@ class KafkaOffsetReader:
         found = self._query(list(tps), int(when.timestamp() * 1000), "offsets by timestamp")
         return {tp: (off if off >= 0 else None) for tp, off in found.items()}
 
-    def snapshot(self, tps: Iterable[TopicPartition], at: datetime | None = None) -> "OffsetSnapshot":
-        """Earliest, latest (and offsets at `at`), their requests in flight at the same time."""
+    def snapshot(self, tps: Iterable[TopicPartition], at: datetime | None = None,
+                 future_after: datetime | None = None) -> "OffsetSnapshot":
+        """Earliest, latest (and offsets at `at` and at `future_after`), their requests in flight at the same
+        time."""
         tps = list(tps)
         earliest = self._pool.submit(self.earliest, tps)
         latest = self._pool.submit(self.latest, tps)
         at_time = self._pool.submit(self.offsets_at, tps, at) if at is not None else None
-        return OffsetSnapshot(earliest.result(), latest.result(), at_time.result() if at_time else None)
+        future = self._pool.submit(self.offsets_at, tps, future_after) if future_after is not None else None
+        return OffsetSnapshot(earliest.result(), latest.result(), at_time.result() if at_time else None,
+                              future.result() if future else None)
 
     def _query(self, tps: list[TopicPartition], timestamp: int, what: str) -> dict[TopicPartition, int]:
         if not tps:
@@ -158,3 +162,4 @@ class OffsetSnapshot:
     earliest: dict[TopicPartition, int]
     latest: dict[TopicPartition, int]
     at_time: dict[TopicPartition, int | None] | None
+    at_future: dict[TopicPartition, int | None] | None = None

@@ -162,11 +162,54 @@ def resolve_start_offsets(
     return StartResolution(starts, resets)
 
 
+def clamp_to_log(committed: Mapping[TopicPartition, KnownOffset], earliest: Mapping[TopicPartition, int],
+                 latest: Mapping[TopicPartition, int]) -> tuple[dict[TopicPartition, KnownOffset], list[OffsetReset]]:
+    """Committed offsets moved into their partition's log, for `reset --to-latest`, whose job is to get past
+    them: below the log start (records removed before they were ingested) to the log start, beyond the log end
+    (the topic was re-created) to the log end. Returns the offsets and what was moved; partitions that are not
+    in the log any more stay as they are."""
+    out, moved = dict(committed), []
+    for tp in sorted(committed):
+        if tp not in earliest:
+            continue
+        known, lo, hi = committed[tp], earliest[tp], latest[tp]
+        to = min(max(known.offset, lo), hi)
+        if to != known.offset:
+            out[tp] = KnownOffset(to, known.run_id)
+            moved.append(OffsetReset(tp, known.offset, to, lo, hi))
+    return out, moved
+
+
 def pending_records(starts: Mapping[TopicPartition, int], earliest: Mapping[TopicPartition, int],
                     latest: Mapping[TopicPartition, int]) -> int:
     """Records between each partition's start and its latest offset (an upper bound: gaps count). A partition
     without a start appeared since the starts were resolved and counts from its earliest offset."""
     return sum(max(0, hi - starts.get(tp, earliest.get(tp, hi))) for tp, hi in latest.items())
+
+
+@dataclass(frozen=True)
+class PublishedRange:
+    """Offsets [start, end) of a partition that a publish made visible: claimed, so no other run publishes
+    them again (`metadata.published_ranges`)."""
+
+    tp: TopicPartition
+    start: int
+    end: int
+    run_id: str  # the run that published it; of the main line's stretch, the latest run that extended it
+    backfill: bool
+
+
+def find_overlap(ranges: Iterable[OffsetRange], claims: Iterable[PublishedRange]
+                 ) -> tuple[OffsetRange, PublishedRange] | None:
+    """The first of `ranges` that overlaps a published range, with that range; None when none does."""
+    by_tp: dict[TopicPartition, list[PublishedRange]] = {}
+    for claim in claims:
+        by_tp.setdefault(claim.tp, []).append(claim)
+    for r in sorted(ranges):
+        for claim in sorted(by_tp.get(r.tp, ()), key=lambda c: c.start):
+            if r.size and r.start < claim.end and claim.start < r.end:
+                return r, claim
+    return None
 
 
 def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:

@@ -34,6 +34,7 @@ SCHEDULED_RUN_TYPES = ("scheduled", "backfill")
 # The one Spark job of a run with nothing to read: it succeeds at once. (A mapped task with no instances is
 # skipped, and Airflow would skip publish and report after it.)
 NO_JOB: list[str] = []
+REPORT_READ_ATTEMPTS, REPORT_READ_RETRY_S = 3, 2.0  # a report that exists but cannot be read: retry, then fail
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ def plan_task(spec: DatasourceSpec, run: RunContext) -> list[list[str]]:
         log.info("run %s is already published: nothing to read", run.run_id)
         return [NO_JOB]
     folder = run_folder(spec, run.run_id)
-    deep_storage.write_json(deep_storage.join(folder, "spec.json"), spec.to_raw())
+    spec_args = stage_spec(spec, folder)
     deep_storage.write_json(deep_storage.join(folder, "plan.json"), plan.to_json())
     metadata.set_run_status(spec.datasource, run.run_id, RunStatus.RUNNING, only_from=(RunStatus.PLANNED,
                                                                                        RunStatus.FAILED))
@@ -123,7 +124,7 @@ def plan_task(spec: DatasourceSpec, run: RunContext) -> list[list[str]]:
         if group.is_empty:
             continue
         for replica in range(spec.io_config.replicas):
-            jobs.append(["--spec", deep_storage.join(folder, "spec.json"), "--plan", deep_storage.join(folder, "plan.json"),
+            jobs.append([*spec_args, "--plan", deep_storage.join(folder, "plan.json"),
                          "--group", str(group.group_id), "--replica", str(replica),
                          "--output", deep_storage.group_uri(deep_storage.base_for(spec), spec.datasource, run.run_id,
                                                             group.group_id, replica)])
@@ -132,17 +133,43 @@ def plan_task(spec: DatasourceSpec, run: RunContext) -> list[list[str]]:
     return jobs or [NO_JOB]
 
 
+def stage_spec(spec: DatasourceSpec, folder: str) -> list[str]:
+    """Stage the spec for the run's Spark jobs; returns their spec arguments. The staged copy is redacted like
+    every stored one: a literal secret stays in the spec file under `dags/`, which the job's driver reads it
+    from (`--secrets-from`), so no secret lands in deep storage, XCom or the logs."""
+    uri = deep_storage.join(folder, "spec.json")
+    deep_storage.write_json(uri, spec.to_raw())
+    return ["--spec", uri, *(["--secrets-from", spec.source] if spec.has_literal_secrets else [])]
+
+
 def group_reports(spec: DatasourceSpec, run_id: str, group_id: int) -> list[dict]:
     """The reports the replicas of a group left, by replica."""
     out = []
     for replica in range(spec.io_config.replicas):
         uri = deep_storage.join(deep_storage.group_uri(deep_storage.base_for(spec), spec.datasource, run_id, group_id,
                                                        replica), "report.json")
-        try:
-            out.append(deep_storage.read_json(uri))
-        except (FileNotFoundError, OSError):
-            continue
+        report = _read_report(uri, f"the report of task group {group_id} (replica {replica}) of run {run_id}")
+        if report is not None:
+            out.append(report)
     return out
+
+
+def _read_report(uri: str, what: str) -> dict | None:
+    """A report, or None when there is none (its job failed before writing it). Any other error is a storage
+    fault: retried, then raised, so the publish task fails and Airflow retries it; taking it for "no report"
+    would mark a group that succeeded as failed."""
+    for attempt in range(1, REPORT_READ_ATTEMPTS + 1):
+        try:
+            return deep_storage.read_json(uri)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if attempt == REPORT_READ_ATTEMPTS:
+                raise IngestError(f"could not read {what} at {uri} ({exc}) in {attempt} attempts; nothing was "
+                                  "published (the publish task fails and is retried)") from exc
+            log.warning("reading %s at %s failed (%s): retrying", what, uri, exc)
+            time.sleep(REPORT_READ_RETRY_S)
+    return None  # pragma: no cover - the loop returns or raises
 
 
 def publish_task(spec: DatasourceSpec, run: RunContext) -> dict[str, Any]:

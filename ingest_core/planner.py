@@ -1,7 +1,8 @@
 """Planning one run: end offsets, task groups and splits. A pure function of its inputs (`plan_run`).
 
 - End offsets: the latest offsets at plan time, optionally capped by the offsets at a given time (a run for
-  the data interval [a, b) reads what had arrived by b) and by a per-run record limit (spread over partitions
+  the data interval [a, b) reads what had arrived by b; a record stamped in the future caps nothing:
+  `time_cap`) and by a per-run record limit (spread over partitions
   in proportion to their lag, like Spark's maxOffsetsPerTrigger).
 - Task groups: Druid's `partition % taskCount` (multi-topic: `abs(31 * topic.hashCode() + partition) %
   taskCount`), or opt-in `balanced`, which packs partitions by records to read (largest first onto the
@@ -16,13 +17,14 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Mapping, Sequence
 
 from .offsets import OffsetRange, StartOffset, StartSource, TopicPartition
 from .periods import format_datetime, parse_datetime
 
 MODULO, BALANCED = "modulo", "balanced"
+FUTURE_TOLERANCE = timedelta(minutes=1)  # producer clocks may run ahead this much: no "future" record yet
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,10 @@ class PlanRequest:
     # Offsets of the first record at or after `end_time`, per partition (None: no record that late yet).
     offsets_at_end_time: Mapping[TopicPartition, int | None] | None = None
     end_time: datetime | None = None
+    # Records stamped at or after `future_after` (now plus FUTURE_TOLERANCE) are stamped in the future; the
+    # offsets of the first such record per partition (see `time_cap`).
+    future_after: datetime | None = None
+    offsets_at_future: Mapping[TopicPartition, int | None] | None = None
     spec_fingerprint: str = ""
 
 
@@ -244,6 +250,20 @@ def _millis(when: datetime | None) -> datetime | None:
     return when.replace(microsecond=when.microsecond // 1000 * 1000) if when is not None else None
 
 
+def time_cap(req: PlanRequest, tp: TopicPartition) -> int | None:
+    """The end-offset cap of a run for the data interval [a, b): the first record stamped at or after b, unless
+    that record is stamped in the future (at or after `future_after`). Kafka's offsets_for_times finds the first
+    record stamped >= b, so one record stamped 30 days ahead would hide every record after it from this run and
+    every later one for 30 days; such a cap says nothing about what had arrived by b, and the run reads up to the
+    latest offsets, as one for an interval that ends in the future does."""
+    at_end = req.offsets_at_end_time.get(tp) if req.offsets_at_end_time is not None else None
+    if at_end is None or req.future_after is None:
+        return at_end
+    if req.end_time is not None and req.end_time >= req.future_after:
+        return None
+    return None if at_end == (req.offsets_at_future or {}).get(tp) else at_end
+
+
 def plan_run(req: PlanRequest) -> Plan:
     tps = sorted(req.starts)
     ends: dict[TopicPartition, int] = {}
@@ -251,7 +271,7 @@ def plan_run(req: PlanRequest) -> Plan:
     for tp in tps:
         start, end = req.starts[tp].offset, req.latest[tp]
         if req.offsets_at_end_time is not None:
-            at_time = req.offsets_at_end_time.get(tp)
+            at_time = time_cap(req, tp)
             if at_time is not None and at_time < end:
                 end = at_time
                 caps["endTime"] += 1

@@ -4,9 +4,12 @@ One metadata transaction:
   1. lock the datasource row (its `commit_version` is the compare-and-swap token);
   2. check that every partition the run publishes starts where the committed offsets end
      (or, for a first start from earliest/latest, that nothing was committed since it was planned);
-  3. insert the segment records;
-  4. advance the committed offsets to the run's planned end offsets;
-  5. mark the run and its task groups published (groups that failed keep their old offsets).
+  3. check that no offset it publishes was published already (claimed ranges: a backfill has no committed
+     offset to compare with, and an operator may move the main line back into a backfilled range), and claim
+     its own;
+  4. insert the segment records;
+  5. advance the committed offsets to the run's planned end offsets (not a backfill's);
+  6. mark the run and its task groups published (groups that failed keep their old offsets).
 Publishing an already-published run is a no-op success. A run whose starts no longer match is stale: the
 transaction writes nothing, the run is marked SUPERSEDED, and `StaleRunError` names the run that got there
 first. Everything else (jobs, retries, replicas) may fail and retry freely because this check refuses stale
@@ -24,7 +27,7 @@ import sqlalchemy as sa
 
 from .errors import IngestError, PublishPendingError, StaleRunError
 from .metadata import GroupStatus, MetadataStore, RunStatus, segments, task_groups, utcnow
-from .offsets import offsets_to_json
+from .offsets import OffsetRange, PublishedRange, find_overlap, offsets_to_json
 from .periods import format_datetime, parse_datetime
 from .planner import PartitionPlan, Plan
 
@@ -126,6 +129,14 @@ class Publisher:
             for p in parts:
                 self._check_order(conn, datasource, run_id, p, committed)
                 self._check_start(datasource, run_id, p, committed)
+        # A backfill has no committed offset to compare-and-swap on, and the main line's offsets may be moved
+        # back into a backfilled range: every publish claims its ranges, and none publishes a claimed one.
+        ranges = [p.range for p in parts]
+        claims = self.store.published_ranges(datasource, conn)
+        overlap = find_overlap(ranges, claims)
+        if overlap is not None:
+            raise self._claimed(datasource, run_id, plan.is_backfill, *overlap)
+        self.store.claim_ranges(conn, datasource, ranges, run_id, backfill=plan.is_backfill, claims=claims)
 
         seg_ids: list[str] = []
         rows = 0
@@ -193,6 +204,18 @@ class Publisher:
             f"start at offset {p.start}, but {why}. Nothing was written; plan a new run to ingest from the "
             f"committed offsets.",
             run_id=run_id, superseded_by=superseded_by)
+
+    @staticmethod
+    def _claimed(datasource: str, run_id: str, backfill: bool, r: OffsetRange, claim: PublishedRange) -> StaleRunError:
+        holder = (f"backfill run {claim.run_id}" if claim.backfill
+                  else f"the main line (its latest run there: {claim.run_id})")
+        where = f"{datasource} {r.tp.topic}:{r.tp.partition}"
+        fix = "" if backfill else (f" To go on after them: `ingest set-offsets {where}={claim.end}`; to ingest them "
+                                   f"again: `ingest set-offsets {where}={r.start}` (which releases them).")
+        return StaleRunError(
+            f"run {run_id} of {datasource!r} was not published: partition {r.tp} offsets [{r.start}, {r.end}) "
+            f"overlap offsets [{claim.start}, {claim.end}) already published by {holder}; they would be ingested "
+            f"twice. Nothing was written.{fix}", run_id=run_id, superseded_by=claim.run_id)
 
     @staticmethod
     def _allocate(conn: sa.Connection, datasource: str, seg: SegmentDescriptor, run_version: str) -> tuple[str, str, int]:

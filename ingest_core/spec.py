@@ -762,6 +762,20 @@ class DatasourceSpec:
             "microbatch": to_raw(self.microbatch),
         }
 
+    @property
+    def has_literal_secrets(self) -> bool:
+        return credentials.REDACTED in self.to_raw()["spec"]["ioConfig"]["consumerProperties"].values()
+
+    def with_secrets_from(self, original: "DatasourceSpec") -> "DatasourceSpec":
+        """This spec (a redacted copy, e.g. staged for a Spark job) with the literal secrets of `original`, the
+        spec file it was made from: only for building a Kafka client, never for storing or printing."""
+        if original.datasource != self.datasource:
+            raise SpecError(original.source, [SpecProblem("spec.dataSchema.dataSource", (
+                f"is {original.datasource!r}, not {self.datasource!r}: not the spec this copy was made from"))])
+        props = credentials.restore_literals(self.io_config.consumer_properties,
+                                             original.io_config.consumer_properties, original.source)
+        return dataclasses.replace(self, io_config=dataclasses.replace(self.io_config, consumer_properties=props))
+
     def fingerprint(self) -> str:
         import hashlib
 

@@ -21,7 +21,7 @@ from .errors import BrokerUnavailableError, IngestError
 from .metadata import MetadataStore, RunRecord, RunStatus
 from .offset_reader import KafkaOffsetReader, OffsetSnapshot
 from .offsets import StartResolution, StartSource, TopicPartition, pending_records, resolve_start_offsets
-from .planner import Plan, PlanRequest, plan_run
+from .planner import FUTURE_TOLERANCE, Plan, PlanRequest, plan_run
 from .spec import DatasourceSpec
 from .status import LOOP_ERROR
 
@@ -73,7 +73,8 @@ class Supervisor:
 
     def compute_plan(self, run_id: str, options: PlanOptions = PlanOptions()) -> Plan:
         io, micro = self.spec.io_config, self.spec.microbatch
-        snap, resolution = self._resolve(options.end_time)
+        future_after = datetime.now(timezone.utc) + FUTURE_TOLERANCE  # by the wall clock, not options.now
+        snap, resolution = self._resolve(options.end_time, future_after)
         request = PlanRequest(
             datasource=self.datasource,
             run_id=run_id,
@@ -88,6 +89,8 @@ class Supervisor:
             max_records_per_run=options.max_records if options.max_records is not None else micro.max_records_per_run,
             offsets_at_end_time=snap.at_time,
             end_time=options.end_time,
+            future_after=future_after,
+            offsets_at_future=snap.at_future,
             spec_fingerprint=self.spec.fingerprint(),
         )
         plan = plan_run(request)
@@ -101,7 +104,8 @@ class Supervisor:
         starts = {tp: s.offset for tp, s in resolution.starts.items()}
         return starts, pending_records(starts, snap.earliest, snap.latest)
 
-    def _resolve(self, end_time: datetime | None) -> tuple[OffsetSnapshot, StartResolution]:
+    def _resolve(self, end_time: datetime | None,
+                 future_after: datetime | None = None) -> tuple[OffsetSnapshot, StartResolution]:
         """Discover partitions, snapshot their offsets and resolve where each starts."""
         io = self.spec.io_config
         first_loop = self._first_loop()
@@ -109,7 +113,7 @@ class Supervisor:
             if first_loop:
                 self.store.set_state(self.datasource, "RUNNING", "CONNECTING_TO_STREAM")
             tps = self.reader.partitions(topic=io.topic, pattern=io.topic_pattern)
-            snap = self.reader.snapshot(tps, at=end_time)
+            snap = self.reader.snapshot(tps, at=end_time, future_after=future_after if end_time else None)
             resolution = resolve_start_offsets(
                 tps,
                 datasource=self.datasource,

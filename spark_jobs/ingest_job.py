@@ -1,6 +1,7 @@
 """The bounded Spark ingest job: one task group of one run, Kafka offsets -> Parquet segments + a report.
 
     spark-submit spark_jobs/ingest_job.py --spec SPEC --plan PLAN --group N [--replica R] [--output URI]
+        [--secrets-from SPEC_FILE]
 
 SPEC is a datasource spec (YAML or JSON file or URI); PLAN is the run's persisted plan (JSON, as written by
 `ingest plan --json` or the DAG's plan task). The job reads exactly the group's offset ranges (one Spark task
@@ -270,9 +271,17 @@ def _time_range(meta: Any) -> tuple[str | None, str | None]:
 # ------------------------------------------------------------------------------------------------ entry point
 
 
+def load_job_spec(spec_uri: str, secrets_from: str | None = None) -> DatasourceSpec:
+    """The job's spec. A staged spec is redacted; literal secrets come from the spec file it was staged from,
+    here on the driver, which resolves them into the Kafka client config only (`_ingest`)."""
+    from ingest_core.spec import load_spec, parse_spec_text
+
+    spec = parse_spec_text(deep_storage.read_text(spec_uri), spec_uri)
+    return spec.with_secrets_from(load_spec(secrets_from)) if secrets_from else spec
+
+
 def main(argv: list[str] | None = None) -> int:
     from ingest_core.settings import Settings
-    from ingest_core.spec import parse_spec_text
 
     ap = argparse.ArgumentParser(prog="ingest_job", description=__doc__.split("\n\n")[0])
     ap.add_argument("--spec", required=True, help="datasource spec file or URI (YAML/JSON)")
@@ -280,13 +289,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--group", type=int, required=True, help="task group id")
     ap.add_argument("--replica", type=int, default=0)
     ap.add_argument("--output", help="where to stage segments and the report (default: deep storage layout)")
+    ap.add_argument("--secrets-from", help="the spec file SPEC was staged from: its literal consumerProperties "
+                                           "secrets (redacted in SPEC) are read there")
     ap.add_argument("--stall-timeout", type=float, default=60.0,
                     help="seconds without progress before a split fails (unreachable broker)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)  # it logs to stdout, where the summary goes
     try:
-        spec = parse_spec_text(deep_storage.read_text(args.spec), args.spec)
+        spec = load_job_spec(args.spec, args.secrets_from)
         plan = Plan.from_json(deep_storage.read_json(args.plan))
         plan.group(args.group)
     except (IngestError, KeyError, ValueError, OSError) as exc:

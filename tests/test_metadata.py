@@ -26,7 +26,7 @@ def test_upgrade_is_idempotent_and_required(tmp_path):
     store = MetadataStore(url)
     with pytest.raises(MetadataStoreError, match="run `ingest db upgrade`"):
         store.committed_offsets("wiki")
-    assert store.upgrade() == [SCHEMA_VERSION]
+    assert store.upgrade() == list(range(1, SCHEMA_VERSION + 1))
     assert store.upgrade() == []
     assert store.current_schema_version() == SCHEMA_VERSION
     assert store.committed_offsets("wiki") == {}
@@ -88,3 +88,34 @@ def test_run_row_stats_count_each_group_once_whatever_its_replicas(store):
     store.add_task_report("wiki", "r2", 0, report(7, 0), replica=0)
     assert store.run_row_stats("wiki", "r1") == {"processed": 140, "unparseable": 2}
     assert store.run_row_stats("wiki", "r2") == {"processed": 7, "unparseable": 1}
+
+
+def test_upgrade_to_v2_claims_the_ranges_of_the_backfills_published_before(store):
+    from datetime import datetime, timezone
+
+    import sqlalchemy as sa
+
+    from ingest_core.metadata import RunStatus, published_ranges, schema_version
+    from ingest_core.offsets import PublishedRange, StartOffset, StartSource, TopicPartition
+    from ingest_core.planner import PlanRequest, plan_run
+
+    tp = TopicPartition("edits", 0)
+
+    def run(run_id, start, end, source):
+        store.insert_run(plan_run(PlanRequest(datasource="wiki", run_id=run_id, task_count=1,
+                                              created_at=datetime(2026, 11, 22, tzinfo=timezone.utc),
+                                              starts={tp: StartOffset(start, source)}, latest={tp: end})))
+        store.set_run_status("wiki", run_id, RunStatus.PUBLISHED)
+
+    # a v1 store: published runs, no claims (two backfills even published the same offsets)
+    with store.transaction() as conn:
+        published_ranges.drop(conn)
+        conn.execute(schema_version.delete().where(schema_version.c.version == 2))
+    store._schema_checked = True  # write the v1 store's runs with this release's code
+    run("r1", 0, 10, StartSource.EARLIEST)
+    run("bf1", 10, 30, StartSource.BACKFILL)
+    run("bf2", 20, 30, StartSource.BACKFILL)
+    assert store.upgrade() == [2]
+    with store.session() as conn:
+        assert sa.inspect(conn).has_table("ingest_published_ranges")
+    assert store.published_ranges("wiki") == [PublishedRange(tp, 10, 30, "bf1", True)]

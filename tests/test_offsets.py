@@ -5,8 +5,8 @@ import pytest
 
 from ingest_core.errors import OffsetOutOfRangeError
 from ingest_core.offsets import (
-    KnownOffset, StartSource, TopicPartition, offsets_from_json, offsets_to_json, pending_records,
-    resolve_start_offsets,
+    KnownOffset, OffsetReset, StartSource, TopicPartition, clamp_to_log, offsets_from_json, offsets_to_json,
+    pending_records, resolve_start_offsets,
 )
 
 A, B, C = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
@@ -58,6 +58,18 @@ def test_truncated_start_with_reset(use_earliest, target, source):
 def test_committed_beyond_log_end_is_an_error_even_with_reset(reset):
     with pytest.raises(OffsetOutOfRangeError, match="beyond the log end offset 50.*re-created"):
         resolve(committed={B: KnownOffset(500, "run-1")}, reset=reset)
+
+
+def test_clamp_to_log_moves_committed_offsets_into_the_log_and_says_which():
+    gone = TopicPartition("gone", 0)  # committed, but no longer in the log: left alone
+    committed = {A: KnownOffset(4, "r1"), B: KnownOffset(500, "r1"), C: KnownOffset(7, "r1"), gone: KnownOffset(3, "r1")}
+    clamped, moved = clamp_to_log(committed, EARLIEST, LATEST)
+    assert clamped == {A: KnownOffset(10, "r1"), B: KnownOffset(50, "r1"), C: KnownOffset(7, "r1"),
+                       gone: KnownOffset(3, "r1")}
+    assert moved == [OffsetReset(A, 4, 10, 10, 100), OffsetReset(B, 500, 50, 0, 50)]
+    # what `reset --to-latest` needs: resolving starts from the clamped offsets never raises
+    res = resolve(committed=clamped)
+    assert (res.starts[A].offset, res.starts[B].offset, res.starts[C].offset) == (10, 50, 7)
 
 
 def test_offsets_json_is_sparks_format():

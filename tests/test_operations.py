@@ -17,7 +17,7 @@ from ingest_core.errors import BrokerUnavailableError, StaleRunError
 from ingest_core.kafka_config import KafkaClientConfig
 from ingest_core.metadata import RunStatus
 from ingest_core.offset_reader import KafkaOffsetReader
-from ingest_core.offsets import StartSource, TopicPartition
+from ingest_core.offsets import OffsetRange, StartSource, TopicPartition
 from ingest_core.publisher import Publisher
 from ingest_core.supervisor import Supervisor
 
@@ -178,11 +178,67 @@ def test_reset_to_latest_with_backfill_while_a_run_is_in_flight_ingests_every_of
     backfill_results = run_jobs(backfill.run_id)
     result = Publisher(pg_store).publish("ops", backfill.run_id, backfill_results)
     assert result.rows == 50 and result.commit_version is None
+    assert {(c.tp.partition, c.start, c.end) for c in pg_store.published_ranges("ops") if c.backfill} == {
+        (0, 60, 80), (1, 40, 70)}  # claimed: no other run publishes these offsets again
     assert {tp.partition: k.offset for tp, k in pg_store.committed_offsets("ops").items()} == {0: 80, 1: 80}
     assert Publisher(pg_store).publish("ops", backfill.run_id, backfill_results).already_published
 
     times = DatasourceReader(pg_store, "ops").to_arrow().column("__time").cast("int64").to_pylist()
     assert sorted(times) == [1_790_000_000_000 + i for i in range(160)]  # every record once: none lost, none twice
+
+
+def test_reset_to_latest_gets_past_committed_offsets_that_left_the_log(broker, store_url, store, tmp_path):
+    """Druid's reset is for exactly this: offsets removed by retention, a re-created topic."""
+    from confluent_kafka import TopicPartition as KTP
+
+    topic = broker.create_topic(partitions=2)
+    broker.produce(topic, events(60), partition=0)
+    broker.produce(topic, events(5, 60), partition=1)
+    p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    ops = Ops(store_url, dags, None)
+    for name, offsets in (("lost", {p0: 10}), ("recreated", {p0: 10, p1: 20}), ("nothing", {p0: 10, p1: 5})):
+        (dags / f"{name}.yaml").write_text(yaml.safe_dump(spec_from(broker.bootstrap, topic, SCHEMA,
+                                                                    datasource=name).to_raw()))
+        with store.session() as conn:
+            store.lock_datasource(conn, name)
+            store.write_offsets(conn, name, offsets, "r1")
+    with store.session() as conn:  # the main line of the topic's former life published [0, 20) of p1
+        store.claim_ranges(conn, "recreated", [OffsetRange(p1, 0, 20)], "r1", backfill=False, claims=[])
+    broker.admin.delete_records([KTP(topic, 0, 50)])[KTP(topic, 0, 50)].result(timeout=30)  # 10..49 unread
+
+    def committed(name):
+        return {tp.partition: k.offset for tp, k in store.committed_offsets(name).items()}
+
+    # committed 10, log start 50: the reset that accepts the loss works, and says what was lost
+    done = ops("reset", "lost", "--to-latest", "--yes", "--no-airflow", "--dags-folder", str(dags))
+    assert done.returncode == 0, done.stderr
+    assert committed("lost") == {0: 60, 1: 5}
+    assert f"partition {topic}-0: records 10..49 (40 records) were removed" in done.stderr
+    (audit,) = store.audit_records("lost", action="reset_to_latest")
+    assert audit.details["removedBeforeIngestion"] == {topic: {"0": [10, 50]}} and audit.details["removedRecords"] == 40
+
+    # and p1 committed 20 beyond its log end 5 (the topic re-created): with --backfill, the backfill starts at
+    # the log start of p0 and takes nothing of p1
+    done = ops("reset", "recreated", "--to-latest", "--backfill", "--yes", "--no-airflow", "--dags-folder", str(dags))
+    assert done.returncode == 0, done.stderr
+    assert committed("recreated") == {0: 60, 1: 5}
+    (backfill,) = [r for r in store.list_runs("recreated") if r.plan.is_backfill]
+    assert {p.tp.partition: (p.start, p.end) for p in backfill.plan.partitions} == {0: (50, 60)}
+    assert f"{topic}-1: committed offset 20 is beyond the log end offset 5" in done.stderr
+    (audit,) = store.audit_records("recreated", action="reset_to_latest")
+    assert audit.details["beyondLogEnd"] == {topic: {"1": [20, 5]}} and audit.details["backfillRun"] == backfill.run_id
+    # the former log's claim above the new offset is released, or the main line could never publish p1 again
+    assert audit.details["releasedRanges"] == [{"topic": topic, "partition": 1, "start": 5, "end": 20, "runId": "r1"}]
+    assert [(c.tp, c.start, c.end) for c in store.published_ranges("recreated")] == [(p1, 0, 5)]
+
+    # everything skipped was removed: nothing can be backfilled, and it says so
+    broker.admin.delete_records([KTP(topic, 0, 60)])[KTP(topic, 0, 60)].result(timeout=30)
+    done = ops("reset", "nothing", "--to-latest", "--backfill", "--yes", "--no-airflow", "--dags-folder", str(dags))
+    assert done.returncode == 0, done.stderr
+    assert "nothing to backfill" in done.stderr and committed("nothing") == {0: 60, 1: 5}
+    assert not [r for r in store.list_runs("nothing") if r.plan.is_backfill]
 
 
 def test_status_shows_how_far_a_run_in_flight_got(pg_store, spark, broker, tmp_path):

@@ -99,6 +99,28 @@ def test_end_offsets_latest_time_cap_and_record_cap():
     assert plan.records == 30 and plan.caps["maxRecordsPerRun"] == 2
 
 
+def test_a_future_stamped_record_never_holds_back_a_time_capped_run():
+    """Kafka's offsets_for_times(b) is the first record stamped >= b: one record stamped in the future hides
+    every record after it. A cap found at a record stamped past `future_after` (now plus a tolerance for clock
+    skew) is no cap; an end time past `future_after` caps nothing either."""
+    from datetime import timedelta
+
+    parts = tps("t", 3)
+    starts, latest = {tp: 0 for tp in parts}, {tp: 21 for tp in parts}
+    b = NOW - timedelta(minutes=10)  # a run for [a, b) planned 10 minutes after b (late, or a catch-up run)
+    at_b = {parts[0]: 10, parts[1]: 10, parts[2]: None}
+    # p0: its record 10 is also the first stamped after now + 1 min: stamped in the future, so no cap.
+    # p1: its record 10 is stamped before now + 1 min (the first one after is 15): a real cap.
+    at_future = {parts[0]: 10, parts[1]: 15, parts[2]: None}
+    plan = plan_run(request(starts, latest, end_time=b, offsets_at_end_time=at_b,
+                            future_after=NOW + timedelta(minutes=1), offsets_at_future=at_future))
+    assert plan.end_offsets() == {parts[0]: 21, parts[1]: 10, parts[2]: 21} and plan.caps["endTime"] == 1
+    # an interval that ends in the future: whatever offsets_for_times(b) found is stamped in the future
+    plan = plan_run(request(starts, latest, end_time=NOW + timedelta(minutes=5), offsets_at_end_time=at_b,
+                            future_after=NOW + timedelta(minutes=1), offsets_at_future={tp: 3 for tp in parts}))
+    assert plan.end_offsets() == latest and plan.caps["endTime"] == 0
+
+
 def test_plan_is_pure_and_round_trips_through_json():
     parts = tps("t", 6)
     req = request({tp: tp.partition * 10 for tp in parts}, {tp: 1000 for tp in parts}, task_count=4,

@@ -237,10 +237,11 @@ def test_a_backfill_run_publishes_whole_beside_the_main_line(store):
                                     starts={tp: StartOffset(10, StartSource.BACKFILL) for tp in PARTS},
                                     latest={tp: 30 for tp in PARTS}))
     store.insert_run(backfill)
+    move_main_line(store, {tp: 30 for tp in PARTS})  # as `reset --to-latest --backfill` does with it
     assert backfill.is_backfill and not r1.is_backfill
     assert store.inflight_end_offsets("wiki") == {}  # nothing continues from a backfill's end
     r2 = plan_next(store, "r2", {tp: 40 for tp in PARTS})
-    assert r2.start_offsets() == {tp: 10 for tp in PARTS}  # the main line goes on from its committed offsets
+    assert r2.start_offsets() == {tp: 30 for tp in PARTS}  # the main line goes on from its committed offsets
     with pytest.raises(IngestError, match="a backfill publishes whole"):
         Publisher(store).publish("wiki", "bf", results_for(backfill, skip=(1,)))
     assert store.get_run("wiki", "bf").status is RunStatus.PLANNED and len(store.segments("wiki")) == 2
@@ -253,3 +254,83 @@ def test_a_backfill_run_publishes_whole_beside_the_main_line(store):
     with store.session() as conn:
         assert store.supersede_inflight(conn, "wiki", "x", "y") == [r3.run_id]
     assert store.get_run("wiki", "bf2").status is RunStatus.PLANNED
+
+
+# ------------------------------------------------------------------------------------------ claimed ranges
+
+def backfill_run(store, run_id, start, end, parts=PARTS):
+    from ingest_core.offsets import StartOffset
+
+    plan = plan_run(PlanRequest(datasource="wiki", run_id=run_id, created_at=T0, task_count=2,
+                                starts={tp: StartOffset(start, StartSource.BACKFILL) for tp in parts},
+                                latest={tp: end for tp in parts}))
+    return store.insert_run(plan)[0].plan
+
+
+def move_main_line(store, offsets):
+    """What `reset --to-latest --backfill` does to the main line: its offsets jump past the backfill's range."""
+    from ingest_core.actions import DatasourceActions
+
+    DatasourceActions(store, None, "op").set_offsets("wiki", offsets)
+
+
+def test_overlapping_ranges_are_found_per_partition():
+    from ingest_core.offsets import OffsetRange, PublishedRange, find_overlap
+
+    a, b = PARTS[0], PARTS[1]
+    claims = [PublishedRange(a, 0, 60, "r1", False), PublishedRange(a, 80, 90, "bf", True),
+              PublishedRange(b, 10, 20, "r1", False)]
+    assert find_overlap([OffsetRange(a, 60, 80), OffsetRange(b, 0, 10), OffsetRange(b, 20, 30)], claims) is None
+    assert find_overlap([OffsetRange(a, 60, 81)], claims) == (OffsetRange(a, 60, 81), claims[1])
+    assert find_overlap([OffsetRange(b, 5, 11)], claims) == (OffsetRange(b, 5, 11), claims[2])
+    assert find_overlap([OffsetRange(b, 15, 15)], claims) is None  # an empty range publishes nothing
+
+
+def test_two_backfills_over_the_same_offsets_publish_once(store):
+    r1 = plan_next(store, "r1", {tp: 10 for tp in PARTS})
+    Publisher(store).publish("wiki", "r1", results_for(r1))
+    move_main_line(store, {tp: 30 for tp in PARTS})
+    first, second = backfill_run(store, "bf1", 10, 30), backfill_run(store, "bf2", 20, 30)
+    Publisher(store).publish("wiki", "bf1", results_for(first))
+    with pytest.raises(StaleRunError) as info:
+        Publisher(store).publish("wiki", "bf2", results_for(second))
+    assert info.value.superseded_by == "bf1"
+    assert "offsets [20, 30) overlap offsets [10, 30) already published by backfill run bf1" in str(info.value)
+    assert store.segments("wiki", run_id="bf2") == [] and store.get_run("wiki", "bf2").status is RunStatus.SUPERSEDED
+    # the main line goes on after the backfills' range, beside it
+    r2 = plan_next(store, "r2", {tp: 40 for tp in PARTS})
+    assert r2.start_offsets() == {tp: 30 for tp in PARTS}
+    Publisher(store).publish("wiki", "r2", results_for(r2))
+    assert {(c.start, c.end, c.run_id) for c in store.published_ranges("wiki") if c.tp == PARTS[0]} == {
+        (0, 10, "r1"), (10, 30, "bf1"), (30, 40, "r2")}  # the main line's runs extend their stretch
+
+
+def test_the_main_line_may_not_publish_what_a_backfill_published_unless_an_operator_rewinds(store):
+    from ingest_core.actions import DatasourceActions
+
+    r1 = plan_next(store, "r1", {tp: 10 for tp in PARTS})
+    Publisher(store).publish("wiki", "r1", results_for(r1))
+    move_main_line(store, {tp: 30 for tp in PARTS})
+    bf = backfill_run(store, "bf", 10, 30)
+    # set-offsets back into the backfill's range while it is in flight: the backfill publishes first
+    DatasourceActions(store, None, "alice").set_offsets("wiki", {tp: 20 for tp in PARTS})
+    Publisher(store).publish("wiki", "bf", results_for(bf))
+    r2 = plan_next(store, "r2", {tp: 40 for tp in PARTS})
+    with pytest.raises(StaleRunError) as info:
+        Publisher(store).publish("wiki", "r2", results_for(r2))
+    assert info.value.superseded_by == "bf" and "already published by backfill run bf" in str(info.value)
+    assert "ingest set-offsets wiki edits:0=30" in str(info.value)  # how to go on after it
+    assert committed(store) == {tp: 20 for tp in PARTS} and store.segments("wiki", run_id="r2") == []
+    # an operator who rewinds asks for those offsets again: the claims at and above the new offsets go (audited)
+    DatasourceActions(store, None, "bob").set_offsets("wiki", {tp: 20 for tp in PARTS})
+    (audit,) = [a for a in store.audit_records("wiki", action="set_offsets") if a.actor == "bob"]
+    assert {(r["partition"], r["start"], r["end"], r["runId"]) for r in audit.details["releasedRanges"]
+            if r["topic"] == "edits"} == {(p, 20, 30, "bf") for p in range(4)}
+    r3 = plan_next(store, "r3", {tp: 40 for tp in PARTS})
+    Publisher(store).publish("wiki", "r3", results_for(r3))
+    assert committed(store) == {tp: 40 for tp in PARTS}
+    # a hard reset releases every claim: the next run may start from the earliest offsets
+    DatasourceActions(store, None, "carol").reset("wiki")
+    assert store.published_ranges("wiki") == []
+    (audit,) = store.audit_records("wiki", action="reset")
+    assert len(audit.details["releasedRanges"]) == 4 * 3  # per partition: r1's stretch, bf's [10, 20), r3's stretch

@@ -290,3 +290,11 @@ def test_kafka_input_format_and_typed_dimensions_round_trip():
     assert parse_spec(spec.to_raw()).to_raw() == spec.to_raw()
     raw["spec"]["dataSchema"]["dimensionsSpec"] = {"dimensions": [{"type": "lng", "name": "b"}]}
     assert "did you mean 'long'" in str(problems(raw))
+
+
+def test_the_redaction_marker_is_never_sent_as_a_secret():
+    # a redacted copy (a registered spec, a staged one) cannot stand in for the spec with the literal secret
+    spec = parse_spec(minimal(consumerProperties={"bootstrap.servers": "localhost:9092", "sasl.password": SECRET}))
+    redacted = parse_spec(spec.to_raw())
+    with pytest.raises(credentials.SecretUnavailableError, match="consumerProperties.sasl.password is redacted"):
+        KafkaClientConfig.from_properties(redacted.io_config.consumer_properties)

@@ -143,6 +143,26 @@ def test_committed_offset_beyond_log_end_is_an_error(broker, store):
         sup.plan("r2")
 
 
+def test_a_record_stamped_in_the_future_does_not_hold_back_time_capped_runs(broker, store):
+    from confluent_kafka.admin import NewTopic
+
+    topic = f"future-{time.time_ns()}"  # Kafka 4 refuses records stamped over an hour ahead unless told
+    broker.admin.create_topics([NewTopic(topic, 1, 1, config={"message.timestamp.after.max.ms": str(2**62)})]
+                               )[topic].result(timeout=30)
+    now = datetime.now(timezone.utc)
+    for ts, n in ((now - timedelta(minutes=1), 10), (now + timedelta(days=30), 1), (now - timedelta(seconds=30), 10)):
+        broker.produce(topic, [b'{"ts": 1}'] * n, partition=0, timestamp_ms=int(ts.timestamp() * 1000))
+    def supervisor(name):
+        return Supervisor(make_spec(broker.bootstrap, name, topic=topic, useEarliestOffset=True), store)
+
+    # `ingest plan --end-time <now + 60 s>`: everything there is, not [0, 10) for the next 30 days
+    ahead = supervisor("ahead").plan("r1", PlanOptions(end_time=datetime.now(timezone.utc) + timedelta(seconds=60)))
+    assert (ahead.plan.partitions[0].start, ahead.plan.partitions[0].end) == (0, 21)
+    # a scheduled run planned after its interval's end b: b's cap is the future-stamped record, so no cap
+    late = supervisor("late").plan("r1", PlanOptions(end_time=datetime.now(timezone.utc) - timedelta(seconds=45))).plan
+    assert (late.partitions[0].start, late.partitions[0].end) == (0, 21)
+
+
 def test_time_sliced_and_record_capped_runs(broker, store):
     topic = broker.create_topic(1)
     now = datetime.now(timezone.utc)
