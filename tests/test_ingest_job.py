@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Producer
 
 from helpers import SIMPLE, T0, ingest_run, iso, produce_all, rows_of, spec_from, sqlite_store
-from ingest_core.errors import BrokerUnavailableError, OffsetOutOfRangeError
+from ingest_core.errors import BrokerUnavailableError
 from ingest_core.metadata import MetadataStore
 from ingest_core.reader import DatasourceReader
 from ingest_core.report import ParseExceptionLimitError
@@ -207,26 +207,6 @@ def test_schemaless_dimensions_are_discovered(spark, broker, store, tmp_path):
 # ------------------------------------------------------------------------------------------ offsets and errors
 
 
-def test_transactional_topic_reads_only_committed_records(spark, broker, store, tmp_path):
-    topic = broker.create_topic()
-    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"tx-{topic}"})
-    p.init_transactions()
-    n = 0
-    for txn, commit in enumerate([True, False, True, False, True]):
-        p.begin_transaction()
-        for i in range(7):
-            p.produce(topic, json.dumps({"ts": iso(T0 + timedelta(seconds=n)), "a": f"txn{txn}", "b": str(i)}).encode())
-            n += 1
-        p.commit_transaction() if commit else p.abort_transaction()
-    p.flush(30)
-    spec = spec_from(broker.bootstrap, topic, SIMPLE)
-    plan, reports, _ = ingest_run(spark, store, spec, "r1", tmp_path.as_uri())
-    rows = rows_of(store)
-    assert sorted({r["a"] for r in rows}) == ["txn0", "txn2", "txn4"] and len(rows) == 21
-    # the range has holes (markers, aborted records): the split ended at its end offset, not at end - 1
-    assert reports[0].records == 21 and plan.groups[0].partitions[0].end > 21
-
-
 def test_malformed_rows_under_and_over_the_limit(spark, broker, store, tmp_path):
     topic = broker.create_topic()
     good = [json.dumps({"ts": iso(T0 + timedelta(seconds=i)), "a": "x", "n": i}).encode() for i in range(20)]
@@ -314,23 +294,6 @@ def test_unreachable_broker_fails_within_a_bounded_time(spark, store, tmp_path):
     from ingest_core import deep_storage
     report = deep_storage.read_json((tmp_path / "out" / "report.json").as_uri())
     assert report["state"] == "FAILED" and "cannot reach Kafka" in report["error"]
-
-
-def test_offsets_deleted_before_the_job_reads_them(spark, broker, store, tmp_path):
-    from confluent_kafka import TopicPartition as KTP
-
-    from ingest_core import deep_storage
-    from ingest_core.supervisor import Supervisor
-    from spark_jobs.ingest_job import GroupJob, run_group
-
-    topic = broker.create_topic()
-    broker.produce(topic, [json.dumps({"ts": iso(T0), "a": "x"}).encode()] * 10)
-    spec = spec_from(broker.bootstrap, topic, SIMPLE)
-    plan = Supervisor(spec, store).plan("r1").plan
-    broker.admin.delete_records([KTP(topic, 0, 6)])[KTP(topic, 0, 6)].result(timeout=30)
-    out = deep_storage.group_uri(tmp_path.as_uri(), "ds", "r1", 0)
-    with pytest.raises(OffsetOutOfRangeError, match="below the log start 6"):
-        run_group(spark, GroupJob(spec, plan, 0, 0, out), stall_timeout_s=10)
 
 
 def test_spark_submit_entry_point(broker, store, tmp_path):
