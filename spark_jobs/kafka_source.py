@@ -193,6 +193,27 @@ class SplitConsumer:
     def _on_error(self, err: Any) -> None:
         self.errors.append(str(err))
 
+    def config(self) -> dict[str, Any]:
+        """The consumer's librdkafka configuration: the spec's consumerProperties, then what a bounded read
+        needs."""
+        conf = dict(self.properties)
+        conf.update({"group.id": conf.get("group.id", "kafka-microbatch-ingest"), "enable.auto.commit": False,
+                     "enable.auto.offset.store": False, "auto.offset.reset": "error",
+                     "enable.partition.eof": True, "error_cb": self._on_error})
+        conf.setdefault("isolation.level", "read_committed")
+        conf.setdefault("log_level", 2)  # connection errors reach error_cb and the split's error message
+        # librdkafka pre-fetches in the background until its queue holds queued.min.messages (100,000) records
+        # or queued.max.messages.kbytes (64 MB): a split of 100 records would pull up to 64 MB of the partition
+        # past its end, and every split ends with such an overshoot. Keep no more records queued than the range
+        # holds, and at most 16 MB (librdkafka lowers fetch.max.bytes to match): a split of 1M records still
+        # fetches 1 MB responses (max.partition.fetch.bytes) back to back. A full queue postpones the next fetch
+        # by fetch.queue.backoff.ms (1 s), long enough to drain it and leave the reader waiting: look again
+        # soon. consumerProperties win.
+        conf.setdefault("queued.min.messages", max(1, min(100_000, self.split.end - self.split.start)))
+        conf.setdefault("queued.max.messages.kbytes", 16_384)
+        conf.setdefault("fetch.queue.backoff.ms", 10)
+        return conf
+
     def chunks(self) -> Iterator[Any]:
         from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
@@ -200,12 +221,7 @@ class SplitConsumer:
         from ingest_core.row_parser import RecordChunk
 
         s = self.split
-        conf = dict(self.properties)
-        conf.update({"group.id": conf.get("group.id", "kafka-microbatch-ingest"), "enable.auto.commit": False,
-                     "enable.auto.offset.store": False, "auto.offset.reset": "error",
-                     "enable.partition.eof": True, "error_cb": self._on_error})
-        conf.setdefault("isolation.level", "read_committed")
-        conf.setdefault("log_level", 2)  # connection errors reach error_cb and the split's error message
+        conf = self.config()
         consumer = Consumer(conf)
         try:
             try:

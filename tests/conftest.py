@@ -71,9 +71,9 @@ class Broker:
         self.bootstrap = bootstrap
         self.admin = AdminClient({"bootstrap.servers": bootstrap})
 
-    def create_topic(self, partitions: int = 1, name: str | None = None) -> str:
+    def create_topic(self, partitions: int = 1, name: str | None = None, config: dict[str, str] | None = None) -> str:
         name = name or f"t-{uuid.uuid4().hex[:10]}"
-        fut = self.admin.create_topics([NewTopic(name, partitions, 1)])[name]
+        fut = self.admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name]
         fut.result(timeout=30)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # metadata propagates asynchronously on a real cluster

@@ -1,6 +1,47 @@
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from ingest_core.spec import DatasourceSpec, parse_spec
+
+T0 = datetime(2026, 3, 2, 10, 0, tzinfo=timezone.utc)  # a Monday
+
+# a dataSchema without rollup: one row per record, `a` and `b` as string dimensions
+SIMPLE = {"timestampSpec": {"column": "ts", "format": "iso"}, "dimensionsSpec": {"dimensions": ["a", "b"]},
+          "metricsSpec": [{"type": "count", "name": "cnt"}],
+          "granularitySpec": {"segmentGranularity": "HOUR", "queryGranularity": "NONE", "rollup": False}}
+
+
+def iso(dt: datetime) -> str:
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def sqlite_store(tmp_path):
+    """A fresh metadata store on SQLite in `tmp_path`."""
+    from ingest_core.metadata import MetadataStore
+
+    store = MetadataStore(f"sqlite:///{tmp_path / 'md.db'}")
+    store.upgrade()
+    return store
+
+
+def produce_all(broker, topic: str, events: list[dict], partitions: int) -> None:
+    """JSON events, round-robin over the topic's partitions."""
+    import json
+
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i, e in enumerate(events):
+        p.produce(topic, json.dumps(e).encode(), partition=i % partitions)
+    assert p.flush(30) == 0
+
+
+def rows_of(store, datasource: str = "ds") -> list[dict]:
+    """The visible rows of a datasource."""
+    from ingest_core.reader import DatasourceReader
+
+    return DatasourceReader(store, datasource).to_arrow().to_pylist()
 
 
 def make_spec(bootstrap: str, datasource: str = "wiki", *, topic: str | None = None, topic_pattern: str | None = None,
@@ -28,22 +69,30 @@ def ingest_run(spark, store, spec: DatasourceSpec, run_id: str, deep_storage_uri
                options=None):
     """Plan a run, run every task group's Spark job in this session, publish: the spine without Airflow.
     Returns (plan, group reports, publish result)."""
-    from ingest_core import deep_storage
-    from ingest_core.publisher import GroupResult, Publisher
     from ingest_core.supervisor import PlanOptions, Supervisor
-    from spark_jobs.ingest_job import GroupJob, run_group
 
     supervisor = Supervisor(spec, store)
     supervisor.register()
     plan = supervisor.plan(run_id, options or PlanOptions()).plan
+    reports, result = run_and_publish(spark, store, spec, plan, deep_storage_uri, stall_timeout_s=stall_timeout_s)
+    return plan, reports, result
+
+
+def run_and_publish(spark, store, spec: DatasourceSpec, plan, deep_storage_uri: str, *, stall_timeout_s: float = 30):
+    """Run every task group of a persisted plan in this session, then publish: (group reports, publish result)."""
+    from ingest_core import deep_storage
+    from ingest_core.publisher import GroupResult, Publisher
+    from spark_jobs.ingest_job import GroupJob, run_group
+
     reports = []
     for group in plan.groups:
-        out = deep_storage.group_uri(deep_storage_uri, spec.datasource, run_id, group.group_id)
+        out = deep_storage.group_uri(deep_storage_uri, spec.datasource, plan.run_id, group.group_id)
         reports.append(run_group(spark, GroupJob(spec, plan, group.group_id, 0, out), stall_timeout_s))
-    result = Publisher(store).publish(spec.datasource, run_id, [GroupResult.from_report(r.to_json()) for r in reports])
+    result = Publisher(store).publish(spec.datasource, plan.run_id,
+                                      [GroupResult.from_report(r.to_json()) for r in reports])
     for r in reports:  # as the DAG's publish step keeps them
-        store.add_task_report(spec.datasource, run_id, r.group_id, r.to_json(), replica=r.replica)
-    return plan, reports, result
+        store.add_task_report(spec.datasource, plan.run_id, r.group_id, r.to_json(), replica=r.replica)
+    return reports, result
 
 
 def spec_from(bootstrap: str, topic: str, data_schema: dict, *, io: dict | None = None, tuning: dict | None = None,

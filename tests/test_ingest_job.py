@@ -10,30 +10,18 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from confluent_kafka import Producer
 
-from helpers import ingest_run, spec_from
-from ingest_core.errors import BrokerUnavailableError, OffsetOutOfRangeError
+from helpers import SIMPLE, T0, ingest_run, iso, produce_all, rows_of, spec_from, sqlite_store
+from ingest_core.errors import BrokerUnavailableError
 from ingest_core.metadata import MetadataStore
 from ingest_core.reader import DatasourceReader
 from ingest_core.report import ParseExceptionLimitError
 
 pytestmark = pytest.mark.kafka
 
-T0 = datetime(2026, 3, 2, 10, 0, tzinfo=timezone.utc)  # a Monday
-
 
 @pytest.fixture
 def store(tmp_path) -> MetadataStore:
-    s = MetadataStore(f"sqlite:///{tmp_path / 'md.db'}")
-    s.upgrade()
-    return s
-
-
-def iso(dt: datetime) -> str:
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
-
-
-def rows_of(store, datasource="ds"):
-    return DatasourceReader(store, datasource).to_arrow().to_pylist()
+    return sqlite_store(tmp_path)
 
 
 # ------------------------------------------------------------------------------------------ rollup oracle
@@ -106,7 +94,7 @@ def make_events(n: int, seed: int, spread_s: int):
 def test_rollup_matches_plain_python(spark, broker, store, tmp_path, query_gran, segment_gran, rollup, in_memory):
     topic = broker.create_topic(partitions=3)
     events = make_events(600, seed=hash(query_gran) % 1000, spread_s=3 * 86400 if query_gran == "DAY" else 7200)
-    _produce_all(broker, topic, events, partitions=3)
+    produce_all(broker, topic, events, partitions=3)
     spec = spec_from(broker.bootstrap, topic, {
         "timestampSpec": {"column": "ts", "format": "iso"},
         "dimensionsSpec": {"dimensions": ["channel", {"type": "long", "name": "robot"}]},
@@ -133,18 +121,7 @@ def test_rollup_matches_plain_python(spark, broker, store, tmp_path, query_gran,
         assert floor_time(seg.interval_start, segment_gran) == seg.interval_start
 
 
-def _produce_all(broker, topic, events, partitions):
-    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-    for i, e in enumerate(events):
-        p.produce(topic, json.dumps(e).encode(), partition=i % partitions)
-    assert p.flush(30) == 0
-
-
 # ------------------------------------------------------------------------------------------ input formats
-
-SIMPLE = {"timestampSpec": {"column": "ts", "format": "iso"}, "dimensionsSpec": {"dimensions": ["a", "b"]},
-          "metricsSpec": [{"type": "count", "name": "cnt"}],
-          "granularitySpec": {"segmentGranularity": "HOUR", "queryGranularity": "NONE", "rollup": False}}
 
 
 def test_json_with_flatten_spec_and_several_rows_per_record(spark, broker, store, tmp_path):
@@ -230,26 +207,6 @@ def test_schemaless_dimensions_are_discovered(spark, broker, store, tmp_path):
 # ------------------------------------------------------------------------------------------ offsets and errors
 
 
-def test_transactional_topic_reads_only_committed_records(spark, broker, store, tmp_path):
-    topic = broker.create_topic()
-    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"tx-{topic}"})
-    p.init_transactions()
-    n = 0
-    for txn, commit in enumerate([True, False, True, False, True]):
-        p.begin_transaction()
-        for i in range(7):
-            p.produce(topic, json.dumps({"ts": iso(T0 + timedelta(seconds=n)), "a": f"txn{txn}", "b": str(i)}).encode())
-            n += 1
-        p.commit_transaction() if commit else p.abort_transaction()
-    p.flush(30)
-    spec = spec_from(broker.bootstrap, topic, SIMPLE)
-    plan, reports, _ = ingest_run(spark, store, spec, "r1", tmp_path.as_uri())
-    rows = rows_of(store)
-    assert sorted({r["a"] for r in rows}) == ["txn0", "txn2", "txn4"] and len(rows) == 21
-    # the range has holes (markers, aborted records): the split ended at its end offset, not at end - 1
-    assert reports[0].records == 21 and plan.groups[0].partitions[0].end > 21
-
-
 def test_malformed_rows_under_and_over_the_limit(spark, broker, store, tmp_path):
     topic = broker.create_topic()
     good = [json.dumps({"ts": iso(T0 + timedelta(seconds=i)), "a": "x", "n": i}).encode() for i in range(20)]
@@ -294,7 +251,7 @@ def test_max_rows_per_segment_splits_an_interval_into_time_ordered_shards(spark,
 
     topic = broker.create_topic(partitions=2)
     events = [{"ts": iso(T0 + timedelta(seconds=i)), "a": str(i % 3)} for i in range(50)]
-    _produce_all(broker, topic, events, partitions=2)
+    produce_all(broker, topic, events, partitions=2)
     spec = spec_from(broker.bootstrap, topic, SIMPLE, tuning={"maxRowsPerSegment": 20})
     ingest_run(spark, store, spec, "r1", tmp_path.as_uri())
     segments = DatasourceReader(store, "ds").segments()
@@ -339,23 +296,6 @@ def test_unreachable_broker_fails_within_a_bounded_time(spark, store, tmp_path):
     assert report["state"] == "FAILED" and "cannot reach Kafka" in report["error"]
 
 
-def test_offsets_deleted_before_the_job_reads_them(spark, broker, store, tmp_path):
-    from confluent_kafka import TopicPartition as KTP
-
-    from ingest_core import deep_storage
-    from ingest_core.supervisor import Supervisor
-    from spark_jobs.ingest_job import GroupJob, run_group
-
-    topic = broker.create_topic()
-    broker.produce(topic, [json.dumps({"ts": iso(T0), "a": "x"}).encode()] * 10)
-    spec = spec_from(broker.bootstrap, topic, SIMPLE)
-    plan = Supervisor(spec, store).plan("r1").plan
-    broker.admin.delete_records([KTP(topic, 0, 6)])[KTP(topic, 0, 6)].result(timeout=30)
-    out = deep_storage.group_uri(tmp_path.as_uri(), "ds", "r1", 0)
-    with pytest.raises(OffsetOutOfRangeError, match="below the log start 6"):
-        run_group(spark, GroupJob(spec, plan, 0, 0, out), stall_timeout_s=10)
-
-
 def test_spark_submit_entry_point(broker, store, tmp_path):
     """The job as Airflow runs it: spark-submit of spark_jobs/ingest_job.py with the spec and plan as files."""
     import os
@@ -369,7 +309,7 @@ def test_spark_submit_entry_point(broker, store, tmp_path):
     from ingest_core.supervisor import Supervisor
 
     topic = broker.create_topic(partitions=2)
-    _produce_all(broker, topic, [{"ts": iso(T0 + timedelta(seconds=i)), "a": str(i % 4)} for i in range(40)], 2)
+    produce_all(broker, topic, [{"ts": iso(T0 + timedelta(seconds=i)), "a": str(i % 4)} for i in range(40)], 2)
     spec = spec_from(broker.bootstrap, topic, SIMPLE, io={"taskCount": 2})
     plan = Supervisor(spec, store).plan("manual__1").plan
     spec_file, plan_file = tmp_path / "spec.yaml", tmp_path / "plan.json"
