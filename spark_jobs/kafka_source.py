@@ -255,6 +255,8 @@ class SplitConsumer:
                         self._raise_for(err, consumer, position)
                 if data and data[-1].offset() >= s.end:
                     data = [m for m in data if m.offset() < s.end]
+                if data and data[0].offset() < position:  # a re-fetch after a reconnect must not count twice
+                    data = [m for m in data if m.offset() >= position]
                 if data:
                     first, last = data[0].offset(), data[-1].offset()
                     position = max(position, last + 1)
