@@ -10,6 +10,7 @@
   ingest reset DATASOURCE            hard reset: forget the committed offsets (asks for confirmation)
   ingest reset DATASOURCE --to-latest [--backfill]   jump to the latest offsets [and backfill the gap]
   ingest set-offsets DATASOURCE TOPIC:PARTITION=OFFSET...
+  ingest cleanup DATASOURCE [--yes]  job output of final runs that nothing was published from (--yes: remove it)
 
 Actions are audited with the name in --actor (default: $INGEST_ACTOR, else the login name). The DAG folder
 (--dags-folder, default: $AIRFLOW__CORE__DAGS_FOLDER, else ./dags) gives the specs for broker queries.
@@ -183,6 +184,28 @@ def cmd_segments(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    from .cleanup import find_orphans, remove_orphans
+    from .status import spec_for, specs_in
+
+    store = _store(args)
+    store.check_schema()
+    store.require_datasource(args.datasource)
+    spec = spec_for(store, args.datasource, specs_in(_dags_folder(args)))
+    if spec is None:  # its deep storage is in the spec
+        raise IngestError(f"no spec for datasource {args.datasource!r} in {_dags_folder(args)} or the metadata store")
+    orphans = find_orphans(store, spec)
+    for o in orphans:
+        print(f"{'remove' if args.yes else 'would remove'} {o.uri} (run {o.run_id})")
+    if args.yes:
+        remove_orphans(store, args.datasource, orphans, _actor(args))
+        print(f"removed {len(orphans)} attempt folders that nothing was published from")
+    else:
+        print(f"{len(orphans)} attempt folders of final runs hold nothing published"
+              + ("; --yes removes them" if orphans else ""))
+    return 0
+
+
 def _confirm(args: argparse.Namespace, what: str) -> bool:
     if args.yes:
         return True
@@ -292,6 +315,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--actor", help="who does this, for the audit log")
         p.add_argument("--no-airflow", action="store_true", help="only the metadata store: leave the DAG alone")
         p.set_defaults(func=cmd_action)
+
+    p = sub.add_parser("cleanup", help="remove job output of final runs that nothing was published from")
+    p.add_argument("datasource")
+    p.add_argument("-y", "--yes", action="store_true", help="remove (default: only list what would go)")
+    p.add_argument("--dags-folder")
+    p.add_argument("--actor", help="who does this, for the audit log")
+    p.set_defaults(func=cmd_cleanup)
     return parser
 
 

@@ -87,6 +87,7 @@ def build_dag(spec: DatasourceSpec) -> DAG:
             DataGateSensor(task_id="data_gate", spec=spec) >> jobs
         spark = IngestSparkSubmitOperator.partial(
             task_id="spark_job",
+            datasource=spec.datasource,
             application=str(JOB_SCRIPT),
             conn_id=micro.spark.conn_id,
             master=micro.spark.master,

@@ -4,11 +4,14 @@ Spark writes through Hadoop's filesystems; Python code (split reports, segment f
 pyarrow's: `file://` (and plain paths), `hdfs://`, and `s3a://` (read as `s3://`).
 
 Layout under a datasource's deep storage URI:
-  <uri>/<datasource>/<run_id>/group=<g>/replica=<r>/
+  <uri>/<datasource>/<run_id>/group=<g>/replica=<r>/attempt=<id>/
       segments/__segment=<interval start ms>/part-*.parquet   one Parquet file per segment (shard)
       splits/split-<i>.json                                                 one row-stats report per split
       progress/split-<i>.json                                               the same, every few seconds while it reads
       report.json                                                           the task group's report
+Each job attempt writes a folder of its own and deletes nothing, so a published segment's file never changes:
+a retried or re-executed job cannot touch it. Attempts nothing was published from are removed by
+`ingest_core.cleanup` once their run is final.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 import posixpath
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -52,8 +56,38 @@ def join(uri: str, *parts: str) -> str:
     return posixpath.join(normalize_uri(uri), *parts)
 
 
+def run_uri(base: str, datasource: str, run_id: str) -> str:
+    return join(base, datasource, safe_name(run_id))
+
+
 def group_uri(base: str, datasource: str, run_id: str, group_id: int, replica: int = 0) -> str:
-    return join(base, datasource, safe_name(run_id), f"group={group_id}", f"replica={replica}")
+    return join(run_uri(base, datasource, run_id), f"group={group_id}", f"replica={replica}")
+
+
+ATTEMPT = "attempt="
+
+
+def new_attempt_id(now: datetime | None = None) -> str:
+    """Unique per job attempt, and in the order attempts started: `20260122T101500Z-1a2b3c4d`."""
+    return f"{(now or datetime.now(timezone.utc)).strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}"
+
+
+def attempt_uri(group: str, attempt_id: str) -> str:
+    return join(group, f"{ATTEMPT}{attempt_id}")
+
+
+def attempt_folders(uri: str, recursive: bool = False) -> list[str]:
+    """The attempt folders in `uri` (a replica's folder), oldest first; `recursive`: anywhere below it."""
+    fs, path = filesystem(uri)
+    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+        return []
+    found = fs.get_file_info(pafs.FileSelector(path, recursive=recursive))
+    return sorted(to_uri(uri, f.path) for f in found
+                  if f.type == pafs.FileType.Directory and posixpath.basename(f.path).startswith(ATTEMPT))
+
+
+def attempt_id(folder: str) -> str:
+    return posixpath.basename(normalize_uri(folder))[len(ATTEMPT):]
 
 
 def safe_name(run_id: str) -> str:

@@ -63,6 +63,14 @@ class PublishPendingError(IngestError):
         super().__init__(message)
 
 
+class RunExpiredError(IngestError):
+    """A run outlived its deadline (completionTimeout): it is FAILED for good and its publish is refused."""
+
+    def __init__(self, message: str, *, run_id: str):
+        self.run_id = run_id
+        super().__init__(message)
+
+
 class RunNotFoundError(IngestError):
     """No persisted plan for that run id."""
 

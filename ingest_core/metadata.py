@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator, Mapping
 
 import sqlalchemy as sa
@@ -27,9 +27,11 @@ from sqlalchemy.engine import Connection, Engine
 
 from .errors import IngestError, MetadataStoreError, RunNotFoundError
 from .offsets import KnownOffset, OffsetRange, PublishedRange, TopicPartition, find_overlap
+from .periods import format_datetime
 from .planner import Plan
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+RUN_EXPIRED = "run_expired"  # the audit action of a run that outlived its deadline
 
 Json = sa.JSON().with_variant(JSONB(), "postgresql")
 Timestamp = sa.DateTime(timezone=True)
@@ -119,7 +121,8 @@ published_ranges = sa.Table(
 
 
 class RunStatus(str, enum.Enum):
-    """PLANNED -> RUNNING -> PUBLISHED, or FAILED (may be retried and still publish), or SUPERSEDED (final)."""
+    """PLANNED -> RUNNING -> PUBLISHED, or FAILED (may be retried and still publish, unless it expired), or
+    SUPERSEDED (final). An in-flight run past its deadline expires: FAILED for good (`RunRecord.expired`)."""
 
     PLANNED = "PLANNED"
     RUNNING = "RUNNING"
@@ -152,6 +155,10 @@ runs = sa.Table(
     sa.Column("published_at", Timestamp),
     sa.Column("superseded_by", sa.String(250)),
     sa.Column("error", sa.Text),
+    # v3: completionTimeout bounds a run in flight, from when its jobs started (until then, from planning)
+    sa.Column("running_since", Timestamp),
+    sa.Column("deadline_at", Timestamp),
+    sa.Column("expired_at", Timestamp),  # it outlived its deadline: FAILED for good
     sa.UniqueConstraint("datasource", "seq", name="uq_ingest_runs_seq"),
 )
 
@@ -210,6 +217,31 @@ class RunRecord:
     published_at: datetime | None
     superseded_by: str | None
     error: str | None
+    running_since: datetime | None = None
+    deadline_at: datetime | None = None  # None: no deadline (backfills; runs planned before schema v3)
+    expired_at: datetime | None = None
+
+    @property
+    def expired(self) -> bool:
+        return self.expired_at is not None
+
+    @property
+    def is_final(self) -> bool:
+        """Nothing changes it any more: published, superseded or expired (no retry revives it)."""
+        return self.status in (RunStatus.PUBLISHED, RunStatus.SUPERSEDED) or self.expired
+
+    def past_deadline(self, now: datetime) -> bool:
+        """In flight at `now` past its deadline: it will never publish (Druid kills such a task group)."""
+        return self.status.in_flight and self.deadline_at is not None and now >= self.deadline_at
+
+    def expiry_reason(self, now: datetime) -> str:
+        start = self.running_since or self.created_at
+        since = (f"RUNNING since {format_datetime(start)}" if self.running_since
+                 else f"PLANNED at {format_datetime(start)} and its jobs never started")
+        timeout = (self.deadline_at - start).total_seconds() if self.deadline_at else 0
+        return (f"expired: run {self.run_id} was {since}, past completionTimeout ({timeout:g}s, deadline "
+                f"{format_datetime(self.deadline_at) if self.deadline_at else '-'}) at {format_datetime(now)}; it "
+                "will not publish and its partitions go back to the committed offsets")
 
 
 @dataclass(frozen=True)
@@ -266,8 +298,18 @@ def _add_published_ranges(conn: Connection) -> None:
         conn.execute(published_ranges.insert(), rows)
 
 
+def _add_run_deadlines(conn: Connection) -> None:
+    """v3: runs record when their jobs started, their deadline and when they expired. (v1's step creates today's
+    tables, so a store created at this release has the columns already.)"""
+    have = {c["name"] for c in sa.inspect(conn).get_columns(runs.name)}
+    for column in (runs.c.running_since, runs.c.deadline_at, runs.c.expired_at):
+        if column.name not in have:
+            conn.execute(sa.text(f"ALTER TABLE {runs.name} ADD COLUMN {column.name} "
+                                 f"{column.type.compile(dialect=conn.dialect)}"))
+
+
 # Ordered schema steps; a new release appends (version, step). Each runs once, in its own transaction.
-MIGRATIONS: list[tuple[int, Any]] = [(1, _create_schema_v1), (2, _add_published_ranges)]
+MIGRATIONS: list[tuple[int, Any]] = [(1, _create_schema_v1), (2, _add_published_ranges), (3, _add_run_deadlines)]
 
 
 def make_engine(url: str) -> Engine:
@@ -561,18 +603,20 @@ class MetadataStore:
 
     # ------------------------------------------------------------------------------------------ runs
 
-    def insert_run(self, plan: Plan, conn: Connection | None = None) -> tuple[RunRecord, bool]:
+    def insert_run(self, plan: Plan, conn: Connection | None = None, *,
+                   deadline_at: datetime | None = None) -> tuple[RunRecord, bool]:
         """Persist a plan: (record, True). If the run id already has one (a concurrent planner won), that
-        one is returned instead: (record, False). With `conn`, inside the caller's transaction."""
+        one is returned instead: (record, False). With `conn`, inside the caller's transaction. `deadline_at`:
+        when it expires if its jobs never start."""
         if conn is not None:
-            return self._insert_run(conn, plan)
+            return self._insert_run(conn, plan, deadline_at)
         try:
             with self.session() as c:
-                return self._insert_run(c, plan)
+                return self._insert_run(c, plan, deadline_at)
         except sa.exc.IntegrityError:
             return self.require_run(plan.datasource, plan.run_id), False
 
-    def _insert_run(self, conn: Connection, plan: Plan) -> tuple[RunRecord, bool]:
+    def _insert_run(self, conn: Connection, plan: Plan, deadline_at: datetime | None) -> tuple[RunRecord, bool]:
         self.lock_datasource(conn, plan.datasource)
         existing = self._get_run(conn, plan.datasource, plan.run_id)
         if existing is not None:
@@ -582,14 +626,15 @@ class MetadataStore:
         now = utcnow()
         conn.execute(runs.insert().values(
             datasource=plan.datasource, run_id=plan.run_id, seq=seq, status=RunStatus.PLANNED.value,
-            plan=plan.to_json(), records=plan.records, created_at=plan.created_at, updated_at=now))
+            plan=plan.to_json(), records=plan.records, created_at=plan.created_at, updated_at=now,
+            deadline_at=deadline_at))
         conn.execute(task_groups.insert(), [
             {"datasource": plan.datasource, "run_id": plan.run_id, "group_id": g.group_id,
              "records": g.records, "updated_at": now,
              "status": (GroupStatus.EMPTY if g.is_empty else GroupStatus.PENDING).value}
             for g in plan.groups])
         return RunRecord(plan.datasource, plan.run_id, seq, RunStatus.PLANNED, plan, plan.created_at,
-                         None, None, None), True
+                         None, None, None, deadline_at=deadline_at), True
 
     def _get_run(self, conn: Connection, name: str, run_id: str) -> RunRecord | None:
         row = conn.execute(sa.select(runs).where((runs.c.datasource == name) & (runs.c.run_id == run_id))
@@ -608,11 +653,63 @@ class MetadataStore:
             raise RunNotFoundError(f"datasource {name!r} has no planned run {run_id!r}")
         return record
 
-    def list_runs(self, name: str, limit: int = 20) -> list[RunRecord]:
+    def list_runs(self, name: str, limit: int | None = 20) -> list[RunRecord]:
+        """Newest first; `limit` None: all of them."""
+        query = sa.select(runs).where(runs.c.datasource == name).order_by(runs.c.seq.desc())
         with self.session() as conn:
-            rows = conn.execute(sa.select(runs).where(runs.c.datasource == name)
-                                .order_by(runs.c.seq.desc()).limit(limit)).mappings().all()
+            rows = conn.execute(query if limit is None else query.limit(limit)).mappings().all()
             return [_run_record(r) for r in rows]
+
+    def _inflight_runs(self, conn: Connection, name: str) -> list[RunRecord]:
+        rows = conn.execute(sa.select(runs).where(
+            (runs.c.datasource == name) & runs.c.status.in_([s.value for s in RunStatus if s.in_flight])
+        ).order_by(runs.c.seq)).mappings().all()
+        return [_run_record(r) for r in rows]
+
+    def start_run(self, name: str, run_id: str, timeout: timedelta | None, now: datetime | None = None) -> bool:
+        """PLANNED (or FAILED, retried) -> RUNNING: its jobs start `now` and it must publish within `timeout`
+        (completionTimeout; None: no deadline). An expired run stays expired. True when it changed."""
+        now = now or utcnow()
+        with self.session() as conn:
+            done = conn.execute(runs.update().where(
+                (runs.c.datasource == name) & (runs.c.run_id == run_id) & runs.c.expired_at.is_(None)
+                & runs.c.status.in_([RunStatus.PLANNED.value, RunStatus.FAILED.value])
+            ).values(status=RunStatus.RUNNING.value, running_since=now, updated_at=now,
+                     deadline_at=now + timeout if timeout is not None else None))
+            return done.rowcount == 1
+
+    def set_missing_deadlines(self, name: str, deadline: datetime) -> list[str]:
+        """Runs in flight from before schema v3 have no deadline: give them one, so they cannot hang the line
+        either. Backfills keep none (see `start_run`). Returns their ids."""
+        with self.session() as conn:
+            ids = [r.run_id for r in self._inflight_runs(conn, name)
+                   if r.deadline_at is None and not r.plan.is_backfill]
+            if ids:
+                conn.execute(runs.update().where((runs.c.datasource == name) & runs.c.run_id.in_(ids)
+                                                 & runs.c.deadline_at.is_(None)).values(deadline_at=deadline))
+        return ids
+
+    def expire_overdue(self, name: str, now: datetime, by: str) -> list[str]:
+        """Expire the runs in flight past their deadline: FAILED for good, with the reason and an audit record
+        (`by`: who noticed). Nothing continues from their planned ends any more and their publish is refused,
+        so the next run plans from the committed offsets. Returns their ids."""
+        with self.session() as conn:  # a cheap read first: usually nothing is overdue
+            if not any(r.past_deadline(now) for r in self._inflight_runs(conn, name)):
+                return []
+        expired = []
+        with self.session() as conn:
+            self.lock_datasource(conn, name)  # the lock a publish takes: a run publishes or expires, not both
+            for run in self._inflight_runs(conn, name):
+                if not run.past_deadline(now):
+                    continue
+                reason = run.expiry_reason(now)
+                conn.execute(runs.update().where((runs.c.datasource == name) & (runs.c.run_id == run.run_id))
+                             .values(status=RunStatus.FAILED.value, error=reason, expired_at=now, updated_at=now))
+                self.audit(name, RUN_EXPIRED, {"runId": run.run_id, "status": run.status.value,
+                                               "runningSince": run.running_since, "deadline": run.deadline_at,
+                                               "detectedBy": by, "reason": reason}, conn=conn)
+                expired.append(run.run_id)
+        return expired
 
     def supersede_inflight(self, conn: Connection, name: str, by: str, reason: str) -> list[str]:
         """Mark every in-flight run superseded (their publish is then refused, and no run continues from their
@@ -628,19 +725,13 @@ class MetadataStore:
     def inflight_end_offsets(self, name: str) -> dict[TopicPartition, KnownOffset]:
         """Planned end offsets of runs that have not published yet; the latest-planned run wins per partition."""
         with self.session() as conn:
-            rows = conn.execute(
-                sa.select(runs.c.run_id, runs.c.plan).where(
-                    (runs.c.datasource == name)
-                    & runs.c.status.in_([s.value for s in RunStatus if s.in_flight])
-                ).order_by(runs.c.seq)
-            ).all()
+            inflight = self._inflight_runs(conn, name)
         out: dict[TopicPartition, KnownOffset] = {}
-        for run_id, plan_json in rows:
-            plan = Plan.from_json(plan_json)
-            if plan.is_backfill:  # its range lies behind the main line: nothing continues from it
+        for run in inflight:
+            if run.plan.is_backfill:  # its range lies behind the main line: nothing continues from it
                 continue
-            for tp, end in plan.end_offsets().items():
-                out[tp] = KnownOffset(end, run_id)
+            for tp, end in run.plan.end_offsets().items():
+                out[tp] = KnownOffset(end, run.run_id)
         return out
 
     def set_run_status(self, name: str, run_id: str, status: RunStatus, *, error: str | None = None,
@@ -739,6 +830,8 @@ def _run_record(row: Mapping[str, Any]) -> RunRecord:
         datasource=row["datasource"], run_id=row["run_id"], seq=int(row["seq"]), status=RunStatus(row["status"]),
         plan=Plan.from_json(row["plan"]), created_at=as_utc(row["created_at"]),
         published_at=as_utc(row["published_at"]), superseded_by=row["superseded_by"], error=row["error"],
+        running_since=as_utc(row["running_since"]), deadline_at=as_utc(row["deadline_at"]),
+        expired_at=as_utc(row["expired_at"]),
     )
 
 

@@ -2,7 +2,7 @@
 
 Each function is a thin shell over the spine (`Supervisor`, the Spark job, `Publisher`); Airflow gives them
 the run id, the data interval and retries. Re-running a run (clear, backfill) re-executes its persisted plan:
-already published -> nothing to do; superseded -> skipped with the reason; otherwise it runs.
+already published -> nothing to do; superseded or expired -> skipped with the reason; otherwise it runs.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from . import deep_storage
-from .errors import IngestError, PublishPendingError, StaleRunError
-from .metadata import MetadataStore, RunStatus
+from .errors import IngestError, PublishPendingError, RunExpiredError, StaleRunError
+from .metadata import MetadataStore, RunRecord, RunStatus, utcnow
 from .publisher import GroupResult, Publisher
 from .settings import Settings
 from .spec import DatasourceSpec
@@ -64,7 +64,19 @@ def store() -> MetadataStore:
 
 
 def run_folder(spec: DatasourceSpec, run_id: str) -> str:
-    return deep_storage.join(deep_storage.base_for(spec), spec.datasource, deep_storage.safe_name(run_id))
+    return deep_storage.run_uri(deep_storage.base_for(spec), spec.datasource, run_id)
+
+
+def final_reason(record: RunRecord) -> str | None:
+    """Why a run's tasks have nothing left to do (published, superseded, expired); None while it may still run."""
+    if record.status is RunStatus.PUBLISHED:
+        return f"run {record.run_id} is already published"
+    if record.status is RunStatus.SUPERSEDED:
+        return (f"run {record.run_id} was superseded by run {record.superseded_by} and is not executed again: "
+                f"{record.error or ''}").strip()
+    if record.expired:
+        return f"run {record.run_id} is not executed again: {record.error}"
+    return None
 
 
 def check_active(metadata: MetadataStore, datasource: str) -> None:
@@ -105,20 +117,20 @@ def plan_task(spec: DatasourceSpec, run: RunContext) -> list[list[str]]:
     check_active(metadata, spec.datasource)
     supervisor = Supervisor(spec, metadata)
     supervisor.register()
-    record = supervisor.plan(run.run_id, PlanOptions(end_time=run.end_time))
+    record = supervisor.plan(run.run_id, PlanOptions(end_time=run.end_time))  # expires overdue runs first
     plan = record.plan
     log.info("plan of run %s (%s):\n%s", run.run_id, record.status.value, json.dumps(plan.to_json(), indent=1))
-    if record.status is RunStatus.SUPERSEDED:
-        raise AirflowSkipException(f"run {run.run_id} was superseded by run {record.superseded_by} and is "
-                                   f"not executed again: {record.error or ''}".strip())
     if record.status is RunStatus.PUBLISHED:
         log.info("run %s is already published: nothing to read", run.run_id)
         return [NO_JOB]
+    if record.is_final:
+        raise AirflowSkipException(final_reason(record))
     folder = run_folder(spec, run.run_id)
     spec_args = stage_spec(spec, folder)
     deep_storage.write_json(deep_storage.join(folder, "plan.json"), plan.to_json())
-    metadata.set_run_status(spec.datasource, run.run_id, RunStatus.RUNNING, only_from=(RunStatus.PLANNED,
-                                                                                       RunStatus.FAILED))
+    # its jobs start: completionTimeout from now. A backfill has no deadline: no run waits for it, and once
+    # expired nothing would ever read its range again.
+    metadata.start_run(spec.datasource, run.run_id, None if plan.is_backfill else supervisor.completion_timeout)
     jobs = []
     for group in plan.groups:
         if group.is_empty:
@@ -142,15 +154,30 @@ def stage_spec(spec: DatasourceSpec, folder: str) -> list[str]:
     return ["--spec", uri, *(["--secrets-from", spec.source] if spec.has_literal_secrets else [])]
 
 
-def group_reports(spec: DatasourceSpec, run_id: str, group_id: int) -> list[dict]:
-    """The reports the replicas of a group left, by replica."""
+@dataclass(frozen=True)
+class AttemptReport:
+    """The report one job attempt of a group's replica left."""
+
+    replica: int
+    attempt: str
+    report: dict
+
+    @property
+    def succeeded(self) -> bool:
+        return self.report.get("state") == "SUCCESS"
+
+
+def group_reports(spec: DatasourceSpec, run_id: str, group_id: int) -> list[AttemptReport]:
+    """The reports the attempts of a group's replicas left."""
     out = []
     for replica in range(spec.io_config.replicas):
-        uri = deep_storage.join(deep_storage.group_uri(deep_storage.base_for(spec), spec.datasource, run_id, group_id,
-                                                       replica), "report.json")
-        report = _read_report(uri, f"the report of task group {group_id} (replica {replica}) of run {run_id}")
-        if report is not None:
-            out.append(report)
+        group = deep_storage.group_uri(deep_storage.base_for(spec), spec.datasource, run_id, group_id, replica)
+        for uri in deep_storage.attempt_folders(group):
+            attempt = deep_storage.attempt_id(uri)
+            report = _read_report(deep_storage.join(uri, "report.json"), f"the report of task group {group_id} "
+                                  f"(replica {replica}, attempt {attempt}) of run {run_id}")
+            if report is not None:
+                out.append(AttemptReport(replica, attempt, report))
     return out
 
 
@@ -172,30 +199,42 @@ def _read_report(uri: str, what: str) -> dict | None:
     return None  # pragma: no cover - the loop returns or raises
 
 
+def successful_attempts(reports: list[AttemptReport]) -> list[AttemptReport]:
+    """One successful attempt per replica (its first), lowest replica first: the first is the one to publish.
+    Deterministic, so a retried publish picks the same attempt."""
+    first: dict[int, AttemptReport] = {}
+    for r in sorted((r for r in reports if r.succeeded), key=lambda r: (r.replica, r.attempt)):
+        first.setdefault(r.replica, r)
+    return list(first.values())
+
+
 def publish_task(spec: DatasourceSpec, run: RunContext) -> dict[str, Any]:
-    """Publish every group whose job succeeded (the first successful replica of each), in one transaction."""
-    from airflow.sdk.exceptions import AirflowSkipException
+    """Publish every group whose job succeeded (one attempt of the lowest successful replica of each), in one
+    transaction."""
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
     metadata = store()
     record = metadata.require_run(spec.datasource, run.run_id)
-    if record.status is RunStatus.SUPERSEDED:
-        raise AirflowSkipException(f"run {run.run_id} was superseded by run {record.superseded_by}")
+    if record.status is RunStatus.SUPERSEDED or record.expired:
+        raise AirflowSkipException(final_reason(record))
     results, failed, kept = [], [], []
     for group in record.plan.groups:
         if group.is_empty:
             continue
-        reports = [r for r in group_reports(spec, run.run_id, group.group_id) if r.get("state") == "SUCCESS"]
-        if not reports:
+        chosen = successful_attempts(group_reports(spec, run.run_id, group.group_id))
+        if not chosen:
             failed.append(group.group_id)
             continue
-        chosen = min(reports, key=lambda r: r.get("replica", 0))
-        results.append(GroupResult.from_report(chosen))
-        kept.extend((group.group_id, r) for r in reports)
-    result = publish_in_order(Publisher(metadata), spec.datasource, run.run_id, results,
-                              timeout_s=spec.io_config.completion_timeout.to_timedelta().total_seconds())
+        results.append(GroupResult.from_report(chosen[0].report))
+        kept.extend((group.group_id, r) for r in chosen)
+    try:
+        result = publish_in_order(Publisher(metadata), spec.datasource, run.run_id, results,
+                                  timeout_s=spec.io_config.completion_timeout.to_timedelta().total_seconds())
+    except RunExpiredError as exc:  # final: a retry would be refused again
+        raise AirflowFailException(str(exc)) from None
     if not result.already_published:  # a re-run of a published run keeps the reports it has
         for group_id, r in kept:
-            metadata.add_task_report(spec.datasource, run.run_id, group_id, r, replica=int(r.get("replica", 0)))
+            metadata.add_task_report(spec.datasource, run.run_id, group_id, r.report, replica=r.replica)
     if record.plan.is_empty:
         metadata.set_state(spec.datasource, "IDLE", "IDLE")
     else:
@@ -210,13 +249,15 @@ def publish_task(spec: DatasourceSpec, run: RunContext) -> dict[str, Any]:
 
 def publish_in_order(publisher: Publisher, datasource: str, run_id: str, results: list[GroupResult], *,
                      timeout_s: float, poll_s: float = 2.0):
-    """Publish, after the in-flight run this one was pipelined from (waiting at most `timeout_s`, the
-    spec's completionTimeout)."""
+    """Publish, after the in-flight run this one was pipelined from: until that one publishes, fails or passes
+    its deadline (then it expires, and this run is refused as stale), at most `timeout_s` (completionTimeout)."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             return publisher.publish(datasource, run_id, results)
         except PublishPendingError as exc:
+            if publisher.store.expire_overdue(datasource, utcnow(), f"run {run_id} waiting to publish after it"):
+                continue
             if time.monotonic() > deadline:
                 raise IngestError(f"{exc}; it did not publish within {timeout_s:g}s (completionTimeout)") from None
             log.info("%s: waiting", exc)
@@ -224,6 +265,17 @@ def publish_in_order(publisher: Publisher, datasource: str, run_id: str, results
         except StaleRunError as exc:
             log.error("%s", exc)
             raise
+
+
+def remove_unpublished_attempts(metadata: MetadataStore, spec: DatasourceSpec, run_id: str) -> None:
+    """A final run's job output that nothing was published from (other replicas, failed attempts) goes. A
+    failure here fails nothing: `ingest cleanup` removes it later."""
+    from .cleanup import find_orphans, remove_orphans
+
+    try:
+        remove_orphans(metadata, spec.datasource, find_orphans(metadata, spec, [run_id]), f"report of run {run_id}")
+    except Exception as exc:  # noqa: BLE001 - deep storage or the store: the run's outcome stands either way
+        log.warning("run %s: its unpublished job output stays for `ingest cleanup`: %s", run_id, exc)
 
 
 def report_task(spec: DatasourceSpec, run: RunContext, planned: bool) -> dict[str, Any]:
@@ -244,9 +296,13 @@ def report_task(spec: DatasourceSpec, run: RunContext, planned: bool) -> dict[st
         raise AirflowSkipException(f"run {run.run_id} was superseded by run {record.superseded_by}: "
                                    f"{record.error or ''}".strip())
     if record.status.in_flight:
-        error = "its tasks failed before publishing (see the plan, spark_job and publish logs)"
-        Supervisor(spec, metadata).mark_failed(run.run_id, error)
+        supervisor = Supervisor(spec, metadata)
+        supervisor.expire_overdue(f"the report of run {run.run_id}")
+        supervisor.mark_failed(run.run_id, "its tasks failed before publishing (see the plan, spark_job and "
+                                           "publish logs)")  # unless it just expired
         record = metadata.require_run(spec.datasource, run.run_id)
+    if record.is_final:
+        remove_unpublished_attempts(metadata, spec, run.run_id)
     stats = metadata.run_row_stats(spec.datasource, run.run_id)
     segments = metadata.segments(spec.datasource, run_id=run.run_id)
     failed = sorted(g for g, s in metadata.group_statuses(spec.datasource, run.run_id).items()
@@ -263,17 +319,31 @@ def report_task(spec: DatasourceSpec, run: RunContext, planned: bool) -> dict[st
     return out
 
 
+def check_job_wanted(datasource: str, run_id: str) -> None:
+    """A job of a run that is published, superseded or expired (a re-executed or late task) does nothing."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    metadata = store()
+    metadata.expire_overdue(datasource, utcnow(), f"a Spark job of run {run_id}")
+    record = metadata.get_run(datasource, run_id)
+    reason = final_reason(record) if record is not None else None
+    if reason:
+        raise AirflowSkipException(f"{reason}: no Spark job")
+
+
 class IngestSparkSubmitOperator(SparkSubmitOperator):
     """spark-submit of the ingest job, with the spec's master override and a Python that has this package."""
 
-    def __init__(self, *, master: str | None = None, **kwargs: Any):
+    def __init__(self, *, datasource: str, master: str | None = None, **kwargs: Any):
         super().__init__(**kwargs)
+        self.datasource = datasource
         self.master = master
 
     def execute(self, context: Any) -> None:
         if not self.application_args:
             self.log.info("nothing to read in this run: no Spark job")
             return None
+        check_job_wanted(self.datasource, context["dag_run"].run_id)
         env = dict(self.env_vars or {})
         env.setdefault("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
         env.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", sys.executable))

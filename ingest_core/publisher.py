@@ -12,7 +12,7 @@ One metadata transaction:
   6. mark the run and its task groups published (groups that failed keep their old offsets).
 Publishing an already-published run is a no-op success. A run whose starts no longer match is stale: the
 transaction writes nothing, the run is marked SUPERSEDED, and `StaleRunError` names the run that got there
-first. Everything else (jobs, retries, replicas) may fail and retry freely because this check refuses stale
+first. A run past its deadline (completionTimeout) is refused too, and expires (`RunExpiredError`). Everything else (jobs, retries, replicas) may fail and retry freely because this check refuses stale
 commits.
 """
 
@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 
 import sqlalchemy as sa
 
-from .errors import IngestError, PublishPendingError, StaleRunError
+from .errors import IngestError, PublishPendingError, RunExpiredError, StaleRunError
 from .metadata import GroupStatus, MetadataStore, RunStatus, segments, task_groups, utcnow
 from .offsets import OffsetRange, PublishedRange, find_overlap, offsets_to_json
 from .periods import format_datetime, parse_datetime
@@ -86,10 +86,16 @@ class Publisher:
     def __init__(self, store: MetadataStore):
         self.store = store
 
-    def publish(self, datasource: str, run_id: str, results: Sequence[GroupResult]) -> PublishResult:
+    def publish(self, datasource: str, run_id: str, results: Sequence[GroupResult], *,
+                now: datetime | None = None) -> PublishResult:
+        now = now or utcnow()
         try:
             with self.store.session() as conn:
-                return self._publish(conn, datasource, run_id, results)
+                return self._publish(conn, datasource, run_id, results, now)
+        except RunExpiredError:
+            # rolled back too; a run past its deadline expires for good (its own transaction)
+            self.store.expire_overdue(datasource, now, f"the publish of run {run_id}")
+            raise
         except StaleRunError as exc:
             # The publish transaction rolled back; record why, so reruns and status can explain it.
             self.store.set_run_status(datasource, run_id, RunStatus.SUPERSEDED, error=str(exc),
@@ -98,7 +104,7 @@ class Publisher:
             raise
 
     def _publish(self, conn: sa.Connection, datasource: str, run_id: str,
-                 results: Sequence[GroupResult]) -> PublishResult:
+                 results: Sequence[GroupResult], now: datetime) -> PublishResult:
         ds_row = self.store.lock_datasource(conn, datasource)
         run = self.store.require_run(datasource, run_id, conn)
         plan = run.plan
@@ -109,6 +115,9 @@ class Publisher:
             raise StaleRunError(
                 f"run {run_id} of {datasource!r} was superseded by run {run.superseded_by}: {run.error or ''}".strip(),
                 run_id=run_id, superseded_by=run.superseded_by)
+        if run.expired or run.past_deadline(now):  # too late: a run may already plan its range again
+            reason = run.error if run.expired else run.expiry_reason(now)
+            raise RunExpiredError(f"run {run_id} of {datasource!r} was not published: {reason}", run_id=run_id)
 
         by_group = {r.group_id: r for r in results}
         unknown = set(by_group) - {g.group_id for g in plan.groups}

@@ -77,11 +77,15 @@ class RunSummary:
     published_at: datetime | None
     row_stats: dict[str, int]
     error: str | None
+    deadline_at: datetime | None = None
+    expired_at: datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
+        def fmt(when: datetime | None) -> str | None:
+            return format_datetime(when) if when else None
         return {"runId": self.run_id, "status": self.status, "records": self.records,
-                "createdAt": format_datetime(self.created_at),
-                "publishedAt": format_datetime(self.published_at) if self.published_at else None,
+                "createdAt": fmt(self.created_at), "publishedAt": fmt(self.published_at),
+                "deadline": fmt(self.deadline_at), "expiredAt": fmt(self.expired_at),
                 "rowStats": self.row_stats, "error": self.error}
 
 
@@ -181,14 +185,15 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
 
     errors = [RecentError(a.created_at, a.details.get("errorClass", "IngestError"), a.details.get("error", ""),
                           bool(a.details.get("streamException"))) for a in loop_errors]
-    errors += [RecentError(r.published_at or r.created_at, "RunFailed", f"run {r.run_id}: {r.error}", False)
+    errors += [RecentError(r.expired_at or r.published_at or r.created_at, "RunExpired" if r.expired else "RunFailed",
+                           f"run {r.run_id}: {r.error}", False)
                for r in runs if run_succeeded(r) is False]
     if broker_error:
         errors.append(RecentError(now or utcnow(), "BrokerUnavailableError", broker_error, True))
     errors.sort(key=lambda e: e.timestamp, reverse=True)
 
     recent = [RunSummary(r.run_id, r.status.value, r.plan.records, r.created_at, r.published_at,
-                         row_stats.get(r.run_id, {}), r.error) for r in runs]
+                         row_stats.get(r.run_id, {}), r.error, r.deadline_at, r.expired_at) for r in runs]
     return StatusReport(datasource, stream, state, detail, supervisor_ok and tasks_ok and not terminated,
                         suspended, terminated, committed, latest, offsets_last_updated,
                         errors[:MAX_RECENT_ERRORS], recent, now, active or {})
@@ -223,7 +228,7 @@ def spec_for(store: MetadataStore, name: str, specs: dict[str, DatasourceSpec]) 
 
 def collect_progress(spec: DatasourceSpec, run: RunRecord) -> list[GroupProgress]:
     """A running run's groups, from the reports its splits leave in deep storage as they read (the replica
-    that read most)."""
+    and attempt that read most)."""
     base = deep_storage.base_for(spec)
     out = []
     for group in run.plan.groups:
@@ -231,8 +236,9 @@ def collect_progress(spec: DatasourceSpec, run: RunRecord) -> list[GroupProgress
             continue
         ranges = [(r.start, r.end) for r in group.splits]
         best = None
-        for replica in range(spec.io_config.replicas):
-            folder = deep_storage.group_uri(base, spec.datasource, run.run_id, group.group_id, replica)
+        folders = [uri for replica in range(spec.io_config.replicas) for uri in deep_storage.attempt_folders(
+            deep_storage.group_uri(base, spec.datasource, run.run_id, group.group_id, replica))]
+        for folder in folders:
             reports: dict[int, SplitReport] = {}
             done: set[int] = set()
             for kind in ("progress", "splits"):  # a finished split's final report wins
@@ -247,7 +253,7 @@ def collect_progress(spec: DatasourceSpec, run: RunRecord) -> list[GroupProgress
             progress = GroupProgress.from_splits(group.group_id, ranges, reports, done)
             if best is None or progress.records > best.records:
                 best = progress
-        out.append(best)
+        out.append(best or GroupProgress.from_splits(group.group_id, ranges, {}, set()))
     return out
 
 
@@ -257,6 +263,7 @@ def collect_status(store: MetadataStore, name: str, spec: DatasourceSpec | None,
     from .offset_reader import KafkaOffsetReader
 
     row = store.require_datasource(name)
+    store.expire_overdue(name, utcnow(), "a status read")  # cheap when nothing is overdue
     committed = {tp: k.offset for tp, k in store.committed_offsets(name).items()}
     runs = store.list_runs(name, limit=runs_limit)
     stats = {run.run_id: store.run_row_stats(name, run.run_id) for run in runs}

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from .errors import BrokerUnavailableError, IngestError
-from .metadata import MetadataStore, RunRecord, RunStatus
+from .metadata import MetadataStore, RunRecord, RunStatus, utcnow
 from .offset_reader import KafkaOffsetReader, OffsetSnapshot
 from .offsets import StartResolution, StartSource, TopicPartition, pending_records, resolve_start_offsets
 from .planner import FUTURE_TOLERANCE, Plan, PlanRequest, plan_run
@@ -57,16 +57,33 @@ class Supervisor:
         """Record the spec (redacted) in the spec history; returns its version."""
         return self.store.register_spec(self.datasource, self.spec.to_raw(), self.spec.fingerprint(), self.spec.source)
 
+    @property
+    def completion_timeout(self) -> timedelta:
+        return self.spec.io_config.completion_timeout.to_timedelta()
+
+    def expire_overdue(self, by: str, now: datetime | None = None) -> list[str]:
+        """Runs in flight past their deadline will never publish (their process died, their report never ran):
+        expire them, so nothing plans from their ends and the next run starts from the committed offsets."""
+        now = now or utcnow()
+        self.store.set_missing_deadlines(self.datasource, now + self.completion_timeout)
+        expired = self.store.expire_overdue(self.datasource, now, by)
+        for run_id in expired:
+            log.warning("datasource %s: run %s is past its completionTimeout and expired (noticed by %s)",
+                        self.datasource, run_id, by)
+        return expired
+
     def plan(self, run_id: str, options: PlanOptions = PlanOptions()) -> RunRecord:
         """The persisted plan of `run_id`, planning and persisting it first if there is none."""
         with self.store.planning_lock(self.datasource):  # concurrent runs plan one after the other
+            self.expire_overdue(f"the plan step of run {run_id}", options.now)
             existing = self.store.get_run(self.datasource, run_id)
             if existing is not None:
                 log.info("run %s of %s already has a plan (%s, %d records): reusing it", run_id, self.datasource,
                          existing.status.value, existing.plan.records)
                 return existing
             plan = self.compute_plan(run_id, options)
-            record, inserted = self.store.insert_run(plan)
+            # a run whose jobs never start (its plan step died) expires too
+            record, inserted = self.store.insert_run(plan, deadline_at=plan.created_at + self.completion_timeout)
         if inserted:
             self._audit_resets(plan)
         return record
@@ -100,6 +117,7 @@ class Supervisor:
     def pending(self) -> tuple[dict[TopicPartition, int], int]:
         """Where the next run would start, per partition, and how many records it would find now (the data
         gate's question)."""
+        self.expire_overdue("the data gate")
         snap, resolution = self._resolve(None)
         starts = {tp: s.offset for tp, s in resolution.starts.items()}
         return starts, pending_records(starts, snap.earliest, snap.latest)

@@ -8,7 +8,8 @@ SPEC is a datasource spec (YAML or JSON file or URI); PLAN is the run's persiste
 per split), parses, filters and rolls up the rows, and writes one Parquet file per segment: per
 segmentGranularity interval, in files (shards) of at most maxRowsPerSegment rows, each sorted by time. The group's
 report (row stats, parse exceptions, segments with their rows, bytes, time range, columns and offset ranges)
-goes to <output>/report.json and is printed as the last line of stdout.
+goes to <output>/attempt=<id>/report.json and its path is printed as the last line of stdout. Every attempt
+writes a new folder and deletes nothing: a retry or a re-executed task never touches a published segment.
 
 It never touches committed offsets or the metadata store: the publisher alone makes segments visible.
 Exit codes: 0 success, 2 bad input (spec, plan, group), 3 the group failed (report written, state FAILED).
@@ -22,7 +23,7 @@ import logging
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Collection
 
@@ -54,19 +55,24 @@ class GroupJob:
     plan: Plan
     group_id: int
     replica: int
-    output_uri: str
+    output_uri: str  # the replica's folder; this attempt writes under it, in a folder of its own
     progress_interval_s: float = 2.0  # how often each split reports how far it got
+    # new per attempt: the plan's job arguments are shared by every retry of a task
+    attempt: str = field(default_factory=deep_storage.new_attempt_id)
 
     @property
     def group(self) -> TaskGroup:
         return self.plan.group(self.group_id)
+
+    @property
+    def attempt_uri(self) -> str:
+        return deep_storage.attempt_uri(self.output_uri, self.attempt)
 
 
 # Settings the job's output depends on: always these, whatever was submitted.
 REQUIRED_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MILLIS",
-    "spark.sql.sources.partitionOverwriteMode": "static",
 }
 
 
@@ -103,7 +109,6 @@ def run_group(spark: Any, job: GroupJob, stall_timeout_s: float = 60.0) -> Group
     """Run one task group; returns its report (state SUCCESS) or raises, after writing a FAILED report."""
     spec, group = job.spec, job.group
     started = time.monotonic()
-    deep_storage.delete_dir(job.output_uri)  # a retry starts clean; nothing here is published yet
     report = GroupReport.merge(spec.datasource, job.plan.run_id, job.group_id, job.replica, [],
                                spec.tuning_config.effective_max_saved_parse_exceptions)
     try:
@@ -114,12 +119,12 @@ def run_group(spark: Any, job: GroupJob, stall_timeout_s: float = 60.0) -> Group
         report.state = "FAILED"
         report.error = str(error)
         report.seconds = time.monotonic() - started
-        deep_storage.write_json(deep_storage.join(job.output_uri, "report.json"), report.to_json())
+        deep_storage.write_json(deep_storage.join(job.attempt_uri, "report.json"), report.to_json())
         if error is exc:
             raise
         raise error from exc
     report.seconds = time.monotonic() - started
-    deep_storage.write_json(deep_storage.join(job.output_uri, "report.json"), report.to_json())
+    deep_storage.write_json(deep_storage.join(job.attempt_uri, "report.json"), report.to_json())
     return report
 
 
@@ -145,7 +150,7 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
     kafka = KafkaClientConfig.from_properties(spec.io_config.consumer_properties)
     read_job = ReadJob(
         spec_raw=spec.to_raw(), created_at=job.plan.to_json()["createdAt"],
-        splits=[s.to_json() for s in group.splits], output_uri=job.output_uri,
+        splits=[s.to_json() for s in group.splits], output_uri=job.attempt_uri,
         poll_timeout_s=max(spec.io_config.poll_timeout, 100) / 1000 * 10, stall_timeout_s=stall_timeout_s,
         batch_records=spec.tuning_config.max_records_per_poll or ReadJob.batch_records,
         progress_interval_s=job.progress_interval_s)
@@ -162,21 +167,22 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
             rolled, dims = _expand_discovered(rolled, dims)
         out = rolled.select(SEGMENT, TIME, *[col(c) for c in dims + metrics])
         # Each Spark task writes its rows of an interval as time-sorted files of at most maxRowsPerSegment rows:
-        # Druid's dynamic partitioning (segments fill up as rows come), with no extra shuffle.
+        # Druid's dynamic partitioning (segments fill up as rows come), with no extra shuffle. The attempt's
+        # folder is new: Spark must not delete anything ("errorifexists", never "overwrite").
         (out.sortWithinPartitions(SEGMENT, TIME, *[col(d) for d in dims])
-         .write.mode("overwrite").option("maxRecordsPerFile", spec.tuning_config.max_rows_per_segment)
-         .partitionBy(SEGMENT).parquet(deep_storage.join(job.output_uri, "segments")))
+         .write.mode("errorifexists").option("maxRecordsPerFile", spec.tuning_config.max_rows_per_segment)
+         .partitionBy(SEGMENT).parquet(deep_storage.join(job.attempt_uri, "segments")))
     except Exception as exc:
         raise _job_error(exc) from exc
 
-    splits = [SplitReport.from_json(deep_storage.read_json(deep_storage.to_uri(job.output_uri, f.path)))
-              for f in deep_storage.list_files(deep_storage.join(job.output_uri, "splits"), ".json")]
+    splits = [SplitReport.from_json(deep_storage.read_json(deep_storage.to_uri(job.attempt_uri, f.path)))
+              for f in deep_storage.list_files(deep_storage.join(job.attempt_uri, "splits"), ".json")]
     report = GroupReport.merge(spec.datasource, job.plan.run_id, job.group_id, job.replica, splits,
                                spec.tuning_config.effective_max_saved_parse_exceptions)
     missing = {s.index for s in splits} ^ set(range(len(group.splits)))
     if missing:
         raise IngestError(f"split reports missing for splits {sorted(missing)}: the job output at "
-                          f"{job.output_uri} is incomplete")
+                          f"{job.attempt_uri} is incomplete")
     limit = spec.tuning_config.effective_max_parse_exceptions
     if limit is not None and report.stats.parse_exceptions > limit:
         last = report.saved_exceptions[-1] if report.saved_exceptions else None
@@ -231,10 +237,10 @@ def describe_segments(job: GroupJob, dims: list[str], metrics: list[str]) -> lis
     group = job.group
     ranges = {"start": offsets_to_json({p.tp: p.start for p in group.partitions}),
               "end": offsets_to_json({p.tp: p.end for p in group.partitions})}
-    fs, _ = deep_storage.filesystem(job.output_uri)
+    fs, _ = deep_storage.filesystem(job.attempt_uri)
     out = []
     shards: dict[str, int] = {}
-    for info in deep_storage.list_files(deep_storage.join(job.output_uri, "segments"), ".parquet"):
+    for info in deep_storage.list_files(deep_storage.join(job.attempt_uri, "segments"), ".parquet"):
         folder = next(p for p in info.path.split("/") if p.startswith(f"{SEGMENT}="))
         shard = shards[folder] = shards.get(folder, -1) + 1
         start = datetime.fromtimestamp(int(folder.split("=", 1)[1]) / 1000, tz=timezone.utc)
@@ -244,7 +250,7 @@ def describe_segments(job: GroupJob, dims: list[str], metrics: list[str]) -> lis
         tmin, tmax = _time_range(meta)
         out.append({
             "interval": [format_datetime(interval_start), format_datetime(interval_end)],
-            "shard": shard, "location": deep_storage.to_uri(job.output_uri, info.path),
+            "shard": shard, "location": deep_storage.to_uri(job.attempt_uri, info.path),
             "rows": meta.num_rows, "bytes": info.size,
             "minTime": tmin, "maxTime": tmax,
             "columns": [meta.schema.column(i).name for i in range(meta.num_columns)],
@@ -312,14 +318,16 @@ def main(argv: list[str] | None = None) -> int:
                                   submitted_conf()).getOrCreate()
     sql_keys = sorted(k for k in {**default_conf(), **REQUIRED_CONF} if k.startswith("spark.sql."))
     log.info("Spark SQL settings: %s", ", ".join(f"{k}={spark.conf.get(k)}" for k in sql_keys))
+    job = GroupJob(spec, plan, args.group, args.replica, output)
+    log.info("attempt %s writes to %s", job.attempt, job.attempt_uri)
     try:
-        report = run_group(spark, GroupJob(spec, plan, args.group, args.replica, output), args.stall_timeout)
+        report = run_group(spark, job, args.stall_timeout)
     except IngestError as exc:
         print(f"ingest_job: task group {args.group} of run {plan.run_id} failed: {exc}", file=sys.stderr)
         return 3
     finally:
         spark.stop()
-    summary = {"report": deep_storage.join(output, "report.json"), "rows": report.stats.processed,
+    summary = {"report": deep_storage.join(job.attempt_uri, "report.json"), "rows": report.stats.processed,
                "segments": len(report.segments), "rowStats": report.stats.to_json()}
     print(json.dumps(summary))
     return 0

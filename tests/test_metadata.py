@@ -2,6 +2,7 @@
 
 import json
 import subprocess
+from datetime import datetime, timezone
 import sys
 from pathlib import Path
 
@@ -9,11 +10,13 @@ import pytest
 import yaml
 
 from ingest_core.errors import MetadataStoreError
-from ingest_core.metadata import SCHEMA_VERSION, MetadataStore
+from ingest_core.metadata import SCHEMA_VERSION, MetadataStore, RunStatus
+from ingest_core.planner import Plan
 
 from helpers import make_spec
 
 DATA = Path(__file__).parent / "data"
+T0 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
 
 
 def cli(*args, env=None):
@@ -30,6 +33,46 @@ def test_upgrade_is_idempotent_and_required(tmp_path):
     assert store.upgrade() == []
     assert store.current_schema_version() == SCHEMA_VERSION
     assert store.committed_offsets("wiki") == {}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def v1_store_url(request, tmp_path) -> str:
+    """A metadata store as release 1 left it (schema version 1), with a run in flight."""
+    import sqlalchemy as sa
+
+    from ingest_core.metadata import MIGRATIONS, make_engine, meta, runs, schema_version, utcnow
+
+    url = f"sqlite:///{tmp_path / 'v1.db'}" if request.param == "sqlite" else request.getfixturevalue("pg_url")
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        meta.drop_all(conn)
+        schema_version.drop(conn, checkfirst=True)
+        schema_version.create(conn)
+        dict(MIGRATIONS)[1](conn)
+        for column in ("running_since", "deadline_at", "expired_at"):  # v1's runs table had none of them
+            conn.execute(sa.text(f"ALTER TABLE {runs.name} DROP COLUMN {column}"))
+        conn.execute(schema_version.insert().values(id=1, version=1, upgraded_at=utcnow()))
+        plan = Plan("wiki", "old", T0, (), "modulo")
+        conn.execute(runs.insert().values(datasource="wiki", run_id="old", seq=1, status="RUNNING", plan=plan.to_json(),
+                                          records=0, created_at=T0, updated_at=T0))
+    engine.dispose()
+    return url
+
+
+def test_a_v1_store_upgrades_to_run_deadlines(v1_store_url):
+    from datetime import timedelta
+
+    store = MetadataStore(v1_store_url)
+    with pytest.raises(MetadataStoreError, match="schema version 1, this release needs 2"):
+        store.check_schema()
+    assert store.upgrade() == [2] and store.upgrade() == []
+    old = store.require_run("wiki", "old")  # planned before v2: no deadline yet, so it does not expire
+    assert (old.status, old.running_since, old.deadline_at, old.expired_at) == (RunStatus.RUNNING, None, None, None)
+    assert store.expire_overdue("wiki", T0 + timedelta(days=999), "test") == []
+    assert store.set_missing_deadlines("wiki", T0 + timedelta(minutes=30)) == ["old"]  # a planner gives it one
+    assert store.expire_overdue("wiki", T0 + timedelta(minutes=30), "test") == ["old"]
+    assert store.require_run("wiki", "old").expired
+    store.dispose()
 
 
 def test_db_upgrade_cli_on_postgres(pg_url):

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from ingest_core.errors import IngestError, PublishPendingError, StaleRunError
+from ingest_core.errors import IngestError, PublishPendingError, RunExpiredError, StaleRunError
 from ingest_core.metadata import GroupStatus, MetadataStore, RunStatus
 from ingest_core.offsets import StartSource, TopicPartition, resolve_start_offsets
 from ingest_core.planner import PlanRequest, plan_run
@@ -334,3 +334,85 @@ def test_the_main_line_may_not_publish_what_a_backfill_published_unless_an_opera
     assert store.published_ranges("wiki") == []
     (audit,) = store.audit_records("wiki", action="reset")
     assert len(audit.details["releasedRanges"]) == 4 * 3  # per partition: r1's stretch, bf's [10, 20), r3's stretch
+
+
+# ------------------------------------------------------------------------------------------ deadlines
+
+MINUTE = timedelta(minutes=1)
+
+
+def test_a_run_in_flight_past_its_deadline_expires_for_good(store):
+    from ingest_core.metadata import RUN_EXPIRED
+
+    plan_next(store, "r1", {tp: 10 for tp in PARTS})
+    assert store.start_run("wiki", "r1", MINUTE, now=T0)  # its jobs start: completionTimeout PT1M
+    r1 = store.require_run("wiki", "r1")
+    assert (r1.running_since, r1.deadline_at) == (T0, T0 + MINUTE)
+    assert not r1.past_deadline(T0 + MINUTE - timedelta(milliseconds=1)) and r1.past_deadline(T0 + MINUTE)
+    assert store.expire_overdue("wiki", T0 + MINUTE - timedelta(seconds=1), "test") == []
+    assert store.expire_overdue("wiki", T0 + MINUTE, "the plan step of run r2") == ["r1"]
+    r1 = store.require_run("wiki", "r1")
+    assert r1.status is RunStatus.FAILED and r1.expired and r1.is_final
+    assert r1.error.startswith("expired: run r1 was RUNNING since 2026-11-22T10:00:00.000Z, past completionTimeout "
+                               "(60s, deadline 2026-11-22T10:01:00.000Z)")
+    (audit,) = store.audit_records("wiki", action=RUN_EXPIRED)
+    assert audit.details["runId"] == "r1" and audit.details["detectedBy"] == "the plan step of run r2"
+    # final: nothing continues from its ends, a retry does not revive it, its publish is refused
+    assert store.inflight_end_offsets("wiki") == {}
+    assert not store.start_run("wiki", "r1", MINUTE, now=T0 + 2 * MINUTE)
+    with pytest.raises(RunExpiredError, match="r1 .* was not published: expired: "):
+        Publisher(store).publish("wiki", "r1", results_for(r1.plan), now=T0 + 2 * MINUTE)
+    assert store.require_run("wiki", "r1").status is RunStatus.FAILED and committed(store) == {}
+    r2 = plan_next(store, "r2", {tp: 12 for tp in PARTS})  # from Kafka's start again, not from r1's ends
+    assert r2.start_offsets() == {tp: 0 for tp in PARTS}
+    assert {p.start_source for p in r2.partitions} == {StartSource.EARLIEST}
+    Publisher(store).publish("wiki", "r2", results_for(r2))
+    assert committed(store) == {tp: 12 for tp in PARTS}
+
+
+def test_a_late_publish_is_refused_in_the_transaction(store):
+    from ingest_core.metadata import RUN_EXPIRED
+
+    r1 = plan_next(store, "r1", {tp: 10 for tp in PARTS})
+    store.start_run("wiki", "r1", MINUTE, now=T0)
+    with pytest.raises(RunExpiredError, match="past completionTimeout"):  # nobody expired it yet: the publish does
+        Publisher(store).publish("wiki", "r1", results_for(r1), now=T0 + MINUTE)
+    assert committed(store) == {} and store.segments("wiki") == []
+    assert store.require_run("wiki", "r1").expired
+    assert [a.details["detectedBy"] for a in store.audit_records("wiki", action=RUN_EXPIRED)] == ["the publish of run r1"]
+    # just in time, it publishes
+    r2 = plan_next(store, "r2", {tp: 10 for tp in PARTS})
+    store.start_run("wiki", "r2", MINUTE, now=T0)
+    assert not Publisher(store).publish("wiki", "r2", results_for(r2), now=T0 + MINUTE / 2).already_published
+
+
+def test_a_waiting_successor_expires_its_dead_predecessor_and_is_refused_as_stale(store):
+    from ingest_core.metadata import utcnow
+    from ingest_core.operators import publish_in_order
+
+    plan_next(store, "r1", {tp: 10 for tp in PARTS})
+    store.start_run("wiki", "r1", MINUTE, now=utcnow() - timedelta(hours=1))  # its process died long ago
+    r2 = plan_next(store, "r2", {tp: 20 for tp in PARTS})  # planned from r1's ends before anyone noticed
+    assert {p.after_run for p in r2.partitions} == {"r1"}
+    with pytest.raises(StaleRunError, match="never committed"):  # no waiting out the 600 s: r1 is past its deadline
+        publish_in_order(Publisher(store), "wiki", "r2", results_for(r2), timeout_s=600, poll_s=60)
+    assert store.require_run("wiki", "r1").expired
+    assert store.require_run("wiki", "r2").status is RunStatus.SUPERSEDED and committed(store) == {}
+    assert plan_next(store, "r3", {tp: 20 for tp in PARTS}).start_offsets() == {tp: 0 for tp in PARTS}
+
+
+def test_a_spark_job_of_a_final_run_does_nothing(store, monkeypatch):
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from ingest_core.operators import check_job_wanted
+
+    monkeypatch.setenv("INGEST_METADATA_URL", store.url)
+    r1 = plan_next(store, "r1", {tp: 10 for tp in PARTS})
+    check_job_wanted("wiki", "r1")  # in flight: the job runs
+    Publisher(store).publish("wiki", "r1", results_for(r1))
+    with pytest.raises(AirflowSkipException, match="run r1 is already published: no Spark job"):
+        check_job_wanted("wiki", "r1")
+    plan_next(store, "r2", {tp: 20 for tp in PARTS})
+    store.start_run("wiki", "r2", MINUTE, now=T0)  # long past its deadline: the job's check expires it
+    with pytest.raises(AirflowSkipException, match="run r2 is not executed again: expired: "):
+        check_job_wanted("wiki", "r2")

@@ -16,13 +16,13 @@ from ingest_core.supervisor import PlanOptions, Supervisor
 from helpers import make_spec
 
 
-def publish_all(store, record):
+def publish_all(store, record, now=None):
     plan = record.plan
     start = datetime(2026, 11, 22, tzinfo=timezone.utc)
     results = [GroupResult(g.group_id, [SegmentDescriptor(start, start + timedelta(hours=1), f"file:///x/{plan.run_id}-{g.group_id}",
                                                           g.records, 1)])
                for g in plan.groups if not g.is_empty]
-    return Publisher(store).publish(plan.datasource, plan.run_id, results)
+    return Publisher(store).publish(plan.datasource, plan.run_id, results, now=now)
 
 
 def fill(broker, topic, partitions, n):
@@ -76,6 +76,29 @@ def test_committed_then_inflight_then_new_partition(broker, store):
     publish_all(store, r2)
     publish_all(store, r3)
     assert {tp.partition: k.offset for tp, k in store.committed_offsets("wiki").items()} == {0: 9, 1: 9, 2: 6}
+
+
+def test_planning_expires_runs_in_flight_past_their_deadline(broker, store):
+    """A run whose process died stays RUNNING: past completionTimeout, the next plan expires it and starts from
+    the committed offsets instead of its planned ends."""
+    topic = broker.create_topic(2)
+    fill(broker, topic, 2, 3)
+    sup = Supervisor(make_spec(broker.bootstrap, topic=topic, useEarliestOffset=True, completionTimeout="PT10M"), store)
+    t0 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
+    publish_all(store, sup.plan("r1", PlanOptions(now=t0)), now=t0)
+    fill(broker, topic, 2, 2)
+    dead = sup.plan("dead", PlanOptions(now=t0))
+    assert dead.deadline_at == t0 + timedelta(minutes=10)  # if its jobs never start
+    store.start_run("wiki", "dead", sup.completion_timeout, now=t0 + timedelta(minutes=1))  # ... and then they died
+    pipelined = sup.plan("r2", PlanOptions(now=t0 + timedelta(minutes=10)))  # 1 min before its deadline
+    assert {p.start_source for p in pipelined.plan.partitions} == {StartSource.INFLIGHT}
+    store.set_run_status("wiki", "r2", RunStatus.FAILED, error="simulated")
+    r3 = sup.plan("r3", PlanOptions(now=t0 + timedelta(minutes=11)))
+    assert store.require_run("wiki", "dead").expired
+    assert {p.start_source for p in r3.plan.partitions} == {StartSource.COMMITTED}
+    assert r3.plan.start_offsets() == {TopicPartition(topic, 0): 3, TopicPartition(topic, 1): 3}
+    again = sup.plan("dead", PlanOptions(now=t0 + timedelta(minutes=12)))  # a retry of its plan step: still expired
+    assert again.status is RunStatus.FAILED and again.expired
 
 
 def test_topic_pattern_picks_up_new_topics_from_earliest(broker, store):
