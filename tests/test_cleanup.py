@@ -4,10 +4,12 @@ segment points into, and only attempts of final runs that nothing was published 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 from helpers import ingest_run, spec_from
 from ingest_core import deep_storage
-from ingest_core.cleanup import find_orphans, remove_orphans, unreferenced
+from ingest_core.cleanup import find_orphans, unreferenced
 from ingest_core.reader import DatasourceReader
 
 SCHEMA = {"timestampSpec": {"column": "ts", "format": "millis"}, "dimensionsSpec": {"dimensions": ["page"]},
@@ -65,7 +67,17 @@ def test_a_re_executed_job_of_a_published_run_changes_nothing_and_cleanup_remove
     run_group(spark, GroupJob(spec, r2, 0, 0, deep_storage.group_uri(deep, "ds", "r2", 0)), 30)
     (orphan,) = find_orphans(store, spec)
     assert (orphan.run_id, orphan.uri) == ("r1", job.attempt_uri)
-    remove_orphans(store, "ds", [orphan], "tester")
+
+    def cleanup(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "ingest_core.cli", "--metadata-url", store.url, "cleanup", "ds",
+                               "--dags-folder", str(tmp_path), *args], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert cleanup().splitlines() == [f"would remove {job.attempt_uri} (run r1)",  # a dry run by default
+                                      "1 attempt folders of final runs hold nothing published; --yes removes them"]
+    assert len(deep_storage.attempt_folders(group)) == 2
+    assert f"remove {job.attempt_uri} (run r1)" in cleanup("--yes", "--actor", "tester")
     (published,) = deep_storage.attempt_folders(group)
     assert all(s.location.startswith(published + "/") for s in store.segments("ds", used_only=False))
     assert times() == expected and find_orphans(store, spec) == []

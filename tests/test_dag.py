@@ -278,3 +278,77 @@ def test_suspend_resume_and_terminate_drive_the_dag(tmp_path, own_dags, broker, 
     assert (status["state"], status["terminated"], status["aggregateLag"]) == ("TERMINATED", True, 0)
     assert [(a.action, a.actor) for a in store.audit_records("operated")] == [
         ("suspend", "carol"), ("resume", "carol"), ("terminate", "carol")]
+
+
+def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, own_dags, broker, metadata_url):
+    """SIGKILL a run's whole process group while its Spark job runs: its run stays RUNNING. Past its deadline
+    the next run's plan expires it and starts from the committed offsets: every record once, lag 0, nothing
+    done by hand. A re-executed spark_job of either run does nothing."""
+    import os
+    import signal
+    from datetime import timedelta
+
+    import psutil
+
+    from ingest_core.metadata import runs, utcnow
+
+    topic = broker.create_topic(partitions=2)
+    write_example_variant(own_dags, "crashy", topic, taskCount=1, completionTimeout="PT10M")
+    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
+    store = MetadataStore(metadata_url)
+    produce_events(broker.bootstrap, topic, 120, seed=7)
+
+    # The job's JVM waits for a debugger that never comes: it is surely still running when the kill comes.
+    suspended = {**home.env, "SPARK_SUBMIT_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", "")
+                 + " -agentlib:jdwp=transport=dt_socket,server=y,suspend=y,address=127.0.0.1:0"}
+    with open(tmp_path / "killed-run.log", "w") as out:
+        killed = subprocess.Popen([AIRFLOW, "dags", "test", "crashy", "2026-01-01T00:00:00+00:00"], env=suspended,
+                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        job = wait_for_process(lambda cmd: "ingest_job.py" in cmd and str(tmp_path) in cmd, timeout_s=600)
+        assert os.getpgid(job.pid) == killed.pid  # the kill below reaches the Spark job too
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.wait(60)
+        psutil.wait_procs([job], timeout=60)
+    finally:
+        if killed.poll() is None:
+            os.killpg(killed.pid, signal.SIGKILL)
+    (dead,) = store.list_runs("crashy")
+    assert dead.status is RunStatus.RUNNING and dead.deadline_at == dead.running_since + timedelta(minutes=10)
+    with store.session() as conn:  # completionTimeout passes: moved through the store, not waited for
+        conn.execute(runs.update().where((runs.c.datasource == "crashy") & (runs.c.run_id == dead.run_id))
+                     .values(deadline_at=utcnow() - timedelta(seconds=1)))
+
+    home.dags_test("crashy", "2026-01-02T00:00:00+00:00")
+    assert edits(store, "crashy") == 120  # every record once
+    healed, dead = store.list_runs("crashy")
+    assert healed.status is RunStatus.PUBLISHED
+    assert {p.start_source.value for p in healed.plan.partitions} == {"earliest"}  # not from the dead run's ends
+    assert dead.status is RunStatus.FAILED and dead.expired and dead.error.startswith("expired: ")
+    (audit,) = store.audit_records("crashy", action="run_expired")
+    assert audit.details["runId"] == dead.run_id and audit.details["detectedBy"] == f"the plan step of run {healed.run_id}"
+    status = json.loads(subprocess.run([sys.executable, "-m", "ingest_core.cli", "status", "crashy", "--json"],
+                                       env=home.env, capture_output=True, text=True, timeout=120).stdout)["payload"]
+    assert status["aggregateLag"] == 0
+    assert any(e["exceptionClass"] == "RunExpired" and dead.run_id in e["message"] for e in status["recentErrors"])
+
+    # clearing one spark_job task re-executes it: for an expired or a published run, it does nothing
+    for run, why in ((dead, "is not executed again: expired: "), (healed, "is already published")):
+        done = home.airflow("tasks", "test", "crashy", "spark_job", run.run_id, "--map-index", "0")
+        assert f"run {run.run_id} {why}" in done.stdout + done.stderr
+    assert store.get_run("crashy", dead.run_id).status is RunStatus.FAILED and edits(store, "crashy") == 120
+
+
+def wait_for_process(matches, timeout_s: float) -> "psutil.Process":
+    """The first process whose command line `matches`."""
+    import time
+
+    import psutil
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for p in psutil.process_iter(["cmdline"]):
+            if matches(" ".join(p.info["cmdline"] or [])):
+                return p
+        time.sleep(0.2)
+    raise AssertionError(f"no such process within {timeout_s}s")

@@ -288,11 +288,12 @@ def test_unreachable_broker_fails_within_a_bounded_time(spark, store, tmp_path):
     plan = Plan("ds", "r1", T0, (TaskGroup(0, (PartitionPlan(tp, 0, 10, StartSource.EARLIEST),),
                                           (OffsetRange(tp, 0, 10),)),), "modulo")
     started = _time.monotonic()
+    job = GroupJob(spec, plan, 0, 0, (tmp_path / "out").as_uri())
     with pytest.raises(BrokerUnavailableError, match="cannot reach Kafka"):
-        run_group(spark, GroupJob(spec, plan, 0, 0, (tmp_path / "out").as_uri()), stall_timeout_s=5)
+        run_group(spark, job, stall_timeout_s=5)
     assert _time.monotonic() - started < 60
     from ingest_core import deep_storage
-    report = deep_storage.read_json((tmp_path / "out" / "report.json").as_uri())
+    report = deep_storage.read_json(deep_storage.join(job.attempt_uri, "report.json"))
     assert report["state"] == "FAILED" and "cannot reach Kafka" in report["error"]
 
 
