@@ -115,7 +115,7 @@ class Publisher:
             raise StaleRunError(
                 f"run {run_id} of {datasource!r} was superseded by run {run.superseded_by}: {run.error or ''}".strip(),
                 run_id=run_id, superseded_by=run.superseded_by)
-        if run.expired or run.past_deadline(now):  # too late: a run may already plan its range again
+        if run.expired or run.past_deadline(now):  # too late: any planner may expire it and re-plan its range
             reason = run.error if run.expired else run.expiry_reason(now)
             raise RunExpiredError(f"run {run_id} of {datasource!r} was not published: {reason}", run_id=run_id)
 

@@ -16,6 +16,7 @@ import yaml
 
 from conftest import postgres_database
 from ingest_core.demo import airflow_env
+from ingest_core.deep_storage import attempt_folders, group_uri
 from ingest_core.demo import produce as produce_wiki
 from ingest_core.metadata import MetadataStore, RunStatus
 from ingest_core.reader import DatasourceReader
@@ -152,6 +153,9 @@ def test_two_replicas_publish_once(tmp_path, own_dags, broker, metadata_url):
     assert store.run_row_stats("replicated", reports[0]["run_id"])["processed"] == 250  # one replica's, not both
     segments = DatasourceReader(store, "replicated").segments()
     assert {s.location.split("/replica=")[1].split("/")[0] for s in segments} == {"0"}
+    # the report removed the replica nothing was published from
+    deep, run_id = home.env["INGEST_DEEP_STORAGE"], reports[0]["run_id"]
+    assert [len(attempt_folders(group_uri(deep, "replicated", run_id, 0, r))) for r in (0, 1)] == [1, 0]
 
 
 def test_a_broken_spec_is_an_import_error_and_hides_nothing(tmp_path, own_dags, broker, metadata_url):
