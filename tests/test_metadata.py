@@ -40,7 +40,7 @@ def v1_store_url(request, tmp_path) -> str:
     """A metadata store as release 1 left it (schema version 1), with a run in flight."""
     import sqlalchemy as sa
 
-    from ingest_core.metadata import MIGRATIONS, make_engine, meta, runs, schema_version, utcnow
+    from ingest_core.metadata import MIGRATIONS, make_engine, meta, published_ranges, runs, schema_version, utcnow
 
     url = f"sqlite:///{tmp_path / 'v1.db'}" if request.param == "sqlite" else request.getfixturevalue("pg_url")
     engine = make_engine(url)
@@ -49,6 +49,7 @@ def v1_store_url(request, tmp_path) -> str:
         schema_version.drop(conn, checkfirst=True)
         schema_version.create(conn)
         dict(MIGRATIONS)[1](conn)
+        published_ranges.drop(conn)  # v2's
         for column in ("running_since", "deadline_at", "expired_at"):  # v1's runs table had none of them
             conn.execute(sa.text(f"ALTER TABLE {runs.name} DROP COLUMN {column}"))
         conn.execute(schema_version.insert().values(id=1, version=1, upgraded_at=utcnow()))
@@ -63,9 +64,9 @@ def test_a_v1_store_upgrades_to_run_deadlines(v1_store_url):
     from datetime import timedelta
 
     store = MetadataStore(v1_store_url)
-    with pytest.raises(MetadataStoreError, match="schema version 1, this release needs 2"):
+    with pytest.raises(MetadataStoreError, match="schema version 1, this release needs 3"):
         store.check_schema()
-    assert store.upgrade() == [2] and store.upgrade() == []
+    assert store.upgrade() == [2, 3] and store.upgrade() == []
     old = store.require_run("wiki", "old")  # planned before v2: no deadline yet, so it does not expire
     assert (old.status, old.running_since, old.deadline_at, old.expired_at) == (RunStatus.RUNNING, None, None, None)
     assert store.expire_overdue("wiki", T0 + timedelta(days=999), "test") == []
@@ -153,12 +154,40 @@ def test_upgrade_to_v2_claims_the_ranges_of_the_backfills_published_before(store
     # a v1 store: published runs, no claims (two backfills even published the same offsets)
     with store.transaction() as conn:
         published_ranges.drop(conn)
-        conn.execute(schema_version.delete().where(schema_version.c.version == 2))
+        conn.execute(schema_version.delete().where(schema_version.c.version >= 2))
     store._schema_checked = True  # write the v1 store's runs with this release's code
     run("r1", 0, 10, StartSource.EARLIEST)
     run("bf1", 10, 30, StartSource.BACKFILL)
     run("bf2", 20, 30, StartSource.BACKFILL)
-    assert store.upgrade() == [2]
+    assert store.upgrade() == [2, 3]
     with store.session() as conn:
         assert sa.inspect(conn).has_table("ingest_published_ranges")
     assert store.published_ranges("wiki") == [PublishedRange(tp, 10, 30, "bf1", True)]
+
+
+def test_a_run_is_past_its_deadline_only_while_in_flight():
+    """Pure: explicit times, no store."""
+    from dataclasses import replace
+    from datetime import timedelta
+
+    from ingest_core.metadata import RunRecord
+
+    plan = Plan("wiki", "r1", T0, (), "modulo")
+    running = RunRecord("wiki", "r1", 1, RunStatus.RUNNING, plan, T0, None, None, None,
+                        running_since=T0 + timedelta(minutes=2), deadline_at=T0 + timedelta(minutes=12))
+    assert not running.past_deadline(T0 + timedelta(minutes=12) - timedelta(microseconds=1))
+    assert running.past_deadline(T0 + timedelta(minutes=12)) and not running.is_final
+    assert running.expiry_reason(T0 + timedelta(minutes=13)) == (
+        "expired: run r1 was RUNNING since 2026-11-22T10:02:00.000Z, past completionTimeout (600s, deadline "
+        "2026-11-22T10:12:00.000Z) at 2026-11-22T10:13:00.000Z; it will not publish and its partitions go back "
+        "to the committed offsets")
+    never_started = replace(running, status=RunStatus.PLANNED, running_since=None, deadline_at=T0 + timedelta(minutes=10))
+    assert never_started.past_deadline(T0 + timedelta(minutes=10))
+    assert "PLANNED at 2026-11-22T10:00:00.000Z and its jobs never started, past completionTimeout (600s" in \
+        never_started.expiry_reason(T0 + timedelta(minutes=10))
+    late = T0 + timedelta(days=1)
+    for status in (RunStatus.PUBLISHED, RunStatus.SUPERSEDED, RunStatus.FAILED):
+        assert not replace(running, status=status).past_deadline(late)
+    assert not replace(running, deadline_at=None).past_deadline(late)  # a backfill, or planned before v2
+    assert [replace(running, status=s).is_final for s in RunStatus] == [False, False, True, False, True]
+    assert replace(running, status=RunStatus.FAILED, expired_at=late).is_final  # expired: no retry revives it
