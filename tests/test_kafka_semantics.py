@@ -278,13 +278,13 @@ def test_truncation_between_plan_and_job_fails_the_job_and_publishes_nothing(spa
     broker.produce(topic, numbered(20, 10))
     plan = Supervisor(spec, store).plan("r2").plan  # [10, 30)
     delete_records_before(broker, topic, 15)
-    out = deep_storage.group_uri(tmp_path.as_uri(), "ds", "r2", 0)
+    job = GroupJob(spec, plan, 0, 0, deep_storage.group_uri(tmp_path.as_uri(), "ds", "r2", 0))
     with pytest.raises(OffsetOutOfRangeError) as info:
-        run_group(spark, GroupJob(spec, plan, 0, 0, out), stall_timeout_s=20)
+        run_group(spark, job, stall_timeout_s=20)
     message = str(info.value)
     assert f"cannot read {topic}/0 [10, 30): offset 10 is below the log start 15" in message
     assert "Nothing was committed" in message and "`ingest reset`" in message
-    report = deep_storage.read_json(deep_storage.join(out, "report.json"))
+    report = deep_storage.read_json(deep_storage.join(job.attempt_uri, "report.json"))
     assert report["state"] == "FAILED" and report["error"] == message
     result = Publisher(store).publish("ds", "r2", [])  # the publish step: no group succeeded
     assert result.failed_groups == (0,) and result.segment_ids == () and result.rows == 0
@@ -389,13 +389,13 @@ def test_broker_restarts_mid_job_neither_hang_it_nor_lose_or_double_a_record(spa
         "fetch.wait.max.ms": 100, "reconnect.backoff.max.ms": 1000}}, tuning={"maxRecordsPerPoll": 20})
     plan = Supervisor(spec, store).plan("r1").plan
     out = deep_storage.group_uri(tmp_path.as_uri(), "ds", "r1", 0)
-    progress = deep_storage.join(out, "progress", "split-00000.json")
+    first = GroupJob(spec, plan, 0, 0, out, progress_interval_s=0.1)
+    progress = deep_storage.join(first.attempt_uri, "progress", "split-00000.json")
     outcome: dict = {}
 
     def job():
         try:
-            outcome["report"] = run_group(spark, GroupJob(spec, plan, 0, 0, out, progress_interval_s=0.1),
-                                          STALL_TIMEOUT)
+            outcome["report"] = run_group(spark, first, STALL_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - the test looks at it
             outcome["error"] = exc
 

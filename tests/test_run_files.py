@@ -15,8 +15,8 @@ from ingest_core.operators import group_reports
 
 
 def _report_uri(spec, run_id: str, group_id: int, replica: int = 0) -> str:
-    base = deep_storage.base_for(spec)
-    return deep_storage.join(deep_storage.group_uri(base, spec.datasource, run_id, group_id, replica), "report.json")
+    group = deep_storage.group_uri(deep_storage.base_for(spec), spec.datasource, run_id, group_id, replica)
+    return deep_storage.join(deep_storage.attempt_uri(group, "a1"), "report.json")
 
 
 def test_a_storage_fault_reading_a_report_is_retried_then_fails_loudly_never_a_failed_group(tmp_path, monkeypatch):
@@ -26,14 +26,15 @@ def test_a_storage_fault_reading_a_report_is_retried_then_fails_loudly_never_a_f
     good = {"groupId": 0, "replica": 0, "state": "SUCCESS", "segments": []}
     deep_storage.write_json(_report_uri(spec, "r1", 0, 0), good)
     # no report at all from replica 1 (its job died before writing one): that alone means "no report"
-    assert group_reports(spec, "r1", 0) == [good]
+    deep_storage.write_json(_report_uri(spec, "r1", 0, 1).replace("/report.json", "/splits/split-00000.json"), {})
+    assert [r.report for r in group_reports(spec, "r1", 0)] == [good]
 
     # replica 0's report cannot be read (a link to a directory: an I/O error, not "not found")
     path = Path(_report_uri(spec, "r2", 0, 0).removeprefix("file://"))
     path.parent.mkdir(parents=True)
     (tmp_path / "a-directory").mkdir()
     path.symlink_to(tmp_path / "a-directory")
-    with pytest.raises(IngestError, match=r"could not read the report of task group 0 \(replica 0\) of run r2"):
+    with pytest.raises(IngestError, match=r"could not read the report of task group 0 \(replica 0, attempt a1\) of run r2"):
         group_reports(spec, "r2", 0)
 
     # a transient fault: the read succeeds on a retry (the link swapped atomically to the report)
@@ -43,7 +44,7 @@ def test_a_storage_fault_reading_a_report_is_retried_then_fails_loudly_never_a_f
     timer = threading.Timer(0.2, os.replace, (tmp_path / "healed", path))
     timer.start()
     try:
-        assert group_reports(spec, "r2", 0) == [good]
+        assert [r.report for r in group_reports(spec, "r2", 0)] == [good]
     finally:
         timer.join()
 
