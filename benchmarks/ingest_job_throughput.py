@@ -132,7 +132,7 @@ def raw_consume(bootstrap: str, topic: str, ranges: dict[int, tuple[int, int]]) 
 
 
 def cpu_seconds(procs: list[psutil.Process]) -> float:
-    """CPU time of these processes, with what their exited children used."""
+    """CPU time of these processes (the broker's), with what their exited children used."""
     total = 0.0
     for p in procs:
         try:
@@ -150,12 +150,6 @@ def broker_processes(broker: EmbeddedKafka | None) -> list[psutil.Process]:
     return [root, *root.children(recursive=True)]
 
 
-def spark_processes(broker: EmbeddedKafka | None) -> list[psutil.Process]:
-    """This process (the driver's Python side) and its descendants but the broker: the JVM, Python workers."""
-    skip = {p.pid for p in broker_processes(broker)}
-    return [psutil.Process()] + [c for c in psutil.Process().children(recursive=True) if c.pid not in skip]
-
-
 def _pss(proc: psutil.Process) -> int:
     """Proportional set size from /proc/<pid>/smaps_rollup (cheap enough to sample often; psutil's
     memory_full_info walks every mapping); RSS where the kernel has no rollup."""
@@ -169,64 +163,81 @@ def _pss(proc: psutil.Process) -> int:
     return proc.memory_info().rss
 
 
-class PeakMemory:
-    """Peak memory of the Spark side's processes, sampled every 200 ms (reading PSS is not free): the Spark JVM,
-    the Python processes (the daemon, its forked workers and the planner workers, summed), and both together.
-    PSS, not RSS: forked workers share their parent's pages, which RSS would count once per process. The broker
-    (a JVM child of this process when embedded) is not counted."""
+class SideMonitor:
+    """CPU and peak memory of a Spark side's processes (this process, the Spark JVM, the Python daemons and
+    workers; not the broker, a JVM child of this process when embedded), sampled every 200 ms.
+
+    CPU: each process's own user + system time, from the start of the run (or its birth) to its last sample, so a
+    Python worker that exits during the run counts up to then and no process counts twice (through a parent's
+    children's times). Memory: PSS, not RSS: forked workers share their parent's pages, which RSS would count once
+    per process; the peak of the JVM, of the Python processes (summed), and of both together."""
 
     def __init__(self, broker: EmbeddedKafka | None = None) -> None:
         self.peak = self.jvm = self.workers = 0
         self._skip = {p.pid for p in broker_processes(broker)}
+        self._start: dict[int, float] = {}
+        self._last: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
+    def _processes(self) -> list[psutil.Process]:
         me = psutil.Process()
-        while not self._stop.is_set():
-            jvm = workers = 0
-            for child in me.children(recursive=True):
-                if child.pid in self._skip:
-                    continue
-                try:
-                    if "java" in child.name():
-                        jvm += _pss(child)
+        return [me] + [c for c in me.children(recursive=True) if c.pid not in self._skip]
+
+    def _sample(self, memory: bool) -> None:
+        jvm = workers = 0
+        for proc in self._processes():
+            try:
+                t = proc.cpu_times()
+                self._last[proc.pid] = t.user + t.system
+                if memory and proc.pid != os.getpid():
+                    if "java" in proc.name():
+                        jvm += _pss(proc)
                     else:
-                        workers += _pss(child)
-                except psutil.Error:
-                    pass
+                        workers += _pss(proc)
+            except psutil.Error:
+                pass
+        if memory:
             self.jvm, self.workers = max(self.jvm, jvm), max(self.workers, workers)
             self.peak = max(self.peak, jvm + workers)
-            time.sleep(0.2)
 
-    def __enter__(self) -> "PeakMemory":
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self._sample(memory=True)
+
+    @property
+    def cpu(self) -> float:
+        return sum(last - self._start.get(pid, 0.0) for pid, last in self._last.items())
+
+    def __enter__(self) -> "SideMonitor":
+        self._sample(memory=False)
+        self._start = dict(self._last)
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+        self._sample(memory=False)
 
 
 class Sample:
     """One side's run: records/s, its CPU per record, its broker's CPU per record, its peak memory (Spark)."""
 
-    def __init__(self, rate: float, cpu: float, broker_cpu: float, n: int, memory: PeakMemory | None = None,
+    def __init__(self, rate: float, cpu: float, broker_cpu: float, n: int, memory: SideMonitor | None = None,
                  note: str = ""):
         self.rate, self.cpu_us, self.broker_us = rate, cpu * 1e6 / n, broker_cpu * 1e6 / n
         self.memory, self.note = memory, note
 
 
 def measure_spark(broker: EmbeddedKafka | None, n: int, run: Callable[[], str]) -> Sample:
-    procs, brokers = spark_processes(broker), broker_processes(broker)
-    j0, b0 = cpu_seconds(procs), cpu_seconds(brokers)
-    with PeakMemory(broker) as memory:
+    brokers = broker_processes(broker)
+    b0 = cpu_seconds(brokers)
+    with SideMonitor(broker) as monitor:
         t0 = time.perf_counter()
         note = run()
         elapsed = time.perf_counter() - t0
-    procs = {p.pid: p for p in procs + spark_processes(broker)}  # Python workers forked during the run too
-    return Sample(n / elapsed, cpu_seconds(list(procs.values())) - j0, cpu_seconds(brokers) - b0, n, memory,
-                  f"{elapsed:.1f}s{note}")
+    return Sample(n / elapsed, monitor.cpu, cpu_seconds(brokers) - b0, n, monitor, f"{elapsed:.1f}s{note}")
 
 
 # ------------------------------------------------------------------------------------------- the benchmark
