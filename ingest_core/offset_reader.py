@@ -132,8 +132,8 @@ class KafkaOffsetReader:
             return self._query_once(tps, timestamp, what)
 
     def _query_once(self, tps: list[TopicPartition], timestamp: int, what: str) -> dict[TopicPartition, int]:
-        # librdkafka matches each answer to its request partition by a linear search, so one request's client
-        # CPU grows with the square of its partitions (about 1 s for 10,000): ask in slices, one after another
+        # librdkafka's CPU for one request grows about with the square of its partitions (measured: about 1 s
+        # for 10,000, 0.15 s for the same in requests of 1,000): ask in slices, one after another
         step = self.max_partitions_per_request
         answers: list[KafkaTopicPartition] = []
         deadline = time.monotonic() + self.timeout_s
