@@ -1,20 +1,27 @@
-"""Benchmark: the Spark ingest job's records/s against a raw single-process consume of the same range.
+"""Benchmark: the Spark ingest job's records/s against a raw consume and against Spark's own Kafka source.
 
-In one run, on the same broker and the same offset range:
-  raw   one process, confluent-kafka consume() of every partition, values discarded (the floor any reader pays);
-  job   `run_group` of the example wikipedia spec (parse JSON, roll up by minute, write hourly Parquet
-        segments, split reports), one task group of --split records per split, Spark local[N] (default: both
-        cores). Each size has its own topic of n / --split partitions, one split each (see `prepare`).
-Each size runs --repeat rounds (raw, then job) and compares the medians; it prints both rates and their ratio
-(target >= 1.0), the rollup (records in, rows out), the job's CPU bound (the cores over its CPU per record,
-its broker's included: the fastest it could go with every core busy), then the job's peak memory (PSS of the
-driver JVM plus the Python processes, sampled every 200 ms) at each range size; it must not grow with the range.
+In one run, on the same broker and the same offset ranges, each size measures these sides (`--sides`):
+  raw          one process, confluent-kafka consume() of every partition, values discarded (the floor any
+               reader pays);
+  job          our job: `run_group` of the example wikipedia spec (parse JSON, filter, roll up by minute, write
+               hourly Parquet segments, split reports), one task group of --split records per split;
+  spark-kafka  the anchor, the job a user would write instead (`spark_kafka_jobs.anchor_job`): Spark's Kafka
+               source with the same ranges, from_json, the same filter, time floor and rollup, Parquet
+               partitioned by segment;
+  jvm-reader   our job with Spark's Kafka source as its reader, parsing with our parser in mapInArrow
+               (`spark_kafka_jobs.jvm_reader_job`): the candidate reader of issue 14, item 6.
+The Spark sides share one SparkSession per size (Spark `local[N]`, default: both cores; 2 GiB driver; Spark's
+Kafka source jars passed as files with spark.jars), a fresh JVM per size, warmed up by one untimed round
+(SparkSession start-up is not part of any figure). Each round runs every side, in an order that rotates from
+round to round; the medians over --repeat rounds are compared: job / raw (target >= 1.0), job / spark-kafka,
+jvm-reader / job (the reader is worth switching at >= 1.3). It also prints each side's CPU per record (every
+process of the side; the broker's apart), the job's CPU bound (the cores over its CPU per record, its broker's
+included), and each Spark side's peak memory (PSS of the driver JVM plus the Python processes, sampled every
+200 ms), which must not grow with the range.
 
-    python benchmarks/ingest_job_throughput.py                      # 1M and 4M records, noida-db's broker
-    python benchmarks/ingest_job_throughput.py --records 1000000 --bootstrap host:9092
-
-The first job run warms up the JVM and Python workers and is not counted; SparkSession start-up (7-12 s here)
-is not part of either figure.
+    python benchmarks/ingest_job_throughput.py            # 1M and 4M records, an embedded Apache Kafka (KRaft)
+    python benchmarks/ingest_job_throughput.py --quick    # 100k and 400k records, 2 rounds: a smoke run
+    python benchmarks/ingest_job_throughput.py --records 1000000 --bootstrap host:9092 --sides raw job
 """
 
 from __future__ import annotations
@@ -29,7 +36,9 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
+from typing import Any, Callable
 
 import psutil
 from confluent_kafka import Consumer, Producer
@@ -38,6 +47,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from ingest_core.embedded import EmbeddedKafka  # noqa: E402
 from ingest_core.metadata import MetadataStore  # noqa: E402
@@ -46,10 +56,11 @@ from ingest_core.spec import load_spec, parse_spec  # noqa: E402
 from ingest_core.supervisor import PlanOptions, Supervisor  # noqa: E402
 from spark_jobs.ingest_job import GroupJob, run_group, spark_session_builder  # noqa: E402
 
-# noida-db answers a fetch with everything it has, whatever fetch.max.bytes says: let the client take it
-CLIENT = {"receive.message.max.bytes": 2_000_000_000}
+from spark_kafka_jobs import anchor_job, jvm_reader_job, spark_kafka_jars  # noqa: E402
 
-
+SIDES = ("raw", "job", "spark-kafka", "jvm-reader")
+# Every side drops robots' edits (about 10% of the rows): the spec's filter, so the anchor applies it too.
+FILTER = {"type": "selector", "dimension": "isRobot", "value": "0"}
 BASE_TIME = time.time() - 1800  # every batch of events spans the same half hour
 
 
@@ -76,6 +87,9 @@ def produce(bootstrap: str, topic: str, n: int, partitions: int) -> None:
     p.flush(120)
 
 
+# ------------------------------------------------------------------------------------------- the raw consume
+
+
 def raw_consume_process(bootstrap: str, topic: str, ranges: dict[int, tuple[int, int]]) -> tuple[float, float, int]:
     """The raw consume in a fresh process of its own: (records/s, its CPU seconds, its peak RSS in bytes)."""
     import multiprocessing
@@ -94,7 +108,7 @@ def _raw_consume_measured(bootstrap: str, topic: str, ranges: dict[int, tuple[in
 def raw_consume(bootstrap: str, topic: str, ranges: dict[int, tuple[int, int]]) -> tuple[float, float]:
     """(records/s, CPU seconds of every thread of this process, librdkafka's included)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-raw", "enable.auto.commit": False,
-                  "enable.partition.eof": False, **CLIENT})
+                  "enable.partition.eof": False})
     c.assign([KTP(topic, p, start) for p, (start, _) in ranges.items()])
     remaining = {p: end for p, (_, end) in ranges.items()}
     want = sum(end - start for start, end in ranges.values())
@@ -114,8 +128,11 @@ def raw_consume(bootstrap: str, topic: str, ranges: dict[int, tuple[int, int]]) 
     return n / elapsed, cpu
 
 
+# ------------------------------------------------------------------------------------------- measuring
+
+
 def cpu_seconds(procs: list[psutil.Process]) -> float:
-    """CPU time of these processes, with what their exited children used."""
+    """CPU time of these processes (the broker's), with what their exited children used."""
     total = 0.0
     for p in procs:
         try:
@@ -124,19 +141,6 @@ def cpu_seconds(procs: list[psutil.Process]) -> float:
         except psutil.Error:
             pass
     return total
-
-
-def job_processes() -> list[psutil.Process]:
-    """This process (the driver's Python side) and its descendants but the broker: the JVM, Python workers."""
-    me = psutil.Process()
-    out = [me]
-    for child in me.children(recursive=True):
-        try:
-            if "noida" not in " ".join(child.cmdline()):
-                out.append(child)
-        except psutil.Error:
-            pass
-    return out
 
 
 def broker_processes(broker: EmbeddedKafka | None) -> list[psutil.Process]:
@@ -159,133 +163,256 @@ def _pss(proc: psutil.Process) -> int:
     return proc.memory_info().rss
 
 
-class PeakMemory:
-    """Peak memory of the job's processes, sampled every 200 ms (reading PSS is not free): the Spark JVM, the
-    Python processes (the daemon, its forked workers and the planner workers, summed), and both together. PSS,
-    not RSS: forked workers share their parent's pages, which RSS would count once per process. The broker is
-    not counted."""
+class SideMonitor:
+    """CPU and peak memory of a Spark side's processes (this process, the Spark JVM, the Python daemons and
+    workers; not the broker, a JVM child of this process when embedded), sampled every 200 ms.
 
-    def __init__(self) -> None:
+    CPU: each process's own user + system time, from the start of the run (or its birth) to its last sample, so a
+    Python worker that exits during the run counts up to then and no process counts twice (through a parent's
+    children's times). Memory: PSS, not RSS: forked workers share their parent's pages, which RSS would count once
+    per process; the peak of the JVM, of the Python processes (summed), and of both together."""
+
+    def __init__(self, broker: EmbeddedKafka | None = None) -> None:
         self.peak = self.jvm = self.workers = 0
+        self._skip = {p.pid for p in broker_processes(broker)}
+        self._start: dict[int, float] = {}
+        self._last: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
+    def _processes(self) -> list[psutil.Process]:
         me = psutil.Process()
-        while not self._stop.is_set():
-            jvm = workers = 0
-            for child in me.children(recursive=True):
-                try:
-                    cmd = " ".join(child.cmdline())
-                    if "noida" in cmd:
-                        continue
-                    if "java" in cmd:
-                        jvm += _pss(child)
+        return [me] + [c for c in me.children(recursive=True) if c.pid not in self._skip]
+
+    def _sample(self, memory: bool) -> None:
+        jvm = workers = 0
+        for proc in self._processes():
+            try:
+                t = proc.cpu_times()
+                self._last[proc.pid] = t.user + t.system
+                if memory and proc.pid != os.getpid():
+                    if "java" in proc.name():
+                        jvm += _pss(proc)
                     else:
-                        workers += _pss(child)
-                except psutil.Error:
-                    pass
+                        workers += _pss(proc)
+            except psutil.Error:
+                pass
+        if memory:
             self.jvm, self.workers = max(self.jvm, jvm), max(self.workers, workers)
             self.peak = max(self.peak, jvm + workers)
-            time.sleep(0.2)
 
-    def __enter__(self) -> "PeakMemory":
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self._sample(memory=True)
+
+    @property
+    def cpu(self) -> float:
+        return sum(last - self._start.get(pid, 0.0) for pid, last in self._last.items())
+
+    def __enter__(self) -> "SideMonitor":
+        self._sample(memory=False)
+        self._start = dict(self._last)
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+        self._sample(memory=False)
 
 
-def wait_until_idle(broker: EmbeddedKafka, timeout: float = 120) -> None:
-    """noida-db keeps persisting its log after a burst of produces: measure only once it is quiet."""
-    procs = [p for p in psutil.Process(broker.proc.pid).children(recursive=True)] + [psutil.Process(broker.proc.pid)]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        busy = sum(p.cpu_percent(interval=None) for p in procs)
-        time.sleep(1.0)
-        busy = sum(p.cpu_percent(interval=None) for p in procs)
-        if busy < 5:
-            return
+class Sample:
+    """One side's run: records/s, its CPU per record, its broker's CPU per record, its peak memory (Spark)."""
+
+    def __init__(self, rate: float, cpu: float, broker_cpu: float, n: int, memory: SideMonitor | None = None,
+                 note: str = ""):
+        self.rate, self.cpu_us, self.broker_us = rate, cpu * 1e6 / n, broker_cpu * 1e6 / n
+        self.memory, self.note = memory, note
+
+
+def measure_spark(broker: EmbeddedKafka | None, n: int, run: Callable[[], str]) -> Sample:
+    brokers = broker_processes(broker)
+    b0 = cpu_seconds(brokers)
+    with SideMonitor(broker) as monitor:
+        t0 = time.perf_counter()
+        note = run()
+        elapsed = time.perf_counter() - t0
+    return Sample(n / elapsed, monitor.cpu, cpu_seconds(brokers) - b0, n, monitor, f"{elapsed:.1f}s{note}")
+
+
+# ------------------------------------------------------------------------------------------- the benchmark
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bootstrap")
-    ap.add_argument("--records", type=int, nargs="+", default=[1_000_000, 4_000_000])
+    ap.add_argument("--bootstrap", help="an existing Kafka (host:port); default: start an embedded one")
+    ap.add_argument("--records", type=int, nargs="+")
     ap.add_argument("--cores", type=int, default=os.cpu_count() or 2)
-    ap.add_argument("--split", type=int, default=250_000, help="maxRecordsPerSplit, and records per partition")
-    ap.add_argument("--repeat", type=int, default=3, help="rounds per size; the medians are compared")
+    ap.add_argument("--split", type=int, help="maxRecordsPerSplit, and records per partition (default 250,000)")
+    ap.add_argument("--repeat", type=int, help="rounds per size (default: 3 up to 1M records, 2 above)")
+    ap.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
+    ap.add_argument("--quick", action="store_true", help="100k and 400k records, 25,000 per split, 2 rounds")
     args = ap.parse_args()
+    if args.quick:
+        args.records = args.records or [100_000, 400_000]
+        args.split = args.split or 25_000
+        args.repeat = args.repeat or 2
+    args.records = sorted(args.records or [1_000_000, 4_000_000])
+    args.split = args.split or 250_000
+    sides = [s for s in SIDES if s in args.sides]
     work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     broker = None
+    started = time.monotonic()
     try:
         bootstrap = args.bootstrap
         if not bootstrap:
             broker = EmbeddedKafka(work / "kafka").start()
             bootstrap = broker.bootstrap
+            print(f"embedded Apache Kafka (KRaft) at {bootstrap}; load average {os.getloadavg()[0]:.1f} on "
+                  f"{os.cpu_count()} cores", flush=True)
         store = MetadataStore(f"sqlite:///{work / 'md.db'}")
         store.upgrade()
         results = []
-        for n in sorted(args.records):
-            spec, plan, topic = prepare(bootstrap, broker, store, n, args)
-            # each size gets a fresh JVM, warmed up by one untimed run, so its memory is its own
-            spark = (spark_session_builder("bench").master(f"local[{args.cores}]")
-                     .config("spark.driver.memory", "2g").getOrCreate())
-            spark.sparkContext.setLogLevel("ERROR")
-            ranges = {p.tp.partition: (p.start, p.end) for p in plan.partitions}
-            raw_rates, job_rates, job_cpus, peak = [], [], [], PeakMemory()
-            # rounds alternate the two, so a slow spell of the shared cores hits both alike
-            for r in range(-1, args.repeat):
-                warmup = r < 0
-                brokers = broker_processes(broker)
-                b0 = cpu_seconds(brokers)
-                raw_rate, raw_cpu, raw_rss = raw_consume_process(bootstrap, topic, ranges)
-                b1 = cpu_seconds(brokers)
-                out = (work / f"out-{n}-{r}").as_uri()
-                procs = job_processes()
-                j0 = cpu_seconds(procs)
-                with PeakMemory() as rss:
-                    t0 = time.perf_counter()
-                    report = run_group(spark, GroupJob(spec, plan, plan.groups[0].group_id, 0, out))
-                    elapsed = time.perf_counter() - t0
-                job_cpu = cpu_seconds(procs) - j0
-                b2 = cpu_seconds(brokers)
-                assert report.stats.processed == n, report.stats
-                if not warmup:
-                    peak = max(peak, rss, key=lambda m: m.peak)
-                    raw_rates.append(raw_rate)
-                    job_rates.append(report.records / elapsed)
-                    job_cpus.append((job_cpu + b2 - b1) / n)  # the job's and its broker's CPU per record
-                rows = sum(s["rows"] for s in report.segments)
-                # CPU per record: what each side costs whatever the machine's other load
-                us = 1e6 / n
-                print(f"  {'warm-up' if warmup else f'round {r + 1}'}: raw consume {raw_rate:>10,.0f} rec/s "
-                      f"(CPU {raw_cpu * us:.2f} us/record, broker {(b1 - b0) * us:.2f}) | job "
-                      f"{report.records / elapsed:>10,.0f} rec/s ({elapsed:.1f}s, CPU {job_cpu * us:.2f} us/record, "
-                      f"broker {(b2 - b1) * us:.2f}; {len(plan.groups[0].splits)} splits, {len(report.segments)} segments, "
-                      f"{rows:,} rows) | raw consumer peak RSS {raw_rss / 2**20:,.0f} MiB", flush=True)
-            stop_jvm(spark)
-            raw_rate, job_rate = statistics.median(raw_rates), statistics.median(job_rates)
-            # the job keeps every core busy: it cannot go faster than the cores over its CPU per record
-            cpu_per_record = statistics.median(job_cpus)
-            ceiling = args.cores / cpu_per_record
-            print(f"{n:>9,} records, median of {args.repeat}: raw consume {raw_rate:>10,.0f} rec/s | job "
-                  f"{job_rate:>10,.0f} rec/s | ratio {job_rate / raw_rate:.2f} | rollup {n:,} -> {rows:,} rows | "
-                  f"job peak memory (PSS) {peak.peak / 2**20:,.0f} MiB (JVM {peak.jvm / 2**20:,.0f}, Python "
-                  f"{peak.workers / 2**20:,.0f})", flush=True)
-            print(f"{'':>9}  CPU bound: {args.cores} cores / {cpu_per_record * 1e6:.2f} us of CPU per record "
-                  f"(job + broker) = {ceiling:,.0f} rec/s, {ceiling / raw_rate:.2f}x the raw consume", flush=True)
-            results.append((n, raw_rate, job_rate, peak.peak))
-        if len(results) > 1:
-            (n0, _, _, m0), (n1, _, _, m1) = results[0], results[-1]
-            print(f"peak memory {m0 / 2**20:,.0f} MiB at {n0:,} records, {m1 / 2**20:,.0f} MiB at {n1:,} "
+        for n in args.records:
+            repeat = args.repeat or (3 if n <= 1_000_000 else 2)
+            results.append(bench_size(n, repeat, sides, bootstrap, broker, store, work, args))
+        if len(results) > 1 and "job" in sides:
+            (n0, m0), (n1, m1) = results[0], results[-1]
+            print(f"job peak memory {m0 / 2**20:,.0f} MiB at {n0:,} records, {m1 / 2**20:,.0f} MiB at {n1:,} "
                   f"({m1 / m0:.2f}x for {n1 / n0:.0f}x the records)")
+        print(f"benchmark took {(time.monotonic() - started) / 60:.1f} min; load average now "
+              f"{os.getloadavg()[0]:.1f}", flush=True)
     finally:
         if broker is not None:
             broker.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def bench_size(n: int, repeat: int, sides: list[str], bootstrap: str, broker: EmbeddedKafka | None,
+               store: MetadataStore, work: Path, args: argparse.Namespace) -> tuple[int, int]:
+    spec, plan, topic = prepare(bootstrap, store, n, args)
+    ranges = {p.tp.partition: (p.start, p.end) for p in plan.partitions}
+    kafka_ranges = {(p.tp.topic, p.tp.partition): (p.start, p.end) for p in plan.partitions}
+    group = plan.groups[0]
+    spark = None
+    if set(sides) - {"raw"}:
+        # a fresh JVM per size, so its memory is its own; Spark's Kafka source jars as files, not --packages
+        spark = (spark_session_builder("bench").master(f"local[{args.cores}]")
+                 .config("spark.driver.memory", "2g").config("spark.jars", ",".join(spark_kafka_jars()))
+                 .getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+
+    def run_raw() -> Sample:
+        brokers = broker_processes(broker)
+        b0 = cpu_seconds(brokers)
+        rate, cpu, rss = raw_consume_process(bootstrap, topic, ranges)
+        return Sample(rate, cpu, cpu_seconds(brokers) - b0, n, note=f"peak RSS {rss / 2**20:,.0f} MiB")
+
+    def run_job(out: str) -> str:
+        report = run_group(spark, GroupJob(spec, plan, group.group_id, 0, out))
+        check_report(report, n)
+        return f", {len(report.segments)} segments, {sum(s['rows'] for s in report.segments):,} rows"
+
+    def run_jvm_reader(out: str) -> str:
+        report = jvm_reader_job(spark, GroupJob(spec, plan, group.group_id, 0, out), bootstrap)
+        check_report(report, n)
+        return f", {len(report.segments)} segments, {sum(s['rows'] for s in report.segments):,} rows"
+
+    def run_anchor(out: str) -> str:
+        anchor_job(spark, spec, bootstrap, kafka_ranges, out)
+        return ""
+
+    runners: dict[str, Callable[[str], str]] = {"job": run_job, "spark-kafka": run_anchor,
+                                                "jvm-reader": run_jvm_reader}
+    samples: dict[str, list[Sample]] = {s: [] for s in sides}
+    ratios: dict[str, list[float]] = {}
+    print(f"{n:,} records, {len(group.splits)} splits; {repeat} rounds after a warm-up, sides in rotating order",
+          flush=True)
+    for r in range(-1, repeat):
+        order = sides[(r + 1) % len(sides):] + sides[:(r + 1) % len(sides)]
+        got: dict[str, Sample] = {}
+        for side in order:
+            if side == "raw":
+                got[side] = run_raw()
+            else:
+                out = work / f"out-{n}-{side}-{r}"
+                got[side] = measure_spark(broker, n, lambda: runners[side](out.as_uri()))
+            s = got[side]
+            mem = (f", peak PSS {s.memory.peak / 2**20:,.0f} MiB" if s.memory is not None else "")
+            print(f"  {'warm-up' if r < 0 else f'round {r + 1}'} {side:<11} {s.rate:>10,.0f} rec/s  CPU "
+                  f"{s.cpu_us:5.2f} us/record, broker {s.broker_us:4.2f}  ({s.note}{mem})", flush=True)
+            if side != "raw" and r >= 0:  # the warm-up's outputs are compared below
+                shutil.rmtree(out, ignore_errors=True)
+        if r < 0:
+            compare_outputs(work, n, sides)
+            continue
+        for side, s in got.items():
+            samples[side].append(s)
+        for name, (a, b) in _RATIOS.items():
+            if a in got and b in got:
+                ratios.setdefault(name, []).append(got[a].rate / got[b].rate)
+    if spark is not None:
+        stop_jvm(spark)
+    delete_topic(bootstrap, topic)
+
+    med = {side: statistics.median(s.rate for s in samples[side]) for side in sides}
+    print(f"{n:,} records, median of {repeat} rounds:")
+    for side in sides:
+        cpu = statistics.median(s.cpu_us for s in samples[side])
+        bcpu = statistics.median(s.broker_us for s in samples[side])
+        peak = max((s.memory for s in samples[side] if s.memory is not None), key=lambda m: m.peak, default=None)
+        mem = (f" | peak memory (PSS) {peak.peak / 2**20:,.0f} MiB (JVM {peak.jvm / 2**20:,.0f}, Python "
+               f"{peak.workers / 2**20:,.0f})" if peak is not None else "")
+        print(f"  {side:<11} {med[side]:>10,.0f} rec/s | CPU {cpu:5.2f} us/record + broker {bcpu:4.2f}{mem}")
+    for name, (a, b) in _RATIOS.items():
+        if a in med and b in med:
+            per_round = ", ".join(f"{x:.2f}" for x in ratios[name])
+            print(f"  {name:<34} {med[a] / med[b]:.2f}   (per round: {per_round}){_TARGETS.get(name, '')}")
+    if "job" in sides:
+        # the job keeps every core busy: it cannot go faster than the cores over its CPU per record
+        per_record = statistics.median(s.cpu_us + s.broker_us for s in samples["job"]) / 1e6
+        ceiling = args.cores / per_record
+        vs_raw = f", {ceiling / med['raw']:.2f}x the raw consume" if "raw" in med else ""
+        print(f"  job CPU bound: {args.cores} cores / {per_record * 1e6:.2f} us of CPU per record (job + broker) = "
+              f"{ceiling:,.0f} rec/s{vs_raw}", flush=True)
+        return n, max(s.memory.peak for s in samples["job"])
+    return n, 0
+
+
+_RATIOS = {"job / raw consume": ("job", "raw"), "job / Spark's Kafka source (anchor)": ("job", "spark-kafka"),
+           "jvm-reader / job": ("jvm-reader", "job")}
+_TARGETS = {"job / raw consume": "   target >= 1.0",
+            "jvm-reader / job": "   the JVM reader replaces ours at >= 1.3"}
+
+
+def check_report(report: Any, n: int) -> None:
+    stats = report.stats
+    assert report.records == n and stats.processed + stats.thrown_away == n and stats.parse_exceptions == 0, \
+        report.to_json()
+
+
+def compare_outputs(work: Path, n: int, sides: list[str]) -> None:
+    """After the warm-up: every Spark side wrote the same rollup (rows and metric totals)."""
+    import pyarrow.dataset as ds
+
+    totals = {}
+    for side in sides:
+        if side == "raw":
+            continue
+        path = work / f"out-{n}-{side}--1" / ("segments" if side != "spark-kafka" else "")
+        # "__segment=..." folders start with "_", which pyarrow ignores by default
+        table = ds.dataset(str(path), format="parquet", partitioning="hive",
+                           ignore_prefixes=[".", "_SUCCESS"]).to_table()
+        totals[side] = (table.num_rows, *(sum(table.column(c).to_pylist()) for c in ("edits", "added", "deleted")),
+                        max(table.column("max_delta").to_pylist()))
+        shutil.rmtree(work / f"out-{n}-{side}--1", ignore_errors=True)
+    if len(set(totals.values())) > 1:
+        raise AssertionError(f"the Spark sides wrote different rollups (rows, edits, added, deleted, max_delta): "
+                             f"{totals}")
+    if totals:
+        rows, edits, *_ = next(iter(totals.values()))
+        print(f"  outputs agree ({', '.join(totals)}): {edits:,} rows kept by the filter -> {rows:,} rolled-up rows",
+              flush=True)
 
 
 def stop_jvm(spark) -> None:
@@ -302,39 +429,40 @@ def stop_jvm(spark) -> None:
     SparkContext._gateway = SparkContext._jvm = None
 
 
-def prepare(bootstrap: str, broker: EmbeddedKafka | None, store: MetadataStore, n: int, args: argparse.Namespace):
+def prepare(bootstrap: str, store: MetadataStore, n: int, args: argparse.Namespace):
     """A topic holding n records, `--split` per partition, and one run's plan over all of it: (spec, plan, topic).
 
-    Each split reads one whole partition. noida-db answers a fetch with everything from the fetch offset to
-    the end of the log, whatever fetch.max.bytes says, so a split starting mid-partition would also receive
-    (and its client parse) the rest of the partition: that would measure the broker, not the job."""
-    topic = f"bench-wiki-{n}"
+    Each split reads one whole partition, and so does each task of Spark's Kafka source (one per partition),
+    so every Spark side reads in as many tasks."""
+    topic = f"bench-wiki-{n}-{uuid.uuid4().hex[:6]}"
     partitions = max(args.cores, -(-n // args.split))
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.delete_topics([topic])
-    time.sleep(1)
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
     t0 = time.perf_counter()
     produce(bootstrap, topic, n, partitions)
     print(f"produced {n:,} records into {partitions} partitions in {time.perf_counter() - t0:.1f}s", flush=True)
-    if broker is not None:
-        wait_until_idle(broker)
-    # one untimed read of it all: the broker's first read of fresh data costs it more than later ones
-    raw_consume_process(bootstrap, topic, {p: (0, n // partitions + (p < n % partitions)) for p in range(partitions)})
-    if broker is not None:
-        wait_until_idle(broker)
     raw_spec = load_spec(ROOT / "dags" / "datasources" / "wikipedia.yaml").to_raw()
     raw_spec["spec"]["dataSchema"]["dataSource"] = f"wikipedia_{n}"
+    raw_spec["spec"]["dataSchema"]["transformSpec"] = {"filter": FILTER}
     raw_spec["spec"]["ioConfig"].update(topic=topic, taskCount=1, useEarliestOffset=True,
-                                        consumerProperties={"bootstrap.servers": bootstrap, **CLIENT})
+                                        consumerProperties={"bootstrap.servers": bootstrap})
     raw_spec["spec"]["tuningConfig"]["maxRowsPerSegment"] = 5_000_000
     raw_spec["microbatch"].update(maxRecordsPerSplit=args.split, minSplitsPerGroup=args.cores)
     spec = parse_spec(raw_spec, "wikipedia (benchmark)")
     supervisor = Supervisor(spec, store)
     supervisor.register()
     plan: Plan = supervisor.compute_plan(f"bench-{n}", PlanOptions())
+    supervisor.reader.close()
     assert sum(p.end - p.start for p in plan.partitions) == n, plan
     return spec, plan, topic
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the answer comes
+        admin.delete_topics([topic])[topic].result(60)
+    except Exception as exc:  # noqa: BLE001 - only disk space is at stake
+        print(f"  (could not delete {topic}: {exc})", flush=True)
 
 
 if __name__ == "__main__":

@@ -72,3 +72,15 @@ def test_unreachable_broker_fails_fast_and_clearly():
     with pytest.raises(BrokerUnavailableError, match=f"127.0.0.1:{port}.*did not answer.*within 3s"):
         reader.partitions(topic="anything")
     assert time.monotonic() - started < 30
+
+
+def test_queries_in_slices_give_the_same_offsets(broker):
+    topic = broker.create_topic(5)
+    for p in range(5):
+        broker.produce(topic, [b"x"] * (p + 1), partition=p)
+    reader = reader_for(broker.bootstrap)
+    tps = reader.partitions(topic=topic)
+    whole = reader.latest(tps)
+    reader.max_partitions_per_request = 2  # three requests: 2 + 2 + 1 partitions
+    assert reader.latest(tps) == whole == {tp: tp.partition + 1 for tp in tps}
+    assert reader.earliest(tps) == {tp: 0 for tp in tps}
