@@ -286,3 +286,73 @@ class EmbeddedPostgres:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class EmbeddedSparkConnect:
+    """A local Spark Connect server (the pip pyspark's own, local[N]) on a free port: the warm Spark that
+    microbatches connect to instead of starting a JVM each. Its Python workers run this interpreter, so they
+    import this project as the client does."""
+
+    MAIN_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+    def __init__(self, work_dir: str | Path, port: int | None = None, master: str = "local[2]",
+                 driver_memory: str = "2g", conf: dict[str, str] | None = None):
+        self.work_dir = Path(work_dir)
+        self.port = port or free_port()
+        self.master = master
+        self.driver_memory = driver_memory
+        self.conf = dict(conf or {})
+        self.url = f"sc://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.work_dir / "spark-connect.log"
+
+    def command(self) -> list[str]:
+        import sys
+
+        spark_submit = Path(sys.executable).parent / "spark-submit"
+        conf = {"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(self.port),
+                "spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false",
+                "spark.local.dir": str(self.work_dir / "tmp"), **self.conf}
+        args = [str(spark_submit) if spark_submit.exists() else "spark-submit", "--class", self.MAIN_CLASS,
+                "--name", "ingest Spark Connect server", "--master", self.master, "--driver-memory", self.driver_memory]
+        for key, value in conf.items():
+            args += ["--conf", f"{key}={value}"]
+        return [*args, "spark-internal"]
+
+    def start(self, timeout: float = 180) -> "EmbeddedSparkConnect":
+        import sys
+
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+        with open(self.log_path, "ab") as out:
+            self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.proc = None
+                raise RuntimeError(f"the Spark Connect server exited at start: {self.log_path.read_text()[-3000:]}")
+            if self.log_path.is_file() and "Spark Connect server started at" in self.log_path.read_text(errors="replace"):
+                return self
+            time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"the Spark Connect server on port {self.port} did not start in {timeout}s "
+                           f"(log: {self.log_path})")
+
+    def stop(self) -> None:
+        _stop_group(self.proc, 30)
+        self.proc = None
+
+    def kill(self) -> None:
+        """A crash: SIGKILL the server's whole process tree."""
+        _stop_group(self.proc, 0)
+        self.proc = None
+
+    def __enter__(self) -> "EmbeddedSparkConnect":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

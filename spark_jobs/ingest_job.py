@@ -41,11 +41,21 @@ from spark_jobs.kafka_source import BUCKET, SEGMENT, KafkaRangeDataSource, ReadJ
 
 log = logging.getLogger("spark_jobs.ingest_job")
 
-def col(name: str) -> Any:
+def sql_functions(df: Any) -> Any:
+    """Spark's functions for `df`'s kind of session. `pyspark.sql.functions` builds classic or Spark Connect
+    columns by the process's environment, not by the session, and a process may hold both (the tests)."""
+    from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+
+    if isinstance(df, ConnectDataFrame):
+        from pyspark.sql.connect import functions as F
+    else:
+        from pyspark.sql import functions as F
+    return F
+
+
+def col(F: Any, name: str) -> Any:
     """A column by its exact name: Druid's default names hold dots (`kafka.key`), which Spark would read as
     struct access."""
-    from pyspark.sql import functions as F
-
     return F.col("`" + name.replace("`", "``") + "`")
 
 
@@ -165,11 +175,12 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
         rolled, dims, metrics = rollup(rows, spec)
         if not spec.data_schema.dimensions_spec.dimensions:
             rolled, dims = _expand_discovered(rolled, dims)
-        out = rolled.select(SEGMENT, TIME, *[col(c) for c in dims + metrics])
+        F = sql_functions(rows)
+        out = rolled.select(SEGMENT, TIME, *[col(F, c) for c in dims + metrics])
         # Each Spark task writes its rows of an interval as time-sorted files of at most maxRowsPerSegment rows:
         # Druid's dynamic partitioning (segments fill up as rows come), with no extra shuffle. The attempt's
         # folder is new: Spark must not delete anything ("errorifexists", never "overwrite").
-        (out.sortWithinPartitions(SEGMENT, TIME, *[col(d) for d in dims])
+        (out.sortWithinPartitions(SEGMENT, TIME, *[col(F, d) for d in dims])
          .write.mode("errorifexists").option("maxRecordsPerFile", spec.tuning_config.max_rows_per_segment)
          .partitionBy(SEGMENT).parquet(deep_storage.join(job.attempt_uri, "segments")))
     except Exception as exc:
@@ -197,34 +208,32 @@ def rollup(rows: Any, spec: DatasourceSpec) -> tuple[Any, list[str], list[str]]:
     stays a row with its metrics computed from itself. `__time` becomes the bucket in both cases.
 
     With rollup the splits hand over partial rows (`ingest_core.rollup`): this merges them."""
-    from pyspark.sql import functions as F
-
+    F = sql_functions(rows)
     schema = spec.data_schema
     dims = [d.name for d in schema.dimensions_spec.dimensions] or [DIMS_JSON]
     metrics = [a.name for a in schema.metrics_spec]
     if not schema.granularity_spec.rollup:
-        cols = [col(BUCKET).alias(TIME), col(SEGMENT), *[col(d) for d in dims]]
+        cols = [col(F, BUCKET).alias(TIME), col(F, SEGMENT), *[col(F, d) for d in dims]]
         for a in aggregators(spec):
-            cols.append((F.lit(1).cast("long") if a.op == "count" else col(a.input)).alias(a.name))
+            cols.append((F.lit(1).cast("long") if a.op == "count" else col(F, a.input)).alias(a.name))
         return rows.select(*cols), dims, metrics
-    first = F.struct(col(FIRST_TIME), col(PARTITION), col(FIRST_OFFSET))  # ties go to the lower partition
-    last = F.struct(col(LAST_TIME), col(PARTITION), col(LAST_OFFSET))
+    first = F.struct(col(F, FIRST_TIME), col(F, PARTITION), col(F, FIRST_OFFSET))  # ties go to the lower partition
+    last = F.struct(col(F, LAST_TIME), col(F, PARTITION), col(F, LAST_OFFSET))
     merge = {"count": F.sum, "sum": F.sum, "min": F.min, "max": F.max,
              "first": lambda c: F.min_by(c, first), "last": lambda c: F.max_by(c, last)}
-    aggs = [merge[a.op](col(a.name)).cast(a.kind or "long").alias(a.name) for a in aggregators(spec)]
+    aggs = [merge[a.op](col(F, a.name)).cast(a.kind or "long").alias(a.name) for a in aggregators(spec)]
     if not aggs:
         aggs = [F.count(F.lit(1)).alias("__count")]
-    rolled = rows.groupBy(col(BUCKET).alias(TIME), col(SEGMENT), *[col(d) for d in dims]).agg(*aggs)
+    rolled = rows.groupBy(col(F, BUCKET).alias(TIME), col(F, SEGMENT), *[col(F, d) for d in dims]).agg(*aggs)
     return rolled, dims, metrics
 
 
 def _expand_discovered(rolled: Any, dims: list[str]) -> tuple[Any, list[str]]:
     """Schemaless: turn the discovered-dimensions JSON into string columns, sorted by name."""
-    from pyspark.sql import functions as F
-
-    rolled = rolled.withColumn(DIMS_JSON, F.from_json(col(DIMS_JSON), "map<string,string>")).persist()
-    names = sorted(r[0] for r in rolled.select(F.explode(F.map_keys(col(DIMS_JSON)))).distinct().collect())
-    expanded = rolled.select("*", *[col(DIMS_JSON).getItem(n).alias(n) for n in names]).drop(DIMS_JSON)
+    F = sql_functions(rolled)
+    rolled = rolled.withColumn(DIMS_JSON, F.from_json(col(F, DIMS_JSON), "map<string,string>")).persist()
+    names = sorted(r[0] for r in rolled.select(F.explode(F.map_keys(col(F, DIMS_JSON)))).distinct().collect())
+    expanded = rolled.select("*", *[col(F, DIMS_JSON).getItem(n).alias(n) for n in names]).drop(DIMS_JSON)
     return expanded, names
 
 
@@ -286,9 +295,11 @@ def load_job_spec(spec_uri: str, secrets_from: str | None = None) -> DatasourceS
     return spec.with_secrets_from(load_spec(secrets_from)) if secrets_from else spec
 
 
-def main(argv: list[str] | None = None) -> int:
-    from ingest_core.settings import Settings
+class BadJobInput(IngestError):
+    """The job's arguments do not name a usable spec, plan and group (exit code 2)."""
 
+
+def argument_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ingest_job", description=__doc__.split("\n\n")[0])
     ap.add_argument("--spec", required=True, help="datasource spec file or URI (YAML/JSON)")
     ap.add_argument("--plan", required=True, help="the run's plan (JSON file or URI)")
@@ -299,22 +310,43 @@ def main(argv: list[str] | None = None) -> int:
                                            "secrets (redacted in SPEC) are read there")
     ap.add_argument("--stall-timeout", type=float, default=60.0,
                     help="seconds without progress before a split fails (unreachable broker)")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)  # it logs to stdout, where the summary goes
+    return ap
+
+
+def load_job(args: argparse.Namespace) -> GroupJob:
+    """The group job the arguments name, read from deep storage; `BadJobInput` when they name none. The
+    spark-submit entry point and the Spark Connect runner (`ingest_core.spark_connect`) share it."""
+    from ingest_core.settings import Settings
+
     try:
         spec = load_job_spec(args.spec, args.secrets_from)
         plan = Plan.from_json(deep_storage.read_json(args.plan))
         plan.group(args.group)
     except (IngestError, KeyError, ValueError, OSError) as exc:
-        print(f"ingest_job: {exc}", file=sys.stderr)
-        return 2
+        raise BadJobInput(str(exc)) from None
     if plan.datasource != spec.datasource:
-        print(f"ingest_job: the plan is for {plan.datasource!r}, the spec for {spec.datasource!r}", file=sys.stderr)
-        return 2
+        raise BadJobInput(f"the plan is for {plan.datasource!r}, the spec for {spec.datasource!r}")
     base = spec.microbatch.deep_storage.uri or Settings.from_env().deep_storage
     output = args.output or deep_storage.group_uri(base, spec.datasource, plan.run_id, args.group, args.replica)
-    spark = spark_session_builder(f"ingest {spec.datasource} {plan.run_id} group {args.group}",
+    return GroupJob(spec, plan, args.group, args.replica, output)
+
+
+def summary(job: GroupJob, report: GroupReport) -> dict[str, Any]:
+    """The job's last line of stdout (spark-submit) or the Connect runner's result."""
+    return {"report": deep_storage.join(job.attempt_uri, "report.json"), "rows": report.stats.processed,
+            "segments": len(report.segments), "rowStats": report.stats.to_json()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argument_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # it logs to stdout, where the summary goes
+    try:
+        job = load_job(args)
+    except BadJobInput as exc:
+        print(f"ingest_job: {exc}", file=sys.stderr)
+        return 2
+    spark = spark_session_builder(f"ingest {job.spec.datasource} {job.plan.run_id} group {job.group_id}",
                                   submitted_conf()).getOrCreate()
     sql_keys = sorted(k for k in {**default_conf(), **REQUIRED_CONF} if k.startswith("spark.sql."))
     log.info("Spark SQL settings: %s", ", ".join(f"{k}={spark.conf.get(k)}" for k in sql_keys))
@@ -323,13 +355,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = run_group(spark, job, args.stall_timeout)
     except IngestError as exc:
-        print(f"ingest_job: task group {args.group} of run {plan.run_id} failed: {exc}", file=sys.stderr)
+        print(f"ingest_job: task group {job.group_id} of run {job.plan.run_id} failed: {exc}", file=sys.stderr)
         return 3
     finally:
         spark.stop()
-    summary = {"report": deep_storage.join(job.attempt_uri, "report.json"), "rows": report.stats.processed,
-               "segments": len(report.segments), "rowStats": report.stats.to_json()}
-    print(json.dumps(summary))
+    print(json.dumps(summary(job, report)))
     return 0
 
 

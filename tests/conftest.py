@@ -109,11 +109,32 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory):
+    """A local Spark Connect server for the session (`INGEST_TEST_SPARK_CONNECT=sc://host:port`: another)."""
+    from ingest_core.embedded import EmbeddedSparkConnect
+
+    external = os.environ.get("INGEST_TEST_SPARK_CONNECT")
+    if external:
+        yield type("External", (), {"url": external})()
+        return
+    server = EmbeddedSparkConnect(tmp_path_factory.mktemp("spark-connect"), driver_memory="1g")
+    try:
+        server.start()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _spark_before_kafka(request):
     """Start Spark first when any selected test needs it (see the module docstring)."""
-    if any("spark" in getattr(item, "fixturenames", ()) for item in request.session.items):
-        request.getfixturevalue("spark")
+    for name in ("spark", "spark_connect"):
+        if any(name in getattr(item, "fixturenames", ()) for item in request.session.items):
+            request.getfixturevalue(name)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,168 @@
+"""The ingest job over Spark Connect (`ingest_core.spark_connect`) against a real local Connect server: the same
+plan gives the same segments and report as the job in a SparkSession of its own; a deadline interrupts it; a
+server that dies mid-job fails the group, and running the plan again publishes every record once."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+import pyarrow.parquet as pq
+import pytest
+
+from helpers import spec_from
+from ingest_core import deep_storage
+from ingest_core.embedded import EmbeddedSparkConnect
+from ingest_core.errors import IngestError
+from ingest_core.metadata import MetadataStore
+from ingest_core.publisher import GroupResult, Publisher
+from ingest_core.reader import DatasourceReader
+from ingest_core.spark_connect import SparkConnectError, run_job
+from ingest_core.supervisor import Supervisor
+
+pytestmark = pytest.mark.kafka
+
+T0 = datetime(2026, 3, 2, 10, 0, tzinfo=timezone.utc)
+SCHEMA = {
+    "timestampSpec": {"column": "ts", "format": "iso"},
+    "dimensionsSpec": {"dimensions": ["a", "b"]},
+    "metricsSpec": [{"type": "count", "name": "cnt"}, {"type": "longSum", "name": "v_sum", "fieldName": "v"}],
+    "granularitySpec": {"segmentGranularity": "HOUR", "queryGranularity": "MINUTE", "rollup": True},
+}
+
+
+@pytest.fixture
+def store(tmp_path) -> MetadataStore:
+    s = MetadataStore(f"sqlite:///{tmp_path / 'md.db'}")
+    s.upgrade()
+    return s
+
+
+def produce(broker, topic: str, n: int, partitions: int, seed: int = 0) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i in range(n):
+        event = {"ts": (T0 + timedelta(seconds=7 * i + seed)).isoformat().replace("+00:00", "Z"),
+                 "a": f"a{i % 5}", "b": f"b{i % 3}", "v": i}
+        p.produce(topic, json.dumps(event).encode(), partition=i % partitions)
+    assert p.flush(30) == 0
+
+
+def stage(tmp_path, spec, plan) -> tuple[str, str]:
+    folder = (tmp_path / "staged").as_uri()
+    deep_storage.write_json(deep_storage.join(folder, "spec.json"), spec.to_raw())
+    deep_storage.write_json(deep_storage.join(folder, "plan.json"), plan.to_json())
+    return deep_storage.join(folder, "spec.json"), deep_storage.join(folder, "plan.json")
+
+
+def job_args(spec_uri: str, plan_uri: str, group: int, output: str) -> list[str]:
+    return ["--spec", spec_uri, "--plan", plan_uri, "--group", str(group), "--output", output]
+
+
+def segment_rows(report: dict) -> list[dict]:
+    rows = []
+    for seg in report["segments"]:
+        fs, path = deep_storage.filesystem(seg["location"])
+        with fs.open_input_file(path) as f:
+            rows.extend(pq.read_table(f).to_pylist())
+    return sorted(rows, key=lambda r: (r["__time"], r["a"], r["b"]))
+
+
+def comparable(report: dict) -> dict:
+    """A report without what differs between two runs of the same plan: timings, locations, the replica."""
+    out = {k: v for k, v in report.items() if k not in ("seconds", "segments", "replica", "splits")}
+    out["segments"] = [{k: v for k, v in s.items() if k not in ("location", "bytes")} for s in report["segments"]]
+    out["splits"] = [{k: v for k, v in s.items() if k != "seconds"} for s in report.get("splits", [])]
+    return out
+
+
+def test_connect_mode_gives_the_same_segments_and_report_as_a_session_of_its_own(spark_connect, spark, broker,
+                                                                                   store, tmp_path):
+    from spark_jobs.ingest_job import GroupJob, run_group
+
+    topic = broker.create_topic(partitions=2)
+    produce(broker, topic, 300, 2)
+    spec = spec_from(broker.bootstrap, topic, SCHEMA, io={"taskCount": 2})
+    plan = Supervisor(spec, store).plan("manual__eq").plan
+    spec_uri, plan_uri = stage(tmp_path, spec, plan)
+    for group in plan.groups:
+        own = (tmp_path / f"own-{group.group_id}").as_uri()
+        remote = (tmp_path / f"connect-{group.group_id}").as_uri()
+        expected = run_group(spark, GroupJob(spec, plan, group.group_id, 0, own)).to_json()
+        summary = run_job(spark_connect.url, job_args(spec_uri, plan_uri, group.group_id, remote))
+        got = deep_storage.read_json(summary["report"])
+        assert got["state"] == "SUCCESS" and summary["rows"] == expected["rowStats"]["processed"] == 150
+        assert comparable(got) == comparable(expected)
+        assert segment_rows(got) == segment_rows(expected)
+
+
+def test_a_deadline_interrupts_the_query(spark_connect, broker, store, tmp_path):
+    topic = broker.create_topic(partitions=1)
+    produce(broker, topic, 200, 1)
+    # a split that keeps polling for offsets that will never come (the stall timeout is far away)
+    spec = spec_from(broker.bootstrap, topic, SCHEMA)
+    plan = Supervisor(spec, store).plan("manual__slow").plan
+    raw = plan.to_json()
+    raw["groups"][0]["splits"][0]["end"] = raw["groups"][0]["splits"][0]["end"] + 1000
+    deep_storage.write_json((tmp_path / "plan.json").as_uri(), raw)
+    spec_uri, _ = stage(tmp_path, spec, plan)
+    args = job_args(spec_uri, (tmp_path / "plan.json").as_uri(), 0, (tmp_path / "out").as_uri())
+    started = time.monotonic()
+    with pytest.raises(IngestError, match="interrupted after 8s"):
+        run_job(spark_connect.url, [*args, "--stall-timeout", "600"], timeout_s=8)
+    assert time.monotonic() - started < 120
+
+
+def test_a_server_that_dies_mid_job_fails_the_group_and_the_plan_runs_again_exactly_once(broker, store, tmp_path):
+    topic = broker.create_topic(partitions=1)
+    produce(broker, topic, 400, 1)
+    spec = spec_from(broker.bootstrap, topic, {**SCHEMA, "granularitySpec": {"segmentGranularity": "HOUR",
+                                                                               "rollup": False}},
+                     tuning={"maxRecordsPerPoll": 10})
+    plan = Supervisor(spec, store).plan("manual__crash").plan
+    spec_uri, plan_uri = stage(tmp_path, spec, plan)
+    out = (tmp_path / "attempt-1").as_uri()
+    progress = tmp_path / "attempt-1" / "progress"
+    server = EmbeddedSparkConnect(tmp_path / "server").start()
+    failure: list[BaseException] = []
+
+    def job() -> None:
+        try:
+            run_job(server.url, job_args(spec_uri, plan_uri, 0, out))
+        except BaseException as exc:  # noqa: BLE001 - the test inspects it
+            failure.append(exc)
+
+    worker = threading.Thread(target=job)
+    try:
+        worker.start()
+        deadline = time.monotonic() + 240
+        while not (progress.is_dir() and any(progress.iterdir())) and worker.is_alive():
+            assert time.monotonic() < deadline, "the job never started reading"
+            time.sleep(0.2)
+        server.kill()  # mid-job: the split has reported progress and is still reading
+        worker.join(180)
+        assert not worker.is_alive(), "the client hung after the server died"
+        assert failure, "the job succeeded although its server died mid-job"
+    finally:
+        server.stop()
+    # the group failed, nothing was published; a new server runs the same plan, which publishes once
+    with EmbeddedSparkConnect(tmp_path / "server-2") as again:
+        summary = run_job(again.url, job_args(spec_uri, plan_uri, 0, (tmp_path / "attempt-2").as_uri()))
+    Publisher(store).publish(spec.datasource, "manual__crash",
+                             [GroupResult.from_report(deep_storage.read_json(summary["report"]))])
+    rows = DatasourceReader(store, spec.datasource).to_arrow()
+    assert rows.num_rows == 400 and sorted(rows.column("v_sum").to_pylist()) == list(range(400))
+
+
+def test_an_unreachable_server_is_a_clear_error(tmp_path, store, broker):
+    from ingest_core.embedded import free_port
+
+    topic = broker.create_topic(partitions=1)
+    spec = spec_from(broker.bootstrap, topic, SCHEMA)
+    plan = Supervisor(spec, store).plan("manual__gone").plan
+    spec_uri, plan_uri = stage(tmp_path, spec, plan)
+    with pytest.raises(SparkConnectError, match="cannot open a Spark Connect session|cannot run"):
+        run_job(f"sc://127.0.0.1:{free_port()}", job_args(spec_uri, plan_uri, 0, (tmp_path / "o").as_uri()))
