@@ -2,9 +2,10 @@
 
 1. starts an embedded Apache Kafka (KRaft, `ingest_core.embedded`) and creates the `wikipedia` topic;
 2. produces a wiki-edit-like stream (a time field, dimensions, numeric metrics);
-3. runs the example datasource's Airflow DAG (`dags/datasources/wikipedia.yaml`) for several microbatches with
-   `airflow dags test` (no scheduler needed): plan -> Spark jobs (local mode) -> publish -> report, with a
-   SQLite metadata store;
+3. starts a local Spark Connect server (one warm Spark for every microbatch; `--spark-submit`: a spark-submit
+   per task group instead) and runs the example datasource's Airflow DAG (`dags/datasources/wikipedia.yaml`)
+   for several microbatches with `airflow dags test` (no scheduler needed): plan -> Spark jobs -> publish ->
+   report, with a SQLite metadata store;
 4. prints what was ingested: runs, segments, rows, committed offsets and lag, and checks that every produced
    event was ingested exactly once.
 
@@ -18,6 +19,7 @@ metadata store, deep storage and the runs' logs. Rerunning continues from there.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -26,11 +28,12 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .embedded import EmbeddedKafka
+from .embedded import EmbeddedKafka, EmbeddedSparkConnect
 from .metadata import MetadataStore
 from .offset_reader import KafkaOffsetReader
 from .reader import DatasourceReader
@@ -59,10 +62,18 @@ def produce(bootstrap: str, n: int, rng: random.Random) -> None:
     producer.flush(60)
 
 
+def spark_connection(spark_connect_url: str | None) -> dict[str, Any]:
+    """The `spark_default` connection: a Spark Connect server (`sc://host:port`), else spark-submit in local mode."""
+    if spark_connect_url is None:
+        return {"conn_type": "spark", "host": "local[2]"}
+    host, port = spark_connect_url.removeprefix("sc://").split("/")[0].split(":")
+    return {"conn_type": "spark_connect", "host": host, "port": int(port)}
+
+
 def airflow_env(home: Path, bootstrap: str, *, dags_folder: Path = ROOT / "dags", metadata_url: str | None = None,
-                **extra: str) -> dict[str, str]:
-    """The environment a DAG runs in: everything under `home`, Spark local, SQLite metadata by default.
-    Tests use it too, with their own DAG folder and PostgreSQL."""
+                spark_connect_url: str | None = None, **extra: str) -> dict[str, str]:
+    """The environment a DAG runs in: everything under `home`, Spark local (over Spark Connect when a server
+    is given), SQLite metadata by default. Tests use it too, with their own DAG folder and PostgreSQL."""
     bin_dir = str(Path(sys.executable).parent)
     return {
         **os.environ,
@@ -70,7 +81,7 @@ def airflow_env(home: Path, bootstrap: str, *, dags_folder: Path = ROOT / "dags"
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connection(spark_connect_url)),
         "INGEST_HOME": str(home / "ingest") if metadata_url else str(home),
         "INGEST_METADATA_URL": metadata_url or f"sqlite:///{home / 'metadata.db'}",
         "INGEST_DEEP_STORAGE": (home / "deep-storage").as_uri(),
@@ -81,11 +92,11 @@ def airflow_env(home: Path, bootstrap: str, *, dags_folder: Path = ROOT / "dags"
     }
 
 
-def prepare(home: Path, kafka: EmbeddedKafka) -> tuple[dict[str, str], MetadataStore]:
+def prepare(home: Path, kafka: EmbeddedKafka, spark_connect_url: str | None) -> tuple[dict[str, str], MetadataStore]:
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     if TOPIC not in admin.list_topics(timeout=10).topics:
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(timeout=30)
-    env = airflow_env(home, kafka.bootstrap)
+    env = airflow_env(home, kafka.bootstrap, spark_connect_url=spark_connect_url)
     store = MetadataStore(env["INGEST_METADATA_URL"])
     store.upgrade()
     (home / "logs").mkdir(parents=True, exist_ok=True)
@@ -110,13 +121,18 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m ingest_core.demo", description="the one-command demo")
     ap.add_argument("--runs", type=int, default=3, help="microbatches to run")
     ap.add_argument("--ui", action="store_true", help="start the Airflow UI (airflow standalone) on the demo")
+    ap.add_argument("--spark-submit", action="store_true",
+                    help="one spark-submit per task group instead of a local Spark Connect server")
     args = ap.parse_args(argv)
     home = Path(os.environ.get("INGEST_HOME", "demo-data")).resolve()
     home.mkdir(parents=True, exist_ok=True)
     rng = random.Random()
-    with EmbeddedKafka(home / "kafka") as kafka:
-        env, store = prepare(home, kafka)
-        print(f"broker {kafka.bootstrap}; metadata {store.safe_url}; Airflow home {env['AIRFLOW_HOME']}")
+    with contextlib.ExitStack() as services:
+        kafka = services.enter_context(EmbeddedKafka(home / "kafka"))
+        connect = None if args.spark_submit else services.enter_context(EmbeddedSparkConnect(home / "spark-connect"))
+        env, store = prepare(home, kafka, connect.url if connect else None)
+        spark = f"Spark Connect {connect.url}" if connect else "spark-submit (local[2])"
+        print(f"broker {kafka.bootstrap}; {spark}; metadata {store.safe_url}; Airflow home {env['AIRFLOW_HOME']}")
         if args.ui:
             print("Airflow UI: http://localhost:8080 (user admin, password in "
                   f"{env['AIRFLOW_HOME']}/simple_auth_manager_passwords.json.generated); Ctrl-C stops it")

@@ -332,26 +332,54 @@ def check_job_wanted(datasource: str, run_id: str) -> None:
 
 
 class IngestSparkSubmitOperator(SparkSubmitOperator):
-    """spark-submit of the ingest job, with the spec's master override and a Python that has this package."""
+    """The ingest job of one task group: `spark-submit` for a `spark` connection (local, standalone, YARN,
+    Kubernetes), with the spec's master override and a Python that has this package; for a `spark_connect`
+    connection, a Spark Connect client inside this task (`ingest_core.spark_connect`): no JVM of its own."""
 
     def __init__(self, *, datasource: str, master: str | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         self.datasource = datasource
         self.master = master
+        self._interrupter: Any = None
 
     def execute(self, context: Any) -> None:
         if not self.application_args:
             self.log.info("nothing to read in this run: no Spark job")
             return None
         check_job_wanted(self.datasource, context["dag_run"].run_id)
+        if connection_type(self._conn_id) == "spark_connect":
+            return self._execute_over_connect()
         env = dict(self.env_vars or {})
         env.setdefault("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
         env.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", sys.executable))
         self.env_vars = env
         return super().execute(context)
 
+    def _execute_over_connect(self) -> None:
+        from .spark_connect import connection_url, run_job
+
+        def keep(interrupter: Any) -> None:
+            self._interrupter = interrupter
+
+        timeout = self.execution_timeout.total_seconds() if self.execution_timeout else None
+        summary = run_job(connection_url(self._conn_id), [str(a) for a in self.application_args],
+                          timeout_s=timeout, on_session=keep)
+        self.log.info("job summary: %s", json.dumps(summary))
+
+    def on_kill(self) -> None:
+        if self._interrupter is not None:  # Connect: stop the session's queries on the shared server
+            self._interrupter.interrupt()
+            return
+        super().on_kill()
+
     def _get_hook(self) -> Any:
         hook = super()._get_hook()
         if self.master:
             hook._connection["master"] = self.master
         return hook
+
+
+def connection_type(conn_id: str) -> str | None:
+    from airflow.sdk import BaseHook
+
+    return BaseHook.get_connection(conn_id).conn_type

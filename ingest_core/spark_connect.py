@@ -91,7 +91,7 @@ def check_python(spark: Any, url: str) -> None:
     from pyspark.sql.connect import functions as F
     from pyspark.sql.types import StringType
 
-    def version(_: Any) -> str:
+    def version(_):  # noqa: ANN001 - untyped: Spark infers a UDF kind from type hints
         import sys as worker_sys
 
         return "%d.%d" % worker_sys.version_info[:2]

@@ -350,7 +350,6 @@ def main(argv: list[str] | None = None) -> int:
                                   submitted_conf()).getOrCreate()
     sql_keys = sorted(k for k in {**default_conf(), **REQUIRED_CONF} if k.startswith("spark.sql."))
     log.info("Spark SQL settings: %s", ", ".join(f"{k}={spark.conf.get(k)}" for k in sql_keys))
-    job = GroupJob(spec, plan, args.group, args.replica, output)
     log.info("attempt %s writes to %s", job.attempt, job.attempt_uri)
     try:
         report = run_group(spark, job, args.stall_timeout)

@@ -1,4 +1,5 @@
-"""End to end with real Airflow (`airflow dags test`), real spark-submit, the real broker and PostgreSQL."""
+"""End to end with real Airflow (`airflow dags test`), the real broker and PostgreSQL, and Spark in both modes:
+over the session's Spark Connect server (most tests: seconds per run) and through spark-submit."""
 
 from __future__ import annotations
 
@@ -28,11 +29,14 @@ AIRFLOW = str(Path(sys.executable).parent / "airflow")
 
 
 class AirflowHome:
-    """An Airflow home with its own SQLite database and a DAG folder; runs `airflow` commands in it."""
+    """An Airflow home with its own SQLite database and a DAG folder; runs `airflow` commands in it. Its
+    `spark_default` connection is the Spark Connect server at `spark_connect_url`, else spark-submit."""
 
-    def __init__(self, root: Path, dags_folder: Path, bootstrap: str, metadata_url: str):
+    def __init__(self, root: Path, dags_folder: Path, bootstrap: str, metadata_url: str,
+                 spark_connect_url: str | None = None):
         self.root, self.dags_folder, self.metadata_url = root, dags_folder, metadata_url
-        self.env = airflow_env(root, bootstrap, dags_folder=dags_folder, metadata_url=metadata_url)
+        self.env = airflow_env(root, bootstrap, dags_folder=dags_folder, metadata_url=metadata_url,
+                               spark_connect_url=spark_connect_url)
         self.airflow("db", "migrate")
         MetadataStore(metadata_url).upgrade()
 
@@ -59,11 +63,12 @@ def metadata_url():
 
 
 @pytest.fixture(scope="module")
-def example(tmp_path_factory, broker, metadata_url) -> AirflowHome:
+def example(tmp_path_factory, broker, metadata_url, spark_connect) -> AirflowHome:
     """The repository's own dags/ folder: the example wikipedia spec as checked in."""
     if "wikipedia" not in broker.admin.list_topics(timeout=10).topics:
         broker.create_topic(partitions=4, name="wikipedia")
-    return AirflowHome(tmp_path_factory.mktemp("airflow-example"), ROOT / "dags", broker.bootstrap, metadata_url)
+    return AirflowHome(tmp_path_factory.mktemp("airflow-example"), ROOT / "dags", broker.bootstrap, metadata_url,
+                       spark_connect.url)
 
 
 def test_example_spec_ingests_exactly_the_produced_records_over_several_runs(example, broker):
@@ -136,6 +141,7 @@ def write_example_variant(folder: Path, name: str, topic: str, microbatch: dict 
 
 
 def test_two_replicas_publish_once(tmp_path, own_dags, broker, metadata_url):
+    """In spark-submit mode: a JVM per replica."""
     topic = broker.create_topic(partitions=2)
     write_example_variant(own_dags, "replicated", topic, taskCount=1, replicas=2)
     home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
@@ -198,13 +204,13 @@ def produce_events(bootstrap: str, topic: str, n: int, seed: int) -> None:
 
 
 def test_data_gate_ends_an_idle_run_cleanly_and_releases_when_data_arrives(tmp_path, own_dags, broker,
-                                                                             metadata_url):
+                                                                             metadata_url, spark_connect):
     idle_topic, topic = broker.create_topic(partitions=2), broker.create_topic(partitions=2)
     write_example_variant(own_dags, "gated_idle", idle_topic, taskCount=1,
                           microbatch={"dataGate": {"minRecords": 100, "maxWait": "PT8S", "pokeInterval": "PT1S"}})
     write_example_variant(own_dags, "gated", topic, taskCount=1,
                           microbatch={"dataGate": {"minRecords": 100, "maxWait": "PT30M", "pokeInterval": "PT1S"}})
-    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
+    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url, spark_connect.url)
     store = MetadataStore(metadata_url)
 
     # nothing new: the gate waits maxWait, then the run plans nothing, publishes nothing and reads IDLE
@@ -242,10 +248,10 @@ def test_data_gate_ends_an_idle_run_cleanly_and_releases_when_data_arrives(tmp_p
     assert store.datasource_row("gated")["state"] == "RUNNING"
 
 
-def test_suspend_resume_and_terminate_drive_the_dag(tmp_path, own_dags, broker, metadata_url):
+def test_suspend_resume_and_terminate_drive_the_dag(tmp_path, own_dags, broker, metadata_url, spark_connect):
     topic = broker.create_topic(partitions=2)
     write_example_variant(own_dags, "operated", topic, taskCount=1)
-    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
+    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url, spark_connect.url)
     home.airflow("dags", "reserialize")
     store = MetadataStore(metadata_url)
     produce_events(broker.bootstrap, topic, 50, seed=3)
