@@ -179,9 +179,10 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
         out = rolled.select(SEGMENT, TIME, *[col(F, c) for c in dims + metrics])
         # Each Spark task writes its rows of an interval as time-sorted files of at most maxRowsPerSegment rows:
         # Druid's dynamic partitioning (segments fill up as rows come), with no extra shuffle. The attempt's
-        # folder is new: Spark must not delete anything ("errorifexists", never "overwrite").
+        # folder is new: Spark must not delete anything ("error", i.e. error-if-exists: the one spelling Spark
+        # Connect knows too; never "overwrite").
         (out.sortWithinPartitions(SEGMENT, TIME, *[col(F, d) for d in dims])
-         .write.mode("errorifexists").option("maxRecordsPerFile", spec.tuning_config.max_rows_per_segment)
+         .write.mode("error").option("maxRecordsPerFile", spec.tuning_config.max_rows_per_segment)
          .partitionBy(SEGMENT).parquet(deep_storage.join(job.attempt_uri, "segments")))
     except Exception as exc:
         raise _job_error(exc) from exc

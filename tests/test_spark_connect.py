@@ -124,8 +124,7 @@ def test_a_server_that_dies_mid_job_fails_the_group_and_the_plan_runs_again_exac
                      tuning={"maxRecordsPerPoll": 10})
     plan = Supervisor(spec, store).plan("manual__crash").plan
     spec_uri, plan_uri = stage(tmp_path, spec, plan)
-    out = (tmp_path / "attempt-1").as_uri()
-    progress = tmp_path / "attempt-1" / "progress"
+    out = (tmp_path / "first").as_uri()
     server = EmbeddedSparkConnect(tmp_path / "server").start()
     failure: list[BaseException] = []
 
@@ -139,7 +138,7 @@ def test_a_server_that_dies_mid_job_fails_the_group_and_the_plan_runs_again_exac
     try:
         worker.start()
         deadline = time.monotonic() + 240
-        while not (progress.is_dir() and any(progress.iterdir())) and worker.is_alive():
+        while not any((tmp_path / "first").glob("attempt=*/progress/*.json")) and worker.is_alive():
             assert time.monotonic() < deadline, "the job never started reading"
             time.sleep(0.2)
         server.kill()  # mid-job: the split has reported progress and is still reading
@@ -150,7 +149,7 @@ def test_a_server_that_dies_mid_job_fails_the_group_and_the_plan_runs_again_exac
         server.stop()
     # the group failed, nothing was published; a new server runs the same plan, which publishes once
     with EmbeddedSparkConnect(tmp_path / "server-2") as again:
-        summary = run_job(again.url, job_args(spec_uri, plan_uri, 0, (tmp_path / "attempt-2").as_uri()))
+        summary = run_job(again.url, job_args(spec_uri, plan_uri, 0, (tmp_path / "second").as_uri()))
     Publisher(store).publish(spec.datasource, "manual__crash",
                              [GroupResult.from_report(deep_storage.read_json(summary["report"]))])
     rows = DatasourceReader(store, spec.datasource).to_arrow()
