@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 PACKAGES = ("ingest_core", "spark_jobs")
 _CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
+RETRIES = 6  # with backoff 0.05 s x4 up to 10 s: about 25 s of an unreachable server
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -73,14 +74,20 @@ def open_session(url: str) -> Any:
 
     from spark_jobs.ingest_job import REQUIRED_CONF, default_conf
 
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    os.environ[_CONNECT_MODE] = "1"  # as builder.getOrCreate() does for a remote session
+    spark = SparkSession.builder.remote(url).create()  # no request yet
+    # pyspark retries an unreachable server for 10 minutes; a microbatch fails sooner (about 30 s) and Airflow
+    # retries the task, so a dead server fails the group instead of hanging it
+    spark.client.set_retry_policies([DefaultPolicy(max_retries=RETRIES, max_backoff=10_000)])
     try:
-        os.environ[_CONNECT_MODE] = "1"  # as builder.getOrCreate() does for a remote session
-        spark = SparkSession.builder.remote(url).create()
+        for key, value in {**default_conf(), **REQUIRED_CONF}.items():
+            if spark.conf.isModifiable(key):  # the rest (e.g. console progress) are the server's own business
+                spark.conf.set(key, value)
     except Exception as exc:  # noqa: BLE001 - grpc and pyspark raise several kinds
-        raise SparkConnectError(f"cannot open a Spark Connect session at {_safe(url)}: {exc}") from None
-    for key, value in {**default_conf(), **REQUIRED_CONF}.items():
-        if spark.conf.isModifiable(key):  # the rest (e.g. console progress) are the server's own business
-            spark.conf.set(key, value)
+        raise SparkConnectError(f"cannot open a Spark Connect session at {_safe(url)}: "
+                                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}") from None
     spark.addArtifacts(str(code_archive()), pyfile=True)
     check_python(spark, url)
     return spark
