@@ -5,6 +5,9 @@ whole process tree. Development tooling only: nothing in the ingestion path depe
   (`ingest_core.jars`). Every test can point at another Kafka instead (INGEST_TEST_KAFKA=host:port).
 - `EmbeddedPostgres`: a private PostgreSQL server (Debian's `postgresql` binaries) with trust auth on
   127.0.0.1, for the tests when INGEST_TEST_POSTGRES names none.
+- `EmbeddedSparkConnect`: the pip pyspark's Spark Connect server (local[N], or against a cluster's master).
+- `EmbeddedSparkStandalone`: a Spark standalone cluster (a master and one worker) from the pip pyspark.
+- `EmbeddedRedis`: a Redis server (Debian's `redis-server`), the Celery broker of the CeleryExecutor tests.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ import signal
 import socket
 import subprocess
 import tempfile
+import sys
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -288,6 +293,12 @@ class EmbeddedPostgres:
         self.stop()
 
 
+def _spark_script(name: str) -> str:
+    """A script of the pip pyspark (`spark-submit`, `spark-class`): the one beside this interpreter first."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else name
+
+
 class EmbeddedSparkConnect:
     """A local Spark Connect server (the pip pyspark's own, local[N]) on a free port: the warm Spark that
     microbatches connect to instead of starting a JVM each. Its Python workers run this interpreter, so they
@@ -310,21 +321,16 @@ class EmbeddedSparkConnect:
         return self.work_dir / "spark-connect.log"
 
     def command(self) -> list[str]:
-        import sys
-
-        spark_submit = Path(sys.executable).parent / "spark-submit"
         conf = {"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(self.port),
                 "spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false",
                 "spark.local.dir": str(self.work_dir / "tmp"), **self.conf}
-        args = [str(spark_submit) if spark_submit.exists() else "spark-submit", "--class", self.MAIN_CLASS,
+        args = [_spark_script("spark-submit"), "--class", self.MAIN_CLASS,
                 "--name", "ingest Spark Connect server", "--master", self.master, "--driver-memory", self.driver_memory]
         for key, value in conf.items():
             args += ["--conf", f"{key}={value}"]
         return [*args, "spark-internal"]
 
     def start(self, timeout: float = 180) -> "EmbeddedSparkConnect":
-        import sys
-
         self.work_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
         with open(self.log_path, "ab") as out:
@@ -352,6 +358,132 @@ class EmbeddedSparkConnect:
         self.proc = None
 
     def __enter__(self) -> "EmbeddedSparkConnect":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class EmbeddedSparkStandalone:
+    """A Spark standalone cluster from the pip pyspark: a master and one worker (`spark-class ...Master` and
+    `...Worker`), on free ports of 127.0.0.1, each with its own folder under `work_dir`. `url` is the master
+    (`spark://127.0.0.1:P`) to give Spark Connect or spark-submit; the worker launches the executors of every
+    application in its work dir (`app-*/<executor id>/stderr`). Executors' Python workers run this interpreter
+    (PYSPARK_PYTHON) and inherit this environment (PYTHONPATH), so they import this project as the driver does."""
+
+    MASTER = "org.apache.spark.deploy.master.Master"
+    WORKER = "org.apache.spark.deploy.worker.Worker"
+
+    def __init__(self, work_dir: str | Path, cores: int = 1, memory: str = "1g", daemon_memory: str = "256m",
+                 jvm_options: str | None = None):
+        self.work_dir = Path(work_dir)
+        self.cores, self.memory, self.daemon_memory = cores, memory, daemon_memory
+        self.jvm_options = jvm_options  # the master's and worker's (SPARK_DAEMON_JAVA_OPTS), not the executors'
+        self.port, self.webui_port = free_port(), free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.web_url = f"http://127.0.0.1:{self.webui_port}"
+        self.master: subprocess.Popen | None = None
+        self.worker: subprocess.Popen | None = None
+
+    @property
+    def worker_dir(self) -> Path:
+        return self.work_dir / "worker"
+
+    def _start(self, name: str, *args: str) -> subprocess.Popen:
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": self.daemon_memory,
+               "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+        if self.jvm_options:
+            env["SPARK_DAEMON_JAVA_OPTS"] = self.jvm_options
+        with open(self.work_dir / f"{name}.log", "ab") as out:
+            return subprocess.Popen([_spark_script("spark-class"), *args], stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=env, cwd=self.work_dir, start_new_session=True)
+
+    def status(self) -> dict:
+        """The master's JSON: its workers, active and completed applications."""
+        with urllib.request.urlopen(f"{self.web_url}/json", timeout=5) as r:
+            return json.load(r)
+
+    def start(self, timeout: float = 120) -> "EmbeddedSparkStandalone":
+        self.worker_dir.mkdir(parents=True, exist_ok=True)
+        self.master = self._start("master", self.MASTER, "--host", "127.0.0.1", "--port", str(self.port),
+                                  "--webui-port", str(self.webui_port))
+        self.worker = self._start("worker", self.WORKER, self.url, "--host", "127.0.0.1",
+                                  "--port", str(free_port()), "--webui-port", str(free_port()),
+                                  "--cores", str(self.cores), "--memory", self.memory,
+                                  "--work-dir", str(self.worker_dir))
+        deadline, last = time.monotonic() + timeout, None
+        while time.monotonic() < deadline:
+            for name, proc in (("master", self.master), ("worker", self.worker)):
+                if proc.poll() is not None:
+                    log = (self.work_dir / f"{name}.log").read_text(errors="replace")[-3000:]
+                    self.stop()
+                    raise RuntimeError(f"the Spark standalone {name} exited at start: {log}")
+            try:
+                if any(w.get("state") == "ALIVE" for w in self.status().get("workers", [])):
+                    return self
+            except OSError as exc:  # the master's web UI is not up yet
+                last = exc
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"no Spark worker registered with the master {self.url} in {timeout}s ({last}); "
+                           f"logs in {self.work_dir}")
+
+    def stop(self) -> None:
+        """The worker first (with the executors it launched), then the master."""
+        _stop_group(self.worker, 30)
+        _stop_group(self.master, 30)
+        self.worker = self.master = None
+
+    def __enter__(self) -> "EmbeddedSparkStandalone":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class EmbeddedRedis:
+    """A throwaway Redis server (Debian's `redis-server`, not the system service) on a free port of 127.0.0.1,
+    in its own dir, without persistence: the Celery broker of the CeleryExecutor tests."""
+
+    def __init__(self, work_dir: str | Path, port: int | None = None):
+        self.work_dir = Path(work_dir)
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 30) -> "EmbeddedRedis":
+        exe = shutil.which("redis-server") or "/usr/bin/redis-server"
+        if not os.path.exists(exe):
+            raise RuntimeError("Redis is not installed: `apt-get install redis-server` (`make test` does it when "
+                               "run as root)")
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.work_dir / "redis.log", "ab") as out:
+            self.proc = subprocess.Popen([exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
+                                          str(self.work_dir), "--save", "", "--appendonly", "no",
+                                          "--daemonize", "no", "--protected-mode", "yes"],
+                                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.proc = None
+                raise RuntimeError(f"redis-server exited at start: {(self.work_dir / 'redis.log').read_text()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(64).startswith(b"+PONG"):
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"redis-server on port {self.port} did not answer in {timeout}s")
+
+    def stop(self) -> None:
+        _stop_group(self.proc, 10)
+        self.proc = None
+
+    def __enter__(self) -> "EmbeddedRedis":
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -51,30 +51,50 @@ def floor_interval(t: datetime, interval: timedelta = INTERVAL) -> datetime:
 
 class Standalone:
     """`airflow standalone` (LocalExecutor) with Airflow's own database on PostgreSQL: on SQLite its concurrent
-    writers (scheduler, workers, CLI) fail with "database is locked"."""
+    writers (scheduler, workers, CLI) fail with "database is locked". Subclasses start other Airflow processes
+    (`processes()`) in the same environment, with `**env` added to it."""
 
-    def __init__(self, root: Path, bootstrap: str, metadata_url: str, airflow_db_url: str):
+    EXTRA_DAGS = {"on_caught_up.py": DOWNSTREAM_DAG}
+
+    def __init__(self, root: Path, bootstrap: str, metadata_url: str, airflow_db_url: str,
+                 spark_connect_url: str | None = None, **env: str):
         port = free_port()
+        self.root = root
         self.dags = root / "dags"
         (self.dags / "specs").mkdir(parents=True)
         (self.dags / "ingest_datasources.py").write_text((ROOT / "dags" / "ingest_datasources.py").read_text())
-        (self.dags / "on_caught_up.py").write_text(DOWNSTREAM_DAG)
+        for name, text in self.EXTRA_DAGS.items():
+            (self.dags / name).write_text(text)
         self.metadata_url = metadata_url
         self.topics: dict[str, str] = {}
         self.base = f"http://localhost:{port}"
         self.env = airflow_env(
-            root, bootstrap, dags_folder=self.dags, metadata_url=metadata_url,
+            root, bootstrap, dags_folder=self.dags, metadata_url=metadata_url, spark_connect_url=spark_connect_url,
             AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=airflow_db_url,
             AIRFLOW__CORE__PARALLELISM="4", AIRFLOW__API__PORT=str(port),
             AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"{self.base}/execution/",
             AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="1", AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="3",
-            AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="3")
+            AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="3", **env)
         self.airflow("db", "migrate")
         MetadataStore(metadata_url).upgrade()
-        self.log = open(root / "standalone.log", "wb")
-        self.proc = subprocess.Popen([str(BIN / "airflow"), "standalone"], env=self.env, stdout=self.log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 180
+        self.procs: dict[str, subprocess.Popen] = {}
+        try:
+            for name, (args, own_env) in self.processes().items():
+                with open(root / f"{name}.log", "wb") as log:
+                    self.procs[name] = subprocess.Popen([str(BIN / "airflow"), *args], env={**self.env, **own_env},
+                                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.wait_until_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    def processes(self) -> dict[str, tuple[list[str], dict[str, str]]]:
+        """name -> (`airflow` arguments, environment of its own); each logs to `root/<name>.log`."""
+        return {"standalone": (["standalone"], {})}
+
+    def wait_until_ready(self, timeout: float = 180) -> None:
+        """Until the api-server reports the scheduler and the dag-processor healthy."""
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
                 with urllib.request.urlopen(f"{self.base}/api/v2/monitor/health", timeout=5) as r:
@@ -83,11 +103,10 @@ class Standalone:
                     return
             except OSError:
                 pass
-            if self.proc.poll() is not None:
-                break
+            exited = [name for name, proc in self.procs.items() if proc.poll() is not None]
+            assert not exited, f"airflow {exited} exited at start; see the logs in {self.root}"
             time.sleep(2)
-        self.stop()
-        raise AssertionError(f"airflow standalone did not become healthy; see {root / 'standalone.log'}")
+        raise AssertionError(f"Airflow did not become healthy in {timeout}s; see the logs in {self.root}")
 
     def airflow(self, *args: str) -> str:
         done = subprocess.run([str(BIN / "airflow"), *args], env=self.env, capture_output=True, text=True, timeout=300)
@@ -141,10 +160,10 @@ class Standalone:
         out = self.airflow("tasks", "state", dag_id, task_id, run_id)
         return out.strip().splitlines()[-1].strip()
 
-    def add_spec(self, name: str, topic: str, **microbatch) -> None:
+    def add_spec(self, name: str, topic: str, task_count: int = 1, **microbatch) -> None:
         raw = yaml.safe_load((ROOT / "dags" / "datasources" / "wikipedia.yaml").read_text())
         raw["spec"]["dataSchema"]["dataSource"] = name
-        raw["spec"]["ioConfig"].update(topic=topic, taskCount=1)
+        raw["spec"]["ioConfig"].update(topic=topic, taskCount=task_count)
         raw["microbatch"].update({"schedule": "PT10M", **microbatch})
         (self.dags / "specs" / f"{name}.yaml").write_text(yaml.safe_dump(raw))
         deadline = time.monotonic() + 120
@@ -153,13 +172,15 @@ class Standalone:
             time.sleep(2)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
+        for proc in reversed(list(self.procs.values())):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs.values():
             try:
-                self.proc.wait(timeout=60)
+                proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-        self.log.close()
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
