@@ -1,12 +1,12 @@
 # Two commands on a fresh machine (Python 3.11, Java 17, Maven; as root the rest installs itself):
-#   make test    install everything (Python packages, Kafka's jars, PostgreSQL, headless Chromium), then run the
+#   make test    install everything (Python packages, Kafka's jars, PostgreSQL, Redis, headless Chromium), then run the
 #                whole suite against real services the tests start themselves (Apache Kafka, PostgreSQL, Spark)
 #   make demo    install, start an embedded Apache Kafka, produce a sample stream, run the example DAG
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: install jars postgres browser test demo bench clean
+.PHONY: install jars postgres redis browser test demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -26,13 +26,20 @@ postgres:
 	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
 	  { echo "the tests need PostgreSQL's server binaries: apt-get install postgresql" >&2; exit 1; }
 
+# the CeleryExecutor test starts its own Redis server (Debian's redis-server binary; not the system service) as
+# Celery's broker
+redis:
+	@command -v redis-server >/dev/null || [ -x /usr/bin/redis-server ] || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } || \
+	  { echo "the Celery test needs Redis: apt-get install redis-server" >&2; exit 1; }
+
 # the UI screenshot test needs headless Chromium (a Debian package)
 browser:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
 	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  { echo "the UI tests need headless Chromium: apt-get install chromium" >&2; exit 1; }
 
-test: install postgres browser
+test: install postgres redis browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: install

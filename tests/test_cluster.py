@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 
@@ -114,7 +114,8 @@ class CeleryAirflow(Standalone):
     """Airflow as a cluster runs it: the CeleryExecutor with Redis as Celery's broker, and the scheduler,
     dag-processor, api-server (the workers' execution API) and a Celery worker as separate processes, all on
     Airflow's database on PostgreSQL. The worker keeps its task logs in a folder of its own, as on a machine
-    of its own: a task's log there was written where the task ran."""
+    of its own: a task's log there was written where the task ran. Polls the REST API (a CLI call costs
+    seconds of imports)."""
 
     EXTRA_DAGS: dict[str, str] = {}
 
@@ -124,10 +125,11 @@ class CeleryAirflow(Standalone):
         super().__init__(
             root, bootstrap, metadata_url, airflow_db_url, spark_connect_url,
             AIRFLOW__CORE__EXECUTOR="CeleryExecutor", AIRFLOW__CELERY__BROKER_URL=broker_url,
-            AIRFLOW__CELERY__RESULT_BACKEND="db+" + airflow_db_url.replace("+psycopg2", ""),
+            AIRFLOW__CELERY__RESULT_BACKEND="db+" + airflow_db_url,
             AIRFLOW__CELERY__OPERATION_TIMEOUT="30", AIRFLOW__CELERY__SYNC_PARALLELISM="1",
             AIRFLOW__API__WORKERS="1", AIRFLOW__API_AUTH__JWT_SECRET=os.urandom(16).hex(),
             AIRFLOW__API__SECRET_KEY=os.urandom(16).hex())
+        self.api_token = self.token()
 
     def processes(self) -> dict[str, tuple[list[str], dict[str, str]]]:
         return {"api-server": (["api-server"], {}), "scheduler": (["scheduler"], {}),
@@ -139,13 +141,38 @@ class CeleryAirflow(Standalone):
     def wait_until_ready(self, timeout: float = 180) -> None:
         deadline = time.monotonic() + timeout
         super().wait_until_ready(timeout)
-        while "ingest-worker@" not in (log := self.worker_log()) or " ready." not in log:
+        while " ready." not in (log := self.worker_log()):
             assert self.procs["celery-worker"].poll() is None, f"the Celery worker exited: {log[-3000:]}"
             assert time.monotonic() < deadline, f"the Celery worker was not ready in {timeout}s: {log[-3000:]}"
             time.sleep(1)
 
     def worker_log(self) -> str:
         return (self.root / "celery-worker.log").read_text(errors="replace")
+
+    def get(self, path: str) -> tuple[int, dict | str]:
+        return self.http("GET", f"/api/v2{path}", self.api_token)
+
+    def wait_for_dag(self, dag_id: str, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while (found := self.get(f"/dags/{dag_id}"))[0] != 200:
+            assert time.monotonic() < deadline, f"DAG {dag_id} was not parsed in {timeout}s: {found}"
+            time.sleep(1)
+
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 600) -> None:
+        deadline = time.monotonic() + timeout
+        while (run := self.get(f"/dags/{dag_id}/dagRuns/{run_id}")[1]).get("state") != "success":
+            assert run.get("state") != "failed", f"run {run_id} failed: {self.task_instances(dag_id, run_id)}"
+            assert time.monotonic() < deadline, f"run {run_id} did not succeed in {timeout}s: {run}"
+            time.sleep(2)
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
+        status, body = self.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+        assert status == 200, body
+        return body["task_instances"]
+
+
+WORKLOAD = re.compile(r"Executing workload in Celery: .* log_path='([^']+)' ti=TaskInstanceDTO\(.*? task_id='([^']+)', "
+                      r"dag_id='([^']+)', run_id='([^']+)', .*? map_index=(-?\d+),")
 
 
 def test_the_celery_executor_runs_the_dags_tasks_on_its_worker(tmp_path, broker, cluster, cluster_connect):
@@ -156,35 +183,31 @@ def test_the_celery_executor_runs_the_dags_tasks_on_its_worker(tmp_path, broker,
         airflow = CeleryAirflow(tmp_path, broker.bootstrap, metadata_url, airflow_db_url, redis.url,
                                 cluster_connect.url)
         try:
-            # two task groups; started now and daily, so the scheduler starts no run of its own: only the trigger
-            airflow.add_spec("on_celery", topic, task_count=2, schedule="P1D",
-                             startDate=datetime.now(timezone.utc).replace(microsecond=0).isoformat())
+            # two task groups; starting now, daily: the scheduler starts no run of its own, only the triggered one
+            airflow.write_spec("on_celery", topic, task_count=2, schedule="P1D",
+                               startDate=datetime.now(timezone.utc).replace(microsecond=0).isoformat())
+            airflow.wait_for_dag("on_celery")
             server = app(cluster, "ingest Spark Connect server")
             before = tasks_run_on_worker(cluster, server["id"])
-            airflow.airflow("dags", "trigger", "on_celery")
-            runs = airflow.wait_for("on_celery", lambda rs: rs and all(r["state"] == "success" for r in rs.values()))
-            (run_id,) = runs
-            token = airflow.token()
-            status, body = airflow.http("GET", f"/api/v2/dags/on_celery/dagRuns/{quote(run_id, safe='')}/taskInstances",
-                                        token)
-            assert status == 200, body
-            instances = body["task_instances"]
-            worker_log = airflow.worker_log()
+            airflow.airflow("dags", "trigger", "on_celery", "--run-id", "triggered")
+            airflow.wait_for_run("on_celery", "triggered")
+            instances = airflow.task_instances("on_celery", "triggered")
+            runs = airflow.get("/dags/on_celery/dagRuns")[1]["dag_runs"]
         finally:
             airflow.stop()
+        assert [r["dag_run_id"] for r in runs] == ["triggered"]
         assert_exactly_once(MetadataStore(metadata_url), broker, "on_celery", topic, 300)
 
     assert sorted((ti["task_id"], ti["map_index"]) for ti in instances) == [
         ("plan", -1), ("publish", -1), ("report", -1), ("spark_job", 0), ("spark_job", 1)]
-    assert all(ti["state"] == "success" and ti["queue"] == "default" for ti in instances), instances
-    for ti in instances:
-        # the Celery worker received each task from Redis, and wrote its log in its own log folder
-        assert f"task_id='{ti['task_id']}'" in worker_log and f"map_index={ti['map_index']}" in worker_log
-        folder = f"dag_id=on_celery/run_id={run_id}/task_id={ti['task_id']}"
-        if ti["map_index"] >= 0:
-            folder += f"/map_index={ti['map_index']}"
-        assert list((airflow.worker_logs / folder).glob("attempt=*.log")), folder
+    assert all(ti["state"] == "success" and ti["try_number"] == 1 and ti["queue"] == "default" for ti in instances)
+    # the Celery worker took each task from Redis, ran it and wrote its log in its own log folder; the other
+    # Airflow processes ran none
+    received = [m.groups() for m in WORKLOAD.finditer(airflow.worker_log())]
+    assert {(dag, run) for _, _, dag, run, _ in received} == {("on_celery", "triggered")}
+    assert sorted((task, int(index)) for _, task, _, _, index in received) == sorted(
+        (ti["task_id"], ti["map_index"]) for ti in instances)
+    assert all((airflow.worker_logs / log_path).is_file() for log_path, *_ in received)
     assert not (Path(airflow.env["AIRFLOW_HOME"]) / "logs" / "dag_id=on_celery").exists()
-    assert worker_log.count("Executing workload in Celery") == len(instances)
-    # their Spark jobs ran on the standalone cluster's worker, through the Connect server
+    # the spark_job tasks ran their Spark jobs on the standalone cluster's worker, through the Connect server
     assert tasks_run_on_worker(cluster, server["id"]) > before

@@ -161,15 +161,18 @@ class Standalone:
         return out.strip().splitlines()[-1].strip()
 
     def add_spec(self, name: str, topic: str, task_count: int = 1, **microbatch) -> None:
+        self.write_spec(name, topic, task_count, **microbatch)
+        deadline = time.monotonic() + 120
+        while name not in self.airflow("dags", "list", "-o", "plain"):
+            assert time.monotonic() < deadline, f"DAG {name} was not parsed"
+            time.sleep(2)
+
+    def write_spec(self, name: str, topic: str, task_count: int = 1, **microbatch) -> None:
         raw = yaml.safe_load((ROOT / "dags" / "datasources" / "wikipedia.yaml").read_text())
         raw["spec"]["dataSchema"]["dataSource"] = name
         raw["spec"]["ioConfig"].update(topic=topic, taskCount=task_count)
         raw["microbatch"].update({"schedule": "PT10M", **microbatch})
         (self.dags / "specs" / f"{name}.yaml").write_text(yaml.safe_dump(raw))
-        deadline = time.monotonic() + 120
-        while name not in self.airflow("dags", "list", "-o", "plain"):
-            assert time.monotonic() < deadline, f"DAG {name} was not parsed"
-            time.sleep(2)
 
     def stop(self) -> None:
         for proc in reversed(list(self.procs.values())):
