@@ -19,8 +19,8 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 import urllib.request
 import uuid
@@ -366,10 +366,12 @@ class EmbeddedSparkConnect:
 
 class EmbeddedSparkStandalone:
     """A Spark standalone cluster from the pip pyspark: a master and one worker (`spark-class ...Master` and
-    `...Worker`), on free ports of 127.0.0.1, each with its own folder under `work_dir`. `url` is the master
-    (`spark://127.0.0.1:P`) to give Spark Connect or spark-submit; the worker launches the executors of every
-    application in its work dir (`app-*/<executor id>/stderr`). Executors' Python workers run this interpreter
-    (PYSPARK_PYTHON) and inherit this environment (PYTHONPATH), so they import this project as the driver does."""
+    `...Worker`) on free ports of 127.0.0.1, their logs and the worker's work dir under `work_dir`. `url` is the
+    master (`spark://127.0.0.1:P`) to give Spark Connect or spark-submit; `status()` is the master's view of
+    workers and applications. The worker launches each application's executors in its work dir
+    (`worker/app-*/<executor id>/stderr`), in its own process group, so `stop()` ends them too. They inherit
+    this environment (PYTHONPATH; PYSPARK_PYTHON, this interpreter unless set), so their Python workers import
+    this project as the driver does."""
 
     MASTER = "org.apache.spark.deploy.master.Master"
     WORKER = "org.apache.spark.deploy.worker.Worker"

@@ -74,7 +74,9 @@ class Standalone:
             AIRFLOW__CORE__PARALLELISM="4", AIRFLOW__API__PORT=str(port),
             AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"{self.base}/execution/",
             AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="1", AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="3",
-            AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="3", **env)
+            AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="3",
+            # a loaded 2-core machine answers the workers' execution API calls slowly, not never
+            AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="60", **env)
         self.airflow("db", "migrate")
         MetadataStore(metadata_url).upgrade()
         self.procs: dict[str, subprocess.Popen] = {}
