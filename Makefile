@@ -48,6 +48,7 @@ demo: install
 bench: install
 	$(PY) benchmarks/plan_10k_partitions.py
 	$(PY) benchmarks/ingest_job_throughput.py
+	$(PY) benchmarks/microbatch_fixed_cost.py
 
 clean:
 	rm -rf $(VENV) .ingest-home .jars
