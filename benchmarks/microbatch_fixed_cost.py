@@ -367,7 +367,9 @@ class Standalone:
             AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=airflow_db_url, AIRFLOW__CORE__PARALLELISM="4",
             AIRFLOW__API__PORT=str(port), AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"{self.base}/execution/",
             AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="1", AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="3",
-            AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="3")
+            AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="3",
+            # a task's supervisor gives up on the api-server after 5 s by default: a loaded machine exceeds that
+            AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="60")
         self.db = sa.create_engine(airflow_db_url.replace("+asyncpg", ""))
         self.store = MetadataStore(metadata_url)
         self.store.upgrade()
@@ -573,6 +575,57 @@ def large_runs(args: argparse.Namespace, bench: DagsTest, bootstrap: str, topics
     return out
 
 
+def probe(url: str, rounds: int) -> None:
+    """(in a fresh Python, `--probe URL`) what opening a session costs, step by step, on a warm server: as
+    the task does it (settings, our code as session artifacts, the Python-version UDF), then the same UDF in a
+    session without artifacts. Prints one JSON line per session."""
+    t0 = time.perf_counter()
+    import pyspark.sql.connect.session  # noqa: F401 - the client's import, as in the task
+    from pyspark.sql import SparkSession
+
+    from ingest_core import spark_connect
+    from spark_jobs.ingest_job import REQUIRED_CONF, default_conf
+    print(json.dumps({"imports": time.perf_counter() - t0}), flush=True)
+    for kind in ["as the task does"] * rounds + ["no artifacts"] * rounds:
+        row: dict[str, Any] = {"kind": kind}
+        with spark_connect.connect_mode():
+            os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+            t = time.perf_counter()
+            spark = SparkSession.builder.remote(url).create()
+            row["create"] = time.perf_counter() - t
+            t = time.perf_counter()
+            for key, value in {**default_conf(), **REQUIRED_CONF}.items():
+                if spark.conf.isModifiable(key):
+                    spark.conf.set(key, value)
+            row["settings"] = time.perf_counter() - t
+            if kind == "as the task does":
+                t = time.perf_counter()
+                spark.addArtifacts(str(spark_connect.code_archive()), pyfile=True)
+                row["artifacts"] = time.perf_counter() - t
+            t = time.perf_counter()
+            spark_connect.check_python(spark, url)
+            row["udf check"] = time.perf_counter() - t
+            t = time.perf_counter()
+            spark_connect.check_python(spark, url)
+            row["udf again"] = time.perf_counter() - t
+            t = time.perf_counter()
+            spark.stop()
+            row["stop"] = time.perf_counter() - t
+        print(json.dumps(row), flush=True)
+
+
+def session_probe(env: dict[str, str], url: str, rounds: int = 3) -> list[dict[str, Any]]:
+    print(f"\n== opening a Connect session, step by step, on the warm server (a fresh Python; load {load()})")
+    done = subprocess.run([sys.executable, __file__, "--probe", url, "--probe-rounds", str(rounds)], env=env,
+                          capture_output=True, text=True, timeout=1800)
+    rows = [json.loads(ln) for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if done.returncode != 0:
+        print(f"  the probe failed: {done.stderr[-2000:]}")
+    for row in rows:
+        print("  " + ", ".join(f"{k} {v:.2f} s" if isinstance(v, float) else str(v) for k, v in row.items()))
+    return rows
+
+
 def create_topics(admin: AdminClient, names: Any) -> None:
     futures = admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in names])
     for f in futures.values():
@@ -592,7 +645,11 @@ def main() -> None:
     ap.add_argument("--skip-large", action="store_true", help="no 1M-record runs")
     ap.add_argument("--large", action="store_true", help="also 4M-record runs")
     ap.add_argument("--out", type=Path, help="keep everything (logs, Airflow homes, results.json) here")
+    ap.add_argument("--probe", metavar="URL", help=argparse.SUPPRESS)  # internal: the session probe's process
+    ap.add_argument("--probe-rounds", type=int, default=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.probe:
+        return probe(args.probe, args.probe_rounds)
     out = (args.out or Path(tempfile.mkdtemp(prefix="bench-fixedcost-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
     load_start = load()
@@ -615,6 +672,8 @@ def main() -> None:
             bench = DagsTest(out, kafka.bootstrap, connect, topics)
             results["dags_test"] = small = small_runs(args, bench, kafka.bootstrap, topics)
             save(out, results)
+            results["session_probe"] = session_probe(bench.env, connect.url)
+            save(out, results)
             if not args.skip_scheduler:
                 try:  # a failure here keeps the other parts' figures
                     results["scheduler"] = scheduler_runs(args, out, kafka.bootstrap, connect, admin)
@@ -623,7 +682,11 @@ def main() -> None:
                     results["scheduler"] = {"error": str(exc)}
                 save(out, results)
             if not args.skip_large:
-                results["large"] = large_runs(args, bench, kafka.bootstrap, topics)
+                try:
+                    results["large"] = large_runs(args, bench, kafka.bootstrap, topics)
+                except (Exception, SystemExit) as exc:  # noqa: BLE001
+                    print(f"  the large runs failed: {exc}", flush=True)
+                    results["large"] = {"error": str(exc)}
                 save(out, results)
             wall, cpu_ratio = small["connect"]["wall"][0], small["ratio"]["cpu"]
             met = wall <= TARGET_WALL_S and cpu_ratio <= TARGET_CPU_RATIO
