@@ -176,6 +176,23 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
+def server_python(connect: EmbeddedSparkConnect) -> tuple[int, float]:
+    """The Connect server's Python daemons (Spark keeps one per worker module and session environment) and
+    their PSS with their forked workers, MiB."""
+    daemons, pss = 0, 0
+    with contextlib.suppress(psutil.Error):
+        for child in psutil.Process(connect.proc.pid).children():
+            with contextlib.suppress(psutil.Error):
+                if "pyspark.daemon" not in " ".join(child.cmdline()):
+                    continue
+                daemons += 1
+                for p in (child, *child.children(recursive=True)):
+                    with contextlib.suppress(OSError, psutil.Error):
+                        with open(f"/proc/{p.pid}/smaps_rollup") as f:
+                            pss += next(int(ln.split()[1]) for ln in f if ln.startswith("Pss:"))
+    return daemons, pss / 1024
+
+
 def make_pool(n: int = 20_000, seed: int = 16) -> list[bytes]:
     return [json.dumps(e).encode() for e in wiki_events(n, random.Random(seed))]
 
@@ -578,7 +595,8 @@ def large_runs(args: argparse.Namespace, bench: DagsTest, bootstrap: str, topics
 def probe(url: str, rounds: int) -> None:
     """(in a fresh Python, `--probe URL`) what opening a session costs, step by step, on a warm server: as
     the task does it (settings, our code as session artifacts, the Python-version UDF), then the same UDF in a
-    session without artifacts. Prints one JSON line per session."""
+    session without artifacts; in each session the UDF and a one-row Python data source read twice (the first
+    pays for the session's Python workers). Prints one JSON line per session."""
     t0 = time.perf_counter()
     import pyspark.sql.connect.session  # noqa: F401 - the client's import, as in the task
     from pyspark.sql import SparkSession
@@ -608,10 +626,39 @@ def probe(url: str, rounds: int) -> None:
             t = time.perf_counter()
             spark_connect.check_python(spark, url)
             row["udf again"] = time.perf_counter() - t
+            source = probe_source()
+            for label in ("data source read", "read again"):  # a one-row Python data source
+                t = time.perf_counter()
+                spark.dataSource.register(source)
+                spark.read.format(source.name()).load().collect()
+                row[label] = time.perf_counter() - t
             t = time.perf_counter()
             spark.stop()
             row["stop"] = time.perf_counter() - t
         print(json.dumps(row), flush=True)
+
+
+def probe_source() -> Any:
+    """A Python data source of one row: what a session's first read of our own data source pays on top of its
+    work (Spark starts the session's data-source workers), without Kafka."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader
+
+    class OneRowReader(DataSourceReader):
+        def read(self, partition: Any) -> Any:
+            yield (1,)
+
+    class OneRow(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench_one_row"
+
+        def schema(self) -> str:
+            return "id int"
+
+        def reader(self, schema: Any) -> Any:
+            return OneRowReader()
+
+    return OneRow
 
 
 def session_probe(env: dict[str, str], url: str, rounds: int = 3) -> list[dict[str, Any]]:
@@ -672,6 +719,9 @@ def main() -> None:
             bench = DagsTest(out, kafka.bootstrap, connect, topics)
             results["dags_test"] = small = small_runs(args, bench, kafka.bootstrap, topics)
             save(out, results)
+            daemons, pss = results["server_python_after_small"] = server_python(connect)
+            print(f"  the Connect server now keeps {daemons} Python daemons, {pss:,.0f} MiB PSS with their workers "
+                  f"(after {args.runs} Connect runs of 2 sessions each)")
             results["session_probe"] = session_probe(bench.env, connect.url)
             save(out, results)
             if not args.skip_scheduler:
@@ -688,6 +738,8 @@ def main() -> None:
                     print(f"  the large runs failed: {exc}", flush=True)
                     results["large"] = {"error": str(exc)}
                 save(out, results)
+            daemons, pss = results["server_python_at_end"] = server_python(connect)
+            print(f"  at the end the Connect server keeps {daemons} Python daemons, {pss:,.0f} MiB PSS")
             wall, cpu_ratio = small["connect"]["wall"][0], small["ratio"]["cpu"]
             met = wall <= TARGET_WALL_S and cpu_ratio <= TARGET_CPU_RATIO
             print(f"\nTarget (a small run in <= {TARGET_WALL_S:g} s under airflow dags test in Connect mode, "
