@@ -86,7 +86,8 @@ MILESTONES = ("started", "planned", "spark", "reading", "publish", "published")
 MAX_PARTITIONS = 6
 
 # The REST API's `PATCH /api/v2/dags/{dag}/dagRuns/{run} {"state": "failed"}`, its own service function, run
-# against Airflow's database in this Airflow home (no api-server runs beside `airflow dags test`).
+# against Airflow's database in this Airflow home (no api-server runs beside `airflow dags test`). It imports
+# Airflow first and says "ready", then marks the run it reads from stdin, only while that run is running.
 MARK_FAILED = """
 import sys
 from sqlalchemy import select
@@ -96,12 +97,16 @@ from airflow.models.dagbag import DBDagBag
 from airflow.models.dagrun import DagRun
 from airflow.utils.session import create_session
 
-dag_id, run_id = sys.argv[1:3]
+print("ready", flush=True)
+dag_id, run_id = sys.stdin.readline().split()
 with create_session() as session:
     dag_run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
+    if dag_run is None or dag_run.state != "running":
+        print("not marked: the run is", dag_run and dag_run.state, flush=True)
+        sys.exit(3)
     dag = DBDagBag().get_dag_for_run(dag_run, session=session)
     patch_dag_run_state(dag=dag, dag_run=dag_run, state=DagRunMutableStates.FAILED, session=session)
-    print("marked failed:", dag_run.run_id, dag_run.state)
+    print("marked failed while running", flush=True)
 """
 
 
@@ -395,20 +400,27 @@ class KillAirflow(Fault):
 
 class MarkFailed(Fault):
     """The DAG run marked failed through Airflow while it runs (what an operator does in the UI or with
-    `PATCH /api/v2/dags/{dag}/dagRuns/{run}`); `airflow dags test` then stops scheduling its tasks."""
+    `PATCH /api/v2/dags/{dag}/dagRuns/{run}`); `airflow dags test` then schedules none of its other tasks."""
 
     kind = "mark_failed"
     milestones = ("planned", "spark", "reading", "publish")
 
     def run(self, soak, i, params):
+        marker = subprocess.Popen([sys.executable, "-c", MARK_FAILED], env=soak.env, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  start_new_session=True)
+        soak.processes.append(marker)
+        ready = marker.stdout.readline().strip()  # Airflow imported: marking then takes milliseconds
         run = soak.start_run(i, self.kind)
         fired, detail = False, "the run ended before the milestone"
-        if run.wait_for(params["milestone"], soak.run_timeout) and run.proc.poll() is None and run.run_id:
-            done = subprocess.run([sys.executable, "-c", MARK_FAILED, DATASOURCE, run.run_id], env=soak.env,
-                                  capture_output=True, text=True, timeout=300)
-            fired = done.returncode == 0
-            detail = (done.stdout.strip().splitlines() or ["?"])[-1] if fired else \
-                f"marking failed did not work: {done.stderr[-2000:]}"
+        if ready != "ready":
+            detail = f"the marker did not start: {ready}{marker.communicate(timeout=60)[0][-2000:]}"
+        elif run.wait_for(params["milestone"], soak.run_timeout) and run.proc.poll() is None and run.run_id:
+            said = marker.communicate(f"{DATASOURCE} {run.run_id}\n", timeout=300)[0].strip()
+            fired, detail = marker.returncode == 0, said.splitlines()[-1] if said else "?"
+        if marker.poll() is None:
+            marker.kill()
+            marker.wait(30)
         r = self.finish(soak, run)
         return Outcome(fired, f"{detail}; run exit {r.exit_code}")
 
