@@ -406,15 +406,17 @@ class MarkFailed(Fault):
     milestones = ("planned", "spark", "reading", "publish")
 
     def run(self, soak, i, params):
-        marker = subprocess.Popen([sys.executable, "-c", MARK_FAILED], env=soak.env, stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                  start_new_session=True)
+        with open(soak.out / "logs" / f"mark-failed-{i}.log", "w") as err:
+            marker = subprocess.Popen([sys.executable, "-c", MARK_FAILED], env=soak.env, stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True)
         soak.processes.append(marker)
-        ready = marker.stdout.readline().strip()  # Airflow imported: marking then takes milliseconds
+        ready = ""
+        while ready not in ("ready", None):  # Airflow imported: marking then takes milliseconds
+            ready = marker.stdout.readline().strip() or (None if marker.poll() is not None else "")
         run = soak.start_run(i, self.kind)
         fired, detail = False, "the run ended before the milestone"
-        if ready != "ready":
-            detail = f"the marker did not start: {ready}{marker.communicate(timeout=60)[0][-2000:]}"
+        if ready is None:
+            detail = f"the marker did not start (see logs/mark-failed-{i}.log)"
         elif run.wait_for(params["milestone"], soak.run_timeout) and run.proc.poll() is None and run.run_id:
             said = marker.communicate(f"{DATASOURCE} {run.run_id}\n", timeout=300)[0].strip()
             fired, detail = marker.returncode == 0, said.splitlines()[-1] if said else "?"
