@@ -1,5 +1,6 @@
 """A real Airflow scheduler (`airflow standalone`) driving the DAGs: catch-up, `dags trigger`, `dags clear`,
-`backfill create`. Real spark-submit, the real broker, PostgreSQL for the ingestion metadata."""
+`backfill create`, a task worker killed mid-job. Real spark-submit, the real broker, PostgreSQL for the ingestion
+metadata."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import urllib.request
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 from confluent_kafka import Producer
@@ -29,6 +31,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 INTERVAL = timedelta(minutes=10)
+HEARTBEAT_TIMEOUT_S = 30
 # A DAG of a data team, scheduled on a datasource's Asset: it runs after each publish, with its extra.
 DOWNSTREAM_DAG = '''
 from airflow.sdk import DAG, task
@@ -76,7 +79,11 @@ class Standalone:
             AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="1", AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="3",
             AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="3",
             # a loaded 2-core machine answers the workers' execution API calls slowly, not never
-            AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="60", **env)
+            AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="60",
+            # a task whose worker died (no heartbeat for 30 s; live ones beat every 5 s) is failed, and retried,
+            # within a test's wait (defaults: 300 s, checked every 10 s)
+            AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT=str(HEARTBEAT_TIMEOUT_S),
+            AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL="2", **env)
         self.airflow("db", "migrate")
         MetadataStore(metadata_url).upgrade()
         self.procs: dict[str, subprocess.Popen] = {}
@@ -161,6 +168,10 @@ class Standalone:
     def task_state(self, dag_id: str, run_id: str, task_id: str) -> str:
         out = self.airflow("tasks", "state", dag_id, task_id, run_id)
         return out.strip().splitlines()[-1].strip()
+
+    def descendants(self) -> list[psutil.Process]:
+        """Every process under the Airflow processes (scheduler, LocalExecutor workers, task runners, Spark)."""
+        return [c for proc in self.procs.values() for c in psutil.Process(proc.pid).children(recursive=True)]
 
     def add_spec(self, name: str, topic: str, task_count: int = 1, **microbatch) -> None:
         self.write_spec(name, topic, task_count, **microbatch)
@@ -404,3 +415,62 @@ def test_reset_to_latest_with_backfill_runs_the_backfill_in_airflow(standalone, 
     standalone.wait_for("caught_up", lambda rs: rs.get(backfill.run_id, {}).get("state") == "success")
     assert store.get_run("caught_up", backfill.run_id).status is RunStatus.PUBLISHED
     assert total_edits(store, "caught_up") == before + 40
+
+
+def test_a_killed_task_worker_is_failed_by_its_missing_heartbeat_and_retried_exactly_once(standalone, broker):
+    """The worker running a spark_job dies with everything under it (SIGKILL of the LocalExecutor worker, which
+    takes its task runner and spark-submit with it): nothing reports the task's end. Airflow's heartbeat
+    timeout fails that try, the retry runs the Spark job again, and every record is ingested once."""
+    import urllib.parse
+
+    store = MetadataStore(standalone.metadata_url)
+    topic = broker.create_topic(partitions=2)
+    end = floor_interval(datetime.now(timezone.utc))
+    produce_history(broker, topic, end - 2 * INTERVAL, end - timedelta(seconds=1), 400)
+    # the scheduler starts the run of the latest interval at once: it reads all of them
+    standalone.add_spec("worker_lost", topic, retries=2, retryDelay="PT5S")
+    token = standalone.token()
+    base = "/api/v2/dags/worker_lost/dagRuns"
+
+    # the spark_job's try is running: its worker process, and Spark under it, are up
+    deadline = time.monotonic() + 420
+    while True:
+        assert time.monotonic() < deadline, "no spark_job of worker_lost ran"
+        status, body = standalone.http("GET", f"{base}/~/taskInstances?task_id=spark_job&state=running", token)
+        assert status == 200, body
+        tis = body["task_instances"]
+        workers = [p for ti in tis for p in standalone.descendants()
+                   if _title(p) == f"airflow worker -- LocalExecutor: {ti['id']}"]
+        if workers and any("org.apache.spark.deploy.SparkSubmit" in _title(c) for c in _children(workers[0])):
+            ti = next(t for t in tis if _title(workers[0]).endswith(t["id"]))
+            break
+        time.sleep(0.5)
+    victims = [workers[0], *_children(workers[0])]
+    for p in victims:
+        p.send_signal(signal.SIGKILL)
+
+    run_id = ti["dag_run_id"]
+    standalone.wait_for("worker_lost", lambda rs: rs[run_id]["state"] == "success", timeout=900)
+    path = f"{base}/{urllib.parse.quote(run_id, safe='')}/taskInstances/spark_job/{ti['map_index']}"
+    status, after = standalone.http("GET", path, token)
+    assert status == 200 and after["state"] == "success" and after["try_number"] > ti["try_number"], after
+    status, events = standalone.http("GET", "/api/v2/eventLogs?dag_id=worker_lost&event=heartbeat%20timeout", token)
+    assert status == 200 and events["total_entries"] >= 1, events  # failed by the heartbeat timeout, not a report
+    # every record exactly once
+    assert store.get_run("worker_lost", run_id).status is RunStatus.PUBLISHED
+    assert sum(r.plan.records for r in store.list_runs("worker_lost", limit=100)) == 400
+    assert total_edits(store, "worker_lost") == 400
+
+
+def _title(p: psutil.Process) -> str:
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:
+        return ""
+
+
+def _children(p: psutil.Process) -> list[psutil.Process]:
+    try:
+        return p.children(recursive=True)
+    except psutil.Error:
+        return []

@@ -1,0 +1,47 @@
+"""The fault soak (benchmarks/fault_soak.py), short: five microbatches of the real DAG (`airflow dags test`,
+spark-submit, a broker and PostgreSQL of its own), each under a different fault, then clean runs until the lag
+is 0; every produced record must be visible exactly once.
+
+Seed 9 draws, in this order: a partition added while a Spark job runs, a Spark job SIGKILLed, the whole
+`airflow dags test` SIGKILLed once its run is planned, a published run's spark_job and publish executed again
+(`airflow tasks test`), and the broker SIGKILLed and restarted while a Spark job runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import pg_base
+
+pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
+
+ROOT = Path(__file__).resolve().parents[1]
+FAULTS = "kill_spark,kill_airflow,rerun_published,broker_restart,partition_growth"
+
+
+def fault_soak():
+    spec = importlib.util.spec_from_file_location("fault_soak", ROOT / "benchmarks" / "fault_soak.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fault_soak"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+# a run that waits on a predecessor may take a few completionTimeouts: the soak bounds each run itself
+@pytest.mark.timeout(3600)
+def test_a_short_fault_soak_loses_nothing_duplicates_nothing_and_heals(tmp_path):
+    soak = fault_soak()
+    # its own broker (it restarts it), its databases on the tests' PostgreSQL; one task group keeps it short
+    args = soak.parse_args(["--iterations", "5", "--seed", "9", "--faults", FAULTS, "--task-count", "1",
+                            "--rate", "5", "--heal-runs", "3", "--postgres", pg_base(), "--out", str(tmp_path / "soak")])
+    report, out = soak.run_soak(args)
+    summary = report.summary()
+    print(summary)
+    assert dict(report.faults) == dict(report.fired) == {kind: 1 for kind in FAULTS.split(",")}, summary
+    assert report.lost == 0 and report.duplicated == 0 and report.unexpected == 0, f"{summary}\nevidence in {out}"
+    assert report.unreadable_segments == [], f"{summary}\n{report.unreadable_segments}\nevidence in {out}"
+    assert report.healed, f"{summary}\nevidence in {out}"
+    assert report.produced > 0 and report.visible_rows == report.produced, summary
