@@ -173,6 +173,21 @@ class Standalone:
         """Every process under the Airflow processes (scheduler, LocalExecutor workers, task runners, Spark)."""
         return [c for proc in self.procs.values() for c in psutil.Process(proc.pid).children(recursive=True)]
 
+    def paused_and_quiet(self, dag_id: str, timeout: float = 600) -> None:
+        """Pause the DAG, with none of its runs queued or running: nothing can then change its datasource (the
+        scheduler creates no run of a paused DAG). A run in flight when it is paused would never end (the
+        scheduler does not examine a paused DAG's runs), so it is unpaused again until that run is done."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.airflow("dags", "pause", dag_id, "-y")
+            active = {k for k, r in self.runs(dag_id).items() if r["state"] in ("queued", "running")}
+            if not active:
+                return
+            assert time.monotonic() < deadline, f"{dag_id} kept runs in flight: {active}"
+            self.airflow("dags", "unpause", dag_id, "-y")
+            self.wait_for(dag_id, lambda rs: all(rs[k]["state"] not in ("queued", "running") for k in active),
+                          timeout=max(1.0, deadline - time.monotonic()))
+
     def add_spec(self, name: str, topic: str, task_count: int = 1, **microbatch) -> None:
         self.write_spec(name, topic, task_count, **microbatch)
         deadline = time.monotonic() + 120
@@ -383,12 +398,23 @@ def test_a_headless_chromium_screenshot_shows_the_datasources_page_with_real_dat
     from browser import open_page
 
     store = MetadataStore(standalone.metadata_url)
-    token = standalone.token()
-    page = open_page(f"{standalone.base}/ingest/ui/datasources", {"_token": token}, wait_for_text="caught_up")
+
+    def shown() -> tuple[str, str]:  # state and rows, as the page shows them, from the store
+        return store.datasource_row("caught_up")["state"], f"{sum(s.num_rows for s in store.segments('caught_up')):,}"
+
+    # caught_up runs every 10 minutes: a run starting between the page and the store's read moves its state
+    # (RUNNING while it plans, IDLE when it published nothing). Compare against a datasource that cannot move.
+    standalone.paused_and_quiet("caught_up")
+    try:
+        expected = shown()
+        token = standalone.token()
+        page = open_page(f"{standalone.base}/ingest/ui/datasources", {"_token": token}, wait_for_text="caught_up")
+        assert shown() == expected  # nothing moved while the page was read
+    finally:
+        standalone.airflow("dags", "unpause", "caught_up", "-y")
     rows = {line.split("\t")[0]: line.split("\t") for line in page.text.splitlines() if "\t" in line}
     caught_up = rows["caught_up"]
-    assert caught_up[1] == store.datasource_row("caught_up")["state"] and caught_up[3] == "yes"
-    assert caught_up[6] == f"{sum(s.num_rows for s in store.segments('caught_up')):,}"  # rows, from the store
+    assert (caught_up[1], caught_up[6]) == expected and caught_up[3] == "yes"
     assert page.png.startswith(b"\x89PNG") and len(page.png) > 10_000
     (tmp_path / "datasources.png").write_bytes(page.png)
     # the same page as the Airflow UI shows it: a "Datasources" entry of Airflow's own navigation
