@@ -237,6 +237,7 @@ class SplitConsumer:
                                          "the topic was deleted or re-created after the run was planned")
             consumer.assign([TopicPartition(s.topic, s.partition, s.start)])
             position = s.start
+            delivered = s.start  # below it every record was handed on (position may run ahead: EOF, markers)
             last_progress = time.monotonic()
             while position < s.end:
                 msgs = consumer.consume(num_messages=min(self.job.batch_records, max(1, s.end - position)),
@@ -255,11 +256,12 @@ class SplitConsumer:
                         self._raise_for(err, consumer, position)
                 if data and data[-1].offset() >= s.end:
                     data = [m for m in data if m.offset() < s.end]
-                if data and data[0].offset() < position:  # a re-fetch after a reconnect must not count twice
-                    data = [m for m in data if m.offset() >= position]
+                if data and data[0].offset() < delivered:  # a re-fetch after a reconnect must not count twice
+                    data = [m for m in data if m.offset() >= delivered]
                 if data:
                     first, last = data[0].offset(), data[-1].offset()
                     position = max(position, last + 1)
+                    delivered = last + 1
                     last_progress = time.monotonic()
                     # offsets only grow, so n records spanning n offsets are exactly that range
                     offsets = (range(first, last + 1) if last - first + 1 == len(data)
