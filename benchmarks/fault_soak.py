@@ -66,7 +66,7 @@ from pathlib import Path
 import psutil
 import sqlalchemy as sa
 import yaml
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KTP
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
@@ -581,7 +581,8 @@ class Soak:
         with open(self.out / "logs" / "airflow-db-migrate.log", "wb") as f:
             subprocess.run([AIRFLOW, "db", "migrate"], env=self.env, stdout=f, stderr=subprocess.STDOUT, check=True)
         self.producer = Producer({"bootstrap.servers": self.kafka.bootstrap, "enable.idempotence": True,
-                                  "acks": "all", "linger.ms": 5, "delivery.timeout.ms": 300_000})
+                                  "acks": "all", "linger.ms": 5, "delivery.timeout.ms": 300_000,
+                                  "topic.metadata.refresh.interval.ms": 5000})  # sees added partitions soon
         log(f"ready in {time.monotonic() - t:.0f}s: broker {self.kafka.bootstrap}, PostgreSQL {self.pg_base}, "
             f"out {self.out}")
 
@@ -642,6 +643,7 @@ class Soak:
                 else:
                     self.undelivered.append(uid)
         kwargs = {"partition": partition} if partition is not None else {"key": uid.encode()}
+        deadline = time.monotonic() + 60
         with self._lock:
             while True:
                 try:
@@ -649,6 +651,11 @@ class Soak:
                     break
                 except BufferError:
                     self.producer.poll(0.1)
+                except KafkaException as exc:  # a partition just added: the producer's metadata catches up
+                    if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION or time.monotonic() > deadline:
+                        raise
+                    self.producer.list_topics(TOPIC, timeout=10)
+                    self.producer.poll(0.2)
             self.producer.poll(0)
 
     def produce(self, n: int, prefix: str, iteration: int | None, partition: int | None = None) -> int:
