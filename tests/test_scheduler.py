@@ -428,13 +428,18 @@ def test_a_headless_chromium_screenshot_shows_the_datasources_page_with_real_dat
 def test_reset_to_latest_with_backfill_runs_the_backfill_in_airflow(standalone, broker):
     store = MetadataStore(standalone.metadata_url)
     topic = standalone.topics["caught_up"]
-    # stamped an hour ahead, so a scheduled run (it reads up to the offsets at its interval's end) cannot take them
-    later = datetime.now(timezone.utc) + timedelta(hours=1)
-    produce_history(broker, topic, later, later + timedelta(seconds=30), 40)
-    before = total_edits(store, "caught_up")
-    done = subprocess.run([str(BIN / "ingest"), "reset", "caught_up", "--to-latest", "--backfill", "--yes",
-                           "--actor", "erin"], env=standalone.env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
+    # paused with nothing in flight, so no scheduled run takes the records before the reset skips them (a
+    # record stamped in the future no longer holds a scheduled run back: it reads to the latest offsets)
+    standalone.paused_and_quiet("caught_up")
+    try:
+        now = datetime.now(timezone.utc)
+        produce_history(broker, topic, now - timedelta(seconds=60), now - timedelta(seconds=30), 40)
+        before = total_edits(store, "caught_up")
+        done = subprocess.run([str(BIN / "ingest"), "reset", "caught_up", "--to-latest", "--backfill", "--yes",
+                               "--actor", "erin"], env=standalone.env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+    finally:
+        standalone.airflow("dags", "unpause", "caught_up", "-y")  # the run the reset triggered waits for it
     (backfill,) = [r for r in store.list_runs("caught_up", limit=100) if r.plan.is_backfill]
     assert backfill.plan.records == 40
     # the DAG run the reset triggered executes the backfill's persisted plan
