@@ -83,7 +83,7 @@ AIRFLOW = str(Path(sys.executable).parent / "airflow")
 DATASOURCE = TOPIC = "soak"
 BASE_LOGICAL_DATE = datetime(2026, 1, 1, tzinfo=timezone.utc)
 MILESTONES = ("started", "planned", "spark", "reading", "publish", "published")
-MAX_PARTITIONS = 6
+MAX_PARTITIONS = 32  # a full soak draws partition_growth 10+ times
 
 # The REST API's `PATCH /api/v2/dags/{dag}/dagRuns/{run} {"state": "failed"}`, its own service function, run
 # against Airflow's database in this Airflow home (no api-server runs beside `airflow dags test`). It imports
