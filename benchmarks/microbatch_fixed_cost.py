@@ -9,11 +9,13 @@ run (interleaved, so both see the same load):
 
 1. `airflow dags test` (tasks in the CLI's process, SQLite Airflow DB, SQLite metadata store): --runs runs per
    mode, the first reported apart as cold; wall time per run (median, min, max) and CPU seconds per run (user +
-   sys of the `airflow dags test` process tree, from wait4; for Connect mode plus the server's CPU over the run,
-   measured apart); the ratios. Where the seconds of a warm Connect run go: each task's start/end from the
+   sys of the `airflow dags test` process tree; for Connect mode plus the server's CPU over the run, measured
+   apart; each tree in a cgroup of its own where one can be made, so exited Python workers count, else wait4
+   and psutil); the ratios. Where the seconds of a warm Connect run go: each task's start/end from the
    Airflow home's airflow.db (task_instance), Airflow's own time (the whole run minus the tasks), and inside
    `spark_job` the steps of the Connect client (imports, session, code upload, Python check, the job, stop),
-   timed by hooks that this benchmark's copy of the DAG file wraps around them (`BENCH_TIMINGS`).
+   timed by hooks that this benchmark's copy of the DAG file wraps around them (`BENCH_TIMINGS`). Then a probe
+   opens sessions on the warm server step by step, and the server's idle Python daemons are counted.
 2. Under a scheduler (`airflow standalone`, LocalExecutor, Airflow's DB on a private PostgreSQL): `airflow dags
    trigger` then poll Airflow's DB until the run succeeds; fewer runs (--scheduler-runs). Skip: --skip-scheduler.
 3. Large runs: 1M records (and 4M with --large) through the same DAGs under `airflow dags test`, both modes:
@@ -23,7 +25,7 @@ The Connect server's cold start is printed, not counted in any run. Target (issu
 <= 10 s under `airflow dags test` in Connect mode, with at most a tenth of spark-submit's CPU per run.
 
     PYTHONPATH=$PWD python benchmarks/microbatch_fixed_cost.py [--runs 5] [--records 1000] [--skip-scheduler]
-        [--large] [--out DIR]
+        [--scheduler-runs 3] [--skip-large | --large] [--out DIR]
 """
 
 from __future__ import annotations
@@ -193,11 +195,53 @@ def server_python(connect: EmbeddedSparkConnect) -> tuple[int, float]:
     return daemons, pss / 1024
 
 
+class CpuGroup:
+    """CPU of a process tree with every process that ever was in it: a cgroup of its own (v1 cpuacct, else v2),
+    so workers that exit unseen count too. (pyspark's daemon ignores SIGCHLD: its forked Python workers are
+    reaped by the kernel and their CPU reaches no parent's rusage, which wait4 and psutil would miss.) Needs
+    root; None where no cgroup can be made."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    @classmethod
+    def make(cls, name: str) -> "CpuGroup | None":
+        for root in (Path("/sys/fs/cgroup/cpuacct"), Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup")):
+            path = root / f"bench-fixedcost-{os.getpid()}-{name}"
+            try:
+                path.mkdir(exist_ok=True)
+                group = cls(path)
+                group.usage()
+                return group
+            except (OSError, ValueError, StopIteration):
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+        return None
+
+    def add(self, pid: int) -> None:
+        (self.path / "cgroup.procs").write_text(str(pid))
+
+    def enter(self) -> None:
+        """In a child between fork and exec (preexec_fn): this process and all it starts."""
+        self.add(os.getpid())
+
+    def usage(self) -> float:
+        if (self.path / "cpuacct.usage").exists():
+            return int((self.path / "cpuacct.usage").read_text()) / 1e9
+        stat = (self.path / "cpu.stat").read_text().split()
+        return int(stat[stat.index("usage_usec") + 1]) / 1e6
+
+    def remove(self) -> None:
+        with contextlib.suppress(OSError):
+            self.path.rmdir()
+
+
 def make_pool(n: int = 20_000, seed: int = 16) -> list[bytes]:
     return [json.dumps(e).encode() for e in wiki_events(n, random.Random(seed))]
 
 
-def produce(bootstrap: str, topic: str, n: int, pool: list[bytes] | None = None, rng: random.Random | None = None) -> None:
+def produce(bootstrap: str, topic: str, n: int, pool: list[bytes] | None = None,
+            rng: random.Random | None = None) -> None:
     """n wiki-edit events: fresh ones from wiki_events (small runs), or cycled from a pool of them (large)."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10_000,
                   "queue.buffering.max.messages": 1_000_000})
@@ -265,6 +309,14 @@ class DagsTest:
         self.dag_ids = write_dags(out / "dags", "fc", topics)
         self.env = bench_env(out, bootstrap, out / "dags", connect.url)
         self.connect = connect
+        self.server_group = CpuGroup.make("connect-server")
+        if self.server_group is not None:  # the server's tree from now on, its exited Python workers included
+            for p in [psutil.Process(connect.proc.pid), *psutil.Process(connect.proc.pid).children(recursive=True)]:
+                with contextlib.suppress(OSError, psutil.Error):
+                    self.server_group.add(p.pid)
+        how = ("cgroups (every process, exited ones included)" if self.server_group
+               else "wait4 and psutil (exited Python workers missed)")
+        print(f"  CPU measured by {how}")
         self.store = MetadataStore(self.env["INGEST_METADATA_URL"])
         self.store.upgrade()
         (out / "logs").mkdir(exist_ok=True)
@@ -280,24 +332,32 @@ class DagsTest:
         timings = self.out / "timings" / f"{name}.jsonl"
         log_path = self.out / "logs" / f"{name}.log"
         env = {**self.env, "BENCH_TIMINGS": str(timings)}
-        server_before = tree_cpu(self.connect.proc.pid) if mode == "connect" else 0.0
+        server_before = self.server_cpu() if mode == "connect" else 0.0
+        group = CpuGroup.make(name) if self.server_group else None
         t0 = time.time()
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen([AIRFLOW, "dags", "test", dag_id], env=env, stdout=log, stderr=subprocess.STDOUT)
-            _, status, usage = os.wait4(proc.pid, 0)  # the whole tree that it reaped: the JVMs, Spark's workers
+            proc = subprocess.Popen([AIRFLOW, "dags", "test", dag_id], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                    preexec_fn=group.enter if group else None)
+            _, status, usage = os.wait4(proc.pid, 0)  # without cgroups: the tree that it reaped
             proc.returncode = os.waitstatus_to_exitcode(status)
         t1 = time.time()
-        server_cpu = tree_cpu(self.connect.proc.pid) - server_before if mode == "connect" else 0.0
+        server_cpu = self.server_cpu() - server_before if mode == "connect" else 0.0
+        cpu_airflow = group.usage() if group else usage.ru_utime + usage.ru_stime
+        if group:
+            group.remove()
         if proc.returncode != 0:
             raise SystemExit(f"{name}: airflow dags test {dag_id} exited {proc.returncode}; log {log_path}:\n"
                              f"{log_path.read_text(errors='replace')[-3000:]}")
         run_id, run_start, run_end, tasks = self.last_run(dag_id)
         check_run(self.store, dag_id, run_id, records)
         return {"mode": mode, "name": name, "records": records, "wall": t1 - t0, "t0": t0, "t1": t1,
-                "cpu_airflow": usage.ru_utime + usage.ru_stime, "cpu_server": server_cpu,
-                "cpu": usage.ru_utime + usage.ru_stime + server_cpu, "run_id": run_id,
+                "cpu_airflow": cpu_airflow, "cpu_server": server_cpu, "cpu": cpu_airflow + server_cpu,
+                "cpu_wait4": usage.ru_utime + usage.ru_stime, "run_id": run_id,
                 "run_start": run_start, "run_end": run_end, "tasks": tasks,
                 "timings": [json.loads(ln) for ln in timings.read_text().splitlines()] if timings.exists() else []}
+
+    def server_cpu(self) -> float:
+        return self.server_group.usage() if self.server_group else tree_cpu(self.connect.proc.pid)
 
     def last_run(self, dag_id: str) -> tuple[str, float, float, list[dict[str, Any]]]:
         with contextlib.closing(sqlite3.connect(self.out / "airflow" / "airflow.db")) as db:
@@ -495,7 +555,8 @@ def small_runs(args: argparse.Namespace, bench: DagsTest, bootstrap: str, topics
         cpu = [r["cpu"] for r in warm]
         split = (f" = {statistics.median([r['cpu_airflow'] for r in warm]):.1f} dags test + "
                  f"{statistics.median([r['cpu_server'] for r in warm]):.1f} server") if mode == "connect" else ""
-        print(f"  {LABEL[mode]:<14}{cold['wall']:>8.1f} s, {cold['cpu']:5.1f} CPU-s   {fmt3([r['wall'] for r in warm]):<36}"
+        walls = fmt3([r["wall"] for r in warm])
+        print(f"  {LABEL[mode]:<14}{cold['wall']:>8.1f} s, {cold['cpu']:5.1f} CPU-s   {walls:<36}"
               f" {fmt3(cpu, 'CPU-s')}{split}")
         summary[mode] = {"cold_wall": cold["wall"], "cold_cpu": cold["cpu"],
                          "wall": stats([r["wall"] for r in warm]), "cpu": stats(cpu),
@@ -571,7 +632,7 @@ def large_runs(args: argparse.Namespace, bench: DagsTest, bootstrap: str, topics
     sizes = getattr(args, "sizes", None) or [1_000_000] + ([4_000_000] if args.large else [])
     pool = make_pool()
     out = []
-    print(f"\n== large runs through the DAG (airflow dags test; events cycled from a pool of 20,000 wiki_events)")
+    print("\n== large runs through the DAG (airflow dags test; events cycled from a pool of 20,000 wiki_events)")
     for n in sizes:
         for mode in MODES:
             started = time.monotonic()
@@ -586,7 +647,8 @@ def large_runs(args: argparse.Namespace, bench: DagsTest, bootstrap: str, topics
                   f"({n / r['wall']:,.0f} rec/s), spark_job tasks {' + '.join(f'{j:.1f}' for j in jobs)} s, "
                   f"{r['cpu']:.1f} CPU-s   load {load()}", flush=True)
         verdict = "yes" if row["connect"]["wall"] <= row["submit"]["wall"] else "NO"
-        print(f"  {n:>9,} records: Connect {row['connect']['wall']:.1f} s vs spark-submit {row['submit']['wall']:.1f} s "
+        print(f"  {n:>9,} records: Connect {row['connect']['wall']:.1f} s vs spark-submit "
+              f"{row['submit']['wall']:.1f} s "
               f"(ratio {row['connect']['wall'] / row['submit']['wall']:.3f}): Connect no slower: {verdict}")
         out.append(row)
     return out
@@ -703,6 +765,7 @@ def main() -> None:
     print(f"fixed cost per microbatch: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
           f"load average {load_start} (1/5/15 min); work dir {out}")
     results: dict[str, Any] = {"load_start": load_start, "args": {k: str(v) for k, v in vars(args).items()}}
+    bench: DagsTest | None = None
     try:
         with contextlib.ExitStack() as services:
             started = time.monotonic()
@@ -748,6 +811,8 @@ def main() -> None:
                   f"({'met' if cpu_ratio <= TARGET_CPU_RATIO else 'NOT met'}): {'MET' if met else 'NOT MET'}")
             results["target_met"] = met
     finally:
+        if bench is not None and bench.server_group is not None:
+            bench.server_group.remove()  # the server has stopped: its group is empty
         results["load_end"] = load()
         print(f"load average at start {load_start}, at end {results['load_end']}")
         save(out, results)
