@@ -5,14 +5,22 @@ extra `use_ssl`) makes the DAG's `spark_job` tasks run `spark_jobs.ingest_job.ru
 client inside the task: no JVM of its own, so a microbatch's fixed cost is a session (about a second) instead
 of a spark-submit (18-20 s here).
 
+- Sessions: the jobs of one datasource share one server-side session per version of this project's code (a
+  `session_id` derived from both). Spark starts Python workers per session and keeps them until the server
+  stops (SPARK-54055): a session per job cost each job about 3.5 s of worker start-up and left 3 idle Python
+  daemons on the server for good. A job detaches from the shared session without releasing it. A session the
+  server has closed (its idle timeout, `spark.connect.session.manager.defaultSessionTimeout`) cannot be
+  reopened: the next of a few derived ids is used, then a session of the job's own.
 - Code: the server's Python workers run the data source (`spark_jobs.kafka_source`) and the parser. This
-  module ships the client's own `ingest_core` and `spark_jobs` packages with each session
+  module ships the client's own `ingest_core` and `spark_jobs` packages with the session
   (`addArtifacts(..., pyfile=True)`), so the workers run the same code as the task; third-party packages
   (pyarrow, confluent-kafka, PyYAML, ...) must be installed on the server's Python (the project's
-  dependencies). Client and worker Python must have the same major.minor: checked first, with a clear error.
+  dependencies). Client and worker Python must have the same major.minor: checked once per session, with a
+  clear error.
 - Settings: the job's required settings are session settings (`spark.conf.set`), as spark-submit's `--conf`.
-- Deadline: `completionTimeout` interrupts the session's queries (`interruptAll`), so a stuck query does not
-  outlive its task; killing the task (Airflow's on_kill) does the same.
+- Deadline: `completionTimeout` interrupts the job's own queries (`interruptTag` on a tag of the job), so a
+  stuck query does not outlive its task and the other jobs in the session go on; killing the task (Airflow's
+  on_kill) does the same.
 - Deep storage must be reachable from the task (it reads the splits' reports and Parquet footers) and from
   the server's executors (they write them), as with spark-submit.
 """
@@ -26,6 +34,7 @@ import os
 import sys
 import tempfile
 import threading
+import uuid
 import zipfile
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -37,6 +46,8 @@ log = logging.getLogger(__name__)
 PACKAGES = ("ingest_core", "spark_jobs")
 _CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
 RETRIES = 6  # with backoff 0.05 s x4 up to 10 s: about 25 s of an unreachable server
+SESSION_GENERATIONS = 16  # shared session ids tried before a job opens a session of its own
+PYTHON_CHECKED = "ingest.connect.pythonVersion"  # a session setting: the check passed in this session
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -68,13 +79,44 @@ def connection_url(conn_id: str) -> str:
     return SparkConnectHook(conn_id).get_connection_url()
 
 
-def open_session(url: str) -> Any:
-    """A new Spark Connect session (its own settings and data source registry) with this project's code."""
+def session_url(url: str, datasource: str, code: Path, generation: int = 0) -> str:
+    """`url` with the `session_id` that the jobs of `datasource` running `code` share (the same for every task
+    and host: a digest of the server, the datasource, the code and the generation)."""
+    digest = hashlib.sha256("\0".join((_safe(url), datasource, code.name, str(generation))).encode()).digest()
+    session_id = str(uuid.UUID(bytes=digest[:16], version=4))
+    base, sep, params = url.partition(";")
+    return f"{base.rstrip('/')}/;{params + ';' if sep else ''}session_id={session_id}"
+
+
+def open_session(url: str, datasource: str | None = None) -> Any:
+    """A Spark Connect session with this project's code: the datasource's shared one, or one of its own."""
+    code = code_archive()
+    if datasource is not None:
+        for generation in range(SESSION_GENERATIONS):
+            spark = _connect(session_url(url, datasource, code, generation), url)
+            if spark is not None:
+                spark.release_session_on_close = False  # others use it: stop() only detaches
+                break
+        else:
+            log.warning("the Spark Connect server closed %d sessions of %s: this job opens one of its own",
+                        SESSION_GENERATIONS, datasource)
+            spark = _connect(url, url)
+    else:
+        spark = _connect(url, url)
+    spark.addArtifacts(str(code), pyfile=True)  # once per session; the same file again is a no-op
+    if spark.conf.get(PYTHON_CHECKED, None) != _python():
+        check_python(spark, url)
+        spark.conf.set(PYTHON_CHECKED, _python())
+    return spark
+
+
+def _connect(url: str, shown: str) -> Any:
+    """A client of the session `url` names (a new one if it names none), with the job's settings; None if the
+    server closed that session."""
     from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.retries import DefaultPolicy
 
     from spark_jobs.ingest_job import REQUIRED_CONF, default_conf
-
-    from pyspark.sql.connect.client.retries import DefaultPolicy
 
     os.environ[_CONNECT_MODE] = "1"  # as builder.getOrCreate() does for a remote session
     spark = SparkSession.builder.remote(url).create()  # no request yet
@@ -86,11 +128,17 @@ def open_session(url: str) -> Any:
             if spark.conf.isModifiable(key):  # the rest (e.g. console progress) are the server's own business
                 spark.conf.set(key, value)
     except Exception as exc:  # noqa: BLE001 - grpc and pyspark raise several kinds
-        raise SparkConnectError(f"cannot open a Spark Connect session at {_safe(url)}: "
+        if "INVALID_HANDLE.SESSION_CLOSED" in str(exc):
+            spark.release_session_on_close = False
+            spark.stop()
+            return None
+        raise SparkConnectError(f"cannot open a Spark Connect session at {_safe(shown)}: "
                                 f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}") from None
-    spark.addArtifacts(str(code_archive()), pyfile=True)
-    check_python(spark, url)
     return spark
+
+
+def _python() -> str:
+    return "%d.%d" % sys.version_info[:2]
 
 
 def check_python(spark: Any, url: str) -> None:
@@ -112,7 +160,7 @@ def check_python(spark: Any, url: str) -> None:
             f"{text.strip().splitlines()[0] if text.strip() else type(exc).__name__}. Its Python workers need "
             f"Python {sys.version_info[0]}.{sys.version_info[1]} (PYSPARK_PYTHON of the server) with this "
             "project's dependencies installed") from None
-    mine = "%d.%d" % sys.version_info[:2]
+    mine = _python()
     if found != mine:
         raise SparkConnectError(f"the Spark Connect server at {_safe(url)} runs Python {found} on its workers, "
                                 f"this task runs Python {mine}: start the server with PYSPARK_PYTHON set to a "
@@ -124,14 +172,17 @@ def _safe(url: str) -> str:
 
 
 class Interrupter:
-    """Interrupts a session's queries at a deadline (completionTimeout) or on demand (on_kill)."""
+    """Interrupts the job's queries (those this thread runs, tagged) at a deadline (completionTimeout) or on
+    demand (on_kill); the session's other jobs go on."""
 
     def __init__(self, spark: Any, timeout_s: float | None):
         self.spark = spark
+        self.tag = f"ingest-job-{uuid.uuid4().hex}"
         self.fired = threading.Event()
         self._timer = threading.Timer(timeout_s, self.interrupt) if timeout_s else None
 
     def __enter__(self) -> "Interrupter":
+        self.spark.addTag(self.tag)
         if self._timer is not None:
             self._timer.daemon = True
             self._timer.start()
@@ -140,13 +191,14 @@ class Interrupter:
     def __exit__(self, *exc: Any) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        self.spark.removeTag(self.tag)
 
     def interrupt(self) -> None:
         self.fired.set()
         try:
-            self.spark.interruptAll()
+            self.spark.interruptTag(self.tag)
         except Exception as exc:  # noqa: BLE001 - the server may be gone already
-            log.warning("interrupting the Spark Connect session failed: %s", exc)
+            log.warning("interrupting the Spark Connect job failed: %s", exc)
 
 
 @contextlib.contextmanager
@@ -177,7 +229,7 @@ def _run_job(url: str, application_args: Sequence[str], timeout_s: float | None,
 
     args = argument_parser().parse_args(list(application_args))
     job = load_job(args)
-    spark = open_session(url)
+    spark = open_session(url, job.spec.datasource)
     try:
         with Interrupter(spark, timeout_s) as interrupter:
             if on_session is not None:
@@ -191,7 +243,7 @@ def _run_job(url: str, application_args: Sequence[str], timeout_s: float | None,
                 raise
     finally:
         try:
-            spark.stop()  # releases the server-side session; the server keeps running
+            spark.stop()  # detaches from the shared session (releases a session of its own)
         except Exception:  # noqa: BLE001 - a dead server has nothing to release
             pass
     return summary(job, report)

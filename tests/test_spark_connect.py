@@ -1,14 +1,17 @@
 """The ingest job over Spark Connect (`ingest_core.spark_connect`) against a real local Connect server: the same
-plan gives the same segments and report as the job in a SparkSession of its own; a deadline interrupts it; a
+plan gives the same segments and report as the job in a SparkSession of its own; a deadline interrupts its job
+and not the other jobs of the session; the jobs of a datasource share a session (and its Python workers); a
 server that dies mid-job fails the group, and running the plan again publishes every record once."""
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from datetime import datetime, timedelta, timezone
 
+import psutil
 import pyarrow.parquet as pq
 import pytest
 
@@ -99,24 +102,81 @@ def test_connect_mode_gives_the_same_segments_and_report_as_a_session_of_its_own
         assert segment_rows(got) == segment_rows(expected)
 
 
-def test_a_deadline_interrupts_the_query(spark_connect, broker, store, tmp_path):
+def test_a_deadline_interrupts_the_job_and_not_the_other_jobs_of_its_session(spark_connect, broker, store, tmp_path):
     from ingest_core.embedded import free_port
 
     topic = broker.create_topic(partitions=1)
     produce(broker, topic, 200, 1)
     plan = Supervisor(spec_from(broker.bootstrap, topic, SCHEMA), store).plan("manual__slow").plan
-    # the job's brokers do not answer: its split waits for them far longer than the deadline (metadata: 30 s;
-    # stall timeout: 600 s), so only the deadline ends the query
+    # the jobs' brokers do not answer: a split waits for them far longer than any deadline (metadata: 30 s;
+    # stall timeout: 600 s), so only its deadline ends a job. Two jobs of one datasource share a session.
     silent = spec_from(f"127.0.0.1:{free_port()}", topic, SCHEMA)
     spec_uri, plan_uri = stage(tmp_path, silent, plan)
-    args = job_args(spec_uri, plan_uri, 0, (tmp_path / "out").as_uri())
+    errors: dict[str, BaseException] = {}
+
+    def job(name: str, timeout_s: float) -> None:
+        args = job_args(spec_uri, plan_uri, 0, (tmp_path / name).as_uri())
+        try:
+            run_job(spark_connect.url, [*args, "--stall-timeout", "600"], timeout_s=timeout_s)
+        except BaseException as exc:  # noqa: BLE001 - the test inspects it
+            errors[name] = exc
+
+    later = threading.Thread(target=job, args=("later", 20))
     started = time.monotonic()
-    with pytest.raises(IngestError, match="interrupted after 8s"):
-        run_job(spark_connect.url, [*args, "--stall-timeout", "600"], timeout_s=8)
-    assert time.monotonic() - started < 120
+    later.start()
+    job("first", 8)
+    assert "interrupted after 8s" in str(errors["first"])
+    assert later.is_alive() and "later" not in errors, errors  # its own deadline is still to come
+    later.join(120)
+    assert not later.is_alive() and "interrupted after 20s" in str(errors["later"])
+    assert time.monotonic() - started < 150
 
 
-def test_a_server_that_dies_mid_job_fails_the_group_and_the_plan_runs_again_exactly_once(broker, store, tmp_path):
+def python_daemons(server) -> int:
+    """The Spark Connect server's Python daemons: Spark starts them per session and worker module (SPARK-54055)
+    and keeps them until it stops."""
+    def title(p: psutil.Process) -> str:
+        try:
+            return " ".join(p.cmdline())
+        except psutil.Error:
+            return ""
+    return sum("pyspark.daemon" in title(c) for c in psutil.Process(server.proc.pid).children(recursive=True))
+
+
+def test_the_jobs_of_a_datasource_share_one_session_and_its_python_workers(spark_connect, broker, store, tmp_path):
+    if getattr(spark_connect, "proc", None) is None:
+        pytest.skip("counts the processes of the tests' own Spark Connect server")
+    topic = broker.create_topic(partitions=2)
+    produce(broker, topic, 120, 2)
+    spec = spec_from(broker.bootstrap, topic, SCHEMA, datasource="shared_session")
+    plan = Supervisor(spec, store).plan("manual__shared").plan
+    spec_uri, plan_uri = stage(tmp_path, spec, plan)
+
+    def job(n: int) -> dict:
+        summary = run_job(spark_connect.url, job_args(spec_uri, plan_uri, 0, (tmp_path / f"o{n}").as_uri()))
+        assert summary["rows"] == 120
+        return summary
+
+    job(0)
+    daemons = python_daemons(spark_connect)
+    for n in (1, 2, 3):  # a session per job would start (and keep) a daemon per worker module each time
+        job(n)
+    assert python_daemons(spark_connect) == daemons
+    # the session's settings and the code shipped with it stay; a job only detaches from it
+    from pyspark.sql import SparkSession
+
+    from ingest_core.spark_connect import PYTHON_CHECKED, code_archive, connect_mode, session_url
+    with connect_mode():
+        spark = SparkSession.builder.remote(session_url(spark_connect.url, "shared_session", code_archive())).create()
+        try:
+            assert spark.conf.get(PYTHON_CHECKED) == "%d.%d" % sys.version_info[:2]
+        finally:
+            spark.release_session_on_close = False
+            spark.stop()
+
+
+def test_a_server_that_dies_mid_job_fails_the_group_and_the_plan_runs_again_exactly_once(spark_connect, broker, store,
+                                                                                          tmp_path):
     topic = broker.create_topic(partitions=1)
     produce(broker, topic, 400, 1)
     spec = spec_from(broker.bootstrap, topic, {**SCHEMA, "granularitySpec": {"segmentGranularity": "HOUR",
@@ -147,9 +207,8 @@ def test_a_server_that_dies_mid_job_fails_the_group_and_the_plan_runs_again_exac
         assert failure, "the job succeeded although its server died mid-job"
     finally:
         server.stop()
-    # the group failed, nothing was published; a new server runs the same plan, which publishes once
-    with EmbeddedSparkConnect(tmp_path / "server-2") as again:
-        summary = run_job(again.url, job_args(spec_uri, plan_uri, 0, (tmp_path / "second").as_uri()))
+    # the group failed, nothing was published; another server runs the same plan, which publishes once
+    summary = run_job(spark_connect.url, job_args(spec_uri, plan_uri, 0, (tmp_path / "second").as_uri()))
     Publisher(store).publish(spec.datasource, "manual__crash",
                              [GroupResult.from_report(deep_storage.read_json(summary["report"]))])
     rows = DatasourceReader(store, spec.datasource).to_arrow()
