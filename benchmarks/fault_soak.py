@@ -3,13 +3,16 @@ produced record is visible exactly once.
 
 Everything is real: Apache Kafka (`EmbeddedKafka`), PostgreSQL (`EmbeddedPostgres`, or --postgres) holding both
 the ingestion metadata store and Airflow's own database, and the datasource's DAG run by `airflow dags test`
-in an Airflow home of its own (plan -> spark-submit jobs -> publish -> report). The datasource reads one topic
+in an Airflow home of its own (plan -> spark-submit jobs -> publish -> report). With --spark-connect the jobs
+run on a local Spark Connect server of the soak's own instead (`EmbeddedSparkConnect`), one session per
+datasource. The datasource reads one topic
 with rollup disabled, so every record is one row; every record carries a unique id (`uid`).
 
 Each iteration produces a batch of records, then runs one microbatch under a fault drawn from:
 
   clean              a run with nothing done to it
-  kill_spark         SIGKILL of a running spark-submit job's process tree (Airflow retries the task)
+  kill_spark         SIGKILL of a running spark-submit job's process tree (Airflow retries the task); with
+                     --spark-connect, of the Spark Connect server's whole tree, started again at once
   kill_airflow       SIGKILL of the whole `airflow dags test` process group at a milestone
   mark_failed        the DAG run marked failed through Airflow (the REST API's own `PATCH dagRun state=failed`
                      code, run against Airflow's database: `airflow dags test` has no API server) while it runs
@@ -20,8 +23,9 @@ Each iteration produces a batch of records, then runs one microbatch under a fau
   partition_growth   the topic gains a partition (and records in it) at a milestone
 
 A fault strikes at a milestone, drawn by the seeded RNG and observed, never guessed from a delay:
-`planned` (the store holds the run's plan), `spark` (a spark-submit JVM is in the run's process tree),
-`reading` (Spark's Python workers are up: the job reads Kafka), `publish` (the publish task started) and
+`planned` (the store holds the run's plan), `spark` (a spark-submit JVM is in the run's process tree; with
+--spark-connect: a spark_job task started), `reading` (Spark's Python workers are up, or with --spark-connect a
+split of the run reported progress: the job reads Kafka), `publish` (the publish task started) and
 `published` (the store marks the run published; report has not run yet). A milestone the run ends before is
 recorded as "did not fire". Every round of len(--faults) iterations draws each fault once, in a seeded order,
 so a short soak still covers every kind; each iteration's parameters come from its own seeded RNG.
@@ -36,6 +40,7 @@ unreadable segments found so far, so a broken invariant is pinned to the fault t
 
     python benchmarks/fault_soak.py --iterations 16 --seed 1
     python benchmarks/fault_soak.py --iterations 2 --faults kill_airflow --keep --out /tmp/soak
+    python benchmarks/fault_soak.py --iterations 14 --spark-connect
 
 Prints runs, faults by kind, failed runs, runs to heal, lost, duplicated, median run time; writes
 report.json, metadata.json (runs, offsets, segments) and every run's log under --out. Exits 1 on any lost,
@@ -75,7 +80,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from ingest_core.demo import airflow_env  # noqa: E402
-from ingest_core.embedded import EmbeddedKafka, EmbeddedPostgres  # noqa: E402
+from ingest_core import deep_storage  # noqa: E402
+from ingest_core.embedded import EmbeddedKafka, EmbeddedPostgres, EmbeddedSparkConnect  # noqa: E402
 from ingest_core.metadata import MetadataStore, RunStatus  # noqa: E402
 from ingest_core.reader import DatasourceReader  # noqa: E402
 
@@ -148,6 +154,7 @@ class Iteration:
 class Report:
     seed: int
     iterations: int
+    spark: str = "spark-submit"  # or "Spark Connect"
     faults: Counter = field(default_factory=Counter)
     fired: Counter = field(default_factory=Counter)
     runs: list[RunResult] = field(default_factory=list)
@@ -192,7 +199,7 @@ class Report:
                 f"(lag {self.final_lag}, in flight: {', '.join(self.in_flight_at_end) or 'none'})")
         median = f"{self.median_run_s:.1f} s" if self.median_run_s is not None else "-"
         lines = [
-            f"seed {self.seed}, {self.iterations} iterations",
+            f"seed {self.seed}, {self.iterations} iterations, jobs on {self.spark}",
             f"runs: {len(self.runs)} ({sum(r.label.startswith('dags test') for r in self.runs)} DAG runs, "
             f"{sum(r.label.startswith('tasks test') for r in self.runs)} task re-executions)",
             f"faults: {faults}",
@@ -251,6 +258,8 @@ class DagTest:
                     self.run_id = m.group(1)
                 if "[DAG TEST] starting task_id=publish" in line:
                     self.events.add("publish")
+                if "[DAG TEST] starting task_id=spark_job" in line and self.soak.connect is not None:
+                    self.events.add("spark")
 
     def _spark_tree(self) -> list[psutil.Process]:
         try:
@@ -277,6 +286,9 @@ class DagTest:
                 self.events.add(milestone)
         elif milestone == "spark" and self.spark_jvms():
             self.events.add(milestone)
+        elif milestone == "reading" and self.soak.connect is not None and self.run_id:
+            if any(self.soak.run_folder(self.run_id).glob("group=*/replica=*/attempt=*/progress/*.json")):
+                self.events.add(milestone)
         elif milestone == "reading" and any("pyspark.daemon" in self._cmdline(p) or "pyspark.worker" in
                                             self._cmdline(p) for p in self._spark_tree()):
             self.events.add(milestone)
@@ -368,7 +380,8 @@ class Clean(Fault):
 
 
 class KillSpark(Fault):
-    """SIGKILL of a spark-submit job's whole process tree (the JVM, the Python driver, Spark's workers)."""
+    """SIGKILL of a spark-submit job's whole process tree (the JVM, the Python driver, Spark's workers); with
+    --spark-connect, of the Spark Connect server's whole tree (every job on it), started again at once."""
 
     kind = "kill_spark"
     milestones = ("spark", "reading")
@@ -376,7 +389,16 @@ class KillSpark(Fault):
     def run(self, soak, i, params):
         run = soak.start_run(i, self.kind)
         fired, detail = False, "the run ended before the milestone"
-        if run.wait_for(params["milestone"], soak.run_timeout) and (jvms := run.spark_jvms()):
+        if soak.connect is not None:
+            if run.wait_for(params["milestone"], soak.run_timeout) and run.proc.poll() is None:
+                t = time.monotonic()
+                n = kill_tree(psutil.Process(soak.connect.proc.pid))
+                soak.connect.proc.wait(30)
+                soak.connect.proc = None
+                soak.connect.start()
+                fired, detail = True, (f"killed the Spark Connect server ({n} processes), up again in "
+                                       f"{time.monotonic() - t:.0f}s")
+        elif run.wait_for(params["milestone"], soak.run_timeout) and (jvms := run.spark_jvms()):
             n = kill_tree(jvms[0])
             fired, detail = True, f"killed a spark-submit tree ({n} processes)"
         r = self.finish(soak, run)
@@ -530,7 +552,7 @@ class BackgroundProducer(threading.Thread):
 class Soak:
     def __init__(self, args: argparse.Namespace, out: Path):
         self.args, self.out = args, out
-        self.report = Report(args.seed, args.iterations)
+        self.report = Report(args.seed, args.iterations, "Spark Connect" if args.spark_connect else "spark-submit")
         self.processes: list[subprocess.Popen] = []
         self.logical_dates = 0
         self.current_iteration: int | None = None
@@ -543,6 +565,7 @@ class Soak:
         self.run_timeout = 2 * (args.retries + 1) * self.completion_timeout_s + 300
         self.postgres: EmbeddedPostgres | None = None
         self.kafka: EmbeddedKafka | None = None
+        self.connect: EmbeddedSparkConnect | None = None
         self.databases: list[str] = []
         self.pg_base = ""
 
@@ -571,8 +594,11 @@ class Soak:
         (dags / "specs").mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / "dags" / "ingest_datasources.py", dags / "ingest_datasources.py")
         (dags / "specs" / f"{DATASOURCE}.yaml").write_text(yaml.safe_dump(self.spec()))
+        if self.args.spark_connect:
+            self.connect = EmbeddedSparkConnect(self.out / "spark-connect", driver_memory="1g").start()
         self.env = airflow_env(self.out, self.kafka.bootstrap, dags_folder=dags,
                                metadata_url=f"{self.pg_base}/{self.databases[0]}",
+                               spark_connect_url=self.connect.url if self.connect else None,
                                AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"{self.pg_base}/{self.databases[1]}")
         # short-lived test JVMs: C1 only, as the tests do (an outer SPARK_SUBMIT_OPTS wins)
         self.env.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
@@ -583,8 +609,9 @@ class Soak:
         self.producer = Producer({"bootstrap.servers": self.kafka.bootstrap, "enable.idempotence": True,
                                   "acks": "all", "linger.ms": 5, "delivery.timeout.ms": 300_000,
                                   "topic.metadata.refresh.interval.ms": 5000})  # sees added partitions soon
+        spark = f"Spark Connect {self.connect.url}" if self.connect else "spark-submit"
         log(f"ready in {time.monotonic() - t:.0f}s: broker {self.kafka.bootstrap}, PostgreSQL {self.pg_base}, "
-            f"out {self.out}")
+            f"{spark}, out {self.out}")
 
     def stop(self) -> None:
         for proc in self.processes:  # only what the soak started, each by its own process group
@@ -598,6 +625,8 @@ class Soak:
             self.store.dispose()
         if self.kafka is not None:
             self.kafka.stop()
+        if self.connect is not None:
+            self.connect.stop()
         if self.databases and not self.args.keep and self.pg_base and self.postgres is None:
             engine = sa.create_engine(f"{self.pg_base}/postgres", isolation_level="AUTOCOMMIT")
             with engine.connect() as conn:
@@ -630,6 +659,11 @@ class Soak:
             },
             "microbatch": {"schedule": "PT10M", "retries": self.args.retries, "retryDelay": "PT2S"},
         }
+
+    def run_folder(self, run_id: str) -> Path:
+        """Where a run's jobs write (deep storage is a local folder here)."""
+        base = deep_storage.run_uri(self.env["INGEST_DEEP_STORAGE"], DATASOURCE, run_id)
+        return Path(deep_storage.filesystem(base)[1])
 
     # -- records ---------------------------------------------------------------------------------------
 
@@ -860,6 +894,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--partitions", type=int, default=2, help="the topic's partitions at the start (default 2)")
     ap.add_argument("--task-count", type=int, default=2, help="the spec's taskCount (default 2)")
     ap.add_argument("--retries", type=int, default=1, help="Airflow retries of each task (default 1)")
+    ap.add_argument("--spark-connect", action="store_true",
+                    help="run the jobs on a local Spark Connect server (kill_spark kills it) instead of spark-submit")
     ap.add_argument("--completion-timeout", type=int, default=120,
                     help="the spec's completionTimeout in seconds (default 120)")
     args = ap.parse_args(argv)
