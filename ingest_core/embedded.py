@@ -334,14 +334,18 @@ class EmbeddedSparkConnect:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
         with open(self.log_path, "ab") as out:
+            logged = out.tell()  # a restart appends: only what this start logs tells it is up
             self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            with open(self.log_path, "rb") as f:
+                f.seek(logged)
+                started = b"Spark Connect server started at" in f.read()
             if self.proc.poll() is not None:
                 self.proc = None
                 raise RuntimeError(f"the Spark Connect server exited at start: {self.log_path.read_text()[-3000:]}")
-            if self.log_path.is_file() and "Spark Connect server started at" in self.log_path.read_text(errors="replace"):
+            if started:
                 return self
             time.sleep(0.3)
         self.stop()
