@@ -63,7 +63,31 @@ AIRFLOW = str(BIN / "airflow")
 PARTITIONS = 4
 CONNECT_CONN = "spark_connect_bench"
 MODES = ("connect", "submit")
-LABEL = {"connect": "Spark Connect", "submit": "spark-submit"}
+LABEL = {"connect": "Spark Connect", "submit": "spark-submit", "floor": "Airflow alone"}
+# Airflow's own floor: the ingest DAG's shape (plan -> 2 mapped jobs -> publish -> report) with tasks that do
+# nothing, run the same way: what any DAG of that shape costs under `airflow dags test` on this machine.
+FLOOR_DAG = '''
+from airflow.sdk import DAG, task
+
+with DAG("{dag_id}", schedule=None):
+    @task
+    def plan():
+        return [0, 1]
+
+    @task
+    def spark_job(group):
+        return group
+
+    @task
+    def publish(groups):
+        return len(groups)
+
+    @task
+    def report(n):
+        return n
+
+    report(publish(spark_job.expand(group=plan())))
+'''
 TARGET_WALL_S, TARGET_CPU_RATIO = 10.0, 0.1
 
 # The benchmark's copy of dags/ingest_datasources.py. With BENCH_TIMINGS set (the `airflow dags test` runs), it
@@ -259,10 +283,12 @@ def produce(bootstrap: str, topic: str, n: int, pool: list[bytes] | None = None,
 
 
 def write_dags(folder: Path, prefix: str, topics: dict[str, str]) -> dict[str, str]:
-    """The example spec, taskCount 2, once per mode: {mode: dag_id}. No retries: a failure shows at once."""
+    """The example spec, taskCount 2, once per mode: {mode: dag_id}, and Airflow's floor (`floor`). No retries:
+    a failure shows at once."""
     (folder / "specs").mkdir(parents=True, exist_ok=True)
     (folder / "ingest_datasources.py").write_text(DAG_FILE)
-    dag_ids = {}
+    dag_ids = {"floor": f"{prefix}_floor"}
+    (folder / "airflow_floor.py").write_text(FLOOR_DAG.format(dag_id=dag_ids["floor"]))
     for mode in MODES:
         raw = yaml.safe_load((ROOT / "dags" / "datasources" / "wikipedia.yaml").read_text())
         dag_id = f"{prefix}_{mode}"
@@ -349,7 +375,8 @@ class DagsTest:
             raise SystemExit(f"{name}: airflow dags test {dag_id} exited {proc.returncode}; log {log_path}:\n"
                              f"{log_path.read_text(errors='replace')[-3000:]}")
         run_id, run_start, run_end, tasks = self.last_run(dag_id)
-        check_run(self.store, dag_id, run_id, records)
+        if mode != "floor":
+            check_run(self.store, dag_id, run_id, records)
         return {"mode": mode, "name": name, "records": records, "wall": t1 - t0, "t0": t0, "t1": t1,
                 "cpu_airflow": cpu_airflow, "cpu_server": server_cpu, "cpu": cpu_airflow + server_cpu,
                 "cpu_wait4": usage.ru_utime + usage.ru_stime, "run_id": run_id,
@@ -540,11 +567,13 @@ def small_runs(args: argparse.Namespace, bench: DagsTest, bootstrap: str, topics
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
     print(f"\n== airflow dags test: {args.runs} runs per mode of {args.records:,} records, 2 task groups "
           f"(modes interleaved, load {load()})")
+    floor: list[dict[str, Any]] = []
     for i in range(args.runs):
-        for mode in (MODES if i % 2 == 0 else MODES[::-1]):
-            produce(bootstrap, topics[mode], args.records, rng=rng)
+        for mode in (MODES if i % 2 == 0 else MODES[::-1]) + ("floor",):
+            if mode != "floor":
+                produce(bootstrap, topics[mode], args.records, rng=rng)
             r = bench.run(mode, f"{mode}-{i}", args.records)
-            runs[mode].append(r)
+            (floor if mode == "floor" else runs[mode]).append(r)
             extra = f" (Connect server {r['cpu_server']:.1f} s)" if mode == "connect" else ""
             print(f"  {LABEL[mode]:<13} run {i}{' (cold)' if i == 0 else '':<7}: {r['wall']:6.1f} s wall, "
                   f"{r['cpu']:6.1f} CPU-s{extra}   load {load()}", flush=True)
@@ -569,6 +598,10 @@ def small_runs(args: argparse.Namespace, bench: DagsTest, bootstrap: str, topics
         print(f"  {LABEL[mode]:<14}tasks, warm median: " + ", ".join(
             f"{k.replace('task ', '').replace('airflow: all outside tasks', 'Airflow outside the tasks')} {v:.1f} s"
             for k, v in summary[mode]["tasks"].items()))
+    warm_floor = floor[1:] or floor
+    summary["floor"] = {"wall": stats([r["wall"] for r in warm_floor]), "cpu": stats([r["cpu"] for r in warm_floor])}
+    print(f"  {LABEL['floor']:<14}(the same DAG shape, empty tasks): {fmt3([r['wall'] for r in warm_floor])}, "
+          f"{fmt3([r['cpu'] for r in warm_floor], 'CPU-s')} per warm run")
     wall_ratio = summary["connect"]["wall"][0] / summary["submit"]["wall"][0]
     cpu_ratio = summary["connect"]["cpu"][0] / summary["submit"]["cpu"][0]
     print(f"  ratio connect / spark-submit (warm medians): wall {wall_ratio:.3f}, CPU {cpu_ratio:.3f}")
@@ -810,6 +843,11 @@ def main() -> None:
                   f"({'met' if wall <= TARGET_WALL_S else 'NOT met'}), CPU {cpu_ratio:.3f}x "
                   f"({'met' if cpu_ratio <= TARGET_CPU_RATIO else 'NOT met'}): {'MET' if met else 'NOT MET'}")
             results["target_met"] = met
+            floor_wall, floor_cpu = small["floor"]["wall"][0], small["floor"]["cpu"][0]
+            print(f"Airflow's own floor under airflow dags test (the same DAG shape, tasks that do nothing): "
+                  f"{floor_wall:.1f} s and {floor_cpu:.1f} CPU-s per run ({floor_cpu / small['submit']['cpu'][0]:.3f}x "
+                  f"spark-submit's CPU); the Connect run adds {wall - floor_wall:.1f} s and "
+                  f"{small['connect']['cpu'][0] - floor_cpu:.1f} CPU-s to it")
     finally:
         if bench is not None and bench.server_group is not None:
             bench.server_group.remove()  # the server has stopped: its group is empty
