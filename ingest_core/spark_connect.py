@@ -34,6 +34,7 @@ import os
 import sys
 import tempfile
 import threading
+import time
 import uuid
 import zipfile
 from pathlib import Path
@@ -48,6 +49,8 @@ _CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
 RETRIES = 6  # with backoff 0.05 s x4 up to 10 s: about 25 s of an unreachable server
 SESSION_GENERATIONS = 16  # shared session ids tried before a job opens a session of its own
 PYTHON_CHECKED = "ingest.connect.pythonVersion"  # a session setting: the check passed in this session
+# addArtifacts(pyfile=True) calls importlib.invalidate_caches(), which two threads of a process must not run at once
+_ADDING = threading.Lock()
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -65,7 +68,7 @@ def code_archive() -> Path:
         digest.update(f.read_bytes())
     target = Path(tempfile.gettempdir()) / f"ingest-code-{digest.hexdigest()[:16]}.zip"
     if not target.exists():
-        partial = target.with_suffix(f".{os.getpid()}.partial")
+        partial = target.with_suffix(f".{os.getpid()}.{uuid.uuid4().hex}.partial")  # threads zip at once too
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as z:
             for f in files:
                 z.write(f, f.relative_to(ROOT))
@@ -103,11 +106,26 @@ def open_session(url: str, datasource: str | None = None) -> Any:
             spark = _connect(url, url)
     else:
         spark = _connect(url, url)
-    spark.addArtifacts(str(code), pyfile=True)  # once per session; the same file again is a no-op
+    add_code(spark, code)
     if spark.conf.get(PYTHON_CHECKED, None) != _python():
         check_python(spark, url)
         spark.conf.set(PYTHON_CHECKED, _python())
     return spark
+
+
+def add_code(spark: Any, code: Path, attempts: int = 5) -> None:
+    """Ship the code archive with the session. Adding the same file again is a no-op, but two jobs adding it at
+    the same moment make the server refuse one (FileAlreadyExistsException): that one adds it again, after the
+    other has (the archive's name is its content's digest, so the file is the same)."""
+    for attempt in range(attempts):
+        try:
+            with _ADDING:
+                spark.addArtifacts(str(code), pyfile=True)
+            return
+        except Exception as exc:  # noqa: BLE001 - grpc and pyspark raise several kinds
+            if "FileAlreadyExistsException" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
 
 
 def _connect(url: str, shown: str) -> Any:

@@ -138,6 +138,17 @@ def run_group(spark: Any, job: GroupJob, stall_timeout_s: float = 60.0) -> Group
     return report
 
 
+def register_source(spark: Any) -> None:
+    """Register `KafkaRangeDataSource` in the session. The jobs of a datasource share a Spark Connect session,
+    and Spark refuses the second of two registrations at the same moment (DATA_SOURCE_ALREADY_EXISTS): the
+    source is there then, and it is this one (a shared session holds one version of this code)."""
+    try:
+        spark.dataSource.register(KafkaRangeDataSource)
+    except Exception as exc:  # noqa: BLE001 - pyspark's classic and Connect errors differ in type
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+            raise
+
+
 def _job_error(exc: BaseException) -> IngestError:
     """Spark wraps an executor's exception in a long trace: recover the error it raised, with its message."""
     from ingest_core import errors
@@ -164,7 +175,7 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
         poll_timeout_s=max(spec.io_config.poll_timeout, 100) / 1000 * 10, stall_timeout_s=stall_timeout_s,
         batch_records=spec.tuning_config.max_records_per_poll or ReadJob.batch_records,
         progress_interval_s=job.progress_interval_s)
-    spark.dataSource.register(KafkaRangeDataSource)
+    register_source(spark)
     props = dict(kafka.properties)
     props.setdefault("isolation.level", spec.io_config.isolation_level)
     rows = (spark.read.format(KafkaRangeDataSource.name())
