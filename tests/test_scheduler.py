@@ -474,11 +474,16 @@ def test_a_killed_task_worker_is_failed_by_its_missing_heartbeat_and_retried_exa
     topic = broker.create_topic(partitions=2)
     end = floor_interval(datetime.now(timezone.utc))
     produce_history(broker, topic, end - 2 * INTERVAL, end - timedelta(seconds=1), 400)
-    # the scheduler starts the run of the latest interval at once: it reads all of them
-    standalone.add_spec("worker_lost", topic, retries=2, retryDelay="PT5S", spark={"connId": "spark_submit"})
+    # Yearly: its one scheduled run (the interval ending on January 1st) reads nothing, and no other comes. The
+    # test triggers the run that reads the records once it watches for its Spark job, so that job cannot have
+    # come and gone while the test was still starting (the scheduler may start a new DAG's run within 2 s).
+    standalone.add_spec("worker_lost", topic, retries=2, retryDelay="PT5S", spark={"connId": "spark_submit"},
+                        schedule="0 0 1 1 *")
+    standalone.wait_for("worker_lost", lambda rs: any(r["state"] == "success" for r in rs.values()))
     token = standalone.token()
     base = "/api/v2/dags/worker_lost/dagRuns"
-
+    status, triggered = standalone.http("POST", base, token, {"logical_date": None, "dag_run_id": "manual__killed"})
+    assert status == 200, triggered
     # the spark_job's try is running: its worker process, and Spark under it, are up
     deadline = time.monotonic() + 420
     while True:
@@ -497,6 +502,7 @@ def test_a_killed_task_worker_is_failed_by_its_missing_heartbeat_and_retried_exa
         p.send_signal(signal.SIGKILL)
 
     run_id = ti["dag_run_id"]
+    assert run_id == "manual__killed"
     standalone.wait_for("worker_lost", lambda rs: rs[run_id]["state"] == "success", timeout=900)
     path = f"{base}/{urllib.parse.quote(run_id, safe='')}/taskInstances/spark_job/{ti['map_index']}"
     status, after = standalone.http("GET", path, token)
