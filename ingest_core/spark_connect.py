@@ -94,17 +94,16 @@ def session_url(url: str, datasource: str, code: Path, generation: int = 0) -> s
 def open_session(url: str, datasource: str | None = None) -> Any:
     """A Spark Connect session with this project's code: the datasource's shared one, or one of its own."""
     code = code_archive()
+    spark = None
     if datasource is not None:
-        for generation in range(SESSION_GENERATIONS):
-            spark = _connect(session_url(url, datasource, code, generation), url)
-            if spark is not None:
-                spark.release_session_on_close = False  # others use it: stop() only detaches
-                break
-        else:
+        shared = (_connect(session_url(url, datasource, code, g), url) for g in range(SESSION_GENERATIONS))
+        spark = next((s for s in shared if s is not None), None)
+        if spark is None:
             log.warning("the Spark Connect server closed %d sessions of %s: this job opens one of its own",
                         SESSION_GENERATIONS, datasource)
-            spark = _connect(url, url)
-    else:
+        else:
+            spark.release_session_on_close = False  # others use it: stop() only detaches
+    if spark is None:
         spark = _connect(url, url)
     add_code(spark, code)
     if spark.conf.get(PYTHON_CHECKED, None) != _python():
