@@ -392,9 +392,8 @@ class KillSpark(Fault):
         if soak.connect is not None:
             if run.wait_for(params["milestone"], soak.run_timeout) and run.proc.poll() is None:
                 t = time.monotonic()
-                n = kill_tree(psutil.Process(soak.connect.proc.pid))
-                soak.connect.proc.wait(30)
-                soak.connect.proc = None
+                n = 1 + len(psutil.Process(soak.connect.proc.pid).children(recursive=True))
+                soak.connect.kill()
                 soak.connect.start()
                 fired, detail = True, (f"killed the Spark Connect server ({n} processes), up again in "
                                        f"{time.monotonic() - t:.0f}s")

@@ -357,8 +357,8 @@ class EmbeddedSparkConnect:
         self.proc = None
 
     def kill(self) -> None:
-        """A crash: SIGKILL the server's whole process tree."""
-        _stop_group(self.proc, 0)
+        """A crash: SIGKILL the server's whole process group (the JVM and its Python workers at once)."""
+        _stop_group(self.proc, 5, signal.SIGKILL)
         self.proc = None
 
     def __enter__(self) -> "EmbeddedSparkConnect":

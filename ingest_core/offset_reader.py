@@ -26,6 +26,9 @@ from .offsets import TopicPartition
 
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps with special meaning in the Kafka protocol
 _MISSING_PARTITION = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
+# A partition whose leader is being elected or has moved (a topic just created, a broker restarting): ask again
+_LEADER_MOVING = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                  KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH, KafkaError.OFFSET_NOT_AVAILABLE}
 
 
 class KafkaOffsetReader:
@@ -38,6 +41,8 @@ class KafkaOffsetReader:
         self._conf = config.consumer(**{"isolation.level": isolation_level,
                                          "socket.connection.setup.timeout.ms": int(timeout_s * 1000)})
         self._local = threading.local()  # one consumer per thread: queries of a snapshot run in parallel
+        self._clients: list[Consumer] = []  # every thread's, for close()
+        self._clients_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(4, thread_name_prefix="offset-reader")
         self._client()  # fail fast on an invalid configuration
 
@@ -50,6 +55,8 @@ class KafkaOffsetReader:
                 raise BrokerUnavailableError(
                     f"invalid Kafka client configuration in consumerProperties: {self._describe(exc)}") from None
             self._local.client = client
+            with self._clients_lock:
+                self._clients.append(client)
         return client
 
     @classmethod
@@ -144,7 +151,7 @@ class KafkaOffsetReader:
         for first in range(0, len(tps), step):
             request = [KafkaTopicPartition(tp.topic, tp.partition, timestamp) for tp in tps[first:first + step]]
             try:
-                answers += self._client().offsets_for_times(request, timeout=max(deadline - time.monotonic(), 0.5))
+                answers += self._ask(request, deadline)
             except KafkaException as exc:
                 err = exc.args[0] if exc.args else None
                 if isinstance(err, KafkaError) and err.code() in _MISSING_PARTITION:
@@ -162,8 +169,29 @@ class KafkaOffsetReader:
             out[tp] = int(ans.offset)
         return out
 
+    def _ask(self, request: list[KafkaTopicPartition], deadline: float) -> list[KafkaTopicPartition]:
+        """One ListOffsets round, asked again while a leader is moving, until the deadline; then the last answer
+        (or error) stands."""
+        while True:
+            try:
+                answers = self._client().offsets_for_times(request, timeout=max(deadline - time.monotonic(), 0.5))
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if not (isinstance(err, KafkaError) and err.code() in _LEADER_MOVING) or time.monotonic() >= deadline:
+                    raise
+            else:
+                if time.monotonic() >= deadline or not any(
+                        a.error is not None and a.error.code() in _LEADER_MOVING for a in answers):
+                    return answers
+            time.sleep(0.2)
+
     def close(self) -> None:
-        self._pool.shutdown(wait=False)
+        """Stop the query threads and close every thread's consumer (their connections to the brokers)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        with self._clients_lock:
+            clients, self._clients = self._clients, []
+        for client in clients:
+            client.close()
 
 
 @dataclass(frozen=True)

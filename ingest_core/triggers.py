@@ -66,8 +66,8 @@ class NewRecordsTrigger(BaseTrigger):
                               self.min_records, remaining)
                 await asyncio.sleep(min(self.poke_interval_s, remaining))
         finally:
-            if reader is not None:
-                reader.close()
+            if reader is not None:  # close waits for a query still running: not on the triggerer's loop
+                await asyncio.to_thread(reader.close)
 
 
 def _pending(reader: KafkaOffsetReader, io: IOConfig, starts: dict[TopicPartition, int]) -> int:

@@ -84,3 +84,22 @@ def test_queries_in_slices_give_the_same_offsets(broker):
     reader.max_partitions_per_request = 2  # three requests: 2 + 2 + 1 partitions
     assert reader.latest(tps) == whole == {tp: tp.partition + 1 for tp in tps}
     assert reader.earliest(tps) == {tp: 0 for tp in tps}
+
+
+def test_close_drops_every_thread_s_connection_to_the_broker(broker):
+    import psutil
+
+    topic = broker.create_topic(4)
+    port = int(broker.bootstrap.rsplit(":", 1)[1])
+
+    def connections() -> set[tuple]:
+        return {c.laddr for c in psutil.Process().net_connections("tcp")
+                if c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED}
+
+    before = connections()
+    reader = reader_for(broker.bootstrap)
+    reader.snapshot(reader.partitions(topic=topic))  # the snapshot's queries run on the pool's threads
+    opened = connections() - before
+    assert opened
+    reader.close()
+    assert not opened & connections()

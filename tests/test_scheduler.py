@@ -464,7 +464,8 @@ def test_reset_to_latest_with_backfill_runs_the_backfill_in_airflow(standalone, 
     assert total_edits(store, "caught_up") == before + 40
 
 
-def test_a_killed_task_worker_is_failed_by_its_missing_heartbeat_and_retried_exactly_once(standalone, broker):
+def test_a_killed_task_worker_is_failed_by_its_missing_heartbeat_and_retried_exactly_once(standalone, broker,
+                                                                                           tmp_path):
     """The worker running a spark_job dies with everything under it (SIGKILL of the LocalExecutor worker, which
     takes its task runner and spark-submit with it): nothing reports the task's end. Airflow's heartbeat
     timeout fails that try, the retry runs the Spark job again, and every record is ingested once."""
@@ -474,35 +475,46 @@ def test_a_killed_task_worker_is_failed_by_its_missing_heartbeat_and_retried_exa
     topic = broker.create_topic(partitions=2)
     end = floor_interval(datetime.now(timezone.utc))
     produce_history(broker, topic, end - 2 * INTERVAL, end - timedelta(seconds=1), 400)
-    # Yearly: its one scheduled run (the interval ending on January 1st) reads nothing, and no other comes. The
-    # test triggers the run that reads the records once it watches for its Spark job, so that job cannot have
-    # come and gone while the test was still starting (the scheduler may start a new DAG's run within 2 s).
-    standalone.add_spec("worker_lost", topic, retries=2, retryDelay="PT5S", spark={"connId": "spark_submit"},
-                        schedule="0 0 1 1 *")
-    standalone.wait_for("worker_lost", lambda rs: any(r["state"] == "success" for r in rs.values()))
+    # The job's Python driver starts through a gate: while it is closed the driver waits, with spark-submit's JVM
+    # up above it. The test kills the worker then, whenever the scheduler got there (a Spark job that had come and
+    # gone before the test looked made CI fail twice). The retry finds the gate open.
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    (gate / "closed").touch()
+    driver = tmp_path / "gated-python"
+    driver.write_text(f"""#!/bin/sh
+if [ -e '{gate}/closed' ]; then
+    touch "{gate}/waiting.$$"
+    while [ -e '{gate}/closed' ]; do sleep 0.1; done
+fi
+exec '{sys.executable}' "$@"
+""")
+    driver.chmod(0o755)
+    standalone.add_spec("worker_lost", topic, retries=2, retryDelay="PT5S",
+                        spark={"connId": "spark_submit", "conf": {"spark.pyspark.driver.python": str(driver)}})
+    deadline = time.monotonic() + 420
+    while not (waiting := list(gate.glob("waiting.*"))):
+        assert time.monotonic() < deadline, f"no spark_job of worker_lost ran: {standalone.diagnosis('worker_lost')}"
+        time.sleep(0.5)
+    gated = psutil.Process(int(waiting[0].suffix.lstrip(".")))
+    # the outermost such process: a task runner forked from its worker may carry the worker's title
+    worker = [p for p in gated.parents() if _title(p).startswith("airflow worker -- LocalExecutor: ")][-1]
+    ti_id = _title(worker).rsplit(" ", 1)[-1]
+    victims = [worker, *_children(worker)]
+    assert any("org.apache.spark.deploy.SparkSubmit" in _title(p) for p in victims), [_title(p) for p in victims]
     token = standalone.token()
     base = "/api/v2/dags/worker_lost/dagRuns"
-    status, triggered = standalone.http("POST", base, token, {"logical_date": None, "dag_run_id": "manual__killed"})
-    assert status == 200, triggered
-    # the spark_job's try is running: its worker process, and Spark under it, are up
-    deadline = time.monotonic() + 420
-    while True:
-        assert time.monotonic() < deadline, f"no spark_job of worker_lost ran: {standalone.diagnosis('worker_lost')}"
-        status, body = standalone.http("GET", f"{base}/~/taskInstances?task_id=spark_job&state=running", token)
-        assert status == 200, body
-        tis = body["task_instances"]
-        workers = [p for ti in tis for p in standalone.descendants()
-                   if _title(p) == f"airflow worker -- LocalExecutor: {ti['id']}"]
-        if workers and any("org.apache.spark.deploy.SparkSubmit" in _title(c) for c in _children(workers[0])):
-            ti = next(t for t in tis if _title(workers[0]).endswith(t["id"]))
-            break
-        time.sleep(0.5)
-    victims = [workers[0], *_children(workers[0])]
+    status, body = standalone.http("GET", f"{base}/~/taskInstances?task_id=spark_job&state=running", token)
+    assert status == 200, body
+    ti = next(t for t in body["task_instances"] if t["id"] == ti_id)
     for p in victims:
-        p.send_signal(signal.SIGKILL)
+        try:
+            p.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:  # the gate's `sleep`s come and go
+            pass
+    (gate / "closed").unlink()
 
     run_id = ti["dag_run_id"]
-    assert run_id == "manual__killed"
     standalone.wait_for("worker_lost", lambda rs: rs[run_id]["state"] == "success", timeout=900)
     path = f"{base}/{urllib.parse.quote(run_id, safe='')}/taskInstances/spark_job/{ti['map_index']}"
     status, after = standalone.http("GET", path, token)
