@@ -323,7 +323,10 @@ class EmbeddedSparkConnect:
     def command(self) -> list[str]:
         conf = {"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(self.port),
                 "spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false",
-                "spark.local.dir": str(self.work_dir / "tmp"), **self.conf}
+                "spark.local.dir": str(self.work_dir / "tmp"),
+                # a datasource's session must outlive the pause between its runs: a closed one cannot be reopened,
+                # and the Python workers Spark started for it stay behind (SPARK-54055)
+                "spark.connect.session.manager.defaultSessionTimeout": "7d", **self.conf}
         args = [_spark_script("spark-submit"), "--class", self.MAIN_CLASS,
                 "--name", "ingest Spark Connect server", "--master", self.master, "--driver-memory", self.driver_memory]
         for key, value in conf.items():

@@ -169,7 +169,8 @@ def check_python(spark: Any, url: str) -> None:
         return "%d.%d" % worker_sys.version_info[:2]
 
     try:
-        found = spark.range(1).select(F.udf(version, StringType())("id")).first()[0]
+        # useArrow given: else pyspark reads a setting from the process's active session, which need not be `spark`
+        found = spark.range(1).select(F.udf(version, StringType(), useArrow=False)("id")).first()[0]
     except Exception as exc:  # noqa: BLE001 - a mismatch surfaces as a worker error
         text = str(exc)
         raise SparkConnectError(

@@ -496,23 +496,27 @@ exec '{sys.executable}' "$@"
     while not (waiting := list(gate.glob("waiting.*"))):
         assert time.monotonic() < deadline, f"no spark_job of worker_lost ran: {standalone.diagnosis('worker_lost')}"
         time.sleep(0.5)
-    gated = psutil.Process(int(waiting[0].suffix.lstrip(".")))
-    # the outermost such process: a task runner forked from its worker may carry the worker's title
-    worker = [p for p in gated.parents() if _title(p).startswith("airflow worker -- LocalExecutor: ")][-1]
-    ti_id = _title(worker).rsplit(" ", 1)[-1]
-    victims = [worker, *_children(worker)]
-    assert any("org.apache.spark.deploy.SparkSubmit" in _title(p) for p in victims), [_title(p) for p in victims]
-    token = standalone.token()
-    base = "/api/v2/dags/worker_lost/dagRuns"
-    status, body = standalone.http("GET", f"{base}/~/taskInstances?task_id=spark_job&state=running", token)
-    assert status == 200, body
-    ti = next(t for t in body["task_instances"] if t["id"] == ti_id)
-    for p in victims:
-        try:
-            p.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:  # the gate's `sleep`s come and go
-            pass
-    (gate / "closed").unlink()
+    try:
+        gated = psutil.Process(int(waiting[0].suffix.lstrip(".")))
+        # the worker's title is "airflow worker -- LocalExecutor: <ti id>" (setproctitle, padded to the length of
+        # the command line it replaced); its task runner's is "airflow worker -- <ti id>"
+        worker = next(p for p in gated.parents() if _title(p).startswith("airflow worker -- LocalExecutor: "))
+        ti_id = _title(worker).split()[-1]
+        victims = [worker, *_children(worker)]
+        assert any("org.apache.spark.deploy.SparkSubmit" in _title(p) for p in victims), [_title(p) for p in victims]
+        token = standalone.token()
+        base = "/api/v2/dags/worker_lost/dagRuns"
+        status, body = standalone.http("GET", f"{base}/~/taskInstances?task_id=spark_job&state=running", token)
+        assert status == 200, body
+        ti = next((t for t in body["task_instances"] if t["id"] == ti_id), None)
+        assert ti is not None, (_title(worker), body)
+        for p in victims:
+            try:
+                p.send_signal(signal.SIGKILL)
+            except psutil.NoSuchProcess:  # the gate's `sleep`s come and go
+                pass
+    finally:
+        (gate / "closed").unlink()
 
     run_id = ti["dag_run_id"]
     standalone.wait_for("worker_lost", lambda rs: rs[run_id]["state"] == "success", timeout=900)
@@ -529,7 +533,7 @@ exec '{sys.executable}' "$@"
 
 def _title(p: psutil.Process) -> str:
     try:
-        return " ".join(p.cmdline())
+        return " ".join(p.cmdline()).strip()
     except psutil.Error:
         return ""
 

@@ -239,3 +239,45 @@ def test_an_unreachable_server_is_a_clear_error(tmp_path, store, broker):
     spec_uri, plan_uri = stage(tmp_path, spec, plan)
     with pytest.raises(SparkConnectError, match="cannot open a Spark Connect session|cannot run"):
         run_job(f"sc://127.0.0.1:{free_port()}", job_args(spec_uri, plan_uri, 0, (tmp_path / "o").as_uri()))
+
+
+def test_a_session_the_server_closed_gives_way_to_the_datasource_s_next_one(spark_connect, broker, store, tmp_path):
+    """A shared session the server closed (idle past `defaultSessionTimeout`; here released, which the server
+    remembers the same way) cannot be opened again: the datasource's next job opens its next derived session,
+    and the job after that shares that one."""
+    from pyspark.sql import SparkSession
+
+    from ingest_core.spark_connect import PYTHON_CHECKED, code_archive, connect_mode, session_url
+    topic = broker.create_topic(partitions=2)
+    produce(broker, topic, 60, 2)
+    spec = spec_from(broker.bootstrap, topic, SCHEMA, datasource="closed_session")
+    spec_uri, plan_uri = stage(tmp_path, spec, Supervisor(spec, store).plan("manual__closed").plan)
+
+    def job(n: int) -> int:
+        return run_job(spark_connect.url, job_args(spec_uri, plan_uri, 0, (tmp_path / f"o{n}").as_uri()))["rows"]
+
+    def session(generation: int):
+        url = session_url(spark_connect.url, "closed_session", code_archive(), generation)
+        return SparkSession.builder.remote(url).create()
+
+    assert job(0) == 60
+    with connect_mode():
+        first = session(0)
+        assert first.conf.get(PYTHON_CHECKED) == "%d.%d" % sys.version_info[:2]  # the job's session
+        first.stop()  # releases it: the server closes it for good
+        probe = session(0)
+        try:
+            with pytest.raises(Exception, match="SESSION_CLOSED"):
+                probe.conf.get(PYTHON_CHECKED)
+        finally:
+            probe.release_session_on_close = False
+            probe.stop()
+    assert job(1) == 60
+    assert job(2) == 60
+    with connect_mode():
+        second = session(1)
+        try:
+            assert second.conf.get(PYTHON_CHECKED) == "%d.%d" % sys.version_info[:2]
+        finally:
+            second.release_session_on_close = False
+            second.stop()
