@@ -20,6 +20,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from . import deep_storage
+from .consumer_group import mirror_group, mirror_offsets
 from .errors import IngestError, PublishPendingError, RunExpiredError, StaleRunError
 from .metadata import MetadataStore, RunRecord, RunStatus, utcnow
 from .publisher import GroupResult, Publisher
@@ -303,13 +304,17 @@ def report_task(spec: DatasourceSpec, run: RunContext, planned: bool) -> dict[st
         record = metadata.require_run(spec.datasource, run.run_id)
     if record.is_final:
         remove_unpublished_attempts(metadata, spec, run.run_id)
+    mirrored = None
+    if record.status is RunStatus.PUBLISHED:  # all of them: a run whose report never ran mirrored nothing
+        committed = {tp: k.offset for tp, k in metadata.committed_offsets(spec.datasource).items()}
+        mirrored = mirror_group(spec) if mirror_offsets(spec, committed) else None
     stats = metadata.run_row_stats(spec.datasource, run.run_id)
     segments = metadata.segments(spec.datasource, run_id=run.run_id)
     failed = sorted(g for g, s in metadata.group_statuses(spec.datasource, run.run_id).items()
                     if s is GroupStatus.FAILED)
     out = {"runId": run.run_id, "status": record.status.value, "records": record.plan.records,
            "rowStats": stats, "segments": len(segments), "rows": sum(s.num_rows for s in segments),
-           "failedGroups": failed, "error": record.error}
+           "failedGroups": failed, "error": record.error, "offsetsMirroredTo": mirrored}
     log.info("run report: %s", json.dumps(out, default=str))
     if failed:
         raise IngestError(f"run {run.run_id}: task groups {failed} failed; their partitions keep their committed "

@@ -717,8 +717,13 @@ class Microbatch:
     health: HealthConfig = spec_field(default_factory=HealthConfig)
     spark: SparkConfig = spec_field(default_factory=SparkConfig)
     deep_storage: DeepStorage = spec_field(default_factory=DeepStorage)
+    # the committed offsets, copied to this Kafka consumer group after each publish (lag in Kafka's tooling)
+    mirror_offsets: bool = True
+    consumer_group: str | None = None  # default: ingest.<dataSource>
 
     def _validate(self, path: str, ctx: BindContext) -> None:
+        if self.consumer_group is not None and not self.consumer_group.strip():
+            ctx.error(join(path, "consumerGroup"), "must not be empty (set mirrorOffsets: false to mirror nothing)")
         if self.assignment not in ASSIGNMENTS:
             ctx.error(join(path, "assignment"), f"must be one of {', '.join(ASSIGNMENTS)}"
                       + did_you_mean(self.assignment, ASSIGNMENTS))

@@ -109,3 +109,13 @@ def spec_from(bootstrap: str, topic: str, data_schema: dict, *, io: dict | None 
         "microbatch": microbatch or {},
     }
     return parse_spec(raw, f"<test spec {datasource}>")
+
+
+def group_offsets(broker, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """A Kafka consumer group's committed offsets of `topic`, as Kafka's tooling reads them."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    request = ConsumerGroupTopicPartitions(group, [KafkaTopicPartition(topic, p) for p in range(partitions)])
+    answer = broker.admin.list_consumer_group_offsets([request])[group].result(timeout=30)
+    return {tp.partition: tp.offset for tp in answer.topic_partitions}

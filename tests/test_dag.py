@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from conftest import postgres_database
+from helpers import group_offsets
 from ingest_core.demo import airflow_env
 from ingest_core.deep_storage import attempt_folders, group_uri
 from ingest_core.demo import produce as produce_wiki
@@ -86,6 +87,8 @@ def test_example_spec_ingests_exactly_the_produced_records_over_several_runs(exa
     committed = store.committed_offsets("wikipedia")
     latest = {p: hi for p, (lo, hi) in broker_watermarks(broker, "wikipedia").items()}
     assert {tp.partition: k.offset for tp, k in committed.items()} == latest
+    # the report task mirrored them to a consumer group: Kafka's own tooling shows the datasource's lag
+    assert group_offsets(broker, "ingest.wikipedia", "wikipedia", len(latest)) == latest
     # the run of an idle topic publishes nothing and reads IDLE
     example.dags_test("wikipedia", "2026-01-04T00:00:00+00:00")
     assert edits(store, "wikipedia") == total
