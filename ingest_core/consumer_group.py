@@ -37,11 +37,12 @@ def mirror_offsets(spec: DatasourceSpec, offsets: Mapping[TopicPartition, int], 
     group = mirror_group(spec)
     if group is None or not offsets:
         return False
-    config = KafkaClientConfig.from_properties(spec.io_config.consumer_properties)
     request = ConsumerGroupTopicPartitions(group, [KafkaTopicPartition(tp.topic, tp.partition, offset)
                                                    for tp, offset in sorted(offsets.items())])
     deadline = time.monotonic() + timeout_s
+    config = None
     try:
+        config = KafkaClientConfig.from_properties(spec.io_config.consumer_properties)
         admin = AdminClient(config.admin(**{"socket.connection.setup.timeout.ms": int(timeout_s * 1000)}))
         while True:
             error = _alter(admin, request, max(deadline - time.monotonic(), 1.0))
@@ -51,7 +52,8 @@ def mirror_offsets(spec: DatasourceSpec, offsets: Mapping[TopicPartition, int], 
                 raise KafkaException(error)
             time.sleep(0.5)
     except Exception as exc:  # noqa: BLE001 - whatever went wrong, the publish stands
-        text = config.redact(str(exc.args[0] if exc.args else exc))
+        text = str(exc.args[0] if exc.args else exc)
+        text = config.redact(text) if config is not None else text
         log.warning("the committed offsets of %s were not mirrored to consumer group %r (the ingestion is not "
                     "affected; Kafka's tooling shows the group's older offsets until a publish mirrors them): %s",
                     spec.datasource, group, text)
