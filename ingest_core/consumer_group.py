@@ -70,3 +70,15 @@ def _alter(admin: AdminClient, request: ConsumerGroupTopicPartitions, timeout_s:
             return exc.args[0]
         raise
     return next((tp.error for tp in answer.topic_partitions if tp.error is not None), None)
+
+
+def mirrored_offsets(spec: DatasourceSpec, tps: list[TopicPartition], timeout_s: float = 10.0) -> dict[TopicPartition, int]:
+    """The group's offsets of `tps`, as Kafka's tooling reads them (partitions it has none for are left out)."""
+    group = mirror_group(spec)
+    if group is None:
+        return {}
+    config = KafkaClientConfig.from_properties(spec.io_config.consumer_properties)
+    admin = AdminClient(config.admin())
+    request = ConsumerGroupTopicPartitions(group, [KafkaTopicPartition(tp.topic, tp.partition) for tp in tps])
+    answer = admin.list_consumer_group_offsets([request], request_timeout=timeout_s)[group].result(timeout_s + 5)
+    return {TopicPartition(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions if tp.offset >= 0}

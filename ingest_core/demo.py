@@ -35,6 +35,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from .embedded import EmbeddedKafka, EmbeddedSparkConnect
 from .metadata import MetadataStore
+from .consumer_group import mirror_group, mirrored_offsets
 from .offset_reader import KafkaOffsetReader
 from .reader import DatasourceReader
 from .spec import load_spec
@@ -178,6 +179,11 @@ def _summary(spec, store: MetadataStore, home: Path, produced: int, before: int)
     print("offsets: " + ", ".join(f"{tp}: committed {committed[tp].offset if tp in committed else '-'}, "
                                   f"lag {lag[tp]}" for tp in sorted(latest)))
     print(f"aggregate lag {sum(lag.values())}")
+    group = mirror_group(spec)
+    if group is not None:
+        same = mirrored_offsets(spec, sorted(latest)) == {tp: k.offset for tp, k in committed.items()}
+        print(f"Kafka consumer group {group}: " + ("the committed offsets (kafka-consumer-groups.sh --describe "
+                                                   f"--group {group} shows this lag)" if same else "not mirrored yet"))
     ingested = edits - before
     verdict = "exactly once" if ingested == produced else "MISMATCH"
     print(f"this demo produced {produced} events and ingested {ingested}: {verdict}")
