@@ -31,23 +31,28 @@ def mirror_group(spec: DatasourceSpec) -> str | None:
     return spec.microbatch.consumer_group or f"ingest.{spec.datasource}"
 
 
-def mirror_offsets(spec: DatasourceSpec, offsets: Mapping[TopicPartition, int], timeout_s: float = 10.0) -> bool:
+def _admin(config: KafkaClientConfig, timeout_s: float) -> AdminClient:
+    return AdminClient(config.admin(**{"socket.connection.setup.timeout.ms": int(timeout_s * 1000)}))
+
+
+def mirror_offsets(spec: DatasourceSpec, offsets: Mapping[TopicPartition, int],
+                   timeout_s: float = 10.0) -> str | None:
     """Set the group's offsets to `offsets` (AlterConsumerGroupOffsets, as `kafka-consumer-groups.sh
-    --reset-offsets` does). True when the broker took all of them."""
+    --reset-offsets` does). The group, when the broker took all of them; else None."""
     group = mirror_group(spec)
     if group is None or not offsets:
-        return False
+        return None
     request = ConsumerGroupTopicPartitions(group, [KafkaTopicPartition(tp.topic, tp.partition, offset)
                                                    for tp, offset in sorted(offsets.items())])
     deadline = time.monotonic() + timeout_s
     config = None
     try:
         config = KafkaClientConfig.from_properties(spec.io_config.consumer_properties)
-        admin = AdminClient(config.admin(**{"socket.connection.setup.timeout.ms": int(timeout_s * 1000)}))
+        admin = _admin(config, timeout_s)
         while True:
             error = _alter(admin, request, max(deadline - time.monotonic(), 1.0))
             if error is None:
-                return True
+                return group
             if error.code() not in _COORDINATOR_MOVING or time.monotonic() >= deadline:
                 raise KafkaException(error)
             time.sleep(0.5)
@@ -57,7 +62,7 @@ def mirror_offsets(spec: DatasourceSpec, offsets: Mapping[TopicPartition, int], 
         log.warning("the committed offsets of %s were not mirrored to consumer group %r (the ingestion is not "
                     "affected; Kafka's tooling shows the group's older offsets until a publish mirrors them): %s",
                     spec.datasource, group, text)
-        return False
+        return None
 
 
 def _alter(admin: AdminClient, request: ConsumerGroupTopicPartitions, timeout_s: float) -> KafkaError | None:
@@ -72,13 +77,13 @@ def _alter(admin: AdminClient, request: ConsumerGroupTopicPartitions, timeout_s:
     return next((tp.error for tp in answer.topic_partitions if tp.error is not None), None)
 
 
-def mirrored_offsets(spec: DatasourceSpec, tps: list[TopicPartition], timeout_s: float = 10.0) -> dict[TopicPartition, int]:
+def mirrored_offsets(spec: DatasourceSpec, tps: list[TopicPartition],
+                     timeout_s: float = 10.0) -> dict[TopicPartition, int]:
     """The group's offsets of `tps`, as Kafka's tooling reads them (partitions it has none for are left out)."""
     group = mirror_group(spec)
     if group is None:
         return {}
-    config = KafkaClientConfig.from_properties(spec.io_config.consumer_properties)
-    admin = AdminClient(config.admin())
+    admin = _admin(KafkaClientConfig.from_properties(spec.io_config.consumer_properties), timeout_s)
     request = ConsumerGroupTopicPartitions(group, [KafkaTopicPartition(tp.topic, tp.partition) for tp in tps])
     answer = admin.list_consumer_group_offsets([request], request_timeout=timeout_s)[group].result(timeout_s + 5)
     return {TopicPartition(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions if tp.offset >= 0}

@@ -33,9 +33,9 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from .consumer_group import mirror_group, mirrored_offsets
 from .embedded import EmbeddedKafka, EmbeddedSparkConnect
 from .metadata import MetadataStore
-from .consumer_group import mirror_group, mirrored_offsets
 from .offset_reader import KafkaOffsetReader
 from .reader import DatasourceReader
 from .spec import load_spec

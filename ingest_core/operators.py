@@ -20,7 +20,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from . import deep_storage
-from .consumer_group import mirror_group, mirror_offsets
+from .consumer_group import mirror_offsets
 from .errors import IngestError, PublishPendingError, RunExpiredError, StaleRunError
 from .metadata import MetadataStore, RunRecord, RunStatus, utcnow
 from .publisher import GroupResult, Publisher
@@ -307,7 +307,7 @@ def report_task(spec: DatasourceSpec, run: RunContext, planned: bool) -> dict[st
     mirrored = None
     if record.status is RunStatus.PUBLISHED:  # all of them: a run whose report never ran mirrored nothing
         committed = {tp: k.offset for tp, k in metadata.committed_offsets(spec.datasource).items()}
-        mirrored = mirror_group(spec) if mirror_offsets(spec, committed) else None
+        mirrored = mirror_offsets(spec, committed)
     stats = metadata.run_row_stats(spec.datasource, run.run_id)
     segments = metadata.segments(spec.datasource, run_id=run.run_id)
     failed = sorted(g for g, s in metadata.group_statuses(spec.datasource, run.run_id).items()
