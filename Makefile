@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 
 # Apache Kafka's jars (the embedded broker) and Spark's Kafka source (the benchmark's anchor), from Maven Central
 jars: $(VENV)/.installed
-	$(PY) -m ingest_core.jars
+	$(PY) -m ingest_core.dev.jars
 
 install: $(VENV)/.installed jars
 
@@ -43,7 +43,7 @@ test: install postgres redis browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: install
-	$(PY) -m ingest_core.demo
+	$(PY) -m ingest_core.dev.demo
 
 bench: install
 	$(PY) benchmarks/plan_10k_partitions.py

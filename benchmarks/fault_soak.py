@@ -79,11 +79,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ingest_core.demo import airflow_env  # noqa: E402
 from ingest_core import deep_storage  # noqa: E402
-from ingest_core.embedded import EmbeddedKafka, EmbeddedPostgres, EmbeddedSparkConnect  # noqa: E402
-from ingest_core.metadata import MetadataStore, RunStatus  # noqa: E402
-from ingest_core.reader import DatasourceReader  # noqa: E402
+from ingest_core.dev.demo import airflow_env  # noqa: E402
+from ingest_core.dev.embedded import (  # noqa: E402
+    EmbeddedKafka,
+    EmbeddedPostgres,
+    EmbeddedSparkConnect,
+)
+from ingest_core.store.metadata import MetadataStore, RunStatus  # noqa: E402
+from ingest_core.store.reader import DatasourceReader  # noqa: E402
 
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
 DATASOURCE = TOPIC = "soak"
@@ -764,7 +768,7 @@ class Soak:
         read one segment at a time so one missing file does not hide the rest."""
         import pyarrow.parquet as pq
 
-        from ingest_core import deep_storage
+        from ingest_core.executor import deep_storage
 
         counts: Counter = Counter()
         dup_runs: Counter = Counter()

@@ -49,14 +49,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from ingest_core.embedded import EmbeddedKafka  # noqa: E402
-from ingest_core.metadata import MetadataStore  # noqa: E402
-from ingest_core.planner import Plan  # noqa: E402
-from ingest_core.spec import load_spec, parse_spec  # noqa: E402
-from ingest_core.supervisor import PlanOptions, Supervisor  # noqa: E402
-from spark_jobs.ingest_job import GroupJob, run_group, spark_session_builder  # noqa: E402
-
 from spark_kafka_jobs import anchor_job, jvm_reader_job, spark_kafka_jars  # noqa: E402
+
+from ingest_core.core.planner import Plan  # noqa: E402
+from ingest_core.core.spec import load_spec, parse_spec  # noqa: E402
+from ingest_core.dev.embedded import EmbeddedKafka  # noqa: E402
+from ingest_core.spark.job import GroupJob, run_group, spark_session_builder  # noqa: E402
+from ingest_core.store.metadata import MetadataStore  # noqa: E402
+from ingest_core.supervisor.planning import PlanOptions, Supervisor  # noqa: E402
 
 SIDES = ("raw", "job", "spark-kafka", "jvm-reader")
 # Every side drops robots' edits (about 10% of the rows): the spec's filter, so the anchor applies it too.

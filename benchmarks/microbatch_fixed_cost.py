@@ -3,7 +3,7 @@
 The example `wikipedia` spec (taskCount 2: two task groups, so two `spark_job` tasks per run), as two DAGs that
 differ only in their topic and their Spark connection: `fc_connect` (a `spark_connect` connection to one local
 Spark Connect server, started once) and `fc_submit` (a `spark` connection: one spark-submit, local[2], per task
-group). Before each run, --records events (`ingest_core.demo.wiki_events`) are produced to the DAG's topic, and
+group). Before each run, --records events (`ingest_core.dev.demo.wiki_events`) are produced to the DAG's topic, and
 each run must publish exactly them. Everything runs in one process tree on this machine, both modes in the same
 run (interleaved, so both see the same load):
 
@@ -54,9 +54,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ingest_core.demo import airflow_env, spark_connection, wiki_events  # noqa: E402
-from ingest_core.embedded import EmbeddedKafka, EmbeddedPostgres, EmbeddedSparkConnect, free_port  # noqa: E402
-from ingest_core.metadata import MetadataStore, RunStatus  # noqa: E402
+from ingest_core.dev.demo import airflow_env, spark_connection, wiki_events  # noqa: E402
+from ingest_core.dev.embedded import (  # noqa: E402
+    EmbeddedKafka,
+    EmbeddedPostgres,
+    EmbeddedSparkConnect,
+    free_port,
+)
+from ingest_core.store.metadata import MetadataStore, RunStatus  # noqa: E402
 
 BIN = Path(sys.executable).parent
 AIRFLOW = str(BIN / "airflow")
@@ -123,7 +128,9 @@ def _timed(owner, name, step):
 
 
 def _install_hooks():
-    from ingest_core import dag_factory, operators, spark_connect
+    from ingest_core.provider import dag_factory
+    from ingest_core.provider.operators import microbatch as operators
+    from ingest_core.spark import connect as spark_connect
 
     if getattr(dag_factory, "_bench_hooked", False):  # Airflow may run this file twice in one process
         return
@@ -139,7 +146,7 @@ def _install_hooks():
     def run_job(*args, **kwargs):
         t0, w0 = time.perf_counter(), time.time()
         import pyspark.sql.connect.session as connect_session  # what open_session and the job module import
-        import spark_jobs.ingest_job as ingest_job
+        import ingest_core.spark.job as ingest_job
         from pyspark.sql import SparkSession
         _record("imports (Connect client, job)", w0, time.perf_counter() - t0)
         if not getattr(ingest_job, "_bench_hooked", False):
@@ -161,7 +168,7 @@ if _TIMINGS:
     _install_hooks()
     _t0, _w0 = time.perf_counter(), time.time()
 
-from ingest_core.dag_factory import load_dags  # noqa: E402
+from ingest_core.provider.dag_factory import load_dags  # noqa: E402
 
 globals().update(load_dags(Path(__file__).resolve().parent))
 if _TIMINGS:
@@ -455,7 +462,7 @@ def print_breakdown(warm: list[dict[str, Any]]) -> dict[str, float]:
 
 
 class Standalone:
-    """`airflow standalone` (LocalExecutor) with its DB on PostgreSQL, as tests/test_scheduler.py's harness
+    """`airflow standalone` (LocalExecutor) with its DB on PostgreSQL, as tests/system/test_scheduler.py's harness
     (not imported: that module needs pytest and the tests' conftest)."""
 
     def __init__(self, root: Path, bootstrap: str, connect: EmbeddedSparkConnect, topics: dict[str, str],
@@ -696,8 +703,8 @@ def probe(url: str, rounds: int) -> None:
     import pyspark.sql.connect.session  # noqa: F401 - the client's import, as in the task
     from pyspark.sql import SparkSession
 
-    from ingest_core import spark_connect
-    from spark_jobs.ingest_job import REQUIRED_CONF, default_conf
+    from ingest_core.spark import connect as spark_connect
+    from ingest_core.spark.job import REQUIRED_CONF, default_conf
     print(json.dumps({"imports": time.perf_counter() - t0}), flush=True)
     for kind in ["as the task does"] * rounds + ["no artifacts"] * rounds:
         row: dict[str, Any] = {"kind": kind}

@@ -28,10 +28,10 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ingest_core.embedded import EmbeddedKafka  # noqa: E402
-from ingest_core.metadata import MetadataStore  # noqa: E402
-from ingest_core.spec import parse_spec  # noqa: E402
-from ingest_core.supervisor import Supervisor  # noqa: E402
+from ingest_core.core.spec import parse_spec  # noqa: E402
+from ingest_core.dev.embedded import EmbeddedKafka  # noqa: E402
+from ingest_core.store.metadata import MetadataStore  # noqa: E402
+from ingest_core.supervisor.planning import Supervisor  # noqa: E402
 
 # A KRaft controller refuses one operation of more than 10,000 metadata records ("excessively large batch"):
 # a topic of 10,000 partitions is created with part of them, then grown.

@@ -1,5 +1,5 @@
 """The Spark jobs that `ingest_job_throughput.py` measures our job against, both reading through Spark's own Kafka
-source (`spark-sql-kafka-0-10` and its jars, `ingest_core.jars.ensure("spark-kafka")`, given to Spark as files
+source (`spark-sql-kafka-0-10` and its jars, `ingest_core.dev.jars.ensure("spark-kafka")`, given to Spark as files
 with `spark.jars`, never `--packages`):
 
 - `anchor_job`: the job a user would write instead of ours, the ordinary way: `spark.read.format("kafka")` over
@@ -8,9 +8,9 @@ with `spark.jars`, never `--packages`):
   of Druid's bookkeeping: no row stats, no parse exceptions, no reports, no progress.
 - `jvm_reader_job`: our job with Spark's Kafka source as its reader (issue 14, item 6): the JVM's consumer
   (`kafka.isolation.level` = the spec's, read_committed by default) reads the same ranges, and each Spark task
-  parses its records with our parser (`ingest_core.row_parser`, pyarrow) in `mapInArrow`, rolls them up per
+  parses its records with our parser (`ingest_core.executor.row_parser`, pyarrow) in `mapInArrow`, rolls them up per
   `maxRowsInMemory` rows, keeps per-split row stats, parse exceptions and progress reports as our reader does,
-  then the same merge, Parquet writing and group report as `spark_jobs.ingest_job`. Built only to measure it;
+  then the same merge, Parquet writing and group report as `ingest_core.spark.job`. Built only to measure it;
   see BENCHMARKS.md for what it would take to make it the product's reader.
 """
 
@@ -21,12 +21,24 @@ import time
 from functools import reduce
 from typing import Any, Iterator
 
-from ingest_core import deep_storage
-from ingest_core.errors import IngestError
-from ingest_core.report import GroupReport, ParseExceptionLimitError, SplitReport, limit_exceeded_message
-from ingest_core.spec import DatasourceSpec
-from spark_jobs.ingest_job import GroupJob, _expand_discovered, _job_error, col, describe_segments, rollup
-from spark_jobs.kafka_source import BUCKET, SEGMENT, SPARK_TIME, ReadJob
+from ingest_core.core.errors import IngestError
+from ingest_core.core.spec import DatasourceSpec
+from ingest_core.executor import buckets, deep_storage
+from ingest_core.executor.report import (
+    GroupReport,
+    ParseExceptionLimitError,
+    SplitReport,
+    limit_exceeded_message,
+)
+from ingest_core.spark.job import (
+    GroupJob,
+    _expand_discovered,
+    _job_error,
+    col,
+    describe_segments,
+    rollup,
+)
+from ingest_core.spark.kafka_source import BUCKET, SEGMENT, SPARK_TIME, ReadJob
 
 # Spark's date_trunc units for Druid's named granularities (the anchor handles these only)
 _TRUNC = {"SECOND": "second", "MINUTE": "minute", "HOUR": "hour", "DAY": "day", "WEEK": "week", "MONTH": "month",
@@ -36,7 +48,7 @@ _DDL = {"string": "STRING", "long": "BIGINT", "float": "FLOAT", "double": "DOUBL
 
 def spark_kafka_jars() -> list[str]:
     """Spark's Kafka source and what it needs beyond pip's pyspark, as files for `spark.jars`."""
-    from ingest_core import jars
+    from ingest_core.dev import jars
 
     return [str(p) for p in jars.ensure("spark-kafka")]
 
@@ -139,9 +151,13 @@ def _parse_in_tasks(job_text: str, kafka_format: bool):
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from ingest_core.rollup import RollupBuffer
-        from ingest_core.row_parser import TIME, RecordChunk
-        from spark_jobs.kafka_source import _spec_and_parser, output_arrow_schema, split_rollup
+        from ingest_core.executor.rollup import RollupBuffer
+        from ingest_core.executor.row_parser import TIME, RecordChunk
+        from ingest_core.spark.kafka_source import (
+            _spec_and_parser,
+            output_arrow_schema,
+            split_rollup,
+        )
 
         job = ReadJob.loads(job_text)
         spec, parser = _spec_and_parser(job)
@@ -158,7 +174,7 @@ def _parse_in_tasks(job_text: str, kafka_format: bool):
         started = time.monotonic()
 
         def out(rows: pa.Table) -> Iterator[pa.RecordBatch]:
-            segment = gran.segment_granularity.floor(rows.column(BUCKET))
+            segment = buckets.floor(gran.segment_granularity, rows.column(BUCKET))
             cols = [pc.cast(c, SPARK_TIME) if pa.types.is_timestamp(c.type) else c for c in rows.columns]
             cols.append(pc.cast(pc.cast(segment, pa.timestamp("ms", tz="UTC")), pa.int64()))
             yield from pa.Table.from_arrays(cols, schema=schema).to_batches()
@@ -214,7 +230,7 @@ def _parse_in_tasks(job_text: str, kafka_format: bool):
                 table = parsed.table
                 if table.num_rows == 0:
                     continue
-                table = table.append_column(BUCKET, gran.query_granularity.floor(table.column(TIME)))
+                table = table.append_column(BUCKET, buckets.floor(gran.query_granularity, table.column(TIME)))
                 if buffer is None:
                     yield from out(table)
                 elif (rolled := buffer.add(table)) is not None:
@@ -230,10 +246,10 @@ def _parse_in_tasks(job_text: str, kafka_format: bool):
 
 
 def jvm_reader_job(spark: Any, job: GroupJob, bootstrap: str) -> GroupReport:
-    """`spark_jobs.ingest_job.run_group` with Spark's Kafka source as the reader (see the module doc)."""
+    """`ingest_core.spark.job.run_group` with Spark's Kafka source as the reader (see the module doc)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from spark_jobs.kafka_source import _spec_and_parser, output_arrow_schema
+    from ingest_core.spark.kafka_source import _spec_and_parser, output_arrow_schema
 
     spec, group = job.spec, job.group
     started = time.monotonic()

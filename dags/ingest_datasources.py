@@ -3,6 +3,6 @@
 
 from pathlib import Path
 
-from ingest_core.dag_factory import load_dags
+from ingest_core.provider.dag_factory import load_dags
 
 globals().update(load_dags(Path(__file__).resolve().parent))

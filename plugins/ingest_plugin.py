@@ -1,10 +1,10 @@
 """The Airflow UI plugin: a "Datasources" page (Druid's Supervisors view), an "Ingest" tab on each datasource's
-DAG, and Druid's supervisor REST API, all served by `ingest_core.api` under /ingest with Airflow's own
+DAG, and Druid's supervisor REST API, all served by `ingest_core.provider.plugins.ui` under /ingest with Airflow's own
 authentication and DAG permissions."""
 
 from airflow.plugins_manager import AirflowPlugin
 
-from ingest_core.api import app
+from ingest_core.provider.plugins.ui import app
 
 
 class IngestPlugin(AirflowPlugin):

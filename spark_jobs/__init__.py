@@ -1,1 +1,1 @@
-"""Bounded Spark batch jobs over fixed Kafka offset ranges (the spine, part 2)."""
+"""Entry points of the bounded Spark jobs (spark-submit runs these files); the code is in `ingest_core.spark`."""

@@ -1,7 +1,7 @@
 """Test harness: real services only.
 
 - Kafka: Apache Kafka (KRaft) on free ports with its own data dir (started once per session,
-  `ingest_core.embedded`), or the broker at INGEST_TEST_KAFKA=host:port (e.g. the Kafka of docker-compose.yaml).
+  `ingest_core.dev.embedded`), or the broker at INGEST_TEST_KAFKA=host:port (e.g. the Kafka of docker-compose.yaml).
 - PostgreSQL: a private server started for the session (Debian's binaries, trust auth on 127.0.0.1), or the
   server at INGEST_TEST_POSTGRES=postgresql+psycopg2://user@host:port; each test module's databases are
   created and dropped here. SQLite: a file per test.
@@ -22,8 +22,8 @@ import sqlalchemy as sa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ingest_core.embedded import EmbeddedKafka, EmbeddedPostgres
-from ingest_core.metadata import MetadataStore, meta, schema_version
+from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedPostgres
+from ingest_core.store.metadata import MetadataStore, meta, schema_version
 
 _private_postgres: EmbeddedPostgres | None = None
 
@@ -100,7 +100,7 @@ class Broker:
 def spark():
     import logging
 
-    from spark_jobs.ingest_job import spark_session_builder
+    from ingest_core.spark.job import spark_session_builder
 
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO line at exit hits pytest's closed streams
     session = spark_session_builder("ingest-tests").master("local[2]").config("spark.driver.memory", "1g").getOrCreate()
@@ -112,7 +112,7 @@ def spark():
 @pytest.fixture(scope="session")
 def spark_connect(tmp_path_factory):
     """A local Spark Connect server for the session (`INGEST_TEST_SPARK_CONNECT=sc://host:port`: another)."""
-    from ingest_core.embedded import EmbeddedSparkConnect
+    from ingest_core.dev.embedded import EmbeddedSparkConnect
 
     external = os.environ.get("INGEST_TEST_SPARK_CONNECT")
     if external:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from ingest_core.spec import DatasourceSpec, parse_spec
+from ingest_core.core.spec import DatasourceSpec, parse_spec
 
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=timezone.utc)  # a Monday
 
@@ -18,7 +18,7 @@ def iso(dt: datetime) -> str:
 
 def sqlite_store(tmp_path):
     """A fresh metadata store on SQLite in `tmp_path`."""
-    from ingest_core.metadata import MetadataStore
+    from ingest_core.store.metadata import MetadataStore
 
     store = MetadataStore(f"sqlite:///{tmp_path / 'md.db'}")
     store.upgrade()
@@ -39,7 +39,7 @@ def produce_all(broker, topic: str, events: list[dict], partitions: int) -> None
 
 def rows_of(store, datasource: str = "ds") -> list[dict]:
     """The visible rows of a datasource."""
-    from ingest_core.reader import DatasourceReader
+    from ingest_core.store.reader import DatasourceReader
 
     return DatasourceReader(store, datasource).to_arrow().to_pylist()
 
@@ -69,7 +69,7 @@ def ingest_run(spark, store, spec: DatasourceSpec, run_id: str, deep_storage_uri
                options=None):
     """Plan a run, run every task group's Spark job in this session, publish: the spine without Airflow.
     Returns (plan, group reports, publish result)."""
-    from ingest_core.supervisor import PlanOptions, Supervisor
+    from ingest_core.supervisor.planning import PlanOptions, Supervisor
 
     supervisor = Supervisor(spec, store)
     supervisor.register()
@@ -80,9 +80,9 @@ def ingest_run(spark, store, spec: DatasourceSpec, run_id: str, deep_storage_uri
 
 def run_and_publish(spark, store, spec: DatasourceSpec, plan, deep_storage_uri: str, *, stall_timeout_s: float = 30):
     """Run every task group of a persisted plan in this session, then publish: (group reports, publish result)."""
-    from ingest_core import deep_storage
-    from ingest_core.publisher import GroupResult, Publisher
-    from spark_jobs.ingest_job import GroupJob, run_group
+    from ingest_core.executor import deep_storage
+    from ingest_core.spark.job import GroupJob, run_group
+    from ingest_core.store.publisher import GroupResult, Publisher
 
     reports = []
     for group in plan.groups:

@@ -1,0 +1,809 @@
+"""Datasource specs: Druid's Kafka supervisor spec, typed, with Druid's defaults, plus this system's `microbatch`.
+
+Accepted shapes (JSON is YAML, so a Druid supervisor JSON loads as-is):
+  - current: `{type: kafka, spec: {dataSchema, ioConfig, tuningConfig}, suspended, microbatch}`
+  - older flat shape: `{type: kafka, dataSchema, ioConfig, tuningConfig, microbatch}`
+
+`load_spec(path)` returns a `DatasourceSpec` or raises `SpecError` listing every problem with its field path
+(`spec.ioConfig.taskCout: unknown field (did you mean 'taskCount'?)`). Druid fields that mean nothing to a
+bounded batch job load with a warning (`DatasourceSpec.warnings`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+import yaml
+
+from ingest_core.core import secrets as credentials
+from ingest_core.core.binding import (
+    MISSING_VALUE,
+    BindContext,
+    bind_object,
+    bind_value,
+    check_range,
+    did_you_mean,
+    join,
+    json_key,
+    spec_field,
+    to_raw,
+)
+from ingest_core.core.errors import SpecError, SpecProblem
+from ingest_core.core.granularity import GRANULARITY_PERIODS, Granularity  # noqa: F401 (re-exported)
+from ingest_core.core.periods import Period
+
+# ---------------------------------------------------------------------------------------------- dataSchema
+
+
+@dataclass(frozen=True)
+class TimestampSpec:
+    column: str = "timestamp"
+    format: str = "auto"
+    missing_value: datetime | None = None
+
+    _FORMATS: ClassVar[tuple[str, ...]] = ("auto", "iso", "posix", "millis", "micro", "nano", "ruby")
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        if self.format.lower() not in self._FORMATS and not re.search(r"[yMdHhmsSZ]", self.format):
+            ctx.error(join(path, "format"), f"unknown timestamp format {self.format!r}: use one of "
+                      f"{', '.join(self._FORMATS)} or a Joda-Time pattern such as 'yyyy-MM-dd HH:mm:ss'")
+
+
+DIMENSION_TYPES = ("string", "long", "float", "double", "json", "auto")
+
+
+@dataclass(frozen=True)
+class Dimension:
+    name: str
+    type: str = "string"
+    create_bitmap_index: bool = spec_field(True, ignored_in_batch="Parquet segments have no bitmap indexes")
+    multi_value_handling: str = "sorted_array"
+
+    @classmethod
+    def _from_raw(cls, raw: Any, path: str, ctx: BindContext) -> Any:
+        if isinstance(raw, str):
+            return cls(raw)
+        if not isinstance(raw, dict):
+            ctx.error(path, f"expected a dimension name or object, got {raw!r}")
+            return MISSING_VALUE
+        obj = bind_object(cls, raw, path, ctx, custom_hook=False)
+        if obj is MISSING_VALUE:
+            return MISSING_VALUE
+        if obj.type not in DIMENSION_TYPES:
+            ctx.error(join(path, "type"), f"unknown dimension type {obj.type!r}{did_you_mean(obj.type, DIMENSION_TYPES)}")
+        return obj
+
+    def _to_raw(self) -> Any:
+        return self.name if self.type == "string" else {"type": self.type, "name": self.name}
+
+
+@dataclass(frozen=True)
+class DimensionsSpec:
+    dimensions: list[Dimension] = spec_field(default_factory=list)
+    dimension_exclusions: list[str] = spec_field(default_factory=list)
+    spatial_dimensions: list[Any] = spec_field(default_factory=list)
+    include_all_dimensions: bool = False
+    use_schema_discovery: bool = False
+    force_segment_sort_by_time: bool = True
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        seen: set[str] = set()
+        for i, d in enumerate(self.dimensions):
+            if d.name in seen:
+                ctx.error(join(join(path, "dimensions"), i), f"dimension {d.name!r} is listed twice")
+            seen.add(d.name)
+        if self.spatial_dimensions:
+            ctx.error(join(path, "spatialDimensions"), "spatial dimensions are not supported")
+
+
+# Aggregators the Spark job computes. Others are rejected with their name at validation time.
+SUPPORTED_AGGREGATORS = (
+    "count",
+    "longSum", "doubleSum", "floatSum",
+    "longMin", "longMax", "doubleMin", "doubleMax", "floatMin", "floatMax",
+    "longFirst", "longLast", "doubleFirst", "doubleLast", "floatFirst", "floatLast",
+)
+KNOWN_UNSUPPORTED_AGGREGATORS = (
+    "stringFirst", "stringLast", "hyperUnique", "cardinality", "thetaSketch", "HLLSketchBuild", "HLLSketchMerge",
+    "quantilesDoublesSketch", "filtered", "javascript", "expression", "longAny", "doubleAny", "floatAny", "stringAny",
+)
+
+
+@dataclass(frozen=True)
+class Aggregator:
+    type: str
+    name: str
+    field_name: str | None = None
+    expression: str | None = None
+    time_column: str | None = None
+    max_string_bytes: int | None = None
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        if self.type not in SUPPORTED_AGGREGATORS:
+            hint = did_you_mean(self.type, SUPPORTED_AGGREGATORS + KNOWN_UNSUPPORTED_AGGREGATORS)
+            ctx.error(join(path, "type"), f"aggregator type {self.type!r} is not supported{hint}; supported: "
+                      + ", ".join(SUPPORTED_AGGREGATORS))
+            return
+        if self.expression is not None:
+            ctx.error(join(path, "expression"), f"aggregator {self.name!r}: expressions are not supported; "
+                      "compute the value with transformSpec.transforms and aggregate its fieldName")
+        if self.type != "count" and not self.field_name and self.expression is None:
+            ctx.error(join(path, "fieldName"), f"aggregator {self.name!r} of type {self.type} needs a fieldName")
+
+
+@dataclass(frozen=True)
+class GranularitySpec:
+    type: str = "uniform"
+    segment_granularity: Granularity = spec_field(default_factory=lambda: Granularity.named("DAY"))
+    query_granularity: Granularity = spec_field(default_factory=lambda: Granularity.named("NONE"))
+    rollup: bool = True
+    intervals: list[str] | None = spec_field(None, ignored_in_batch="a stream has no fixed intervals")
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        if self.type not in ("uniform", "arbitrary"):
+            ctx.error(join(path, "type"), f"unknown granularitySpec type {self.type!r}; use 'uniform'")
+        if self.segment_granularity.name in ("NONE",):
+            ctx.error(join(path, "segmentGranularity"), "segmentGranularity cannot be NONE; use e.g. HOUR or DAY")
+        for key, gran in (("segmentGranularity", self.segment_granularity), ("queryGranularity", self.query_granularity)):
+            if gran.name == "ALL":
+                ctx.error(join(path, key), "ALL is not supported: segments and rows need a time bucket; use e.g. YEAR")
+            elif gran.period is not None:
+                try:
+                    gran.floor_unit()
+                except ValueError as exc:
+                    ctx.error(join(path, key), str(exc))
+
+
+@dataclass(frozen=True)
+class Transform:
+    name: str
+    expression: str
+    type: str = "expression"
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        if self.type != "expression":
+            ctx.error(join(path, "type"), f"unknown transform type {self.type!r}; use 'expression'")
+
+
+@dataclass(frozen=True)
+class TransformSpec:
+    filter: dict[str, Any] | None = None
+    transforms: list[Transform] = spec_field(default_factory=list)
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        from ingest_core.executor.expressions import ExpressionError, compile_expression
+        from ingest_core.executor.filters import FilterError, compile_filter
+
+        if self.filter is not None:
+            try:
+                compile_filter(self.filter)
+            except FilterError as exc:
+                ctx.error(join(path, "filter"), str(exc))
+        for i, t in enumerate(self.transforms):
+            try:
+                compile_expression(t.expression)
+            except ExpressionError as exc:
+                ctx.error(join(join(path, "transforms"), i), f"transform {t.name!r}: {exc}")
+
+
+_DATASOURCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,199}$")
+
+
+def datasource_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a datasource name (it becomes a DAG id and a storage path), or None."""
+    if not _DATASOURCE_RE.match(name) or ".." in name or name.endswith("."):
+        return (f"invalid datasource name {name!r}: use 1-200 letters, digits, '_', '-' or '.', starting with a "
+                "letter or digit, without '..' (it becomes the Airflow DAG id and a storage folder)")
+    return None
+
+
+@dataclass(frozen=True)
+class DataSchema:
+    data_source: str
+    timestamp_spec: TimestampSpec = spec_field(default_factory=TimestampSpec)
+    dimensions_spec: DimensionsSpec = spec_field(default_factory=DimensionsSpec)
+    metrics_spec: list[Aggregator] = spec_field(default_factory=list)
+    granularity_spec: GranularitySpec = spec_field(default_factory=GranularitySpec)
+    transform_spec: TransformSpec = spec_field(default_factory=TransformSpec)
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        problem = datasource_name_problem(self.data_source)
+        if problem:
+            ctx.error(join(path, "dataSource"), problem)
+        names: dict[str, str] = {}
+        for i, agg in enumerate(self.metrics_spec):
+            if agg.name in names:
+                ctx.error(join(join(path, "metricsSpec"), i), f"metric name {agg.name!r} is used twice")
+            names[agg.name] = "metric"
+        for d in self.dimensions_spec.dimensions:
+            if d.name in names:
+                ctx.error(join(path, "dimensionsSpec.dimensions"), f"{d.name!r} is both a dimension and a metric")
+
+
+# ---------------------------------------------------------------------------------------------- inputFormat
+
+INPUT_FORMAT_TYPES = ("json", "csv", "tsv", "delimited", "kafka")
+
+
+@dataclass(frozen=True)
+class FlattenField:
+    type: str
+    name: str
+    expr: str | None = None
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        if self.type not in ("root", "path", "jq", "tree"):
+            ctx.error(join(path, "type"), f"unknown flattenSpec field type {self.type!r}; use root or path")
+        elif self.type in ("jq", "tree"):
+            ctx.error(join(path, "type"), f"flattenSpec field type {self.type!r} is not supported; use 'path' "
+                      "with a JSONPath expression such as '$.a.b[0]'")
+        elif self.type == "path" and not self.expr:
+            ctx.error(join(path, "expr"), "a 'path' field needs expr, a JSONPath such as '$.user.name'")
+
+
+@dataclass(frozen=True)
+class FlattenSpec:
+    use_field_discovery: bool = True
+    fields: list[FlattenField] = spec_field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class InputFormat:
+    """`json`, `csv`, `tsv`/`delimited`, or `kafka` (which wraps a `valueFormat`)."""
+
+    type: str
+    # json
+    flatten_spec: FlattenSpec | None = None
+    feature_spec: dict[str, Any] | None = None
+    keep_null_columns: bool = False
+    assume_newline_delimited: bool = False
+    use_json_node_reader: bool = False
+    # csv / tsv / delimited
+    columns: list[str] | None = None
+    list_delimiter: str | None = None
+    delimiter: str | None = None
+    find_columns_from_header: bool | None = None
+    skip_header_rows: int = 0
+    has_header_row: bool | None = None
+    try_parse_numbers: bool = False
+    # kafka
+    value_format: InputFormat | None = None
+    key_format: InputFormat | None = None
+    header_format: dict[str, Any] | None = None
+    header_column_prefix: str = "kafka.header."
+    key_column_name: str = "kafka.key"
+    timestamp_column_name: str = "kafka.timestamp"
+    topic_column_name: str = "kafka.topic"
+
+    _KEYS_BY_TYPE: ClassVar[dict[str, set[str]]] = {
+        "json": {"flattenSpec", "featureSpec", "keepNullColumns", "assumeNewlineDelimited", "useJsonNodeReader"},
+        "csv": {"columns", "listDelimiter", "findColumnsFromHeader", "skipHeaderRows", "hasHeaderRow", "tryParseNumbers"},
+        "tsv": {"columns", "listDelimiter", "delimiter", "findColumnsFromHeader", "skipHeaderRows", "hasHeaderRow",
+                "tryParseNumbers"},
+        "kafka": {"valueFormat", "keyFormat", "headerFormat", "headerColumnPrefix", "keyColumnName",
+                  "timestampColumnName", "topicColumnName"},
+    }
+
+    @classmethod
+    def _from_raw(cls, raw: Any, path: str, ctx: BindContext) -> Any:
+        if not isinstance(raw, dict):
+            ctx.error(path, f"expected an inputFormat object such as {{type: json}}, got {raw!r}")
+            return MISSING_VALUE
+        kind = raw.get("type")
+        if kind not in INPUT_FORMAT_TYPES:
+            hint = did_you_mean(str(kind), INPUT_FORMAT_TYPES)
+            ctx.error(join(path, "type"), f"input format {kind!r} is not supported{hint}; supported: "
+                      + ", ".join(INPUT_FORMAT_TYPES))
+            return MISSING_VALUE
+        allowed = cls._KEYS_BY_TYPE["tsv" if kind == "delimited" else kind] | {"type"}
+        for key in raw:
+            if key not in allowed:
+                ctx.error(join(path, key), f"unknown field for a {kind} input format" + did_you_mean(key, allowed))
+        fmt = bind_object(cls, {k: v for k, v in raw.items() if k in allowed}, path, ctx, custom_hook=False)
+        if fmt is not MISSING_VALUE:
+            fmt._check(path, ctx)
+        return fmt
+
+    def _check(self, path: str, ctx: BindContext) -> None:
+        if self.type in ("csv", "tsv", "delimited"):
+            from_header = self.find_columns_from_header
+            if from_header is None:
+                from_header = bool(self.has_header_row)
+            if not from_header and not self.columns:
+                ctx.error(join(path, "columns"), f"a {self.type} input format needs columns, "
+                          "or findColumnsFromHeader: true")
+            if from_header and self.columns:
+                ctx.error(join(path, "columns"), "columns and findColumnsFromHeader: true contradict each other")
+        if self.type == "kafka":
+            if self.value_format is None:
+                ctx.error(join(path, "valueFormat"), "the kafka input format needs a valueFormat, e.g. {type: json}")
+            elif self.value_format.type == "kafka":
+                ctx.error(join(path, "valueFormat"), "valueFormat cannot itself be of type kafka")
+
+    @property
+    def effective_delimiter(self) -> str:
+        if self.type == "csv":
+            return ","
+        return self.delimiter if self.delimiter is not None else "\t"
+
+    @property
+    def columns_from_header(self) -> bool:
+        if self.find_columns_from_header is not None:
+            return self.find_columns_from_header
+        return bool(self.has_header_row)
+
+    def _to_raw(self) -> Any:
+        allowed = self._KEYS_BY_TYPE["tsv" if self.type == "delimited" else self.type]
+        out: dict[str, Any] = {"type": self.type}
+        for f in dataclasses.fields(self):
+            key, value = json_key(f), getattr(self, f.name)
+            if key in allowed and value != f.default:
+                out[key] = value._to_raw() if isinstance(value, InputFormat) else to_raw(value)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------- ioConfig
+
+
+@dataclass(frozen=True)
+class IdleConfig:
+    enabled: bool = False
+    inactive_after_millis: int = 600_000
+
+
+@dataclass(frozen=True)
+class AutoScalerConfig:
+    enable_task_auto_scaler: bool = False
+    task_count_max: int | None = None
+    task_count_min: int | None = None
+    task_count_start: int | None = None
+    min_trigger_scale_action_frequency_millis: int = 600_000
+    auto_scaler_strategy: str = "lagBased"
+    lag_collection_interval_millis: int = 30_000
+    lag_collection_range_millis: int = 600_000
+    scale_out_threshold: int = 6_000_000
+    trigger_scale_out_fraction_threshold: float = 0.3
+    scale_in_threshold: int = 1_000_000
+    trigger_scale_in_fraction_threshold: float = 0.9
+    scale_action_start_delay_millis: int = 300_000
+    scale_action_period_millis: int = 60_000
+    scale_in_step: int = 1
+    scale_out_step: int = 2
+    lag_aggregate: str = "SUM"
+    stop_task_count_ratio: float | None = None
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        if self.enable_task_auto_scaler:
+            if self.task_count_max is None or self.task_count_min is None:
+                ctx.error(path, "taskCountMax and taskCountMin are required when enableTaskAutoScaler is true")
+            elif self.task_count_min > self.task_count_max:
+                ctx.error(join(path, "taskCountMin"), "taskCountMin must not exceed taskCountMax")
+            ctx.warn(path, "the lag-based autoscaler is not applied: each run uses taskCount groups; set "
+                     "microbatch.assignment: balanced to spread lag across groups")
+
+
+_NO_BATCH = "there is no long-running supervisor process in batch ingestion"
+
+
+@dataclass(frozen=True)
+class IOConfig:
+    input_format: InputFormat
+    consumer_properties: dict[str, Any] = spec_field(secret_map=True)
+    type: str = "kafka"
+    topic: str | None = None
+    topic_pattern: str | None = None
+    poll_timeout: int = 100
+    replicas: int = 1
+    task_count: int = 1
+    task_duration: Period = spec_field(default_factory=lambda: Period.parse("PT1H"))
+    start_delay: Period = spec_field(default_factory=lambda: Period.parse("PT5S"), ignored_in_batch=_NO_BATCH)
+    period: Period = spec_field(default_factory=lambda: Period.parse("PT30S"), ignored_in_batch=_NO_BATCH)
+    use_earliest_offset: bool = False
+    completion_timeout: Period = spec_field(default_factory=lambda: Period.parse("PT30M"))
+    late_message_rejection_start_date_time: datetime | None = None
+    late_message_rejection_period: Period | None = None
+    early_message_rejection_period: Period | None = None
+    idle_config: IdleConfig | None = None
+    auto_scaler_config: AutoScalerConfig | None = None
+    stop_task_count: int | None = spec_field(None, ignored_in_batch=_NO_BATCH)
+    config_overrides: dict[str, Any] | None = spec_field(None, ignored_in_batch="no task overrides in Spark jobs")
+    emit_time_lag_metrics: bool = spec_field(False, ignored_in_batch="lag is reported by `ingest status`")
+    server_priority_to_replicas: dict[str, Any] | None = spec_field(None, ignored_in_batch="no Druid servers")
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        if self.type != "kafka":
+            ctx.error(join(path, "type"), f"only kafka is supported, got {self.type!r}")
+        if self.topic and self.topic_pattern:
+            ctx.error(join(path, "topicPattern"), "topic and topicPattern contradict each other: set only one")
+        elif not self.topic and not self.topic_pattern:
+            ctx.error(join(path, "topic"), "one of topic or topicPattern is required")
+        if self.topic_pattern:
+            try:
+                re.compile(self.topic_pattern)
+            except re.error as exc:
+                ctx.error(join(path, "topicPattern"), f"not a valid regular expression: {exc}")
+        if self.late_message_rejection_start_date_time and self.late_message_rejection_period:
+            ctx.error(join(path, "lateMessageRejectionPeriod"),
+                      "lateMessageRejectionStartDateTime and lateMessageRejectionPeriod contradict each other: "
+                      "set only one")
+        check_range(ctx, join(path, "taskCount"), self.task_count, minimum=1)
+        check_range(ctx, join(path, "replicas"), self.replicas, minimum=1)
+        check_range(ctx, join(path, "pollTimeout"), self.poll_timeout, minimum=1)
+        for name in ("task_duration", "completion_timeout"):
+            p: Period = getattr(self, name)
+            if p.negative or p.is_zero:
+                key = "taskDuration" if name == "task_duration" else "completionTimeout"
+                ctx.error(join(path, key), f"must be a positive period, got {p}")
+        for name, key in (("late_message_rejection_period", "lateMessageRejectionPeriod"),
+                          ("early_message_rejection_period", "earlyMessageRejectionPeriod")):
+            p = getattr(self, name)
+            if p is not None and (p.negative or p.is_zero):
+                ctx.error(join(path, key), f"must be a positive period, got {p}")
+        props_path = join(path, "consumerProperties")
+        if "bootstrap.servers" not in self.consumer_properties:
+            ctx.error(props_path, "bootstrap.servers is required (host:port of your Kafka brokers)")
+        for key in ("enable.auto.commit", "auto.offset.reset"):
+            if key in self.consumer_properties:
+                ctx.warn(join(props_path, key), "ignored: offsets are tracked in the metadata store, not by Kafka")
+        iso = self.consumer_properties.get("isolation.level", "read_committed")
+        if iso not in ("read_committed", "read_uncommitted"):
+            ctx.error(join(props_path, "isolation.level"), "must be read_committed or read_uncommitted")
+
+    @property
+    def isolation_level(self) -> str:
+        return str(self.consumer_properties.get("isolation.level", "read_committed"))
+
+
+# ---------------------------------------------------------------------------------------------- tuningConfig
+
+_NO_PERSIST = "Spark writes each segment once; there are no intermediate persists or handoffs"
+_NO_CHAT = "there are no indexing tasks to talk to; Airflow and Spark handle task communication"
+
+
+@dataclass(frozen=True)
+class TuningConfig:
+    type: str = "kafka"
+    max_rows_in_memory: int = 150_000  # rows a split rolls up in memory before handing them to Spark
+    max_bytes_in_memory: int = spec_field(0, ignored_in_batch="Spark manages memory")
+    skip_bytes_in_memory_overhead_check: bool = spec_field(False, ignored_in_batch="Spark manages memory")
+    max_rows_per_segment: int = 5_000_000
+    max_total_rows: int | None = spec_field(20_000_000, ignored_in_batch=_NO_PERSIST)
+    intermediate_handoff_period: Period = spec_field(default_factory=lambda: Period.parse("P2147483647D"),
+                                                     ignored_in_batch=_NO_PERSIST)
+    intermediate_persist_period: Period = spec_field(default_factory=lambda: Period.parse("PT10M"),
+                                                     ignored_in_batch=_NO_PERSIST)
+    max_pending_persists: int = spec_field(0, ignored_in_batch=_NO_PERSIST)
+    index_spec: dict[str, Any] | None = spec_field(None, ignored_in_batch="segments are Parquet files")
+    index_spec_for_intermediate_persists: dict[str, Any] | None = spec_field(None, ignored_in_batch=_NO_PERSIST)
+    report_parse_exceptions: bool = False
+    handoff_condition_timeout: int = spec_field(900_000, ignored_in_batch="segments are visible once published")
+    reset_offset_automatically: bool = False
+    worker_threads: int | None = spec_field(None, ignored_in_batch=_NO_CHAT)
+    chat_threads: int | None = spec_field(None, ignored_in_batch=_NO_CHAT)
+    chat_async: bool | None = spec_field(None, ignored_in_batch=_NO_CHAT)
+    chat_retries: int = spec_field(8, ignored_in_batch=_NO_CHAT)
+    http_timeout: Period = spec_field(default_factory=lambda: Period.parse("PT10S"), ignored_in_batch=_NO_CHAT)
+    shutdown_timeout: Period = spec_field(default_factory=lambda: Period.parse("PT80S"), ignored_in_batch=_NO_CHAT)
+    offset_fetch_period: Period = spec_field(default_factory=lambda: Period.parse("PT30S"),
+                                             ignored_in_batch="offsets are read when a run is planned and by `ingest status`")
+    segment_write_out_medium_factory: dict[str, Any] | None = spec_field(None, ignored_in_batch="segments are Parquet files")
+    num_persist_threads: int = spec_field(1, ignored_in_batch=_NO_PERSIST)
+    max_columns_to_merge: int = spec_field(-1, ignored_in_batch=_NO_PERSIST)
+    base_persist_directory: str | None = spec_field(None, ignored_in_batch=_NO_PERSIST)
+    build_v9_directly: bool = spec_field(True, ignored_in_batch="segments are Parquet files")
+    log_parse_exceptions: bool = False
+    max_parse_exceptions: int | None = None  # unlimited
+    max_saved_parse_exceptions: int = 0
+    partitions_spec: dict[str, Any] | None = spec_field(None, ignored_in_batch="segments split by maxRowsPerSegment")
+    max_records_per_poll: int | None = None  # records per consumer poll, one parsed chunk; default 20,000
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        if self.type != "kafka":
+            ctx.error(join(path, "type"), f"only kafka is supported, got {self.type!r}")
+        check_range(ctx, join(path, "maxRowsPerSegment"), self.max_rows_per_segment, minimum=1)
+        check_range(ctx, join(path, "maxRowsInMemory"), self.max_rows_in_memory, minimum=1)
+        check_range(ctx, join(path, "maxParseExceptions"), self.max_parse_exceptions, minimum=0)
+        check_range(ctx, join(path, "maxSavedParseExceptions"), self.max_saved_parse_exceptions, minimum=0)
+        check_range(ctx, join(path, "maxRecordsPerPoll"), self.max_records_per_poll, minimum=1)
+
+    @property
+    def effective_max_parse_exceptions(self) -> int | None:
+        """Druid: reportParseExceptions overrides maxParseExceptions with 0."""
+        return 0 if self.report_parse_exceptions else self.max_parse_exceptions
+
+    @property
+    def effective_max_saved_parse_exceptions(self) -> int:
+        return min(self.max_saved_parse_exceptions, 1) if self.report_parse_exceptions else self.max_saved_parse_exceptions
+
+
+# ---------------------------------------------------------------------------------------------- microbatch
+
+
+@dataclass(frozen=True)
+class DataGate:
+    """Seed 002's DelayedFetch: wait until `minRecords` new records exist or `maxWait` passes."""
+
+    min_records: int
+    max_wait: Period = spec_field(default_factory=lambda: Period.parse("PT10M"))
+    poke_interval: Period = spec_field(default_factory=lambda: Period.parse("PT10S"))
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        check_range(ctx, join(path, "minRecords"), self.min_records, minimum=1)
+
+
+@dataclass(frozen=True)
+class HealthConfig:
+    """Druid's supervisor health thresholds (cluster properties there, per datasource here)."""
+
+    unhealthiness_threshold: int = 3  # failed loops (plan steps) in a row -> UNHEALTHY_SUPERVISOR
+    healthiness_threshold: int = 3  # successful loops in a row to be healthy again
+    task_unhealthiness_threshold: int = 3  # failed runs in a row -> UNHEALTHY_TASKS
+    task_healthiness_threshold: int = 3
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        for name in ("unhealthinessThreshold", "healthinessThreshold", "taskUnhealthinessThreshold",
+                     "taskHealthinessThreshold"):
+            attr = "".join("_" + c.lower() if c.isupper() else c for c in name)
+            check_range(ctx, join(path, name), getattr(self, attr), minimum=1)
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    conn_id: str = "spark_default"
+    master: str | None = None  # overrides the connection's host
+    deploy_mode: str | None = None
+    conf: dict[str, str] = spec_field(default_factory=dict)
+    driver_memory: str | None = None
+    executor_memory: str | None = None
+    executor_cores: int | None = None
+    num_executors: int | None = None
+
+
+@dataclass(frozen=True)
+class DeepStorage:
+    # A Hadoop-compatible URI (file://, hdfs://, s3a://, ...); default: $INGEST_HOME/deep-storage.
+    uri: str | None = None
+
+
+ASSIGNMENTS = ("modulo", "balanced")
+
+
+@dataclass(frozen=True)
+class Microbatch:
+    """This system's own section: scheduling, planning, Spark and deep storage."""
+
+    schedule: str | None = None  # ISO period or cron; default ioConfig.taskDuration
+    start_date: datetime | None = None
+    catchup: bool = False
+    max_active_runs: int = 1
+    retries: int = 2
+    retry_delay: Period = spec_field(default_factory=lambda: Period.parse("PT1M"))
+    assignment: str = "modulo"
+    max_records_per_split: int = 1_000_000
+    min_splits_per_group: int = 1
+    max_records_per_run: int | None = None
+    data_gate: DataGate | None = None
+    health: HealthConfig = spec_field(default_factory=HealthConfig)
+    spark: SparkConfig = spec_field(default_factory=SparkConfig)
+    deep_storage: DeepStorage = spec_field(default_factory=DeepStorage)
+    # the committed offsets, copied to this Kafka consumer group after each publish (lag in Kafka's tooling)
+    mirror_offsets: bool = True
+    consumer_group: str | None = None  # default: ingest.<dataSource>
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        if self.consumer_group is not None and not self.consumer_group.strip():
+            ctx.error(join(path, "consumerGroup"), "must not be empty (set mirrorOffsets: false to mirror nothing)")
+        if self.assignment not in ASSIGNMENTS:
+            ctx.error(join(path, "assignment"), f"must be one of {', '.join(ASSIGNMENTS)}"
+                      + did_you_mean(self.assignment, ASSIGNMENTS))
+        check_range(ctx, join(path, "maxActiveRuns"), self.max_active_runs, minimum=1)
+        check_range(ctx, join(path, "retries"), self.retries, minimum=0)
+        check_range(ctx, join(path, "maxRecordsPerSplit"), self.max_records_per_split, minimum=1)
+        check_range(ctx, join(path, "minSplitsPerGroup"), self.min_splits_per_group, minimum=1)
+        check_range(ctx, join(path, "maxRecordsPerRun"), self.max_records_per_run, minimum=1)
+        if self.schedule is not None and self.schedule.upper().startswith(("P", "-P")):
+            try:
+                Period.parse(self.schedule)
+            except ValueError as exc:
+                ctx.error(join(path, "schedule"), str(exc))
+
+
+# ---------------------------------------------------------------------------------------------- the spec
+
+
+@dataclass(frozen=True)
+class DatasourceSpec:
+    data_schema: DataSchema
+    io_config: IOConfig
+    tuning_config: TuningConfig = field(default_factory=TuningConfig)
+    microbatch: Microbatch = field(default_factory=Microbatch)
+    suspended: bool = False
+    source: str = "<spec>"
+    warnings: tuple[SpecProblem, ...] = ()
+
+    @property
+    def datasource(self) -> str:
+        return self.data_schema.data_source
+
+    def to_raw(self) -> dict[str, Any]:
+        """The normalized spec in the current nested shape, secrets redacted (safe to store and show)."""
+        io = to_raw(self.io_config)
+        io["consumerProperties"] = credentials.redact_properties(self.io_config.consumer_properties)
+        return {
+            "type": "kafka",
+            "spec": {"dataSchema": to_raw(self.data_schema), "ioConfig": io, "tuningConfig": to_raw(self.tuning_config)},
+            "suspended": self.suspended,
+            "microbatch": to_raw(self.microbatch),
+        }
+
+    @property
+    def has_literal_secrets(self) -> bool:
+        return credentials.REDACTED in self.to_raw()["spec"]["ioConfig"]["consumerProperties"].values()
+
+    def with_secrets_from(self, original: "DatasourceSpec") -> "DatasourceSpec":
+        """This spec (a redacted copy, e.g. staged for a Spark job) with the literal secrets of `original`, the
+        spec file it was made from: only for building a Kafka client, never for storing or printing."""
+        if original.datasource != self.datasource:
+            raise SpecError(original.source, [SpecProblem("spec.dataSchema.dataSource", (
+                f"is {original.datasource!r}, not {self.datasource!r}: not the spec this copy was made from"))])
+        props = credentials.restore_literals(self.io_config.consumer_properties,
+                                             original.io_config.consumer_properties, original.source)
+        return dataclasses.replace(self, io_config=dataclasses.replace(self.io_config, consumer_properties=props))
+
+    def fingerprint(self) -> str:
+        import hashlib
+
+        return hashlib.sha256(json.dumps(self.to_raw(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+_TOP_KEYS_NESTED = {"type", "spec", "suspended", "microbatch", "context", "id"}
+_TOP_KEYS_FLAT = {"type", "dataSchema", "ioConfig", "tuningConfig", "suspended", "microbatch", "context", "id"}
+_SECTION_KEYS = {"dataSchema", "ioConfig", "tuningConfig"}
+
+
+def parse_spec(raw: Any, source: str = "<spec>") -> DatasourceSpec:
+    """Bind a raw supervisor spec (already parsed from JSON/YAML). Raises SpecError with every problem."""
+    ctx = BindContext()
+    if not isinstance(raw, dict):
+        raise SpecError(source, [SpecProblem("", "a datasource spec must be an object with type: kafka and spec")])
+    kind = raw.get("type")
+    if kind != "kafka":
+        ctx.error("type", f"supervisor type must be 'kafka', got {kind!r}")
+    if "spec" in raw:
+        top_keys, prefix = _TOP_KEYS_NESTED, "spec"
+        sections = raw["spec"]
+        if not isinstance(sections, dict):
+            raise SpecError(source, [SpecProblem("spec", "expected an object with dataSchema, ioConfig, tuningConfig")])
+        for key in sections:
+            if key not in _SECTION_KEYS:
+                ctx.error(join("spec", str(key)), "unknown field" + did_you_mean(str(key), _SECTION_KEYS))
+        stray = _SECTION_KEYS & set(raw)
+        for key in stray:
+            ctx.error(key, f"{key} must be inside spec (or drop 'spec' and use the flat shape)")
+    else:
+        top_keys, prefix, sections = _TOP_KEYS_FLAT, "", raw
+    for key in raw:
+        if key not in top_keys and key not in _SECTION_KEYS:
+            ctx.error(str(key), "unknown field" + did_you_mean(str(key), top_keys))
+    if "context" in raw:
+        ctx.warn("context", "accepted but has no effect in batch ingestion: no Druid task context")
+
+    data_schema = _bind_section(DataSchema, sections, "dataSchema", prefix, ctx)
+    io_raw = sections.get("ioConfig")
+    if isinstance(io_raw, dict):
+        io_path = join(prefix, "ioConfig")
+        props = _bind_consumer_properties(io_raw.get("consumerProperties"), join(io_path, "consumerProperties"), ctx)
+        # Secret references are bound above; a failure there is already reported, so bind the rest with a
+        # placeholder to report the other fields' problems too.
+        io_raw = {**io_raw, "consumerProperties": props if props is not MISSING_VALUE else {"bootstrap.servers": ""}}
+        if "stream" in io_raw and "topic" not in io_raw:
+            ctx.error(join(io_path, "stream"), "this is a Kinesis field; Kafka uses 'topic'")
+    io_config = _bind_section(IOConfig, {**sections, "ioConfig": io_raw}, "ioConfig", prefix, ctx)
+    tuning = _bind_section(TuningConfig, sections, "tuningConfig", prefix, ctx, required=False) or TuningConfig()
+    micro = MISSING_VALUE
+    if raw.get("microbatch") is not None:
+        micro = bind_object(Microbatch, raw["microbatch"], "microbatch", ctx)
+    else:
+        micro = Microbatch()
+    suspended = bind_value(bool, raw.get("suspended", False), "suspended", ctx)
+
+    if ctx.errors or MISSING_VALUE in (data_schema, io_config, tuning, micro, suspended):
+        if not ctx.errors:  # pragma: no cover - a binder failure always records an error
+            ctx.error("", "spec could not be bound")
+        raise SpecError(source, ctx.errors)
+    return DatasourceSpec(
+        data_schema=data_schema,
+        io_config=io_config,
+        tuning_config=tuning,
+        microbatch=micro,
+        suspended=suspended,
+        source=source,
+        warnings=tuple(ctx.warnings),
+    )
+
+
+def _bind_section(cls: type, sections: dict, key: str, prefix: str, ctx: BindContext, required: bool = True) -> Any:
+    path = join(prefix, key)
+    if key not in sections or sections[key] is None:
+        if required:
+            ctx.error(path, "required section is missing")
+            return MISSING_VALUE
+        return None
+    return bind_object(cls, sections[key], path, ctx)
+
+
+def _bind_consumer_properties(raw: Any, path: str, ctx: BindContext) -> Any:
+    if raw is None:
+        ctx.error(path, "required field is missing (it needs at least bootstrap.servers)")
+        return MISSING_VALUE
+    if not isinstance(raw, dict):
+        ctx.error(path, "expected an object of Kafka consumer properties")
+        return MISSING_VALUE
+    props, problems = credentials.expand_dynamic_provider(raw)
+    for problem in problems:
+        ctx.error(join(path, credentials.DYNAMIC_PROVIDER_KEY), problem)
+    out: dict[str, Any] = {}
+    for key, value in props.items():
+        if isinstance(value, dict):
+            ref, problem = credentials.parse_secret_ref(value)
+            if problem:
+                ctx.error(join(path, key), problem)
+            else:
+                out[key] = ref
+        elif isinstance(value, (str, int, float, bool)):
+            out[key] = value
+        elif isinstance(value, credentials.EnvironmentSecret):  # from druid.dynamic.config.provider
+            out[key] = value
+        else:
+            # never echo the value: it may be a secret
+            ctx.error(join(path, key), "expected a string, number, boolean or secret reference")
+    return out
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML loader that rejects duplicate keys (a silent overwrite hides typos)."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    mapping: dict = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in mapping:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark)
+        mapping[key] = loader.construct_object(value_node, deep=deep)
+    return mapping
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def parse_spec_text(text: str, source: str = "<spec>") -> DatasourceSpec:
+    try:
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as exc:
+        raise SpecError(source, [SpecProblem("", f"not valid YAML/JSON: {exc}")]) from None
+    return parse_spec(raw, source)
+
+
+def load_spec(path: str | Path) -> DatasourceSpec:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(str(p), [SpecProblem("", f"cannot read file: {exc.strerror}")]) from None
+    return parse_spec_text(text, str(p))
+
+
+SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def find_spec_files(folder: str | Path) -> list[Path]:
+    """Every .yaml/.yml/.json file under `folder`, sorted."""
+    return sorted(p for p in Path(folder).rglob("*") if p.suffix in SPEC_SUFFIXES and p.is_file())

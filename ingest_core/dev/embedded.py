@@ -1,0 +1,499 @@
+"""Local servers for tests, benchmarks and the demo, each on free ports with its own data dir, stopped with its
+whole process tree. Development tooling only: nothing in the ingestion path depends on it.
+
+- `EmbeddedKafka`: Apache Kafka itself (KRaft, one combined broker + controller) from Maven Central's jars
+  (`ingest_core.dev.jars`). Every test can point at another Kafka instead (INGEST_TEST_KAFKA=host:port).
+- `EmbeddedPostgres`: a private PostgreSQL server (Debian's `postgresql` binaries) with trust auth on
+  127.0.0.1, for the tests when INGEST_TEST_POSTGRES names none.
+- `EmbeddedSparkConnect`: the pip pyspark's Spark Connect server (local[N], or against a cluster's master).
+- `EmbeddedSparkStandalone`: a Spark standalone cluster (a master and one worker) from the pip pyspark.
+- `EmbeddedRedis`: a Redis server (Debian's `redis-server`), the Celery broker of the CeleryExecutor tests.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the JVM's listeners do: TIME_WAIT is free
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def _group_gone(proc: subprocess.Popen, timeout: float) -> bool:
+    """Wait for every process of `proc`'s group to exit (reaping the launcher)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        proc.poll()
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _stop_group(proc: subprocess.Popen | None, term_wait: float, sig: int = signal.SIGTERM) -> None:
+    if proc is None:
+        return
+    for sig, wait in ((sig, term_wait), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)  # its own session (start_new_session), so its own group
+        except ProcessLookupError:
+            break
+        if _group_gone(proc, wait):
+            break
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    exe = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if not exe or not os.path.exists(exe):
+        raise RuntimeError("Apache Kafka needs Java 17+: install a JDK or set JAVA_HOME")
+    return exe
+
+
+_LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.file.ref = FILE
+logger.server.name = kafka.server.KafkaRaftServer
+logger.server.level = INFO
+"""
+
+
+class EmbeddedKafka:
+    """Apache Kafka in KRaft mode: one process that is broker and controller, replication factor 1.
+
+    The ports are chosen once and kept in the data dir, so a restart (`stop()` then `start()`, or the demo run
+    again) brings the same broker back at the same address with its log intact."""
+
+    def __init__(self, data_dir: str | Path, port: int | None = None, heap: str = "512m",
+                 broker_config: dict[str, str] | None = None, jvm_options: list[str] | None = None):
+        self.data_dir = Path(data_dir)
+        self.heap = heap
+        self.broker_config = dict(broker_config or {})
+        self.jvm_options = list(jvm_options or [])  # e.g. -XX:TieredStopAtLevel=1: starts twice as fast
+        saved = self.data_dir / "ports.json"
+        ports = json.loads(saved.read_text()) if saved.is_file() else {}
+        self.port = port or ports.get("broker") or free_port()
+        self.controller_port = ports.get("controller") or free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "kafka.log"
+
+    @property
+    def _log_dir(self) -> Path:
+        return self.data_dir / "log"
+
+    def _properties(self) -> str:
+        conf = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self._log_dir),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "4",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            # the log cleaner looks for work every second, so compacted topics compact within a test's wait
+            "log.cleaner.backoff.ms": "1000",
+            **self.broker_config,
+        }
+        return "".join(f"{k}={v}\n" for k, v in conf.items())
+
+    def _java_command(self, main: str, *args: str) -> list[str]:
+        from ingest_core.dev import jars
+
+        return [_java(), "-Xms64m", f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
+                *self.jvm_options,
+                f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
+                "-cp", jars.classpath("kafka"), main, *args]
+
+    def start(self, timeout: float = 90) -> "EmbeddedKafka":
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        for p in (self.port, self.controller_port):
+            if not _port_free(p):
+                raise RuntimeError(f"port {p} of the embedded Kafka in {self.data_dir} is taken: stop what uses it, "
+                                   f"or remove {self.data_dir / 'ports.json'} to pick new ports")
+        (self.data_dir / "ports.json").write_text(json.dumps({"broker": self.port,
+                                                               "controller": self.controller_port}))
+        (self.data_dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.log_path))
+        props = self.data_dir / "server.properties"
+        props.write_text(self._properties())
+        if not (self._log_dir / "meta.properties").is_file():
+            cluster_id = uuid.uuid4().hex[:22]
+            fmt = subprocess.run(self._java_command("kafka.tools.StorageTool", "format", "-t", cluster_id,
+                                                    "-c", str(props), "--ignore-formatted"),
+                                 capture_output=True, text=True)
+            if fmt.returncode != 0:
+                raise RuntimeError(f"formatting Kafka's log dir {self._log_dir} failed: {fmt.stdout}{fmt.stderr}")
+        with open(self.data_dir / "kafka.out", "ab") as out:
+            self.proc = subprocess.Popen(self._java_command("kafka.Kafka", str(props)), stdout=out,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline, last = time.monotonic() + timeout, None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                tail = self.log_path.read_text()[-2000:] if self.log_path.is_file() else ""
+                out_tail = (self.data_dir / "kafka.out").read_text()[-2000:]
+                self.proc = None
+                raise RuntimeError(f"Apache Kafka exited at start (see {self.data_dir}): {out_tail}{tail}")
+            try:
+                md = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0}).list_topics(timeout=2)
+                if md.brokers:
+                    return self
+            except Exception as exc:  # noqa: BLE001 - poll until the deadline
+                last = exc
+            time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"embedded Kafka at {self.bootstrap} did not come up in {timeout}s: {last}")
+
+    def stop(self, graceful: bool = True) -> None:
+        """Stop the broker's whole process group: a controlled shutdown, or a SIGKILL (a crash) when not
+        `graceful`."""
+        _stop_group(self.proc, 30 if graceful else 0)
+        self.proc = None
+
+    def restart(self, graceful: bool = True) -> "EmbeddedKafka":
+        self.stop(graceful)
+        return self.start()
+
+    def __enter__(self) -> "EmbeddedKafka":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _postgres_bin() -> Path:
+    explicit = os.environ.get("INGEST_POSTGRES_BIN")
+    candidates = [explicit] if explicit else sorted(glob.glob("/usr/lib/postgresql/*/bin"),
+                                                    key=lambda p: int(Path(p).parent.name), reverse=True)
+    if not explicit and (initdb := shutil.which("initdb")):
+        candidates.insert(0, str(Path(initdb).parent))
+    for c in candidates:
+        if c and (Path(c) / "initdb").is_file() and (Path(c) / "postgres").is_file():
+            return Path(c)
+    raise RuntimeError("PostgreSQL's server binaries (initdb, postgres) are not installed: `apt-get install "
+                       "postgresql` (`make test` does it when run as root), set INGEST_POSTGRES_BIN to their folder, "
+                       "or point INGEST_TEST_POSTGRES at a running server")
+
+
+class EmbeddedPostgres:
+    """A throwaway PostgreSQL server: its own cluster in a temp dir, trust auth on 127.0.0.1, fsync off.
+
+    PostgreSQL refuses to run as root; as root the cluster belongs to the `postgres` account that Debian's
+    package creates, and the server runs as it."""
+
+    def __init__(self, port: int | None = None, user: str = "postgres"):
+        self.port = port or free_port()
+        self.user = user
+        self.url = f"postgresql+psycopg2://{user}@127.0.0.1:{self.port}"
+        self.data_dir: Path | None = None
+        self.proc: subprocess.Popen | None = None
+
+    def _as_owner(self, cmd: list[str]) -> list[str]:
+        if os.geteuid() != 0:
+            return cmd
+        runuser = shutil.which("runuser")
+        if runuser is None:
+            raise RuntimeError("running PostgreSQL as root needs `runuser` to drop to the postgres account")
+        return [runuser, "-u", "postgres", "--", *cmd]
+
+    def start(self, timeout: float = 60) -> "EmbeddedPostgres":
+        import psycopg2
+
+        bindir = _postgres_bin()
+        self.data_dir = Path(tempfile.mkdtemp(prefix="ingest-postgres-"))
+        if os.geteuid() == 0:
+            shutil.chown(self.data_dir, "postgres", "postgres")
+        pgdata = self.data_dir / "data"
+        init = subprocess.run(self._as_owner([str(bindir / "initdb"), "-D", str(pgdata), "-U", self.user,
+                                              "--auth=trust", "-E", "UTF8", "--no-sync"]),
+                              capture_output=True, text=True)
+        if init.returncode != 0:
+            raise RuntimeError(f"initdb failed: {init.stdout}{init.stderr}")
+        log = open(self.data_dir / "postgres.log", "ab")  # noqa: SIM115 - the server writes to it until stop()
+        if os.geteuid() == 0:
+            shutil.chown(self.data_dir / "postgres.log", "postgres", "postgres")
+        self.proc = subprocess.Popen(
+            self._as_owner([str(bindir / "postgres"), "-D", str(pgdata), "-p", str(self.port),
+                            "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.data_dir}",
+                            "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+                            "-c", "max_connections=300"]),
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        deadline, last = time.monotonic() + timeout, None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"PostgreSQL exited at start: {(self.data_dir / 'postgres.log').read_text()[-2000:]}")
+            try:
+                psycopg2.connect(host="127.0.0.1", port=self.port, user=self.user, dbname="postgres").close()
+                return self
+            except psycopg2.OperationalError as exc:
+                last = exc
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"PostgreSQL on port {self.port} did not come up in {timeout}s: {last}")
+
+    def stop(self) -> None:
+        _stop_group(self.proc, 20, signal.SIGINT)  # SIGINT: PostgreSQL's fast shutdown, open sessions or not
+        self.proc = None
+        if self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self.data_dir = None
+
+    def __enter__(self) -> "EmbeddedPostgres":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _spark_script(name: str) -> str:
+    """A script of the pip pyspark (`spark-submit`, `spark-class`): the one beside this interpreter first."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else name
+
+
+class EmbeddedSparkConnect:
+    """A local Spark Connect server (the pip pyspark's own, local[N]) on a free port: the warm Spark that
+    microbatches connect to instead of starting a JVM each. Its Python workers run this interpreter, so they
+    import this project as the client does."""
+
+    MAIN_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+    def __init__(self, work_dir: str | Path, port: int | None = None, master: str = "local[2]",
+                 driver_memory: str = "2g", conf: dict[str, str] | None = None):
+        self.work_dir = Path(work_dir)
+        self.port = port or free_port()
+        self.master = master
+        self.driver_memory = driver_memory
+        self.conf = dict(conf or {})
+        self.url = f"sc://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.work_dir / "spark-connect.log"
+
+    def command(self) -> list[str]:
+        conf = {"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(self.port),
+                "spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false",
+                "spark.local.dir": str(self.work_dir / "tmp"),
+                # a datasource's session must outlive the pause between its runs: a closed one cannot be reopened,
+                # and the Python workers Spark started for it stay behind (SPARK-54055)
+                "spark.connect.session.manager.defaultSessionTimeout": "7d", **self.conf}
+        args = [_spark_script("spark-submit"), "--class", self.MAIN_CLASS,
+                "--name", "ingest Spark Connect server", "--master", self.master, "--driver-memory", self.driver_memory]
+        for key, value in conf.items():
+            args += ["--conf", f"{key}={value}"]
+        return [*args, "spark-internal"]
+
+    def start(self, timeout: float = 180) -> "EmbeddedSparkConnect":
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+        with open(self.log_path, "ab") as out:
+            logged = out.tell()  # a restart appends: only what this start logs tells it is up
+            self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with open(self.log_path, "rb") as f:
+                f.seek(logged)
+                started = b"Spark Connect server started at" in f.read()
+            if self.proc.poll() is not None:
+                self.proc = None
+                raise RuntimeError(f"the Spark Connect server exited at start: {self.log_path.read_text()[-3000:]}")
+            if started:
+                return self
+            time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"the Spark Connect server on port {self.port} did not start in {timeout}s "
+                           f"(log: {self.log_path})")
+
+    def stop(self) -> None:
+        _stop_group(self.proc, 30)
+        self.proc = None
+
+    def kill(self) -> None:
+        """A crash: SIGKILL the server's whole process group (the JVM and its Python workers at once)."""
+        _stop_group(self.proc, 5, signal.SIGKILL)
+        self.proc = None
+
+    def __enter__(self) -> "EmbeddedSparkConnect":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class EmbeddedSparkStandalone:
+    """A Spark standalone cluster from the pip pyspark: a master and one worker (`spark-class ...Master` and
+    `...Worker`) on free ports of 127.0.0.1, their logs and the worker's work dir under `work_dir`. `url` is the
+    master (`spark://127.0.0.1:P`) to give Spark Connect or spark-submit; `status()` is the master's view of
+    workers and applications. The worker launches each application's executors in its work dir
+    (`worker/app-*/<executor id>/stderr`), in its own process group, so `stop()` ends them too. They inherit
+    this environment (PYTHONPATH; PYSPARK_PYTHON, this interpreter unless set), so their Python workers import
+    this project as the driver does."""
+
+    MASTER = "org.apache.spark.deploy.master.Master"
+    WORKER = "org.apache.spark.deploy.worker.Worker"
+
+    def __init__(self, work_dir: str | Path, cores: int = 1, memory: str = "1g", daemon_memory: str = "256m",
+                 jvm_options: str | None = None):
+        self.work_dir = Path(work_dir)
+        self.cores, self.memory, self.daemon_memory = cores, memory, daemon_memory
+        self.jvm_options = jvm_options  # the master's and worker's (SPARK_DAEMON_JAVA_OPTS), not the executors'
+        self.port, self.webui_port = free_port(), free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.web_url = f"http://127.0.0.1:{self.webui_port}"
+        self.master: subprocess.Popen | None = None
+        self.worker: subprocess.Popen | None = None
+
+    @property
+    def worker_dir(self) -> Path:
+        return self.work_dir / "worker"
+
+    def _start(self, name: str, *args: str) -> subprocess.Popen:
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": self.daemon_memory,
+               "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+        if self.jvm_options:
+            env["SPARK_DAEMON_JAVA_OPTS"] = self.jvm_options
+        with open(self.work_dir / f"{name}.log", "ab") as out:
+            return subprocess.Popen([_spark_script("spark-class"), *args], stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=env, cwd=self.work_dir, start_new_session=True)
+
+    def status(self) -> dict:
+        """The master's JSON: its workers, active and completed applications."""
+        with urllib.request.urlopen(f"{self.web_url}/json", timeout=5) as r:
+            return json.load(r)
+
+    def start(self, timeout: float = 120) -> "EmbeddedSparkStandalone":
+        self.worker_dir.mkdir(parents=True, exist_ok=True)
+        self.master = self._start("master", self.MASTER, "--host", "127.0.0.1", "--port", str(self.port),
+                                  "--webui-port", str(self.webui_port))
+        self.worker = self._start("worker", self.WORKER, self.url, "--host", "127.0.0.1",
+                                  "--port", str(free_port()), "--webui-port", str(free_port()),
+                                  "--cores", str(self.cores), "--memory", self.memory,
+                                  "--work-dir", str(self.worker_dir))
+        deadline, last = time.monotonic() + timeout, None
+        while time.monotonic() < deadline:
+            for name, proc in (("master", self.master), ("worker", self.worker)):
+                if proc.poll() is not None:
+                    log = (self.work_dir / f"{name}.log").read_text(errors="replace")[-3000:]
+                    self.stop()
+                    raise RuntimeError(f"the Spark standalone {name} exited at start: {log}")
+            try:
+                if any(w.get("state") == "ALIVE" for w in self.status().get("workers", [])):
+                    return self
+            except OSError as exc:  # the master's web UI is not up yet
+                last = exc
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"no Spark worker registered with the master {self.url} in {timeout}s ({last}); "
+                           f"logs in {self.work_dir}")
+
+    def stop(self) -> None:
+        """The worker first (with the executors it launched), then the master."""
+        _stop_group(self.worker, 30)
+        _stop_group(self.master, 30)
+        self.worker = self.master = None
+
+    def __enter__(self) -> "EmbeddedSparkStandalone":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class EmbeddedRedis:
+    """A throwaway Redis server (Debian's `redis-server`, not the system service) on a free port of 127.0.0.1,
+    in its own dir, without persistence: the Celery broker of the CeleryExecutor tests."""
+
+    def __init__(self, work_dir: str | Path, port: int | None = None):
+        self.work_dir = Path(work_dir)
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 30) -> "EmbeddedRedis":
+        exe = shutil.which("redis-server") or "/usr/bin/redis-server"
+        if not os.path.exists(exe):
+            raise RuntimeError("Redis is not installed: `apt-get install redis-server` (`make test` does it when "
+                               "run as root)")
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.work_dir / "redis.log", "ab") as out:
+            self.proc = subprocess.Popen([exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
+                                          str(self.work_dir), "--save", "", "--appendonly", "no",
+                                          "--daemonize", "no", "--protected-mode", "yes"],
+                                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.proc = None
+                raise RuntimeError(f"redis-server exited at start: {(self.work_dir / 'redis.log').read_text()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(64).startswith(b"+PONG"):
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"redis-server on port {self.port} did not answer in {timeout}s")
+
+    def stop(self) -> None:
+        _stop_group(self.proc, 10)
+        self.proc = None
+
+    def __enter__(self) -> "EmbeddedRedis":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,143 @@
+"""Deep storage: where Spark jobs stage segments and reports, addressed by Hadoop-style URIs.
+
+Spark writes through Hadoop's filesystems; Python code (split reports, segment footers, the reader) uses
+pyarrow's: `file://` (and plain paths), `hdfs://`, and `s3a://` (read as `s3://`).
+
+Layout under a datasource's deep storage URI:
+  <uri>/<datasource>/<run_id>/group=<g>/replica=<r>/attempt=<id>/
+      segments/__segment=<interval start ms>/part-*.parquet   one Parquet file per segment (shard)
+      splits/split-<i>.json                                                 one row-stats report per split
+      progress/split-<i>.json                                               the same, every few seconds while it reads
+      report.json                                                           the task group's report
+Each job attempt writes a folder of its own and deletes nothing, so a published segment's file never changes:
+a retried or re-executed job cannot touch it. Attempts nothing was published from are removed by
+`ingest_core.store.cleanup` once their run is final.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pyarrow.fs as pafs
+
+
+def base_for(spec: Any) -> str:
+    """A datasource's deep storage: `microbatch.deepStorage.uri`, else $INGEST_DEEP_STORAGE."""
+    from ingest_core.core.settings import Settings
+
+    return spec.microbatch.deep_storage.uri or Settings.from_env().deep_storage
+
+
+def normalize_uri(uri: str) -> str:
+    """Plain paths become file:// URIs; URIs lose a trailing slash."""
+    if "://" not in uri:
+        return "file://" + str(Path(uri).resolve())
+    return uri.rstrip("/")
+
+
+def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    uri = normalize_uri(uri)
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        return pafs.LocalFileSystem(), parsed.path
+    if parsed.scheme == "s3a":
+        uri = "s3" + uri[3:]
+    fs, path = pafs.FileSystem.from_uri(uri)
+    return fs, path
+
+
+def join(uri: str, *parts: str) -> str:
+    return posixpath.join(normalize_uri(uri), *parts)
+
+
+def run_uri(base: str, datasource: str, run_id: str) -> str:
+    return join(base, datasource, safe_name(run_id))
+
+
+def group_uri(base: str, datasource: str, run_id: str, group_id: int, replica: int = 0) -> str:
+    return join(run_uri(base, datasource, run_id), f"group={group_id}", f"replica={replica}")
+
+
+ATTEMPT = "attempt="
+
+
+def new_attempt_id(now: datetime | None = None) -> str:
+    """Unique per job attempt, and in the order attempts started: `20260122T101500Z-1a2b3c4d`."""
+    return f"{(now or datetime.now(timezone.utc)).strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}"
+
+
+def attempt_uri(group: str, attempt_id: str) -> str:
+    return join(group, f"{ATTEMPT}{attempt_id}")
+
+
+def attempt_folders(uri: str, recursive: bool = False) -> list[str]:
+    """The attempt folders in `uri` (a replica's folder), oldest first; `recursive`: anywhere below it."""
+    fs, path = filesystem(uri)
+    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+        return []
+    found = fs.get_file_info(pafs.FileSelector(path, recursive=recursive))
+    return sorted(to_uri(uri, f.path) for f in found
+                  if f.type == pafs.FileType.Directory and posixpath.basename(f.path).startswith(ATTEMPT))
+
+
+def attempt_id(folder: str) -> str:
+    return posixpath.basename(normalize_uri(folder))[len(ATTEMPT):]
+
+
+def safe_name(run_id: str) -> str:
+    # Airflow run ids hold ':' and '+': keep them readable but safe in paths and Hadoop URIs
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
+
+
+def write_json(uri: str, obj: Any) -> None:
+    """Written aside, then moved in place: a reader (status, while a split rewrites its progress) never sees
+    half a file."""
+    fs, path = filesystem(uri)
+    fs.create_dir(posixpath.dirname(path), recursive=True)
+    tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
+    with fs.open_output_stream(tmp) as out:
+        out.write(json.dumps(obj, indent=1, sort_keys=True).encode())
+    fs.move(tmp, path)
+
+
+def read_text(uri: str) -> str:
+    """A file by URI or plain path."""
+    fs, path = filesystem(uri)
+    with fs.open_input_stream(path) as f:
+        return f.read().decode("utf-8")
+
+
+def read_json(uri: str) -> Any:
+    return json.loads(read_text(uri))
+
+
+def list_files(uri: str, suffix: str = "") -> list[pafs.FileInfo]:
+    fs, path = filesystem(uri)
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.NotFound:
+        return []
+    found = fs.get_file_info(pafs.FileSelector(path, recursive=True))
+    return sorted((f for f in found if f.type == pafs.FileType.File and f.path.endswith(suffix)),
+                  key=lambda f: f.path)
+
+
+def delete_dir(uri: str) -> None:
+    fs, path = filesystem(uri)
+    if fs.get_file_info(path).type != pafs.FileType.NotFound:
+        fs.delete_dir(path)
+
+
+def to_uri(uri_base: str, fs_path: str) -> str:
+    """A URI for a path that `filesystem(uri_base)` listed."""
+    parsed = urlparse(normalize_uri(uri_base))
+    if parsed.scheme == "file":
+        return "file://" + fs_path  # unquoted: Spark's partition folders hold '='
+    if parsed.scheme in ("s3a", "s3", "gs", "gcs"):  # pyarrow's object-store paths start with the bucket
+        return f"{parsed.scheme}://{fs_path.lstrip('/')}"
+    return f"{parsed.scheme}://{parsed.netloc}/{fs_path.lstrip('/')}"

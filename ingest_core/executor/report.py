@@ -1,0 +1,192 @@
+"""Row stats and parse exceptions, per split and merged per task group (seed 004: Task -> TaskGroup -> Job).
+
+Druid's meanings:
+  processed           rows ingested without a parse error
+  processedBytes      bytes of the records read (values, plus keys and headers for the kafka format)
+  processedWithError  rows ingested, but with a column that could not be converted (stored as null)
+  unparseable         rows dropped because they could not be parsed (bad JSON, bad timestamp, ...)
+  thrownAway          rows dropped on purpose: filtered out, null (tombstone) records, late or early messages
+Parse exceptions (processedWithError + unparseable) count towards `maxParseExceptions`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from ingest_core.core.errors import IngestError
+
+
+class ParseExceptionLimitError(IngestError):
+    """More parse exceptions than `tuningConfig.maxParseExceptions` allows."""
+
+
+@dataclass
+class RowStats:
+    processed: int = 0
+    processed_bytes: int = 0
+    processed_with_error: int = 0
+    unparseable: int = 0
+    thrown_away: int = 0
+
+    @property
+    def parse_exceptions(self) -> int:
+        return self.processed_with_error + self.unparseable
+
+    def add(self, other: "RowStats") -> None:
+        self.processed += other.processed
+        self.processed_bytes += other.processed_bytes
+        self.processed_with_error += other.processed_with_error
+        self.unparseable += other.unparseable
+        self.thrown_away += other.thrown_away
+
+    def to_json(self) -> dict[str, int]:
+        return {"processed": self.processed, "processedBytes": self.processed_bytes,
+                "processedWithError": self.processed_with_error, "unparseable": self.unparseable,
+                "thrownAway": self.thrown_away}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "RowStats":
+        return cls(int(d.get("processed", 0)), int(d.get("processedBytes", 0)), int(d.get("processedWithError", 0)),
+                   int(d.get("unparseable", 0)), int(d.get("thrownAway", 0)))
+
+
+@dataclass(frozen=True)
+class ParseExceptionRecord:
+    topic: str
+    partition: int
+    offset: int
+    message: str
+    unparseable: bool  # False: the row was ingested with a column set to null
+    timestamp_ms: int | None = None
+    input: str | None = None  # the start of the raw record, for the report
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition, "offset": self.offset, "details": self.message,
+                "unparseable": self.unparseable, "timestamp": self.timestamp_ms, "input": self.input}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "ParseExceptionRecord":
+        return cls(d["topic"], int(d["partition"]), int(d["offset"]), d["details"], bool(d["unparseable"]),
+                   d.get("timestamp"), d.get("input"))
+
+    def describe(self) -> str:
+        kind = "unparseable row" if self.unparseable else "row ingested with errors"
+        return f"{kind} at {self.topic}/{self.partition} offset {self.offset}: {self.message}"
+
+
+def limit_exceeded_message(limit: int, count: int, where: str, last: ParseExceptionRecord | None) -> str:
+    tail = f" Last: {last.describe()}." if last else ""
+    return (f"Max parse exceptions [{limit}] exceeded in {where}: {count} rows could not be parsed "
+            f"(tuningConfig.maxParseExceptions = {limit}).{tail} Fix the data or the spec's inputFormat/"
+            f"timestampSpec, or raise maxParseExceptions; set logParseExceptions: true to log every row.")
+
+
+@dataclass
+class SplitReport:
+    """What one Spark task (one split) read."""
+
+    index: int
+    topic: str
+    partition: int
+    start: int
+    end: int
+    stats: RowStats = field(default_factory=RowStats)
+    records: int = 0  # Kafka records read (a record may hold several rows, or none)
+    last_offset: int | None = None
+    saved_exceptions: list[ParseExceptionRecord] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "topic": self.topic, "partition": self.partition, "start": self.start,
+                "end": self.end, "records": self.records, "lastOffset": self.last_offset,
+                "rowStats": self.stats.to_json(), "seconds": round(self.seconds, 3),
+                "unparseableEvents": [e.to_json() for e in self.saved_exceptions]}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "SplitReport":
+        return cls(int(d["index"]), d["topic"], int(d["partition"]), int(d["start"]), int(d["end"]),
+                   RowStats.from_json(d["rowStats"]), int(d.get("records", 0)), d.get("lastOffset"),
+                   [ParseExceptionRecord.from_json(e) for e in d.get("unparseableEvents", [])],
+                   float(d.get("seconds", 0.0)))
+
+
+@dataclass(frozen=True)
+class GroupProgress:
+    """A task group's job while it runs, from its splits' latest reports (seed 004's Task -> TaskGroup)."""
+
+    group_id: int
+    planned: int  # offsets to read
+    records: int  # records read so far
+    remaining: int  # offsets left: the group's lag within its range
+    records_per_s: float
+    splits_done: int
+    splits: int
+
+    @classmethod
+    def from_splits(cls, group_id: int, ranges: list[tuple[int, int]], reports: dict[int, SplitReport],
+                    done: set[int]) -> "GroupProgress":
+        """`ranges`: each split's [start, end); `reports`: the latest report of each split that has one."""
+        remaining = 0
+        for index, (start, end) in enumerate(ranges):
+            report = reports.get(index)
+            position = end if index in done else (report.last_offset + 1 if report and report.last_offset is not None
+                                                  else start)
+            remaining += max(0, end - position)
+        records = sum(r.records for r in reports.values())
+        rate = sum(r.records / r.seconds for r in reports.values() if r.seconds > 0)  # splits run in parallel
+        return cls(group_id, sum(e - s for s, e in ranges), records, remaining, rate, len(done), len(ranges))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"group": self.group_id, "plannedRecords": self.planned, "records": self.records,
+                "lag": self.remaining, "recordsPerSecond": round(self.records_per_s, 1),
+                "splitsDone": self.splits_done, "splits": self.splits}
+
+
+@dataclass
+class GroupReport:
+    """A task group's report: merged row stats, the most recent parse exceptions, and its segments."""
+
+    datasource: str
+    run_id: str
+    group_id: int
+    replica: int
+    state: str  # SUCCESS or FAILED
+    stats: RowStats
+    splits: list[SplitReport]
+    saved_exceptions: list[ParseExceptionRecord]
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+
+    @classmethod
+    def merge(cls, datasource: str, run_id: str, group_id: int, replica: int, splits: Iterable[SplitReport],
+              max_saved: int) -> "GroupReport":
+        ordered = sorted(splits, key=lambda s: s.index)
+        stats = RowStats()
+        for s in ordered:
+            stats.add(s.stats)
+        exceptions = sorted((e for s in ordered for e in s.saved_exceptions),
+                            key=lambda e: (e.topic, e.partition, e.offset))
+        return cls(datasource, run_id, group_id, replica, "SUCCESS", stats, ordered,
+                   exceptions[-max_saved:] if max_saved else [])
+
+    @property
+    def records(self) -> int:
+        return sum(s.records for s in self.splits)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "datasource": self.datasource, "runId": self.run_id, "groupId": self.group_id, "replica": self.replica,
+            "state": self.state, "error": self.error, "seconds": round(self.seconds, 3), "records": self.records,
+            "rowStats": self.stats.to_json(), "unparseableEvents": [e.to_json() for e in self.saved_exceptions],
+            "segments": self.segments, "splits": [s.to_json() for s in self.splits],
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "GroupReport":
+        return cls(d["datasource"], d["runId"], int(d["groupId"]), int(d.get("replica", 0)), d["state"],
+                   RowStats.from_json(d["rowStats"]), [SplitReport.from_json(s) for s in d.get("splits", [])],
+                   [ParseExceptionRecord.from_json(e) for e in d.get("unparseableEvents", [])],
+                   list(d.get("segments", [])), d.get("error"), float(d.get("seconds", 0.0)))
+

@@ -1,0 +1,699 @@
+"""From Kafka records to typed input rows, columnar: Druid's InputFormat + TimestampSpec + TransformSpec +
+DimensionsSpec, applied to a chunk of records at a time.
+
+Steps, in Druid's order:
+  1. decode each record's value with `inputFormat` (json with flattenSpec, csv, tsv/delimited; `kafka` adds
+     the key, headers, Kafka timestamp and topic as columns; value fields win on a name clash);
+  2. read the row timestamp (`timestampSpec`, `missingValue`);
+  3. apply `transforms` (they may rewrite `__time` or any field);
+  4. drop rows the `filter` rejects, and late or early rows (lateMessageRejection*/earlyMessageRejectionPeriod,
+     relative to the task group's creation time);
+  5. type the dimensions and the aggregators' input fields.
+
+Well-formed JSON chunks decode in one vectorized pass (pyarrow's JSON reader). Anything unusual (a malformed
+record, a type that does not match, several rows in one record, flattenSpec paths) falls back to decoding
+that chunk record by record, which finds the exact rows at fault. Both paths give the same rows.
+
+A row whose timestamp or value cannot be read is `unparseable` and dropped; a row with a dimension or metric
+value that cannot be converted is kept with null there and counted as `processedWithError`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Callable, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
+
+from ingest_core.core.spec import DatasourceSpec, InputFormat
+from ingest_core.executor.expressions import compile_expression, evaluate_to_array
+from ingest_core.executor.filters import compile_filter
+from ingest_core.executor.report import ParseExceptionRecord, RowStats
+from ingest_core.executor.timestamps import timestamp_parser
+
+log = logging.getLogger(__name__)
+
+TIME = "__time"          # the row timestamp, timestamp[ms, UTC]
+PARTITION = "__partition"
+OFFSET = "__offset"
+DIMS_JSON = "__dims"     # schemaless: the discovered dimensions as canonical JSON text
+
+TIME_TYPE = pa.timestamp("ms", tz="UTC")
+DIM_TYPES = {"string": pa.string(), "long": pa.int64(), "float": pa.float32(), "double": pa.float64(),
+             "json": pa.string(), "auto": pa.string()}
+METRIC_INPUT_TYPES = {"long": pa.int64(), "double": pa.float64(), "float": pa.float32()}
+
+
+def metric_kind(agg_type: str) -> str | None:
+    """`long`, `double` or `float` for a typed aggregator (`longSum` -> long); None for count."""
+    for kind in ("long", "double", "float"):
+        if agg_type.startswith(kind):
+            return kind
+    return None
+
+
+def metric_input_column(field_name: str, kind: str) -> str:
+    return f"__in_{kind}_{field_name}"
+
+
+@dataclass
+class RecordChunk:
+    """Consecutive records of one partition, as read from Kafka."""
+
+    topic: str
+    partition: int
+    offsets: Sequence[int]  # a range when contiguous, as it usually is
+    values: list[bytes | None]
+    keys: list[bytes | None] | None = None
+    timestamps: list[int] | None = None  # Kafka record timestamps, epoch ms
+    headers: list[Any] | None = None  # per record: list of (name, bytes) or None
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+@dataclass
+class ParsedChunk:
+    table: pa.Table
+    stats: RowStats
+    exceptions: list[ParseExceptionRecord] = field(default_factory=list)  # the last max(maxSaved, 1)
+
+
+class _Rows:
+    """Decoded rows as columns of Python values, with the record each row came from."""
+
+    def __init__(self) -> None:
+        self.records: list[int] = []
+        self.fields: list[dict[str, Any]] = []
+
+
+def _json_text(v: Any) -> str:
+    return json.dumps(v, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+# ------------------------------------------------------------------------------------------ JSONPath subset
+
+_PATH_PART = re.compile(r"\.([A-Za-z_$][\w$-]*)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]|\[\"((?:[^\"\\]|\\.)*)\"\]")
+
+
+def compile_json_path(expr: str) -> Callable[[Any], Any]:
+    """`$.a.b`, `$.a[0]`, `$['a b']`: the subset of JSONPath flattenSpec uses in practice."""
+    if not expr.startswith("$"):
+        raise ValueError(f"JSONPath {expr!r} must start with '$'")
+    steps: list[str | int] = []
+    pos = 1
+    while pos < len(expr):
+        m = _PATH_PART.match(expr, pos)
+        if not m:
+            raise ValueError(f"JSONPath {expr!r}: cannot read {expr[pos:]!r}; supported: $.name, $.a[0], $['name']")
+        name, index, quoted, dquoted = m.groups()
+        steps.append(int(index) if index is not None else (name or quoted or dquoted or ""))
+        pos = m.end()
+
+    def get(doc: Any) -> Any:
+        cur = doc
+        for step in steps:
+            if isinstance(step, int):
+                if not isinstance(cur, list) or step >= len(cur):
+                    return None
+                cur = cur[step]
+            else:
+                if not isinstance(cur, dict):
+                    return None
+                cur = cur.get(step)
+            if cur is None:
+                return None
+        return cur
+    return get
+
+
+# ------------------------------------------------------------------------------------------ value decoders
+
+
+class _JsonDecoder:
+    """JSON values; a record may hold several concatenated objects (one row each), like Druid's JsonReader."""
+
+    _decoder = json.JSONDecoder()
+
+    def __init__(self, fmt: InputFormat):
+        self.paths: list[tuple[str, Callable[[Any], Any]]] = []
+        discovery = True
+        if fmt.flatten_spec is not None:
+            discovery = fmt.flatten_spec.use_field_discovery
+            for f in fmt.flatten_spec.fields:
+                if f.type == "root":
+                    key = f.expr or f.name
+                    self.paths.append((f.name, lambda doc, k=key: doc.get(k) if isinstance(doc, dict) else None))
+                else:
+                    self.paths.append((f.name, compile_json_path(f.expr or "")))
+        self.discovery = discovery
+
+    def rows(self, data: bytes) -> list[dict[str, Any]]:
+        text = data.decode("utf-8")
+        out, pos, n = [], 0, len(text)
+        while True:
+            while pos < n and text[pos] in " \t\r\n":
+                pos += 1
+            if pos >= n:
+                break
+            doc, pos = self._decoder.raw_decode(text, pos)
+            if not isinstance(doc, dict):
+                raise ValueError(f"expected a JSON object, got {type(doc).__name__}")
+            out.append(self._flatten(doc))
+        if not out:
+            raise ValueError("no JSON object in record")
+        return out
+
+    def _flatten(self, doc: dict[str, Any]) -> dict[str, Any]:
+        row: dict[str, Any] = {}
+        if self.discovery:
+            for k, v in doc.items():
+                if not isinstance(v, dict):
+                    row[k] = v
+        for name, get in self.paths:
+            row[name] = get(doc)
+        return row
+
+
+class _TextDecoder:
+    """csv / tsv / delimited: each record is a small text file (optional header rows, then rows)."""
+
+    def __init__(self, fmt: InputFormat):
+        self.fmt = fmt
+        self.delimiter = fmt.effective_delimiter
+        self.list_delimiter = fmt.list_delimiter if fmt.list_delimiter is not None else "\u0001"
+        self.quoted = fmt.type == "csv"
+
+    def _split(self, lines: list[str]) -> list[list[str]]:
+        if self.quoted:
+            return list(csv.reader(lines, delimiter=self.delimiter, strict=True))
+        return [line.split(self.delimiter) for line in lines]
+
+    def rows(self, data: bytes) -> list[dict[str, Any]]:
+        lines = [ln for ln in data.decode("utf-8").splitlines() if ln != ""]
+        lines = lines[self.fmt.skip_header_rows:]
+        columns = self.fmt.columns or []
+        if self.fmt.columns_from_header:
+            if not lines:
+                raise ValueError("record has no header line (findColumnsFromHeader is true)")
+            columns = self._split(lines[:1])[0]
+            lines = lines[1:]
+        out = []
+        for values in self._split(lines):
+            if len(values) > len(columns):
+                raise ValueError(f"found {len(values)} values but only {len(columns)} columns {columns}")
+            row: dict[str, Any] = {}
+            for name, raw in zip(columns, values):
+                row[name] = self._value(raw)
+            out.append(row)
+        return out
+
+    def _value(self, raw: str) -> Any:
+        if raw == "":
+            return None
+        if self.list_delimiter and self.list_delimiter in raw:
+            return [v if v != "" else None for v in raw.split(self.list_delimiter)]
+        if self.fmt.try_parse_numbers:
+            try:
+                return int(raw)
+            except ValueError:
+                try:
+                    return float(raw)
+                except ValueError:
+                    return raw
+        return raw
+
+
+def _decoder_for(fmt: InputFormat) -> Any:
+    return _JsonDecoder(fmt) if fmt.type == "json" else _TextDecoder(fmt)
+
+
+# ------------------------------------------------------------------------------------------ conversions
+
+
+def _to_string_value(v: Any, multi: str) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        items = [_to_string_value(x, multi) for x in v]
+        items = [x for x in items if x is not None]
+        if not items:
+            return None
+        if multi in ("sorted_array", "sorted_set", "SORTED_ARRAY", "SORTED_SET"):
+            items = sorted(set(items)) if multi.lower() == "sorted_set" else sorted(items)
+        # Parquet has no multi-value strings: a multi-value dimension is stored as a JSON array
+        return items[0] if len(items) == 1 else _json_text(items)
+    if isinstance(v, dict):
+        return _json_text(v)
+    if isinstance(v, float) and v.is_integer():
+        return repr(v)
+    return str(v)
+
+
+def _to_long_value(v: Any) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float):
+        return int(v)
+    text = str(v).strip()
+    try:
+        return int(text)
+    except ValueError:
+        return int(float(text))
+
+
+def _to_double_value(v: Any) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return float(v)
+    return float(v) if not isinstance(v, str) else float(v.strip())
+
+
+_CONVERTERS: dict[str, Callable[[Any], Any]] = {"long": _to_long_value, "double": _to_double_value,
+                                                "float": _to_double_value}
+
+
+# ------------------------------------------------------------------------------------------ the parser
+
+
+@dataclass(frozen=True)
+class Target:
+    """An output column: a dimension or an aggregator's input field, with its type."""
+
+    column: str
+    source: str
+    kind: str  # string, long, float, double (json/auto dimensions are stored as string)
+    is_metric_input: bool
+
+
+class RowParser:
+    def __init__(self, spec: DatasourceSpec, created_at: datetime, *, log_parse_exceptions: bool | None = None,
+                 max_saved_exceptions: int | None = None):
+        self.spec = spec
+        schema = spec.data_schema
+        io = spec.io_config
+        tuning = spec.tuning_config
+        self.fmt = io.input_format
+        self.value_fmt = self.fmt.value_format if self.fmt.type == "kafka" else self.fmt
+        assert self.value_fmt is not None
+        self.decoder = _decoder_for(self.value_fmt)
+        self.key_decoder = _decoder_for(self.fmt.key_format) if self.fmt.type == "kafka" and self.fmt.key_format else None
+        self.ts_spec = schema.timestamp_spec
+        self.parse_ts = timestamp_parser(self.ts_spec.format)
+        self.missing_ts = (int(self.ts_spec.missing_value.timestamp() * 1000)
+                           if self.ts_spec.missing_value is not None else None)
+        self.transforms = [(t.name, compile_expression(t.expression)) for t in schema.transform_spec.transforms]
+        self.filter = compile_filter(schema.transform_spec.filter) if schema.transform_spec.filter else None
+        self.log_parse_exceptions = tuning.log_parse_exceptions if log_parse_exceptions is None else log_parse_exceptions
+        self.max_saved = (tuning.effective_max_saved_parse_exceptions if max_saved_exceptions is None
+                          else max_saved_exceptions)
+
+        dims = schema.dimensions_spec
+        self.schemaless = not dims.dimensions
+        self.multi_value = {d.name: d.multi_value_handling for d in dims.dimensions}
+        metric_fields = {a.field_name for a in schema.metrics_spec if a.field_name}
+        self.excluded = set(dims.dimension_exclusions) | metric_fields | {self.ts_spec.column, TIME}
+        targets: list[Target] = []
+        for d in dims.dimensions:
+            targets.append(Target(d.name, d.name, d.type if d.type in ("long", "float", "double") else "string", False))
+        seen: set[str] = set()
+        for a in schema.metrics_spec:
+            kind = metric_kind(a.type)
+            if kind and a.field_name:
+                col = metric_input_column(a.field_name, kind)
+                if col not in seen:
+                    seen.add(col)
+                    targets.append(Target(col, a.field_name, kind, True))
+        self.targets = targets
+
+        self.min_time, self.max_time = _message_time_window(spec, created_at)
+        self.output_schema = pa.schema(
+            [(TIME, TIME_TYPE)]
+            + [(t.column, DIM_TYPES[t.kind] if not t.is_metric_input else METRIC_INPUT_TYPES[t.kind]) for t in targets]
+            + ([(DIMS_JSON, pa.string())] if self.schemaless else [])
+            + [(PARTITION, pa.int32()), (OFFSET, pa.int64())])
+        self._fast_schema = self._plan_fast_path()
+
+    # ---------------------------------------------------------------------------------------- fast path
+
+    def _plan_fast_path(self) -> pa.Schema | None:
+        """The explicit schema for pyarrow's JSON reader, or None when this spec always decodes per record."""
+        if self.value_fmt.type != "json" or self.fmt.type == "kafka" or self.schemaless or self.decoder.paths:
+            return None
+        ts_kind = self.ts_spec.format.lower()
+        ts_type = pa.int64() if ts_kind in ("millis", "micro", "nano", "posix") else pa.string()
+        fields: dict[str, pa.DataType] = {self.ts_spec.column: ts_type}
+        transform_names = {name for name, _ in self.transforms}
+        needed = {c for _, e in self.transforms for c in e.columns}
+        needed |= _filter_columns(self.spec.data_schema.transform_spec.filter)
+        for t in self.targets:
+            typ = {"string": pa.string(), "long": pa.int64(), "float": pa.float64(), "double": pa.float64()}[t.kind]
+            if t.source in transform_names:
+                continue
+            have = fields.get(t.source, typ)
+            if have != typ:
+                if pa.string() in (have, typ):
+                    return None  # read as text and as a number: decode per record
+                typ = pa.int64()  # long and double inputs: exact longs; a fractional value falls back
+            fields[t.source] = typ
+        if needed - set(fields) - {TIME} - transform_names:
+            return None  # columns of unknown type for transforms or the filter
+        return pa.schema(list(fields.items()))
+
+    def _decode_fast(self, chunk: RecordChunk, indexes: list[int]) -> dict[str, pa.Array] | None:
+        assert self._fast_schema is not None
+        values = chunk.values if len(indexes) == len(chunk.values) else [chunk.values[i] for i in indexes]
+        data = b"\n".join(values)  # type: ignore[arg-type]
+        if data.count(b"\n") != len(values) - 1:
+            return None  # a record holds a newline (several rows, or pretty-printed JSON)
+        try:
+            table = pa_json.read_json(
+                io.BytesIO(data),
+                read_options=pa_json.ReadOptions(use_threads=False, block_size=max(1 << 20, len(data) + 1)),
+                parse_options=pa_json.ParseOptions(explicit_schema=self._fast_schema,
+                                                   unexpected_field_behavior="ignore"))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return None
+        if table.num_rows != len(indexes):
+            return None
+        return {name: table.column(name).combine_chunks() for name in table.column_names}
+
+    # ---------------------------------------------------------------------------------------- entry point
+
+    def parse(self, chunk: RecordChunk) -> ParsedChunk:
+        stats = RowStats()
+        exceptions: list[ParseExceptionRecord] = []
+        values = chunk.values
+        if None not in values and b"" not in values:  # the usual case, checked without a Python loop
+            live: list[int] = list(range(len(values)))
+            stats.processed_bytes = sum(map(len, values))  # type: ignore[arg-type]
+        else:
+            live = []
+            for i, v in enumerate(values):
+                if v is None or v == b"":
+                    stats.thrown_away += 1  # a tombstone or empty record carries no row
+                else:
+                    stats.processed_bytes += len(v)
+                    live.append(i)
+        if chunk.keys is not None:
+            stats.processed_bytes += sum(len(k) for k in chunk.keys if k is not None)
+
+        columns: dict[str, pa.Array] | None = None
+        row_record: list[int] = live
+        rows: list[dict[str, Any]] = []
+        pyvalues: dict[str, list[Any]] = {}  # columns of mixed or nested values, as decoded
+        if self._fast_schema is not None and live:
+            columns = self._decode_fast(chunk, live)
+        if columns is None:
+            columns, row_record, rows, pyvalues = self._decode_slow(chunk, live, stats, exceptions)
+        n = len(row_record)
+        offsets = _offsets_array(chunk.offsets)
+        if n != len(chunk):  # rows of other records than one each, in order
+            offsets = pc.take(offsets, pa.array(row_record, pa.int64()))
+
+        # 2. timestamps
+        ts_column = self.ts_spec.column
+        ts_millis, bad_ts = self._timestamps(pyvalues.get(ts_column, columns.get(ts_column)), n)
+        mask = pa.repeat(pa.scalar(True), n)
+        if bad_ts:
+            keep = [True] * n
+            for row, message in bad_ts:
+                keep[row] = False
+                self._exception(exceptions, stats, chunk, offsets, row, message, unparseable=True)
+            mask = pa.array(keep, pa.bool_())
+        columns[TIME] = ts_millis
+
+        # 3. transforms (Druid applies them to the parsed row; they may replace __time)
+        for name, expr in self.transforms:
+            try:
+                columns[name] = evaluate_to_array(expr, columns, n)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError) as exc:
+                raise ValueError(f"transform {name!r} ({expr.text}) failed on {chunk.topic}/{chunk.partition} "
+                                 f"offsets {chunk.offsets[0]}..{chunk.offsets[-1]}: {exc}") from None
+        time_col = columns[TIME]
+        if not pa.types.is_integer(time_col.type):
+            time_col = pc.cast(time_col, pa.int64())
+
+        # 4. filter, then late/early rejection
+        if self.filter is not None:
+            passed = self.filter(columns, n)
+            stats.thrown_away += pc.sum(pc.and_(mask, pc.invert(passed))).as_py() or 0
+            mask = pc.and_(mask, passed)
+        if self.min_time is not None or self.max_time is not None:
+            window = pa.repeat(pa.scalar(True), n)
+            if self.min_time is not None:
+                window = pc.and_(window, pc.greater_equal(time_col, self.min_time))
+            if self.max_time is not None:
+                window = pc.and_(window, pc.less_equal(time_col, self.max_time))
+            window = pc.fill_null(window, False)
+            stats.thrown_away += pc.sum(pc.and_(mask, pc.invert(window))).as_py() or 0
+            mask = pc.and_(mask, window)
+
+        # 5. typed output columns
+        transformed = {name for name, _ in self.transforms}
+        with_error: dict[int, str] = {}
+        out: dict[str, pa.Array] = {TIME: pc.cast(time_col, TIME_TYPE)}
+        for t in self.targets:
+            source = columns.get(t.source) if t.source in transformed else pyvalues.get(t.source, columns.get(t.source))
+            out[t.column] = self._typed(t, source, n, with_error)
+        if self.schemaless:
+            out[DIMS_JSON] = self._discovered(rows, columns, n)
+        out[PARTITION] = pa.repeat(pa.scalar(chunk.partition, pa.int32()), n)
+        out[OFFSET] = offsets
+        table = pa.Table.from_pydict(out, schema=self.output_schema)
+        if (pc.sum(mask).as_py() or 0) != n:  # a row was rejected (false or null)
+            table = table.filter(mask)
+
+        kept = mask.to_pylist() if with_error else []
+        for row, message in sorted(with_error.items()):
+            if kept[row]:
+                self._exception(exceptions, stats, chunk, offsets, row, message, unparseable=False)
+        stats.processed += table.num_rows - sum(1 for row in with_error if kept[row])
+        exceptions.sort(key=lambda e: e.offset)
+        return ParsedChunk(table, stats, exceptions[-max(self.max_saved, 1):])
+
+    # ---------------------------------------------------------------------------------------- pieces
+
+    def _decode_slow(self, chunk: RecordChunk, live: Sequence[int], stats: RowStats,
+                     exceptions: list[ParseExceptionRecord]
+                     ) -> tuple[dict[str, pa.Array], list[int], list[dict[str, Any]], dict[str, list[Any]]]:
+        rows: list[dict[str, Any]] = []
+        row_record: list[int] = []
+        kafka = self.fmt.type == "kafka"
+        for i in live:
+            try:
+                decoded = self.decoder.rows(chunk.values[i])  # type: ignore[arg-type]
+                if kafka:
+                    extra = self._kafka_columns(chunk, i)
+                    decoded = [{**extra, **r} for r in decoded]  # the value's fields win
+            except (ValueError, UnicodeDecodeError, csv.Error) as exc:
+                self._exception(exceptions, stats, chunk, pa.array([chunk.offsets[i]], pa.int64()), 0,
+                                f"Unable to parse row [{_preview(chunk.values[i])}]: {exc}", unparseable=True)
+                continue
+            rows.extend(decoded)
+            row_record.extend([i] * len(decoded))
+        names: dict[str, None] = {}
+        for r in rows:
+            for k in r:
+                names.setdefault(k, None)
+        columns: dict[str, pa.Array] = {}
+        pyvalues: dict[str, list[Any]] = {}
+        for name in names:
+            values = [r.get(name) for r in rows]
+            arr = _plain_array(values)
+            if arr is None:  # mixed or nested: text for transforms and filters, values for typing
+                pyvalues[name] = values
+                arr = pa.array([_to_string_value(v, "sorted_array") for v in values], pa.string())
+            columns[name] = arr
+        return columns, row_record, rows, pyvalues
+
+    def _kafka_columns(self, chunk: RecordChunk, i: int) -> dict[str, Any]:
+        fmt = self.fmt
+        out: dict[str, Any] = {fmt.topic_column_name: chunk.topic}
+        if chunk.timestamps is not None:
+            out[fmt.timestamp_column_name] = chunk.timestamps[i]
+        key = chunk.keys[i] if chunk.keys is not None else None
+        if key is not None:
+            if self.key_decoder is not None:
+                key_rows = self.key_decoder.rows(key)
+                first = next(iter(key_rows[0].values()), None) if key_rows and key_rows[0] else None
+                out[fmt.key_column_name] = first
+            else:
+                out[fmt.key_column_name] = key.decode("utf-8", errors="replace")
+        headers = chunk.headers[i] if chunk.headers is not None else None
+        encoding = str((fmt.header_format or {}).get("encoding", "UTF-8"))
+        for name, value in headers or ():
+            out[fmt.header_column_prefix + name] = value.decode(encoding, errors="replace") if value is not None else None
+        return out
+
+    def _timestamps(self, raw: Any, n: int) -> tuple[pa.Array, list[tuple[int, str]]]:
+        """Epoch millis per row (null where unreadable) and the rows that could not be read."""
+        if raw is None:
+            raw = pa.nulls(n)
+        fmt = self.ts_spec.format.lower()
+        fast: pa.Array | None = None
+        values = raw if isinstance(raw, list) else None
+        try:
+            if values is None and (raw.null_count == 0 or self.missing_ts is None):
+                if pa.types.is_string(raw.type) and fmt in ("iso", "auto"):
+                    # via nanoseconds, so finer fractions than milliseconds truncate as Druid does
+                    nanos = pc.cast(raw, pa.timestamp("ns", tz="UTC"))
+                    fast = pc.cast(pc.cast(nanos, TIME_TYPE, safe=False), pa.int64())
+                elif pa.types.is_integer(raw.type) and fmt in ("millis", "auto"):
+                    fast = pc.cast(raw, pa.int64())
+                elif pa.types.is_integer(raw.type) and fmt == "posix":
+                    fast = pc.multiply(pc.cast(raw, pa.int64()), 1000)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            fast = None
+        if fast is not None and fast.null_count == 0:
+            return fast, []
+        bad: list[tuple[int, str]] = []
+        out: list[int | None] = []
+        for row, value in enumerate(values if values is not None else raw.to_pylist()):
+            if value is None and self.missing_ts is not None:
+                out.append(self.missing_ts)
+                continue
+            try:
+                if value is None:
+                    raise ValueError("missing")
+                out.append(self.parse_ts(value))
+            except (ValueError, TypeError, OverflowError) as exc:
+                out.append(None)
+                bad.append((row, f"Timestamp[{value}] is unparseable! (timestampSpec column "
+                                 f"{self.ts_spec.column!r}, format {self.ts_spec.format!r}: {exc})"))
+        return pa.array(out, pa.int64()), bad
+
+    def _typed(self, t: Target, raw: Any, n: int, with_error: dict[int, str]) -> pa.Array:
+        target_type = DIM_TYPES[t.kind] if not t.is_metric_input else METRIC_INPUT_TYPES[t.kind]
+        if raw is None:
+            return pa.nulls(n, target_type)
+        if isinstance(raw, list):
+            raw_values = raw
+        else:
+            raw_values = None
+            if isinstance(raw, pa.ChunkedArray):
+                raw = raw.combine_chunks()
+        if raw_values is not None:
+            pass
+        elif raw.type == target_type:
+            return raw
+        if t.kind == "string":
+            if raw_values is None and (pa.types.is_integer(raw.type) or pa.types.is_string(raw.type)):
+                return pc.cast(raw, pa.string())
+            multi = self.multi_value.get(t.source, "sorted_array")
+            return pa.array([_to_string_value(v, multi) for v in (raw_values or raw.to_pylist())], pa.string())
+        if raw_values is None and (pa.types.is_integer(raw.type) or pa.types.is_floating(raw.type)
+                                   or pa.types.is_null(raw.type)):
+            try:
+                return pc.cast(raw, target_type, safe=False) if not pa.types.is_floating(raw.type) or t.kind != "long" \
+                    else pc.cast(pc.trunc(raw), target_type, safe=False)
+            except pa.ArrowInvalid:
+                pass
+        convert = _CONVERTERS[t.kind]
+        values: list[Any] = []
+        what = "metric input" if t.is_metric_input else "dimension"
+        for row, v in enumerate(raw_values if raw_values is not None else raw.to_pylist()):
+            try:
+                values.append(convert(v))
+            except (ValueError, TypeError, OverflowError):
+                values.append(None)
+                with_error.setdefault(row, f"could not convert value [{v}] to {t.kind} for {what} '{t.source}'")
+        return pa.array(values, target_type)
+
+    def _discovered(self, rows: list[dict[str, Any]], columns: dict[str, Any], n: int) -> pa.Array:
+        transformed = {name for name, _ in self.transforms}
+        out = []
+        for i, r in enumerate(rows):
+            dims = {k: _to_string_value(v, "sorted_array") for k, v in r.items() if k not in self.excluded}
+            for name in transformed - self.excluded:
+                value = columns[name][i].as_py()
+                dims[name] = _to_string_value(value, "sorted_array")
+            out.append(_json_text({k: v for k, v in dims.items() if v is not None}))
+        return pa.array(out, pa.string())
+
+    def _exception(self, exceptions: list[ParseExceptionRecord], stats: RowStats, chunk: RecordChunk,
+                   offsets: pa.Array, row: int, message: str, *, unparseable: bool) -> None:
+        offset = int(offsets[row].as_py())
+        if unparseable:
+            stats.unparseable += 1
+        else:
+            stats.processed_with_error += 1
+        record = ParseExceptionRecord(chunk.topic, chunk.partition, offset, message, unparseable)
+        if self.log_parse_exceptions:
+            log.warning("parse exception: %s", record.describe())
+        # keep at least the last one, so an exceeded limit can name it even when none are saved
+        keep = max(self.max_saved, 1)
+        exceptions.append(record)
+        if len(exceptions) > keep * 2:
+            del exceptions[:-keep]
+
+
+def _offsets_array(offsets: Sequence[int]) -> pa.Array:
+    """A chunk's offsets as an array; a contiguous run (the consumer passes a range) without a Python loop."""
+    if isinstance(offsets, range):
+        import numpy as np
+
+        return pa.array(np.arange(offsets.start, offsets.stop, offsets.step, dtype=np.int64))
+    return pa.array(offsets, pa.int64())
+
+
+def _preview(value: bytes | None, limit: int = 200) -> str:
+    text = (value or b"").decode("utf-8", errors="replace")
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _plain_array(values: list[Any]) -> pa.Array | None:
+    """The decoded values as a flat pyarrow array, or None when they mix types or nest."""
+    try:
+        arr = pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return None
+    if pa.types.is_struct(arr.type) or pa.types.is_list(arr.type) or pa.types.is_boolean(arr.type):
+        return None
+    return arr
+
+
+def _filter_columns(spec: Any) -> set[str]:
+    out: set[str] = set()
+    if isinstance(spec, dict):
+        for key in ("dimension", "column"):
+            if isinstance(spec.get(key), str):
+                out.add(spec[key])
+        for f in spec.get("fields") or []:
+            out |= _filter_columns(f)
+        if spec.get("field"):
+            out |= _filter_columns(spec["field"])
+    return out
+
+
+def _message_time_window(spec: DatasourceSpec, created_at: datetime) -> tuple[int | None, int | None]:
+    """Druid's message rejection window, in epoch millis, relative to the task group's creation time:
+    rows before `lateMessageRejectionStartDateTime` (or creation - lateMessageRejectionPeriod) and rows after
+    creation + taskDuration + earlyMessageRejectionPeriod are thrown away."""
+    io = spec.io_config
+    lo = hi = None
+    if io.late_message_rejection_start_date_time is not None:
+        lo = io.late_message_rejection_start_date_time
+    elif io.late_message_rejection_period is not None:
+        lo = io.late_message_rejection_period.subtract_from(created_at)
+    if io.early_message_rejection_period is not None:
+        hi = io.early_message_rejection_period.add_to(io.task_duration.add_to(created_at))
+
+    def ms(d: datetime | None) -> int | None:
+        return None if d is None else int((d - datetime(1970, 1, 1, tzinfo=d.tzinfo)) / timedelta(milliseconds=1))
+    return ms(lo), ms(hi)

@@ -1,0 +1,51 @@
+"""The librdkafka configuration for a spec's `consumerProperties`, secrets resolved only here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ingest_core.core import secrets
+from ingest_core.kafka.secrets import resolve_properties, secret_values
+
+# Consumer-only settings: harmless to a consumer, noise (warnings) to an admin client.
+_CONSUMER_ONLY = {"isolation.level", "group.id", "auto.offset.reset", "enable.auto.commit", "enable.auto.offset.store",
+                  "enable.partition.eof", "fetch.min.bytes", "fetch.max.bytes", "fetch.wait.max.ms",
+                  "max.partition.fetch.bytes", "session.timeout.ms", "heartbeat.interval.ms",
+                  "max.poll.interval.ms", "partition.assignment.strategy", "group.instance.id",
+                  "queued.min.messages", "queued.max.messages.kbytes", "check.crcs"}
+
+
+@dataclass(frozen=True)
+class KafkaClientConfig:
+    """Resolved client properties plus the values that must never be printed."""
+
+    properties: Mapping[str, str]
+    secrets: tuple[str, ...]
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, Any]) -> "KafkaClientConfig":
+        resolved = resolve_properties(props)
+        return cls(resolved, tuple(secret_values(props, resolved)))
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.properties.get("bootstrap.servers", "")
+
+    def admin(self, **overrides: Any) -> dict[str, Any]:
+        conf: dict[str, Any] = {k: v for k, v in self.properties.items() if k not in _CONSUMER_ONLY}
+        conf.update(overrides)
+        return conf
+
+    def consumer(self, **overrides: Any) -> dict[str, Any]:
+        conf: dict[str, Any] = {"group.id": "kafka-microbatch-ingest", "enable.auto.commit": False,
+                                "enable.auto.offset.store": False, "auto.offset.reset": "error",
+                                "isolation.level": "read_committed"}
+        conf.update(self.properties)
+        # Offsets live in the metadata store; never let Kafka's group offsets or auto-reset move a range.
+        conf.update({"enable.auto.commit": False, "auto.offset.reset": "error"})
+        conf.update(overrides)
+        return conf
+
+    def redact(self, text: str) -> str:
+        return secrets.redact_text(text, self.secrets)

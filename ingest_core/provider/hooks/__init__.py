@@ -1,0 +1,1 @@
+"""Hooks: endpoints and secrets from Airflow connections, nothing else."""

@@ -1,0 +1,1 @@
+"""Operators: the tasks of one DAG run (plan, Spark job, publish, report)."""

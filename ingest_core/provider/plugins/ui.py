@@ -1,0 +1,212 @@
+"""The REST API and pages of the Airflow UI plugin (`plugins/ingest_plugin.py`): Druid's supervisor API.
+
+Mounted by Airflow's api-server under `/ingest`. Plugin FastAPI apps get no authentication from Airflow, so
+every route here depends on Airflow's own: a JWT (bearer token or the UI's session cookie) checked by the
+configured auth manager, with DAG permissions (GET to read a datasource, PUT to act on it; the DAG id is the
+datasource name).
+
+  GET  /ingest/api/v1/supervisor                    datasource names (?full: their status reports)
+  GET  /ingest/api/v1/supervisor/{id}/status        Druid's status report
+  GET  /ingest/api/v1/supervisor/{id}/health        200 healthy, 503 not
+  POST /ingest/api/v1/supervisor/{id}/suspend | resume | terminate | reset
+  POST /ingest/api/v1/supervisor/{id}/resetOffsets  Druid's body: {"type": "kafka", "partitions": {"type":
+       "end", "stream": TOPIC, "partitionOffsetMap": {"0": 100}}}
+  GET  /ingest/ui/datasources, /ingest/ui/datasources/{id}   the pages
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any, Literal
+
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+
+from ingest_core.core.errors import IngestError
+from ingest_core.core.offsets import TopicPartition
+from ingest_core.core.periods import format_datetime
+from ingest_core.core.settings import Settings
+from ingest_core.service.actions import DatasourceActions
+from ingest_core.service.status import StatusReport, collect_status, spec_for, specs_in
+from ingest_core.store.metadata import MetadataStore
+
+app = FastAPI(title="Ingest datasources", description=__doc__)
+READ = [Depends(requires_access_dag("GET"))]
+WRITE = [Depends(requires_access_dag("PUT"))]
+
+
+class AirflowDbDags:
+    """Pauses DAGs in Airflow's database: the api-server has it at hand."""
+
+    def set_paused(self, dag_id: str, paused: bool) -> None:
+        from airflow.models.dag import DagModel
+        from airflow.utils.session import create_session
+
+        with create_session() as session:
+            session.query(DagModel).filter(DagModel.dag_id == dag_id).update({DagModel.is_paused: paused})
+
+
+def _store() -> MetadataStore:
+    store = MetadataStore(Settings.from_env().metadata_url)
+    store.check_schema()
+    return store
+
+
+def _dags_folder() -> str:
+    from airflow.configuration import conf
+
+    return conf.get("core", "dags_folder")
+
+
+def _status(store: MetadataStore, name: str, specs: dict | None = None) -> StatusReport:
+    specs = specs_in(_dags_folder()) if specs is None else specs
+    try:
+        return collect_status(store, name, spec_for(store, name, specs), kafka_timeout_s=5.0)
+    except IngestError as exc:
+        raise HTTPException(404, str(exc)) from None
+
+
+def _actions(store: MetadataStore, user: Any) -> DatasourceActions:
+    return DatasourceActions(store, AirflowDbDags(), actor=user.get_name())
+
+
+def _act(call) -> dict:
+    try:
+        result = call()
+    except IngestError as exc:
+        raise HTTPException(400, str(exc)) from None
+    return {"id": result.datasource, "action": result.action, **result.details}
+
+
+# ---------------------------------------------------------------------------------------------- REST
+
+
+@app.get("/api/v1/supervisor", dependencies=READ)
+def list_supervisors(full: bool = False) -> Any:
+    store = _store()
+    names = [r["name"] for r in store.list_datasources()]
+    if not full:
+        return names
+    specs = specs_in(_dags_folder())
+    return [_status(store, n, specs).to_json() for n in names]
+
+
+@app.get("/api/v1/supervisor/{dag_id}/status", dependencies=READ)
+def supervisor_status(dag_id: str) -> dict:
+    return _status(_store(), dag_id).to_json()
+
+
+@app.get("/api/v1/supervisor/{dag_id}/health", dependencies=READ)
+def supervisor_health(dag_id: str) -> JSONResponse:
+    report = _status(_store(), dag_id)
+    return JSONResponse({"healthy": report.healthy, "state": report.state, "detailedState": report.detailed_state},
+                        status_code=200 if report.healthy else 503)
+
+
+@app.post("/api/v1/supervisor/{dag_id}/resetOffsets", dependencies=WRITE)
+async def supervisor_reset_offsets(dag_id: str, request: Request, user: GetUserDep) -> dict:
+    body = await request.json()
+    try:
+        partitions = body["partitions"]
+        topic = partitions["stream"]
+        new = {TopicPartition(topic, int(p)): int(o) for p, o in partitions["partitionOffsetMap"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise HTTPException(400, 'expected {"type": "kafka", "partitions": {"type": "end", "stream": TOPIC, '
+                                 '"partitionOffsetMap": {"0": OFFSET}}}') from None
+    return _act(lambda: _actions(_store(), user).set_offsets(dag_id, new))
+
+
+@app.post("/api/v1/supervisor/{dag_id}/{action}", dependencies=WRITE)
+def supervisor_action(dag_id: str, action: Literal["suspend", "resume", "terminate", "reset"],
+                      user: GetUserDep) -> dict:
+    return _act(lambda: getattr(_actions(_store(), user), action)(dag_id))
+
+
+# ---------------------------------------------------------------------------------------------- pages
+
+_STYLE = """<style>
+body{font-family:system-ui,sans-serif;margin:16px;color:#1f2937}
+table{border-collapse:collapse;margin:8px 0 16px}th,td{border-bottom:1px solid #e5e7eb;padding:6px 10px;text-align:left}
+th{background:#f3f4f6}.ok{color:#047857}.bad{color:#b91c1c;font-weight:600}td.n{text-align:right}
+pre{background:#f9fafb;padding:8px;overflow:auto}button{margin-right:4px}
+</style>"""
+
+
+def _page(title: str, body: str) -> HTMLResponse:
+    return HTMLResponse(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+                        f"{_STYLE}</head><body><h2>{html.escape(title)}</h2>{body}"
+                        f"<script>{_ACTIONS_JS}</script></body></html>")
+
+
+# Actions post with the UI's session cookie (same origin), which the routes above authenticate.
+_ACTIONS_JS = """
+async function act(id, action) {
+  if (["reset", "terminate"].includes(action) && prompt(`Type ${id} to ${action} it`) !== id) return;
+  const r = await fetch(`/ingest/api/v1/supervisor/${encodeURIComponent(id)}/${action}`, {method: "POST"});
+  const body = await r.json();
+  alert(r.ok ? `${action}: ${body.state || "done"}` : `${action} failed: ${body.detail}`);
+  location.reload();
+}"""
+
+
+def _cell(value: Any, cls: str = "") -> str:
+    return f"<td class='{cls}'>{html.escape(str(value))}</td>"
+
+
+@app.get("/ui/datasources", dependencies=READ, response_class=HTMLResponse)
+def datasources_page() -> HTMLResponse:
+    store = _store()
+    rows = []
+    specs = specs_in(_dags_folder())
+    for r in (_status(store, d["name"], specs) for d in store.list_datasources()):
+        segs = store.segments(r.datasource)
+        published = next((x.published_at for x in r.recent_runs if x.published_at), None)
+        name = html.escape(r.datasource)
+        rows.append(
+            "<tr>" + f"<td><a href='/ingest/ui/datasources/{name}'>{name}</a></td>"
+            + _cell(r.state, "ok" if r.healthy else "bad") + _cell(r.detailed_state)
+            + _cell("yes" if r.healthy else "NO", "ok" if r.healthy else "bad")
+            + _cell("?" if r.aggregate_lag is None else f"{r.aggregate_lag:,}", "n")
+            + _cell(format_datetime(published) if published else "-")
+            + _cell(f"{sum(s.num_rows for s in segs):,}", "n") + _cell(len(segs), "n")
+            + "<td>" + "".join(f"<button onclick=\"act('{name}','{a}')\">{a}</button>"
+                               for a in ("suspend", "resume", "reset", "terminate")) + "</td></tr>")
+    table = ("<table><tr><th>Datasource</th><th>State</th><th>Detailed state</th><th>Healthy</th>"
+             "<th>Aggregate lag</th><th>Last publish</th><th>Rows</th><th>Segments</th><th>Actions</th></tr>"
+             + "".join(rows) + "</table>") if rows else "<p>No datasources yet: one appears with its first run.</p>"
+    return _page("Datasources", table)
+
+
+@app.get("/ui/datasources/{dag_id}", dependencies=READ, response_class=HTMLResponse)
+def datasource_page(dag_id: str) -> HTMLResponse:
+    store = _store()
+    r = _status(store, dag_id)
+    lag = r.lag or {}
+    offsets = "".join(
+        "<tr>" + _cell(tp) + _cell(r.committed.get(tp, "-"), "n") + _cell((r.latest or {}).get(tp, "?"), "n")
+        + _cell(lag.get(tp, "?"), "n") + "</tr>" for tp in sorted(set(r.committed) | set(r.latest or {})))
+    runs = "".join(
+        "<tr>" + _cell(x.run_id) + _cell(x.status) + _cell(x.records, "n")
+        + _cell(", ".join(f"{k} {v}" for k, v in sorted(x.row_stats.items())) or "-") + _cell(x.error or "")
+        + "</tr>" for x in r.recent_runs)
+    active = "".join(
+        "<tr>" + _cell(run_id) + _cell(g.group_id, "n") + _cell(f"{g.records:,} / {g.planned:,}", "n")
+        + _cell(f"{g.records_per_s:,.0f}", "n") + _cell(f"{g.remaining:,}", "n")
+        + _cell(f"{g.splits_done} / {g.splits}", "n") + "</tr>" for run_id, groups in r.active.items() for g in groups)
+    errors = "".join(f"<li>{html.escape(format_datetime(e.timestamp))} {html.escape(e.error_class)}: "
+                     f"{html.escape(e.message)}</li>" for e in r.recent_errors)
+    history = store.spec_history(dag_id)
+    spec = json.dumps(history[-1]["spec"], indent=2) if history else "(no spec registered yet)"
+    body = (f"<p>State <b class='{'ok' if r.healthy else 'bad'}'>{html.escape(r.state)}</b> "
+            f"({html.escape(r.detailed_state)}), stream <code>{html.escape(r.stream)}</code>, aggregate lag "
+            f"<b>{'?' if r.aggregate_lag is None else f'{r.aggregate_lag:,}'}</b></p>"
+            + (("<h3>In flight</h3><table><tr><th>Run</th><th>Group</th><th>Records read</th><th>Records/s</th>"
+                 f"<th>Lag</th><th>Splits done</th></tr>{active}</table>") if active else "")
+            + "<h3>Offsets</h3><table><tr><th>Partition</th><th>Committed</th><th>Latest</th><th>Lag</th></tr>"
+            f"{offsets}</table><h3>Recent runs</h3><table><tr><th>Run</th><th>Status</th><th>Records</th>"
+            f"<th>Row stats</th><th>Error</th></tr>{runs}</table>"
+            + (f"<h3>Recent errors</h3><ul>{errors}</ul>" if errors else "")
+            + f"<h3>Spec (version {history[-1]['version'] if history else '-'})</h3><pre>{html.escape(spec)}</pre>")
+    return _page(f"Datasource {dag_id}", body)

@@ -1,0 +1,1 @@
+"""Sensors: the data gate ("enough new records yet?"), deferring to `triggers`."""

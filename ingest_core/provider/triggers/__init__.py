@@ -1,0 +1,1 @@
+"""Triggers: async waits that run in Airflow's triggerer and hold no worker slot."""

@@ -1,0 +1,241 @@
+"""Operator actions on a datasource, Druid's supervisor API: suspend, resume, terminate, reset, set offsets.
+
+Each action changes the metadata store in one transaction under the datasource's lock (the same lock every
+publish takes, so an action and a publish never interleave) and writes an audit record naming who did it.
+Actions that move offsets (reset, set offsets) also supersede the runs in flight: their publish would
+compare-and-swap against offsets that are gone, and no later run may continue from their planned ends.
+Suspend, resume and terminate also pause or unpause the datasource's Airflow DAG through a `DagControl`;
+`reset --to-latest --backfill` triggers its backfill run there.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Protocol
+
+from ingest_core.core.errors import IngestError
+from ingest_core.core.offsets import (
+    PublishedRange,
+    StartOffset,
+    StartSource,
+    TopicPartition,
+    clamp_to_log,
+    offsets_to_json,
+    resolve_start_offsets,
+)
+from ingest_core.core.periods import format_datetime
+from ingest_core.core.planner import PlanRequest, plan_run
+from ingest_core.core.spec import DatasourceSpec
+from ingest_core.core.states import Event, transition
+from ingest_core.kafka.offset_reader import KafkaOffsetReader
+from ingest_core.store.metadata import MetadataStore, utcnow
+
+log = logging.getLogger(__name__)
+
+
+class DagControl(Protocol):
+    def set_paused(self, dag_id: str, paused: bool) -> None: ...
+
+    def trigger(self, dag_id: str, run_id: str) -> None: ...
+
+
+class AirflowCliDags:
+    """Pauses DAGs with the `airflow` command of this environment (its configuration, its database)."""
+
+    def set_paused(self, dag_id: str, paused: bool) -> None:
+        airflow = str(Path(sys.executable).parent / "airflow")
+        done = subprocess.run([airflow, "dags", "pause" if paused else "unpause", dag_id, "-y"],
+                              capture_output=True, text=True, timeout=300, env=os.environ)
+        if done.returncode != 0:
+            raise IngestError(f"`airflow dags {'pause' if paused else 'unpause'} {dag_id}` failed: "
+                              f"{(done.stderr or done.stdout).strip()[-2000:]}")
+
+    def trigger(self, dag_id: str, run_id: str) -> None:
+        airflow = str(Path(sys.executable).parent / "airflow")
+        done = subprocess.run([airflow, "dags", "trigger", dag_id, "--run-id", run_id], capture_output=True,
+                              text=True, timeout=300, env=os.environ)
+        if done.returncode != 0:
+            raise IngestError(f"`airflow dags trigger {dag_id} --run-id {run_id}` failed: "
+                              f"{(done.stderr or done.stdout).strip()[-2000:]}; trigger it by hand, the plan is kept")
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    action: str
+    datasource: str
+    details: dict
+    warnings: tuple[str, ...] = ()  # what the operator must know (e.g. records lost): the CLI prints them loudly
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.datasource}: {self.details}"
+
+
+class DatasourceActions:
+    def __init__(self, store: MetadataStore, dags: DagControl | None, actor: str):
+        self.store, self.dags, self.actor = store, dags, actor
+
+    def _require(self, name: str) -> dict:
+        return self.store.require_datasource(name)
+
+    def _pause(self, name: str, paused: bool) -> None:
+        if self.dags is not None:
+            self.dags.set_paused(name, paused)
+
+    def _switch(self, name: str, event: Event, paused: bool, **flags: bool) -> ActionResult:
+        row = self._require(name)
+        with self.store.session() as conn:
+            self.store.set_state(name, event, conn=conn, **flags)
+            self.store.audit(name, event.value, {"previousState": row["state"], "wasTerminated": bool(row["terminated"])},
+                             self.actor, conn)
+        self._pause(name, paused)
+        return ActionResult(event.value, name, {"state": transition(event)[0].value})
+
+    def suspend(self, name: str) -> ActionResult:
+        if self._require(name)["terminated"]:
+            raise IngestError(f"datasource {name!r} is terminated; `ingest resume {name}` restarts it")
+        return self._switch(name, Event.SUSPEND, True, suspended=True)
+
+    def resume(self, name: str) -> ActionResult:
+        """Resumes a suspended datasource, or restarts a terminated one (Druid: submitting its spec again);
+        its committed offsets are kept either way."""
+        return self._switch(name, Event.RESUME, False, suspended=False, terminated=False)
+
+    def terminate(self, name: str) -> ActionResult:
+        """A tombstone: the DAG stops scheduling and no run plans again. Runs in flight may still publish."""
+        return self._switch(name, Event.TERMINATE, True, terminated=True)
+
+    def reset(self, name: str) -> ActionResult:
+        """Druid's hard reset: forget the committed offsets; the next run starts from earliest or latest
+        (useEarliestOffset). Records between may be skipped or read again: that is what a reset means."""
+        self._require(name)
+        with self.store.planning_lock(name), self.store.session() as conn:
+            row = self.store.lock_datasource(conn, name)
+            before = self.store.committed_offsets(name, conn)
+            self.store.delete_offsets(conn, name)
+            self.store.bump_commit_version(conn, name, int(row["commit_version"]))
+            superseded = self.store.supersede_inflight(conn, name, f"reset by {self.actor}",
+                                                       "the datasource's offsets were reset")
+            released = self.store.release_ranges(conn, name)  # the next run may start from earliest
+            details = {"clearedOffsets": offsets_to_json({tp: k.offset for tp, k in before.items()}),
+                       "supersededRuns": superseded, "releasedRanges": _ranges(released)}
+            self.store.audit(name, "reset", details, self.actor, conn)
+        return ActionResult("reset", name, details)
+
+    def reset_to_latest(self, name: str, spec: DatasourceSpec, *, backfill: bool,
+                        reader: KafkaOffsetReader | None = None) -> ActionResult:
+        """The main line jumps to the latest offsets. With `backfill`, the skipped range (from where the next
+        run would have started to the new offsets) becomes one bounded backfill run, planned in the same
+        transaction and triggered in Airflow. Runs in flight are superseded: their ranges are in the backfill,
+        and their publish is refused. A publish that got in first (it holds the same lock) simply moves the
+        backfill's start. So every offset is ingested once: Druid's own reset-to-latest admits duplicates."""
+        self._require(name)
+        io, micro = spec.io_config, spec.microbatch
+        reader = reader or KafkaOffsetReader.for_spec(spec)
+        tps = reader.partitions(topic=io.topic, pattern=io.topic_pattern)
+        snap = reader.snapshot(tps)
+        now = utcnow()
+        run_id = f"reset_backfill__{format_datetime(now)}"
+        with self.store.planning_lock(name), self.store.session() as conn:
+            row = self.store.lock_datasource(conn, name)
+            # Offsets that left the log (retention, a re-created topic) stop every run: getting past them is
+            # what this reset is for, so they are moved into the log, and what that loses is reported.
+            committed, moved = clamp_to_log(self.store.committed_offsets(name, conn), snap.earliest, snap.latest)
+            # where the main line stands, ignoring runs in flight (superseded below)
+            starts = resolve_start_offsets(tps, datasource=name, inflight={}, committed=committed,
+                                           earliest=snap.earliest, latest=snap.latest,
+                                           use_earliest=io.use_earliest_offset,
+                                           reset_automatically=spec.tuning_config.reset_offset_automatically).starts
+            target = {tp: max(snap.latest[tp], starts[tp].offset) for tp in tps}
+            self.store.write_offsets(conn, name, target, f"reset-to-latest by {self.actor}")
+            released = self.store.release_ranges(conn, name, target)  # only a re-created topic's, in practice
+            self.store.bump_commit_version(conn, name, int(row["commit_version"]))
+            superseded = self.store.supersede_inflight(conn, name, f"reset-to-latest by {self.actor}",
+                                                       "the datasource was reset to the latest offsets")
+            skipped = {tp: (starts[tp].offset, target[tp]) for tp in tps if starts[tp].offset < target[tp]}
+            plan = None
+            if backfill and skipped:
+                plan = plan_run(PlanRequest(
+                    datasource=name, run_id=run_id, created_at=now,
+                    starts={tp: StartOffset(start, StartSource.BACKFILL) for tp, (start, _) in skipped.items()},
+                    latest={tp: end for tp, (_, end) in skipped.items()}, task_count=io.task_count,
+                    multi_topic=io.topic_pattern is not None, assignment=micro.assignment,
+                    max_records_per_split=micro.max_records_per_split,
+                    min_splits_per_group=micro.min_splits_per_group, spec_fingerprint=spec.fingerprint()))
+                self.store.insert_run(plan, conn)
+            below = [m for m in moved if m.from_offset < m.earliest]
+            beyond = [m for m in moved if m.from_offset > m.latest]
+            details = {"from": offsets_to_json({tp: s for tp, (s, _) in skipped.items()}),
+                       "to": offsets_to_json(target), "skippedRecords": sum(e - s for s, e in skipped.values()),
+                       "backfillRun": plan.run_id if plan else None, "supersededRuns": superseded,
+                       "removedBeforeIngestion": _ranges_json((m.tp, [m.from_offset, m.earliest]) for m in below),
+                       "removedRecords": sum(m.earliest - m.from_offset for m in below),
+                       "beyondLogEnd": _ranges_json((m.tp, [m.from_offset, m.latest]) for m in beyond),
+                       "releasedRanges": _ranges(released)}
+            self.store.audit(name, "reset_to_latest", details, self.actor, conn)
+        warnings = [f"partition {m.tp}: records {m.from_offset}..{m.earliest - 1} ({m.earliest - m.from_offset} "
+                    f"records) were removed (retention or delete_records) before they were ingested: they are lost"
+                    + (f"; the backfill starts at {m.earliest}" if plan and m.tp in skipped else "") for m in below]
+        warnings += [f"partition {m.tp}: committed offset {m.from_offset} is beyond the log end offset {m.latest} "
+                     f"(the topic was re-created?): it described another log, of which nothing is backfilled; the "
+                     f"main line continues from {m.latest}" for m in beyond]
+        if backfill and plan is None:
+            warnings.append("nothing to backfill: no records are left in the log between where the main line stood "
+                            "and the latest offsets")
+        for warning in warnings:
+            log.warning("reset --to-latest of %s: %s", name, warning)
+        if plan is not None and self.dags is not None:
+            self.dags.trigger(name, plan.run_id)
+        return ActionResult("reset --to-latest" + (" --backfill" if backfill else ""), name, details,
+                            tuple(warnings))
+
+    def set_offsets(self, name: str, new: Mapping[TopicPartition, int]) -> ActionResult:
+        """Druid's resetOffsets: the next run of these partitions starts at the given offsets."""
+        self._require(name)
+        if not new:
+            raise IngestError("no offsets given: use TOPIC:PARTITION=OFFSET")
+        with self.store.planning_lock(name), self.store.session() as conn:
+            row = self.store.lock_datasource(conn, name)
+            before = self.store.committed_offsets(name, conn)
+            self.store.write_offsets(conn, name, new, f"set-offsets by {self.actor}")
+            self.store.bump_commit_version(conn, name, int(row["commit_version"]))
+            superseded = self.store.supersede_inflight(conn, name, f"set-offsets by {self.actor}",
+                                                       "the datasource's offsets were set by an operator")
+            released = self.store.release_ranges(conn, name, new)  # the operator asked to read them again
+            details = {"before": offsets_to_json({tp: before[tp].offset for tp in new if tp in before}),
+                       "after": offsets_to_json(dict(new)), "supersededRuns": superseded,
+                       "releasedRanges": _ranges(released)}
+            self.store.audit(name, "set_offsets", details, self.actor, conn)
+        return ActionResult("set-offsets", name, details)
+
+
+def _ranges(claims: list[PublishedRange]) -> list[dict]:
+    return [{"topic": c.tp.topic, "partition": c.tp.partition, "start": c.start, "end": c.end, "runId": c.run_id}
+            for c in claims]
+
+
+def _ranges_json(items) -> dict[str, dict[str, list[int]]]:
+    out: dict[str, dict[str, list[int]]] = {}
+    for tp, value in items:
+        out.setdefault(tp.topic, {})[str(tp.partition)] = value
+    return out
+
+
+def parse_offset_assignments(items: list[str]) -> dict[TopicPartition, int]:
+    """`topic:partition=offset` (the topic may contain colons; the last one separates the partition)."""
+    out: dict[TopicPartition, int] = {}
+    for item in items:
+        try:
+            where, offset = item.rsplit("=", 1)
+            topic, partition = where.rsplit(":", 1)
+            tp, value = TopicPartition(topic, int(partition)), int(offset)
+        except ValueError:
+            raise IngestError(f"{item!r} is not TOPIC:PARTITION=OFFSET (e.g. wikipedia:0=1200)") from None
+        if value < 0 or tp.partition < 0:
+            raise IngestError(f"{item!r}: partition and offset must not be negative")
+        out[tp] = value
+    return out

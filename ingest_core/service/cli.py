@@ -1,0 +1,344 @@
+"""The `ingest` command line: a thin shell over the spine.
+
+  ingest validate SPEC...            check spec files; exit 1 with every problem listed
+  ingest db upgrade                  create or upgrade the metadata store schema
+  ingest plan SPEC --run-id ID       plan (or show the persisted plan of) one run
+  ingest status [DATASOURCE]         state, health, offsets, lag, errors and recent runs (--json: Druid's shape)
+  ingest health [DATASOURCE]         exit 0 when healthy, 1 when not
+  ingest segments DATASOURCE         the visible segments (--all: also unused ones)
+  ingest suspend | resume | terminate DATASOURCE
+  ingest reset DATASOURCE            hard reset: forget the committed offsets (asks for confirmation)
+  ingest reset DATASOURCE --to-latest [--backfill]   jump to the latest offsets [and backfill the gap]
+  ingest set-offsets DATASOURCE TOPIC:PARTITION=OFFSET...
+  ingest cleanup DATASOURCE [--yes]  job output of final runs that nothing was published from (--yes: remove it)
+
+Actions are audited with the name in --actor (default: $INGEST_ACTOR, else the login name). The DAG folder
+(--dags-folder, default: $AIRFLOW__CORE__DAGS_FOLDER, else ./dags) gives the specs for broker queries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+from ingest_core.core.errors import IngestError, SpecError
+from ingest_core.core.periods import format_datetime, parse_datetime
+from ingest_core.core.settings import Settings
+from ingest_core.core.spec import find_spec_files, load_spec
+from ingest_core.store.metadata import MetadataStore
+
+
+def _store(args: argparse.Namespace) -> MetadataStore:
+    return MetadataStore(args.metadata_url or Settings.from_env().metadata_url)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    paths: list[Path] = []
+    for raw in args.specs:
+        p = Path(raw)
+        paths.extend(find_spec_files(p) if p.is_dir() else [p])
+    failed = 0
+    for path in paths:
+        try:
+            spec = load_spec(path)
+        except SpecError as exc:
+            failed += 1
+            print(f"ERROR {exc}", file=sys.stderr)
+            continue
+        print(f"OK    {path}: datasource {spec.datasource!r}")
+        for warning in spec.warnings:
+            print(f"  warning: {warning}")
+    if not paths:
+        print("no spec files given", file=sys.stderr)
+        return 2
+    return 1 if failed else 0
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    store = _store(args)
+    before = store.current_schema_version()
+    applied = store.upgrade()
+    if applied:
+        print(f"{store.safe_url}: schema upgraded from version {before} to {applied[-1]}")
+    else:
+        print(f"{store.safe_url}: schema is up to date (version {before})")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from ingest_core.supervisor.planning import PlanOptions, Supervisor
+
+    spec = load_spec(args.spec)
+    store = _store(args)
+    store.check_schema()
+    supervisor = Supervisor(spec, store)
+    supervisor.register()
+    options = PlanOptions(end_time=parse_datetime(args.end_time) if args.end_time else None,
+                          max_records=args.max_records)
+    record = supervisor.plan(args.run_id, options)
+    if args.json:
+        print(json.dumps(record.plan.to_json(), indent=2))
+        return 0
+    plan = record.plan
+    print(f"run {plan.run_id} of {plan.datasource}: {record.status.value}, {plan.records} records, "
+          f"{len(plan.groups)} task groups ({plan.assignment})")
+    for g in plan.groups:
+        print(f"  group {g.group_id}: {g.records} records in {len(g.splits)} splits")
+        for p in g.partitions:
+            print(f"    {p.tp}: [{p.start}, {p.end}) from {p.start_source.value}")
+    return 0
+
+
+def _dags_folder(args: argparse.Namespace) -> str:
+    return args.dags_folder or os.environ.get("AIRFLOW__CORE__DAGS_FOLDER") or "dags"
+
+
+def _actor(args: argparse.Namespace) -> str:
+    return args.actor or os.environ.get("INGEST_ACTOR") or getpass.getuser()
+
+
+def _names(args: argparse.Namespace, store: MetadataStore) -> list[str]:
+    return [args.datasource] if args.datasource else [r["name"] for r in store.list_datasources()]
+
+
+def _statuses(args: argparse.Namespace, store: MetadataStore) -> list:
+    from ingest_core.service.status import collect_status, spec_for, specs_in
+
+    specs = specs_in(_dags_folder(args))
+    return [collect_status(store, name, spec_for(store, name, specs)) for name in _names(args, store)]
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    store = _store(args)
+    store.check_schema()
+    reports = _statuses(args, store)
+    if args.json:
+        out = [r.to_json() for r in reports]
+        print(json.dumps(out[0] if args.datasource else out, indent=2))
+        return 0
+    if not reports:
+        print("no datasources yet: a datasource appears with its DAG's first run")
+    if not args.datasource:
+        print(f"{'DATASOURCE':24} {'STATE':22} {'HEALTHY':8} {'LAG':>12} {'LAST PUBLISH':24}")
+        for r in reports:
+            published = next((x.published_at for x in r.recent_runs if x.published_at), None)
+            lag = "?" if r.aggregate_lag is None else f"{r.aggregate_lag:,}"
+            print(f"{r.datasource:24} {r.state:22} {str(r.healthy).lower():8} {lag:>12} "
+                  f"{format_datetime(published) if published else '-':24}")
+        return 0
+    r = reports[0]
+    print(f"datasource {r.datasource} (stream {r.stream}): {r.state} / {r.detailed_state}, "
+          f"{'healthy' if r.healthy else 'UNHEALTHY'}")
+    lag = r.lag or {}
+    print(f"  aggregate lag: {'unknown' if r.aggregate_lag is None else f'{r.aggregate_lag:,}'}")
+    print(f"  {'PARTITION':28} {'COMMITTED':>12} {'LATEST':>12} {'LAG':>10}")
+    for tp in sorted(set(r.committed) | set(r.latest or {})):
+        latest = (r.latest or {}).get(tp)
+        print(f"  {str(tp):28} {r.committed.get(tp, '-'):>12} {'?' if latest is None else latest:>12} "
+              f"{lag.get(tp, '?'):>10}")
+    for run_id, groups in r.active.items():
+        for g in groups:
+            print(f"  in flight: {run_id} group {g.group_id}: {g.records:,} of {g.planned:,} records read, "
+                  f"{g.records_per_s:,.0f}/s, lag {g.remaining:,}, splits {g.splits_done}/{g.splits} done")
+    if r.recent_errors:
+        print("  recent errors:")
+        for e in r.recent_errors:
+            print(f"    {format_datetime(e.timestamp)} {e.error_class}: {e.message}")
+    print("  recent runs:")
+    for run in r.recent_runs:
+        stats = ", ".join(f"{k} {v}" for k, v in sorted(run.row_stats.items())) or "no row stats"
+        print(f"    {run.run_id}: {run.status}, {run.records} records ({stats})"
+              + (f" - {run.error}" if run.error else ""))
+    return 0
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    store = _store(args)
+    store.check_schema()
+    unhealthy = 0
+    for r in _statuses(args, store):
+        unhealthy += not r.healthy
+        print(f"{r.datasource}: {'healthy' if r.healthy else 'UNHEALTHY'} ({r.state} / {r.detailed_state})")
+    return 1 if unhealthy else 0
+
+
+def cmd_segments(args: argparse.Namespace) -> int:
+    store = _store(args)
+    store.check_schema()
+    segs = store.segments(args.datasource, used_only=not args.all)
+    if args.json:
+        print(json.dumps([{"id": s.id, "interval": f"{format_datetime(s.interval_start)}/"
+                                                    f"{format_datetime(s.interval_end)}",
+                           "version": s.version, "partitionNum": s.partition_num, "rows": s.num_rows,
+                           "bytes": s.size_bytes, "used": s.used, "runId": s.run_id, "location": s.location}
+                          for s in segs], indent=2))
+        return 0
+    for s in segs:
+        print(f"{s.id}  rows {s.num_rows:,}  {s.size_bytes:,} B  {'used' if s.used else 'unused'}  {s.location}")
+    print(f"{len(segs)} segments, {sum(s.num_rows for s in segs):,} rows")
+    return 0
+
+
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    from ingest_core.service.status import spec_for, specs_in
+    from ingest_core.store.cleanup import find_orphans, remove_orphans
+
+    store = _store(args)
+    store.check_schema()
+    store.require_datasource(args.datasource)
+    spec = spec_for(store, args.datasource, specs_in(_dags_folder(args)))
+    if spec is None:  # its deep storage is in the spec
+        raise IngestError(f"no spec for datasource {args.datasource!r} in {_dags_folder(args)} or the metadata store")
+    orphans = find_orphans(store, spec)
+    for o in orphans:
+        print(f"{'remove' if args.yes else 'would remove'} {o.uri} (run {o.run_id})")
+    if args.yes:
+        remove_orphans(store, args.datasource, orphans, _actor(args))
+        print(f"removed {len(orphans)} attempt folders that nothing was published from")
+    else:
+        print(f"{len(orphans)} attempt folders of final runs hold nothing published"
+              + ("; --yes removes them" if orphans else ""))
+    return 0
+
+
+def _confirm(args: argparse.Namespace, what: str) -> bool:
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        print(f"refusing to {what} without confirmation: pass --yes", file=sys.stderr)
+        return False
+    answer = input(f"{what}? Type the datasource name to confirm: ")
+    return answer.strip() == args.datasource
+
+
+def cmd_action(args: argparse.Namespace) -> int:
+    from ingest_core.service.actions import (
+        AirflowCliDags,
+        DatasourceActions,
+        parse_offset_assignments,
+    )
+
+    store = _store(args)
+    store.check_schema()
+    dags = None if args.no_airflow else AirflowCliDags()
+    actions = DatasourceActions(store, dags, _actor(args))
+    name = args.datasource
+    if args.command == "reset" and args.to_latest:
+        from ingest_core.service.status import spec_for, specs_in
+
+        spec = spec_for(store, name, specs_in(_dags_folder(args)))
+        if spec is None:
+            raise IngestError(f"no spec for datasource {name!r} in {_dags_folder(args)} or the metadata store")
+        what = "ingest the skipped range as a backfill run" if args.backfill else "skip the records in between"
+        if not _confirm(args, f"move {name} to the latest offsets and {what}"):
+            return 1
+        result = actions.reset_to_latest(name, spec, backfill=args.backfill)
+    elif args.command == "reset":
+        if args.backfill:
+            raise IngestError("--backfill goes with --to-latest")
+        if not _confirm(args, f"reset the committed offsets of {name} (the next run starts from earliest or "
+                              f"latest by useEarliestOffset)"):
+            return 1
+        result = actions.reset(name)
+    elif args.command == "set-offsets":
+        new = parse_offset_assignments(args.offsets)
+        if not _confirm(args, f"set the offsets of {name} to {', '.join(args.offsets)}"):
+            return 1
+        result = actions.set_offsets(name, new)
+    elif args.command == "terminate":
+        if not _confirm(args, f"terminate {name} (its DAG stops scheduling)"):
+            return 1
+        result = actions.terminate(name)
+    else:
+        result = getattr(actions, args.command)(name)
+    print(result)
+    for warning in result.warnings:
+        print(f"WARNING: {warning}", file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ingest", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--metadata-url", help="SQLAlchemy URL of the metadata store (default: $INGEST_METADATA_URL)")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("validate", help="check datasource spec files (or folders of them)")
+    p.add_argument("specs", nargs="+")
+    p.set_defaults(func=cmd_validate)
+
+    db = sub.add_parser("db", help="metadata store schema").add_subparsers(dest="db_command", required=True)
+    p = db.add_parser("upgrade", help="create or upgrade the schema")
+    p.set_defaults(func=cmd_db_upgrade)
+
+    p = sub.add_parser("plan", help="plan one run (or show its persisted plan)")
+    p.add_argument("spec")
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--end-time", help="cap end offsets at the offsets at this ISO-8601 time")
+    p.add_argument("--max-records", type=int, help="cap the run at this many records")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_plan)
+
+    for command, func, help_text in (("status", cmd_status, "status report of one or every datasource"),
+                                     ("health", cmd_health, "exit 0 when healthy, 1 when not")):
+        p = sub.add_parser(command, help=help_text)
+        p.add_argument("datasource", nargs="?")
+        p.add_argument("--dags-folder")
+        if command == "status":
+            p.add_argument("--json", action="store_true")
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("segments", help="the segments of a datasource")
+    p.add_argument("datasource")
+    p.add_argument("--all", action="store_true", help="also unused (overshadowed or dropped) segments")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_segments)
+
+    for command, help_text in (("suspend", "pause the DAG and record SUSPENDED"),
+                               ("resume", "unpause the DAG (also restarts a terminated datasource)"),
+                               ("terminate", "tombstone: the DAG stops scheduling"),
+                               ("reset", "hard reset: forget the committed offsets"),
+                               ("set-offsets", "set the committed offsets of chosen partitions")):
+        p = sub.add_parser(command, help=help_text)
+        p.add_argument("datasource")
+        if command == "set-offsets":
+            p.add_argument("offsets", nargs="+", metavar="TOPIC:PARTITION=OFFSET")
+        if command in ("reset", "set-offsets", "terminate"):
+            p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+        if command == "reset":
+            p.add_argument("--to-latest", action="store_true", help="jump the committed offsets to the latest")
+            p.add_argument("--backfill", action="store_true",
+                           help="with --to-latest: ingest the skipped range as one bounded backfill run")
+            p.add_argument("--dags-folder")
+        p.add_argument("--actor", help="who does this, for the audit log")
+        p.add_argument("--no-airflow", action="store_true", help="only the metadata store: leave the DAG alone")
+        p.set_defaults(func=cmd_action)
+
+    p = sub.add_parser("cleanup", help="remove job output of final runs that nothing was published from")
+    p.add_argument("datasource")
+    p.add_argument("-y", "--yes", action="store_true", help="remove (default: only list what would go)")
+    p.add_argument("--dags-folder")
+    p.add_argument("--actor", help="who does this, for the audit log")
+    p.set_defaults(func=cmd_cleanup)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except IngestError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,294 @@
+"""A datasource's status report, Druid's supervisor status rebuilt from the metadata store and the broker.
+
+`build_status` is pure: it takes what was read (the datasource row, committed and latest offsets, recent
+runs, recent loop errors) and the health thresholds, and returns a `StatusReport`. `collect_status` does the
+reading. Health follows Druid's supervisor rules:
+
+- a supervisor loop (here: the plan step of a run) that fails `unhealthinessThreshold` times in a row makes
+  the datasource UNHEALTHY_SUPERVISOR (detailed: UNABLE_TO_CONNECT_TO_STREAM before any loop succeeded,
+  else LOST_CONTACT_WITH_STREAM or the error's own state); `healthinessThreshold` successes in a row make it
+  healthy again;
+- runs whose tasks fail `taskUnhealthinessThreshold` times in a row make it UNHEALTHY_TASKS;
+  `taskHealthinessThreshold` successful runs in a row make it healthy again.
+Below a threshold the state stays what it was: one failed loop is not yet an unhealthy datasource.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ingest_core.core.errors import IngestError, SpecError
+from ingest_core.core.offsets import TopicPartition
+from ingest_core.core.periods import format_datetime
+from ingest_core.core.spec import (
+    DatasourceSpec,
+    HealthConfig,
+    find_spec_files,
+    load_spec,
+    parse_spec,
+)
+from ingest_core.core.states import LOOP_ERROR, effective_state
+from ingest_core.executor import deep_storage
+from ingest_core.executor.report import GroupProgress, SplitReport
+from ingest_core.store.metadata import (
+    AuditRecord,
+    MetadataStore,
+    RunRecord,
+    RunStatus,
+    utcnow,
+)
+
+MAX_RECENT_ERRORS = 10
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One supervisor loop or one run's tasks: when, and whether it succeeded."""
+
+    at: datetime
+    ok: bool
+
+
+def is_healthy(outcomes: Iterable[Outcome], unhealthy_after: int, healthy_after: int) -> bool:
+    """Druid's hysteresis: healthy until `unhealthy_after` failures in a row, then unhealthy until
+    `healthy_after` successes in a row."""
+    healthy, streak_ok, streak_failed = True, 0, 0
+    for outcome in sorted(outcomes, key=lambda o: o.at):
+        if outcome.ok:
+            streak_ok, streak_failed = streak_ok + 1, 0
+            if not healthy and streak_ok >= healthy_after:
+                healthy = True
+        else:
+            streak_ok, streak_failed = 0, streak_failed + 1
+            if healthy and streak_failed >= unhealthy_after:
+                healthy = False
+    return healthy
+
+
+@dataclass(frozen=True)
+class RecentError:
+    timestamp: datetime
+    error_class: str
+    message: str
+    stream_exception: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"timestamp": format_datetime(self.timestamp), "exceptionClass": self.error_class,
+                "message": self.message, "streamException": self.stream_exception}
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    status: str
+    records: int
+    created_at: datetime
+    published_at: datetime | None
+    row_stats: dict[str, int]
+    error: str | None
+    deadline_at: datetime | None = None
+    expired_at: datetime | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        def fmt(when: datetime | None) -> str | None:
+            return format_datetime(when) if when else None
+        return {"runId": self.run_id, "status": self.status, "records": self.records,
+                "createdAt": fmt(self.created_at), "publishedAt": fmt(self.published_at),
+                "deadline": fmt(self.deadline_at), "expiredAt": fmt(self.expired_at),
+                "rowStats": self.row_stats, "error": self.error}
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    datasource: str
+    stream: str
+    state: str
+    detailed_state: str
+    healthy: bool
+    suspended: bool
+    terminated: bool
+    committed: dict[TopicPartition, int]
+    latest: dict[TopicPartition, int] | None  # None: the broker did not answer
+    offsets_last_updated: datetime | None
+    recent_errors: list[RecentError] = field(default_factory=list)
+    recent_runs: list[RunSummary] = field(default_factory=list)
+    generated_at: datetime | None = None
+    active: dict[str, list[GroupProgress]] = field(default_factory=dict)  # run id -> its groups, while running
+
+    @property
+    def lag(self) -> dict[TopicPartition, int] | None:
+        """Records between what is committed and the latest offset, per partition (nothing committed: all)."""
+        if self.latest is None:
+            return None
+        return {tp: max(0, hi - self.committed.get(tp, 0)) for tp, hi in self.latest.items()}
+
+    @property
+    def aggregate_lag(self) -> int | None:
+        lag = self.lag
+        return None if lag is None else sum(lag.values())
+
+    def _keyed(self, offsets: dict[TopicPartition, int] | None) -> dict[str, int] | None:
+        """Druid's keys: the partition number for one topic, `topic:partition` for a topicPattern."""
+        if offsets is None:
+            return None
+        topics = {tp.topic for tp in [*self.committed, *(self.latest or {})]}
+        return {(str(tp.partition) if len(topics) <= 1 else f"{tp.topic}:{tp.partition}"): v
+                for tp, v in sorted(offsets.items())}
+
+    def to_json(self) -> dict[str, Any]:
+        partitions = len(set(self.committed) | set(self.latest or {}))
+        return {
+            "id": self.datasource,
+            "generationTime": format_datetime(self.generated_at) if self.generated_at else None,
+            "payload": {
+                "dataSource": self.datasource, "stream": self.stream, "partitions": partitions,
+                "currentOffsets": self._keyed(self.committed), "latestOffsets": self._keyed(self.latest),
+                "minimumLag": self._keyed(self.lag), "aggregateLag": self.aggregate_lag,
+                "offsetsLastUpdated": format_datetime(self.offsets_last_updated) if self.offsets_last_updated else None,
+                "suspended": self.suspended, "terminated": self.terminated, "healthy": self.healthy,
+                "state": self.state, "detailedState": self.detailed_state,
+                "recentErrors": [e.to_json() for e in self.recent_errors],
+                "recentRuns": [r.to_json() for r in self.recent_runs],
+                "activeTasks": [{"id": f"{run_id}/group={g.group_id}", "runId": run_id, **g.to_json()}
+                                for run_id, groups in self.active.items() for g in groups],
+            },
+        }
+
+
+def run_succeeded(run: RunRecord) -> bool | None:
+    """A run's tasks: True when it published every group, False when it failed or published with failed
+    groups, None while in flight or when superseded (another run's doing, not its tasks')."""
+    if run.status is RunStatus.PUBLISHED:
+        return run.error is None
+    if run.status is RunStatus.FAILED:
+        return False
+    return None
+
+
+def build_status(*, datasource: str, stream: str, row: dict | None, committed: dict[TopicPartition, int],
+                 latest: dict[TopicPartition, int] | None, offsets_last_updated: datetime | None,
+                 runs: Sequence[RunRecord], row_stats: dict[str, dict[str, int]], loop_errors: Sequence[AuditRecord],
+                 thresholds: HealthConfig, broker_error: str | None = None,
+                 now: datetime | None = None, active: dict[str, list[GroupProgress]] | None = None) -> StatusReport:
+    suspended = bool(row and row["suspended"])
+    terminated = bool(row and row["terminated"])
+
+    loops = [Outcome(r.created_at, True) for r in runs] + [Outcome(a.created_at, False) for a in loop_errors]
+    tasks = [Outcome(r.published_at or r.created_at, ok) for r in runs if (ok := run_succeeded(r)) is not None]
+    supervisor_ok = is_healthy(loops, thresholds.unhealthiness_threshold, thresholds.healthiness_threshold)
+    tasks_ok = is_healthy(tasks, thresholds.task_unhealthiness_threshold, thresholds.task_healthiness_threshold)
+
+    last_error = max(loop_errors, key=lambda a: a.created_at).details.get("detailedState") if loop_errors else None
+    state, detail = effective_state((row["state"], row["detailed_state"]) if row else None, suspended=suspended,
+                                    terminated=terminated, supervisor_ok=supervisor_ok, tasks_ok=tasks_ok,
+                                    last_loop_error=last_error)
+
+    errors = [RecentError(a.created_at, a.details.get("errorClass", "IngestError"), a.details.get("error", ""),
+                          bool(a.details.get("streamException"))) for a in loop_errors]
+    errors += [RecentError(r.expired_at or r.published_at or r.created_at, "RunExpired" if r.expired else "RunFailed",
+                           f"run {r.run_id}: {r.error}", False)
+               for r in runs if run_succeeded(r) is False]
+    if broker_error:
+        errors.append(RecentError(now or utcnow(), "BrokerUnavailableError", broker_error, True))
+    errors.sort(key=lambda e: e.timestamp, reverse=True)
+
+    recent = [RunSummary(r.run_id, r.status.value, r.plan.records, r.created_at, r.published_at,
+                         row_stats.get(r.run_id, {}), r.error, r.deadline_at, r.expired_at) for r in runs]
+    return StatusReport(datasource, stream, state, detail, supervisor_ok and tasks_ok and not terminated,
+                        suspended, terminated, committed, latest, offsets_last_updated,
+                        errors[:MAX_RECENT_ERRORS], recent, now, active or {})
+
+
+def specs_in(dags_folder: str | Path | None) -> dict[str, DatasourceSpec]:
+    """The specs of a DAG folder that load, by datasource (read once per command or request)."""
+    specs: dict[str, DatasourceSpec] = {}
+    if dags_folder is not None and Path(dags_folder).is_dir():
+        for path in find_spec_files(dags_folder):
+            try:
+                spec = load_spec(path)
+            except SpecError:
+                continue
+            specs.setdefault(spec.datasource, spec)
+    return specs
+
+
+def spec_for(store: MetadataStore, name: str, specs: dict[str, DatasourceSpec]) -> DatasourceSpec | None:
+    """The datasource's spec: from the DAG folder's specs, else the last version registered in the metadata
+    store (secrets there are references, resolved in this environment)."""
+    if name in specs:
+        return specs[name]
+    history = store.spec_history(name)
+    if not history:
+        return None
+    try:
+        return parse_spec(history[-1]["spec"], f"<metadata store: {name} v{history[-1]['version']}>")
+    except SpecError:
+        return None
+
+
+def collect_progress(spec: DatasourceSpec, run: RunRecord) -> list[GroupProgress]:
+    """A running run's groups, from the reports its splits leave in deep storage as they read (the replica
+    and attempt that read most)."""
+    base = deep_storage.base_for(spec)
+    out = []
+    for group in run.plan.groups:
+        if group.is_empty:
+            continue
+        ranges = [(r.start, r.end) for r in group.splits]
+        best = None
+        folders = [uri for replica in range(spec.io_config.replicas) for uri in deep_storage.attempt_folders(
+            deep_storage.group_uri(base, spec.datasource, run.run_id, group.group_id, replica))]
+        for folder in folders:
+            reports: dict[int, SplitReport] = {}
+            done: set[int] = set()
+            for kind in ("progress", "splits"):  # a finished split's final report wins
+                for info in deep_storage.list_files(deep_storage.join(folder, kind), ".json"):
+                    try:
+                        report = SplitReport.from_json(deep_storage.read_json(deep_storage.to_uri(folder, info.path)))
+                    except (OSError, ValueError, KeyError):
+                        continue  # being written
+                    reports[report.index] = report
+                    if kind == "splits":
+                        done.add(report.index)
+            progress = GroupProgress.from_splits(group.group_id, ranges, reports, done)
+            if best is None or progress.records > best.records:
+                best = progress
+        out.append(best or GroupProgress.from_splits(group.group_id, ranges, {}, set()))
+    return out
+
+
+def collect_status(store: MetadataStore, name: str, spec: DatasourceSpec | None, *, runs_limit: int = 10,
+                   kafka_timeout_s: float = 10.0) -> StatusReport:
+    """Read what `build_status` needs: the metadata store, and the latest offsets from the broker."""
+    from ingest_core.kafka.offset_reader import KafkaOffsetReader
+
+    row = store.require_datasource(name)
+    store.expire_overdue(name, utcnow(), "a status read")  # cheap when nothing is overdue
+    committed = {tp: k.offset for tp, k in store.committed_offsets(name).items()}
+    runs = store.list_runs(name, limit=runs_limit)
+    stats = {run.run_id: store.run_row_stats(name, run.run_id) for run in runs}
+    thresholds = spec.microbatch.health if spec else HealthConfig()
+    window = max(thresholds.unhealthiness_threshold + thresholds.healthiness_threshold, MAX_RECENT_ERRORS)
+    latest, broker_error, stream = None, None, "?"
+    if spec is not None:
+        io = spec.io_config
+        stream = io.topic or io.topic_pattern
+        try:
+            reader = KafkaOffsetReader.for_spec(spec, timeout_s=kafka_timeout_s)
+            try:
+                latest = reader.latest(reader.partitions(topic=io.topic, pattern=io.topic_pattern))
+            finally:
+                reader.close()
+        except IngestError as exc:
+            broker_error = str(exc)
+    else:
+        broker_error = "no spec found for this datasource: latest offsets and lag are unknown"
+    active = {r.run_id: collect_progress(spec, r) for r in runs
+              if spec is not None and r.status is RunStatus.RUNNING}
+    return build_status(datasource=name, stream=stream, row=row, committed=committed, latest=latest,
+                        offsets_last_updated=store.offsets_last_updated(name), runs=runs, row_stats=stats,
+                        loop_errors=store.audit_records(name, action=LOOP_ERROR, limit=window),
+                        thresholds=thresholds, broker_error=broker_error, now=utcnow(), active=active)

@@ -1,0 +1,262 @@
+"""The ingest job over Spark Connect: the Airflow task is the job's client, a long-lived Spark runs it.
+
+A `spark_connect` connection (the Spark provider's type: host, port, login = user id, password = token,
+extra `use_ssl`) makes the DAG's `spark_job` tasks run `ingest_core.spark.job.run_group` as a Spark Connect
+client inside the task: no JVM of its own, so a microbatch's fixed cost is a session (about a second) instead
+of a spark-submit (18-20 s here).
+
+- Sessions: the jobs of one datasource share one server-side session per version of this project's code (a
+  `session_id` derived from both). Spark starts Python workers per session and keeps them until the server
+  stops (SPARK-54055): a session per job cost each job about 3.5 s of worker start-up and left 3 idle Python
+  daemons on the server for good. A job detaches from the shared session without releasing it. A session the
+  server has closed (its idle timeout, `spark.connect.session.manager.defaultSessionTimeout`) cannot be
+  reopened: the next of a few derived ids is used, then a session of the job's own.
+- Code: the server's Python workers run the data source (`ingest_core.spark.kafka_source`) and the parser. This
+  module ships the client's own executor-side packages (`PACKAGES`) with the session
+  (`addArtifacts(..., pyfile=True)`), so the workers run the same code as the task; third-party packages
+  (pyarrow, confluent-kafka, PyYAML, ...) must be installed on the server's Python (the project's
+  dependencies). Client and worker Python must have the same major.minor: checked once per session, with a
+  clear error.
+- Settings: the job's required settings are session settings (`spark.conf.set`), as spark-submit's `--conf`.
+- Deadline: `completionTimeout` interrupts the job's own queries (`interruptTag` on a tag of the job), so a
+  stuck query does not outlive its task and the other jobs in the session go on; killing the task (Airflow's
+  on_kill) does the same.
+- Deep storage must be reachable from the task (it reads the splits' reports and Parquet footers) and from
+  the server's executors (they write them), as with spark-submit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import sys
+import tempfile
+import threading
+import time
+import uuid
+import zipfile
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from ingest_core.core.errors import IngestError
+
+log = logging.getLogger(__name__)
+
+# what the server's Python workers import: the data source and its parser, never Airflow, the store or dev tools
+PACKAGES = ("ingest_core/__init__.py", "ingest_core/core", "ingest_core/executor", "ingest_core/kafka", "ingest_core/spark")
+_CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
+RETRIES = 6  # with backoff 0.05 s x4 up to 10 s: about 25 s of an unreachable server
+SESSION_GENERATIONS = 16  # shared session ids tried before a job opens a session of its own
+PYTHON_CHECKED = "ingest.connect.pythonVersion"  # a session setting: the check passed in this session
+# addArtifacts(pyfile=True) calls importlib.invalidate_caches(), which two threads of a process must not run at once
+_ADDING = threading.Lock()
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class SparkConnectError(IngestError):
+    """The Spark Connect server cannot run this job (unreachable, or a different Python)."""
+
+
+def code_archive() -> Path:
+    """A zip of this project's packages, named by its content so an unchanged tree is zipped once."""
+    files = sorted(p for pkg in PACKAGES for p in ((ROOT / pkg).rglob("*") if (ROOT / pkg).is_dir() else [ROOT / pkg])
+                   if p.is_file() and "__pycache__" not in p.parts and p.suffix == ".py")
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(str(f.relative_to(ROOT)).encode())
+        digest.update(f.read_bytes())
+    target = Path(tempfile.gettempdir()) / f"ingest-code-{digest.hexdigest()[:16]}.zip"
+    if not target.exists():
+        partial = target.with_suffix(f".{os.getpid()}.{uuid.uuid4().hex}.partial")  # threads zip at once too
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as z:
+            for f in files:
+                z.write(f, f.relative_to(ROOT))
+        partial.replace(target)
+    return target
+
+
+def session_url(url: str, datasource: str, code: Path, generation: int = 0) -> str:
+    """`url` with the `session_id` that the jobs of `datasource` running `code` share (the same for every task
+    and host: a digest of the server, the datasource, the code and the generation)."""
+    digest = hashlib.sha256("\0".join((_safe(url), datasource, code.name, str(generation))).encode()).digest()
+    session_id = str(uuid.UUID(bytes=digest[:16], version=4))
+    base, sep, params = url.partition(";")
+    return f"{base.rstrip('/')}/;{params + ';' if sep else ''}session_id={session_id}"
+
+
+def open_session(url: str, datasource: str | None = None) -> Any:
+    """A Spark Connect session with this project's code: the datasource's shared one, or one of its own."""
+    code = code_archive()
+    spark = None
+    if datasource is not None:
+        shared = (_connect(session_url(url, datasource, code, g), url) for g in range(SESSION_GENERATIONS))
+        spark = next((s for s in shared if s is not None), None)
+        if spark is None:
+            log.warning("the Spark Connect server closed %d sessions of %s: this job opens one of its own",
+                        SESSION_GENERATIONS, datasource)
+        else:
+            spark.release_session_on_close = False  # others use it: stop() only detaches
+    if spark is None:
+        spark = _connect(url, url)
+    add_code(spark, code)
+    if spark.conf.get(PYTHON_CHECKED, None) != _python():
+        check_python(spark, url)
+        spark.conf.set(PYTHON_CHECKED, _python())
+    return spark
+
+
+def add_code(spark: Any, code: Path, attempts: int = 5) -> None:
+    """Ship the code archive with the session. Adding the same file again is a no-op, but two jobs adding it at
+    the same moment make the server refuse one (FileAlreadyExistsException): that one adds it again, after the
+    other has (the archive's name is its content's digest, so the file is the same)."""
+    for attempt in range(attempts):
+        try:
+            with _ADDING:
+                spark.addArtifacts(str(code), pyfile=True)
+            return
+        except Exception as exc:  # noqa: BLE001 - grpc and pyspark raise several kinds
+            if "FileAlreadyExistsException" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+
+
+def _connect(url: str, shown: str) -> Any:
+    """A client of the session `url` names (a new one if it names none), with the job's settings; None if the
+    server closed that session."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    from ingest_core.spark.job import REQUIRED_CONF, default_conf
+
+    os.environ[_CONNECT_MODE] = "1"  # as builder.getOrCreate() does for a remote session
+    spark = SparkSession.builder.remote(url).create()  # no request yet
+    # pyspark retries an unreachable server for 10 minutes; a microbatch fails sooner (about 30 s) and Airflow
+    # retries the task, so a dead server fails the group instead of hanging it
+    spark.client.set_retry_policies([DefaultPolicy(max_retries=RETRIES, max_backoff=10_000)])
+    try:
+        for key, value in {**default_conf(), **REQUIRED_CONF}.items():
+            if spark.conf.isModifiable(key):  # the rest (e.g. console progress) are the server's own business
+                spark.conf.set(key, value)
+    except Exception as exc:  # noqa: BLE001 - grpc and pyspark raise several kinds
+        if "INVALID_HANDLE.SESSION_CLOSED" in str(exc):
+            spark.release_session_on_close = False
+            spark.stop()
+            return None
+        raise SparkConnectError(f"cannot open a Spark Connect session at {_safe(shown)}: "
+                                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}") from None
+    return spark
+
+
+def _python() -> str:
+    return "%d.%d" % sys.version_info[:2]
+
+
+def check_python(spark: Any, url: str) -> None:
+    """Python UDFs and data sources need the workers' Python to match the client's (major.minor)."""
+    from pyspark.sql.connect import functions as F
+    from pyspark.sql.types import StringType
+
+    def version(_):  # noqa: ANN001 - untyped: Spark infers a UDF kind from type hints
+        import sys as worker_sys
+
+        return "%d.%d" % worker_sys.version_info[:2]
+
+    try:
+        # useArrow given: else pyspark reads a setting from the process's active session, which need not be `spark`
+        found = spark.range(1).select(F.udf(version, StringType(), useArrow=False)("id")).first()[0]
+    except Exception as exc:  # noqa: BLE001 - a mismatch surfaces as a worker error
+        text = str(exc)
+        raise SparkConnectError(
+            f"the Spark Connect server at {_safe(url)} cannot run this project's Python code: "
+            f"{text.strip().splitlines()[0] if text.strip() else type(exc).__name__}. Its Python workers need "
+            f"Python {sys.version_info[0]}.{sys.version_info[1]} (PYSPARK_PYTHON of the server) with this "
+            "project's dependencies installed") from None
+    mine = _python()
+    if found != mine:
+        raise SparkConnectError(f"the Spark Connect server at {_safe(url)} runs Python {found} on its workers, "
+                                f"this task runs Python {mine}: start the server with PYSPARK_PYTHON set to a "
+                                f"Python {mine} that has this project's dependencies")
+
+
+def _safe(url: str) -> str:
+    return url.split(";")[0]  # parameters may hold the token
+
+
+class Interrupter:
+    """Interrupts the job's queries (those this thread runs, tagged) at a deadline (completionTimeout) or on
+    demand (on_kill); the session's other jobs go on."""
+
+    def __init__(self, spark: Any, timeout_s: float | None):
+        self.spark = spark
+        self.tag = f"ingest-job-{uuid.uuid4().hex}"
+        self.fired = threading.Event()
+        self._timer = threading.Timer(timeout_s, self.interrupt) if timeout_s else None
+
+    def __enter__(self) -> "Interrupter":
+        self.spark.addTag(self.tag)
+        if self._timer is not None:
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self.spark.removeTag(self.tag)
+
+    def interrupt(self) -> None:
+        self.fired.set()
+        try:
+            self.spark.interruptTag(self.tag)
+        except Exception as exc:  # noqa: BLE001 - the server may be gone already
+            log.warning("interrupting the Spark Connect job failed: %s", exc)
+
+
+@contextlib.contextmanager
+def connect_mode() -> Iterator[None]:
+    """pyspark switches `pyspark.sql.functions` to Spark Connect for the whole process once a remote session
+    exists (an environment variable); restore the process's mode afterwards, so a classic SparkSession in the
+    same process (tests, benchmarks) keeps working."""
+    before = os.environ.get(_CONNECT_MODE)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(_CONNECT_MODE, None)
+        else:
+            os.environ[_CONNECT_MODE] = before
+
+
+def run_job(url: str, application_args: Sequence[str], *, timeout_s: float | None = None,
+            on_session: Any = None) -> dict[str, Any]:
+    """Run one group job (spark-submit's arguments) over Spark Connect; returns the job's summary.
+    `on_session(interrupter)` lets the caller interrupt it (Airflow's on_kill)."""
+    with connect_mode():
+        return _run_job(url, application_args, timeout_s, on_session)
+
+
+def _run_job(url: str, application_args: Sequence[str], timeout_s: float | None, on_session: Any) -> dict[str, Any]:
+    from ingest_core.spark.job import argument_parser, load_job, run_group, summary
+
+    args = argument_parser().parse_args(list(application_args))
+    job = load_job(args)
+    spark = open_session(url, job.spec.datasource)
+    try:
+        with Interrupter(spark, timeout_s) as interrupter:
+            if on_session is not None:
+                on_session(interrupter)
+            try:
+                report = run_group(spark, job, args.stall_timeout)
+            except IngestError:
+                if interrupter.fired.is_set():
+                    raise IngestError(f"task group {job.group_id} of run {job.plan.run_id} was interrupted after "
+                                      f"{timeout_s:g}s (completionTimeout) or by a kill") from None
+                raise
+    finally:
+        try:
+            spark.stop()  # detaches from the shared session (releases a session of its own)
+        except Exception:  # noqa: BLE001 - a dead server has nothing to release
+            pass
+    return summary(job, report)

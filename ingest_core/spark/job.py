@@ -1,0 +1,394 @@
+"""The bounded Spark ingest job: one task group of one run, Kafka offsets -> Parquet segments + a report.
+
+    spark-submit spark_jobs/ingest_job.py --spec SPEC --plan PLAN --group N [--replica R] [--output URI]
+        [--secrets-from SPEC_FILE]
+
+SPEC is a datasource spec (YAML or JSON file or URI); PLAN is the run's persisted plan (JSON, as written by
+`ingest plan --json` or the DAG's plan task). The job reads exactly the group's offset ranges (one Spark task
+per split), parses, filters and rolls up the rows, and writes one Parquet file per segment: per
+segmentGranularity interval, in files (shards) of at most maxRowsPerSegment rows, each sorted by time. The group's
+report (row stats, parse exceptions, segments with their rows, bytes, time range, columns and offset ranges)
+goes to <output>/attempt=<id>/report.json and its path is printed as the last line of stdout. Every attempt
+writes a new folder and deletes nothing: a retry or a re-executed task never touches a published segment.
+
+It never touches committed offsets or the metadata store: the publisher alone makes segments visible.
+Exit codes: 0 success, 2 bad input (spec, plan, group), 3 the group failed (report written, state FAILED).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Collection
+
+import pyarrow.parquet as pq
+
+from ingest_core.core.errors import IngestError
+from ingest_core.core.planner import Plan, TaskGroup
+from ingest_core.core.spec import DatasourceSpec
+from ingest_core.executor import buckets, deep_storage
+from ingest_core.executor.report import (
+    GroupReport,
+    ParseExceptionLimitError,
+    SplitReport,
+    limit_exceeded_message,
+)
+from ingest_core.executor.rollup import (
+    FIRST_OFFSET,
+    FIRST_TIME,
+    LAST_OFFSET,
+    LAST_TIME,
+    aggregators,
+)
+from ingest_core.executor.row_parser import DIMS_JSON, PARTITION, TIME
+from ingest_core.kafka.config import KafkaClientConfig
+from ingest_core.spark.kafka_source import (
+    BUCKET,
+    SEGMENT,
+    KafkaRangeDataSource,
+    ReadJob,
+)
+
+log = logging.getLogger("ingest_core.spark.job")
+
+def sql_functions(df: Any) -> Any:
+    """Spark's functions for `df`'s kind of session. `pyspark.sql.functions` builds classic or Spark Connect
+    columns by the process's environment, not by the session, and a process may hold both (the tests)."""
+    from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+
+    if isinstance(df, ConnectDataFrame):
+        from pyspark.sql.connect import functions as F
+    else:
+        from pyspark.sql import functions as F
+    return F
+
+
+def col(F: Any, name: str) -> Any:
+    """A column by its exact name: Druid's default names hold dots (`kafka.key`), which Spark would read as
+    struct access."""
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+@dataclass(frozen=True)
+class GroupJob:
+    spec: DatasourceSpec
+    plan: Plan
+    group_id: int
+    replica: int
+    output_uri: str  # the replica's folder; this attempt writes under it, in a folder of its own
+    progress_interval_s: float = 2.0  # how often each split reports how far it got
+    # new per attempt: the plan's job arguments are shared by every retry of a task
+    attempt: str = field(default_factory=deep_storage.new_attempt_id)
+
+    @property
+    def group(self) -> TaskGroup:
+        return self.plan.group(self.group_id)
+
+    @property
+    def attempt_uri(self) -> str:
+        return deep_storage.attempt_uri(self.output_uri, self.attempt)
+
+
+# Settings the job's output depends on: always these, whatever was submitted.
+REQUIRED_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MILLIS",
+}
+
+
+def default_conf() -> dict[str, str]:
+    """Defaults that a spec's `microbatch.spark.conf` (spark-submit's --conf) may change."""
+    return {"spark.sql.shuffle.partitions": os.environ.get("INGEST_SPARK_SHUFFLE_PARTITIONS", "4"),
+            "spark.ui.showConsoleProgress": "false"}
+
+
+def spark_session_builder(app_name: str, submitted: Collection[str] = ()):
+    """Settings every run of this job needs, whatever the master. `submitted`: the settings spark-submit
+    was given (`submitted_conf()`); a builder's settings would replace them, so the defaults leave them be."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in default_conf().items():
+        if key not in submitted:
+            builder = builder.config(key, value)
+    return builder.config(map=REQUIRED_CONF)
+
+
+def submitted_conf() -> set[str]:
+    """The settings spark-submit gave this driver (--conf, spark-defaults.conf); none outside spark-submit."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return set()
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # joins spark-submit's JVM, whose system properties hold them
+    return {key for key, _ in SparkConf().getAll()}
+
+
+def run_group(spark: Any, job: GroupJob, stall_timeout_s: float = 60.0) -> GroupReport:
+    """Run one task group; returns its report (state SUCCESS) or raises, after writing a FAILED report."""
+    spec, group = job.spec, job.group
+    started = time.monotonic()
+    report = GroupReport.merge(spec.datasource, job.plan.run_id, job.group_id, job.replica, [],
+                               spec.tuning_config.effective_max_saved_parse_exceptions)
+    try:
+        if not group.is_empty:
+            report = _ingest(spark, job, stall_timeout_s)
+    except Exception as exc:
+        error = _job_error(exc)
+        report.state = "FAILED"
+        report.error = str(error)
+        report.seconds = time.monotonic() - started
+        deep_storage.write_json(deep_storage.join(job.attempt_uri, "report.json"), report.to_json())
+        if error is exc:
+            raise
+        raise error from exc
+    report.seconds = time.monotonic() - started
+    deep_storage.write_json(deep_storage.join(job.attempt_uri, "report.json"), report.to_json())
+    return report
+
+
+def register_source(spark: Any) -> None:
+    """Register `KafkaRangeDataSource` in the session. The jobs of a datasource share a Spark Connect session,
+    and Spark refuses the second of two registrations at the same moment (DATA_SOURCE_ALREADY_EXISTS): the
+    source is there then, and it is this one (a shared session holds one version of this code)."""
+    try:
+        spark.dataSource.register(KafkaRangeDataSource)
+    except Exception as exc:  # noqa: BLE001 - pyspark's classic and Connect errors differ in type
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+            raise
+
+
+def _job_error(exc: BaseException) -> IngestError:
+    """Spark wraps an executor's exception in a long trace: recover the error it raised, with its message."""
+    from ingest_core.core import errors
+    from ingest_core.executor.report import ParseExceptionLimitError
+
+    if isinstance(exc, IngestError):
+        return exc
+    text = str(exc)
+    for cls in (ParseExceptionLimitError, errors.OffsetOutOfRangeError, errors.BrokerUnavailableError,
+                errors.TopicNotFoundError, IngestError):
+        marker = f"{cls.__name__}: "
+        if marker in text:
+            return cls(text.split(marker, 1)[1].splitlines()[0].strip())
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return IngestError(f"the Spark job failed: {first}")
+
+
+def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
+    spec, group = job.spec, job.group
+    kafka = KafkaClientConfig.from_properties(spec.io_config.consumer_properties)
+    read_job = ReadJob(
+        spec_raw=spec.to_raw(), created_at=job.plan.to_json()["createdAt"],
+        splits=[s.to_json() for s in group.splits], output_uri=job.attempt_uri,
+        poll_timeout_s=max(spec.io_config.poll_timeout, 100) / 1000 * 10, stall_timeout_s=stall_timeout_s,
+        batch_records=spec.tuning_config.max_records_per_poll or ReadJob.batch_records,
+        progress_interval_s=job.progress_interval_s)
+    register_source(spark)
+    props = dict(kafka.properties)
+    props.setdefault("isolation.level", spec.io_config.isolation_level)
+    rows = (spark.read.format(KafkaRangeDataSource.name())
+            .option("job", read_job.dumps())
+            .option("secret.consumer.properties", json.dumps(props))
+            .load())
+    try:
+        rolled, dims, metrics = rollup(rows, spec)
+        if not spec.data_schema.dimensions_spec.dimensions:
+            rolled, dims = _expand_discovered(rolled, dims)
+        F = sql_functions(rows)
+        out = rolled.select(SEGMENT, TIME, *[col(F, c) for c in dims + metrics])
+        # Each Spark task writes its rows of an interval as time-sorted files of at most maxRowsPerSegment rows:
+        # Druid's dynamic partitioning (segments fill up as rows come), with no extra shuffle. The attempt's
+        # folder is new: Spark must not delete anything ("error", i.e. error-if-exists: the one spelling Spark
+        # Connect knows too; never "overwrite").
+        (out.sortWithinPartitions(SEGMENT, TIME, *[col(F, d) for d in dims])
+         .write.mode("error").option("maxRecordsPerFile", spec.tuning_config.max_rows_per_segment)
+         .partitionBy(SEGMENT).parquet(deep_storage.join(job.attempt_uri, "segments")))
+    except Exception as exc:
+        raise _job_error(exc) from exc
+
+    splits = [SplitReport.from_json(deep_storage.read_json(deep_storage.to_uri(job.attempt_uri, f.path)))
+              for f in deep_storage.list_files(deep_storage.join(job.attempt_uri, "splits"), ".json")]
+    report = GroupReport.merge(spec.datasource, job.plan.run_id, job.group_id, job.replica, splits,
+                               spec.tuning_config.effective_max_saved_parse_exceptions)
+    missing = {s.index for s in splits} ^ set(range(len(group.splits)))
+    if missing:
+        raise IngestError(f"split reports missing for splits {sorted(missing)}: the job output at "
+                          f"{job.attempt_uri} is incomplete")
+    limit = spec.tuning_config.effective_max_parse_exceptions
+    if limit is not None and report.stats.parse_exceptions > limit:
+        last = report.saved_exceptions[-1] if report.saved_exceptions else None
+        raise ParseExceptionLimitError(limit_exceeded_message(
+            limit, report.stats.parse_exceptions, f"task group {job.group_id} of run {job.plan.run_id}", last))
+    report.segments = describe_segments(job, dims, metrics)
+    return report
+
+
+def rollup(rows: Any, spec: DatasourceSpec) -> tuple[Any, list[str], list[str]]:
+    """Druid's rollup: group by (queryGranularity bucket, dimensions) and aggregate; without rollup, every row
+    stays a row with its metrics computed from itself. `__time` becomes the bucket in both cases.
+
+    With rollup the splits hand over partial rows (`ingest_core.executor.rollup`): this merges them."""
+    F = sql_functions(rows)
+    schema = spec.data_schema
+    dims = [d.name for d in schema.dimensions_spec.dimensions] or [DIMS_JSON]
+    metrics = [a.name for a in schema.metrics_spec]
+    if not schema.granularity_spec.rollup:
+        cols = [col(F, BUCKET).alias(TIME), col(F, SEGMENT), *[col(F, d) for d in dims]]
+        for a in aggregators(spec):
+            cols.append((F.lit(1).cast("long") if a.op == "count" else col(F, a.input)).alias(a.name))
+        return rows.select(*cols), dims, metrics
+    first = F.struct(col(F, FIRST_TIME), col(F, PARTITION), col(F, FIRST_OFFSET))  # ties go to the lower partition
+    last = F.struct(col(F, LAST_TIME), col(F, PARTITION), col(F, LAST_OFFSET))
+    merge = {"count": F.sum, "sum": F.sum, "min": F.min, "max": F.max,
+             "first": lambda c: F.min_by(c, first), "last": lambda c: F.max_by(c, last)}
+    aggs = [merge[a.op](col(F, a.name)).cast(a.kind or "long").alias(a.name) for a in aggregators(spec)]
+    if not aggs:
+        aggs = [F.count(F.lit(1)).alias("__count")]
+    rolled = rows.groupBy(col(F, BUCKET).alias(TIME), col(F, SEGMENT), *[col(F, d) for d in dims]).agg(*aggs)
+    return rolled, dims, metrics
+
+
+def _expand_discovered(rolled: Any, dims: list[str]) -> tuple[Any, list[str]]:
+    """Schemaless: turn the discovered-dimensions JSON into string columns, sorted by name."""
+    F = sql_functions(rolled)
+    rolled = rolled.withColumn(DIMS_JSON, F.from_json(col(F, DIMS_JSON), "map<string,string>")).persist()
+    names = sorted(r[0] for r in rolled.select(F.explode(F.map_keys(col(F, DIMS_JSON)))).distinct().collect())
+    expanded = rolled.select("*", *[col(F, DIMS_JSON).getItem(n).alias(n) for n in names]).drop(DIMS_JSON)
+    return expanded, names
+
+
+def describe_segments(job: GroupJob, dims: list[str], metrics: list[str]) -> list[dict[str, Any]]:
+    """Each written segment's metadata, read from its Parquet footer."""
+    from ingest_core.core.offsets import offsets_to_json
+    from ingest_core.core.periods import format_datetime
+
+    gran = job.spec.data_schema.granularity_spec.segment_granularity
+    group = job.group
+    ranges = {"start": offsets_to_json({p.tp: p.start for p in group.partitions}),
+              "end": offsets_to_json({p.tp: p.end for p in group.partitions})}
+    fs, _ = deep_storage.filesystem(job.attempt_uri)
+    out = []
+    shards: dict[str, int] = {}
+    for info in deep_storage.list_files(deep_storage.join(job.attempt_uri, "segments"), ".parquet"):
+        folder = next(p for p in info.path.split("/") if p.startswith(f"{SEGMENT}="))
+        shard = shards[folder] = shards.get(folder, -1) + 1
+        start = datetime.fromtimestamp(int(folder.split("=", 1)[1]) / 1000, tz=timezone.utc)
+        interval_start, interval_end = buckets.bucket(gran, start)
+        with fs.open_input_file(info.path) as f:
+            meta = pq.ParquetFile(f).metadata
+        tmin, tmax = _time_range(meta)
+        out.append({
+            "interval": [format_datetime(interval_start), format_datetime(interval_end)],
+            "shard": shard, "location": deep_storage.to_uri(job.attempt_uri, info.path),
+            "rows": meta.num_rows, "bytes": info.size,
+            "minTime": tmin, "maxTime": tmax,
+            "columns": [meta.schema.column(i).name for i in range(meta.num_columns)],
+            "dimensions": dims, "metrics": metrics, "offsets": ranges,
+        })
+    return sorted(out, key=lambda s: (s["interval"][0], s["shard"]))
+
+
+def _time_range(meta: Any) -> tuple[str | None, str | None]:
+    from ingest_core.core.periods import format_datetime
+
+    idx = next(i for i in range(meta.num_columns) if meta.schema.column(i).name == TIME)
+    lows, highs = [], []
+    for rg in range(meta.num_row_groups):
+        stats = meta.row_group(rg).column(idx).statistics
+        if stats is not None and stats.has_min_max:
+            lows.append(stats.min)
+            highs.append(stats.max)
+    def fmt(v: datetime) -> str:
+        return format_datetime(v if v.tzinfo else v.replace(tzinfo=timezone.utc))
+    return (fmt(min(lows)) if lows else None), (fmt(max(highs)) if highs else None)
+
+
+# ------------------------------------------------------------------------------------------------ entry point
+
+
+def load_job_spec(spec_uri: str, secrets_from: str | None = None) -> DatasourceSpec:
+    """The job's spec. A staged spec is redacted; literal secrets come from the spec file it was staged from,
+    here on the driver, which resolves them into the Kafka client config only (`_ingest`)."""
+    from ingest_core.core.spec import load_spec, parse_spec_text
+
+    spec = parse_spec_text(deep_storage.read_text(spec_uri), spec_uri)
+    return spec.with_secrets_from(load_spec(secrets_from)) if secrets_from else spec
+
+
+class BadJobInput(IngestError):
+    """The job's arguments do not name a usable spec, plan and group (exit code 2)."""
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="ingest_job", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--spec", required=True, help="datasource spec file or URI (YAML/JSON)")
+    ap.add_argument("--plan", required=True, help="the run's plan (JSON file or URI)")
+    ap.add_argument("--group", type=int, required=True, help="task group id")
+    ap.add_argument("--replica", type=int, default=0)
+    ap.add_argument("--output", help="where to stage segments and the report (default: deep storage layout)")
+    ap.add_argument("--secrets-from", help="the spec file SPEC was staged from: its literal consumerProperties "
+                                           "secrets (redacted in SPEC) are read there")
+    ap.add_argument("--stall-timeout", type=float, default=60.0,
+                    help="seconds without progress before a split fails (unreachable broker)")
+    return ap
+
+
+def load_job(args: argparse.Namespace) -> GroupJob:
+    """The group job the arguments name, read from deep storage; `BadJobInput` when they name none. The
+    spark-submit entry point and the Spark Connect runner (`ingest_core.spark.connect`) share it."""
+    from ingest_core.core.settings import Settings
+
+    try:
+        spec = load_job_spec(args.spec, args.secrets_from)
+        plan = Plan.from_json(deep_storage.read_json(args.plan))
+        plan.group(args.group)
+    except (IngestError, KeyError, ValueError, OSError) as exc:
+        raise BadJobInput(str(exc)) from None
+    if plan.datasource != spec.datasource:
+        raise BadJobInput(f"the plan is for {plan.datasource!r}, the spec for {spec.datasource!r}")
+    base = spec.microbatch.deep_storage.uri or Settings.from_env().deep_storage
+    output = args.output or deep_storage.group_uri(base, spec.datasource, plan.run_id, args.group, args.replica)
+    return GroupJob(spec, plan, args.group, args.replica, output)
+
+
+def summary(job: GroupJob, report: GroupReport) -> dict[str, Any]:
+    """The job's last line of stdout (spark-submit) or the Connect runner's result."""
+    return {"report": deep_storage.join(job.attempt_uri, "report.json"), "rows": report.stats.processed,
+            "segments": len(report.segments), "rowStats": report.stats.to_json()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argument_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # it logs to stdout, where the summary goes
+    try:
+        job = load_job(args)
+    except BadJobInput as exc:
+        print(f"ingest_job: {exc}", file=sys.stderr)
+        return 2
+    spark = spark_session_builder(f"ingest {job.spec.datasource} {job.plan.run_id} group {job.group_id}",
+                                  submitted_conf()).getOrCreate()
+    sql_keys = sorted(k for k in {**default_conf(), **REQUIRED_CONF} if k.startswith("spark.sql."))
+    log.info("Spark SQL settings: %s", ", ".join(f"{k}={spark.conf.get(k)}" for k in sql_keys))
+    log.info("attempt %s writes to %s", job.attempt, job.attempt_uri)
+    try:
+        report = run_group(spark, job, args.stall_timeout)
+    except IngestError as exc:
+        print(f"ingest_job: task group {job.group_id} of run {job.plan.run_id} failed: {exc}", file=sys.stderr)
+        return 3
+    finally:
+        spark.stop()
+    print(json.dumps(summary(job, report)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

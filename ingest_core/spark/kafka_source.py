@@ -1,0 +1,354 @@
+"""A Spark 4 Python data source reading fixed Kafka offset ranges (Spark's KafkaBatch, in Python).
+
+Each Spark partition is one split of a task group's plan: [start, end) of one topic partition. `read()`
+consumes it with confluent-kafka, parses the records into typed rows (`ingest_core.executor.row_parser`), adds each
+row's query-granularity bucket, rolls every `maxRowsInMemory` rows up into partial rows when the spec rolls up
+(`ingest_core.executor.rollup`), and yields Arrow batches with each row's segment interval. When the split is done it
+writes its row stats to deep storage (`splits/split-<i>.json`), which the job merges into the group report.
+
+A split ends when the consumer's position reaches `end`, never by waiting for the record at `end - 1`:
+transaction markers, aborted transactions and compaction leave holes in the offsets.
+
+Options (strings): `job` (JSON: the spec, the group's splits, creation time, output URI) and
+`secret.consumer.properties` (JSON: the resolved Kafka client properties; the key matches Spark's redaction
+pattern, so it never shows in plans or the UI).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from ingest_core.executor import buckets
+
+log = logging.getLogger(__name__)
+
+BUCKET = "__bucket"    # the row's time truncated to queryGranularity
+SEGMENT = "__segment"  # the start of its segmentGranularity interval, epoch ms
+SPARK_TIME = pa.timestamp("us", tz="UTC")  # what Spark's TimestampType expects from Arrow
+
+# librdkafka errors that mean the broker cannot be used right now (as opposed to bad data)
+_FATAL_ERROR_NAMES = {"_ALL_BROKERS_DOWN", "_TRANSPORT", "_RESOLVE", "_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED",
+                      "TOPIC_AUTHORIZATION_FAILED", "_SSL"}
+
+
+class SplitPartition(InputPartition):
+    """One split: [start, end) of one topic partition."""
+
+    def __init__(self, index: int, topic: str, partition: int, start: int, end: int):
+        super().__init__(index)
+        self.index, self.topic, self.partition, self.start, self.end = index, topic, partition, start, end
+
+
+@dataclass(frozen=True)
+class ReadJob:
+    """Everything a split reader needs; built on the driver, carried in the data source's options."""
+
+    spec_raw: dict
+    created_at: str
+    splits: list[dict]
+    output_uri: str
+    poll_timeout_s: float = 1.0
+    stall_timeout_s: float = 60.0
+    batch_records: int = 20_000
+    progress_interval_s: float = 2.0  # how often a split reports how far it got (status, the UI)
+
+    def dumps(self) -> str:
+        return json.dumps(self.__dict__)
+
+    @classmethod
+    def loads(cls, text: str) -> "ReadJob":
+        return cls(**json.loads(text))
+
+
+def _spec_and_parser(job: ReadJob):
+    from ingest_core.core.periods import parse_datetime
+    from ingest_core.core.spec import parse_spec
+    from ingest_core.executor.row_parser import RowParser
+
+    spec = parse_spec(job.spec_raw, "<job spec>")
+    return spec, RowParser(spec, parse_datetime(job.created_at))
+
+
+def split_rollup(parser: Any) -> Any:
+    """The partial rollup each split applies before handing rows to Spark, or None without rollup."""
+    from ingest_core.executor.rollup import PartialRollup, aggregators
+    from ingest_core.executor.row_parser import DIMS_JSON, PARTITION
+
+    if not parser.spec.data_schema.granularity_spec.rollup:
+        return None
+    dims = [t.column for t in parser.targets if not t.is_metric_input] + ([DIMS_JSON] if parser.schemaless else [])
+    return PartialRollup([BUCKET, *dims, PARTITION], aggregators(parser.spec))
+
+
+def output_arrow_schema(parser: Any) -> pa.Schema:
+    """The rows a split yields: the parser's columns plus the bucket (partial rows with rollup: see
+    `ingest_core.executor.rollup`), then the segment; timestamps as Spark expects them."""
+    from ingest_core.executor.row_parser import TIME_TYPE
+
+    rows = parser.output_schema.append(pa.field(BUCKET, TIME_TYPE))
+    rollup = split_rollup(parser)
+    if rollup is not None:
+        rows = rollup.schema(rows)
+    fields = [pa.field(f.name, SPARK_TIME) if pa.types.is_timestamp(f.type) else f for f in rows]
+    return pa.schema(fields + [pa.field(SEGMENT, pa.int64())])
+
+
+class KafkaRangeDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "ingest_kafka_range"
+
+    def schema(self):
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return from_arrow_schema(output_arrow_schema(_spec_and_parser(ReadJob.loads(self.options["job"]))[1]))
+
+    def reader(self, schema) -> "KafkaRangeReader":
+        return KafkaRangeReader(ReadJob.loads(self.options["job"]),
+                                json.loads(self.options.get("secret.consumer.properties", "{}")))
+
+
+class KafkaRangeReader(DataSourceReader):
+    def __init__(self, job: ReadJob, consumer_properties: dict[str, Any]):
+        self.job = job
+        self.consumer_properties = consumer_properties
+
+    def partitions(self) -> list[SplitPartition]:
+        return [SplitPartition(i, s["topic"], int(s["partition"]), int(s["start"]), int(s["end"]))
+                for i, s in enumerate(self.job.splits)]
+
+    def read(self, partition: SplitPartition) -> Iterator[pa.RecordBatch]:
+        from ingest_core.executor import deep_storage
+        from ingest_core.executor.report import SplitReport
+        from ingest_core.executor.rollup import RollupBuffer
+        from ingest_core.executor.row_parser import TIME
+
+        spec, parser = _spec_and_parser(self.job)
+        gran = spec.data_schema.granularity_spec
+        schema = output_arrow_schema(parser)
+        rollup = split_rollup(parser)
+        buffer = RollupBuffer(rollup, spec.tuning_config.max_rows_in_memory) if rollup is not None else None
+        report = SplitReport(partition.index, partition.topic, partition.partition, partition.start, partition.end)
+        limit = spec.tuning_config.effective_max_parse_exceptions
+        started = time.monotonic()
+        last_progress = started - self.job.progress_interval_s  # the first chunk reports at once
+        progress_uri = deep_storage.join(self.job.output_uri, "progress", f"split-{partition.index:05d}.json")
+
+        def batches(rows: pa.Table) -> Iterator[pa.RecordBatch]:
+            segment = buckets.floor(gran.segment_granularity, rows.column(BUCKET))
+            cols = [pc.cast(c, SPARK_TIME) if pa.types.is_timestamp(c.type) else c for c in rows.columns]
+            cols.append(pc.cast(pc.cast(segment, pa.timestamp("ms", tz="UTC")), pa.int64()))
+            yield from pa.Table.from_arrays(cols, schema=schema).to_batches()
+
+        for chunk in SplitConsumer(self.consumer_properties, partition, self.job, spec).chunks():
+            parsed = parser.parse(chunk)
+            report.records += len(chunk)
+            report.last_offset = chunk.offsets[-1]
+            report.stats.add(parsed.stats)
+            if parser.max_saved and parsed.exceptions:
+                report.saved_exceptions = (report.saved_exceptions + parsed.exceptions)[-parser.max_saved:]
+            if limit is not None and report.stats.parse_exceptions > limit:
+                from ingest_core.executor.report import (
+                    ParseExceptionLimitError,
+                    limit_exceeded_message,
+                )
+
+                last = parsed.exceptions[-1] if parsed.exceptions else None
+                raise ParseExceptionLimitError(limit_exceeded_message(
+                    limit, report.stats.parse_exceptions,
+                    f"split {partition.index} ({partition.topic}/{partition.partition} "
+                    f"[{partition.start}, {partition.end}))", last))
+            if time.monotonic() - last_progress >= self.job.progress_interval_s:  # seed 004: periodic reports
+                report.seconds = time.monotonic() - started
+                deep_storage.write_json(progress_uri, report.to_json())
+                last_progress = time.monotonic()
+            table = parsed.table
+            if table.num_rows == 0:
+                continue
+            table = table.append_column(BUCKET, buckets.floor(gran.query_granularity, table.column(TIME)))
+            if buffer is None:
+                yield from batches(table)
+            elif (partial := buffer.add(table)) is not None:
+                yield from batches(partial)
+        if buffer is not None and (partial := buffer.flush()) is not None:
+            yield from batches(partial)
+        report.seconds = time.monotonic() - started
+        deep_storage.write_json(deep_storage.join(self.job.output_uri, "splits", f"split-{partition.index:05d}.json"),
+                                report.to_json())
+
+
+class SplitConsumer:
+    """Reads exactly [start, end) of one partition, in chunks, with bounded waits."""
+
+    def __init__(self, properties: dict[str, Any], split: SplitPartition, job: ReadJob, spec: Any):
+        self.properties = properties
+        self.split = split
+        self.job = job
+        self.kafka_format = spec.io_config.input_format.type == "kafka"
+        self.errors: list[str] = []
+
+    def _on_error(self, err: Any) -> None:
+        self.errors.append(str(err))
+
+    def config(self) -> dict[str, Any]:
+        """The consumer's librdkafka configuration: the spec's consumerProperties, then what a bounded read
+        needs."""
+        conf = dict(self.properties)
+        conf.update({"group.id": conf.get("group.id", "kafka-microbatch-ingest"), "enable.auto.commit": False,
+                     "enable.auto.offset.store": False, "auto.offset.reset": "error",
+                     "enable.partition.eof": True, "error_cb": self._on_error})
+        conf.setdefault("isolation.level", "read_committed")
+        conf.setdefault("log_level", 2)  # connection errors reach error_cb and the split's error message
+        # librdkafka pre-fetches in the background until its queue holds queued.min.messages (100,000) records
+        # or queued.max.messages.kbytes (64 MB): a split of 100 records would pull up to 64 MB of the partition
+        # past its end, and every split ends with such an overshoot. Keep no more records queued than the range
+        # holds, and at most 16 MB (librdkafka lowers fetch.max.bytes to match): a split of 1M records still
+        # fetches 1 MB responses (max.partition.fetch.bytes) back to back. A full queue postpones the next fetch
+        # by fetch.queue.backoff.ms (1 s), long enough to drain it and leave the reader waiting: look again
+        # soon. consumerProperties win.
+        conf.setdefault("queued.min.messages", max(1, min(100_000, self.split.end - self.split.start)))
+        conf.setdefault("queued.max.messages.kbytes", 16_384)
+        conf.setdefault("fetch.queue.backoff.ms", 10)
+        return conf
+
+    def chunks(self) -> Iterator[Any]:
+        from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+
+        from ingest_core.core.errors import BrokerUnavailableError
+        from ingest_core.executor.row_parser import RecordChunk
+
+        s = self.split
+        conf = self.config()
+        consumer = Consumer(conf)
+        try:
+            try:
+                md = consumer.list_topics(s.topic, timeout=min(self.job.stall_timeout_s, 30))
+            except Exception as exc:  # noqa: BLE001 - librdkafka raises KafkaException with a code
+                raise BrokerUnavailableError(
+                    f"cannot reach Kafka at {conf.get('bootstrap.servers')} to read {s.topic}/{s.partition}: {exc}. "
+                    "Check that the brokers are up and reachable from the Spark executors.") from None
+            topic_md = md.topics.get(s.topic)
+            if topic_md is None or topic_md.error is not None or s.partition not in topic_md.partitions:
+                from ingest_core.core.errors import TopicNotFoundError
+                raise TopicNotFoundError(f"{s.topic}/{s.partition} does not exist on {conf.get('bootstrap.servers')}: "
+                                         "the topic was deleted or re-created after the run was planned")
+            consumer.assign([TopicPartition(s.topic, s.partition, s.start)])
+            position = s.start
+            delivered = s.start  # below it every record was handed on (position may run ahead: EOF, markers)
+            last_progress = time.monotonic()
+            while position < s.end:
+                msgs = consumer.consume(num_messages=min(self.job.batch_records, max(1, s.end - position)),
+                                        timeout=self.job.poll_timeout_s)
+                # per-message passes are the loop's cost: map over the method descriptors, no lambdas
+                errors = [m for m in msgs if m.error() is not None] if any(map(Message.error, msgs)) else []
+                data = msgs if not errors else [m for m in msgs if m.error() is None]
+                for m in errors:
+                    err = m.error()
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        # everything below the end of the log was delivered or is a hole
+                        position = max(position, m.offset())
+                        if position < s.end:
+                            self._check_truncated(consumer, position)
+                    else:
+                        self._raise_for(err, consumer, position)
+                if data and data[-1].offset() >= s.end:
+                    data = [m for m in data if m.offset() < s.end]
+                if data and data[0].offset() < delivered:  # a re-fetch after a reconnect must not count twice
+                    data = [m for m in data if m.offset() >= delivered]
+                if data:
+                    first, last = data[0].offset(), data[-1].offset()
+                    position = max(position, last + 1)
+                    delivered = last + 1
+                    last_progress = time.monotonic()
+                    # offsets only grow, so n records spanning n offsets are exactly that range
+                    offsets = (range(first, last + 1) if last - first + 1 == len(data)
+                               else list(map(Message.offset, data)))
+                    yield RecordChunk(
+                        s.topic, s.partition, offsets, list(map(Message.value, data)),
+                        keys=list(map(Message.key, data)) if self.kafka_format else None,
+                        timestamps=[m.timestamp()[1] for m in data] if self.kafka_format else None,
+                        headers=list(map(Message.headers, data)) if self.kafka_format else None)
+                    continue
+                moved = self._position(consumer)
+                if moved > position:  # skipped transaction markers or aborted records
+                    position = moved
+                    last_progress = time.monotonic()
+                elif time.monotonic() - last_progress > self.job.stall_timeout_s:
+                    self._stalled(consumer, position)
+        finally:
+            consumer.close()
+
+    def _position(self, consumer: Any) -> int:
+        from confluent_kafka import TopicPartition
+
+        pos = consumer.position([TopicPartition(self.split.topic, self.split.partition)])[0].offset
+        return pos if pos >= 0 else -1
+
+    def _watermarks(self, consumer: Any) -> tuple[int, int] | None:
+        from confluent_kafka import TopicPartition
+
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(self.split.topic, self.split.partition), timeout=10)
+        except Exception:  # noqa: BLE001 - the caller reports the broker as unreachable
+            return None
+
+    def _check_truncated(self, consumer: Any, position: int) -> None:
+        marks = self._watermarks(consumer)
+        if marks is not None and marks[1] < self.split.end:
+            self._fail_range(position, marks)
+
+    def _fail_range(self, position: int, marks: tuple[int, int]) -> None:
+        from ingest_core.core.errors import OffsetOutOfRangeError
+
+        s = self.split
+        earliest, latest = marks
+        if position < earliest:
+            why = (f"offset {position} is below the log start {earliest}: the records were deleted "
+                   "(retention or delete-records) before this run read them")
+        else:
+            why = (f"the partition now ends at {latest}, before the planned end {s.end}: the topic was "
+                   "truncated or re-created")
+        raise OffsetOutOfRangeError(
+            f"cannot read {s.topic}/{s.partition} [{s.start}, {s.end}): {why}. Nothing was committed; run "
+            "`ingest reset` (or set-offsets) and plan again, or set tuningConfig.resetOffsetAutomatically.",
+            topic=s.topic, partition=s.partition, offset=position, earliest=earliest, latest=latest)
+
+    def _raise_for(self, err: Any, consumer: Any, position: int) -> None:
+        from confluent_kafka import KafkaError
+
+        from ingest_core.core.errors import BrokerUnavailableError
+
+        if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+            marks = self._watermarks(consumer) or (position + 1, position + 1)
+            self._fail_range(position, marks)
+        if err.name() in _FATAL_ERROR_NAMES or err.fatal():
+            raise BrokerUnavailableError(f"Kafka error while reading {self.split.topic}/{self.split.partition} at "
+                                         f"offset {position}: {err.str()}")
+        raise RuntimeError(f"Kafka error while reading {self.split.topic}/{self.split.partition} at offset "
+                           f"{position}: {err.str()}")
+
+    def _stalled(self, consumer: Any, position: int) -> None:
+        from ingest_core.core.errors import BrokerUnavailableError
+
+        s = self.split
+        marks = self._watermarks(consumer)
+        if marks is None:
+            recent = "; ".join(self.errors[-3:]) or "no answer"
+            raise BrokerUnavailableError(
+                f"no data from Kafka for {self.job.stall_timeout_s:.0f}s while reading {s.topic}/{s.partition} at "
+                f"offset {position} (planned end {s.end}), and the broker does not answer: {recent}. Check that "
+                f"{self.properties.get('bootstrap.servers')} is reachable from the Spark executors.")
+        if marks[0] > position or marks[1] < s.end:
+            self._fail_range(position, marks)
+        raise BrokerUnavailableError(
+            f"no progress for {self.job.stall_timeout_s:.0f}s reading {s.topic}/{s.partition} at offset {position} "
+            f"(planned end {s.end}, log {marks[0]}..{marks[1]}); recent client errors: "
+            f"{'; '.join(self.errors[-3:]) or 'none'}")

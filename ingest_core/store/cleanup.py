@@ -1,0 +1,68 @@
+"""Removing job output that nothing was published from (Druid's kill task: only unused data goes).
+
+Every job attempt writes a folder of its own (`deep_storage`), and a publish points segment records into one
+attempt per task group. The other attempts (failed or killed ones, other replicas, a task re-executed after
+its run published, every attempt of a superseded or expired run) are orphans once their run is final:
+published, superseded or expired, states no run ever leaves, so its segment records never change again.
+A run that may still publish (in flight, or failed and retryable) keeps all its files. A folder that any
+segment record, used or unused, points into is never an orphan.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from ingest_core.core.spec import DatasourceSpec
+from ingest_core.executor import deep_storage
+from ingest_core.store.metadata import MetadataStore
+
+log = logging.getLogger(__name__)
+
+CLEANUP = "cleanup"  # the audit action
+
+
+@dataclass(frozen=True)
+class Orphan:
+    run_id: str
+    uri: str  # an attempt folder
+
+
+def unreferenced(folders: Iterable[str], locations: Iterable[str]) -> list[str]:
+    """The folders that no location lies under (pure)."""
+    refs = sorted(deep_storage.normalize_uri(loc) for loc in locations)
+    out = []
+    for folder in folders:
+        prefix = deep_storage.normalize_uri(folder) + "/"
+        i = bisect.bisect_left(refs, prefix)  # the first location at or after the prefix, if any is under it
+        if not (i < len(refs) and refs[i].startswith(prefix)):
+            out.append(folder)
+    return out
+
+
+def find_orphans(store: MetadataStore, spec: DatasourceSpec, run_ids: Sequence[str] | None = None) -> list[Orphan]:
+    """The attempt folders of final runs (all, or those of `run_ids`) that no segment record points into."""
+    name, base = spec.datasource, deep_storage.base_for(spec)
+    if run_ids is None:
+        runs = store.list_runs(name, limit=None)
+    else:
+        runs = [r for r in (store.get_run(name, run_id) for run_id in run_ids) if r is not None]
+    locations = [s.location for s in store.segments(name, used_only=False)]
+    out = []
+    for run in runs:
+        if run.is_final:
+            folders = deep_storage.attempt_folders(deep_storage.run_uri(base, name, run.run_id), recursive=True)
+            out.extend(Orphan(run.run_id, uri) for uri in unreferenced(folders, locations))
+    return out
+
+
+def remove_orphans(store: MetadataStore, datasource: str, orphans: Sequence[Orphan], actor: str) -> None:
+    """Delete them and write one audit record."""
+    for orphan in orphans:
+        deep_storage.delete_dir(orphan.uri)
+        log.info("removed %s (run %s: nothing was published from it)", orphan.uri, orphan.run_id)
+    if orphans:
+        store.audit(datasource, CLEANUP, {"removed": [o.uri for o in orphans],
+                                          "runs": sorted({o.run_id for o in orphans})}, actor)

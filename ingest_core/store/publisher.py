@@ -1,0 +1,270 @@
+"""The one place where ingested data becomes visible: the exactly-once publish of a run.
+
+One metadata transaction:
+  1. lock the datasource row (its `commit_version` is the compare-and-swap token);
+  2. check that every partition the run publishes starts where the committed offsets end
+     (or, for a first start from earliest/latest, that nothing was committed since it was planned);
+  3. check that no offset it publishes was published already (claimed ranges: a backfill has no committed
+     offset to compare with, and an operator may move the main line back into a backfilled range), and claim
+     its own;
+  4. insert the segment records;
+  5. advance the committed offsets to the run's planned end offsets (not a backfill's);
+  6. mark the run and its task groups published (groups that failed keep their old offsets).
+Publishing an already-published run is a no-op success. A run whose starts no longer match is stale: the
+transaction writes nothing, the run is marked SUPERSEDED, and `StaleRunError` names the run that got there
+first. A run past its deadline (completionTimeout) is refused too, and expires (`RunExpiredError`). Everything else (jobs, retries, replicas) may fail and retry freely because this check refuses stale
+commits.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping, Sequence
+
+import sqlalchemy as sa
+
+from ingest_core.core.errors import (
+    IngestError,
+    PublishPendingError,
+    RunExpiredError,
+    StaleRunError,
+)
+from ingest_core.core.offsets import (
+    OffsetRange,
+    PublishedRange,
+    find_overlap,
+    offsets_to_json,
+)
+from ingest_core.core.periods import format_datetime, parse_datetime
+from ingest_core.core.planner import PartitionPlan, Plan
+from ingest_core.store.metadata import (
+    GroupStatus,
+    MetadataStore,
+    RunStatus,
+    segments,
+    task_groups,
+    utcnow,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SegmentDescriptor:
+    """A segment a Spark job wrote to deep storage (not yet visible)."""
+
+    interval_start: datetime
+    interval_end: datetime
+    location: str
+    num_rows: int
+    size_bytes: int
+    payload: dict = field(default_factory=dict)  # columns, min/max time, producing offset ranges, ...
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    """A task group whose job succeeded, with the segments it wrote."""
+
+    group_id: int
+    segments: Sequence[SegmentDescriptor]
+    replica: int = 0
+
+    @classmethod
+    def from_report(cls, report: Mapping[str, Any]) -> "GroupResult":
+        """From a Spark job's group report (`report.json`)."""
+        if report.get("state") != "SUCCESS":
+            raise ValueError(f"task group {report.get('groupId')} did not succeed: {report.get('error')}")
+        segs = [SegmentDescriptor(parse_datetime(s["interval"][0]), parse_datetime(s["interval"][1]), s["location"],
+                                  int(s["rows"]), int(s["bytes"]), payload=dict(s)) for s in report["segments"]]
+        return cls(int(report["groupId"]), segs, int(report.get("replica", 0)))
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    run_id: str
+    already_published: bool
+    published_groups: tuple[int, ...]
+    failed_groups: tuple[int, ...]
+    segment_ids: tuple[str, ...]
+    rows: int
+    end_offsets: dict
+    commit_version: int | None
+
+
+def segment_id(datasource: str, start: datetime, end: datetime, version: str, partition_num: int) -> str:
+    """Druid's segment id: dataSource_start_end_version[_partitionNum]."""
+    base = f"{datasource}_{format_datetime(start)}_{format_datetime(end)}_{version}"
+    return base if partition_num == 0 else f"{base}_{partition_num}"
+
+
+class Publisher:
+    def __init__(self, store: MetadataStore):
+        self.store = store
+
+    def publish(self, datasource: str, run_id: str, results: Sequence[GroupResult], *,
+                now: datetime | None = None) -> PublishResult:
+        now = now or utcnow()
+        try:
+            with self.store.session() as conn:
+                return self._publish(conn, datasource, run_id, results, now)
+        except RunExpiredError:
+            # rolled back too; a run past its deadline expires for good (its own transaction)
+            self.store.expire_overdue(datasource, now, f"the publish of run {run_id}")
+            raise
+        except StaleRunError as exc:
+            # The publish transaction rolled back; record why, so reruns and status can explain it.
+            self.store.set_run_status(datasource, run_id, RunStatus.SUPERSEDED, error=str(exc),
+                                      superseded_by=exc.superseded_by,
+                                      only_from=(RunStatus.PLANNED, RunStatus.RUNNING, RunStatus.FAILED))
+            raise
+
+    def _publish(self, conn: sa.Connection, datasource: str, run_id: str,
+                 results: Sequence[GroupResult], now: datetime) -> PublishResult:
+        ds_row = self.store.lock_datasource(conn, datasource)
+        run = self.store.require_run(datasource, run_id, conn)
+        plan = run.plan
+        if run.status is RunStatus.PUBLISHED:
+            log.info("run %s of %s is already published: nothing to do", run_id, datasource)
+            return self._replay_result(conn, plan)
+        if run.status is RunStatus.SUPERSEDED:
+            raise StaleRunError(
+                f"run {run_id} of {datasource!r} was superseded by run {run.superseded_by}: {run.error or ''}".strip(),
+                run_id=run_id, superseded_by=run.superseded_by)
+        if run.expired or run.past_deadline(now):  # too late: any planner may expire it and re-plan its range
+            reason = run.error if run.expired else run.expiry_reason(now)
+            raise RunExpiredError(f"run {run_id} of {datasource!r} was not published: {reason}", run_id=run_id)
+
+        by_group = {r.group_id: r for r in results}
+        unknown = set(by_group) - {g.group_id for g in plan.groups}
+        if unknown:
+            raise ValueError(f"run {run_id} has no task groups {sorted(unknown)}")
+        # Empty groups read nothing, so they "succeed" without a job; their offsets advance too.
+        publishing = [g for g in plan.groups if g.group_id in by_group or g.is_empty]
+        failed = [g for g in plan.groups if g not in publishing]
+        parts = [p for g in publishing for p in g.partitions]
+
+        if plan.is_backfill:
+            if failed:  # its range lies behind the main line: a part left out would never be read again
+                raise IngestError(
+                    f"backfill run {run_id} of {datasource!r}: task groups {[g.group_id for g in failed]} failed; "
+                    "a backfill publishes whole, so nothing was published. Re-run it (clear the run in Airflow).")
+        else:
+            committed = self.store.committed_offsets(datasource, conn)
+            for p in parts:
+                self._check_order(conn, datasource, run_id, p, committed)
+                self._check_start(datasource, run_id, p, committed)
+        # A backfill has no committed offset to compare-and-swap on, and the main line's offsets may be moved
+        # back into a backfilled range: every publish claims its ranges, and none publishes a claimed one.
+        ranges = [p.range for p in parts]
+        claims = self.store.published_ranges(datasource, conn)
+        overlap = find_overlap(ranges, claims)
+        if overlap is not None:
+            raise self._claimed(datasource, run_id, plan.is_backfill, *overlap)
+        self.store.claim_ranges(conn, datasource, ranges, run_id, backfill=plan.is_backfill, claims=claims)
+
+        seg_ids: list[str] = []
+        rows = 0
+        version = format_datetime(plan.created_at)
+        for g in publishing:
+            group_start = offsets_to_json({p.tp: p.start for p in g.partitions})
+            group_end = offsets_to_json({p.tp: p.end for p in g.partitions})
+            for seg in by_group[g.group_id].segments if g.group_id in by_group else ():
+                sid, seg_version, num = self._allocate(conn, datasource, seg, version)
+                conn.execute(segments.insert().values(
+                    id=sid, datasource=datasource, interval_start=seg.interval_start, interval_end=seg.interval_end,
+                    version=seg_version, partition_num=num, location=seg.location, num_rows=seg.num_rows,
+                    size_bytes=seg.size_bytes, used=True, run_id=run_id, group_id=g.group_id,
+                    start_offsets=group_start, end_offsets=group_end, created_at=utcnow(), payload=seg.payload))
+                seg_ids.append(sid)
+                rows += seg.num_rows
+
+        new_offsets = {p.tp: p.end for p in parts}
+        commit_version = None
+        if not plan.is_backfill:  # the main line's offsets: compare-and-swap, advance
+            self.store.write_offsets(conn, datasource, new_offsets, run_id)
+            commit_version = self.store.bump_commit_version(conn, datasource, int(ds_row["commit_version"]))
+        for g in publishing:
+            status = GroupStatus.EMPTY if g.is_empty and g.group_id not in by_group else GroupStatus.PUBLISHED
+            self.store.set_group_status(conn, datasource, run_id, g.group_id, status)
+        for g in failed:
+            self.store.set_group_status(conn, datasource, run_id, g.group_id, GroupStatus.FAILED)
+        error = f"task groups {[g.group_id for g in failed]} failed; their partitions keep their offsets" if failed else None
+        self.store.set_run_status(datasource, run_id, RunStatus.PUBLISHED, error=error, conn=conn)
+        log.info("published run %s of %s: %d segments, %d rows, groups %s (failed: %s)", run_id, datasource,
+                 len(seg_ids), rows, [g.group_id for g in publishing], [g.group_id for g in failed])
+        return PublishResult(run_id, False, tuple(g.group_id for g in publishing), tuple(g.group_id for g in failed),
+                             tuple(seg_ids), rows, offsets_to_json(new_offsets), commit_version)
+
+    def _check_order(self, conn: sa.Connection, datasource: str, run_id: str, p: PartitionPlan,
+                     committed: dict) -> None:
+        """Pipelining: a run planned from the end of a run still in flight publishes after that run (Druid's
+        ordered publishes); if that run fails or is superseded, this one is stale (`_check_start`)."""
+        current = committed.get(p.tp)
+        if p.after_run is None or (current.offset if current else None) == p.expected_commit:
+            return
+        before = self.store.get_run(datasource, p.after_run, conn)
+        if before is not None and before.status.in_flight:
+            raise PublishPendingError(
+                f"run {run_id} of {datasource!r} continues from run {p.after_run} (partition {p.tp} from offset "
+                f"{p.start}), which has not published yet ({before.status.value}): it publishes after it",
+                run_id=run_id, waiting_for=p.after_run)
+
+    @staticmethod
+    def _check_start(datasource: str, run_id: str, p: PartitionPlan, committed: dict) -> None:
+        current = committed.get(p.tp)
+        found = current.offset if current else None
+        if found == p.expected_commit:
+            return
+        if current is None:
+            why = (f"it continues from run {p.after_run}, which never committed this partition"
+                   if p.after_run else "the committed offsets were cleared after it was planned")
+            superseded_by = p.after_run
+        else:
+            why = (f"run {current.run_id} committed offset {current.offset}, but this run was planned to continue "
+                   f"from {p.expected_commit if p.expected_commit is not None else 'a first start'}")
+            superseded_by = current.run_id
+        raise StaleRunError(
+            f"run {run_id} of {datasource!r} is stale and was not published: partition {p.tp} was planned to "
+            f"start at offset {p.start}, but {why}. Nothing was written; plan a new run to ingest from the "
+            f"committed offsets.",
+            run_id=run_id, superseded_by=superseded_by)
+
+    @staticmethod
+    def _claimed(datasource: str, run_id: str, backfill: bool, r: OffsetRange, claim: PublishedRange) -> StaleRunError:
+        holder = (f"backfill run {claim.run_id}" if claim.backfill
+                  else f"the main line (its latest run there: {claim.run_id})")
+        where = f"{datasource} {r.tp.topic}:{r.tp.partition}"
+        fix = "" if backfill else (f" To go on after them: `ingest set-offsets {where}={claim.end}`; to ingest them "
+                                   f"again: `ingest set-offsets {where}={r.start}` (which releases them).")
+        return StaleRunError(
+            f"run {run_id} of {datasource!r} was not published: partition {r.tp} offsets [{r.start}, {r.end}) "
+            f"overlap offsets [{claim.start}, {claim.end}) already published by {holder}; they would be ingested "
+            f"twice. Nothing was written.{fix}", run_id=run_id, superseded_by=claim.run_id)
+
+    @staticmethod
+    def _allocate(conn: sa.Connection, datasource: str, seg: SegmentDescriptor, run_version: str) -> tuple[str, str, int]:
+        """Druid-style append: segments of an interval share its existing version and take the next
+        partition number, so appends never overshadow each other."""
+        row = conn.execute(
+            sa.select(segments.c.version, sa.func.max(segments.c.partition_num).label("top"))
+            .where((segments.c.datasource == datasource) & (segments.c.used == sa.true())
+                   & (segments.c.interval_start == seg.interval_start) & (segments.c.interval_end == seg.interval_end))
+            .group_by(segments.c.version).order_by(segments.c.version.desc()).limit(1)
+        ).first()
+        version, num = (row.version, int(row.top) + 1) if row else (run_version, 0)
+        return segment_id(datasource, seg.interval_start, seg.interval_end, version, num), version, num
+
+    def _replay_result(self, conn: sa.Connection, plan: Plan) -> PublishResult:
+        rows = conn.execute(sa.select(segments.c.id, segments.c.num_rows).where(
+            (segments.c.datasource == plan.datasource) & (segments.c.run_id == plan.run_id))).all()
+        statuses = {}
+        for gid, status in conn.execute(sa.select(task_groups.c.group_id, task_groups.c.status).where(
+                (task_groups.c.datasource == plan.datasource) & (task_groups.c.run_id == plan.run_id))):
+            statuses[int(gid)] = GroupStatus(status)
+        published = tuple(sorted(g for g, s in statuses.items() if s is not GroupStatus.FAILED))
+        failed = tuple(sorted(g for g, s in statuses.items() if s is GroupStatus.FAILED))
+        ends = {p.tp: p.end for g in plan.groups if g.group_id in published for p in g.partitions}
+        return PublishResult(plan.run_id, True, published, failed, tuple(r.id for r in rows),
+                             sum(int(r.num_rows) for r in rows), offsets_to_json(ends), None)

@@ -1,0 +1,61 @@
+"""Reading a datasource: the rows of its visible segments (published, used, not overshadowed), as an Arrow
+table or a Spark DataFrame. Unpublished job output in deep storage is never read.
+
+    reader = DatasourceReader(MetadataStore(url), "wikipedia")
+    table = reader.to_arrow()                 # pyarrow.Table, sorted by __time
+    df = reader.to_spark(spark)               # pyspark DataFrame over the same files
+    reader.to_arrow(interval=(start, end))    # only segments overlapping [start, end)
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ingest_core.core.timeline import visible_segments
+from ingest_core.executor import deep_storage
+from ingest_core.store.metadata import MetadataStore, SegmentRecord
+
+
+class DatasourceReader:
+    def __init__(self, store: MetadataStore, datasource: str):
+        self.store = store
+        self.datasource = datasource
+
+    def segments(self, interval: tuple[datetime, datetime] | None = None) -> list[SegmentRecord]:
+        visible = visible_segments(self.store.segments(self.datasource, used_only=True))
+        if interval is not None:
+            lo, hi = interval
+            visible = [s for s in visible if s.interval_start < hi and lo < s.interval_end]
+        return visible
+
+    def to_arrow(self, interval: tuple[datetime, datetime] | None = None, columns: list[str] | None = None) -> pa.Table:
+        tables = []
+        for seg in self.segments(interval):
+            fs, path = deep_storage.filesystem(seg.location)
+            tables.append(pq.read_table(path, filesystem=fs, columns=columns))
+        if not tables:
+            return pa.table({"__time": pa.array([], pa.timestamp("ms", tz="UTC"))})
+        table = pa.concat_tables(tables, promote_options="permissive")
+        if interval is not None:
+            import pyarrow.compute as pc
+
+            t = table.column("__time")
+            lo, hi = (pa.scalar(x, t.type) for x in interval)
+            table = table.filter(pc.and_(pc.greater_equal(t, lo), pc.less(t, hi)))
+        return table.sort_by("__time") if "__time" in table.column_names else table
+
+    def to_spark(self, spark: Any, interval: tuple[datetime, datetime] | None = None) -> Any:
+        locations = [s.location for s in self.segments(interval)]
+        if not locations:
+            return spark.createDataFrame([], "__time timestamp")
+        df = spark.read.option("mergeSchema", "true").parquet(*locations)
+        if interval is not None:
+            from pyspark.sql import functions as F
+
+            df = df.where((F.col("__time") >= F.lit(interval[0])) & (F.col("__time") < F.lit(interval[1])))
+        return df
+

@@ -1,0 +1,186 @@
+"""One supervisor loop's planning step, with its I/O: discover, resolve starts, snapshot ends, plan, persist.
+
+The pure work happens in `offsets.resolve_start_offsets` and `planner.plan_run`; this module only gathers
+their inputs from Kafka and the metadata store and persists the result. A run id's plan is persisted before
+any job starts; asking again for the same run id returns the persisted plan unchanged, so retries, clears
+and backfills re-execute exactly what was planned.
+
+Supervisor states (Druid's vocabulary, shown by `ingest status`) and their transitions:
+`ingest_core.core.states`. A failed loop is recorded here (audit `loop_error`); `status` derives
+UNHEALTHY_SUPERVISOR from a run of them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from ingest_core.core.errors import BrokerUnavailableError, IngestError
+from ingest_core.core.offsets import (
+    StartResolution,
+    StartSource,
+    TopicPartition,
+    pending_records,
+    resolve_start_offsets,
+)
+from ingest_core.core.planner import FUTURE_TOLERANCE, Plan, PlanRequest, plan_run
+from ingest_core.core.spec import DatasourceSpec
+from ingest_core.core.states import (
+    FIRST_LOOP_STATES,
+    LOOP_ERROR,
+    Event,
+    loop_error_state,
+)
+from ingest_core.kafka.offset_reader import KafkaOffsetReader, OffsetSnapshot
+from ingest_core.store.metadata import MetadataStore, RunRecord, RunStatus, utcnow
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """Per-run planning inputs that are not in the spec."""
+
+    end_time: datetime | None = None  # cap end offsets at the offsets at this time (data interval end)
+    max_records: int | None = None  # overrides microbatch.maxRecordsPerRun
+    now: datetime | None = None  # plan creation time; default: the wall clock
+
+
+class Supervisor:
+    def __init__(self, spec: DatasourceSpec, store: MetadataStore, reader: KafkaOffsetReader | None = None):
+        self.spec = spec
+        self.store = store
+        self._reader = reader
+
+    @property
+    def datasource(self) -> str:
+        return self.spec.datasource
+
+    @property
+    def reader(self) -> KafkaOffsetReader:
+        if self._reader is None:
+            self._reader = KafkaOffsetReader.for_spec(self.spec)
+        return self._reader
+
+    def register(self) -> int:
+        """Record the spec (redacted) in the spec history; returns its version."""
+        return self.store.register_spec(self.datasource, self.spec.to_raw(), self.spec.fingerprint(), self.spec.source)
+
+    @property
+    def completion_timeout(self) -> timedelta:
+        return self.spec.io_config.completion_timeout.to_timedelta()
+
+    def expire_overdue(self, by: str, now: datetime | None = None) -> list[str]:
+        """Runs in flight past their deadline will never publish (their process died, their report never ran):
+        expire them, so nothing plans from their ends and the next run starts from the committed offsets."""
+        now = now or utcnow()
+        self.store.set_missing_deadlines(self.datasource, now + self.completion_timeout)
+        expired = self.store.expire_overdue(self.datasource, now, by)
+        for run_id in expired:
+            log.warning("datasource %s: run %s is past its completionTimeout and expired (noticed by %s)",
+                        self.datasource, run_id, by)
+        return expired
+
+    def plan(self, run_id: str, options: PlanOptions = PlanOptions()) -> RunRecord:
+        """The persisted plan of `run_id`, planning and persisting it first if there is none."""
+        with self.store.planning_lock(self.datasource):  # concurrent runs plan one after the other
+            self.expire_overdue(f"the plan step of run {run_id}", options.now)
+            existing = self.store.get_run(self.datasource, run_id)
+            if existing is not None:
+                log.info("run %s of %s already has a plan (%s, %d records): reusing it", run_id, self.datasource,
+                         existing.status.value, existing.plan.records)
+                return existing
+            plan = self.compute_plan(run_id, options)
+            # a run whose jobs never start (its plan step died) expires too
+            record, inserted = self.store.insert_run(plan, deadline_at=plan.created_at + self.completion_timeout)
+        if inserted:
+            self._audit_resets(plan)
+        return record
+
+    def compute_plan(self, run_id: str, options: PlanOptions = PlanOptions()) -> Plan:
+        io, micro = self.spec.io_config, self.spec.microbatch
+        future_after = datetime.now(timezone.utc) + FUTURE_TOLERANCE  # by the wall clock, not options.now
+        snap, resolution = self._resolve(options.end_time, future_after)
+        request = PlanRequest(
+            datasource=self.datasource,
+            run_id=run_id,
+            created_at=options.now or datetime.now(timezone.utc),
+            starts=resolution.starts,
+            latest=snap.latest,
+            task_count=io.task_count,
+            multi_topic=io.topic_pattern is not None,
+            assignment=micro.assignment,
+            max_records_per_split=micro.max_records_per_split,
+            min_splits_per_group=micro.min_splits_per_group,
+            max_records_per_run=options.max_records if options.max_records is not None else micro.max_records_per_run,
+            offsets_at_end_time=snap.at_time,
+            end_time=options.end_time,
+            future_after=future_after,
+            offsets_at_future=snap.at_future,
+            spec_fingerprint=self.spec.fingerprint(),
+        )
+        plan = plan_run(request)
+        self.store.set_state(self.datasource, Event.PLANNED)
+        return plan
+
+    def pending(self) -> tuple[dict[TopicPartition, int], int]:
+        """Where the next run would start, per partition, and how many records it would find now (the data
+        gate's question)."""
+        self.expire_overdue("the data gate")
+        snap, resolution = self._resolve(None)
+        starts = {tp: s.offset for tp, s in resolution.starts.items()}
+        return starts, pending_records(starts, snap.earliest, snap.latest)
+
+    def _resolve(self, end_time: datetime | None,
+                 future_after: datetime | None = None) -> tuple[OffsetSnapshot, StartResolution]:
+        """Discover partitions, snapshot their offsets and resolve where each starts."""
+        io = self.spec.io_config
+        first_loop = self._first_loop()
+        try:
+            if first_loop:
+                self.store.set_state(self.datasource, Event.CONNECTING)
+            tps = self.reader.partitions(topic=io.topic, pattern=io.topic_pattern)
+            snap = self.reader.snapshot(tps, at=end_time, future_after=future_after if end_time else None)
+            resolution = resolve_start_offsets(
+                tps,
+                datasource=self.datasource,
+                inflight=self.store.inflight_end_offsets(self.datasource),
+                committed=self.store.committed_offsets(self.datasource),
+                earliest=snap.earliest,
+                latest=snap.latest,
+                use_earliest=io.use_earliest_offset,
+                reset_automatically=self.spec.tuning_config.reset_offset_automatically,
+            )
+        except IngestError as exc:  # e.g. an unreachable broker, a missing topic, offsets out of range
+            self._record_loop_error(exc, first_loop)
+            raise
+        for reset in resolution.resets:
+            log.warning("datasource %s partition %s: start offset %d is below the log start %d; "
+                        "resetOffsetAutomatically moves it to %d (records in between are skipped or re-read)",
+                        self.datasource, reset.tp, reset.from_offset, reset.earliest, reset.to_offset)
+        return snap, resolution
+
+    def _record_loop_error(self, exc: IngestError, first_loop: bool) -> None:
+        """The failed loop goes to the audit log; `status` turns a run of them into UNHEALTHY_SUPERVISOR."""
+        stream = isinstance(exc, BrokerUnavailableError)
+        detailed = loop_error_state(stream, first_loop).value
+        self.store.audit(self.datasource, LOOP_ERROR, {"error": str(exc), "errorClass": type(exc).__name__,
+                                                       "streamException": stream, "detailedState": detailed})
+
+    def _first_loop(self) -> bool:
+        row = self.store.datasource_row(self.datasource)
+        return row is None or row["detailed_state"] in {s.value for s in FIRST_LOOP_STATES}
+
+    def _audit_resets(self, plan: Plan) -> None:
+        for p in plan.partitions:
+            if p.start_source in (StartSource.RESET_EARLIEST, StartSource.RESET_LATEST):
+                self.store.audit(self.datasource, "auto_reset", {
+                    "runId": plan.run_id, "topic": p.tp.topic, "partition": p.tp.partition,
+                    "fromOffset": p.expected_commit, "toOffset": p.start,
+                    "reason": "start offset below the log start; tuningConfig.resetOffsetAutomatically is true",
+                })
+
+    def mark_failed(self, run_id: str, error: str) -> None:
+        self.store.set_run_status(self.datasource, run_id, RunStatus.FAILED, error=error,
+                                  only_from=(RunStatus.PLANNED, RunStatus.RUNNING))

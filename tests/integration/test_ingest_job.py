@@ -1,0 +1,344 @@
+"""The Spark ingest job against the real broker and local Spark, read back through DatasourceReader."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import defaultdict
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from confluent_kafka import Producer
+from helpers import (
+    SIMPLE,
+    T0,
+    ingest_run,
+    iso,
+    produce_all,
+    rows_of,
+    spec_from,
+    sqlite_store,
+)
+
+from ingest_core.core.errors import BrokerUnavailableError
+from ingest_core.executor.report import ParseExceptionLimitError
+from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.reader import DatasourceReader
+
+pytestmark = pytest.mark.kafka
+
+
+@pytest.fixture
+def store(tmp_path) -> MetadataStore:
+    return sqlite_store(tmp_path)
+
+
+# ------------------------------------------------------------------------------------------ rollup oracle
+
+
+def floor_time(dt: datetime, gran: str) -> datetime:
+    """An independent bucket computation in plain datetime arithmetic."""
+    if gran == "NONE":
+        return dt.replace(microsecond=dt.microsecond // 1000 * 1000)
+    if gran == "WEEK":
+        day = dt.replace(hour=0, minute=0, second=0, microsecond=0)
+        return day - timedelta(days=day.weekday())
+    if gran == "MONTH":
+        return dt.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    seconds = {"MINUTE": 60, "FIVE_MINUTE": 300, "FIFTEEN_MINUTE": 900, "HOUR": 3600, "SIX_HOUR": 21600,
+               "DAY": 86400}[gran]
+    epoch = int(dt.timestamp())
+    return datetime.fromtimestamp(epoch - epoch % seconds, tz=timezone.utc)
+
+
+AGGREGATORS = [
+    {"type": "count", "name": "cnt"},
+    {"type": "longSum", "name": "l_sum", "fieldName": "l"}, {"type": "doubleSum", "name": "d_sum", "fieldName": "d"},
+    {"type": "floatSum", "name": "f_sum", "fieldName": "d"},
+    {"type": "longMin", "name": "l_min", "fieldName": "l"}, {"type": "longMax", "name": "l_max", "fieldName": "l"},
+    {"type": "doubleMin", "name": "d_min", "fieldName": "d"}, {"type": "doubleMax", "name": "d_max", "fieldName": "d"},
+    {"type": "floatMin", "name": "f_min", "fieldName": "d"}, {"type": "floatMax", "name": "f_max", "fieldName": "d"},
+    {"type": "longFirst", "name": "l_first", "fieldName": "l"}, {"type": "longLast", "name": "l_last", "fieldName": "l"},
+    {"type": "doubleFirst", "name": "d_first", "fieldName": "d"},
+    {"type": "doubleLast", "name": "d_last", "fieldName": "d"},
+    {"type": "floatFirst", "name": "f_first", "fieldName": "d"}, {"type": "floatLast", "name": "f_last", "fieldName": "d"},
+]
+
+
+def expected_rollup(events, query_gran: str, rollup: bool):
+    groups = defaultdict(list)
+    for i, e in enumerate(events):
+        t = datetime.fromisoformat(e["ts"].replace("Z", "+00:00"))
+        key = (floor_time(t, query_gran), e.get("channel"), e.get("robot"))
+        groups[key if rollup else (key, i)].append((t, e))
+    out = []
+    for key, items in groups.items():
+        bucket, channel, robot = key if rollup else key[0]
+        items.sort(key=lambda x: x[0])  # timestamps are distinct, so first/last are well defined
+        ls = [e["l"] for _, e in items]
+        ds = [e["d"] for _, e in items]
+        out.append({"__time": bucket, "channel": channel, "robot": robot, "cnt": len(items),
+                    "l_sum": sum(ls), "d_sum": sum(ds), "f_sum": sum(ds), "l_min": min(ls), "l_max": max(ls),
+                    "d_min": min(ds), "d_max": max(ds), "f_min": min(ds), "f_max": max(ds),
+                    "l_first": ls[0], "l_last": ls[-1], "d_first": ds[0], "d_last": ds[-1],
+                    "f_first": ds[0], "f_last": ds[-1]})
+    return sorted(out, key=lambda r: (r["__time"], str(r["channel"]), str(r["robot"]), r["l_first"]))
+
+
+def make_events(n: int, seed: int, spread_s: int):
+    rnd = random.Random(seed)
+    times = rnd.sample(range(spread_s * 10), n)  # distinct tenths of a second
+    return [{"ts": iso(T0 + timedelta(milliseconds=100 * t)), "channel": rnd.choice(["#en", "#fr", "#de", None]),
+             "robot": rnd.choice([0, 1]), "l": rnd.randint(-1000, 1000), "d": rnd.randint(-400, 400) / 4}
+            for t in times]
+
+
+@pytest.mark.parametrize("query_gran,segment_gran,rollup,in_memory", [
+    ("MINUTE", "HOUR", True, 7),  # splits hand Spark many small partial rollups, which it merges
+    ("FIFTEEN_MINUTE", "DAY", True, None),
+    ("HOUR", "WEEK", True, None),
+    ("DAY", "MONTH", True, None),
+    ("NONE", "HOUR", False, None),
+])
+def test_rollup_matches_plain_python(spark, broker, store, tmp_path, query_gran, segment_gran, rollup, in_memory):
+    topic = broker.create_topic(partitions=3)
+    events = make_events(600, seed=hash(query_gran) % 1000, spread_s=3 * 86400 if query_gran == "DAY" else 7200)
+    produce_all(broker, topic, events, partitions=3)
+    spec = spec_from(broker.bootstrap, topic, {
+        "timestampSpec": {"column": "ts", "format": "iso"},
+        "dimensionsSpec": {"dimensions": ["channel", {"type": "long", "name": "robot"}]},
+        "metricsSpec": AGGREGATORS,
+        "granularitySpec": {"segmentGranularity": segment_gran, "queryGranularity": query_gran, "rollup": rollup},
+    }, tuning={"maxRowsInMemory": in_memory} if in_memory else None,
+       microbatch={"minSplitsPerGroup": 4})  # one group (perfect rollup), read by several Spark tasks
+    plan, reports, result = ingest_run(spark, store, spec, "r1", tmp_path.as_uri())
+    assert len(plan.groups[0].splits) >= 4
+    assert sum(r.stats.processed for r in reports) == len(events)
+    got = sorted(rows_of(store), key=lambda r: (r["__time"], str(r["channel"]), str(r["robot"]), r["l_first"]))
+    want = expected_rollup(events, query_gran, rollup)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g["__time"] == w["__time"]
+        for k in w:
+            if k.startswith("f_"):
+                assert g[k] == pytest.approx(w[k], rel=1e-6), k
+            else:
+                assert g[k] == w[k], (k, g, w)
+    # segments: one set per segmentGranularity interval, each sorted by time
+    for seg in DatasourceReader(store, "ds").segments():
+        assert seg.payload["rows"] == seg.num_rows > 0
+        assert floor_time(seg.interval_start, segment_gran) == seg.interval_start
+
+
+# ------------------------------------------------------------------------------------------ input formats
+
+
+def test_json_with_flatten_spec_and_several_rows_per_record(spark, broker, store, tmp_path):
+    topic = broker.create_topic(partitions=2)
+    records = [json.dumps({"ts": iso(T0 + timedelta(seconds=i)), "user": {"name": f"u{i}", "tags": ["x", f"t{i}"]},
+                           "b": i}).encode() for i in range(40)]
+    records.append(b'{"ts": "2026-03-02T10:30:00Z", "user": {"name": "m1"}, "b": 1}\n'
+                   b'{"ts": "2026-03-02T10:30:01Z", "user": {"name": "m2"}, "b": 2}')  # two rows in one record
+    broker.produce(topic, records[:20], partition=0)
+    broker.produce(topic, records[20:], partition=1)
+    spec = spec_from(broker.bootstrap, topic, {**SIMPLE, "dimensionsSpec": {"dimensions": ["a", "b", "tag1"]}},
+                     io={"inputFormat": {"type": "json", "flattenSpec": {"useFieldDiscovery": True, "fields": [
+                         {"type": "path", "name": "a", "expr": "$.user.name"},
+                         {"type": "path", "name": "tag1", "expr": "$.user.tags[1]"}]}}})
+    _, reports, _ = ingest_run(spark, store, spec, "r1", tmp_path.as_uri())
+    rows = rows_of(store)
+    assert len(rows) == 42 and reports[0].stats.processed == 42
+    assert {r["a"] for r in rows} == {f"u{i}" for i in range(40)} | {"m1", "m2"}
+    assert sorted((r["a"], r["tag1"]) for r in rows if r["a"] in ("u3", "m1")) == [("m1", None), ("u3", "t3")]
+    assert {r["b"] for r in rows} >= {"0", "39"}  # a number read into a string dimension
+
+
+def test_csv_and_tsv_with_header_list_delimiter_and_skipped_rows(spark, broker, store, tmp_path):
+    topic = broker.create_topic()
+    csv_records = [f'{iso(T0 + timedelta(seconds=i))},"x,{i}",p|q{i}'.encode() for i in range(30)]
+    broker.produce(topic, csv_records)
+    spec = spec_from(broker.bootstrap, topic, {**SIMPLE, "dimensionsSpec": {"dimensions": ["a", "b"]}},
+                     io={"inputFormat": {"type": "csv", "columns": ["ts", "a", "b"], "listDelimiter": "|"}})
+    _, reports, _ = ingest_run(spark, store, spec, "r1", tmp_path.as_uri())
+    rows = sorted(rows_of(store), key=lambda r: r["__time"])
+    assert len(rows) == 30 and reports[0].stats.processed == 30
+    assert rows[7]["a"] == "x,7" and rows[7]["b"] == '["p","q7"]'  # quoted comma; multi-value, sorted
+
+    topic2 = broker.create_topic()
+    tsv_records = [f"skip me\nts;a;b\n{iso(T0 + timedelta(seconds=i))};{i};\n{iso(T0 + timedelta(seconds=i, milliseconds=5))};y;z".encode()
+                   for i in range(10)]
+    broker.produce(topic2, tsv_records)
+    spec2 = spec_from(broker.bootstrap, topic2, SIMPLE, datasource="tsv", io={"inputFormat": {
+        "type": "tsv", "delimiter": ";", "findColumnsFromHeader": True, "skipHeaderRows": 1}})
+    _, reports2, _ = ingest_run(spark, store, spec2, "r1", tmp_path.as_uri())
+    rows2 = rows_of(store, "tsv")
+    assert len(rows2) == 20 and reports2[0].stats.processed == 20 and reports2[0].records == 10
+    assert sum(1 for r in rows2 if r["b"] is None) == 10  # an empty value is null
+
+
+def test_kafka_format_adds_key_headers_timestamp_and_topic(spark, broker, store, tmp_path):
+    topic = broker.create_topic()
+    recent = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(minutes=5)  # inside topic retention
+    kafka_ts = int(recent.timestamp() * 1000)
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(25):
+        p.produce(topic, value=json.dumps({"a": f"v{i}", "kafka.topic": "value wins"}).encode(), key=f"k{i % 5}".encode(),
+                  headers=[("env", b"prod"), ("trace", f"t{i}".encode())], timestamp=kafka_ts + i)
+    assert p.flush(30) == 0
+    spec = spec_from(broker.bootstrap, topic, {
+        **SIMPLE, "timestampSpec": {"column": "kafka.timestamp", "format": "millis"},
+        "dimensionsSpec": {"dimensions": ["a", "kafka.key", "kafka.header.env", "hdr.trace", "kafka.topic"]}},
+        io={"inputFormat": {"type": "kafka", "valueFormat": {"type": "json"}, "headerColumnPrefix": "hdr.",
+                            "headerFormat": {"type": "string"}}})
+    _, reports, _ = ingest_run(spark, store, spec, "r1", tmp_path.as_uri())
+    rows = sorted(rows_of(store), key=lambda r: r["__time"])
+    assert len(rows) == 25 and reports[0].stats.processed == 25
+    assert rows[0]["__time"] == recent
+    assert {r["kafka.key"] for r in rows} == {f"k{i}" for i in range(5)}
+    assert rows[3]["hdr.trace"] == "t3" and rows[3]["kafka.header.env"] is None  # custom prefix
+    assert {r["kafka.topic"] for r in rows} == {"value wins"}  # the value's field wins a name clash
+
+
+def test_schemaless_dimensions_are_discovered(spark, broker, store, tmp_path):
+    topic = broker.create_topic()
+    broker.produce(topic, [json.dumps({"ts": iso(T0), "x": 1, "y": "a", "skip": "no", "n": 5}).encode(),
+                           json.dumps({"ts": iso(T0), "z": True, "y": "b", "n": 7}).encode()])
+    spec = spec_from(broker.bootstrap, topic, {
+        "timestampSpec": {"column": "ts"}, "dimensionsSpec": {"dimensionExclusions": ["skip"]},
+        "metricsSpec": [{"type": "longSum", "name": "n_sum", "fieldName": "n"}],
+        "granularitySpec": {"segmentGranularity": "DAY", "queryGranularity": "HOUR"}})
+    ingest_run(spark, store, spec, "r1", tmp_path.as_uri())
+    rows = sorted(rows_of(store), key=lambda r: r["y"])
+    assert [(r["x"], r["y"], r["z"], r["n_sum"]) for r in rows] == [("1", "a", None, 5), (None, "b", "true", 7)]
+    assert "skip" not in rows[0] and "n" not in rows[0]
+
+
+# ------------------------------------------------------------------------------------------ offsets and errors
+
+
+def test_malformed_rows_under_and_over_the_limit(spark, broker, store, tmp_path):
+    topic = broker.create_topic()
+    good = [json.dumps({"ts": iso(T0 + timedelta(seconds=i)), "a": "x", "n": i}).encode() for i in range(20)]
+    bad = [b"{not json", json.dumps({"ts": "yesterday", "a": "x"}).encode(),
+           json.dumps({"ts": iso(T0), "a": "x", "n": "many"}).encode()]
+    broker.produce(topic, good[:10] + bad + good[10:])
+    schema = {**SIMPLE, "dimensionsSpec": {"dimensions": ["a"]},
+              "metricsSpec": [{"type": "count", "name": "cnt"}, {"type": "longSum", "name": "n", "fieldName": "n"}]}
+    spec = spec_from(broker.bootstrap, topic, schema, tuning={"maxParseExceptions": 3, "maxSavedParseExceptions": 2})
+    _, reports, _ = ingest_run(spark, store, spec, "r1", tmp_path.as_uri())
+    stats = reports[0].stats
+    assert (stats.processed, stats.unparseable, stats.processed_with_error) == (20, 2, 1)
+    assert len(rows_of(store)) == 21  # the row with an unreadable metric is kept, with null there
+    saved = reports[0].saved_exceptions
+    assert len(saved) == 2 and [e.offset for e in saved] == [11, 12] and "many" in saved[-1].message
+
+    spec_over = spec_from(broker.bootstrap, topic, schema, datasource="over", tuning={"maxParseExceptions": 2})
+    with pytest.raises(ParseExceptionLimitError, match=r"Max parse exceptions \[2\] exceeded.*maxParseExceptions"):
+        ingest_run(spark, store, spec_over, "r1", tmp_path.as_uri())
+    assert rows_of(store, "over") == []  # nothing was published
+
+
+def test_late_and_early_messages_are_thrown_away(spark, broker, store, tmp_path):
+    from ingest_core.supervisor.planning import PlanOptions
+
+    topic = broker.create_topic()
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    offsets_h = [-3, -1.5, -0.5, 0, 0.5, 1.5, 2.5, 3.5]  # hours from the plan's creation time
+    broker.produce(topic, [json.dumps({"ts": iso(now + timedelta(hours=h)), "a": str(h)}).encode() for h in offsets_h])
+    spec = spec_from(broker.bootstrap, topic, SIMPLE, io={
+        "lateMessageRejectionPeriod": "PT2H", "earlyMessageRejectionPeriod": "PT1H", "taskDuration": "PT1H"})
+    _, reports, _ = ingest_run(spark, store, spec, "r1", tmp_path.as_uri(), options=PlanOptions(now=now))
+    # kept: creation - 2h <= t <= creation + taskDuration (1h) + 1h
+    assert sorted(float(r["a"]) for r in rows_of(store)) == [-1.5, -0.5, 0, 0.5, 1.5]
+    assert reports[0].stats.thrown_away == 3 and reports[0].stats.processed == 5
+
+
+def test_max_rows_per_segment_splits_an_interval_into_time_ordered_shards(spark, broker, store, tmp_path):
+    import pyarrow.parquet as pq
+
+    from ingest_core.executor import deep_storage
+
+    topic = broker.create_topic(partitions=2)
+    events = [{"ts": iso(T0 + timedelta(seconds=i)), "a": str(i % 3)} for i in range(50)]
+    produce_all(broker, topic, events, partitions=2)
+    spec = spec_from(broker.bootstrap, topic, SIMPLE, tuning={"maxRowsPerSegment": 20})
+    ingest_run(spark, store, spec, "r1", tmp_path.as_uri())
+    segments = DatasourceReader(store, "ds").segments()
+    assert sum(s.num_rows for s in segments) == 50 and len(segments) >= 3
+    assert all(s.num_rows <= 20 for s in segments)
+    assert len({(s.interval_start, s.version) for s in segments}) == 1  # one interval, one version, n partitions
+    assert sorted(s.partition_num for s in segments) == list(range(len(segments)))
+    for seg in segments:
+        fs, path = deep_storage.filesystem(seg.location)
+        times = pq.read_table(path, filesystem=fs).column("__time").to_pylist()
+        assert times == sorted(times) and len(times) == seg.num_rows
+    df = DatasourceReader(store, "ds").to_spark(spark)
+    assert df.count() == 50 and sorted(r["a"] for r in df.select("a").collect()) == sorted(e["a"] for e in events)
+
+
+def test_empty_range_publishes_no_segments(spark, broker, store, tmp_path):
+    topic = broker.create_topic()
+    spec = spec_from(broker.bootstrap, topic, SIMPLE)
+    plan, reports, result = ingest_run(spark, store, spec, "r1", tmp_path.as_uri())
+    assert plan.is_empty and reports[0].segments == [] and reports[0].records == 0
+    assert result.segment_ids == () and rows_of(store) == []
+
+
+def test_unreachable_broker_fails_within_a_bounded_time(spark, store, tmp_path):
+    import time as _time
+
+    from ingest_core.core.offsets import OffsetRange, StartSource, TopicPartition
+    from ingest_core.core.planner import PartitionPlan, Plan, TaskGroup
+    from ingest_core.dev.embedded import free_port
+    from ingest_core.spark.job import GroupJob, run_group
+
+    spec = spec_from(f"127.0.0.1:{free_port()}", "gone", SIMPLE)
+    tp = TopicPartition("gone", 0)
+    plan = Plan("ds", "r1", T0, (TaskGroup(0, (PartitionPlan(tp, 0, 10, StartSource.EARLIEST),),
+                                          (OffsetRange(tp, 0, 10),)),), "modulo")
+    started = _time.monotonic()
+    job = GroupJob(spec, plan, 0, 0, (tmp_path / "out").as_uri())
+    with pytest.raises(BrokerUnavailableError, match="cannot reach Kafka"):
+        run_group(spark, job, stall_timeout_s=5)
+    assert _time.monotonic() - started < 60
+    from ingest_core.executor import deep_storage
+    report = deep_storage.read_json(deep_storage.join(job.attempt_uri, "report.json"))
+    assert report["state"] == "FAILED" and "cannot reach Kafka" in report["error"]
+
+
+def test_spark_submit_entry_point(broker, store, tmp_path):
+    """The job as Airflow runs it: spark-submit of spark_jobs/ingest_job.py with the spec and plan as files."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    from ingest_core.executor import deep_storage
+    from ingest_core.supervisor.planning import Supervisor
+
+    topic = broker.create_topic(partitions=2)
+    produce_all(broker, topic, [{"ts": iso(T0 + timedelta(seconds=i)), "a": str(i % 4)} for i in range(40)], 2)
+    spec = spec_from(broker.bootstrap, topic, SIMPLE, io={"taskCount": 2})
+    plan = Supervisor(spec, store).plan("manual__1").plan
+    spec_file, plan_file = tmp_path / "spec.yaml", tmp_path / "plan.json"
+    spec_file.write_text(yaml.safe_dump(spec.to_raw()))
+    plan_file.write_text(plan.dumps())
+    job = Path(__file__).resolve().parents[2] / "spark_jobs" / "ingest_job.py"
+    submit = Path(sys.executable).parent / "spark-submit"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "INGEST_DEEP_STORAGE": tmp_path.as_uri()}
+    base = [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+            "--conf", "spark.sql.shuffle.partitions=3", "--conf", "spark.sql.session.timeZone=Europe/Paris", str(job),
+            "--spec", str(spec_file), "--plan", str(plan_file)]
+    done = subprocess.run(base + ["--group", "1"], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # a submitted setting (a spec's microbatch.spark.conf) wins over the job's defaults, not over what it needs
+    assert "spark.sql.session.timeZone=UTC, spark.sql.shuffle.partitions=3" in done.stdout + done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    report = deep_storage.read_json(summary["report"])
+    assert summary["report"].startswith(deep_storage.group_uri(tmp_path.as_uri(), "ds", "manual__1", 1))
+    assert report["state"] == "SUCCESS" and report["rowStats"]["processed"] == 20 == summary["rows"]
+
+    bad = subprocess.run(base + ["--group", "7"], capture_output=True, text=True, env=env, timeout=300)
+    assert bad.returncode == 2 and "has no task group 7" in bad.stdout + bad.stderr  # spark-submit merges them

@@ -1,0 +1,205 @@
+"""Schema management and the CLI over the real stores."""
+
+import json
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import make_spec
+
+from ingest_core.core.errors import MetadataStoreError
+from ingest_core.core.planner import Plan
+from ingest_core.store.metadata import SCHEMA_VERSION, MetadataStore, RunStatus
+
+DATA = Path(__file__).parents[1] / "data"
+T0 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
+
+
+def cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "ingest_core.service.cli", *args], capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+def test_upgrade_is_idempotent_and_required(tmp_path):
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    store = MetadataStore(url)
+    with pytest.raises(MetadataStoreError, match="run `ingest db upgrade`"):
+        store.committed_offsets("wiki")
+    assert store.upgrade() == list(range(1, SCHEMA_VERSION + 1))
+    assert store.upgrade() == []
+    assert store.current_schema_version() == SCHEMA_VERSION
+    assert store.committed_offsets("wiki") == {}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def v1_store_url(request, tmp_path) -> str:
+    """A metadata store as release 1 left it (schema version 1), with a run in flight."""
+    import sqlalchemy as sa
+
+    from ingest_core.store.metadata import (
+        MIGRATIONS,
+        make_engine,
+        meta,
+        published_ranges,
+        runs,
+        schema_version,
+        utcnow,
+    )
+
+    url = f"sqlite:///{tmp_path / 'v1.db'}" if request.param == "sqlite" else request.getfixturevalue("pg_url")
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        meta.drop_all(conn)
+        schema_version.drop(conn, checkfirst=True)
+        schema_version.create(conn)
+        dict(MIGRATIONS)[1](conn)
+        published_ranges.drop(conn)  # v2's
+        for column in ("running_since", "deadline_at", "expired_at"):  # v1's runs table had none of them
+            conn.execute(sa.text(f"ALTER TABLE {runs.name} DROP COLUMN {column}"))
+        conn.execute(schema_version.insert().values(id=1, version=1, upgraded_at=utcnow()))
+        plan = Plan("wiki", "old", T0, (), "modulo")
+        conn.execute(runs.insert().values(datasource="wiki", run_id="old", seq=1, status="RUNNING", plan=plan.to_json(),
+                                          records=0, created_at=T0, updated_at=T0))
+    engine.dispose()
+    return url
+
+
+def test_a_v1_store_upgrades_to_run_deadlines(v1_store_url):
+    from datetime import timedelta
+
+    store = MetadataStore(v1_store_url)
+    with pytest.raises(MetadataStoreError, match="schema version 1, this release needs 3"):
+        store.check_schema()
+    assert store.upgrade() == [2, 3] and store.upgrade() == []
+    old = store.require_run("wiki", "old")  # planned before v2: no deadline yet, so it does not expire
+    assert (old.status, old.running_since, old.deadline_at, old.expired_at) == (RunStatus.RUNNING, None, None, None)
+    assert store.expire_overdue("wiki", T0 + timedelta(days=999), "test") == []
+    assert store.set_missing_deadlines("wiki", T0 + timedelta(minutes=30)) == ["old"]  # a planner gives it one
+    assert store.expire_overdue("wiki", T0 + timedelta(minutes=30), "test") == ["old"]
+    assert store.require_run("wiki", "old").expired
+    store.dispose()
+
+
+def test_db_upgrade_cli_on_postgres(pg_url):
+    MetadataStore(pg_url).engine.dispose()
+    first = cli("--metadata-url", pg_url, "db", "upgrade")
+    assert first.returncode == 0, first.stderr
+    second = cli("--metadata-url", pg_url, "db", "upgrade")
+    assert second.returncode == 0 and "up to date" in second.stdout
+
+
+def test_unreachable_metadata_store_is_a_clear_error():
+    store = MetadataStore("postgresql+psycopg2://nobody@127.0.0.1:1/none")
+    with pytest.raises(MetadataStoreError, match="unreachable"):
+        store.check_schema()
+
+
+def test_plan_cli_persists_and_shows_the_plan(broker, store_url, tmp_path):
+    topic = broker.create_topic(3)
+    for p in range(3):
+        broker.produce(topic, [b'{"ts": 1}'] * (p + 1), partition=p)
+    spec_file = tmp_path / "wiki.yaml"
+    spec_file.write_text(yaml.safe_dump(make_spec(broker.bootstrap, topic=topic, useEarliestOffset=True,
+                                                  taskCount=2).to_raw()))
+    res = cli("--metadata-url", store_url, "plan", str(spec_file), "--run-id", "manual-1", "--json")
+    assert res.returncode == 0, res.stderr
+    plan = json.loads(res.stdout)
+    assert plan["runId"] == "manual-1" and sum(len(g["partitions"]) for g in plan["groups"]) == 3
+    broker.produce(topic, [b'{"ts": 1}'] * 5, partition=0)
+    again = cli("--metadata-url", store_url, "plan", str(spec_file), "--run-id", "manual-1", "--json")
+    assert json.loads(again.stdout) == plan  # the persisted plan, not a new one
+    human = cli("--metadata-url", store_url, "plan", str(spec_file), "--run-id", "manual-1")
+    assert "6 records" in human.stdout and "from earliest" in human.stdout
+
+
+def test_plan_cli_reports_an_unreachable_broker(tmp_path):
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    MetadataStore(url).upgrade()
+    spec_file = tmp_path / "wiki.yaml"
+    spec_file.write_text(yaml.safe_dump(make_spec("127.0.0.1:1", topic="x").to_raw()))
+    res = cli("--metadata-url", url, "plan", str(spec_file), "--run-id", "r1")
+    assert res.returncode == 1
+    assert "error: Kafka at '127.0.0.1:1' did not answer" in res.stderr
+    assert "Traceback" not in res.stderr
+    (error,) = [a for a in MetadataStore(url).audit_records("wiki") if a.action == "loop_error"]
+    assert error.details["detailedState"] == "UNABLE_TO_CONNECT_TO_STREAM" and error.details["streamException"]
+    assert MetadataStore(url).get_run("wiki", "r1") is None
+
+
+def test_run_row_stats_count_each_group_once_whatever_its_replicas(store):
+    def report(processed, replica):
+        return {"replica": replica, "rowStats": {"processed": processed, "unparseable": 1}}
+
+    store.add_task_report("wiki", "r1", 0, report(100, 1), replica=1)
+    store.add_task_report("wiki", "r1", 0, report(100, 0), replica=0)
+    store.add_task_report("wiki", "r1", 1, report(40, 2), replica=2)  # the only replica of group 1 that succeeded
+    store.add_task_report("wiki", "r2", 0, report(7, 0), replica=0)
+    assert store.run_row_stats("wiki", "r1") == {"processed": 140, "unparseable": 2}
+    assert store.run_row_stats("wiki", "r2") == {"processed": 7, "unparseable": 1}
+
+
+def test_upgrade_to_v2_claims_the_ranges_of_the_backfills_published_before(store):
+    from datetime import datetime, timezone
+
+    import sqlalchemy as sa
+
+    from ingest_core.core.offsets import (
+        PublishedRange,
+        StartOffset,
+        StartSource,
+        TopicPartition,
+    )
+    from ingest_core.core.planner import PlanRequest, plan_run
+    from ingest_core.store.metadata import RunStatus, published_ranges, schema_version
+
+    tp = TopicPartition("edits", 0)
+
+    def run(run_id, start, end, source):
+        store.insert_run(plan_run(PlanRequest(datasource="wiki", run_id=run_id, task_count=1,
+                                              created_at=datetime(2026, 11, 22, tzinfo=timezone.utc),
+                                              starts={tp: StartOffset(start, source)}, latest={tp: end})))
+        store.set_run_status("wiki", run_id, RunStatus.PUBLISHED)
+
+    # a v1 store: published runs, no claims (two backfills even published the same offsets)
+    with store.transaction() as conn:
+        published_ranges.drop(conn)
+        conn.execute(schema_version.delete().where(schema_version.c.version >= 2))
+    store._schema_checked = True  # write the v1 store's runs with this release's code
+    run("r1", 0, 10, StartSource.EARLIEST)
+    run("bf1", 10, 30, StartSource.BACKFILL)
+    run("bf2", 20, 30, StartSource.BACKFILL)
+    assert store.upgrade() == [2, 3]
+    with store.session() as conn:
+        assert sa.inspect(conn).has_table("ingest_published_ranges")
+    assert store.published_ranges("wiki") == [PublishedRange(tp, 10, 30, "bf1", True)]
+
+
+def test_a_run_is_past_its_deadline_only_while_in_flight():
+    """Pure: explicit times, no store."""
+    from dataclasses import replace
+    from datetime import timedelta
+
+    from ingest_core.store.metadata import RunRecord
+
+    plan = Plan("wiki", "r1", T0, (), "modulo")
+    running = RunRecord("wiki", "r1", 1, RunStatus.RUNNING, plan, T0, None, None, None,
+                        running_since=T0 + timedelta(minutes=2), deadline_at=T0 + timedelta(minutes=12))
+    assert not running.past_deadline(T0 + timedelta(minutes=12) - timedelta(microseconds=1))
+    assert running.past_deadline(T0 + timedelta(minutes=12)) and not running.is_final
+    assert running.expiry_reason(T0 + timedelta(minutes=13)) == (
+        "expired: run r1 was RUNNING since 2026-11-22T10:02:00.000Z, past completionTimeout (600s, deadline "
+        "2026-11-22T10:12:00.000Z) at 2026-11-22T10:13:00.000Z; it will not publish and its partitions go back "
+        "to the committed offsets")
+    never_started = replace(running, status=RunStatus.PLANNED, running_since=None, deadline_at=T0 + timedelta(minutes=10))
+    assert never_started.past_deadline(T0 + timedelta(minutes=10))
+    assert "PLANNED at 2026-11-22T10:00:00.000Z and its jobs never started, past completionTimeout (600s" in \
+        never_started.expiry_reason(T0 + timedelta(minutes=10))
+    late = T0 + timedelta(days=1)
+    for status in (RunStatus.PUBLISHED, RunStatus.SUPERSEDED, RunStatus.FAILED):
+        assert not replace(running, status=status).past_deadline(late)
+    assert not replace(running, deadline_at=None).past_deadline(late)  # a backfill, or planned before v2
+    assert [replace(running, status=s).is_final for s in RunStatus] == [False, False, True, False, True]
+    assert replace(running, status=RunStatus.FAILED, expired_at=late).is_final  # expired: no retry revives it

@@ -1,0 +1,292 @@
+"""The ingest job over Spark Connect (`ingest_core.spark.connect`) against a real local Connect server: the same
+plan gives the same segments and report as the job in a SparkSession of its own; a deadline interrupts its job
+and not the other jobs of the session; the jobs of a datasource share a session (and its Python workers); a
+server that dies mid-job fails the group, and running the plan again publishes every record once."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
+
+import psutil
+import pyarrow.parquet as pq
+import pytest
+from helpers import spec_from
+
+from ingest_core.dev.embedded import EmbeddedSparkConnect
+from ingest_core.executor import deep_storage
+from ingest_core.spark.connect import SparkConnectError, run_job
+from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.publisher import GroupResult, Publisher
+from ingest_core.store.reader import DatasourceReader
+from ingest_core.supervisor.planning import Supervisor
+
+pytestmark = pytest.mark.kafka
+
+T0 = datetime(2026, 3, 2, 10, 0, tzinfo=timezone.utc)
+SCHEMA = {
+    "timestampSpec": {"column": "ts", "format": "iso"},
+    "dimensionsSpec": {"dimensions": ["a", "b"]},
+    "metricsSpec": [{"type": "count", "name": "cnt"}, {"type": "longSum", "name": "v_sum", "fieldName": "v"}],
+    "granularitySpec": {"segmentGranularity": "HOUR", "queryGranularity": "MINUTE", "rollup": True},
+}
+
+
+@pytest.fixture
+def store(tmp_path) -> MetadataStore:
+    s = MetadataStore(f"sqlite:///{tmp_path / 'md.db'}")
+    s.upgrade()
+    return s
+
+
+def produce(broker, topic: str, n: int, partitions: int, seed: int = 0) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i in range(n):
+        event = {"ts": (T0 + timedelta(seconds=7 * i + seed)).isoformat().replace("+00:00", "Z"),
+                 "a": f"a{i % 5}", "b": f"b{i % 3}", "v": i}
+        p.produce(topic, json.dumps(event).encode(), partition=i % partitions)
+    assert p.flush(30) == 0
+
+
+def stage(tmp_path, spec, plan) -> tuple[str, str]:
+    folder = (tmp_path / "staged").as_uri()
+    deep_storage.write_json(deep_storage.join(folder, "spec.json"), spec.to_raw())
+    deep_storage.write_json(deep_storage.join(folder, "plan.json"), plan.to_json())
+    return deep_storage.join(folder, "spec.json"), deep_storage.join(folder, "plan.json")
+
+
+def job_args(spec_uri: str, plan_uri: str, group: int, output: str) -> list[str]:
+    return ["--spec", spec_uri, "--plan", plan_uri, "--group", str(group), "--output", output]
+
+
+def segment_rows(report: dict) -> list[dict]:
+    rows = []
+    for seg in report["segments"]:
+        fs, path = deep_storage.filesystem(seg["location"])
+        with fs.open_input_file(path) as f:
+            rows.extend(pq.read_table(f).to_pylist())
+    return sorted(rows, key=lambda r: (r["__time"], r["a"], r["b"]))
+
+
+def comparable(report: dict) -> dict:
+    """A report without what differs between two runs of the same plan: timings, locations, the replica."""
+    out = {k: v for k, v in report.items() if k not in ("seconds", "segments", "replica", "splits")}
+    out["segments"] = [{k: v for k, v in s.items() if k not in ("location", "bytes")} for s in report["segments"]]
+    out["splits"] = [{k: v for k, v in s.items() if k != "seconds"} for s in report.get("splits", [])]
+    return out
+
+
+def test_connect_mode_gives_the_same_segments_and_report_as_a_session_of_its_own(spark_connect, spark, broker,
+                                                                                   store, tmp_path):
+    from ingest_core.spark.job import GroupJob, run_group
+
+    topic = broker.create_topic(partitions=2)
+    produce(broker, topic, 300, 2)
+    spec = spec_from(broker.bootstrap, topic, SCHEMA, io={"taskCount": 2})
+    plan = Supervisor(spec, store).plan("manual__eq").plan
+    spec_uri, plan_uri = stage(tmp_path, spec, plan)
+    for group in plan.groups:
+        own = (tmp_path / f"own-{group.group_id}").as_uri()
+        remote = (tmp_path / f"connect-{group.group_id}").as_uri()
+        expected = run_group(spark, GroupJob(spec, plan, group.group_id, 0, own)).to_json()
+        summary = run_job(spark_connect.url, job_args(spec_uri, plan_uri, group.group_id, remote))
+        got = deep_storage.read_json(summary["report"])
+        assert got["state"] == "SUCCESS" and summary["rows"] == expected["rowStats"]["processed"] == 150
+        assert comparable(got) == comparable(expected)
+        assert segment_rows(got) == segment_rows(expected)
+
+
+def test_a_deadline_interrupts_the_job_and_not_the_other_jobs_of_its_session(spark_connect, broker, store, tmp_path):
+    from ingest_core.dev.embedded import free_port
+
+    topic = broker.create_topic(partitions=1)
+    produce(broker, topic, 200, 1)
+    plan = Supervisor(spec_from(broker.bootstrap, topic, SCHEMA), store).plan("manual__slow").plan
+    # the jobs' brokers do not answer: a split waits for them far longer than any deadline (metadata: 30 s;
+    # stall timeout: 600 s), so only its deadline ends a job. Two jobs of one datasource share a session.
+    silent = spec_from(f"127.0.0.1:{free_port()}", topic, SCHEMA)
+    spec_uri, plan_uri = stage(tmp_path, silent, plan)
+    errors: dict[str, BaseException] = {}
+
+    def job(name: str, timeout_s: float) -> None:
+        args = job_args(spec_uri, plan_uri, 0, (tmp_path / name).as_uri())
+        try:
+            run_job(spark_connect.url, [*args, "--stall-timeout", "600"], timeout_s=timeout_s)
+        except BaseException as exc:  # noqa: BLE001 - the test inspects it
+            errors[name] = exc
+
+    later = threading.Thread(target=job, args=("later", 30))
+    started = time.monotonic()
+    later.start()
+    job("first", 8)
+    assert "interrupted after 8s" in str(errors["first"])
+    assert later.is_alive() and "later" not in errors, errors  # its own deadline is still to come
+    later.join(120)
+    assert not later.is_alive() and "interrupted after 30s" in str(errors["later"])
+    assert time.monotonic() - started < 150
+
+
+def python_daemons(server) -> int:
+    """The Spark Connect server's Python daemons: Spark starts them per session and worker module (SPARK-54055)
+    and keeps them until it stops."""
+    def title(p: psutil.Process) -> str:
+        try:
+            return " ".join(p.cmdline())
+        except psutil.Error:
+            return ""
+    return sum("pyspark.daemon" in title(c) for c in psutil.Process(server.proc.pid).children(recursive=True))
+
+
+def test_the_jobs_of_a_datasource_share_one_session_and_its_python_workers(spark_connect, broker, store, tmp_path):
+    if getattr(spark_connect, "proc", None) is None:
+        pytest.skip("counts the processes of the tests' own Spark Connect server")
+    topic = broker.create_topic(partitions=2)
+    produce(broker, topic, 120, 2)
+    spec = spec_from(broker.bootstrap, topic, SCHEMA, datasource="shared_session")
+    plan = Supervisor(spec, store).plan("manual__shared").plan
+    spec_uri, plan_uri = stage(tmp_path, spec, plan)
+
+    def job(n: int) -> dict:
+        summary = run_job(spark_connect.url, job_args(spec_uri, plan_uri, 0, (tmp_path / f"o{n}").as_uri()))
+        assert summary["rows"] == 120
+        return summary
+
+    job(0)
+    daemons = python_daemons(spark_connect)
+    for n in (1, 2, 3):  # a session per job would start (and keep) a daemon per worker module each time
+        job(n)
+    assert python_daemons(spark_connect) == daemons
+    # the first jobs of another datasource, at the same moment (a run's groups under a scheduler), all succeed:
+    # they add the code and register the data source in its new session at once
+    other = spec_from(broker.bootstrap, topic, SCHEMA, datasource="shared_session_2")
+    spec_uri2, plan_uri2 = stage(tmp_path / "other", other, Supervisor(other, store).plan("manual__shared2").plan)
+
+    def first_job(n: int) -> int:
+        args = job_args(spec_uri2, plan_uri2, 0, (tmp_path / f"p{n}").as_uri())
+        return run_job(spark_connect.url, args)["rows"]
+
+    with ThreadPoolExecutor(3) as pool:
+        assert list(pool.map(first_job, (0, 1, 2))) == [120, 120, 120]
+    # the session's settings and the code shipped with it stay; a job only detaches from it
+    from pyspark.sql import SparkSession
+
+    from ingest_core.spark.connect import (
+        PYTHON_CHECKED,
+        code_archive,
+        connect_mode,
+        session_url,
+    )
+    with connect_mode():
+        spark = SparkSession.builder.remote(session_url(spark_connect.url, "shared_session", code_archive())).create()
+        try:
+            assert spark.conf.get(PYTHON_CHECKED) == "%d.%d" % sys.version_info[:2]
+        finally:
+            spark.release_session_on_close = False
+            spark.stop()
+
+
+def test_a_server_that_dies_mid_job_fails_the_group_and_the_plan_runs_again_exactly_once(broker, store, tmp_path):
+    topic = broker.create_topic(partitions=1)
+    produce(broker, topic, 400, 1)
+    spec = spec_from(broker.bootstrap, topic, {**SCHEMA, "granularitySpec": {"segmentGranularity": "HOUR",
+                                                                               "rollup": False}},
+                     tuning={"maxRecordsPerPoll": 10})
+    plan = Supervisor(spec, store).plan("manual__crash").plan
+    spec_uri, plan_uri = stage(tmp_path, spec, plan)
+    out = (tmp_path / "first").as_uri()
+    server = EmbeddedSparkConnect(tmp_path / "server").start()
+    failure: list[BaseException] = []
+
+    def job() -> None:
+        try:
+            run_job(server.url, job_args(spec_uri, plan_uri, 0, out))
+        except BaseException as exc:  # noqa: BLE001 - the test inspects it
+            failure.append(exc)
+
+    worker = threading.Thread(target=job)
+    try:
+        worker.start()
+        deadline = time.monotonic() + 240
+        while not any((tmp_path / "first").glob("attempt=*/progress/*.json")) and worker.is_alive():
+            assert time.monotonic() < deadline, "the job never started reading"
+            time.sleep(0.2)
+        server.kill()  # mid-job: the split has reported progress and is still reading
+        worker.join(180)
+        assert not worker.is_alive(), "the client hung after the server died"
+        assert failure, "the job succeeded although its server died mid-job"
+        # the group failed, nothing was published; the server, started again, runs the same plan, which
+        # publishes once
+        server.start()
+        socket.create_connection(("127.0.0.1", server.port), timeout=5).close()  # up when start() returns
+        summary = run_job(server.url, job_args(spec_uri, plan_uri, 0, (tmp_path / "second").as_uri()))
+    finally:
+        server.stop()
+    Publisher(store).publish(spec.datasource, "manual__crash",
+                             [GroupResult.from_report(deep_storage.read_json(summary["report"]))])
+    rows = DatasourceReader(store, spec.datasource).to_arrow()
+    assert rows.num_rows == 400 and sorted(rows.column("v_sum").to_pylist()) == list(range(400))
+
+
+def test_an_unreachable_server_is_a_clear_error(tmp_path, store, broker):
+    from ingest_core.dev.embedded import free_port
+
+    topic = broker.create_topic(partitions=1)
+    spec = spec_from(broker.bootstrap, topic, SCHEMA)
+    plan = Supervisor(spec, store).plan("manual__gone").plan
+    spec_uri, plan_uri = stage(tmp_path, spec, plan)
+    with pytest.raises(SparkConnectError, match="cannot open a Spark Connect session|cannot run"):
+        run_job(f"sc://127.0.0.1:{free_port()}", job_args(spec_uri, plan_uri, 0, (tmp_path / "o").as_uri()))
+
+
+def test_a_session_the_server_closed_gives_way_to_the_datasource_s_next_one(spark_connect, broker, store, tmp_path):
+    """A shared session the server closed (idle past `defaultSessionTimeout`; here released, which the server
+    remembers the same way) cannot be opened again: the datasource's next job opens its next derived session,
+    and the job after that shares that one."""
+    from pyspark.sql import SparkSession
+
+    from ingest_core.spark.connect import (
+        PYTHON_CHECKED,
+        code_archive,
+        connect_mode,
+        session_url,
+    )
+    topic = broker.create_topic(partitions=2)
+    produce(broker, topic, 60, 2)
+    spec = spec_from(broker.bootstrap, topic, SCHEMA, datasource="closed_session")
+    spec_uri, plan_uri = stage(tmp_path, spec, Supervisor(spec, store).plan("manual__closed").plan)
+
+    def job(n: int) -> int:
+        return run_job(spark_connect.url, job_args(spec_uri, plan_uri, 0, (tmp_path / f"o{n}").as_uri()))["rows"]
+
+    def session(generation: int):
+        url = session_url(spark_connect.url, "closed_session", code_archive(), generation)
+        return SparkSession.builder.remote(url).create()
+
+    assert job(0) == 60
+    with connect_mode():
+        first = session(0)
+        assert first.conf.get(PYTHON_CHECKED) == "%d.%d" % sys.version_info[:2]  # the job's session
+        first.stop()  # releases it: the server closes it for good
+        probe = session(0)
+        try:
+            with pytest.raises(Exception, match="SESSION_CLOSED"):
+                probe.conf.get(PYTHON_CHECKED)
+        finally:
+            probe.release_session_on_close = False
+            probe.stop()
+    assert job(1) == 60
+    assert job(2) == 60
+    with connect_mode():
+        second = session(1)
+        try:
+            assert second.conf.get(PYTHON_CHECKED) == "%d.%d" % sys.version_info[:2]
+        finally:
+            second.release_session_on_close = False
+            second.stop()

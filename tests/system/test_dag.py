@@ -1,0 +1,367 @@
+"""End to end with real Airflow (`airflow dags test`), the real broker and PostgreSQL, and Spark in both modes:
+over the session's Spark Connect server (most tests: seconds per run) and through spark-submit."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import postgres_database
+from helpers import group_offsets
+
+from ingest_core.dev.demo import airflow_env
+from ingest_core.dev.demo import produce as produce_wiki
+from ingest_core.executor.deep_storage import attempt_folders, group_uri
+from ingest_core.store.metadata import MetadataStore, RunStatus
+from ingest_core.store.reader import DatasourceReader
+
+pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
+
+ROOT = Path(__file__).resolve().parents[2]
+AIRFLOW = str(Path(sys.executable).parent / "airflow")
+
+
+class AirflowHome:
+    """An Airflow home with its own SQLite database and a DAG folder; runs `airflow` commands in it. Its
+    `spark_default` connection is the Spark Connect server at `spark_connect_url`, else spark-submit."""
+
+    def __init__(self, root: Path, dags_folder: Path, bootstrap: str, metadata_url: str,
+                 spark_connect_url: str | None = None):
+        self.root, self.dags_folder, self.metadata_url = root, dags_folder, metadata_url
+        self.env = airflow_env(root, bootstrap, dags_folder=dags_folder, metadata_url=metadata_url,
+                               spark_connect_url=spark_connect_url)
+        self.airflow("db", "migrate")
+        MetadataStore(metadata_url).upgrade()
+
+    def airflow(self, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+        done = subprocess.run([AIRFLOW, *args], env=env or self.env, capture_output=True, text=True, timeout=900)
+        if check and done.returncode != 0:
+            raise AssertionError(f"airflow {' '.join(args)} exited {done.returncode}:\n{done.stdout[-4000:]}\n"
+                                 f"{done.stderr[-4000:]}")
+        return done
+
+    def dags_test(self, dag_id: str, logical_date: str, **kwargs) -> subprocess.CompletedProcess:
+        return self.airflow("dags", "test", dag_id, logical_date, **kwargs)
+
+
+def edits(store: MetadataStore, datasource: str) -> int:
+    table = DatasourceReader(store, datasource).to_arrow()
+    return sum(v for v in table.column("edits").to_pylist() if v) if table.num_rows else 0
+
+
+@pytest.fixture(scope="module")
+def metadata_url():
+    with postgres_database("ingest_dag") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory, broker, metadata_url, spark_connect) -> AirflowHome:
+    """The repository's own dags/ folder: the example wikipedia spec as checked in."""
+    if "wikipedia" not in broker.admin.list_topics(timeout=10).topics:
+        broker.create_topic(partitions=4, name="wikipedia")
+    return AirflowHome(tmp_path_factory.mktemp("airflow-example"), ROOT / "dags", broker.bootstrap, metadata_url,
+                       spark_connect.url)
+
+
+def test_example_spec_ingests_exactly_the_produced_records_over_several_runs(example, broker):
+    store = MetadataStore(example.metadata_url)
+    rng = random.Random(3)
+    total = 0
+    for i, n in enumerate([300, 200, 100]):
+        produce_wiki(broker.bootstrap, n, rng)
+        total += n
+        example.dags_test("wikipedia", f"2026-01-0{i + 1}T00:00:00+00:00")
+        assert edits(store, "wikipedia") == total
+    runs = store.list_runs("wikipedia")
+    assert [r.status for r in runs] == [RunStatus.PUBLISHED] * 3
+    assert sum(r.plan.records for r in runs) == total
+    committed = store.committed_offsets("wikipedia")
+    latest = {p: hi for p, (lo, hi) in broker_watermarks(broker, "wikipedia").items()}
+    assert {tp.partition: k.offset for tp, k in committed.items()} == latest
+    # the report task mirrored them to a consumer group: Kafka's own tooling shows the datasource's lag
+    assert group_offsets(broker, "ingest.wikipedia", "wikipedia", len(latest)) == latest
+    # the run of an idle topic publishes nothing and reads IDLE
+    example.dags_test("wikipedia", "2026-01-04T00:00:00+00:00")
+    assert edits(store, "wikipedia") == total
+    assert store.list_runs("wikipedia", limit=1)[0].plan.is_empty
+    assert store.datasource_row("wikipedia")["state"] == "IDLE"
+    # every publish updated the datasource's Asset, with what it published in the event's extra
+    events = asset_events(example, "wikipedia")
+    runs = sorted(store.list_runs("wikipedia"), key=lambda r: r.published_at)
+    assert [e["runId"] for e in events] == [r.run_id for r in runs]
+    for event, run in zip(events, runs):
+        segments = store.segments("wikipedia", run_id=run.run_id)
+        assert event["rows"] == sum(s.num_rows for s in segments) and event["segments"] == len(segments)
+    assert events[-2]["rows"] > 0 and events[-1]["rows"] == 0  # the idle run published nothing
+    assert events[-1]["endOffsets"] == {"wikipedia": {str(p): o for p, o in latest.items()}}
+
+
+def asset_events(home: AirflowHome, name: str) -> list[dict]:
+    """The extras of the Asset's events, oldest first, from the Airflow home's own database."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(home.root / "airflow" / "airflow.db")) as db:
+        rows = db.execute("SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.name = ? "
+                          "ORDER BY e.id", (name,)).fetchall()
+    return [json.loads(extra) for (extra,) in rows]
+
+
+def broker_watermarks(broker, topic: str) -> dict[int, tuple[int, int]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "wm"})
+    try:
+        parts = broker.admin.list_topics(topic, timeout=10).topics[topic].partitions
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in parts}
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def own_dags(tmp_path) -> Path:
+    """A DAG folder of the test's own: the factory file plus specs the test writes."""
+    folder = tmp_path / "dags"
+    (folder / "specs").mkdir(parents=True)
+    shutil.copy(ROOT / "dags" / "ingest_datasources.py", folder / "ingest_datasources.py")
+    return folder
+
+
+def write_example_variant(folder: Path, name: str, topic: str, microbatch: dict | None = None, **io) -> None:
+    raw = yaml.safe_load((ROOT / "dags" / "datasources" / "wikipedia.yaml").read_text())
+    raw["spec"]["dataSchema"]["dataSource"] = name
+    raw["spec"]["ioConfig"].update(topic=topic, **io)
+    raw["microbatch"].update(microbatch or {})
+    (folder / "specs" / f"{name}.yaml").write_text(yaml.safe_dump(raw))
+
+
+def test_two_replicas_publish_once(tmp_path, own_dags, broker, metadata_url):
+    """In spark-submit mode: a JVM per replica."""
+    topic = broker.create_topic(partitions=2)
+    write_example_variant(own_dags, "replicated", topic, taskCount=1, replicas=2)
+    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for event in __import__("ingest_core.dev.demo", fromlist=["wiki_events"]).wiki_events(250, random.Random(5)):
+        p.produce(topic, json.dumps(event).encode())
+    p.flush(30)
+    home.dags_test("replicated", "2026-01-01T00:00:00+00:00")
+    store = MetadataStore(metadata_url)
+    assert edits(store, "replicated") == 250  # one replica's segments, not both
+    reports = store.task_reports("replicated")
+    assert sorted(r["replica"] for r in reports) == [0, 1]
+    assert store.run_row_stats("replicated", reports[0]["run_id"])["processed"] == 250  # one replica's, not both
+    segments = DatasourceReader(store, "replicated").segments()
+    assert {s.location.split("/replica=")[1].split("/")[0] for s in segments} == {"0"}
+    # the report removed the replica nothing was published from
+    deep, run_id = home.env["INGEST_DEEP_STORAGE"], reports[0]["run_id"]
+    assert [len(attempt_folders(group_uri(deep, "replicated", run_id, 0, r))) for r in (0, 1)] == [1, 0]
+
+
+def test_a_broken_spec_is_an_import_error_and_hides_nothing(tmp_path, own_dags, broker, metadata_url):
+    write_example_variant(own_dags, "good_one", "whatever")
+    (own_dags / "specs" / "bad.yaml").write_text(
+        "type: kafka\nspec:\n  dataSchema: {dataSource: bad, timestampSpec: {column: t}}\n"
+        "  ioConfig: {topic: x, taskCout: 2, inputFormat: {type: json}, consumerProperties: {bootstrap.servers: 'a:1'}}\n")
+    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
+    home.airflow("dags", "reserialize")
+    errors = json.loads(_json_tail(home.airflow("dags", "list-import-errors", "-o", "json", check=False).stdout))
+    assert len(errors) == 1 and "bad.yaml" in errors[0]["error"]
+    assert "spec.ioConfig.taskCout: unknown field (did you mean 'taskCount'?)" in errors[0]["error"]
+    dags = json.loads(_json_tail(home.airflow("dags", "list", "-o", "json").stdout))
+    assert [d["dag_id"] for d in dags] == ["good_one"]
+
+
+def _json_tail(text: str) -> str:
+    """The JSON array a `-o json` command printed after its log lines."""
+    return next(line for line in reversed(text.splitlines()) if line.startswith("["))
+
+
+def test_a_missing_spark_connection_is_a_clear_error(tmp_path, own_dags, broker, metadata_url):
+    write_example_variant(own_dags, "no_spark", broker.create_topic())
+    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
+    env = {k: v for k, v in home.env.items() if k != "AIRFLOW_CONN_SPARK_DEFAULT"}
+    done = home.airflow("dags", "test", "no_spark", "2026-01-01T00:00:00+00:00", check=False, env=env)
+    assert done.returncode != 0
+    assert "the Spark connection 'spark_default' does not exist" in done.stdout + done.stderr
+
+
+def produce_events(bootstrap: str, topic: str, n: int, seed: int) -> None:
+    from confluent_kafka import Producer
+
+    from ingest_core.dev.demo import wiki_events
+
+    p = Producer({"bootstrap.servers": bootstrap})
+    for event in wiki_events(n, random.Random(seed)):
+        p.produce(topic, json.dumps(event).encode())
+    assert p.flush(30) == 0
+
+
+def test_data_gate_ends_an_idle_run_cleanly_and_releases_when_data_arrives(tmp_path, own_dags, broker,
+                                                                             metadata_url, spark_connect):
+    idle_topic, topic = broker.create_topic(partitions=2), broker.create_topic(partitions=2)
+    write_example_variant(own_dags, "gated_idle", idle_topic, taskCount=1,
+                          microbatch={"dataGate": {"minRecords": 100, "maxWait": "PT8S", "pokeInterval": "PT1S"}})
+    write_example_variant(own_dags, "gated", topic, taskCount=1,
+                          microbatch={"dataGate": {"minRecords": 100, "maxWait": "PT30M", "pokeInterval": "PT1S"}})
+    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url, spark_connect.url)
+    store = MetadataStore(metadata_url)
+
+    # nothing new: the gate waits maxWait, then the run plans nothing, publishes nothing and reads IDLE
+    done = home.dags_test("gated_idle", "2026-01-01T00:00:00+00:00")
+    log = done.stdout + done.stderr
+    assert "deferring for up to" in log and "maxWait PT8S passed with nothing new" in log
+    (run,) = store.list_runs("gated_idle")
+    assert run.status is RunStatus.PUBLISHED and run.plan.is_empty
+    assert store.segments("gated_idle") == []
+    assert store.datasource_row("gated_idle")["state"] == "IDLE"
+
+    # 40 records do not open a gate of 100; 80 more, produced while it waits, do (long before maxWait)
+    produce_events(broker.bootstrap, topic, 40, seed=1)
+    proc = subprocess.Popen([AIRFLOW, "dags", "test", "gated", "2026-01-01T00:00:00+00:00"], env=home.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    deferred = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.append(line)
+            if "deferring for up to" in line:
+                deferred.set()
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert deferred.wait(300), "".join(lines[-50:])
+        produce_events(broker.bootstrap, topic, 80, seed=2)
+        assert proc.wait(600) == 0, "".join(lines[-80:])
+    finally:
+        proc.kill()
+    reader.join(10)
+    assert any("data gate open: 120 new records" in line for line in lines), "".join(lines[-80:])
+    assert edits(store, "gated") == 120
+    assert store.datasource_row("gated")["state"] == "RUNNING"
+
+
+def test_suspend_resume_and_terminate_drive_the_dag(tmp_path, own_dags, broker, metadata_url, spark_connect):
+    topic = broker.create_topic(partitions=2)
+    write_example_variant(own_dags, "operated", topic, taskCount=1)
+    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url, spark_connect.url)
+    home.airflow("dags", "reserialize")
+    store = MetadataStore(metadata_url)
+    produce_events(broker.bootstrap, topic, 50, seed=3)
+    home.dags_test("operated", "2026-01-01T00:00:00+00:00")
+    assert edits(store, "operated") == 50
+
+    def ingest(*args: str) -> subprocess.CompletedProcess:
+        done = subprocess.run([sys.executable, "-m", "ingest_core.service.cli", *args], env=home.env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    def paused() -> bool:
+        dags = json.loads(_json_tail(home.airflow("dags", "list", "-o", "json").stdout))
+        return next(str(d["is_paused"]).lower() == "true" for d in dags if d["dag_id"] == "operated")
+
+    assert not paused()
+    ingest("suspend", "operated", "--actor", "carol")
+    assert paused() and store.datasource_row("operated")["state"] == "SUSPENDED"
+    # a run that starts anyway (here `dags test`, which ignores the pause) plans and ingests nothing
+    produce_events(broker.bootstrap, topic, 30, seed=4)
+    done = home.dags_test("operated", "2026-01-02T00:00:00+00:00")
+    assert "datasource operated is suspended" in done.stdout + done.stderr
+    assert len(store.list_runs("operated")) == 1 and edits(store, "operated") == 50
+
+    ingest("resume", "operated", "--actor", "carol")
+    assert not paused() and store.datasource_row("operated")["state"] == "RUNNING"
+    home.dags_test("operated", "2026-01-03T00:00:00+00:00")
+    assert edits(store, "operated") == 80
+
+    ingest("terminate", "operated", "--yes", "--actor", "carol")
+    assert paused() and store.datasource_row("operated")["terminated"]
+    status = json.loads(ingest("status", "operated", "--json").stdout)["payload"]
+    assert (status["state"], status["terminated"], status["aggregateLag"]) == ("TERMINATED", True, 0)
+    assert [(a.action, a.actor) for a in store.audit_records("operated")] == [
+        ("suspend", "carol"), ("resume", "carol"), ("terminate", "carol")]
+
+
+def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, own_dags, broker, metadata_url):
+    """SIGKILL a run's whole process group while its Spark job runs: its run stays RUNNING. Past its deadline
+    the next run's plan expires it and starts from the committed offsets: every record once, lag 0, nothing
+    done by hand. A re-executed spark_job of either run does nothing."""
+    import os
+    import signal
+    from datetime import timedelta
+
+    import psutil
+
+    from ingest_core.store.metadata import runs, utcnow
+
+    topic = broker.create_topic(partitions=2)
+    write_example_variant(own_dags, "crashy", topic, taskCount=1, completionTimeout="PT10M")
+    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
+    store = MetadataStore(metadata_url)
+    produce_events(broker.bootstrap, topic, 120, seed=7)
+
+    # The job's JVM waits for a debugger that never comes: it is surely still running when the kill comes.
+    suspended = {**home.env, "SPARK_SUBMIT_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", "")
+                 + " -agentlib:jdwp=transport=dt_socket,server=y,suspend=y,address=127.0.0.1:0"}
+    with open(tmp_path / "killed-run.log", "w") as out:
+        killed = subprocess.Popen([AIRFLOW, "dags", "test", "crashy", "2026-01-01T00:00:00+00:00"], env=suspended,
+                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        job = wait_for_process(lambda cmd: "ingest_job.py" in cmd and str(tmp_path) in cmd, timeout_s=600)
+        assert os.getpgid(job.pid) == killed.pid  # the kill below reaches the Spark job too
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.wait(60)
+        psutil.wait_procs([job], timeout=60)
+    finally:
+        if killed.poll() is None:
+            os.killpg(killed.pid, signal.SIGKILL)
+    (dead,) = store.list_runs("crashy")
+    assert dead.status is RunStatus.RUNNING and dead.deadline_at == dead.running_since + timedelta(minutes=10)
+    with store.session() as conn:  # completionTimeout passes: moved through the store, not waited for
+        conn.execute(runs.update().where((runs.c.datasource == "crashy") & (runs.c.run_id == dead.run_id))
+                     .values(deadline_at=utcnow() - timedelta(seconds=1)))
+
+    home.dags_test("crashy", "2026-01-02T00:00:00+00:00")
+    assert edits(store, "crashy") == 120  # every record once
+    healed, dead = store.list_runs("crashy")
+    assert healed.status is RunStatus.PUBLISHED
+    assert {p.start_source.value for p in healed.plan.partitions} == {"earliest"}  # not from the dead run's ends
+    assert dead.status is RunStatus.FAILED and dead.expired and dead.error.startswith("expired: ")
+    (audit,) = store.audit_records("crashy", action="run_expired")
+    assert audit.details["runId"] == dead.run_id and audit.details["detectedBy"] == f"the plan step of run {healed.run_id}"
+    status = json.loads(subprocess.run([sys.executable, "-m", "ingest_core.service.cli", "status", "crashy", "--json"],
+                                       env=home.env, capture_output=True, text=True, timeout=120).stdout)["payload"]
+    assert status["aggregateLag"] == 0
+    assert any(e["exceptionClass"] == "RunExpired" and dead.run_id in e["message"] for e in status["recentErrors"])
+
+    # clearing one spark_job task re-executes it: for an expired or a published run, it does nothing
+    for run, why in ((dead, "is not executed again: expired: "), (healed, "is already published")):
+        done = home.airflow("tasks", "test", "crashy", "spark_job", run.run_id, "--map-index", "0")
+        assert f"run {run.run_id} {why}" in done.stdout + done.stderr
+    assert store.get_run("crashy", dead.run_id).status is RunStatus.FAILED and edits(store, "crashy") == 120
+
+
+def wait_for_process(matches, timeout_s: float) -> "psutil.Process":
+    """The first process whose command line `matches`."""
+    import time
+
+    import psutil
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for p in psutil.process_iter(["cmdline"]):
+            if matches(" ".join(p.info["cmdline"] or [])):
+                return p
+        time.sleep(0.2)
+    raise AssertionError(f"no such process within {timeout_s}s")

@@ -1,0 +1,545 @@
+"""A real Airflow scheduler (`airflow standalone`) driving the DAGs: catch-up, `dags trigger`, `dags clear`,
+`backfill create`, a task worker killed mid-job. The jobs run on a real Spark Connect server (spark-submit where a
+test kills one), the real broker, PostgreSQL for the ingestion metadata."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+from confluent_kafka import Producer
+from conftest import postgres_database
+
+from ingest_core.dev.demo import airflow_env, spark_connection
+from ingest_core.dev.embedded import free_port
+from ingest_core.store.metadata import MetadataStore, RunStatus
+from ingest_core.store.reader import DatasourceReader
+
+pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+INTERVAL = timedelta(minutes=10)
+HEARTBEAT_TIMEOUT_S = 30
+# A DAG of a data team, scheduled on a datasource's Asset: it runs after each publish, with its extra.
+DOWNSTREAM_DAG = '''
+from airflow.sdk import DAG, task
+from ingest_core.provider.dag_factory import asset_for
+
+with DAG("on_caught_up", schedule=[asset_for("caught_up")], is_paused_upon_creation=False):
+    @task
+    def consume(**context):
+        events = context["triggering_asset_events"][asset_for("caught_up")]
+        extras = [e.extra for e in events]
+        assert all(x["runId"] and x["rows"] >= 0 and x["endOffsets"] for x in extras), extras
+        print("published:", extras)
+    consume()
+'''
+
+
+def floor_interval(t: datetime, interval: timedelta = INTERVAL) -> datetime:
+    return t - timedelta(seconds=t.timestamp() % interval.total_seconds())
+
+
+class Standalone:
+    """`airflow standalone` (LocalExecutor) with Airflow's own database on PostgreSQL: on SQLite its concurrent
+    writers (scheduler, workers, CLI) fail with "database is locked". Subclasses start other Airflow processes
+    (`processes()`) in the same environment, with `**env` added to it."""
+
+    EXTRA_DAGS = {"on_caught_up.py": DOWNSTREAM_DAG}
+
+    def __init__(self, root: Path, bootstrap: str, metadata_url: str, airflow_db_url: str,
+                 spark_connect_url: str | None = None, **env: str):
+        port = free_port()
+        self.root = root
+        self.dags = root / "dags"
+        (self.dags / "specs").mkdir(parents=True)
+        (self.dags / "ingest_datasources.py").write_text((ROOT / "dags" / "ingest_datasources.py").read_text())
+        for name, text in self.EXTRA_DAGS.items():
+            (self.dags / name).write_text(text)
+        self.metadata_url = metadata_url
+        self.topics: dict[str, str] = {}
+        self.base = f"http://localhost:{port}"
+        self.env = airflow_env(
+            root, bootstrap, dags_folder=self.dags, metadata_url=metadata_url, spark_connect_url=spark_connect_url,
+            AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=airflow_db_url,
+            AIRFLOW__CORE__PARALLELISM="4", AIRFLOW__API__PORT=str(port),
+            AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"{self.base}/execution/",
+            AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="1", AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="3",
+            AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="3",
+            # a loaded 2-core machine answers the workers' execution API calls slowly, not never
+            AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="60",
+            # a task whose worker died (no heartbeat for 30 s; live ones beat every 5 s) is failed, and retried,
+            # within a test's wait (defaults: 300 s, checked every 10 s)
+            AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT=str(HEARTBEAT_TIMEOUT_S),
+            AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL="2", **env)
+        self.airflow("db", "migrate")
+        MetadataStore(metadata_url).upgrade()
+        self.procs: dict[str, subprocess.Popen] = {}
+        try:
+            for name, (args, own_env) in self.processes().items():
+                with open(root / f"{name}.log", "wb") as log:
+                    self.procs[name] = subprocess.Popen([str(BIN / "airflow"), *args], env={**self.env, **own_env},
+                                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.wait_until_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    def processes(self) -> dict[str, tuple[list[str], dict[str, str]]]:
+        """name -> (`airflow` arguments, environment of its own); each logs to `root/<name>.log`."""
+        return {"standalone": (["standalone"], {})}
+
+    def wait_until_ready(self, timeout: float = 180) -> None:
+        """Until the api-server reports the scheduler and the dag-processor healthy."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.base}/api/v2/monitor/health", timeout=5) as r:
+                    health = json.load(r)
+                if all(health.get(k, {}).get("status") == "healthy" for k in ("scheduler", "dag_processor")):
+                    return
+            except OSError:
+                pass
+            exited = [name for name, proc in self.procs.items() if proc.poll() is not None]
+            assert not exited, f"airflow {exited} exited at start; see the logs in {self.root}"
+            time.sleep(2)
+        raise AssertionError(f"Airflow did not become healthy in {timeout}s; see the logs in {self.root}")
+
+    def airflow(self, *args: str) -> str:
+        done = subprocess.run([str(BIN / "airflow"), *args], env=self.env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, f"airflow {' '.join(args)}: {done.stdout[-3000:]}{done.stderr[-3000:]}"
+        return done.stdout
+
+    def runs(self, dag_id: str) -> dict[str, dict]:
+        out = self.airflow("dags", "list-runs", dag_id, "-o", "json")
+        line = next((ln for ln in reversed(out.splitlines()) if ln.startswith("[")), "[]")
+        return {r["run_id"]: r for r in json.loads(line)}
+
+    def wait_for(self, dag_id: str, predicate, timeout: float = 420) -> dict[str, dict]:
+        deadline = time.monotonic() + timeout
+        runs: dict[str, dict] = {}
+        while time.monotonic() < deadline:
+            runs = self.runs(dag_id)
+            if predicate(runs):
+                return runs
+            failed = [r for r in runs.values() if r["state"] == "failed"]
+            assert not failed, f"runs failed: {failed}"
+            time.sleep(3)
+        raise AssertionError(f"timed out waiting on {dag_id}: {runs}")
+
+    def token(self) -> str:
+        """A JWT from the simple auth manager, with the password `airflow standalone` generated for admin."""
+        passwords = json.loads(next((Path(self.env["AIRFLOW_HOME"])).glob("simple_auth_manager_passwords*")).read_text())
+        body = json.dumps({"username": "admin", "password": passwords["admin"]}).encode()
+        request = urllib.request.Request(f"{self.base}/auth/token", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as r:
+            return json.load(r)["access_token"]
+
+    def http(self, method: str, path: str, token: str | None = None, body: dict | None = None):
+        """(status, parsed JSON or text) of a request to the api-server."""
+        headers = {"Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        request = urllib.request.Request(f"{self.base}{path}", method=method, headers=headers,
+                                         data=json.dumps(body).encode() if body is not None else None)
+        try:
+            with urllib.request.urlopen(request, timeout=60) as r:
+                status, text = r.status, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            status, text = exc.code, exc.read().decode()
+        try:
+            return status, json.loads(text)
+        except ValueError:
+            return status, text
+
+    def diagnosis(self, dag_id: str) -> str:
+        """What a failed wait shows: the DAG's runs and task instances, the health of Airflow's processes, the
+        end of their logs."""
+        token = self.token()
+        parts = [f"health: {self.http('GET', '/api/v2/monitor/health')}",
+                 f"runs: {self.http('GET', f'/api/v2/dags/{dag_id}/dagRuns', token)}",
+                 f"task instances: {self.http('GET', f'/api/v2/dags/{dag_id}/dagRuns/~/taskInstances', token)}"]
+        parts += [f"{name}.log: ...{(self.root / f'{name}.log').read_text(errors='replace')[-3000:]}"
+                  for name in self.procs]
+        return "\n".join(parts)
+
+    def task_state(self, dag_id: str, run_id: str, task_id: str) -> str:
+        out = self.airflow("tasks", "state", dag_id, task_id, run_id)
+        return out.strip().splitlines()[-1].strip()
+
+    def descendants(self) -> list[psutil.Process]:
+        """Every process under the Airflow processes (scheduler, LocalExecutor workers, task runners, Spark)."""
+        return [c for proc in self.procs.values() for c in psutil.Process(proc.pid).children(recursive=True)]
+
+    def paused_and_quiet(self, dag_id: str, timeout: float = 600) -> None:
+        """Pause the DAG, with none of its runs queued or running: nothing can then change its datasource (the
+        scheduler creates no run of a paused DAG). A run in flight when it is paused would never end (the
+        scheduler does not examine a paused DAG's runs), so it is unpaused again until that run is done."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.airflow("dags", "pause", dag_id, "-y")
+            active = {k for k, r in self.runs(dag_id).items() if r["state"] in ("queued", "running")}
+            if not active:
+                return
+            assert time.monotonic() < deadline, f"{dag_id} kept runs in flight: {active}"
+            self.airflow("dags", "unpause", dag_id, "-y")
+            self.wait_for(dag_id, lambda rs: all(rs[k]["state"] not in ("queued", "running") for k in active),
+                          timeout=max(1.0, deadline - time.monotonic()))
+
+    def add_spec(self, name: str, topic: str, task_count: int = 1, **microbatch) -> None:
+        self.write_spec(name, topic, task_count, **microbatch)
+        deadline = time.monotonic() + 120
+        while name not in self.airflow("dags", "list", "-o", "plain"):
+            assert time.monotonic() < deadline, f"DAG {name} was not parsed"
+            time.sleep(2)
+
+    def write_spec(self, name: str, topic: str, task_count: int = 1, **microbatch) -> None:
+        raw = yaml.safe_load((ROOT / "dags" / "datasources" / "wikipedia.yaml").read_text())
+        raw["spec"]["dataSchema"]["dataSource"] = name
+        raw["spec"]["ioConfig"].update(topic=topic, taskCount=task_count)
+        raw["microbatch"].update({"schedule": "PT10M", **microbatch})
+        (self.dags / "specs" / f"{name}.yaml").write_text(yaml.safe_dump(raw))
+
+    def stop(self) -> None:
+        for proc in reversed(list(self.procs.values())):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory, broker, spark_connect):
+    # the DAGs' jobs run on the session's Spark Connect server (spark_default); a spec naming the
+    # `spark_submit` connection runs one spark-submit per group instead
+    with postgres_database("ingest_sched") as url, postgres_database("airflow_sched") as airflow_db_url:
+        s = Standalone(tmp_path_factory.mktemp("standalone"), broker.bootstrap, url, airflow_db_url,
+                       spark_connect_url=spark_connect.url,
+                       AIRFLOW_CONN_SPARK_SUBMIT=json.dumps(spark_connection(None)))
+        try:
+            yield s
+        finally:
+            s.stop()
+
+
+def edits_by_run(store: MetadataStore, datasource: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for run in store.list_runs(datasource, limit=100):
+        out[run.run_id] = run.plan.records
+    return out
+
+
+def total_edits(store: MetadataStore, datasource: str) -> int:
+    table = DatasourceReader(store, datasource).to_arrow()
+    return sum(v for v in table.column("edits").to_pylist() if v) if table.num_rows else 0
+
+
+def produce_history(broker, topic: str, start: datetime, now: datetime, n: int,
+                    interval: timedelta = INTERVAL) -> dict[datetime, int]:
+    """n events spread evenly from `start` to `now`, each with its Kafka timestamp at its event time; returns
+    how many fall in each interval."""
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    counts: dict[datetime, int] = {}
+    span = (now - start).total_seconds()
+    for i in range(n):
+        t = start + timedelta(seconds=span * i / n)
+        slice_start = floor_interval(t, interval)
+        counts[slice_start] = counts.get(slice_start, 0) + 1
+        event = {"time": t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z", "channel": "#en", "page": f"p{i % 7}",
+                 "user": f"u{i % 11}", "namespace": "Main", "isRobot": 0, "added": 3, "deleted": 1, "delta": 2}
+        p.produce(topic, json.dumps(event).encode(), partition=i % 2, timestamp=int(t.timestamp() * 1000))
+    assert p.flush(30) == 0
+    return counts
+
+
+def test_catch_up_trigger_clear_and_backfill(standalone, broker):
+    store = MetadataStore(standalone.metadata_url)
+    topic = broker.create_topic(partitions=2)
+    now = datetime.now(timezone.utc)
+    start = floor_interval(now) - 3 * INTERVAL
+    counts = produce_history(broker, topic, start, now, 300)
+    slices = [start + i * INTERVAL for i in range(3)]
+
+    # catch-up after downtime: one run per missed interval, each ingesting its own slice, in order
+    standalone.add_spec("caught_up", topic, catchup=True, startDate=start.isoformat())
+    standalone.topics["caught_up"] = topic
+    standalone.wait_for("caught_up", lambda runs: sum(r["state"] == "success" for r in runs.values()) >= 3)
+    runs = sorted(store.list_runs("caught_up", limit=100), key=lambda r: r.plan.end_time)[:3]
+    assert [r.plan.end_time for r in runs] == [s + INTERVAL for s in slices]
+    assert [r.plan.records for r in runs] == [counts[s] for s in slices]
+    assert all(r.status is RunStatus.PUBLISHED for r in runs)
+
+    # `airflow dags trigger`: up to the latest offsets now
+    before = set(standalone.runs("caught_up"))
+    standalone.airflow("dags", "trigger", "caught_up")
+    standalone.wait_for("caught_up", lambda rs: any(k not in before and r["state"] == "success" for k, r in rs.items()))
+    assert total_edits(store, "caught_up") == 300
+
+    # `airflow dags clear` of a published run re-executes its persisted plan: nothing is added
+    first = runs[0].run_id
+    segments = {s.id for s in DatasourceReader(store, "caught_up").segments()}
+    reports = store.task_reports("caught_up", first)
+    ended = standalone.runs("caught_up")[first]["end_date"]
+    standalone.airflow("dags", "clear", "caught_up", "--run-id", first, "-y")
+    standalone.wait_for("caught_up", lambda rs: rs[first]["state"] == "success" and rs[first]["end_date"] != ended)
+    assert total_edits(store, "caught_up") == 300
+    assert {s.id for s in DatasourceReader(store, "caught_up").segments()} == segments
+    assert store.get_run("caught_up", first).status is RunStatus.PUBLISHED
+    assert store.task_reports("caught_up", first) == reports
+
+    # each publish updated the datasource's Asset: the DAG scheduled on it ran, and saw the publish's extra
+    downstream = standalone.wait_for("on_caught_up", lambda rs: any(r["state"] == "success" for r in rs.values()))
+    assert downstream
+
+
+def test_backfill_create_ingests_each_past_slice_once(standalone, broker):
+    # a datasource whose first scheduled run found its topic empty (IDLE) gets history afterwards; a backfill
+    # of the intervals before that run ingests each slice once, its runs publishing in order
+    # hourly: a scheduled run at the next boundary could take the history before the backfill does, and an
+    # hour's boundary is rarely close enough to wait for (a 10-minute one often is)
+    hour = timedelta(hours=1)
+    store = MetadataStore(standalone.metadata_url)
+    now = datetime.now(timezone.utc)
+    start = floor_interval(now, hour) - 3 * hour
+    slices = [start + i * hour for i in range(3)]
+    topic2 = broker.create_topic(partitions=2)
+    standalone.add_spec("backfilled", topic2, schedule="PT1H", startDate=(start - hour).isoformat())
+    standalone.wait_for("backfilled", lambda rs: any(r["state"] == "success" for r in rs.values()))
+    # (its runs, not the datasource's state: at an hour's boundary the next scheduled run may be RUNNING already)
+    assert [r.plan.records for r in store.list_runs("backfilled")] == [0] * len(store.list_runs("backfilled"))
+    scheduled_start = min(r.plan.end_time for r in store.list_runs("backfilled")) - hour
+    past = [s for s in slices if s + hour <= scheduled_start]  # intervals without a run yet
+    assert past, "no past interval left to backfill"
+    # A scheduled run at the next interval boundary would plan before the backfill's runs and take the
+    # history too (exactly once still, but not slice by slice): if a boundary is near, let its run go first.
+    boundary = floor_interval(datetime.now(timezone.utc), hour) + hour
+    if (boundary - datetime.now(timezone.utc)).total_seconds() < 240:
+        standalone.wait_for("backfilled", lambda rs: any(
+            r["run_after"] == boundary.isoformat() and r["state"] == "success" for r in rs.values()), timeout=600)
+    counts2 = produce_history(broker, topic2, start, now, 120, hour)
+    # one run at a time, oldest first: each run plans its own slice (with more at once, a later interval may
+    # plan first and take the earlier slice too: still exactly once, but not slice by slice)
+    standalone.airflow("backfill", "create", "--dag-id", "backfilled", "--from-date", past[0].isoformat(),
+                       "--to-date", (past[-1] + timedelta(minutes=1)).isoformat(), "--max-active-runs", "1")
+    standalone.wait_for("backfilled", lambda rs: sum(k.startswith("backfill__") and r["state"] == "success"
+                                                     for k, r in rs.items()) >= len(past))
+    bruns = sorted((r for r in store.list_runs("backfilled", limit=100) if r.run_id.startswith("backfill__")),
+                   key=lambda r: r.plan.end_time)
+    assert [r.plan.end_time for r in bruns] == [s + hour for s in past]
+    assert [r.plan.records for r in bruns] == [counts2[s] for s in past]
+    assert all(r.status is RunStatus.PUBLISHED for r in bruns)
+    assert total_edits(store, "backfilled") == sum(counts2[s] for s in past)
+
+
+def test_the_data_gate_defers_to_the_triggerer_and_releases_when_data_arrives(standalone, broker):
+    store = MetadataStore(standalone.metadata_url)
+    topic = broker.create_topic(partitions=2)
+    # the scheduler starts the run of the latest interval [a, b) at once; its topic is empty
+    standalone.add_spec("gated", topic, dataGate={"minRecords": 50, "maxWait": "PT30M", "pokeInterval": "PT1S"})
+    runs = standalone.wait_for("gated", lambda rs: len(rs) >= 1)
+    run_id, run = min(runs.items(), key=lambda kv: kv[1]["run_after"])  # run_after: the interval's end
+    deadline = time.monotonic() + 240
+    # the gate waits in the triggerer, holding no worker slot
+    while (state := standalone.task_state("gated", run_id, "data_gate")) != "deferred":
+        assert time.monotonic() < deadline and state not in ("failed", "success", "skipped"), state
+        time.sleep(2)
+    end = datetime.fromisoformat(run["run_after"])
+    produce_history(broker, topic, end - INTERVAL, end - timedelta(seconds=1), 60)  # inside [a, b)
+    standalone.wait_for("gated", lambda rs: rs[run_id]["state"] == "success")
+    assert store.get_run("gated", run_id).plan.records == 60
+    assert total_edits(store, "gated") == 60
+
+
+def test_the_plugins_rest_api_and_pages_need_airflows_authentication(standalone):
+    store = MetadataStore(standalone.metadata_url)
+    api = "/ingest/api/v1/supervisor"
+    for method, path in (("GET", api), ("GET", f"{api}/caught_up/status"), ("POST", f"{api}/caught_up/suspend"),
+                         ("POST", f"{api}/caught_up/reset"), ("GET", "/ingest/ui/datasources")):
+        status, _ = standalone.http(method, path)
+        assert status in (401, 403), (method, path, status)
+    assert store.datasource_row("caught_up")["state"] != "SUSPENDED"
+    assert store.committed_offsets("caught_up")
+
+    token = standalone.token()
+    status, names = standalone.http("GET", api, token)
+    assert status == 200 and "caught_up" in names
+    status, report = standalone.http("GET", f"{api}/caught_up/status", token)
+    payload = report["payload"]
+    committed = {str(tp.partition): k.offset for tp, k in store.committed_offsets("caught_up").items()}
+    assert status == 200 and payload["currentOffsets"] == committed and payload["aggregateLag"] == 0
+    assert standalone.http("GET", f"{api}/caught_up/health", token) == (
+        200, {"healthy": True, "state": payload["state"], "detailedState": payload["detailedState"]})
+    assert standalone.http("GET", f"{api}/nope/status", token)[0] == 404
+
+    status, body = standalone.http("POST", f"{api}/caught_up/suspend", token)
+    assert status == 200 and body["state"] == "SUSPENDED"
+    assert store.datasource_row("caught_up")["suspended"]
+    dags = json.loads(next(ln for ln in reversed(standalone.airflow("dags", "list", "-o", "json").splitlines())
+                           if ln.startswith("[")))
+    assert next(d["is_paused"] for d in dags if d["dag_id"] == "caught_up") in (True, "True")
+    assert standalone.http("POST", f"{api}/caught_up/resume", token)[1]["state"] == "RUNNING"
+    (suspend, resume) = [a for a in store.audit_records("caught_up") if a.action in ("suspend", "resume")]
+    assert suspend.actor == resume.actor == "admin"
+    body = {"type": "kafka", "partitions": {"type": "end", "stream": standalone.topics["caught_up"],
+                                            "partitionOffsetMap": committed}}
+    status, result = standalone.http("POST", f"{api}/caught_up/resetOffsets", token, body)
+    assert status == 200 and result["after"] == {standalone.topics["caught_up"]: committed}
+    assert standalone.http("POST", f"{api}/caught_up/resetOffsets", token, {"partitions": 3})[0] == 400
+    assert standalone.http("POST", f"{api}/caught_up/explode", token)[0] == 422
+
+    status, page = standalone.http("GET", "/ingest/ui/datasources", token)
+    assert status == 200 and "caught_up" in page and "Aggregate lag" in page
+    status, page = standalone.http("GET", "/ingest/ui/datasources/caught_up", token)
+    assert status == 200 and "Recent runs" in page and "scheduled__" in page
+
+
+def test_a_headless_chromium_screenshot_shows_the_datasources_page_with_real_data(standalone, tmp_path):
+    from browser import open_page
+
+    store = MetadataStore(standalone.metadata_url)
+
+    def shown() -> tuple[str, str]:  # state and rows, as the page shows them, from the store
+        return store.datasource_row("caught_up")["state"], f"{sum(s.num_rows for s in store.segments('caught_up')):,}"
+
+    # caught_up runs every 10 minutes: a run starting between the page and the store's read moves its state
+    # (RUNNING while it plans, IDLE when it published nothing). Compare against a datasource that cannot move.
+    standalone.paused_and_quiet("caught_up")
+    try:
+        expected = shown()
+        token = standalone.token()
+        page = open_page(f"{standalone.base}/ingest/ui/datasources", {"_token": token}, wait_for_text="caught_up")
+        assert shown() == expected  # nothing moved while the page was read
+    finally:
+        standalone.airflow("dags", "unpause", "caught_up", "-y")
+    rows = {line.split("\t")[0]: line.split("\t") for line in page.text.splitlines() if "\t" in line}
+    caught_up = rows["caught_up"]
+    assert (caught_up[1], caught_up[6]) == expected and caught_up[3] == "yes"
+    assert page.png.startswith(b"\x89PNG") and len(page.png) > 10_000
+    (tmp_path / "datasources.png").write_bytes(page.png)
+    # the same page as the Airflow UI shows it: a "Datasources" entry of Airflow's own navigation
+    ui = open_page(f"{standalone.base}/plugin/datasources", {"_token": token}, wait_for_text="caught_up",
+                   settle_s=2)
+    assert "Browse" in ui.text and "Datasources" in ui.text and "caught_up" in ui.text  # nav, and the page inside
+    (tmp_path / "airflow-ui-datasources.png").write_bytes(ui.png)
+    print("screenshots:", tmp_path)
+
+
+def test_reset_to_latest_with_backfill_runs_the_backfill_in_airflow(standalone, broker):
+    store = MetadataStore(standalone.metadata_url)
+    topic = standalone.topics["caught_up"]
+    # paused with nothing in flight, so no scheduled run takes the records before the reset skips them (a
+    # record stamped in the future no longer holds a scheduled run back: it reads to the latest offsets)
+    standalone.paused_and_quiet("caught_up")
+    try:
+        now = datetime.now(timezone.utc)
+        produce_history(broker, topic, now - timedelta(seconds=60), now - timedelta(seconds=30), 40)
+        before = total_edits(store, "caught_up")
+        done = subprocess.run([str(BIN / "ingest"), "reset", "caught_up", "--to-latest", "--backfill", "--yes",
+                               "--actor", "erin"], env=standalone.env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+    finally:
+        standalone.airflow("dags", "unpause", "caught_up", "-y")  # the run the reset triggered waits for it
+    (backfill,) = [r for r in store.list_runs("caught_up", limit=100) if r.plan.is_backfill]
+    assert backfill.plan.records == 40
+    # the DAG run the reset triggered executes the backfill's persisted plan
+    standalone.wait_for("caught_up", lambda rs: rs.get(backfill.run_id, {}).get("state") == "success")
+    assert store.get_run("caught_up", backfill.run_id).status is RunStatus.PUBLISHED
+    assert total_edits(store, "caught_up") == before + 40
+
+
+def test_a_killed_task_worker_is_failed_by_its_missing_heartbeat_and_retried_exactly_once(standalone, broker,
+                                                                                           tmp_path):
+    """The worker running a spark_job dies with everything under it (SIGKILL of the LocalExecutor worker, which
+    takes its task runner and spark-submit with it): nothing reports the task's end. Airflow's heartbeat
+    timeout fails that try, the retry runs the Spark job again, and every record is ingested once."""
+    import urllib.parse
+
+    store = MetadataStore(standalone.metadata_url)
+    topic = broker.create_topic(partitions=2)
+    end = floor_interval(datetime.now(timezone.utc))
+    produce_history(broker, topic, end - 2 * INTERVAL, end - timedelta(seconds=1), 400)
+    # The job's Python driver starts through a gate: while it is closed the driver waits, with spark-submit's JVM
+    # up above it. The test kills the worker then, whenever the scheduler got there (a Spark job that had come and
+    # gone before the test looked made CI fail twice). The retry finds the gate open.
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    (gate / "closed").touch()
+    driver = tmp_path / "gated-python"
+    driver.write_text(f"""#!/bin/sh
+if [ -e '{gate}/closed' ]; then
+    touch "{gate}/waiting.$$"
+    while [ -e '{gate}/closed' ]; do sleep 0.1; done
+fi
+exec '{sys.executable}' "$@"
+""")
+    driver.chmod(0o755)
+    standalone.add_spec("worker_lost", topic, retries=2, retryDelay="PT5S",
+                        spark={"connId": "spark_submit", "conf": {"spark.pyspark.driver.python": str(driver)}})
+    deadline = time.monotonic() + 420
+    while not (waiting := list(gate.glob("waiting.*"))):
+        assert time.monotonic() < deadline, f"no spark_job of worker_lost ran: {standalone.diagnosis('worker_lost')}"
+        time.sleep(0.5)
+    try:
+        gated = psutil.Process(int(waiting[0].suffix.lstrip(".")))
+        # the worker's title is "airflow worker -- LocalExecutor: <ti id>" (setproctitle, padded to the length of
+        # the command line it replaced); its task runner's is "airflow worker -- <ti id>"
+        worker = next(p for p in gated.parents() if _title(p).startswith("airflow worker -- LocalExecutor: "))
+        ti_id = _title(worker).split()[-1]
+        victims = [worker, *_children(worker)]
+        assert any("org.apache.spark.deploy.SparkSubmit" in _title(p) for p in victims), [_title(p) for p in victims]
+        token = standalone.token()
+        base = "/api/v2/dags/worker_lost/dagRuns"
+        status, body = standalone.http("GET", f"{base}/~/taskInstances?task_id=spark_job&state=running", token)
+        assert status == 200, body
+        ti = next((t for t in body["task_instances"] if t["id"] == ti_id), None)
+        assert ti is not None, (_title(worker), body)
+        for p in victims:
+            try:
+                p.send_signal(signal.SIGKILL)
+            except psutil.NoSuchProcess:  # the gate's `sleep`s come and go
+                pass
+    finally:
+        (gate / "closed").unlink()
+
+    run_id = ti["dag_run_id"]
+    standalone.wait_for("worker_lost", lambda rs: rs[run_id]["state"] == "success", timeout=900)
+    path = f"{base}/{urllib.parse.quote(run_id, safe='')}/taskInstances/spark_job/{ti['map_index']}"
+    status, after = standalone.http("GET", path, token)
+    assert status == 200 and after["state"] == "success" and after["try_number"] > ti["try_number"], after
+    status, events = standalone.http("GET", "/api/v2/eventLogs?dag_id=worker_lost&event=heartbeat%20timeout", token)
+    assert status == 200 and events["total_entries"] >= 1, events  # failed by the heartbeat timeout, not a report
+    # every record exactly once
+    assert store.get_run("worker_lost", run_id).status is RunStatus.PUBLISHED
+    assert sum(r.plan.records for r in store.list_runs("worker_lost", limit=100)) == 400
+    assert total_edits(store, "worker_lost") == 400
+
+
+def _title(p: psutil.Process) -> str:
+    try:
+        return " ".join(p.cmdline()).strip()
+    except psutil.Error:
+        return ""
+
+
+def _children(p: psutil.Process) -> list[psutil.Process]:
+    try:
+        return p.children(recursive=True)
+    except psutil.Error:
+        return []
