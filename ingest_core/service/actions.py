@@ -30,12 +30,13 @@ from ingest_core.core.offsets import (
     resolve_start_offsets,
 )
 from ingest_core.core.periods import format_datetime
-from ingest_core.core.planner import PlanRequest, plan_run
+from ingest_core.core.planner import plan_run
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.core.states import Event, transition
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.metadata import MetadataStore, utcnow
+from ingest_core.supervisor.planning import plan_request
 
 log = logging.getLogger(__name__)
 
@@ -134,12 +135,18 @@ class DatasourceActions:
         run would have started to the new offsets) becomes one bounded backfill run, planned in the same
         transaction and triggered in Airflow. Runs in flight are superseded: their ranges are in the backfill,
         and their publish is refused. A publish that got in first (it holds the same lock) simply moves the
-        backfill's start. So every offset is ingested once: Druid's own reset-to-latest admits duplicates."""
+        backfill's start. So every offset is ingested once: Druid's own reset-to-latest admits duplicates.
+        `reader`: the caller's (it stays open); else one of its own, closed once it has answered."""
         self._require(name)
-        io, micro = spec.io_config, spec.microbatch
+        io = spec.io_config
+        own_reader = reader is None
         reader = reader or KafkaOffsetReader.for_spec(spec)
-        tps = reader.partitions(topic=io.topic, pattern=io.topic_pattern)
-        snap = reader.snapshot(tps)
+        try:
+            tps = reader.partitions(topic=io.topic, pattern=io.topic_pattern)
+            snap = reader.snapshot(tps)
+        finally:
+            if own_reader:
+                reader.close()
         now = utcnow()
         run_id = f"reset_backfill__{format_datetime(now)}"
         with self._main_line(name) as line:
@@ -158,13 +165,10 @@ class DatasourceActions:
             skipped = {tp: (starts[tp].offset, target[tp]) for tp in tps if starts[tp].offset < target[tp]}
             plan = None
             if backfill and skipped:
-                plan = plan_run(PlanRequest(
-                    datasource=name, run_id=run_id, created_at=now,
+                plan = plan_run(plan_request(
+                    spec, run_id, now,
                     starts={tp: StartOffset(start, StartSource.BACKFILL) for tp, (start, _) in skipped.items()},
-                    latest={tp: end for tp, (_, end) in skipped.items()}, task_count=io.task_count,
-                    multi_topic=io.topic_pattern is not None, assignment=micro.assignment,
-                    max_records_per_split=micro.max_records_per_split,
-                    min_splits_per_group=micro.min_splits_per_group, spec_fingerprint=spec.fingerprint()))
+                    latest={tp: end for tp, (_, end) in skipped.items()}))
                 self.store.insert_run(plan, conn=line.conn)
             below = [m for m in moved if m.from_offset < m.earliest]
             beyond = [m for m in moved if m.from_offset > m.latest]

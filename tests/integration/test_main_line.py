@@ -4,8 +4,9 @@ and its callers: the publish, set-offsets, reset and reset-to-latest."""
 from datetime import datetime, timezone
 
 import pytest
+from helpers import broker_connections, make_spec
 
-from ingest_core.core.errors import MetadataStoreError
+from ingest_core.core.errors import MetadataStoreError, TopicNotFoundError
 from ingest_core.core.offsets import (
     KnownOffset,
     OffsetRange,
@@ -105,3 +106,22 @@ def test_publish_set_offsets_and_reset_each_move_the_main_line_once(store):
     insert_run(store, "bf", {P0: StartOffset(20, StartSource.BACKFILL)}, {P0: 30})
     Publisher(store).publish("wiki", "bf", [GroupResult(0, [SegmentDescriptor(T0, T0, "file:///b", 10, 1)])])
     assert commit_version(store) == 3 and store.committed_offsets("wiki") == {}
+
+
+@pytest.mark.kafka
+def test_reset_to_latest_moves_the_main_line_once_and_closes_the_reader_it_opened(broker, store):
+    topic = broker.create_topic(2)
+    broker.produce(topic, [b'{"ts": 1}'] * 7, partition=0)
+    broker.produce(topic, [b'{"ts": 1}'] * 3, partition=1)
+    store.register_spec("wiki", {}, "fingerprint")  # the datasource exists
+    actions = DatasourceActions(store, None, "op")
+    before = broker_connections(broker.bootstrap)
+    with pytest.raises(TopicNotFoundError) as failed:
+        actions.reset_to_latest("wiki", make_spec(broker.bootstrap, topic=f"{topic}-missing"), backfill=False)
+    # closed, though the error's traceback still holds the reader
+    assert failed.value and not broker_connections(broker.bootstrap) - before
+    assert commit_version(store) == 0
+    result = actions.reset_to_latest("wiki", make_spec(broker.bootstrap, topic=topic), backfill=False)
+    assert not broker_connections(broker.bootstrap) - before
+    assert result.details["to"] == {topic: {"0": 7, "1": 3}} and commit_version(store) == 1
+    assert {k.run_id for k in store.committed_offsets("wiki").values()} == {"reset-to-latest by op"}
