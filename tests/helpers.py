@@ -129,3 +129,15 @@ def broker_connections(bootstrap: str) -> set[tuple]:
     return {c.laddr for c in psutil.Process().net_connections("tcp")
             if c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED}
 
+
+def store_connections(url: str) -> set:
+    """This process's open connections to the metadata store at `url`: TCP connections to PostgreSQL, or the
+    file descriptors open on the SQLite database file (one per connection)."""
+    import psutil
+    import sqlalchemy as sa
+
+    u = sa.engine.make_url(url)
+    if u.get_backend_name() == "sqlite":
+        return {f.fd for f in psutil.Process().open_files() if f.path == u.database}
+    return {c.laddr for c in psutil.Process().net_connections("tcp")
+            if c.raddr and c.raddr.port == u.port and c.status == psutil.CONN_ESTABLISHED}

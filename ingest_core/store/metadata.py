@@ -27,7 +27,7 @@ from ingest_core.core.states import Event
 from ingest_core.store.audit import AuditLog
 from ingest_core.store.database import Database
 from ingest_core.store.datasources import Datasources
-from ingest_core.store.engines import make_engine
+from ingest_core.store.engines import make_engine, shared_engine
 from ingest_core.store.offsets import Offsets
 from ingest_core.store.records import (
     AuditRecord,
@@ -91,6 +91,12 @@ class MetadataStore(Database):
     @property
     def audit_log(self) -> AuditLog:
         return AuditLog(self)
+
+    @classmethod
+    def shared(cls, url: str) -> MetadataStore:
+        """A store on this process's one engine for `url` (`engines.shared_engine`, disposed at exit): for
+        code that opens the store per task or per request."""
+        return cls(url, shared_engine(url))
 
     # ------------------------------------------------------------------------------------------ datasources
 
