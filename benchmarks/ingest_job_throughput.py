@@ -451,8 +451,7 @@ def prepare(bootstrap: str, store: MetadataStore, n: int, args: argparse.Namespa
     spec = parse_spec(raw_spec, "wikipedia (benchmark)")
     supervisor = Supervisor(spec, store)
     supervisor.register()
-    plan: Plan = supervisor.compute_plan(f"bench-{n}", PlanOptions())
-    supervisor.reader.close()
+    plan: Plan = supervisor.compute_plan(f"bench-{n}", PlanOptions())  # its reader closed when done
     assert sum(p.end - p.start for p in plan.partitions) == n, plan
     return spec, plan, topic
 

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ingest_core.core.spec import parse_spec  # noqa: E402
 from ingest_core.dev.embedded import EmbeddedKafka  # noqa: E402
+from ingest_core.kafka.offset_reader import KafkaOffsetReader  # noqa: E402
 from ingest_core.store.metadata import MetadataStore  # noqa: E402
 from ingest_core.supervisor.planning import Supervisor  # noqa: E402
 
@@ -74,7 +75,7 @@ def main() -> None:
         # 10,000 partitions' metadata and log objects want more than the tests' 512 MiB heap
         kafka = EmbeddedKafka(work / "kafka", heap="1g").start()
         bootstrap = kafka.bootstrap
-    sup = None
+    reader = None
     try:
         admin = AdminClient({"bootstrap.servers": bootstrap})
         topic = f"bench-{uuid.uuid4().hex[:8]}"
@@ -93,7 +94,8 @@ def main() -> None:
                          "consumerProperties": {"bootstrap.servers": bootstrap}}}})
         store = MetadataStore(f"sqlite:///{work / 'metadata.db'}")
         store.upgrade()
-        sup = Supervisor(spec, store)
+        reader = KafkaOffsetReader.for_spec(spec)  # one reader for every repeat: the planning step, not the connect
+        sup = Supervisor(spec, store, reader=reader)
         broker = psutil.Process(kafka.proc.pid) if kafka is not None else None
         times, cpus, broker_cpus = [], [], []
         for i in range(args.repeat):
@@ -129,9 +131,9 @@ def main() -> None:
         admin.delete_topics([topic])
     finally:
         # close the clients before the broker goes, or librdkafka logs every refused reconnect
-        if sup is not None:
-            sup.reader.close()
-        sup = admin = None
+        if reader is not None:
+            reader.close()
+        reader = admin = None
         gc.collect()
         if kafka is not None:
             kafka.stop()

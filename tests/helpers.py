@@ -119,3 +119,25 @@ def group_offsets(broker, group: str, topic: str, partitions: int) -> dict[int, 
     request = ConsumerGroupTopicPartitions(group, [KafkaTopicPartition(topic, p) for p in range(partitions)])
     answer = broker.admin.list_consumer_group_offsets([request])[group].result(timeout=30)
     return {tp.partition: tp.offset for tp in answer.topic_partitions}
+
+
+def broker_connections(bootstrap: str) -> set[tuple]:
+    """This process's established TCP connections to the broker at `bootstrap` (their local addresses)."""
+    import psutil
+
+    port = int(bootstrap.rsplit(":", 1)[1])
+    return {c.laddr for c in psutil.Process().net_connections("tcp")
+            if c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED}
+
+
+def store_connections(url: str) -> set:
+    """This process's open connections to the metadata store at `url`: TCP connections to PostgreSQL, or the
+    file descriptors open on the SQLite database file (one per connection)."""
+    import psutil
+    import sqlalchemy as sa
+
+    u = sa.engine.make_url(url)
+    if u.get_backend_name() == "sqlite":
+        return {f.fd for f in psutil.Process().open_files() if f.path == u.database}
+    return {c.laddr for c in psutil.Process().net_connections("tcp")
+            if c.raddr and c.raddr.port == u.port and c.status == psutil.CONN_ESTABLISHED}

@@ -2,8 +2,9 @@
 
 Each action changes the metadata store in one transaction under the datasource's lock (the same lock every
 publish takes, so an action and a publish never interleave) and writes an audit record naming who did it.
-Actions that move offsets (reset, set offsets) also supersede the runs in flight: their publish would
-compare-and-swap against offsets that are gone, and no later run may continue from their planned ends.
+Actions that move offsets (reset, set offsets) are moves of the main line (`store.main_line`, as a publish is)
+that also supersede the runs in flight: their publish would compare-and-swap against offsets that are gone,
+and no later run may continue from their planned ends.
 Suspend, resume and terminate also pause or unpause the datasource's Airflow DAG through a `DagControl`;
 `reset --to-latest --backfill` triggers its backfill run there.
 """
@@ -16,7 +17,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import ContextManager, Mapping, Protocol
 
 from ingest_core.core.errors import IngestError
 from ingest_core.core.offsets import (
@@ -29,11 +30,13 @@ from ingest_core.core.offsets import (
     resolve_start_offsets,
 )
 from ingest_core.core.periods import format_datetime
-from ingest_core.core.planner import PlanRequest, plan_run
+from ingest_core.core.planner import plan_run
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.core.states import Event, transition
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
+from ingest_core.store.main_line import MainLine
 from ingest_core.store.metadata import MetadataStore, utcnow
+from ingest_core.supervisor.planning import plan_request
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +94,7 @@ class DatasourceActions:
         with self.store.session() as conn:
             self.store.set_state(name, event, conn=conn, **flags)
             self.store.audit(name, event.value, {"previousState": row["state"], "wasTerminated": bool(row["terminated"])},
-                             self.actor, conn)
+                             self.actor, conn=conn)
         self._pause(name, paused)
         return ActionResult(event.value, name, {"state": transition(event)[0].value})
 
@@ -109,21 +112,21 @@ class DatasourceActions:
         """A tombstone: the DAG stops scheduling and no run plans again. Runs in flight may still publish."""
         return self._switch(name, Event.TERMINATE, True, terminated=True)
 
+    def _main_line(self, name: str) -> ContextManager[MainLine]:
+        """The transaction of an operator's move: the planning lock, then the datasource row's."""
+        return MainLine.locked(self.store, name, planning_lock=True)
+
     def reset(self, name: str) -> ActionResult:
         """Druid's hard reset: forget the committed offsets; the next run starts from earliest or latest
         (useEarliestOffset). Records between may be skipped or read again: that is what a reset means."""
         self._require(name)
-        with self.store.planning_lock(name), self.store.session() as conn:
-            row = self.store.lock_datasource(conn, name)
-            before = self.store.committed_offsets(name, conn)
-            self.store.delete_offsets(conn, name)
-            self.store.bump_commit_version(conn, name, int(row["commit_version"]))
-            superseded = self.store.supersede_inflight(conn, name, f"reset by {self.actor}",
-                                                       "the datasource's offsets were reset")
-            released = self.store.release_ranges(conn, name)  # the next run may start from earliest
+        with self._main_line(name) as line:
+            before = line.committed()
+            # the next run may start from earliest: every claim is released
+            move = line.move(None, by=f"reset by {self.actor}", reason="the datasource's offsets were reset")
             details = {"clearedOffsets": offsets_to_json({tp: k.offset for tp, k in before.items()}),
-                       "supersededRuns": superseded, "releasedRanges": _ranges(released)}
-            self.store.audit(name, "reset", details, self.actor, conn)
+                       "supersededRuns": move.superseded, "releasedRanges": _ranges(move.released)}
+            self.store.audit(name, "reset", details, self.actor, conn=line.conn)
         return ActionResult("reset", name, details)
 
     def reset_to_latest(self, name: str, spec: DatasourceSpec, *, backfill: bool,
@@ -132,51 +135,51 @@ class DatasourceActions:
         run would have started to the new offsets) becomes one bounded backfill run, planned in the same
         transaction and triggered in Airflow. Runs in flight are superseded: their ranges are in the backfill,
         and their publish is refused. A publish that got in first (it holds the same lock) simply moves the
-        backfill's start. So every offset is ingested once: Druid's own reset-to-latest admits duplicates."""
+        backfill's start. So every offset is ingested once: Druid's own reset-to-latest admits duplicates.
+        `reader`: the caller's (it stays open); else one of its own, closed once it has answered."""
         self._require(name)
-        io, micro = spec.io_config, spec.microbatch
+        io = spec.io_config
+        own_reader = reader is None
         reader = reader or KafkaOffsetReader.for_spec(spec)
-        tps = reader.partitions(topic=io.topic, pattern=io.topic_pattern)
-        snap = reader.snapshot(tps)
+        try:
+            tps = reader.partitions(topic=io.topic, pattern=io.topic_pattern)
+            snap = reader.snapshot(tps)
+        finally:
+            if own_reader:
+                reader.close()
         now = utcnow()
         run_id = f"reset_backfill__{format_datetime(now)}"
-        with self.store.planning_lock(name), self.store.session() as conn:
-            row = self.store.lock_datasource(conn, name)
+        with self._main_line(name) as line:
             # Offsets that left the log (retention, a re-created topic) stop every run: getting past them is
             # what this reset is for, so they are moved into the log, and what that loses is reported.
-            committed, moved = clamp_to_log(self.store.committed_offsets(name, conn), snap.earliest, snap.latest)
+            committed, moved = clamp_to_log(line.committed(), snap.earliest, snap.latest)
             # where the main line stands, ignoring runs in flight (superseded below)
             starts = resolve_start_offsets(tps, datasource=name, inflight={}, committed=committed,
                                            earliest=snap.earliest, latest=snap.latest,
                                            use_earliest=io.use_earliest_offset,
                                            reset_automatically=spec.tuning_config.reset_offset_automatically).starts
             target = {tp: max(snap.latest[tp], starts[tp].offset) for tp in tps}
-            self.store.write_offsets(conn, name, target, f"reset-to-latest by {self.actor}")
-            released = self.store.release_ranges(conn, name, target)  # only a re-created topic's, in practice
-            self.store.bump_commit_version(conn, name, int(row["commit_version"]))
-            superseded = self.store.supersede_inflight(conn, name, f"reset-to-latest by {self.actor}",
-                                                       "the datasource was reset to the latest offsets")
+            # releases only a re-created topic's claims, in practice
+            move = line.move(target, by=f"reset-to-latest by {self.actor}",
+                             reason="the datasource was reset to the latest offsets")
             skipped = {tp: (starts[tp].offset, target[tp]) for tp in tps if starts[tp].offset < target[tp]}
             plan = None
             if backfill and skipped:
-                plan = plan_run(PlanRequest(
-                    datasource=name, run_id=run_id, created_at=now,
+                plan = plan_run(plan_request(
+                    spec, run_id, now,
                     starts={tp: StartOffset(start, StartSource.BACKFILL) for tp, (start, _) in skipped.items()},
-                    latest={tp: end for tp, (_, end) in skipped.items()}, task_count=io.task_count,
-                    multi_topic=io.topic_pattern is not None, assignment=micro.assignment,
-                    max_records_per_split=micro.max_records_per_split,
-                    min_splits_per_group=micro.min_splits_per_group, spec_fingerprint=spec.fingerprint()))
-                self.store.insert_run(plan, conn)
+                    latest={tp: end for tp, (_, end) in skipped.items()}))
+                self.store.insert_run(plan, conn=line.conn)
             below = [m for m in moved if m.from_offset < m.earliest]
             beyond = [m for m in moved if m.from_offset > m.latest]
             details = {"from": offsets_to_json({tp: s for tp, (s, _) in skipped.items()}),
                        "to": offsets_to_json(target), "skippedRecords": sum(e - s for s, e in skipped.values()),
-                       "backfillRun": plan.run_id if plan else None, "supersededRuns": superseded,
+                       "backfillRun": plan.run_id if plan else None, "supersededRuns": move.superseded,
                        "removedBeforeIngestion": _ranges_json((m.tp, [m.from_offset, m.earliest]) for m in below),
                        "removedRecords": sum(m.earliest - m.from_offset for m in below),
                        "beyondLogEnd": _ranges_json((m.tp, [m.from_offset, m.latest]) for m in beyond),
-                       "releasedRanges": _ranges(released)}
-            self.store.audit(name, "reset_to_latest", details, self.actor, conn)
+                       "releasedRanges": _ranges(move.released)}
+            self.store.audit(name, "reset_to_latest", details, self.actor, conn=line.conn)
         warnings = [f"partition {m.tp}: records {m.from_offset}..{m.earliest - 1} ({m.earliest - m.from_offset} "
                     f"records) were removed (retention or delete_records) before they were ingested: they are lost"
                     + (f"; the backfill starts at {m.earliest}" if plan and m.tp in skipped else "") for m in below]
@@ -198,18 +201,15 @@ class DatasourceActions:
         self._require(name)
         if not new:
             raise IngestError("no offsets given: use TOPIC:PARTITION=OFFSET")
-        with self.store.planning_lock(name), self.store.session() as conn:
-            row = self.store.lock_datasource(conn, name)
-            before = self.store.committed_offsets(name, conn)
-            self.store.write_offsets(conn, name, new, f"set-offsets by {self.actor}")
-            self.store.bump_commit_version(conn, name, int(row["commit_version"]))
-            superseded = self.store.supersede_inflight(conn, name, f"set-offsets by {self.actor}",
-                                                       "the datasource's offsets were set by an operator")
-            released = self.store.release_ranges(conn, name, new)  # the operator asked to read them again
+        with self._main_line(name) as line:
+            before = line.committed()
+            # the claims at and above them are released: the operator asked to read them again
+            move = line.move(new, by=f"set-offsets by {self.actor}",
+                             reason="the datasource's offsets were set by an operator")
             details = {"before": offsets_to_json({tp: before[tp].offset for tp in new if tp in before}),
-                       "after": offsets_to_json(dict(new)), "supersededRuns": superseded,
-                       "releasedRanges": _ranges(released)}
-            self.store.audit(name, "set_offsets", details, self.actor, conn)
+                       "after": offsets_to_json(dict(new)), "supersededRuns": move.superseded,
+                       "releasedRanges": _ranges(move.released)}
+            self.store.audit(name, "set_offsets", details, self.actor, conn=line.conn)
         return ActionResult("set-offsets", name, details)
 
 

@@ -8,12 +8,13 @@ One metadata transaction:
      offset to compare with, and an operator may move the main line back into a backfilled range), and claim
      its own;
   4. insert the segment records;
-  5. advance the committed offsets to the run's planned end offsets (not a backfill's);
+  5. advance the committed offsets to the run's planned end offsets (not a backfill's) and bump the
+     `commit_version`: the move of the main line that operator actions make too (`main_line.MainLine`);
   6. mark the run and its task groups published (groups that failed keep their old offsets).
 Publishing an already-published run is a no-op success. A run whose starts no longer match is stale: the
 transaction writes nothing, the run is marked SUPERSEDED, and `StaleRunError` names the run that got there
-first. A run past its deadline (completionTimeout) is refused too, and expires (`RunExpiredError`). Everything else (jobs, retries, replicas) may fail and retry freely because this check refuses stale
-commits.
+first. A run past its deadline (completionTimeout) is refused too, and expires (`RunExpiredError`). Everything
+else (jobs, retries, replicas) may fail and retry freely because this check refuses stale commits.
 """
 
 from __future__ import annotations
@@ -39,14 +40,11 @@ from ingest_core.core.offsets import (
 )
 from ingest_core.core.periods import format_datetime, parse_datetime
 from ingest_core.core.planner import PartitionPlan, Plan
-from ingest_core.store.metadata import (
-    GroupStatus,
-    MetadataStore,
-    RunStatus,
-    segments,
-    task_groups,
-    utcnow,
-)
+from ingest_core.store.main_line import MainLine
+from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.offsets import claim_row
+from ingest_core.store.records import GroupStatus, RunStatus
+from ingest_core.store.schema import published_ranges, segments, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +97,25 @@ def segment_id(datasource: str, start: datetime, end: datetime, version: str, pa
     return base if partition_num == 0 else f"{base}_{partition_num}"
 
 
+def claim_ranges(conn: sa.Connection, datasource: str, ranges: list[OffsetRange], run_id: str, *, backfill: bool,
+                 claims: list[PublishedRange]) -> None:
+    """Record what a publish makes visible, inside its transaction (`claims`: the datasource's current ones, none
+    overlapping `ranges`). A main-line range extends the main line's stretch that ends where it starts."""
+    now = utcnow()
+    stretch_ends = {(c.tp, c.end): c for c in claims if not c.backfill}
+    for r in ranges:
+        if not r.size:
+            continue
+        stretch = None if backfill else stretch_ends.get((r.tp, r.start))
+        if stretch is not None:
+            conn.execute(published_ranges.update().where(claim_row(datasource, stretch.tp, stretch.start))
+                         .values(end_offset=r.end, run_id=run_id, updated_at=now))
+        else:
+            conn.execute(published_ranges.insert().values(
+                datasource=datasource, topic=r.tp.topic, partition=r.tp.partition, start_offset=r.start,
+                end_offset=r.end, run_id=run_id, backfill=backfill, updated_at=now))
+
+
 class Publisher:
     def __init__(self, store: MetadataStore):
         self.store = store
@@ -107,23 +124,22 @@ class Publisher:
                 now: datetime | None = None) -> PublishResult:
         now = now or utcnow()
         try:
-            with self.store.session() as conn:
-                return self._publish(conn, datasource, run_id, results, now)
+            with MainLine.locked(self.store, datasource, planning_lock=False) as line:
+                return self._publish(line, run_id, results, now)
         except RunExpiredError:
             # rolled back too; a run past its deadline expires for good (its own transaction)
-            self.store.expire_overdue(datasource, now, f"the publish of run {run_id}")
+            self.store.runs.expire_overdue(datasource, now, f"the publish of run {run_id}")
             raise
         except StaleRunError as exc:
             # The publish transaction rolled back; record why, so reruns and status can explain it.
-            self.store.set_run_status(datasource, run_id, RunStatus.SUPERSEDED, error=str(exc),
-                                      superseded_by=exc.superseded_by,
-                                      only_from=(RunStatus.PLANNED, RunStatus.RUNNING, RunStatus.FAILED))
+            self.store.runs.set_status(datasource, run_id, RunStatus.SUPERSEDED, error=str(exc),
+                                       superseded_by=exc.superseded_by,
+                                       only_from=(RunStatus.PLANNED, RunStatus.RUNNING, RunStatus.FAILED))
             raise
 
-    def _publish(self, conn: sa.Connection, datasource: str, run_id: str,
-                 results: Sequence[GroupResult], now: datetime) -> PublishResult:
-        ds_row = self.store.lock_datasource(conn, datasource)
-        run = self.store.require_run(datasource, run_id, conn)
+    def _publish(self, line: MainLine, run_id: str, results: Sequence[GroupResult], now: datetime) -> PublishResult:
+        conn, datasource, runs = line.conn, line.name, self.store.runs
+        run = runs.require(datasource, run_id, conn=conn)
         plan = run.plan
         if run.status is RunStatus.PUBLISHED:
             log.info("run %s of %s is already published: nothing to do", run_id, datasource)
@@ -151,18 +167,18 @@ class Publisher:
                     f"backfill run {run_id} of {datasource!r}: task groups {[g.group_id for g in failed]} failed; "
                     "a backfill publishes whole, so nothing was published. Re-run it (clear the run in Airflow).")
         else:
-            committed = self.store.committed_offsets(datasource, conn)
+            committed = line.committed()
             for p in parts:
                 self._check_order(conn, datasource, run_id, p, committed)
                 self._check_start(datasource, run_id, p, committed)
         # A backfill has no committed offset to compare-and-swap on, and the main line's offsets may be moved
         # back into a backfilled range: every publish claims its ranges, and none publishes a claimed one.
         ranges = [p.range for p in parts]
-        claims = self.store.published_ranges(datasource, conn)
+        claims = self.store.offsets.claims(datasource, conn=conn)
         overlap = find_overlap(ranges, claims)
         if overlap is not None:
             raise self._claimed(datasource, run_id, plan.is_backfill, *overlap)
-        self.store.claim_ranges(conn, datasource, ranges, run_id, backfill=plan.is_backfill, claims=claims)
+        claim_ranges(conn, datasource, ranges, run_id, backfill=plan.is_backfill, claims=claims)
 
         seg_ids: list[str] = []
         rows = 0
@@ -183,15 +199,14 @@ class Publisher:
         new_offsets = {p.tp: p.end for p in parts}
         commit_version = None
         if not plan.is_backfill:  # the main line's offsets: compare-and-swap, advance
-            self.store.write_offsets(conn, datasource, new_offsets, run_id)
-            commit_version = self.store.bump_commit_version(conn, datasource, int(ds_row["commit_version"]))
+            commit_version = line.move(new_offsets, by=run_id).commit_version
         for g in publishing:
             status = GroupStatus.EMPTY if g.is_empty and g.group_id not in by_group else GroupStatus.PUBLISHED
-            self.store.set_group_status(conn, datasource, run_id, g.group_id, status)
+            runs.set_group_status(datasource, run_id, g.group_id, status, conn=conn)
         for g in failed:
-            self.store.set_group_status(conn, datasource, run_id, g.group_id, GroupStatus.FAILED)
+            runs.set_group_status(datasource, run_id, g.group_id, GroupStatus.FAILED, conn=conn)
         error = f"task groups {[g.group_id for g in failed]} failed; their partitions keep their offsets" if failed else None
-        self.store.set_run_status(datasource, run_id, RunStatus.PUBLISHED, error=error, conn=conn)
+        runs.set_status(datasource, run_id, RunStatus.PUBLISHED, error=error, conn=conn)
         log.info("published run %s of %s: %d segments, %d rows, groups %s (failed: %s)", run_id, datasource,
                  len(seg_ids), rows, [g.group_id for g in publishing], [g.group_id for g in failed])
         return PublishResult(run_id, False, tuple(g.group_id for g in publishing), tuple(g.group_id for g in failed),
@@ -204,7 +219,7 @@ class Publisher:
         current = committed.get(p.tp)
         if p.after_run is None or (current.offset if current else None) == p.expected_commit:
             return
-        before = self.store.get_run(datasource, p.after_run, conn)
+        before = self.store.runs.get(datasource, p.after_run, conn=conn)
         if before is not None and before.status.in_flight:
             raise PublishPendingError(
                 f"run {run_id} of {datasource!r} continues from run {p.after_run} (partition {p.tp} from offset "
@@ -259,10 +274,7 @@ class Publisher:
     def _replay_result(self, conn: sa.Connection, plan: Plan) -> PublishResult:
         rows = conn.execute(sa.select(segments.c.id, segments.c.num_rows).where(
             (segments.c.datasource == plan.datasource) & (segments.c.run_id == plan.run_id))).all()
-        statuses = {}
-        for gid, status in conn.execute(sa.select(task_groups.c.group_id, task_groups.c.status).where(
-                (task_groups.c.datasource == plan.datasource) & (task_groups.c.run_id == plan.run_id))):
-            statuses[int(gid)] = GroupStatus(status)
+        statuses = self.store.runs.group_statuses(plan.datasource, plan.run_id, conn=conn)
         published = tuple(sorted(g for g, s in statuses.items() if s is not GroupStatus.FAILED))
         failed = tuple(sorted(g for g, s in statuses.items() if s is GroupStatus.FAILED))
         ends = {p.tp: p.end for g in plan.groups if g.group_id in published for p in g.partitions}

@@ -13,11 +13,14 @@ UNHEALTHY_SUPERVISOR from a run of them.
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Any, Iterator, Mapping
 
 from ingest_core.core.errors import BrokerUnavailableError, IngestError
 from ingest_core.core.offsets import (
+    StartOffset,
     StartResolution,
     StartSource,
     TopicPartition,
@@ -47,7 +50,23 @@ class PlanOptions:
     now: datetime | None = None  # plan creation time; default: the wall clock
 
 
+def plan_request(spec: DatasourceSpec, run_id: str, created_at: datetime, starts: Mapping[TopicPartition, StartOffset],
+                 latest: Mapping[TopicPartition, int], **limits: Any) -> PlanRequest:
+    """The planner's input for every run of `spec` (a loop's, a reset's backfill) from `starts` to `latest`: the
+    spec's task count, assignment and split sizes. `limits`: the run's own `PlanRequest` fields
+    (max_records_per_run, end_time and its offsets, future_after and its offsets); a backfill has none, it plans
+    its whole range."""
+    io, micro = spec.io_config, spec.microbatch
+    return PlanRequest(datasource=spec.datasource, run_id=run_id, created_at=created_at, starts=starts, latest=latest,
+                       task_count=io.task_count, multi_topic=io.topic_pattern is not None, assignment=micro.assignment,
+                       max_records_per_split=micro.max_records_per_split,
+                       min_splits_per_group=micro.min_splits_per_group, spec_fingerprint=spec.fingerprint(), **limits)
+
+
 class Supervisor:
+    """One datasource's planning. `reader`: the caller's, used and left open; without one, each step that asks
+    Kafka opens a reader of its own and closes it when done."""
+
     def __init__(self, spec: DatasourceSpec, store: MetadataStore, reader: KafkaOffsetReader | None = None):
         self.spec = spec
         self.store = store
@@ -57,11 +76,18 @@ class Supervisor:
     def datasource(self) -> str:
         return self.spec.datasource
 
-    @property
-    def reader(self) -> KafkaOffsetReader:
-        if self._reader is None:
-            self._reader = KafkaOffsetReader.for_spec(self.spec)
-        return self._reader
+    @contextmanager
+    def _kafka(self) -> Iterator[KafkaOffsetReader]:
+        """The reader given to this supervisor (the caller's, kept open), else one of its own for one step,
+        closed after it: its threads and its connections to the brokers."""
+        if self._reader is not None:
+            yield self._reader
+            return
+        reader = KafkaOffsetReader.for_spec(self.spec)
+        try:
+            yield reader
+        finally:
+            reader.close()
 
     def register(self) -> int:
         """Record the spec (redacted) in the spec history; returns its version."""
@@ -99,28 +125,17 @@ class Supervisor:
         return record
 
     def compute_plan(self, run_id: str, options: PlanOptions = PlanOptions()) -> Plan:
-        io, micro = self.spec.io_config, self.spec.microbatch
+        micro = self.spec.microbatch
         future_after = datetime.now(timezone.utc) + FUTURE_TOLERANCE  # by the wall clock, not options.now
         snap, resolution = self._resolve(options.end_time, future_after)
-        request = PlanRequest(
-            datasource=self.datasource,
-            run_id=run_id,
-            created_at=options.now or datetime.now(timezone.utc),
-            starts=resolution.starts,
-            latest=snap.latest,
-            task_count=io.task_count,
-            multi_topic=io.topic_pattern is not None,
-            assignment=micro.assignment,
-            max_records_per_split=micro.max_records_per_split,
-            min_splits_per_group=micro.min_splits_per_group,
+        plan = plan_run(plan_request(
+            self.spec, run_id, options.now or datetime.now(timezone.utc), resolution.starts, snap.latest,
             max_records_per_run=options.max_records if options.max_records is not None else micro.max_records_per_run,
             offsets_at_end_time=snap.at_time,
             end_time=options.end_time,
             future_after=future_after,
             offsets_at_future=snap.at_future,
-            spec_fingerprint=self.spec.fingerprint(),
-        )
-        plan = plan_run(request)
+        ))
         self.store.set_state(self.datasource, Event.PLANNED)
         return plan
 
@@ -140,8 +155,9 @@ class Supervisor:
         try:
             if first_loop:
                 self.store.set_state(self.datasource, Event.CONNECTING)
-            tps = self.reader.partitions(topic=io.topic, pattern=io.topic_pattern)
-            snap = self.reader.snapshot(tps, at=end_time, future_after=future_after if end_time else None)
+            with self._kafka() as reader:
+                tps = reader.partitions(topic=io.topic, pattern=io.topic_pattern)
+                snap = reader.snapshot(tps, at=end_time, future_after=future_after if end_time else None)
             resolution = resolve_start_offsets(
                 tps,
                 datasource=self.datasource,

@@ -87,19 +87,13 @@ def test_queries_in_slices_give_the_same_offsets(broker):
 
 
 def test_close_drops_every_thread_s_connection_to_the_broker(broker):
-    import psutil
+    from helpers import broker_connections
 
     topic = broker.create_topic(4)
-    port = int(broker.bootstrap.rsplit(":", 1)[1])
-
-    def connections() -> set[tuple]:
-        return {c.laddr for c in psutil.Process().net_connections("tcp")
-                if c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED}
-
-    before = connections()
+    before = broker_connections(broker.bootstrap)
     reader = reader_for(broker.bootstrap)
     reader.snapshot(reader.partitions(topic=topic))  # the snapshot's queries run on the pool's threads
-    opened = connections() - before
+    opened = broker_connections(broker.bootstrap) - before
     assert opened
     reader.close()
-    assert not opened & connections()
+    assert not opened & broker_connections(broker.bootstrap)

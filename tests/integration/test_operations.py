@@ -17,8 +17,9 @@ from ingest_core.core.errors import BrokerUnavailableError, StaleRunError
 from ingest_core.core.offsets import OffsetRange, StartSource, TopicPartition
 from ingest_core.kafka.config import KafkaClientConfig
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
+from ingest_core.store.main_line import MainLine
 from ingest_core.store.metadata import RunStatus
-from ingest_core.store.publisher import Publisher
+from ingest_core.store.publisher import Publisher, claim_ranges
 from ingest_core.supervisor.planning import Supervisor
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
@@ -201,11 +202,10 @@ def test_reset_to_latest_gets_past_committed_offsets_that_left_the_log(broker, s
     for name, offsets in (("lost", {p0: 10}), ("recreated", {p0: 10, p1: 20}), ("nothing", {p0: 10, p1: 5})):
         (dags / f"{name}.yaml").write_text(yaml.safe_dump(spec_from(broker.bootstrap, topic, SCHEMA,
                                                                     datasource=name).to_raw()))
-        with store.session() as conn:
-            store.lock_datasource(conn, name)
-            store.write_offsets(conn, name, offsets, "r1")
+        with MainLine.locked(store, name, planning_lock=False) as line:
+            line.move(offsets, by="r1")
     with store.session() as conn:  # the main line of the topic's former life published [0, 20) of p1
-        store.claim_ranges(conn, "recreated", [OffsetRange(p1, 0, 20)], "r1", backfill=False, claims=[])
+        claim_ranges(conn, "recreated", [OffsetRange(p1, 0, 20)], "r1", backfill=False, claims=[])
     broker.admin.delete_records([KTP(topic, 0, 50)])[KTP(topic, 0, 50)].result(timeout=30)  # 10..49 unread
 
     def committed(name):

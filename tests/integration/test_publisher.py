@@ -257,7 +257,7 @@ def test_a_backfill_run_publishes_whole_beside_the_main_line(store):
     store.insert_run(replace(backfill, run_id="bf2"))
     r3 = plan_next(store, "r3", {tp: 50 for tp in PARTS})
     with store.session() as conn:
-        assert store.supersede_inflight(conn, "wiki", "x", "y") == [r3.run_id]
+        assert store.runs.supersede_inflight("wiki", "x", "y", conn=conn) == [r3.run_id]
     assert store.get_run("wiki", "bf2").status is RunStatus.PLANNED
 
 

@@ -6,9 +6,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from confluent_kafka import TopicPartition as KTP
 from confluent_kafka.admin import NewPartitions
-from helpers import make_spec
+from helpers import broker_connections, make_spec
 
-from ingest_core.core.errors import OffsetOutOfRangeError
+from ingest_core.core.errors import OffsetOutOfRangeError, TopicNotFoundError
 from ingest_core.core.offsets import StartSource, TopicPartition
 from ingest_core.store.metadata import RunStatus
 from ingest_core.store.publisher import GroupResult, Publisher, SegmentDescriptor
@@ -40,6 +40,30 @@ def test_first_run_starts_latest_or_earliest(broker, store):
     rec = Supervisor(earliest_spec, store).plan("r1")
     assert rec.plan.start_offsets() == {TopicPartition(topic, 0): 0, TopicPartition(topic, 1): 0}
     assert rec.plan.records == 10 and rec.status is RunStatus.PLANNED
+
+
+def test_a_step_closes_the_reader_it_opened_and_leaves_the_caller_s_open(broker, store):
+    from ingest_core.kafka.offset_reader import KafkaOffsetReader
+
+    topic = broker.create_topic(2)
+    fill(broker, topic, 2, 3)
+    spec = make_spec(broker.bootstrap, topic=topic, useEarliestOffset=True)
+    before = broker_connections(broker.bootstrap)
+    sup = Supervisor(spec, store)
+    assert sup.plan("r1").plan.records == 6
+    assert sup.pending() == ({TopicPartition(topic, 0): 3, TopicPartition(topic, 1): 3}, 0)
+    assert not broker_connections(broker.bootstrap) - before  # each step's reader closed: its connections gone
+    with pytest.raises(TopicNotFoundError) as failed:
+        Supervisor(make_spec(broker.bootstrap, topic=f"{topic}-missing"), store).plan("r9")
+    # closed, though the error's traceback still holds the reader
+    assert failed.value and not broker_connections(broker.bootstrap) - before
+    reader = KafkaOffsetReader.for_spec(spec)
+    try:
+        Supervisor(spec, store, reader=reader).plan("r2")
+        assert broker_connections(broker.bootstrap) - before  # the caller's reader is the caller's to close
+        assert reader.partitions(topic=topic) == [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+    finally:
+        reader.close()
 
 
 def test_plan_is_persisted_and_reused_for_the_same_run_id(broker, store):
@@ -247,9 +271,12 @@ def test_concurrent_planners_of_a_datasource_plan_one_after_the_other(broker, st
 
 
 def _plan_in_process(bootstrap, topic, url, run_id, start_together):
+    from ingest_core.kafka.offset_reader import KafkaOffsetReader
     from ingest_core.store.metadata import MetadataStore
 
-    supervisor = Supervisor(make_spec(bootstrap, "ds", topic=topic, useEarliestOffset=True), MetadataStore(url))
-    supervisor.reader.partitions(topic=topic)  # connected before the race starts
+    spec = make_spec(bootstrap, "ds", topic=topic, useEarliestOffset=True)
+    reader = KafkaOffsetReader.for_spec(spec)
+    reader.partitions(topic=topic)  # connected before the race starts
     start_together.wait(60)
-    supervisor.plan(run_id)
+    Supervisor(spec, MetadataStore(url), reader=reader).plan(run_id)
+    reader.close()

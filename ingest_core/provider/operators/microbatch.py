@@ -65,7 +65,7 @@ class RunContext:
 
 
 def store() -> MetadataStore:
-    s = MetadataStore(Settings.from_env().metadata_url)
+    s = MetadataStore.shared(Settings.from_env().metadata_url)
     s.check_schema()
     return s
 

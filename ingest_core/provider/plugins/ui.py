@@ -16,6 +16,8 @@ datasource name).
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import html
 import json
 from typing import Any, Literal
@@ -28,6 +30,7 @@ from ingest_core.core.errors import IngestError
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.settings import Settings
+from ingest_core.core.spec import DatasourceSpec, find_spec_files
 from ingest_core.service.actions import DatasourceActions
 from ingest_core.service.status import StatusReport, collect_status, spec_for, specs_in
 from ingest_core.store.metadata import MetadataStore
@@ -49,7 +52,7 @@ class AirflowDbDags:
 
 
 def _store() -> MetadataStore:
-    store = MetadataStore(Settings.from_env().metadata_url)
+    store = MetadataStore.shared(Settings.from_env().metadata_url)  # one engine for every request
     store.check_schema()
     return store
 
@@ -60,8 +63,31 @@ def _dags_folder() -> str:
     return conf.get("core", "dags_folder")
 
 
+def _specs() -> dict[str, DatasourceSpec]:
+    """The DAG folder's specs, parsed again only when a spec file changed (or one came or went)."""
+    folder = _dags_folder()
+    return dict(_parsed_specs(folder, _spec_files_state(folder)))
+
+
+def _spec_files_state(folder: str) -> tuple:
+    """What the specs of `folder` depend on: each spec file and a digest of its content (not its mtime, which a
+    quick edit may leave unchanged)."""
+    state = []
+    for path in find_spec_files(folder):
+        try:
+            state.append((str(path), hashlib.sha256(path.read_bytes()).hexdigest()))
+        except OSError:  # gone since it was listed
+            continue
+    return tuple(state)
+
+
+@functools.lru_cache(maxsize=1)
+def _parsed_specs(folder: str, state: tuple) -> dict[str, DatasourceSpec]:
+    return specs_in(folder)
+
+
 def _status(store: MetadataStore, name: str, specs: dict | None = None) -> StatusReport:
-    specs = specs_in(_dags_folder()) if specs is None else specs
+    specs = _specs() if specs is None else specs
     try:
         return collect_status(store, name, spec_for(store, name, specs), kafka_timeout_s=5.0)
     except IngestError as exc:
@@ -89,7 +115,7 @@ def list_supervisors(full: bool = False) -> Any:
     names = [r["name"] for r in store.list_datasources()]
     if not full:
         return names
-    specs = specs_in(_dags_folder())
+    specs = _specs()
     return [_status(store, n, specs).to_json() for n in names]
 
 
@@ -159,7 +185,7 @@ def _cell(value: Any, cls: str = "") -> str:
 def datasources_page() -> HTMLResponse:
     store = _store()
     rows = []
-    specs = specs_in(_dags_folder())
+    specs = _specs()
     for r in (_status(store, d["name"], specs) for d in store.list_datasources()):
         segs = store.segments(r.datasource)
         published = next((x.published_at for x in r.recent_runs if x.published_at), None)

@@ -1,0 +1,38 @@
+"""The audit log: what operators and the system did to a datasource (actions, resets, expiries, loop errors),
+with who did it and the details."""
+
+from __future__ import annotations
+
+import json
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ingest_core.store.database import Database
+from ingest_core.store.records import AuditRecord
+from ingest_core.store.schema import as_utc, audit_log, utcnow
+
+
+class AuditLog:
+    def __init__(self, db: Database):
+        self.db = db
+
+    def write(self, name: str, action: str, details: dict, actor: str = "system", *,
+              conn: Connection | None = None) -> None:
+        """`details` is stored as JSON (values it cannot hold, such as date-times, as their strings)."""
+        stmt = audit_log.insert().values(datasource=name, action=action, actor=actor,
+                                         details=json.loads(json.dumps(details, default=str)), created_at=utcnow())
+        with self.db.within(conn) as c:
+            c.execute(stmt)
+
+    def records(self, name: str, *, action: str | None = None, limit: int | None = None) -> list[AuditRecord]:
+        """Oldest first; with `limit`, the most recent ones."""
+        query = sa.select(audit_log).where(audit_log.c.datasource == name)
+        if action is not None:
+            query = query.where(audit_log.c.action == action)
+        if limit is not None:
+            query = query.order_by(audit_log.c.id.desc()).limit(limit)
+        with self.db.session() as conn:
+            rows = sorted(conn.execute(query).mappings().all(), key=lambda r: r["id"])
+        return [AuditRecord(r["datasource"], r["action"], r["actor"], r["details"], as_utc(r["created_at"]))
+                for r in rows]

@@ -1,0 +1,119 @@
+"""One metadata database: its engine, its transactions, its schema check and the planning lock.
+
+The repositories (`datasources`, `runs`, ...) run their statements through it: inside the caller's
+transaction when given one (`conn=`), else in one of their own (`within`). Every transaction but the schema
+upgrade's first checks that the schema is the one this release needs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+from contextlib import contextmanager
+from typing import Iterator
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from ingest_core.core.errors import MetadataStoreError
+from ingest_core.store import schema
+from ingest_core.store.engines import make_engine
+
+
+class Database:
+    def __init__(self, url: str, engine: Engine | None = None):
+        self.url = url
+        self.engine = engine or make_engine(url)
+        self._schema_checked = False
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.engine.dialect.name == "postgresql"
+
+    @property
+    def safe_url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    # ------------------------------------------------------------------------------------------ schema
+
+    def current_schema_version(self) -> int:
+        try:
+            with self.engine.connect() as conn:
+                return schema.installed_version(conn)
+        except sa.exc.OperationalError as exc:
+            raise MetadataStoreError(f"metadata store {self.safe_url} is unreachable: {exc.orig}") from None
+
+    def upgrade(self) -> list[int]:
+        """Create or upgrade the schema to SCHEMA_VERSION. Returns the versions applied."""
+        with self.transaction() as conn:
+            applied = schema.migrate(conn)
+        self._schema_checked = True
+        return applied
+
+    def check_schema(self) -> None:
+        if self._schema_checked:
+            return
+        found = self.current_schema_version()
+        if found < schema.SCHEMA_VERSION:
+            raise MetadataStoreError(
+                f"metadata store {self.safe_url} has schema version {found}, this release needs "
+                f"{schema.SCHEMA_VERSION}: run `ingest db upgrade`"
+            )
+        if found > schema.SCHEMA_VERSION:
+            raise MetadataStoreError(
+                f"metadata store {self.safe_url} has schema version {found}, newer than this release "
+                f"({schema.SCHEMA_VERSION}): upgrade this installation"
+            )
+        self._schema_checked = True
+
+    # ------------------------------------------------------------------------------------------ transactions
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """A transaction without the schema check (the upgrade's, and tests that build old schemas)."""
+        with self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def session(self) -> Iterator[Connection]:
+        self.check_schema()
+        with self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def within(self, conn: Connection | None) -> Iterator[Connection]:
+        """The caller's transaction `conn`, or a session of its own when None."""
+        if conn is not None:
+            yield conn
+            return
+        with self.session() as own:
+            yield own
+
+    @contextmanager
+    def planning_lock(self, name: str) -> Iterator[None]:
+        """One planner per datasource at a time, across processes (Druid runs one supervisor thread per
+        datasource): a plan continues from the runs in flight, so two planners at once would both start from
+        the same offsets. Not the datasource row's lock: planning asks Kafka, and publishes must not wait."""
+        if self.is_postgres:
+            key = int.from_bytes(hashlib.sha256(f"ingest-plan:{name}".encode()).digest()[:8], "big", signed=True)
+            with self.engine.connect() as conn:
+                conn.execute(sa.text("SELECT pg_advisory_lock(:key)"), {"key": key})
+                try:
+                    yield
+                finally:
+                    conn.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+                    conn.commit()
+            return
+        database = self.engine.url.database
+        if not database or database == ":memory:":
+            yield
+            return
+        with open(f"{database}.planning-lock", "a") as handle:  # SQLite: a file lock beside the database
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)

@@ -1,0 +1,100 @@
+"""What the metadata store returns: the statuses of runs and task groups, and the records of runs, segments and
+audit entries (plain values, no SQL)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+
+from ingest_core.core.periods import format_datetime
+from ingest_core.core.planner import Plan
+
+
+class RunStatus(str, enum.Enum):
+    """PLANNED -> RUNNING -> PUBLISHED, or FAILED (may be retried and still publish, unless it expired), or
+    SUPERSEDED (final). An in-flight run past its deadline expires: FAILED for good (`RunRecord.expired`)."""
+
+    PLANNED = "PLANNED"
+    RUNNING = "RUNNING"
+    PUBLISHED = "PUBLISHED"
+    FAILED = "FAILED"
+    SUPERSEDED = "SUPERSEDED"  # its start offsets no longer match the committed ones; re-plan
+
+    @property
+    def in_flight(self) -> bool:
+        return self in (RunStatus.PLANNED, RunStatus.RUNNING)
+
+
+class GroupStatus(str, enum.Enum):
+    PENDING = "PENDING"
+    PUBLISHED = "PUBLISHED"
+    FAILED = "FAILED"
+    EMPTY = "EMPTY"  # nothing to read; its offsets still advance when the run publishes
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    datasource: str
+    run_id: str
+    seq: int
+    status: RunStatus
+    plan: Plan
+    created_at: datetime
+    published_at: datetime | None
+    superseded_by: str | None
+    error: str | None
+    running_since: datetime | None = None
+    deadline_at: datetime | None = None  # None: no deadline (backfills; runs planned before schema v3)
+    expired_at: datetime | None = None
+
+    @property
+    def expired(self) -> bool:
+        return self.expired_at is not None
+
+    @property
+    def is_final(self) -> bool:
+        """Nothing changes it any more: published, superseded or expired (no retry revives it)."""
+        return self.status in (RunStatus.PUBLISHED, RunStatus.SUPERSEDED) or self.expired
+
+    def past_deadline(self, now: datetime) -> bool:
+        """In flight at `now` past its deadline: it will never publish (Druid kills such a task group)."""
+        return self.status.in_flight and self.deadline_at is not None and now >= self.deadline_at
+
+    def expiry_reason(self, now: datetime) -> str:
+        start = self.running_since or self.created_at
+        since = (f"RUNNING since {format_datetime(start)}" if self.running_since
+                 else f"PLANNED at {format_datetime(start)} and its jobs never started")
+        timeout = (self.deadline_at - start).total_seconds() if self.deadline_at else 0
+        return (f"expired: run {self.run_id} was {since}, past completionTimeout ({timeout:g}s, deadline "
+                f"{format_datetime(self.deadline_at) if self.deadline_at else '-'}) at {format_datetime(now)}; it "
+                "will not publish and its partitions go back to the committed offsets")
+
+
+@dataclass(frozen=True)
+class SegmentRecord:
+    id: str
+    datasource: str
+    interval_start: datetime
+    interval_end: datetime
+    version: str
+    partition_num: int
+    location: str
+    num_rows: int
+    size_bytes: int
+    used: bool
+    run_id: str
+    group_id: int
+    start_offsets: dict
+    end_offsets: dict
+    created_at: datetime
+    payload: dict
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    datasource: str
+    action: str
+    actor: str
+    details: dict
+    created_at: datetime

@@ -1,0 +1,197 @@
+"""The runs of a datasource and their task groups: each run's persisted plan, its status (PLANNED, RUNNING,
+PUBLISHED, FAILED, SUPERSEDED), its deadline (completionTimeout) and its expiry, and each group's status."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Mapping
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ingest_core.core.errors import RunNotFoundError
+from ingest_core.core.offsets import KnownOffset, TopicPartition
+from ingest_core.core.planner import Plan
+from ingest_core.store.audit import AuditLog
+from ingest_core.store.database import Database
+from ingest_core.store.datasources import Datasources
+from ingest_core.store.records import GroupStatus, RunRecord, RunStatus
+from ingest_core.store.schema import as_utc, runs, task_groups, utcnow
+
+RUN_EXPIRED = "run_expired"  # the audit action of a run that outlived its deadline
+
+_IN_FLIGHT = [s.value for s in RunStatus if s.in_flight]
+
+
+class Runs:
+    def __init__(self, db: Database):
+        self.db, self.datasources, self.audit_log = db, Datasources(db), AuditLog(db)
+
+    def insert(self, plan: Plan, *, deadline_at: datetime | None = None,
+               conn: Connection | None = None) -> tuple[RunRecord, bool]:
+        """Persist a plan: (record, True). If the run id already has one (a concurrent planner won), that
+        one is returned instead: (record, False). With `conn`, inside the caller's transaction. `deadline_at`:
+        when it expires if its jobs never start."""
+        if conn is not None:
+            return self._insert(plan, deadline_at, conn=conn)
+        try:
+            with self.db.session() as c:
+                return self._insert(plan, deadline_at, conn=c)
+        except sa.exc.IntegrityError:
+            return self.require(plan.datasource, plan.run_id), False
+
+    def _insert(self, plan: Plan, deadline_at: datetime | None, *, conn: Connection) -> tuple[RunRecord, bool]:
+        self.datasources.lock(plan.datasource, conn=conn)
+        existing = self.get(plan.datasource, plan.run_id, conn=conn)
+        if existing is not None:
+            return existing, False
+        seq = int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(runs.c.seq), 0))
+                               .where(runs.c.datasource == plan.datasource)).scalar()) + 1
+        now = utcnow()
+        conn.execute(runs.insert().values(
+            datasource=plan.datasource, run_id=plan.run_id, seq=seq, status=RunStatus.PLANNED.value,
+            plan=plan.to_json(), records=plan.records, created_at=plan.created_at, updated_at=now,
+            deadline_at=deadline_at))
+        conn.execute(task_groups.insert(), [
+            {"datasource": plan.datasource, "run_id": plan.run_id, "group_id": g.group_id,
+             "records": g.records, "updated_at": now,
+             "status": (GroupStatus.EMPTY if g.is_empty else GroupStatus.PENDING).value}
+            for g in plan.groups])
+        return RunRecord(plan.datasource, plan.run_id, seq, RunStatus.PLANNED, plan, plan.created_at,
+                         None, None, None, deadline_at=deadline_at), True
+
+    def get(self, name: str, run_id: str, *, conn: Connection | None = None) -> RunRecord | None:
+        with self.db.within(conn) as c:
+            row = c.execute(sa.select(runs).where((runs.c.datasource == name) & (runs.c.run_id == run_id))
+                            ).mappings().first()
+        return _run_record(row) if row else None
+
+    def require(self, name: str, run_id: str, *, conn: Connection | None = None) -> RunRecord:
+        record = self.get(name, run_id, conn=conn)
+        if record is None:
+            raise RunNotFoundError(f"datasource {name!r} has no planned run {run_id!r}")
+        return record
+
+    def recent(self, name: str, limit: int | None = 20) -> list[RunRecord]:
+        """Newest first; `limit` None: all of them."""
+        query = sa.select(runs).where(runs.c.datasource == name).order_by(runs.c.seq.desc())
+        with self.db.session() as conn:
+            rows = conn.execute(query if limit is None else query.limit(limit)).mappings().all()
+            return [_run_record(r) for r in rows]
+
+    def in_flight(self, name: str, *, conn: Connection | None = None) -> list[RunRecord]:
+        """PLANNED or RUNNING, in planning order."""
+        with self.db.within(conn) as c:
+            rows = c.execute(sa.select(runs).where((runs.c.datasource == name) & runs.c.status.in_(_IN_FLIGHT))
+                             .order_by(runs.c.seq)).mappings().all()
+        return [_run_record(r) for r in rows]
+
+    def inflight_end_offsets(self, name: str) -> dict[TopicPartition, KnownOffset]:
+        """Planned end offsets of runs that have not published yet; the latest-planned run wins per partition."""
+        out: dict[TopicPartition, KnownOffset] = {}
+        for run in self.in_flight(name):
+            if run.plan.is_backfill:  # its range lies behind the main line: nothing continues from it
+                continue
+            for tp, end in run.plan.end_offsets().items():
+                out[tp] = KnownOffset(end, run.run_id)
+        return out
+
+    # ------------------------------------------------------------------------------------------ status
+
+    def start(self, name: str, run_id: str, timeout: timedelta | None, now: datetime | None = None) -> bool:
+        """PLANNED (or FAILED, retried) -> RUNNING: its jobs start `now` and it must publish within `timeout`
+        (completionTimeout; None: no deadline). An expired run stays expired. True when it changed."""
+        now = now or utcnow()
+        with self.db.session() as conn:
+            done = conn.execute(runs.update().where(
+                (runs.c.datasource == name) & (runs.c.run_id == run_id) & runs.c.expired_at.is_(None)
+                & runs.c.status.in_([RunStatus.PLANNED.value, RunStatus.FAILED.value])
+            ).values(status=RunStatus.RUNNING.value, running_since=now, updated_at=now,
+                     deadline_at=now + timeout if timeout is not None else None))
+            return done.rowcount == 1
+
+    def set_status(self, name: str, run_id: str, status: RunStatus, *, error: str | None = None,
+                   superseded_by: str | None = None, only_from: tuple[RunStatus, ...] | None = None,
+                   conn: Connection | None = None) -> None:
+        values: dict[str, Any] = {"status": status.value, "updated_at": utcnow()}
+        if error is not None:
+            values["error"] = error
+        if superseded_by is not None:
+            values["superseded_by"] = superseded_by
+        if status is RunStatus.PUBLISHED:
+            values["published_at"] = utcnow()
+        where = (runs.c.datasource == name) & (runs.c.run_id == run_id)
+        if only_from is not None:
+            where &= runs.c.status.in_([s.value for s in only_from])
+        with self.db.within(conn) as c:
+            c.execute(runs.update().where(where).values(**values))
+
+    def supersede_inflight(self, name: str, by: str, reason: str, *, conn: Connection) -> list[str]:
+        """Mark every in-flight run of the main line superseded (their publish is then refused, and no run
+        continues from their planned ends); returns their ids. Backfills in flight go on: their ranges lie
+        behind the main line."""
+        ids = [run_id for run_id, plan in conn.execute(sa.select(runs.c.run_id, runs.c.plan).where(
+            (runs.c.datasource == name) & runs.c.status.in_(_IN_FLIGHT))) if not Plan.from_json(plan).is_backfill]
+        if ids:
+            conn.execute(runs.update().where((runs.c.datasource == name) & runs.c.run_id.in_(ids)).values(
+                status=RunStatus.SUPERSEDED.value, superseded_by=by, error=reason, updated_at=utcnow()))
+        return ids
+
+    # ------------------------------------------------------------------------------------------ deadlines
+
+    def set_missing_deadlines(self, name: str, deadline: datetime) -> list[str]:
+        """Runs in flight from before schema v3 have no deadline: give them one, so they cannot hang the line
+        either. Backfills keep none (see `start`). Returns their ids."""
+        with self.db.session() as conn:
+            ids = [r.run_id for r in self.in_flight(name, conn=conn)
+                   if r.deadline_at is None and not r.plan.is_backfill]
+            if ids:
+                conn.execute(runs.update().where((runs.c.datasource == name) & runs.c.run_id.in_(ids)
+                                                 & runs.c.deadline_at.is_(None)).values(deadline_at=deadline))
+        return ids
+
+    def expire_overdue(self, name: str, now: datetime, by: str) -> list[str]:
+        """Expire the runs in flight past their deadline: FAILED for good, with the reason and an audit record
+        (`by`: who noticed). Nothing continues from their planned ends any more and their publish is refused,
+        so the next run plans from the committed offsets. Returns their ids."""
+        if not any(r.past_deadline(now) for r in self.in_flight(name)):  # a cheap read first: usually none is
+            return []
+        expired = []
+        with self.db.session() as conn:
+            self.datasources.lock(name, conn=conn)  # the lock a publish takes: a run publishes or expires, not both
+            for run in self.in_flight(name, conn=conn):
+                if not run.past_deadline(now):
+                    continue
+                reason = run.expiry_reason(now)
+                conn.execute(runs.update().where((runs.c.datasource == name) & (runs.c.run_id == run.run_id))
+                             .values(status=RunStatus.FAILED.value, error=reason, expired_at=now, updated_at=now))
+                self.audit_log.write(name, RUN_EXPIRED, {"runId": run.run_id, "status": run.status.value,
+                                                         "runningSince": run.running_since,
+                                                         "deadline": run.deadline_at, "detectedBy": by,
+                                                         "reason": reason}, conn=conn)
+                expired.append(run.run_id)
+        return expired
+
+    # ------------------------------------------------------------------------------------------ task groups
+
+    def set_group_status(self, name: str, run_id: str, group_id: int, status: GroupStatus, *,
+                         conn: Connection) -> None:
+        conn.execute(task_groups.update().where(
+            (task_groups.c.datasource == name) & (task_groups.c.run_id == run_id) & (task_groups.c.group_id == group_id)
+        ).values(status=status.value, updated_at=utcnow()))
+
+    def group_statuses(self, name: str, run_id: str, *, conn: Connection | None = None) -> dict[int, GroupStatus]:
+        with self.db.within(conn) as c:
+            rows = c.execute(sa.select(task_groups.c.group_id, task_groups.c.status).where(
+                (task_groups.c.datasource == name) & (task_groups.c.run_id == run_id))).all()
+        return {int(g): GroupStatus(s) for g, s in rows}
+
+
+def _run_record(row: Mapping[str, Any]) -> RunRecord:
+    return RunRecord(
+        datasource=row["datasource"], run_id=row["run_id"], seq=int(row["seq"]), status=RunStatus(row["status"]),
+        plan=Plan.from_json(row["plan"]), created_at=as_utc(row["created_at"]),
+        published_at=as_utc(row["published_at"]), superseded_by=row["superseded_by"], error=row["error"],
+        running_since=as_utc(row["running_since"]), deadline_at=as_utc(row["deadline_at"]),
+        expired_at=as_utc(row["expired_at"]),
+    )

@@ -1,0 +1,234 @@
+"""The metadata store's schema: its tables, their version and the migrations that create or upgrade them.
+
+SQLAlchemy Core on PostgreSQL (production) or SQLite (embedded default). `migrate` runs inside
+`Database.upgrade()` (`ingest db upgrade`); every other use of the store refuses a missing or older schema.
+Everything stored is UTC (`utcnow`; `as_utc` for SQLite, which returns naive date-times).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Connection
+
+from ingest_core.core.offsets import PublishedRange, find_overlap
+from ingest_core.core.planner import Plan
+from ingest_core.core.states import DetailedState, State
+from ingest_core.store.records import RunStatus
+
+SCHEMA_VERSION = 3
+
+Json = sa.JSON().with_variant(JSONB(), "postgresql")
+Timestamp = sa.DateTime(timezone=True)
+
+meta = sa.MetaData()
+
+schema_version = sa.Table(
+    "ingest_schema_version", meta,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("upgraded_at", Timestamp, nullable=False),
+)
+
+# Supervisor state per datasource. commit_version is the compare-and-swap token of its committed offsets.
+datasources = sa.Table(
+    "ingest_datasources", meta,
+    sa.Column("name", sa.String(200), primary_key=True),
+    sa.Column("spec_version", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("commit_version", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("state", sa.String(40), nullable=False, server_default=State.PENDING.value),
+    sa.Column("detailed_state", sa.String(40), nullable=False, server_default=DetailedState.PENDING.value),
+    sa.Column("suspended", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("terminated", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+)
+
+specs = sa.Table(
+    "ingest_specs", meta,
+    sa.Column("datasource", sa.String(200), primary_key=True),
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("fingerprint", sa.String(64), nullable=False),
+    sa.Column("spec", Json, nullable=False),  # redacted: secret references only, never secret values
+    sa.Column("source", sa.Text),
+    sa.Column("created_at", Timestamp, nullable=False),
+)
+
+offsets = sa.Table(
+    "ingest_offsets", meta,
+    sa.Column("datasource", sa.String(200), primary_key=True),
+    sa.Column("topic", sa.String(255), primary_key=True),
+    sa.Column("partition", sa.Integer, primary_key=True),
+    sa.Column("offset", sa.BigInteger, nullable=False),
+    sa.Column("run_id", sa.String(250)),  # the run (or operator action) that set it
+    sa.Column("updated_at", Timestamp, nullable=False),
+)
+
+segments = sa.Table(
+    "ingest_segments", meta,
+    sa.Column("id", sa.String(512), primary_key=True),
+    sa.Column("datasource", sa.String(200), nullable=False),
+    sa.Column("interval_start", Timestamp, nullable=False),
+    sa.Column("interval_end", Timestamp, nullable=False),
+    sa.Column("version", sa.String(40), nullable=False),
+    sa.Column("partition_num", sa.Integer, nullable=False),
+    sa.Column("location", sa.Text, nullable=False),
+    sa.Column("num_rows", sa.BigInteger, nullable=False),
+    sa.Column("size_bytes", sa.BigInteger, nullable=False),
+    sa.Column("used", sa.Boolean, nullable=False, server_default=sa.true()),
+    sa.Column("run_id", sa.String(250), nullable=False),
+    sa.Column("group_id", sa.Integer, nullable=False),
+    sa.Column("start_offsets", Json, nullable=False),
+    sa.Column("end_offsets", Json, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("payload", Json, nullable=False),
+    sa.UniqueConstraint("datasource", "interval_start", "interval_end", "version", "partition_num",
+                        name="uq_ingest_segments_slot"),
+)
+sa.Index("ix_ingest_segments_ds_interval", segments.c.datasource, segments.c.interval_start, segments.c.interval_end)
+
+
+# Offset ranges each publish made visible, per partition ("claims"). A backfill, which neither continues from
+# nor moves the committed offsets, may publish only offsets nobody published, and the main line may not publish
+# what a backfill did. The main line's runs extend their previous range (one row per stretch). Operator actions
+# that move the main line's offsets release the claims at and above the new offsets.
+published_ranges = sa.Table(
+    "ingest_published_ranges", meta,
+    sa.Column("datasource", sa.String(200), primary_key=True),
+    sa.Column("topic", sa.String(255), primary_key=True),
+    sa.Column("partition", sa.Integer, primary_key=True),
+    sa.Column("start_offset", sa.BigInteger, primary_key=True),
+    sa.Column("end_offset", sa.BigInteger, nullable=False),
+    sa.Column("run_id", sa.String(250), nullable=False),
+    sa.Column("backfill", sa.Boolean, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+)
+
+
+runs = sa.Table(
+    "ingest_runs", meta,
+    sa.Column("datasource", sa.String(200), primary_key=True),
+    sa.Column("run_id", sa.String(250), primary_key=True),
+    sa.Column("seq", sa.BigInteger, nullable=False),  # planning order within the datasource
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("plan", Json, nullable=False),
+    sa.Column("records", sa.BigInteger, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+    sa.Column("published_at", Timestamp),
+    sa.Column("superseded_by", sa.String(250)),
+    sa.Column("error", sa.Text),
+    # v3: completionTimeout bounds a run in flight, from when its jobs started (until then, from planning)
+    sa.Column("running_since", Timestamp),
+    sa.Column("deadline_at", Timestamp),
+    sa.Column("expired_at", Timestamp),  # it outlived its deadline: FAILED for good
+    sa.UniqueConstraint("datasource", "seq", name="uq_ingest_runs_seq"),
+)
+
+task_groups = sa.Table(
+    "ingest_task_groups", meta,
+    sa.Column("datasource", sa.String(200), primary_key=True),
+    sa.Column("run_id", sa.String(250), primary_key=True),
+    sa.Column("group_id", sa.Integer, primary_key=True),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("records", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+)
+
+task_reports = sa.Table(
+    "ingest_task_reports", meta,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("datasource", sa.String(200), nullable=False),
+    sa.Column("run_id", sa.String(250), nullable=False),
+    sa.Column("group_id", sa.Integer, nullable=False),
+    sa.Column("replica", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("report", Json, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+)
+sa.Index("ix_ingest_task_reports_run", task_reports.c.datasource, task_reports.c.run_id)
+
+audit_log = sa.Table(
+    "ingest_audit_log", meta,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("datasource", sa.String(200), nullable=False),
+    sa.Column("action", sa.String(60), nullable=False),
+    sa.Column("actor", sa.String(200), nullable=False),
+    sa.Column("details", Json, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+)
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def as_utc(value: datetime | None) -> datetime | None:
+    """SQLite returns naive date-times; everything here is UTC."""
+    if value is None:
+        return None
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def _create_schema_v1(conn: Connection) -> None:
+    meta.create_all(conn, checkfirst=True)
+
+
+def _add_published_ranges(conn: Connection) -> None:
+    """v2: the claimed offset ranges. Backfills published before claims existed claim their ranges here (whole,
+    as they publish; of two that overlap, the first published keeps its claim). The main line's claims start with
+    its next publish: its history may hold operator rewinds, which released what it had published."""
+    published_ranges.create(conn, checkfirst=True)
+    claims: dict[str, list[PublishedRange]] = {}
+    for datasource, run_id, plan_json in conn.execute(sa.select(runs.c.datasource, runs.c.run_id, runs.c.plan)
+                                                      .where(runs.c.status == RunStatus.PUBLISHED.value)
+                                                      .order_by(runs.c.published_at)):
+        plan = Plan.from_json(plan_json)
+        ranges = [p.range for p in plan.partitions if p.size]
+        mine = claims.setdefault(datasource, [])
+        if plan.is_backfill and find_overlap(ranges, mine) is None:
+            mine.extend(PublishedRange(r.tp, r.start, r.end, run_id, True) for r in ranges)
+    rows = [{"datasource": ds, "topic": c.tp.topic, "partition": c.tp.partition, "start_offset": c.start,
+             "end_offset": c.end, "run_id": c.run_id, "backfill": True, "updated_at": utcnow()}
+            for ds, mine in claims.items() for c in mine]
+    if rows:
+        conn.execute(published_ranges.insert(), rows)
+
+
+def _add_run_deadlines(conn: Connection) -> None:
+    """v3: runs record when their jobs started, their deadline and when they expired. (v1's step creates today's
+    tables, so a store created at this release has the columns already.)"""
+    have = {c["name"] for c in sa.inspect(conn).get_columns(runs.name)}
+    for column in (runs.c.running_since, runs.c.deadline_at, runs.c.expired_at):
+        if column.name not in have:
+            conn.execute(sa.text(f"ALTER TABLE {runs.name} ADD COLUMN {column.name} "
+                                 f"{column.type.compile(dialect=conn.dialect)}"))
+
+
+# Ordered schema steps; a new release appends (version, step). Each runs once (`migrate`).
+MIGRATIONS: list[tuple[int, Any]] = [(1, _create_schema_v1), (2, _add_published_ranges), (3, _add_run_deadlines)]
+
+
+def installed_version(conn: Connection) -> int:
+    """The schema version of the store behind `conn` (0: none yet)."""
+    if not sa.inspect(conn).has_table(schema_version.name):
+        return 0
+    return int(conn.execute(sa.select(sa.func.max(schema_version.c.version))).scalar() or 0)
+
+
+def migrate(conn: Connection) -> list[int]:
+    """Create or upgrade the schema to SCHEMA_VERSION inside the caller's transaction. Returns the versions
+    applied."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(74201)"))  # one upgrader at a time
+    schema_version.create(conn, checkfirst=True)
+    current = installed_version(conn)
+    applied = []
+    for version, step in MIGRATIONS:
+        if version > current:
+            step(conn)
+            conn.execute(schema_version.insert().values(id=version, version=version, upgraded_at=utcnow()))
+            applied.append(version)
+    return applied

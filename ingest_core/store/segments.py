@@ -1,0 +1,40 @@
+"""The segment records of a datasource: every segment a publish made visible, where its file is, its rows and
+the offset ranges it came from. Only a publish inserts them (`publisher`)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import sqlalchemy as sa
+
+from ingest_core.store.database import Database
+from ingest_core.store.records import SegmentRecord
+from ingest_core.store.schema import as_utc, segments
+
+
+class SegmentRecords:
+    def __init__(self, db: Database):
+        self.db = db
+
+    def of(self, name: str, *, used_only: bool = True, run_id: str | None = None) -> list[SegmentRecord]:
+        """By interval, version and partition number; `run_id`: only the segments that run published."""
+        query = sa.select(segments).where(segments.c.datasource == name)
+        if used_only:
+            query = query.where(segments.c.used == sa.true())
+        if run_id is not None:
+            query = query.where(segments.c.run_id == run_id)
+        with self.db.session() as conn:
+            rows = conn.execute(query.order_by(segments.c.interval_start, segments.c.version,
+                                               segments.c.partition_num)).mappings().all()
+        return [_segment_record(r) for r in rows]
+
+
+def _segment_record(row: Mapping[str, Any]) -> SegmentRecord:
+    return SegmentRecord(
+        id=row["id"], datasource=row["datasource"], interval_start=as_utc(row["interval_start"]),
+        interval_end=as_utc(row["interval_end"]), version=row["version"], partition_num=int(row["partition_num"]),
+        location=row["location"], num_rows=int(row["num_rows"]), size_bytes=int(row["size_bytes"]),
+        used=bool(row["used"]), run_id=row["run_id"], group_id=int(row["group_id"]),
+        start_offsets=row["start_offsets"], end_offsets=row["end_offsets"], created_at=as_utc(row["created_at"]),
+        payload=row["payload"],
+    )
