@@ -35,8 +35,10 @@ from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor import buckets, deep_storage
 from ingest_core.executor.report import (
     GroupReport,
+    GroupState,
     ParseExceptionLimitError,
     SplitReport,
+    StagedSegment,
     limit_exceeded_message,
 )
 from ingest_core.executor.rollup import (
@@ -142,7 +144,7 @@ def run_group(spark: Any, job: GroupJob, stall_timeout_s: float = 60.0) -> Group
             report = _ingest(spark, job, stall_timeout_s)
     except Exception as exc:
         error = _job_error(exc)
-        report.state = "FAILED"
+        report.state = GroupState.FAILED
         report.error = str(error)
         report.seconds = time.monotonic() - started
         deep_storage.write_json(deep_storage.join(job.attempt_uri, "report.json"), report.to_json())
@@ -265,15 +267,10 @@ def _expand_discovered(rolled: Any, dims: list[str]) -> tuple[Any, list[str]]:
     return expanded, names
 
 
-def describe_segments(job: GroupJob, dims: list[str], metrics: list[str]) -> list[dict[str, Any]]:
+def describe_segments(job: GroupJob, dims: list[str], metrics: list[str]) -> list[StagedSegment]:
     """Each written segment's metadata, read from its Parquet footer."""
-    from ingest_core.core.offsets import offsets_to_json
-    from ingest_core.core.periods import format_datetime
-
     gran = job.spec.data_schema.granularity_spec.segment_granularity
-    group = job.group
-    ranges = {"start": offsets_to_json({p.tp: p.start for p in group.partitions}),
-              "end": offsets_to_json({p.tp: p.end for p in group.partitions})}
+    ranges = tuple(sorted(p.range for p in job.group.partitions))
     fs, _ = deep_storage.filesystem(job.attempt_uri)
     out = []
     shards: dict[str, int] = {}
@@ -285,20 +282,14 @@ def describe_segments(job: GroupJob, dims: list[str], metrics: list[str]) -> lis
         with fs.open_input_file(info.path) as f:
             meta = pq.ParquetFile(f).metadata
         tmin, tmax = _time_range(meta)
-        out.append({
-            "interval": [format_datetime(interval_start), format_datetime(interval_end)],
-            "shard": shard, "location": deep_storage.to_uri(job.attempt_uri, info.path),
-            "rows": meta.num_rows, "bytes": info.size,
-            "minTime": tmin, "maxTime": tmax,
-            "columns": [meta.schema.column(i).name for i in range(meta.num_columns)],
-            "dimensions": dims, "metrics": metrics, "offsets": ranges,
-        })
-    return sorted(out, key=lambda s: (s["interval"][0], s["shard"]))
+        out.append(StagedSegment(
+            interval_start, interval_end, shard, deep_storage.to_uri(job.attempt_uri, info.path),
+            meta.num_rows, info.size, tmin, tmax,
+            tuple(meta.schema.column(i).name for i in range(meta.num_columns)), tuple(dims), tuple(metrics), ranges))
+    return sorted(out, key=lambda s: (s.interval_start, s.shard))
 
 
-def _time_range(meta: Any) -> tuple[str | None, str | None]:
-    from ingest_core.core.periods import format_datetime
-
+def _time_range(meta: Any) -> tuple[datetime | None, datetime | None]:
     idx = next(i for i in range(meta.num_columns) if meta.schema.column(i).name == TIME)
     lows, highs = [], []
     for rg in range(meta.num_row_groups):
@@ -306,9 +297,10 @@ def _time_range(meta: Any) -> tuple[str | None, str | None]:
         if stats is not None and stats.has_min_max:
             lows.append(stats.min)
             highs.append(stats.max)
-    def fmt(v: datetime) -> str:
-        return format_datetime(v if v.tzinfo else v.replace(tzinfo=timezone.utc))
-    return (fmt(min(lows)) if lows else None), (fmt(max(highs)) if highs else None)
+    def utc(v: datetime) -> datetime:  # millisecond precision, as the report keeps it
+        v = v if v.tzinfo else v.replace(tzinfo=timezone.utc)
+        return v.replace(microsecond=v.microsecond // 1000 * 1000)
+    return (utc(min(lows)) if lows else None), (utc(max(highs)) if highs else None)
 
 
 # ------------------------------------------------------------------------------------------------ entry point

@@ -29,6 +29,7 @@ from ingest_core.core.settings import Settings
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.core.states import Event
 from ingest_core.executor import deep_storage
+from ingest_core.executor.report import AttemptReport, GroupReport, successful_attempts
 from ingest_core.kafka.consumer_group import mirror_offsets
 from ingest_core.store.metadata import MetadataStore, RunRecord, RunStatus, utcnow
 from ingest_core.store.publisher import GroupResult, Publisher
@@ -161,19 +162,6 @@ def stage_spec(spec: DatasourceSpec, folder: str) -> list[str]:
     return ["--spec", uri, *(["--secrets-from", spec.source] if spec.has_literal_secrets else [])]
 
 
-@dataclass(frozen=True)
-class AttemptReport:
-    """The report one job attempt of a group's replica left."""
-
-    replica: int
-    attempt: str
-    report: dict
-
-    @property
-    def succeeded(self) -> bool:
-        return self.report.get("state") == "SUCCESS"
-
-
 def group_reports(spec: DatasourceSpec, run_id: str, group_id: int) -> list[AttemptReport]:
     """The reports the attempts of a group's replicas left."""
     out = []
@@ -184,17 +172,17 @@ def group_reports(spec: DatasourceSpec, run_id: str, group_id: int) -> list[Atte
             report = _read_report(deep_storage.join(uri, "report.json"), f"the report of task group {group_id} "
                                   f"(replica {replica}, attempt {attempt}) of run {run_id}")
             if report is not None:
-                out.append(AttemptReport(replica, attempt, report))
+                out.append(AttemptReport(report, attempt))
     return out
 
 
-def _read_report(uri: str, what: str) -> dict | None:
+def _read_report(uri: str, what: str) -> GroupReport | None:
     """A report, or None when there is none (its job failed before writing it). Any other error is a storage
     fault: retried, then raised, so the publish task fails and Airflow retries it; taking it for "no report"
     would mark a group that succeeded as failed."""
     for attempt in range(1, REPORT_READ_ATTEMPTS + 1):
         try:
-            return deep_storage.read_json(uri)
+            text = deep_storage.read_text(uri)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -203,16 +191,9 @@ def _read_report(uri: str, what: str) -> dict | None:
                                   "published (the publish task fails and is retried)") from exc
             log.warning("reading %s at %s failed (%s): retrying", what, uri, exc)
             time.sleep(REPORT_READ_RETRY_S)
+        else:
+            return GroupReport.loads(text, f"{what} at {uri}")
     return None  # pragma: no cover - the loop returns or raises
-
-
-def successful_attempts(reports: list[AttemptReport]) -> list[AttemptReport]:
-    """One successful attempt per replica (its first), lowest replica first: the first is the one to publish.
-    Deterministic, so a retried publish picks the same attempt."""
-    first: dict[int, AttemptReport] = {}
-    for r in sorted((r for r in reports if r.succeeded), key=lambda r: (r.replica, r.attempt)):
-        first.setdefault(r.replica, r)
-    return list(first.values())
 
 
 def publish_task(spec: DatasourceSpec, run: RunContext) -> dict[str, Any]:
@@ -233,15 +214,15 @@ def publish_task(spec: DatasourceSpec, run: RunContext) -> dict[str, Any]:
             failed.append(group.group_id)
             continue
         results.append(GroupResult.from_report(chosen[0].report))
-        kept.extend((group.group_id, r) for r in chosen)
+        kept.extend(r.report for r in chosen)
     try:
         result = publish_in_order(Publisher(metadata), spec.datasource, run.run_id, results,
                                   timeout_s=spec.io_config.completion_timeout.to_timedelta().total_seconds())
     except RunExpiredError as exc:  # final: a retry would be refused again
         raise AirflowFailException(str(exc)) from None
     if not result.already_published:  # a re-run of a published run keeps the reports it has
-        for group_id, r in kept:
-            metadata.add_task_report(spec.datasource, run.run_id, group_id, r.report, replica=r.replica)
+        for report in kept:
+            metadata.add_task_report(report)
     metadata.set_state(spec.datasource, Event.PUBLISHED_NOTHING if record.plan.is_empty else Event.PUBLISHED)
     summary = {"runId": run.run_id, "alreadyPublished": result.already_published, "rows": result.rows,
                "segments": list(result.segment_ids), "publishedGroups": list(result.published_groups),
