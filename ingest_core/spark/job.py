@@ -29,6 +29,7 @@ from typing import Any, Collection
 
 import pyarrow.parquet as pq
 
+from ingest_core.core.defaults import PROGRESS_INTERVAL_S, STALL_TIMEOUT_S
 from ingest_core.core.errors import IngestError
 from ingest_core.core.planner import Plan, TaskGroup
 from ingest_core.core.spec import DatasourceSpec
@@ -84,7 +85,7 @@ class GroupJob:
     group_id: int
     replica: int
     output_uri: str  # the replica's folder; this attempt writes under it, in a folder of its own
-    progress_interval_s: float = 2.0  # how often each split reports how far it got
+    progress_interval_s: float = PROGRESS_INTERVAL_S
     # new per attempt: the plan's job arguments are shared by every retry of a task
     attempt: str = field(default_factory=deep_storage.new_attempt_id)
 
@@ -133,7 +134,7 @@ def submitted_conf() -> set[str]:
     return {key for key, _ in SparkConf().getAll()}
 
 
-def run_group(spark: Any, job: GroupJob, stall_timeout_s: float = 60.0) -> GroupReport:
+def run_group(spark: Any, job: GroupJob, stall_timeout_s: float = STALL_TIMEOUT_S) -> GroupReport:
     """Run one task group; returns its report (state SUCCESS) or raises, after writing a FAILED report."""
     spec, group = job.spec, job.group
     started = time.monotonic()
@@ -194,11 +195,10 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
         batch_records=spec.tuning_config.max_records_per_poll or ReadJob.batch_records,
         progress_interval_s=job.progress_interval_s)
     register_source(spark)
-    props = dict(kafka.properties)
-    props.setdefault("isolation.level", spec.io_config.isolation_level)
     rows = (spark.read.format(KafkaRangeDataSource.name())
             .option("job", read_job.dumps())
-            .option("secret.consumer.properties", json.dumps(props))
+            # the splits' consumers add the defaults (isolation.level, ...): KafkaClientConfig.consumer
+            .option("secret.consumer.properties", json.dumps(dict(kafka.properties)))
             .load())
     try:
         rolled, dims, metrics = rollup(rows, spec)
@@ -328,7 +328,7 @@ def argument_parser() -> argparse.ArgumentParser:
     ap.add_argument("--output", help="where to stage segments and the report (default: deep storage layout)")
     ap.add_argument("--secrets-from", help="the spec file SPEC was staged from: its literal consumerProperties "
                                            "secrets (redacted in SPEC) are read there")
-    ap.add_argument("--stall-timeout", type=float, default=60.0,
+    ap.add_argument("--stall-timeout", type=float, default=STALL_TIMEOUT_S,
                     help="seconds without progress before a split fails (unreachable broker)")
     return ap
 
@@ -336,8 +336,6 @@ def argument_parser() -> argparse.ArgumentParser:
 def load_job(args: argparse.Namespace) -> GroupJob:
     """The group job the arguments name, read from deep storage; `BadJobInput` when they name none. The
     spark-submit entry point and the Spark Connect runner (`ingest_core.spark.connect`) share it."""
-    from ingest_core.core.settings import Settings
-
     try:
         spec = load_job_spec(args.spec, args.secrets_from)
         plan = Plan.from_json(deep_storage.read_json(args.plan))
@@ -346,8 +344,7 @@ def load_job(args: argparse.Namespace) -> GroupJob:
         raise BadJobInput(str(exc)) from None
     if plan.datasource != spec.datasource:
         raise BadJobInput(f"the plan is for {plan.datasource!r}, the spec for {spec.datasource!r}")
-    base = spec.microbatch.deep_storage.uri or Settings.from_env().deep_storage
-    output = args.output or deep_storage.group_uri(base, spec.datasource, plan.run_id, args.group, args.replica)
+    output = args.output or deep_storage.group_uri(deep_storage.base_for(spec), spec.datasource, plan.run_id, args.group, args.replica)
     return GroupJob(spec, plan, args.group, args.replica, output)
 
 
