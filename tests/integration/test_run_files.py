@@ -17,8 +17,8 @@ from ingest_core.executor.report import (
     ReportFormatError,
     RowStats,
 )
-from ingest_core.provider.operators import microbatch as operators
-from ingest_core.provider.operators.microbatch import group_reports
+from ingest_core.provider.operators import publish
+from ingest_core.provider.operators.publish import group_reports
 
 
 def _report_uri(spec, run_id: str, group_id: int, replica: int = 0) -> str:
@@ -27,7 +27,7 @@ def _report_uri(spec, run_id: str, group_id: int, replica: int = 0) -> str:
 
 
 def test_a_storage_fault_reading_a_report_is_retried_then_fails_loudly_never_a_failed_group(tmp_path, monkeypatch):
-    monkeypatch.setattr(operators, "REPORT_READ_RETRY_S", 0.05, raising=False)  # retry fast
+    monkeypatch.setattr(publish, "REPORT_READ_RETRY_S", 0.05)  # retry fast
     spec = make_spec("127.0.0.1:1", topic="t", replicas=2,
                      microbatch={"deepStorage": {"uri": (tmp_path / "deep").as_uri()}})
     good = GroupReport(spec.datasource, "r1", 0, 0, GroupState.SUCCESS, RowStats(), [], [])
@@ -47,7 +47,7 @@ def test_a_storage_fault_reading_a_report_is_retried_then_fails_loudly_never_a_f
     # a transient fault: the read succeeds on a retry (the link swapped atomically to the report)
     deep_storage.write_json((tmp_path / "report.json").as_uri(), good.to_json())
     (tmp_path / "healed").symlink_to(tmp_path / "report.json")
-    monkeypatch.setattr(operators, "REPORT_READ_ATTEMPTS", 40, raising=False)
+    monkeypatch.setattr(publish, "REPORT_READ_ATTEMPTS", 40)
     timer = threading.Timer(0.2, os.replace, (tmp_path / "healed", path))
     timer.start()
     try:
@@ -78,7 +78,7 @@ def test_a_literal_secret_reaches_the_jobs_consumer_but_is_never_staged_stored_o
 
     from ingest_core.core.spec import load_spec
     from ingest_core.kafka.config import KafkaClientConfig
-    from ingest_core.provider.operators.microbatch import stage_spec
+    from ingest_core.provider.operators.plan import stage_spec
     from ingest_core.spark.job import load_job_spec
     from ingest_core.supervisor.planning import Supervisor
 

@@ -28,11 +28,7 @@ class DataGateSensor(BaseOperator):
         self.spec = spec
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from ingest_core.provider.operators.microbatch import (
-            RunContext,
-            check_active,
-            store,
-        )
+        from ingest_core.provider.operators.run import RunContext, check_active, store
         from ingest_core.supervisor.planning import Supervisor
 
         gate = self.spec.microbatch.data_gate
