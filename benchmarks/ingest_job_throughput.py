@@ -311,12 +311,12 @@ def bench_size(n: int, repeat: int, sides: list[str], bootstrap: str, broker: Em
     def run_job(out: str) -> str:
         report = run_group(spark, GroupJob(spec, plan, group.group_id, 0, out))
         check_report(report, n)
-        return f", {len(report.segments)} segments, {sum(s['rows'] for s in report.segments):,} rows"
+        return f", {len(report.segments)} segments, {sum(s.rows for s in report.segments):,} rows"
 
     def run_jvm_reader(out: str) -> str:
         report = jvm_reader_job(spark, GroupJob(spec, plan, group.group_id, 0, out), bootstrap)
         check_report(report, n)
-        return f", {len(report.segments)} segments, {sum(s['rows'] for s in report.segments):,} rows"
+        return f", {len(report.segments)} segments, {sum(s.rows for s in report.segments):,} rows"
 
     def run_anchor(out: str) -> str:
         anchor_job(spark, spec, bootstrap, kafka_ranges, out)

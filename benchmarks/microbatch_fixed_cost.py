@@ -129,7 +129,7 @@ def _timed(owner, name, step):
 
 def _install_hooks():
     from ingest_core.provider import dag_factory
-    from ingest_core.provider.operators import microbatch as operators
+    from ingest_core.provider.operators.spark_job import IngestSparkSubmitOperator
     from ingest_core.spark import connect as spark_connect
 
     if getattr(dag_factory, "_bench_hooked", False):  # Airflow may run this file twice in one process
@@ -137,7 +137,7 @@ def _install_hooks():
     dag_factory._bench_hooked = True
     for name in ("plan_task", "publish_task", "report_task"):
         _timed(dag_factory, name, name.replace("_task", " body"))
-    _timed(operators.IngestSparkSubmitOperator, "execute", "spark_job body")
+    _timed(IngestSparkSubmitOperator, "execute", "spark_job body")
     _timed(spark_connect, "open_session", "session open (all)")
     _timed(spark_connect, "code_archive", "code archive (hash/zip)")
     _timed(spark_connect, "check_python", "Python-version UDF check")

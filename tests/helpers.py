@@ -89,9 +89,9 @@ def run_and_publish(spark, store, spec: DatasourceSpec, plan, deep_storage_uri: 
         out = deep_storage.group_uri(deep_storage_uri, spec.datasource, plan.run_id, group.group_id)
         reports.append(run_group(spark, GroupJob(spec, plan, group.group_id, 0, out), stall_timeout_s))
     result = Publisher(store).publish(spec.datasource, plan.run_id,
-                                      [GroupResult.from_report(r.to_json()) for r in reports])
+                                      [GroupResult.from_report(r) for r in reports])
     for r in reports:  # as the DAG's publish step keeps them
-        store.add_task_report(spec.datasource, plan.run_id, r.group_id, r.to_json(), replica=r.replica)
+        store.add_task_report(r)
     return reports, result
 
 

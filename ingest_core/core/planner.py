@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Mapping, Sequence
 
+from ingest_core.core.defaults import MAX_RECORDS_PER_SPLIT, MIN_SPLITS_PER_GROUP
 from ingest_core.core.offsets import (
     OffsetRange,
     StartOffset,
@@ -29,6 +30,7 @@ from ingest_core.core.offsets import (
 from ingest_core.core.periods import format_datetime, parse_datetime
 
 MODULO, BALANCED = "modulo", "balanced"
+ASSIGNMENTS = (MODULO, BALANCED)
 FUTURE_TOLERANCE = timedelta(minutes=1)  # producer clocks may run ahead this much: no "future" record yet
 
 
@@ -42,8 +44,8 @@ class PlanRequest:
     task_count: int
     multi_topic: bool = False
     assignment: str = MODULO
-    max_records_per_split: int = 1_000_000
-    min_splits_per_group: int = 1
+    max_records_per_split: int = MAX_RECORDS_PER_SPLIT
+    min_splits_per_group: int = MIN_SPLITS_PER_GROUP
     max_records_per_run: int | None = None
     # Offsets of the first record at or after `end_time`, per partition (None: no record that late yet).
     offsets_at_end_time: Mapping[TopicPartition, int | None] | None = None

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 import yaml
 
+from ingest_core.core import defaults
 from ingest_core.core import secrets as credentials
 from ingest_core.core.binding import (
     MISSING_VALUE,
@@ -37,6 +38,7 @@ from ingest_core.core.binding import (
 from ingest_core.core.errors import SpecError, SpecProblem
 from ingest_core.core.granularity import GRANULARITY_PERIODS, Granularity  # noqa: F401 (re-exported)
 from ingest_core.core.periods import Period
+from ingest_core.core.planner import ASSIGNMENTS, MODULO
 
 # ---------------------------------------------------------------------------------------------- dataSchema
 
@@ -451,13 +453,12 @@ class IOConfig:
         for key in ("enable.auto.commit", "auto.offset.reset"):
             if key in self.consumer_properties:
                 ctx.warn(join(props_path, key), "ignored: offsets are tracked in the metadata store, not by Kafka")
-        iso = self.consumer_properties.get("isolation.level", "read_committed")
-        if iso not in ("read_committed", "read_uncommitted"):
-            ctx.error(join(props_path, "isolation.level"), "must be read_committed or read_uncommitted")
+        if self.isolation_level not in defaults.ISOLATION_LEVELS:
+            ctx.error(join(props_path, "isolation.level"), f"must be {' or '.join(defaults.ISOLATION_LEVELS)}")
 
     @property
     def isolation_level(self) -> str:
-        return str(self.consumer_properties.get("isolation.level", "read_committed"))
+        return str(self.consumer_properties.get("isolation.level", defaults.ISOLATION_LEVEL))
 
 
 # ---------------------------------------------------------------------------------------------- tuningConfig
@@ -571,9 +572,6 @@ class DeepStorage:
     uri: str | None = None
 
 
-ASSIGNMENTS = ("modulo", "balanced")
-
-
 @dataclass(frozen=True)
 class Microbatch:
     """This system's own section: scheduling, planning, Spark and deep storage."""
@@ -584,9 +582,9 @@ class Microbatch:
     max_active_runs: int = 1
     retries: int = 2
     retry_delay: Period = spec_field(default_factory=lambda: Period.parse("PT1M"))
-    assignment: str = "modulo"
-    max_records_per_split: int = 1_000_000
-    min_splits_per_group: int = 1
+    assignment: str = MODULO
+    max_records_per_split: int = defaults.MAX_RECORDS_PER_SPLIT
+    min_splits_per_group: int = defaults.MIN_SPLITS_PER_GROUP
     max_records_per_run: int | None = None
     data_gate: DataGate | None = None
     health: HealthConfig = spec_field(default_factory=HealthConfig)

@@ -1,4 +1,5 @@
-"""Row stats and parse exceptions, per split and merged per task group (seed 004: Task -> TaskGroup -> Job).
+"""Row stats and parse exceptions, per split and merged per task group (seed 004: Task -> TaskGroup -> Job),
+the task group's report with the segments it staged, and which of a group's reports is the published one.
 
 Druid's meanings:
   processed           rows ingested without a parse error
@@ -11,10 +12,19 @@ Parse exceptions (processedWithError + unparseable) count towards `maxParseExcep
 
 from __future__ import annotations
 
+import enum
+import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Iterable, Mapping
 
 from ingest_core.core.errors import IngestError
+from ingest_core.core.offsets import (
+    OffsetRange,
+    offsets_from_json,
+    offsets_to_json,
+)
+from ingest_core.core.periods import format_datetime, parse_datetime
 
 
 class ParseExceptionLimitError(IngestError):
@@ -143,19 +153,74 @@ class GroupProgress:
                 "splitsDone": self.splits_done, "splits": self.splits}
 
 
+class GroupState(str, enum.Enum):
+    SUCCESS = "SUCCESS"
+    FAILED = "FAILED"
+
+
+class ReportFormatError(IngestError):
+    """A file or stored record that does not read as a task group report."""
+
+
+@dataclass(frozen=True)
+class StagedSegment:
+    """A segment (one Parquet file) a job wrote to deep storage: not visible until its run publishes."""
+
+    interval_start: datetime
+    interval_end: datetime
+    shard: int  # the file's number within its interval, in this attempt
+    location: str
+    rows: int
+    bytes: int
+    min_time: datetime | None  # from the file's statistics; None when it holds none
+    max_time: datetime | None
+    columns: tuple[str, ...]
+    dimensions: tuple[str, ...]
+    metrics: tuple[str, ...]
+    offsets: tuple[OffsetRange, ...]  # the task group's ranges: every segment of a group carries all of them
+
+    def to_json(self) -> dict[str, Any]:
+        def time(value: datetime | None) -> str | None:
+            return format_datetime(value) if value is not None else None
+
+        return {
+            "interval": [format_datetime(self.interval_start), format_datetime(self.interval_end)],
+            "shard": self.shard, "location": self.location, "rows": self.rows, "bytes": self.bytes,
+            "minTime": time(self.min_time), "maxTime": time(self.max_time), "columns": list(self.columns),
+            "dimensions": list(self.dimensions), "metrics": list(self.metrics),
+            "offsets": {"start": offsets_to_json({r.tp: r.start for r in self.offsets}),
+                        "end": offsets_to_json({r.tp: r.end for r in self.offsets})},
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "StagedSegment":
+        def time(value: str | None) -> datetime | None:
+            return parse_datetime(value) if value is not None else None
+
+        start, end = offsets_from_json(d["offsets"]["start"]), offsets_from_json(d["offsets"]["end"])
+        if start.keys() != end.keys():
+            raise ValueError(f"segment {d['location']}: its offsets' start and end name different partitions")
+        return cls(parse_datetime(d["interval"][0]), parse_datetime(d["interval"][1]), int(d["shard"]),
+                   d["location"], int(d["rows"]), int(d["bytes"]), time(d.get("minTime")), time(d.get("maxTime")),
+                   tuple(d["columns"]), tuple(d["dimensions"]), tuple(d["metrics"]),
+                   tuple(OffsetRange(tp, start[tp], end[tp]) for tp in sorted(start)))
+
+
 @dataclass
 class GroupReport:
-    """A task group's report: merged row stats, the most recent parse exceptions, and its segments."""
+    """A task group's report: merged row stats, the most recent parse exceptions, and its segments. The Spark
+    job writes it (`report.json` in its attempt folder); the publish reads it; the store keeps the published
+    ones. One JSON form for all three: `to_json` / `from_json`."""
 
     datasource: str
     run_id: str
     group_id: int
     replica: int
-    state: str  # SUCCESS or FAILED
+    state: GroupState
     stats: RowStats
     splits: list[SplitReport]
     saved_exceptions: list[ParseExceptionRecord]
-    segments: list[dict[str, Any]] = field(default_factory=list)
+    segments: list[StagedSegment] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
 
@@ -168,25 +233,81 @@ class GroupReport:
             stats.add(s.stats)
         exceptions = sorted((e for s in ordered for e in s.saved_exceptions),
                             key=lambda e: (e.topic, e.partition, e.offset))
-        return cls(datasource, run_id, group_id, replica, "SUCCESS", stats, ordered,
+        return cls(datasource, run_id, group_id, replica, GroupState.SUCCESS, stats, ordered,
                    exceptions[-max_saved:] if max_saved else [])
 
     @property
     def records(self) -> int:
         return sum(s.records for s in self.splits)
 
+    @property
+    def succeeded(self) -> bool:
+        return self.state is GroupState.SUCCESS
+
     def to_json(self) -> dict[str, Any]:
         return {
             "datasource": self.datasource, "runId": self.run_id, "groupId": self.group_id, "replica": self.replica,
-            "state": self.state, "error": self.error, "seconds": round(self.seconds, 3), "records": self.records,
-            "rowStats": self.stats.to_json(), "unparseableEvents": [e.to_json() for e in self.saved_exceptions],
-            "segments": self.segments, "splits": [s.to_json() for s in self.splits],
+            "state": self.state.value, "error": self.error, "seconds": round(self.seconds, 3),
+            "records": self.records, "rowStats": self.stats.to_json(),
+            "unparseableEvents": [e.to_json() for e in self.saved_exceptions],
+            "segments": [s.to_json() for s in self.segments], "splits": [s.to_json() for s in self.splits],
         }
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "GroupReport":
-        return cls(d["datasource"], d["runId"], int(d["groupId"]), int(d.get("replica", 0)), d["state"],
-                   RowStats.from_json(d["rowStats"]), [SplitReport.from_json(s) for s in d.get("splits", [])],
-                   [ParseExceptionRecord.from_json(e) for e in d.get("unparseableEvents", [])],
-                   list(d.get("segments", [])), d.get("error"), float(d.get("seconds", 0.0)))
+    def from_json(cls, d: Any, source: str) -> "GroupReport":
+        """`source` says where `d` came from (a file's URI, a stored record), for the error when it is not a
+        report. `records` is derived from the splits, not read."""
+        try:
+            return cls(d["datasource"], d["runId"], int(d["groupId"]), int(d.get("replica", 0)),
+                       GroupState(d["state"]), RowStats.from_json(d["rowStats"]),
+                       [SplitReport.from_json(s) for s in d.get("splits", [])],
+                       [ParseExceptionRecord.from_json(e) for e in d.get("unparseableEvents", [])],
+                       [StagedSegment.from_json(s) for s in d.get("segments", [])], d.get("error"),
+                       float(d.get("seconds", 0.0)))
+        except KeyError as exc:
+            raise _malformed(source, f"it has no {exc.args[0]!r}") from None
+        except (TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise _malformed(source, str(exc)) from None
 
+    @classmethod
+    def loads(cls, text: str, source: str) -> "GroupReport":
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise _malformed(source, f"not JSON: {exc}") from None
+        return cls.from_json(data, source)
+
+
+def _malformed(source: str, problem: str) -> ReportFormatError:
+    return ReportFormatError(
+        f"{source} is not a task group report as the Spark job writes it ({problem}). Nothing was read from it; "
+        "re-running the task group's Spark job (clear its spark_job task) writes a new one.")
+
+
+@dataclass(frozen=True)
+class AttemptReport:
+    """The report one job attempt of a task group's replica left. `attempt` (its folder's id) orders the
+    attempts of a replica by when they started; a report kept in the store has none ("")."""
+
+    report: GroupReport
+    attempt: str = ""
+
+    @property
+    def replica(self) -> int:
+        return self.report.replica
+
+
+def successful_attempts(attempts: Iterable[AttemptReport]) -> list[AttemptReport]:
+    """One successful attempt per replica (its earliest), lowest replica first. The first is the group's
+    published one: the earliest successful attempt of its lowest successful replica. Deterministic, so a
+    retried publish picks the same attempt, and row stats count the replica that was published."""
+    first: dict[int, AttemptReport] = {}
+    for a in sorted((a for a in attempts if a.report.succeeded), key=lambda a: (a.replica, a.attempt)):
+        first.setdefault(a.replica, a)
+    return list(first.values())
+
+
+def published_attempt(attempts: Iterable[AttemptReport]) -> AttemptReport | None:
+    """The attempt a task group publishes (see `successful_attempts`); None when none succeeded."""
+    chosen = successful_attempts(attempts)
+    return chosen[0] if chosen else None

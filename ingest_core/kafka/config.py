@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ingest_core.core import secrets
+from ingest_core.core.defaults import CONSUMER_GROUP_ID, ISOLATION_LEVEL
 from ingest_core.kafka.secrets import resolve_properties, secret_values
 
 # Consumer-only settings: harmless to a consumer, noise (warnings) to an admin client.
@@ -38,9 +39,9 @@ class KafkaClientConfig:
         return conf
 
     def consumer(self, **overrides: Any) -> dict[str, Any]:
-        conf: dict[str, Any] = {"group.id": "kafka-microbatch-ingest", "enable.auto.commit": False,
+        conf: dict[str, Any] = {"group.id": CONSUMER_GROUP_ID, "enable.auto.commit": False,
                                 "enable.auto.offset.store": False, "auto.offset.reset": "error",
-                                "isolation.level": "read_committed"}
+                                "isolation.level": ISOLATION_LEVEL}
         conf.update(self.properties)
         # Offsets live in the metadata store; never let Kafka's group offsets or auto-reset move a range.
         conf.update({"enable.auto.commit": False, "auto.offset.reset": "error"})

@@ -20,6 +20,7 @@ from typing import Iterable
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from ingest_core.core.defaults import ISOLATION_LEVEL
 from ingest_core.core.errors import BrokerUnavailableError, TopicNotFoundError
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.kafka.config import KafkaClientConfig
@@ -34,7 +35,7 @@ _LEADER_MOVING = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVA
 class KafkaOffsetReader:
     max_partitions_per_request = 1000  # see _query_once
 
-    def __init__(self, config: KafkaClientConfig, *, isolation_level: str = "read_committed",
+    def __init__(self, config: KafkaClientConfig, *, isolation_level: str = ISOLATION_LEVEL,
                  timeout_s: float = 15.0):
         self.config = config
         self.timeout_s = timeout_s

@@ -16,13 +16,13 @@ from airflow.sdk import DAG, Asset, task
 from ingest_core.core.errors import SpecError, SpecProblem
 from ingest_core.core.periods import Period
 from ingest_core.core.spec import DatasourceSpec, find_spec_files, load_spec
-from ingest_core.provider.operators.microbatch import (
+from ingest_core.provider.operators.plan import plan_task
+from ingest_core.provider.operators.publish import publish_task
+from ingest_core.provider.operators.report import report_task
+from ingest_core.provider.operators.run import RunContext
+from ingest_core.provider.operators.spark_job import (
     JOB_SCRIPT,
     IngestSparkSubmitOperator,
-    RunContext,
-    plan_task,
-    publish_task,
-    report_task,
 )
 from ingest_core.provider.sensors.data_gate import DataGateSensor
 

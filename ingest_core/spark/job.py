@@ -29,14 +29,17 @@ from typing import Any, Collection
 
 import pyarrow.parquet as pq
 
+from ingest_core.core.defaults import PROGRESS_INTERVAL_S, STALL_TIMEOUT_S
 from ingest_core.core.errors import IngestError
 from ingest_core.core.planner import Plan, TaskGroup
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor import buckets, deep_storage
 from ingest_core.executor.report import (
     GroupReport,
+    GroupState,
     ParseExceptionLimitError,
     SplitReport,
+    StagedSegment,
     limit_exceeded_message,
 )
 from ingest_core.executor.rollup import (
@@ -82,7 +85,7 @@ class GroupJob:
     group_id: int
     replica: int
     output_uri: str  # the replica's folder; this attempt writes under it, in a folder of its own
-    progress_interval_s: float = 2.0  # how often each split reports how far it got
+    progress_interval_s: float = PROGRESS_INTERVAL_S
     # new per attempt: the plan's job arguments are shared by every retry of a task
     attempt: str = field(default_factory=deep_storage.new_attempt_id)
 
@@ -131,7 +134,7 @@ def submitted_conf() -> set[str]:
     return {key for key, _ in SparkConf().getAll()}
 
 
-def run_group(spark: Any, job: GroupJob, stall_timeout_s: float = 60.0) -> GroupReport:
+def run_group(spark: Any, job: GroupJob, stall_timeout_s: float = STALL_TIMEOUT_S) -> GroupReport:
     """Run one task group; returns its report (state SUCCESS) or raises, after writing a FAILED report."""
     spec, group = job.spec, job.group
     started = time.monotonic()
@@ -142,7 +145,7 @@ def run_group(spark: Any, job: GroupJob, stall_timeout_s: float = 60.0) -> Group
             report = _ingest(spark, job, stall_timeout_s)
     except Exception as exc:
         error = _job_error(exc)
-        report.state = "FAILED"
+        report.state = GroupState.FAILED
         report.error = str(error)
         report.seconds = time.monotonic() - started
         deep_storage.write_json(deep_storage.join(job.attempt_uri, "report.json"), report.to_json())
@@ -192,11 +195,10 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
         batch_records=spec.tuning_config.max_records_per_poll or ReadJob.batch_records,
         progress_interval_s=job.progress_interval_s)
     register_source(spark)
-    props = dict(kafka.properties)
-    props.setdefault("isolation.level", spec.io_config.isolation_level)
     rows = (spark.read.format(KafkaRangeDataSource.name())
             .option("job", read_job.dumps())
-            .option("secret.consumer.properties", json.dumps(props))
+            # the splits' consumers add the defaults (isolation.level, ...): KafkaClientConfig.consumer
+            .option("secret.consumer.properties", json.dumps(dict(kafka.properties)))
             .load())
     try:
         rolled, dims, metrics = rollup(rows, spec)
@@ -265,15 +267,10 @@ def _expand_discovered(rolled: Any, dims: list[str]) -> tuple[Any, list[str]]:
     return expanded, names
 
 
-def describe_segments(job: GroupJob, dims: list[str], metrics: list[str]) -> list[dict[str, Any]]:
+def describe_segments(job: GroupJob, dims: list[str], metrics: list[str]) -> list[StagedSegment]:
     """Each written segment's metadata, read from its Parquet footer."""
-    from ingest_core.core.offsets import offsets_to_json
-    from ingest_core.core.periods import format_datetime
-
     gran = job.spec.data_schema.granularity_spec.segment_granularity
-    group = job.group
-    ranges = {"start": offsets_to_json({p.tp: p.start for p in group.partitions}),
-              "end": offsets_to_json({p.tp: p.end for p in group.partitions})}
+    ranges = tuple(sorted(p.range for p in job.group.partitions))
     fs, _ = deep_storage.filesystem(job.attempt_uri)
     out = []
     shards: dict[str, int] = {}
@@ -285,20 +282,14 @@ def describe_segments(job: GroupJob, dims: list[str], metrics: list[str]) -> lis
         with fs.open_input_file(info.path) as f:
             meta = pq.ParquetFile(f).metadata
         tmin, tmax = _time_range(meta)
-        out.append({
-            "interval": [format_datetime(interval_start), format_datetime(interval_end)],
-            "shard": shard, "location": deep_storage.to_uri(job.attempt_uri, info.path),
-            "rows": meta.num_rows, "bytes": info.size,
-            "minTime": tmin, "maxTime": tmax,
-            "columns": [meta.schema.column(i).name for i in range(meta.num_columns)],
-            "dimensions": dims, "metrics": metrics, "offsets": ranges,
-        })
-    return sorted(out, key=lambda s: (s["interval"][0], s["shard"]))
+        out.append(StagedSegment(
+            interval_start, interval_end, shard, deep_storage.to_uri(job.attempt_uri, info.path),
+            meta.num_rows, info.size, tmin, tmax,
+            tuple(meta.schema.column(i).name for i in range(meta.num_columns)), tuple(dims), tuple(metrics), ranges))
+    return sorted(out, key=lambda s: (s.interval_start, s.shard))
 
 
-def _time_range(meta: Any) -> tuple[str | None, str | None]:
-    from ingest_core.core.periods import format_datetime
-
+def _time_range(meta: Any) -> tuple[datetime | None, datetime | None]:
     idx = next(i for i in range(meta.num_columns) if meta.schema.column(i).name == TIME)
     lows, highs = [], []
     for rg in range(meta.num_row_groups):
@@ -306,9 +297,10 @@ def _time_range(meta: Any) -> tuple[str | None, str | None]:
         if stats is not None and stats.has_min_max:
             lows.append(stats.min)
             highs.append(stats.max)
-    def fmt(v: datetime) -> str:
-        return format_datetime(v if v.tzinfo else v.replace(tzinfo=timezone.utc))
-    return (fmt(min(lows)) if lows else None), (fmt(max(highs)) if highs else None)
+    def utc(v: datetime) -> datetime:  # millisecond precision, as the report keeps it
+        v = v if v.tzinfo else v.replace(tzinfo=timezone.utc)
+        return v.replace(microsecond=v.microsecond // 1000 * 1000)
+    return (utc(min(lows)) if lows else None), (utc(max(highs)) if highs else None)
 
 
 # ------------------------------------------------------------------------------------------------ entry point
@@ -336,7 +328,7 @@ def argument_parser() -> argparse.ArgumentParser:
     ap.add_argument("--output", help="where to stage segments and the report (default: deep storage layout)")
     ap.add_argument("--secrets-from", help="the spec file SPEC was staged from: its literal consumerProperties "
                                            "secrets (redacted in SPEC) are read there")
-    ap.add_argument("--stall-timeout", type=float, default=60.0,
+    ap.add_argument("--stall-timeout", type=float, default=STALL_TIMEOUT_S,
                     help="seconds without progress before a split fails (unreachable broker)")
     return ap
 
@@ -344,8 +336,6 @@ def argument_parser() -> argparse.ArgumentParser:
 def load_job(args: argparse.Namespace) -> GroupJob:
     """The group job the arguments name, read from deep storage; `BadJobInput` when they name none. The
     spark-submit entry point and the Spark Connect runner (`ingest_core.spark.connect`) share it."""
-    from ingest_core.core.settings import Settings
-
     try:
         spec = load_job_spec(args.spec, args.secrets_from)
         plan = Plan.from_json(deep_storage.read_json(args.plan))
@@ -354,8 +344,7 @@ def load_job(args: argparse.Namespace) -> GroupJob:
         raise BadJobInput(str(exc)) from None
     if plan.datasource != spec.datasource:
         raise BadJobInput(f"the plan is for {plan.datasource!r}, the spec for {spec.datasource!r}")
-    base = spec.microbatch.deep_storage.uri or Settings.from_env().deep_storage
-    output = args.output or deep_storage.group_uri(base, spec.datasource, plan.run_id, args.group, args.replica)
+    output = args.output or deep_storage.group_uri(deep_storage.base_for(spec), spec.datasource, plan.run_id, args.group, args.replica)
     return GroupJob(spec, plan, args.group, args.replica, output)
 
 

@@ -26,7 +26,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from ingest_core.core.defaults import PROGRESS_INTERVAL_S, STALL_TIMEOUT_S
 from ingest_core.executor import buckets
+from ingest_core.kafka.config import KafkaClientConfig
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +58,9 @@ class ReadJob:
     splits: list[dict]
     output_uri: str
     poll_timeout_s: float = 1.0
-    stall_timeout_s: float = 60.0
+    stall_timeout_s: float = STALL_TIMEOUT_S
     batch_records: int = 20_000
-    progress_interval_s: float = 2.0  # how often a split reports how far it got (status, the UI)
+    progress_interval_s: float = PROGRESS_INTERVAL_S
 
     def dumps(self) -> str:
         return json.dumps(self.__dict__)
@@ -201,11 +203,8 @@ class SplitConsumer:
     def config(self) -> dict[str, Any]:
         """The consumer's librdkafka configuration: the spec's consumerProperties, then what a bounded read
         needs."""
-        conf = dict(self.properties)
-        conf.update({"group.id": conf.get("group.id", "kafka-microbatch-ingest"), "enable.auto.commit": False,
-                     "enable.auto.offset.store": False, "auto.offset.reset": "error",
-                     "enable.partition.eof": True, "error_cb": self._on_error})
-        conf.setdefault("isolation.level", "read_committed")
+        conf = KafkaClientConfig(self.properties, ()).consumer(**{
+            "enable.auto.offset.store": False, "enable.partition.eof": True, "error_cb": self._on_error})
         conf.setdefault("log_level", 2)  # connection errors reach error_cb and the split's error message
         # librdkafka pre-fetches in the background until its queue holds queued.min.messages (100,000) records
         # or queued.max.messages.kbytes (64 MB): a split of 100 records would pull up to 64 MB of the partition

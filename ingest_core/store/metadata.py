@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection
 from ingest_core.core.offsets import KnownOffset, PublishedRange, TopicPartition
 from ingest_core.core.planner import Plan
 from ingest_core.core.states import Event
+from ingest_core.executor.report import GroupReport
 from ingest_core.store.audit import AuditLog
 from ingest_core.store.database import Database
 from ingest_core.store.datasources import Datasources
@@ -170,10 +171,10 @@ class MetadataStore(Database):
     def segments(self, name: str, *, used_only: bool = True, run_id: str | None = None) -> list[SegmentRecord]:
         return self.segment_records.of(name, used_only=used_only, run_id=run_id)
 
-    def add_task_report(self, name: str, run_id: str, group_id: int, report: dict, replica: int = 0) -> None:
-        self.reports.add_task_report(name, run_id, group_id, report, replica)
+    def add_task_report(self, report: GroupReport) -> None:
+        self.reports.add_task_report(report)
 
-    def task_reports(self, name: str, run_id: str | None = None) -> list[dict]:
+    def task_reports(self, name: str, run_id: str | None = None) -> list[GroupReport]:
         return self.reports.task_reports(name, run_id)
 
     def run_row_stats(self, name: str, run_id: str) -> dict[str, int]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
 import sqlalchemy as sa
 
@@ -38,8 +38,9 @@ from ingest_core.core.offsets import (
     find_overlap,
     offsets_to_json,
 )
-from ingest_core.core.periods import format_datetime, parse_datetime
+from ingest_core.core.periods import format_datetime
 from ingest_core.core.planner import PartitionPlan, Plan
+from ingest_core.executor.report import GroupReport
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.offsets import claim_row
@@ -70,13 +71,13 @@ class GroupResult:
     replica: int = 0
 
     @classmethod
-    def from_report(cls, report: Mapping[str, Any]) -> "GroupResult":
-        """From a Spark job's group report (`report.json`)."""
-        if report.get("state") != "SUCCESS":
-            raise ValueError(f"task group {report.get('groupId')} did not succeed: {report.get('error')}")
-        segs = [SegmentDescriptor(parse_datetime(s["interval"][0]), parse_datetime(s["interval"][1]), s["location"],
-                                  int(s["rows"]), int(s["bytes"]), payload=dict(s)) for s in report["segments"]]
-        return cls(int(report["groupId"]), segs, int(report.get("replica", 0)))
+    def from_report(cls, report: GroupReport) -> "GroupResult":
+        """From a Spark job's group report; each segment's record keeps its report as payload."""
+        if not report.succeeded:
+            raise ValueError(f"task group {report.group_id} did not succeed: {report.error}")
+        segs = [SegmentDescriptor(s.interval_start, s.interval_end, s.location, s.rows, s.bytes, payload=s.to_json())
+                for s in report.segments]
+        return cls(report.group_id, segs, report.replica)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from ingest_core.executor.report import (
+    AttemptReport,
+    GroupReport,
+    RowStats,
+    published_attempt,
+)
 from ingest_core.store.database import Database
 from ingest_core.store.schema import task_reports, utcnow
 
@@ -12,25 +18,31 @@ class TaskReports:
     def __init__(self, db: Database):
         self.db = db
 
-    def add_task_report(self, name: str, run_id: str, group_id: int, report: dict, replica: int = 0) -> None:
+    def add_task_report(self, report: GroupReport) -> None:
         with self.db.session() as conn:
-            conn.execute(task_reports.insert().values(datasource=name, run_id=run_id, group_id=group_id,
-                                                      replica=replica, report=report, created_at=utcnow()))
+            conn.execute(task_reports.insert().values(
+                datasource=report.datasource, run_id=report.run_id, group_id=report.group_id,
+                replica=report.replica, report=report.to_json(), created_at=utcnow()))
 
-    def task_reports(self, name: str, run_id: str | None = None) -> list[dict]:
+    def task_reports(self, name: str, run_id: str | None = None) -> list[GroupReport]:
+        """The reports kept at publish (one per task group replica that succeeded), oldest first."""
         query = sa.select(task_reports).where(task_reports.c.datasource == name)
         if run_id is not None:
             query = query.where(task_reports.c.run_id == run_id)
         with self.db.session() as conn:
-            return [dict(r) for r in conn.execute(query.order_by(task_reports.c.id)).mappings()]
+            rows = conn.execute(query.order_by(task_reports.c.id)).mappings().all()
+        return [GroupReport.from_json(r["report"], f"the stored report {r['id']} (ingest_task_reports) of run "
+                                                   f"{r['run_id']} of {name!r}") for r in rows]
 
     def run_row_stats(self, name: str, run_id: str) -> dict[str, int]:
         """Row stats of a run: the sum over its task groups, each counted once. Replicas read the same records,
-        so a group counts the report of its published replica (the lowest-numbered that succeeded), not all."""
-        by_replica_desc = sorted(self.task_reports(name, run_id), key=lambda r: r["replica"], reverse=True)
-        published = {r["group_id"]: r for r in by_replica_desc}  # the lowest replica of each group, written last
-        stats: dict[str, int] = {}
-        for r in published.values():
-            for key, value in r["report"].get("rowStats", {}).items():
-                stats[key] = stats.get(key, 0) + int(value)
-        return stats
+        so a group counts the report of its published replica only."""
+        by_group: dict[int, list[AttemptReport]] = {}
+        for report in self.task_reports(name, run_id):
+            by_group.setdefault(report.group_id, []).append(AttemptReport(report))
+        stats = RowStats()
+        for attempts in by_group.values():
+            published = published_attempt(attempts)
+            if published is not None:
+                stats.add(published.report.stats)
+        return stats.to_json() if by_group else {}

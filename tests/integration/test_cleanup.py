@@ -26,20 +26,6 @@ def test_a_folder_is_unreferenced_when_no_location_lies_under_it():
     assert unreferenced(folders, []) == folders
 
 
-def test_publish_picks_one_successful_attempt_per_replica_lowest_replica_first():
-    from ingest_core.provider.operators.microbatch import (
-        AttemptReport,
-        successful_attempts,
-    )
-
-    def report(replica, attempt, state="SUCCESS"):
-        return AttemptReport(replica, attempt, {"state": state})
-
-    reports = [report(1, "b"), report(0, "c"), report(0, "a", "FAILED"), report(0, "d"), report(2, "a", "FAILED")]
-    assert [(r.replica, r.attempt) for r in successful_attempts(reports)] == [(0, "c"), (1, "b")]
-    assert successful_attempts([report(0, "a", "FAILED")]) == []
-
-
 def test_a_re_executed_job_of_a_published_run_changes_nothing_and_cleanup_removes_only_its_output(
         spark, broker, store, tmp_path):
     from ingest_core.spark.job import GroupJob, run_group
@@ -62,7 +48,7 @@ def test_a_re_executed_job_of_a_published_run_changes_nothing_and_cleanup_remove
     # what clearing one spark_job task of the published run re-executes: the same arguments, the same folder
     group = deep_storage.group_uri(deep, "ds", "r1", 0)
     job = GroupJob(spec, plan, 0, 0, group)
-    assert run_group(spark, job, 30).state == "SUCCESS" and len(deep_storage.attempt_folders(group)) == 2
+    assert run_group(spark, job, 30).succeeded and len(deep_storage.attempt_folders(group)) == 2
     assert times() == expected  # every row once: the published files are untouched, the new ones unpublished
 
     # a run in flight keeps all its output, even before it publishes

@@ -434,5 +434,5 @@ def test_broker_restarts_mid_job_neither_hang_it_nor_lose_or_double_a_record(spa
         outcome["report"] = run_group(spark, GroupJob(spec, plan, 0, 0, out), STALL_TIMEOUT)
     report = outcome["report"]
     assert report.records == n and report.splits[0].last_offset == n - 1
-    Publisher(store).publish("ds", "r1", [GroupResult.from_report(report.to_json())])
+    Publisher(store).publish("ds", "r1", [GroupResult.from_report(report)])
     assert ids_of(store) == list(range(n))  # none lost, none twice

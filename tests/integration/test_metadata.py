@@ -130,15 +130,21 @@ def test_plan_cli_reports_an_unreachable_broker(tmp_path):
 
 
 def test_run_row_stats_count_each_group_once_whatever_its_replicas(store):
-    def report(processed, replica):
-        return {"replica": replica, "rowStats": {"processed": processed, "unparseable": 1}}
+    from ingest_core.executor.report import GroupReport, GroupState, RowStats
 
-    store.add_task_report("wiki", "r1", 0, report(100, 1), replica=1)
-    store.add_task_report("wiki", "r1", 0, report(100, 0), replica=0)
-    store.add_task_report("wiki", "r1", 1, report(40, 2), replica=2)  # the only replica of group 1 that succeeded
-    store.add_task_report("wiki", "r2", 0, report(7, 0), replica=0)
-    assert store.run_row_stats("wiki", "r1") == {"processed": 140, "unparseable": 2}
-    assert store.run_row_stats("wiki", "r2") == {"processed": 7, "unparseable": 1}
+    def report(run_id, group_id, replica, processed):
+        return GroupReport("wiki", run_id, group_id, replica, GroupState.SUCCESS,
+                           RowStats(processed=processed, unparseable=1), [], [])
+
+    store.add_task_report(report("r1", 0, 1, 100))
+    store.add_task_report(report("r1", 0, 0, 100))
+    store.add_task_report(report("r1", 1, 2, 40))  # the only replica of group 1 that succeeded
+    store.add_task_report(report("r2", 0, 0, 7))
+    assert store.task_reports("wiki", "r1") == [report("r1", 0, 1, 100), report("r1", 0, 0, 100),
+                                                report("r1", 1, 2, 40)]
+    assert store.run_row_stats("wiki", "r1") == RowStats(processed=140, unparseable=2).to_json()
+    assert store.run_row_stats("wiki", "r2") == RowStats(processed=7, unparseable=1).to_json()
+    assert store.run_row_stats("wiki", "r3") == {}
 
 
 def test_upgrade_to_v2_claims_the_ranges_of_the_backfills_published_before(store):

@@ -153,7 +153,7 @@ def test_reset_to_latest_with_backfill_while_a_run_is_in_flight_ingests_every_of
     def run_jobs(run_id: str):
         plan = pg_store.require_run("ops", run_id).plan
         return [GroupResult.from_report(run_group(spark, GroupJob(ops.spec, plan, g.group_id, 0, group_uri(
-            deep, "ops", run_id, g.group_id)), 30).to_json()) for g in plan.groups if not g.is_empty]
+            deep, "ops", run_id, g.group_id)), 30)) for g in plan.groups if not g.is_empty]
 
     # a run in flight: planned, its Spark job done, not published yet
     Supervisor(ops.spec, pg_store).plan("r2")
@@ -274,6 +274,6 @@ def test_status_shows_how_far_a_run_in_flight_got(pg_store, spark, broker, tmp_p
     midway = [t for t in seen if 0 < t["records"] < 4000]
     assert midway and all(t["recordsPerSecond"] > 0 for t in midway), [(t["records"], t["lag"]) for t in seen]
     assert [t["records"] for t in seen] == sorted(t["records"] for t in seen)  # it only moves forward
-    Publisher(pg_store).publish("slow", "r1", [GroupResult.from_report(done["report"].to_json())])
+    Publisher(pg_store).publish("slow", "r1", [GroupResult.from_report(done["report"])])
     payload = collect_status(pg_store, "slow", spec).to_json()["payload"]
     assert payload["activeTasks"] == [] and payload["aggregateLag"] == 0

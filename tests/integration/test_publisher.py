@@ -128,7 +128,7 @@ def test_pipelined_runs_publish_in_order(store):
 def test_a_pipelined_publish_waits_for_its_predecessor_then_commits_after_it(store):
     import threading
 
-    from ingest_core.provider.operators.microbatch import publish_in_order
+    from ingest_core.provider.operators.publish import publish_in_order
 
     r1 = plan_next(store, "r1", {tp: 10 for tp in PARTS})
     r2 = plan_next(store, "r2", {tp: 20 for tp in PARTS})
@@ -392,7 +392,7 @@ def test_a_late_publish_is_refused_in_the_transaction(store):
 
 
 def test_a_waiting_successor_expires_its_dead_predecessor_and_is_refused_as_stale(store):
-    from ingest_core.provider.operators.microbatch import publish_in_order
+    from ingest_core.provider.operators.publish import publish_in_order
     from ingest_core.store.metadata import utcnow
 
     plan_next(store, "r1", {tp: 10 for tp in PARTS})
@@ -409,7 +409,7 @@ def test_a_waiting_successor_expires_its_dead_predecessor_and_is_refused_as_stal
 def test_a_spark_job_of_a_final_run_does_nothing(store, monkeypatch):
     from airflow.sdk.exceptions import AirflowSkipException
 
-    from ingest_core.provider.operators.microbatch import check_job_wanted
+    from ingest_core.provider.operators.spark_job import check_job_wanted
 
     monkeypatch.setenv("INGEST_METADATA_URL", store.url)
     r1 = plan_next(store, "r1", {tp: 10 for tp in PARTS})

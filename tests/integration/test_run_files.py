@@ -11,8 +11,14 @@ from helpers import make_spec
 
 from ingest_core.core.errors import IngestError
 from ingest_core.executor import deep_storage
-from ingest_core.provider.operators import microbatch as operators
-from ingest_core.provider.operators.microbatch import group_reports
+from ingest_core.executor.report import (
+    GroupReport,
+    GroupState,
+    ReportFormatError,
+    RowStats,
+)
+from ingest_core.provider.operators import publish
+from ingest_core.provider.operators.publish import group_reports
 
 
 def _report_uri(spec, run_id: str, group_id: int, replica: int = 0) -> str:
@@ -21,11 +27,11 @@ def _report_uri(spec, run_id: str, group_id: int, replica: int = 0) -> str:
 
 
 def test_a_storage_fault_reading_a_report_is_retried_then_fails_loudly_never_a_failed_group(tmp_path, monkeypatch):
-    monkeypatch.setattr(operators, "REPORT_READ_RETRY_S", 0.05, raising=False)  # retry fast
+    monkeypatch.setattr(publish, "REPORT_READ_RETRY_S", 0.05)  # retry fast
     spec = make_spec("127.0.0.1:1", topic="t", replicas=2,
                      microbatch={"deepStorage": {"uri": (tmp_path / "deep").as_uri()}})
-    good = {"groupId": 0, "replica": 0, "state": "SUCCESS", "segments": []}
-    deep_storage.write_json(_report_uri(spec, "r1", 0, 0), good)
+    good = GroupReport(spec.datasource, "r1", 0, 0, GroupState.SUCCESS, RowStats(), [], [])
+    deep_storage.write_json(_report_uri(spec, "r1", 0, 0), good.to_json())
     # no report at all from replica 1 (its job died before writing one): that alone means "no report"
     deep_storage.write_json(_report_uri(spec, "r1", 0, 1).replace("/report.json", "/splits/split-00000.json"), {})
     assert [r.report for r in group_reports(spec, "r1", 0)] == [good]
@@ -39,15 +45,27 @@ def test_a_storage_fault_reading_a_report_is_retried_then_fails_loudly_never_a_f
         group_reports(spec, "r2", 0)
 
     # a transient fault: the read succeeds on a retry (the link swapped atomically to the report)
-    deep_storage.write_json((tmp_path / "report.json").as_uri(), good)
+    deep_storage.write_json((tmp_path / "report.json").as_uri(), good.to_json())
     (tmp_path / "healed").symlink_to(tmp_path / "report.json")
-    monkeypatch.setattr(operators, "REPORT_READ_ATTEMPTS", 40, raising=False)
+    monkeypatch.setattr(publish, "REPORT_READ_ATTEMPTS", 40)
     timer = threading.Timer(0.2, os.replace, (tmp_path / "healed", path))
     timer.start()
     try:
         assert [r.report for r in group_reports(spec, "r2", 0)] == [good]
     finally:
         timer.join()
+
+
+def test_a_report_that_is_not_one_fails_the_read_naming_its_file(tmp_path):
+    spec = make_spec("127.0.0.1:1", topic="t", microbatch={"deepStorage": {"uri": (tmp_path / "deep").as_uri()}})
+    uri = _report_uri(spec, "r1", 0)
+    deep_storage.write_json(uri, {"groupId": 0, "state": "SUCCESS"})
+    with pytest.raises(ReportFormatError, match=r"the report of task group 0 \(replica 0, attempt a1\) of run r1 at "
+                                                 rf"{uri} is not a task group report .*it has no 'datasource'"):
+        group_reports(spec, "r1", 0)
+    Path(uri.removeprefix("file://")).write_text('{"groupId": 0, "sta')
+    with pytest.raises(ReportFormatError, match=rf"at {uri} is not a task group report .*\(not JSON: "):
+        group_reports(spec, "r1", 0)
 
 
 SECRET = "l1teral-Pa55word!"
@@ -60,7 +78,7 @@ def test_a_literal_secret_reaches_the_jobs_consumer_but_is_never_staged_stored_o
 
     from ingest_core.core.spec import load_spec
     from ingest_core.kafka.config import KafkaClientConfig
-    from ingest_core.provider.operators.microbatch import stage_spec
+    from ingest_core.provider.operators.plan import stage_spec
     from ingest_core.spark.job import load_job_spec
     from ingest_core.supervisor.planning import Supervisor
 

@@ -20,6 +20,7 @@ from helpers import spec_from
 
 from ingest_core.dev.embedded import EmbeddedSparkConnect
 from ingest_core.executor import deep_storage
+from ingest_core.executor.report import GroupReport
 from ingest_core.spark.connect import SparkConnectError, run_job
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.publisher import GroupResult, Publisher
@@ -229,7 +230,8 @@ def test_a_server_that_dies_mid_job_fails_the_group_and_the_plan_runs_again_exac
     finally:
         server.stop()
     Publisher(store).publish(spec.datasource, "manual__crash",
-                             [GroupResult.from_report(deep_storage.read_json(summary["report"]))])
+                             [GroupResult.from_report(GroupReport.loads(deep_storage.read_text(summary["report"]),
+                                                                        summary["report"]))])
     rows = DatasourceReader(store, spec.datasource).to_arrow()
     assert rows.num_rows == 400 and sorted(rows.column("v_sum").to_pylist()) == list(range(400))
 

@@ -158,12 +158,12 @@ def test_two_replicas_publish_once(tmp_path, own_dags, broker, metadata_url):
     store = MetadataStore(metadata_url)
     assert edits(store, "replicated") == 250  # one replica's segments, not both
     reports = store.task_reports("replicated")
-    assert sorted(r["replica"] for r in reports) == [0, 1]
-    assert store.run_row_stats("replicated", reports[0]["run_id"])["processed"] == 250  # one replica's, not both
+    assert sorted(r.replica for r in reports) == [0, 1]
+    assert store.run_row_stats("replicated", reports[0].run_id)["processed"] == 250  # one replica's, not both
     segments = DatasourceReader(store, "replicated").segments()
     assert {s.location.split("/replica=")[1].split("/")[0] for s in segments} == {"0"}
     # the report removed the replica nothing was published from
-    deep, run_id = home.env["INGEST_DEEP_STORAGE"], reports[0]["run_id"]
+    deep, run_id = home.env["INGEST_DEEP_STORAGE"], reports[0].run_id
     assert [len(attempt_folders(group_uri(deep, "replicated", run_id, 0, r))) for r in (0, 1)] == [1, 0]
 
 

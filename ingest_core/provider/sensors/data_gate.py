@@ -8,11 +8,15 @@ the plan is empty, no Spark job runs, nothing is published and the datasource re
 
 from __future__ import annotations
 
+import enum
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Mapping
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk.exceptions import AirflowSensorTimeout, TaskDeferralTimeout
 
+from ingest_core.core.offsets import TopicPartition
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.provider.triggers.new_records import NewRecordsTrigger
 
@@ -20,44 +24,84 @@ from ingest_core.provider.triggers.new_records import NewRecordsTrigger
 TRIGGER_TIMEOUT_SLACK = timedelta(minutes=5)
 
 
-class DataGateSensor(BaseOperator):
+class GateStatus(str, enum.Enum):
+    PLANNED = "planned"  # the run has a plan already: a clear or a retry re-executes it
+    READY = "ready"  # minRecords new records are there
+    WAITING = "waiting"
+
+
+@dataclass(frozen=True)
+class GateLook:
+    """What one look at the gate found, with the start offsets the new records are counted from."""
+
+    status: GateStatus
+    records: int = 0
+    starts: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+    @property
+    def is_open(self) -> bool:
+        return self.status is not GateStatus.WAITING
+
+    @property
+    def event(self) -> dict[str, Any]:
+        """The task's result (XCom), in the form of the trigger's events."""
+        if self.status is GateStatus.PLANNED:
+            return {"status": self.status.value}
+        return {"status": self.status.value, "records": self.records}
+
+
+class DataGateSensor(BaseSensorOperator):
+    """Looks once; while the gate is closed it waits in the triggerer (`NewRecordsTrigger`), never poking from
+    a worker. `poke_interval` is the gate's `pokeInterval`, `timeout` its `maxWait` plus a slack."""
+
     ui_color = "#e8f4fa"
 
     def __init__(self, *, spec: DatasourceSpec, **kwargs: Any):
-        super().__init__(**kwargs)
+        gate = spec.microbatch.data_gate
+        super().__init__(poke_interval=gate.poke_interval.to_timedelta(),
+                         timeout=gate.max_wait.to_timedelta() + TRIGGER_TIMEOUT_SLACK, **kwargs)
         self.spec = spec
 
-    def execute(self, context: Any) -> dict[str, Any]:
-        from ingest_core.provider.operators.microbatch import (
-            RunContext,
-            check_active,
-            store,
-        )
+    def look(self, context: Any) -> GateLook:
+        from ingest_core.provider.operators.run import RunContext, check_active, store
         from ingest_core.supervisor.planning import Supervisor
 
-        gate = self.spec.microbatch.data_gate
         run = RunContext.from_airflow(context)
         metadata = store()
         check_active(metadata, self.spec.datasource)
         if metadata.get_run(self.spec.datasource, run.run_id) is not None:
-            self.log.info("run %s already has a plan: the gate does not wait again", run.run_id)
-            return {"status": "planned"}
+            return GateLook(GateStatus.PLANNED)
         starts, records = Supervisor(self.spec, metadata).pending()
-        if records >= gate.min_records:
-            self.log.info("data gate open: %d new records (minRecords %d)", records, gate.min_records)
-            return {"status": "ready", "records": records}
-        max_wait = gate.max_wait.to_timedelta()
-        self.log.info("data gate: %d of %d new records; deferring for up to %s", records, gate.min_records, max_wait)
-        self.defer(
-            trigger=NewRecordsTrigger(
-                spec_path=str(self.spec.source),
-                starts=[[tp.topic, tp.partition, offset] for tp, offset in sorted(starts.items())],
-                min_records=gate.min_records,
-                deadline=(datetime.now(timezone.utc) + max_wait).isoformat(),
-                poke_interval_s=gate.poke_interval.to_timedelta().total_seconds()),
-            method_name="execute_complete",
-            timeout=max_wait + TRIGGER_TIMEOUT_SLACK,
-        )
+        ready = records >= self.spec.microbatch.data_gate.min_records
+        return GateLook(GateStatus.READY if ready else GateStatus.WAITING, records, starts)
+
+    def poke(self, context: Any) -> PokeReturnValue:
+        look = self.look(context)
+        return PokeReturnValue(look.is_open, look.event)
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        gate = self.spec.microbatch.data_gate
+        look = self.look(context)
+        if look.status is GateStatus.PLANNED:
+            self.log.info("run %s already has a plan: the gate does not wait again", context["dag_run"].run_id)
+            return look.event
+        if look.is_open:
+            self.log.info("data gate open: %d new records (minRecords %d)", look.records, gate.min_records)
+            return look.event
+        self.log.info("data gate: %d of %d new records; deferring for up to %s", look.records, gate.min_records,
+                      gate.max_wait.to_timedelta())
+        self.defer(trigger=self.trigger(look.starts), method_name="execute_complete",
+                   timeout=timedelta(seconds=self.timeout))
+
+    def trigger(self, starts: Mapping[TopicPartition, int]) -> NewRecordsTrigger:
+        """Its kwargs are stored in Airflow's database (JSON), and a deferred task resumes with them."""
+        gate = self.spec.microbatch.data_gate
+        return NewRecordsTrigger(
+            spec_path=str(self.spec.source),
+            starts=[[tp.topic, tp.partition, offset] for tp, offset in sorted(starts.items())],
+            min_records=gate.min_records,
+            deadline=(datetime.now(timezone.utc) + gate.max_wait.to_timedelta()).isoformat(),
+            poke_interval_s=self.poke_interval)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         gate = self.spec.microbatch.data_gate
@@ -70,3 +114,11 @@ class DataGateSensor(BaseOperator):
             self.log.info("data gate: maxWait %s passed with nothing new: the run ends IDLE%s", gate.max_wait,
                           f" (last error: {event['error']})" if event.get("error") else "")
         return event
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
+        # Airflow's deferral timeout fires only when no triggerer ran the trigger (it ends itself at maxWait): an
+        # outage, so the task fails and Airflow retries it, as before; a sensor's timeout would fail it for good.
+        try:
+            return super().resume_execution(next_method, next_kwargs, context)
+        except AirflowSensorTimeout as exc:
+            raise TaskDeferralTimeout(*exc.args) from exc

@@ -1,0 +1,128 @@
+"""The publish task: read the reports the run's Spark jobs left, and publish every task group that succeeded
+(its published replica: `executor.report.published_attempt`) in one transaction, in order after the run it
+was pipelined from."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from ingest_core.core.errors import (
+    IngestError,
+    PublishPendingError,
+    RunExpiredError,
+    StaleRunError,
+)
+from ingest_core.core.planner import Plan
+from ingest_core.core.spec import DatasourceSpec
+from ingest_core.core.states import Event
+from ingest_core.executor import deep_storage
+from ingest_core.executor.report import AttemptReport, GroupReport, successful_attempts
+from ingest_core.provider.operators.run import RunContext, final_reason, store
+from ingest_core.store.metadata import RunStatus, utcnow
+from ingest_core.store.publisher import GroupResult, Publisher, PublishResult
+
+log = logging.getLogger(__name__)
+
+REPORT_READ_ATTEMPTS, REPORT_READ_RETRY_S = 3, 2.0  # a report that exists but cannot be read: retry, then fail
+
+
+def publish_task(spec: DatasourceSpec, run: RunContext) -> dict[str, Any]:
+    """Publish every group whose job succeeded, in one transaction; keep the reports of its replicas that
+    succeeded; returns the publish's summary (XCom, the Asset event's extra)."""
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+    metadata = store()
+    record = metadata.require_run(spec.datasource, run.run_id)
+    if record.status is RunStatus.SUPERSEDED or record.expired:
+        raise AirflowSkipException(final_reason(record))
+    succeeded = successful_reports(spec, record.plan)
+    results = [GroupResult.from_report(reports[0]) for reports in succeeded.values()]
+    try:
+        result = publish_in_order(Publisher(metadata), spec.datasource, run.run_id, results,
+                                  timeout_s=spec.io_config.completion_timeout.to_timedelta().total_seconds())
+    except RunExpiredError as exc:  # final: a retry would be refused again
+        raise AirflowFailException(str(exc)) from None
+    if not result.already_published:  # a re-run of a published run keeps the reports it has
+        for reports in succeeded.values():
+            for report in reports:
+                metadata.add_task_report(report)
+    metadata.set_state(spec.datasource, Event.PUBLISHED_NOTHING if record.plan.is_empty else Event.PUBLISHED)
+    summary = publish_summary(result, record.plan)
+    log.info("publish: %s", json.dumps(summary))
+    return summary
+
+
+def successful_reports(spec: DatasourceSpec, plan: Plan) -> dict[int, list[GroupReport]]:
+    """Per task group with something to read, the reports of its replicas that succeeded (the earliest
+    successful attempt of each), the one to publish first. A group none succeeded in is left out: it failed."""
+    out = {}
+    for group in plan.groups:
+        if group.is_empty:
+            continue
+        chosen = successful_attempts(group_reports(spec, plan.run_id, group.group_id))
+        if chosen:
+            out[group.group_id] = [a.report for a in chosen]
+    return out
+
+
+def group_reports(spec: DatasourceSpec, run_id: str, group_id: int) -> list[AttemptReport]:
+    """The reports the attempts of a group's replicas left."""
+    out = []
+    for replica in range(spec.io_config.replicas):
+        group = deep_storage.group_uri(deep_storage.base_for(spec), spec.datasource, run_id, group_id, replica)
+        for uri in deep_storage.attempt_folders(group):
+            attempt = deep_storage.attempt_id(uri)
+            report = read_report(deep_storage.join(uri, "report.json"), f"the report of task group {group_id} "
+                                 f"(replica {replica}, attempt {attempt}) of run {run_id}")
+            if report is not None:
+                out.append(AttemptReport(report, attempt))
+    return out
+
+
+def read_report(uri: str, what: str) -> GroupReport | None:
+    """A report, or None when there is none (its job failed before writing it). Any other error is a storage
+    fault: retried, then raised, so the publish task fails and Airflow retries it; taking it for "no report"
+    would mark a group that succeeded as failed."""
+    for attempt in range(1, REPORT_READ_ATTEMPTS + 1):
+        try:
+            text = deep_storage.read_text(uri)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if attempt == REPORT_READ_ATTEMPTS:
+                raise IngestError(f"could not read {what} at {uri} ({exc}) in {attempt} attempts; nothing was "
+                                  "published (the publish task fails and is retried)") from exc
+            log.warning("reading %s at %s failed (%s): retrying", what, uri, exc)
+            time.sleep(REPORT_READ_RETRY_S)
+        else:
+            return GroupReport.loads(text, f"{what} at {uri}")
+    return None  # pragma: no cover - the loop returns or raises
+
+
+def publish_in_order(publisher: Publisher, datasource: str, run_id: str, results: list[GroupResult], *,
+                     timeout_s: float, poll_s: float = 2.0) -> PublishResult:
+    """Publish, after the in-flight run this one was pipelined from: until that one publishes, fails or passes
+    its deadline (then it expires, and this run is refused as stale), at most `timeout_s` (completionTimeout)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return publisher.publish(datasource, run_id, results)
+        except PublishPendingError as exc:
+            if publisher.store.expire_overdue(datasource, utcnow(), f"run {run_id} waiting to publish after it"):
+                continue
+            if time.monotonic() > deadline:
+                raise IngestError(f"{exc}; it did not publish within {timeout_s:g}s (completionTimeout)") from None
+            log.info("%s: waiting", exc)
+            time.sleep(poll_s)
+        except StaleRunError as exc:
+            log.error("%s", exc)
+            raise
+
+
+def publish_summary(result: PublishResult, plan: Plan) -> dict[str, Any]:
+    return {"runId": result.run_id, "alreadyPublished": result.already_published, "rows": result.rows,
+            "segments": list(result.segment_ids), "publishedGroups": list(result.published_groups),
+            "failedGroups": list(result.failed_groups), "endOffsets": result.end_offsets, "records": plan.records}

@@ -1,0 +1,117 @@
+"""The report task: how the run ended, from the metadata store. It runs whatever happened upstream: it ends
+a run that will not publish (FAILED, or expired past its deadline), so a run pipelined from it stops waiting
+for it and its partitions are planned again from the committed offsets; removes the job output of a final
+run that nothing was published from; mirrors the committed offsets to the Kafka consumer group; and fails the
+Airflow run when a group failed or nothing was published."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from ingest_core.core.errors import IngestError
+from ingest_core.core.spec import DatasourceSpec
+from ingest_core.kafka.consumer_group import mirror_offsets
+from ingest_core.provider.operators.run import RunContext, check_active, store
+from ingest_core.store.metadata import GroupStatus, MetadataStore, RunRecord, RunStatus
+from ingest_core.supervisor.planning import Supervisor
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What a run did (the report task's XCom and log line)."""
+
+    run_id: str
+    status: RunStatus
+    records: int  # planned
+    row_stats: dict[str, int]  # each group's published replica, summed
+    segments: int
+    rows: int
+    failed_groups: list[int]
+    error: str | None
+    offsets_mirrored_to: str | None  # the Kafka consumer group, when this report mirrored the offsets
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runId": self.run_id, "status": self.status.value, "records": self.records,
+                "rowStats": self.row_stats, "segments": self.segments, "rows": self.rows,
+                "failedGroups": self.failed_groups, "error": self.error,
+                "offsetsMirroredTo": self.offsets_mirrored_to}
+
+    def check(self) -> None:
+        """Fail the Airflow run when a group failed or the run did not publish."""
+        if self.failed_groups:
+            raise IngestError(f"run {self.run_id}: task groups {self.failed_groups} failed; their partitions keep "
+                              "their committed offsets and the next run reads them again")
+        if self.status is not RunStatus.PUBLISHED:
+            raise IngestError(f"run {self.run_id} ended {self.status.value}: {self.error or 'not published'}")
+
+
+def report_task(spec: DatasourceSpec, run: RunContext, planned: bool) -> dict[str, Any]:
+    """`planned`: this attempt's plan step succeeded. Skips when a re-run found the run superseded."""
+    metadata = store()
+    record = end_in_flight(metadata, spec, planned_run(metadata, spec, run, planned))
+    if record.is_final:
+        remove_unpublished_attempts(metadata, spec, record.run_id)
+    mirrored = mirror_committed_offsets(metadata, spec) if record.status is RunStatus.PUBLISHED else None
+    outcome = run_outcome(metadata, record, mirrored)
+    log.info("run report: %s", json.dumps(outcome.to_json(), default=str))
+    outcome.check()
+    return outcome.to_json()
+
+
+def planned_run(metadata: MetadataStore, spec: DatasourceSpec, run: RunContext, planned: bool) -> RunRecord:
+    """The run's record. None means a step before planning failed (or skipped the run: a suspended or terminated
+    datasource, not a failure); a run superseded before this attempt planned it is skipped."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    record = metadata.get_run(spec.datasource, run.run_id)
+    if record is None:
+        check_active(metadata, spec.datasource)
+        raise IngestError(f"run {run.run_id} has no plan: a step before planning failed (see the data_gate and plan "
+                          "logs)")
+    if record.status is RunStatus.SUPERSEDED and not planned:
+        raise AirflowSkipException(f"run {run.run_id} was superseded by run {record.superseded_by}: "
+                                   f"{record.error or ''}".strip())
+    return record
+
+
+def end_in_flight(metadata: MetadataStore, spec: DatasourceSpec, record: RunRecord) -> RunRecord:
+    """A run still in flight when its report runs will not publish: it is marked FAILED, or expires when it is
+    past its deadline. Returns the run's record as it ends."""
+    if not record.status.in_flight:
+        return record
+    supervisor = Supervisor(spec, metadata)
+    supervisor.expire_overdue(f"the report of run {record.run_id}")
+    supervisor.mark_failed(record.run_id, "its tasks failed before publishing (see the plan, spark_job and "
+                                          "publish logs)")  # unless it just expired
+    return metadata.require_run(spec.datasource, record.run_id)
+
+
+def remove_unpublished_attempts(metadata: MetadataStore, spec: DatasourceSpec, run_id: str) -> None:
+    """A final run's job output that nothing was published from (other replicas, failed attempts) goes. A
+    failure here fails nothing: `ingest cleanup` removes it later."""
+    from ingest_core.store.cleanup import find_orphans, remove_orphans
+
+    try:
+        remove_orphans(metadata, spec.datasource, find_orphans(metadata, spec, [run_id]), f"report of run {run_id}")
+    except Exception as exc:  # noqa: BLE001 - deep storage or the store: the run's outcome stands either way
+        log.warning("run %s: its unpublished job output stays for `ingest cleanup`: %s", run_id, exc)
+
+
+def mirror_committed_offsets(metadata: MetadataStore, spec: DatasourceSpec) -> str | None:
+    """All the committed offsets, not this run's: a run whose report never ran mirrored nothing. Returns the
+    consumer group mirrored to (None: mirroring is off or failed, which fails nothing)."""
+    committed = {tp: k.offset for tp, k in metadata.committed_offsets(spec.datasource).items()}
+    return mirror_offsets(spec, committed)
+
+
+def run_outcome(metadata: MetadataStore, record: RunRecord, mirrored: str | None) -> RunOutcome:
+    datasource, run_id = record.datasource, record.run_id
+    segments = metadata.segments(datasource, run_id=run_id)
+    failed = sorted(g for g, s in metadata.group_statuses(datasource, run_id).items() if s is GroupStatus.FAILED)
+    return RunOutcome(run_id, record.status, record.plan.records, metadata.run_row_stats(datasource, run_id),
+                      len(segments), sum(s.num_rows for s in segments), failed, record.error, mirrored)

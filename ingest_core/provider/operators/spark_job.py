@@ -1,0 +1,83 @@
+"""The spark_job task: the ingest job of one task group x replica, over `spark-submit` or Spark Connect."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from ingest_core.provider.operators.run import final_reason, store
+from ingest_core.store.metadata import utcnow
+
+JOB_SCRIPT = Path(__file__).resolve().parents[3] / "spark_jobs" / "ingest_job.py"
+
+
+class IngestSparkSubmitOperator(SparkSubmitOperator):
+    """The ingest job of one task group: `spark-submit` for a `spark` connection (local, standalone, YARN,
+    Kubernetes), with the spec's master override and a Python that has this package; for a `spark_connect`
+    connection, a Spark Connect client inside this task (`ingest_core.spark.connect`): no JVM of its own."""
+
+    def __init__(self, *, datasource: str, master: str | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.datasource = datasource
+        self.master = master
+        self._interrupter: Any = None
+
+    def execute(self, context: Any) -> None:
+        if not self.application_args:
+            self.log.info("nothing to read in this run: no Spark job")
+            return None
+        check_job_wanted(self.datasource, context["dag_run"].run_id)
+        if connection_type(self._conn_id) == "spark_connect":
+            return self._execute_over_connect()
+        env = dict(self.env_vars or {})
+        env.setdefault("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+        env.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", sys.executable))
+        self.env_vars = env
+        return super().execute(context)
+
+    def _execute_over_connect(self) -> None:
+        from ingest_core.provider.hooks.spark_connect import connection_url
+        from ingest_core.spark.connect import run_job
+
+        def keep(interrupter: Any) -> None:
+            self._interrupter = interrupter
+
+        timeout = self.execution_timeout.total_seconds() if self.execution_timeout else None
+        summary = run_job(connection_url(self._conn_id), [str(a) for a in self.application_args],
+                          timeout_s=timeout, on_session=keep)
+        self.log.info("job summary: %s", json.dumps(summary))
+
+    def on_kill(self) -> None:
+        if self._interrupter is not None:  # Connect: stop the session's queries on the shared server
+            self._interrupter.interrupt()
+            return
+        super().on_kill()
+
+    def _get_hook(self) -> Any:
+        hook = super()._get_hook()
+        if self.master:
+            hook._connection["master"] = self.master
+        return hook
+
+
+def check_job_wanted(datasource: str, run_id: str) -> None:
+    """A job of a run that is published, superseded or expired (a re-executed or late task) does nothing."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    metadata = store()
+    metadata.expire_overdue(datasource, utcnow(), f"a Spark job of run {run_id}")
+    record = metadata.get_run(datasource, run_id)
+    reason = final_reason(record) if record is not None else None
+    if reason:
+        raise AirflowSkipException(f"{reason}: no Spark job")
+
+
+def connection_type(conn_id: str) -> str | None:
+    from airflow.sdk import BaseHook
+
+    return BaseHook.get_connection(conn_id).conn_type

@@ -1,0 +1,35 @@
+"""The librdkafka settings every consumer gets: the spec's consumerProperties over one set of defaults, with
+the settings a bounded read needs forced. Pure: no broker."""
+
+from __future__ import annotations
+
+from helpers import make_spec
+
+from ingest_core.core.defaults import CONSUMER_GROUP_ID, ISOLATION_LEVEL
+from ingest_core.kafka.config import KafkaClientConfig
+from ingest_core.spark.kafka_source import ReadJob, SplitConsumer, SplitPartition
+
+
+def split_consumer_config(properties: dict) -> dict:
+    spec = make_spec("x:1", topic="t")
+    job = ReadJob(spec_raw=spec.to_raw(), created_at="2026-01-01T00:00:00.000Z", splits=[], output_uri="file:///o")
+    return SplitConsumer(properties, SplitPartition(0, "t", 0, 10, 20), job, spec).config()
+
+
+def test_consumers_read_committed_records_with_a_group_id_and_never_commit_by_default():
+    for conf in (KafkaClientConfig({"bootstrap.servers": "x:1"}, ()).consumer(),
+                 split_consumer_config({"bootstrap.servers": "x:1"})):
+        assert conf["isolation.level"] == ISOLATION_LEVEL == "read_committed"
+        assert conf["group.id"] == CONSUMER_GROUP_ID
+        assert (conf["enable.auto.commit"], conf["enable.auto.offset.store"], conf["auto.offset.reset"]) \
+            == (False, False, "error")
+
+
+def test_the_specs_properties_win_except_what_keeps_offsets_out_of_kafka():
+    props = {"bootstrap.servers": "x:1", "isolation.level": "read_uncommitted", "group.id": "mine",
+             "enable.auto.commit": True, "auto.offset.reset": "earliest", "enable.auto.offset.store": True}
+    for conf in (KafkaClientConfig(props, ()).consumer(), split_consumer_config(props)):
+        assert (conf["isolation.level"], conf["group.id"]) == ("read_uncommitted", "mine")
+        assert (conf["enable.auto.commit"], conf["auto.offset.reset"]) == (False, "error")
+    assert split_consumer_config(props)["enable.auto.offset.store"] is False
+    assert split_consumer_config(props)["enable.partition.eof"] is True
