@@ -21,7 +21,7 @@ def _report_uri(spec, run_id: str, group_id: int, replica: int = 0) -> str:
 
 
 def test_a_storage_fault_reading_a_report_is_retried_then_fails_loudly_never_a_failed_group(tmp_path, monkeypatch):
-    monkeypatch.setattr(operators, "REPORT_READ_RETRY_S", 0.05, raising=False)  # retry fast
+    monkeypatch.setattr(operators, "REPORT_READ_RETRY_S", 0.05)  # retry fast
     spec = make_spec("127.0.0.1:1", topic="t", replicas=2,
                      microbatch={"deepStorage": {"uri": (tmp_path / "deep").as_uri()}})
     good = {"groupId": 0, "replica": 0, "state": "SUCCESS", "segments": []}
@@ -41,7 +41,7 @@ def test_a_storage_fault_reading_a_report_is_retried_then_fails_loudly_never_a_f
     # a transient fault: the read succeeds on a retry (the link swapped atomically to the report)
     deep_storage.write_json((tmp_path / "report.json").as_uri(), good)
     (tmp_path / "healed").symlink_to(tmp_path / "report.json")
-    monkeypatch.setattr(operators, "REPORT_READ_ATTEMPTS", 40, raising=False)
+    monkeypatch.setattr(operators, "REPORT_READ_ATTEMPTS", 40)
     timer = threading.Timer(0.2, os.replace, (tmp_path / "healed", path))
     timer.start()
     try:
