@@ -45,10 +45,12 @@ test: install postgres redis browser
 demo: install
 	$(PY) -m ingest_core.dev.demo
 
+# the real sizes, written out (each script's --tiny runs it on a few records: tests/system/test_benchmarks.py)
 bench: install
-	$(PY) benchmarks/plan_10k_partitions.py
-	$(PY) benchmarks/ingest_job_throughput.py
-	$(PY) benchmarks/microbatch_fixed_cost.py
+	$(PY) benchmarks/plan_10k_partitions.py --partitions 10000 --repeat 3 --naive-sample 200
+	$(PY) benchmarks/ingest_job_throughput.py --records 1000000 4000000 --split 250000
+	$(PY) benchmarks/microbatch_fixed_cost.py --runs 5 --records 1000 --task-count 2 --scheduler-runs 3
+	$(PY) benchmarks/fault_soak.py --iterations 16 --seed 1
 
 clean:
 	rm -rf $(VENV) .ingest-home .jars

@@ -41,6 +41,7 @@ unreadable segments found so far, so a broken invariant is pinned to the fault t
     python benchmarks/fault_soak.py --iterations 16 --seed 1
     python benchmarks/fault_soak.py --iterations 2 --faults kill_airflow --keep --out /tmp/soak
     python benchmarks/fault_soak.py --iterations 14 --spark-connect
+    python benchmarks/fault_soak.py --tiny --spark-connect      # one clean microbatch: that it runs (the tests)
 
 Prints runs, faults by kind, failed runs, runs to heal, lost, duplicated, median run time; writes
 report.json, metadata.json (runs, offsets, segments) and every run's log under --out. Exits 1 on any lost,
@@ -79,13 +80,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ingest_core import deep_storage  # noqa: E402
 from ingest_core.dev.demo import airflow_env  # noqa: E402
 from ingest_core.dev.embedded import (  # noqa: E402
     EmbeddedKafka,
     EmbeddedPostgres,
     EmbeddedSparkConnect,
 )
+from ingest_core.executor import deep_storage  # noqa: E402
 from ingest_core.store.metadata import MetadataStore, RunStatus  # noqa: E402
 from ingest_core.store.reader import DatasourceReader  # noqa: E402
 
@@ -768,8 +769,6 @@ class Soak:
         read one segment at a time so one missing file does not hide the rest."""
         import pyarrow.parquet as pq
 
-        from ingest_core.executor import deep_storage
-
         counts: Counter = Counter()
         dup_runs: Counter = Counter()
         unreadable = []
@@ -901,7 +900,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="run the jobs on a local Spark Connect server (kill_spark kills it) instead of spark-submit")
     ap.add_argument("--completion-timeout", type=int, default=120,
                     help="the spec's completionTimeout in seconds (default 120)")
+    ap.add_argument("--tiny", action="store_true",
+                    help="one clean microbatch and its heal run, one task group: that the soak runs, no fault")
     args = ap.parse_args(argv)
+    if args.tiny:  # new defaults; what the command line gives still wins
+        ap.set_defaults(iterations=1, faults="clean", heal_runs=2, task_count=1, completion_timeout=60, rate=5.0)
+        args = ap.parse_args(argv)
     args.faults = [f.strip() for f in args.faults.split(",") if f.strip()]
     unknown = [f for f in args.faults if f not in FAULTS]
     if unknown or not args.faults:

@@ -21,6 +21,7 @@ included), and each Spark side's peak memory (PSS of the driver JVM plus the Pyt
 
     python benchmarks/ingest_job_throughput.py            # 1M and 4M records, an embedded Apache Kafka (KRaft)
     python benchmarks/ingest_job_throughput.py --quick    # 100k and 400k records, 2 rounds: a smoke run
+    python benchmarks/ingest_job_throughput.py --tiny     # 4,000 records, 1 round: that it runs (the tests)
     python benchmarks/ingest_job_throughput.py --records 1000000 --bootstrap host:9092 --sides raw job
 """
 
@@ -54,6 +55,7 @@ from spark_kafka_jobs import anchor_job, jvm_reader_job, spark_kafka_jars  # noq
 from ingest_core.core.planner import Plan  # noqa: E402
 from ingest_core.core.spec import load_spec, parse_spec  # noqa: E402
 from ingest_core.dev.embedded import EmbeddedKafka  # noqa: E402
+from ingest_core.executor import deep_storage  # noqa: E402
 from ingest_core.spark.job import GroupJob, run_group, spark_session_builder  # noqa: E402
 from ingest_core.store.metadata import MetadataStore  # noqa: E402
 from ingest_core.supervisor.planning import PlanOptions, Supervisor  # noqa: E402
@@ -252,7 +254,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, help="rounds per size (default: 3 up to 1M records, 2 above)")
     ap.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
     ap.add_argument("--quick", action="store_true", help="100k and 400k records, 25,000 per split, 2 rounds")
+    ap.add_argument("--tiny", action="store_true",
+                    help="4,000 records, 2,000 per split, 1 round: runs every side once, measures nothing")
     args = ap.parse_args()
+    if args.tiny:
+        args.records = args.records or [4_000]
+        args.split = args.split or 2_000
+        args.repeat = args.repeat or 1
     if args.quick:
         args.records = args.records or [100_000, 400_000]
         args.split = args.split or 25_000
@@ -399,7 +407,9 @@ def compare_outputs(work: Path, n: int, sides: list[str]) -> None:
     for side in sides:
         if side == "raw":
             continue
-        path = work / f"out-{n}-{side}--1" / ("segments" if side != "spark-kafka" else "")
+        out = work / f"out-{n}-{side}--1"
+        # our job and the JVM reader write in an attempt folder of their own (`GroupJob.attempt_uri`)
+        path = out if side == "spark-kafka" else next(out.glob(f"{deep_storage.ATTEMPT}*/segments"))
         # "__segment=..." folders start with "_", which pyarrow ignores by default
         table = ds.dataset(str(path), format="parquet", partitioning="hive",
                            ignore_prefixes=[".", "_SUCCESS"]).to_table()

@@ -1,9 +1,9 @@
 """Benchmark: the fixed cost of one small microbatch through the DAG, Spark Connect against spark-submit.
 
-The example `wikipedia` spec (taskCount 2: two task groups, so two `spark_job` tasks per run), as two DAGs that
-differ only in their topic and their Spark connection: `fc_connect` (a `spark_connect` connection to one local
-Spark Connect server, started once) and `fc_submit` (a `spark` connection: one spark-submit, local[2], per task
-group). Before each run, --records events (`ingest_core.dev.demo.wiki_events`) are produced to the DAG's topic, and
+The example `wikipedia` spec (taskCount 2, --task-count: two task groups, so two `spark_job` tasks per run), as
+two DAGs that differ only in their topic and their Spark connection: `fc_connect` (a `spark_connect` connection to
+one local Spark Connect server, started once) and `fc_submit` (a `spark` connection: one spark-submit, local[2], per
+task group). Before each run, --records events (`ingest_core.dev.demo.wiki_events`) are produced to the DAG's topic, and
 each run must publish exactly them. Everything runs in one process tree on this machine, both modes in the same
 run (interleaved, so both see the same load):
 
@@ -25,7 +25,8 @@ The Connect server's cold start is printed, not counted in any run. Target (issu
 <= 10 s under `airflow dags test` in Connect mode, with at most a tenth of spark-submit's CPU per run.
 
     PYTHONPATH=$PWD python benchmarks/microbatch_fixed_cost.py [--runs 5] [--records 1000] [--skip-scheduler]
-        [--scheduler-runs 3] [--skip-large | --large] [--out DIR]
+        [--scheduler-runs 3] [--skip-large | --large | --large-records N ...] [--task-count 2] [--out DIR]
+    PYTHONPATH=$PWD python benchmarks/microbatch_fixed_cost.py --tiny    # every part once, tiny: that it runs
 """
 
 from __future__ import annotations
@@ -289,18 +290,21 @@ def produce(bootstrap: str, topic: str, n: int, pool: list[bytes] | None = None,
         raise RuntimeError("the producer did not deliver every event")
 
 
-def write_dags(folder: Path, prefix: str, topics: dict[str, str]) -> dict[str, str]:
-    """The example spec, taskCount 2, once per mode: {mode: dag_id}, and Airflow's floor (`floor`). No retries:
-    a failure shows at once."""
+def write_dags(folder: Path, prefix: str, topics: dict[str, str], task_count: int,
+               floor: bool = True) -> dict[str, str]:
+    """The example spec with `task_count` task groups, once per mode: {mode: dag_id}, and with `floor` Airflow's
+    floor (`floor`). No retries: a failure shows at once."""
     (folder / "specs").mkdir(parents=True, exist_ok=True)
     (folder / "ingest_datasources.py").write_text(DAG_FILE)
-    dag_ids = {"floor": f"{prefix}_floor"}
-    (folder / "airflow_floor.py").write_text(FLOOR_DAG.format(dag_id=dag_ids["floor"]))
+    dag_ids = {}
+    if floor:
+        dag_ids["floor"] = f"{prefix}_floor"
+        (folder / "airflow_floor.py").write_text(FLOOR_DAG.format(dag_id=dag_ids["floor"]))
     for mode in MODES:
         raw = yaml.safe_load((ROOT / "dags" / "datasources" / "wikipedia.yaml").read_text())
         dag_id = f"{prefix}_{mode}"
         raw["spec"]["dataSchema"]["dataSource"] = dag_id
-        raw["spec"]["ioConfig"].update(topic=topics[mode], taskCount=2)
+        raw["spec"]["ioConfig"].update(topic=topics[mode], taskCount=task_count)
         raw["microbatch"].update(retries=0, spark={"connId": CONNECT_CONN if mode == "connect" else "spark_default"})
         (folder / "specs" / f"{dag_id}.yaml").write_text(yaml.safe_dump(raw))
         dag_ids[mode] = dag_id
@@ -337,9 +341,10 @@ def check_run(store: MetadataStore, dag_id: str, run_id: str, records: int) -> N
 class DagsTest:
     """One Airflow home (SQLite Airflow DB, SQLite metadata store) with both DAGs."""
 
-    def __init__(self, out: Path, bootstrap: str, connect: EmbeddedSparkConnect, topics: dict[str, str]):
+    def __init__(self, out: Path, bootstrap: str, connect: EmbeddedSparkConnect, topics: dict[str, str],
+                 task_count: int):
         self.out = out
-        self.dag_ids = write_dags(out / "dags", "fc", topics)
+        self.dag_ids = write_dags(out / "dags", "fc", topics, task_count)
         self.env = bench_env(out, bootstrap, out / "dags", connect.url)
         self.connect = connect
         self.server_group = CpuGroup.make("connect-server")
@@ -466,12 +471,13 @@ class Standalone:
     (not imported: that module needs pytest and the tests' conftest)."""
 
     def __init__(self, root: Path, bootstrap: str, connect: EmbeddedSparkConnect, topics: dict[str, str],
-                 airflow_db_url: str, metadata_url: str):
+                 task_count: int, airflow_db_url: str, metadata_url: str):
         import sqlalchemy as sa
 
         port = free_port()
         self.root = root
-        self.dag_ids = write_dags(root / "dags", "fs", topics)
+        # no floor DAG: it has no schedule, so the scheduler never runs it and `wait_idle` would wait for it forever
+        self.dag_ids = write_dags(root / "dags", "fs", topics, task_count, floor=False)
         self.base = f"http://localhost:{port}"
         self.env = bench_env(
             root, bootstrap, root / "dags", connect.url, metadata_url=metadata_url,
@@ -572,8 +578,8 @@ class Standalone:
 def small_runs(args: argparse.Namespace, bench: DagsTest, bootstrap: str, topics: dict[str, str]) -> dict[str, Any]:
     rng = random.Random(16)
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
-    print(f"\n== airflow dags test: {args.runs} runs per mode of {args.records:,} records, 2 task groups "
-          f"(modes interleaved, load {load()})")
+    print(f"\n== airflow dags test: {args.runs} runs per mode of {args.records:,} records, {args.task_count} task "
+          f"groups (modes interleaved, load {load()})")
     floor: list[dict[str, Any]] = []
     for i in range(args.runs):
         for mode in (MODES if i % 2 == 0 else MODES[::-1]) + ("floor",):
@@ -634,7 +640,7 @@ def scheduler_runs(args: argparse.Namespace, out: Path, bootstrap: str, connect:
             conn.execute(sa.text("CREATE DATABASE ingest_fc"))
         admin_engine.dispose()
         started = time.monotonic()
-        sched = Standalone(out / "standalone", bootstrap, connect, topics, f"{pg.url}/airflow_fc",
+        sched = Standalone(out / "standalone", bootstrap, connect, topics, args.task_count, f"{pg.url}/airflow_fc",
                            f"{pg.url}/ingest_fc")
         try:
             sched.wait_healthy()
@@ -669,7 +675,7 @@ def scheduler_runs(args: argparse.Namespace, out: Path, bootstrap: str, connect:
 
 
 def large_runs(args: argparse.Namespace, bench: DagsTest, bootstrap: str, topics: dict[str, str]) -> list[dict]:
-    sizes = getattr(args, "sizes", None) or [1_000_000] + ([4_000_000] if args.large else [])
+    sizes = args.large_records or [1_000_000] + ([4_000_000] if args.large else [])
     pool = make_pool()
     out = []
     print("\n== large runs through the DAG (airflow dags test; events cycled from a pool of 20,000 wiki_events)")
@@ -763,13 +769,13 @@ def probe_source() -> Any:
     return OneRow
 
 
-def session_probe(env: dict[str, str], url: str, rounds: int = 3) -> list[dict[str, Any]]:
+def session_probe(env: dict[str, str], url: str, rounds: int) -> list[dict[str, Any]]:
     print(f"\n== opening a Connect session, step by step, on the warm server (a fresh Python; load {load()})")
     done = subprocess.run([sys.executable, __file__, "--probe", url, "--probe-rounds", str(rounds)], env=env,
                           capture_output=True, text=True, timeout=1800)
     rows = [json.loads(ln) for ln in done.stdout.splitlines() if ln.startswith("{")]
     if done.returncode != 0:
-        print(f"  the probe failed: {done.stderr[-2000:]}")
+        raise SystemExit(f"the session probe exited {done.returncode}: {done.stderr[-2000:]}")
     for row in rows:
         print("  " + ", ".join(f"{k} {v:.2f} s" if isinstance(v, float) else str(v) for k, v in row.items()))
     return rows
@@ -793,10 +799,19 @@ def main() -> None:
     ap.add_argument("--skip-scheduler", action="store_true", help="no airflow standalone part")
     ap.add_argument("--skip-large", action="store_true", help="no 1M-record runs")
     ap.add_argument("--large", action="store_true", help="also 4M-record runs")
+    ap.add_argument("--large-records", type=int, nargs="+", help="the large runs' sizes (default: 1M, with --large 4M)")
+    ap.add_argument("--probe-sessions", type=int, default=3, help="sessions the probe opens of each kind")
+    ap.add_argument("--task-count", type=int, default=2, help="the spec's taskCount: spark_job tasks per run")
+    ap.add_argument("--tiny", action="store_true",
+                    help="1 run per mode of 50 records, 1 task group, 1 triggered run per mode, 2,000-record large "
+                         "runs, 1 probe session of each kind: every part once, measures nothing")
     ap.add_argument("--out", type=Path, help="keep everything (logs, Airflow homes, results.json) here")
     ap.add_argument("--probe", metavar="URL", help=argparse.SUPPRESS)  # internal: the session probe's process
     ap.add_argument("--probe-rounds", type=int, default=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.tiny:  # new defaults; what the command line gives still wins
+        ap.set_defaults(runs=1, records=50, task_count=1, scheduler_runs=1, large_records=[2_000], probe_sessions=1)
+        args = ap.parse_args()
     if args.probe:
         return probe(args.probe, args.probe_rounds)
     out = (args.out or Path(tempfile.mkdtemp(prefix="bench-fixedcost-"))).resolve()
@@ -806,6 +821,18 @@ def main() -> None:
           f"load average {load_start} (1/5/15 min); work dir {out}")
     results: dict[str, Any] = {"load_start": load_start, "args": {k: str(v) for k, v in vars(args).items()}}
     bench: DagsTest | None = None
+    failed: list[str] = []
+
+    def part(name: str, run: Any) -> None:
+        """One optional part: a failure keeps the other parts' figures, and the benchmark exits 1 at the end."""
+        try:
+            results[name] = run()
+        except (Exception, SystemExit) as exc:  # noqa: BLE001
+            print(f"  the {name} part failed: {exc}", flush=True)
+            results[name] = {"error": str(exc)}
+            failed.append(name)
+        save(out, results)
+
     try:
         with contextlib.ExitStack() as services:
             started = time.monotonic()
@@ -819,28 +846,17 @@ def main() -> None:
             admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
             topics = {m: f"fc_{m}" for m in MODES}
             create_topics(admin, topics.values())
-            bench = DagsTest(out, kafka.bootstrap, connect, topics)
+            bench = DagsTest(out, kafka.bootstrap, connect, topics, args.task_count)
             results["dags_test"] = small = small_runs(args, bench, kafka.bootstrap, topics)
             save(out, results)
             daemons, pss = results["server_python_after_small"] = server_python(connect)
             print(f"  the Connect server now keeps {daemons} Python daemons, {pss:,.0f} MiB PSS with their workers "
-                  f"(after {args.runs} Connect runs of 2 sessions each)")
-            results["session_probe"] = session_probe(bench.env, connect.url)
-            save(out, results)
+                  f"(after {args.runs} Connect runs of {args.task_count} sessions each)")
+            part("session_probe", lambda: session_probe(bench.env, connect.url, args.probe_sessions))
             if not args.skip_scheduler:
-                try:  # a failure here keeps the other parts' figures
-                    results["scheduler"] = scheduler_runs(args, out, kafka.bootstrap, connect, admin)
-                except (Exception, SystemExit) as exc:  # noqa: BLE001
-                    print(f"  the scheduler part failed: {exc}", flush=True)
-                    results["scheduler"] = {"error": str(exc)}
-                save(out, results)
+                part("scheduler", lambda: scheduler_runs(args, out, kafka.bootstrap, connect, admin))
             if not args.skip_large:
-                try:
-                    results["large"] = large_runs(args, bench, kafka.bootstrap, topics)
-                except (Exception, SystemExit) as exc:  # noqa: BLE001
-                    print(f"  the large runs failed: {exc}", flush=True)
-                    results["large"] = {"error": str(exc)}
-                save(out, results)
+                part("large", lambda: large_runs(args, bench, kafka.bootstrap, topics))
             daemons, pss = results["server_python_at_end"] = server_python(connect)
             print(f"  at the end the Connect server keeps {daemons} Python daemons, {pss:,.0f} MiB PSS")
             wall, cpu_ratio = small["connect"]["wall"][0], small["ratio"]["cpu"]
@@ -864,6 +880,8 @@ def main() -> None:
         print(f"results: {out / 'results.json'}")
     if args.out is None:
         shutil.rmtree(out / "kafka", ignore_errors=True)  # the large runs' log; the rest stays for a look
+    if failed:
+        raise SystemExit(f"the benchmark's {', '.join(failed)} part(s) failed (see above; logs in {out})")
 
 
 if __name__ == "__main__":

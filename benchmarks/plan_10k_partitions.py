@@ -6,6 +6,7 @@ it in the same run with the naive way: one ListOffsets request per partition (me
 
     python benchmarks/plan_10k_partitions.py                 # starts an embedded Apache Kafka (KRaft) itself
     python benchmarks/plan_10k_partitions.py --bootstrap host:port --partitions 10000   # or any Kafka you name
+    python benchmarks/plan_10k_partitions.py --tiny          # 50 partitions, once: that it runs (the tests)
 """
 
 from __future__ import annotations
@@ -66,7 +67,11 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--naive-sample", type=int, default=200)
+    ap.add_argument("--tiny", action="store_true", help="50 partitions, one plan, 10 naive requests: measures nothing")
     args = ap.parse_args()
+    if args.tiny:  # new defaults; the sizes given on the command line still win
+        ap.set_defaults(partitions=50, repeat=1, naive_sample=10)
+        args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="plan-bench-"))
     kafka = None

@@ -37,6 +37,7 @@ from ingest_core.spark.job import (
     col,
     describe_segments,
     rollup,
+    sql_functions,
 )
 from ingest_core.spark.kafka_source import BUCKET, SEGMENT, SPARK_TIME, ReadJob
 
@@ -253,9 +254,10 @@ def jvm_reader_job(spark: Any, job: GroupJob, bootstrap: str) -> GroupReport:
 
     spec, group = job.spec, job.group
     started = time.monotonic()
-    deep_storage.delete_dir(job.output_uri)
+    # as our job does: each attempt writes a folder of its own (`job.attempt_uri`), where `describe_segments`
+    # reads the segments
     read_job = ReadJob(spec_raw=spec.to_raw(), created_at=job.plan.to_json()["createdAt"],
-                       splits=[s.to_json() for s in group.splits], output_uri=job.output_uri,
+                       splits=[s.to_json() for s in group.splits], output_uri=job.attempt_uri,
                        batch_records=spec.tuning_config.max_records_per_poll or ReadJob.batch_records,
                        progress_interval_s=job.progress_interval_s)
     kafka_format = spec.io_config.input_format.type == "kafka"
@@ -274,17 +276,18 @@ def jvm_reader_job(spark: Any, job: GroupJob, bootstrap: str) -> GroupReport:
         rolled, dims, metrics = rollup(rows, spec)
         if not spec.data_schema.dimensions_spec.dimensions:
             rolled, dims = _expand_discovered(rolled, dims)
-        out = rolled.select(SEGMENT, "__time", *[col(c) for c in dims + metrics])
-        (out.sortWithinPartitions(SEGMENT, "__time", *[col(d) for d in dims])
-         .write.mode("overwrite").option("maxRecordsPerFile", spec.tuning_config.max_rows_per_segment)
-         .partitionBy(SEGMENT).parquet(deep_storage.join(job.output_uri, "segments")))
+        F = sql_functions(rows)
+        out = rolled.select(SEGMENT, "__time", *[col(F, c) for c in dims + metrics])
+        (out.sortWithinPartitions(SEGMENT, "__time", *[col(F, d) for d in dims])
+         .write.mode("error").option("maxRecordsPerFile", spec.tuning_config.max_rows_per_segment)
+         .partitionBy(SEGMENT).parquet(deep_storage.join(job.attempt_uri, "segments")))
     except Exception as exc:
         raise _job_error(exc) from exc
     finally:
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", previous)
     found = {r.index: r for r in (
-        SplitReport.from_json(deep_storage.read_json(deep_storage.to_uri(job.output_uri, f.path)))
-        for f in deep_storage.list_files(deep_storage.join(job.output_uri, "splits"), ".json"))}
+        SplitReport.from_json(deep_storage.read_json(deep_storage.to_uri(job.attempt_uri, f.path)))
+        for f in deep_storage.list_files(deep_storage.join(job.attempt_uri, "splits"), ".json"))}
     # A split whose range held no record (only transaction markers or aborted records) reaches no task here:
     # Spark's source gives a task no way to say which range it read when it read nothing.
     for i, s in enumerate(group.splits):

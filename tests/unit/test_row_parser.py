@@ -109,15 +109,25 @@ def spec(**overrides):
         "topic": "t", "inputFormat": {"type": "json"}, "consumerProperties": {"bootstrap.servers": "x:1"}}}})
 
 
-def test_fast_and_slow_decoding_give_the_same_rows():
+def test_fast_and_slow_decoding_give_the_same_rows(monkeypatch):
     parser = RowParser(spec(), datetime(2026, 1, 1, tzinfo=timezone.utc))
+    # which decoder produced each chunk's columns: the real methods, each call recorded with whether it decoded
+    decoded: list[tuple[str, bool]] = []
+    for name in ("_decode_fast", "_decode_slow"):
+        def recording(*args, _real=getattr(parser, name), _name=name):
+            columns = _real(*args)
+            decoded.append((_name, columns is not None))
+            return columns
+        monkeypatch.setattr(parser, name, recording)
     values = [json.dumps({"ts": f"2026-01-01T00:00:{i:02d}.5Z", "a": f"v{i}", "n": i, "d": i / 2}).encode()
               for i in range(50)]
     fast = parser.parse(RecordChunk("t", 0, list(range(50)), values))
+    assert decoded == [("_decode_fast", True)]  # pyarrow's JSON reader decoded the whole chunk
+    decoded.clear()
     # one record the vectorized path cannot take (a number as text) sends the chunk down the per-record path
     slow = parser.parse(RecordChunk("t", 0, list(range(51)), values + [b'{"ts": "2026-01-01T00:01:00Z", "n": "7"}']))
-    assert parser._fast_schema is not None
-    assert fast.table.to_pylist() == slow.table.to_pylist()[:50]
+    assert decoded == [("_decode_fast", False), ("_decode_slow", True)]
+    assert fast.table.num_rows == 50 and fast.table.to_pylist() == slow.table.to_pylist()[:50]
     assert slow.table.to_pylist()[50]["n"] == 7 and slow.stats.processed == 51
 
 
