@@ -1,4 +1,4 @@
-"""Airflow DAGs: one per datasource spec in this folder (YAML or JSON, any depth); see ingest_core/dag_factory.py.
+"""Airflow DAGs: one per datasource spec in this folder (YAML or JSON, any depth); see ingest_core/provider/dag_factory.py.
 (Airflow only parses files that mention both "airflow" and "dag".)"""
 
 from pathlib import Path
