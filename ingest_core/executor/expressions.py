@@ -14,6 +14,7 @@ A compiled expression is a function from a column lookup (name -> pyarrow array)
 
 from __future__ import annotations
 
+import inspect
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -337,12 +338,12 @@ def _f_round(n: int, x: Any, scale: Any = 0) -> Any:
     return _lift(lambda v: pc.round(v, int(scale)))(_to_double(x)) if _type_of(x) != pa.int64() else x
 
 
-def _f_greatest(n: int, *args: Any) -> Any:
-    return _lift(pc.max_element_wise)(*args)
+def _f_greatest(n: int, first: Any, *rest: Any) -> Any:
+    return _lift(pc.max_element_wise)(first, *rest)
 
 
-def _f_least(n: int, *args: Any) -> Any:
-    return _lift(pc.min_element_wise)(*args)
+def _f_least(n: int, first: Any, *rest: Any) -> Any:
+    return _lift(pc.min_element_wise)(first, *rest)
 
 
 def _f_isnull(n: int, x: Any) -> Any:
@@ -511,13 +512,34 @@ class _Parser:
                 args.append(self.or_())
         self.take(")")
         text = self.text
+        try:  # the arity is known now: `ingest validate` reports it, not the Spark job
+            inspect.signature(fn).bind(0, *args)
+        except TypeError:
+            raise ExpressionError(f"in expression {text!r}: {name}() takes {_arity(fn)}, "
+                                  f"got {len(args)}") from None
 
         def apply(cols: Columns, n: int) -> Any:
             try:
                 return fn(n, *[a(cols, n) for a in args])
-            except TypeError as exc:
+            except ExpressionError:
+                raise
+            except (TypeError, IndexError, ValueError, pa.ArrowException) as exc:
+                # a value the function cannot take (a string to abs(), a group the pattern lacks): say which call
                 raise ExpressionError(f"in expression {text!r}: {name}(): {exc}") from None
         return apply
+
+
+def _arity(fn: Callable[..., Any]) -> str:
+    """How many arguments `fn` takes, in words (its first parameter is the row count, not an argument)."""
+    params = list(inspect.signature(fn).parameters.values())[1:]
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        required = sum(1 for p in params if p.kind is not p.VAR_POSITIONAL and p.default is p.empty)
+        return f"{required} or more arguments"
+    required = sum(1 for p in params if p.default is p.empty)
+    most = len(params)
+    if required == most:
+        return f"{most} argument{'s' if most != 1 else ''}"
+    return f"{required} to {most} arguments"
 
 
 def compile_expression(text: str) -> Expression:
