@@ -36,7 +36,7 @@ def test_stores_opened_per_call_share_one_engine_and_its_connection(shared_url):
 
 
 def test_the_operators_and_the_api_open_the_shared_store(shared_url, monkeypatch):
-    from ingest_core.provider.operators import microbatch as operators
+    from ingest_core.provider.operators import run as operators
     from ingest_core.provider.plugins import ui
 
     monkeypatch.setenv("INGEST_METADATA_URL", shared_url)
