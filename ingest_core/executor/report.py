@@ -85,6 +85,25 @@ class ParseExceptionRecord:
         return f"{kind} at {self.topic}/{self.partition} offset {self.offset}: {self.message}"
 
 
+class Outcome(str, enum.Enum):
+    """What became of a record the parser did not ingest exactly as sent (Druid's row stats' names)."""
+
+    UNPARSEABLE = "unparseable"                 # dropped: it could not be read
+    PROCESSED_WITH_ERROR = "processedWithError"  # ingested with a column set to null
+    THROWN_AWAY = "thrownAway"                  # dropped on purpose: the filter or the rejection window
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """One record's row that was not ingested as sent: the record's offset (its partition is the chunk's),
+    what became of the row and why. The row parser lists every one (thrown-away rows only when asked), so a
+    dead-letter writer can keep the record's raw bytes; the parse-exception reports keep only the last few."""
+
+    offset: int
+    outcome: Outcome
+    message: str
+
+
 def limit_exceeded_message(limit: int, count: int, where: str, last: ParseExceptionRecord | None) -> str:
     tail = f" Last: {last.describe()}." if last else ""
     return (f"Max parse exceptions [{limit}] exceeded in {where}: {count} rows could not be parsed "

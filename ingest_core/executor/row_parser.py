@@ -36,7 +36,7 @@ import pyarrow.json as pa_json
 from ingest_core.core.spec import DatasourceSpec, InputFormat
 from ingest_core.executor.expressions import compile_expression, evaluate_to_array
 from ingest_core.executor.filters import compile_filter
-from ingest_core.executor.report import ParseExceptionRecord, RowStats
+from ingest_core.executor.report import Outcome, ParseExceptionRecord, Rejection, RowStats
 from ingest_core.executor.timestamps import timestamp_parser
 
 log = logging.getLogger(__name__)
@@ -85,6 +85,7 @@ class ParsedChunk:
     table: pa.Table
     stats: RowStats
     exceptions: list[ParseExceptionRecord] = field(default_factory=list)  # the last max(maxSaved, 1)
+    rejections: list[Rejection] = field(default_factory=list)  # every row not ingested as sent, in offset order
 
 
 class _Rows:
@@ -398,6 +399,7 @@ class RowParser:
     def parse(self, chunk: RecordChunk) -> ParsedChunk:
         stats = RowStats()
         exceptions: list[ParseExceptionRecord] = []
+        rejections: list[Rejection] = []
         values = chunk.values
         if None not in values and b"" not in values:  # the usual case, checked without a Python loop
             live: list[int] = list(range(len(values)))
@@ -420,7 +422,7 @@ class RowParser:
         if self._fast_schema is not None and live:
             columns = self._decode_fast(chunk, live)
         if columns is None:
-            columns, row_record, rows, pyvalues = self._decode_slow(chunk, live, stats, exceptions)
+            columns, row_record, rows, pyvalues = self._decode_slow(chunk, live, stats, exceptions, rejections)
         n = len(row_record)
         offsets = _offsets_array(chunk.offsets)
         if n != len(chunk):  # rows of other records than one each, in order
@@ -434,7 +436,7 @@ class RowParser:
             keep = [True] * n
             for row, message in bad_ts:
                 keep[row] = False
-                self._exception(exceptions, stats, chunk, offsets, row, message, unparseable=True)
+                self._exception(exceptions, rejections, stats, chunk, offsets, row, message, unparseable=True)
             mask = pa.array(keep, pa.bool_())
         columns[TIME] = ts_millis
 
@@ -482,15 +484,16 @@ class RowParser:
         kept = mask.to_pylist() if with_error else []
         for row, message in sorted(with_error.items()):
             if kept[row]:
-                self._exception(exceptions, stats, chunk, offsets, row, message, unparseable=False)
+                self._exception(exceptions, rejections, stats, chunk, offsets, row, message, unparseable=False)
         stats.processed += table.num_rows - sum(1 for row in with_error if kept[row])
         exceptions.sort(key=lambda e: e.offset)
-        return ParsedChunk(table, stats, exceptions[-max(self.max_saved, 1):])
+        rejections.sort(key=lambda r: r.offset)
+        return ParsedChunk(table, stats, exceptions[-max(self.max_saved, 1):], rejections)
 
     # ---------------------------------------------------------------------------------------- pieces
 
     def _decode_slow(self, chunk: RecordChunk, live: Sequence[int], stats: RowStats,
-                     exceptions: list[ParseExceptionRecord]
+                     exceptions: list[ParseExceptionRecord], rejections: list[Rejection]
                      ) -> tuple[dict[str, pa.Array], list[int], list[dict[str, Any]], dict[str, list[Any]]]:
         rows: list[dict[str, Any]] = []
         row_record: list[int] = []
@@ -502,7 +505,7 @@ class RowParser:
                     extra = self._kafka_columns(chunk, i)
                     decoded = [{**extra, **r} for r in decoded]  # the value's fields win
             except (ValueError, UnicodeDecodeError, csv.Error) as exc:
-                self._exception(exceptions, stats, chunk, pa.array([chunk.offsets[i]], pa.int64()), 0,
+                self._exception(exceptions, rejections, stats, chunk, pa.array([chunk.offsets[i]], pa.int64()), 0,
                                 f"Unable to parse row [{_preview(chunk.values[i])}]: {exc}", unparseable=True)
                 continue
             rows.extend(decoded)
@@ -626,7 +629,8 @@ class RowParser:
             out.append(_json_text({k: v for k, v in dims.items() if v is not None}))
         return pa.array(out, pa.string())
 
-    def _exception(self, exceptions: list[ParseExceptionRecord], stats: RowStats, chunk: RecordChunk,
+    def _exception(self, exceptions: list[ParseExceptionRecord], rejections: list[Rejection], stats: RowStats,
+                   chunk: RecordChunk,
                    offsets: pa.Array, row: int, message: str, *, unparseable: bool) -> None:
         offset = int(offsets[row].as_py())
         if unparseable:
@@ -634,6 +638,8 @@ class RowParser:
         else:
             stats.processed_with_error += 1
         record = ParseExceptionRecord(chunk.topic, chunk.partition, offset, message, unparseable)
+        rejections.append(Rejection(offset, Outcome.UNPARSEABLE if unparseable else Outcome.PROCESSED_WITH_ERROR,
+                                    message))
         if self.log_parse_exceptions:
             log.warning("parse exception: %s", record.describe())
         # keep at least the last one, so an exceeded limit can name it even when none are saved
