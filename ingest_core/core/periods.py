@@ -132,7 +132,15 @@ def parse_datetime(text: str) -> datetime:
     return value.astimezone(timezone.utc)
 
 
+# The date-times a segment interval can hold: Python's datetime ends with year 9999, and an interval of the
+# widest segment granularity (a year) starting before MAX_DATETIME still has an end. Row times outside
+# [MIN_DATETIME, MAX_DATETIME) are unparseable (the row parser checks them, vectorized).
+MIN_DATETIME = datetime(1, 1, 1, tzinfo=timezone.utc)
+MAX_DATETIME = datetime(9999, 1, 1, tzinfo=timezone.utc)
+
+
 def format_datetime(when: datetime) -> str:
-    """UTC, millisecond precision, `Z` suffix: the form Druid prints and segment ids use."""
+    """UTC, millisecond precision, `Z` suffix: the form Druid prints and segment ids use. The year has four
+    digits before 1000 too (strftime's %Y drops the zeros there, and `parse_datetime` needs them)."""
     when = when.astimezone(timezone.utc)
-    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+    return f"{when.year:04d}-" + when.strftime("%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"

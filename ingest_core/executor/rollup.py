@@ -14,6 +14,14 @@ Partial state per aggregator, and how Spark merges it:
     <kind>First      the value of the group's earliest row      min_by (time, partition, offset)
     <kind>Last       the value of the group's latest row        max_by (time, partition, offset)
 
+A longSum never wraps and never fails the job: each row's value is split into its high 32 bits (signed) and
+low 32 bits (unsigned), and the partial rows carry the two sums (`long_sum_columns`), which neither pyarrow's
+hash_sum nor Spark's sum can overflow (below 2^31 rows per group). Spark adds both and joins them
+(`ingest_core.spark.job.rollup`): a group whose exact sum fits in a long gets it; one whose sum passes the long
+range becomes several rows of the same group whose longSum values add up to the exact sum (each within the
+range, the group's other sums and count on its first row, its min/max/first/last on every one), so reading the
+segment gives the exact total: Druid's streaming rollup is best-effort, its rows are never wrong.
+
 First and Last carry their row's time and offset (FIRST_TIME, FIRST_OFFSET, LAST_TIME, LAST_OFFSET), shared by
 every First (or Last) aggregator: one row is the earliest of its group, whatever the value column.
 """
@@ -57,6 +65,17 @@ class Aggregator:
         return cls(name, agg_type[len(kind):].lower(), kind, metric_input_column(field_name or "", kind))
 
 
+def long_sum_columns(name: str) -> tuple[str, str]:
+    """The partial row's columns of a longSum `name`: the sum of its values' low 32 bits, of their high ones."""
+    return f"__lo_{name}", f"__hi_{name}"
+
+
+def long_sum_value(partial_row: dict, name: str) -> int | None:
+    """The exact sum a partial row carries for longSum `name` (a Python int: it may pass the long range)."""
+    lo, hi = (partial_row[c] for c in long_sum_columns(name))
+    return None if lo is None else (hi << 32) + lo
+
+
 def aggregators(spec: DatasourceSpec) -> list[Aggregator]:
     return [Aggregator.of(a.type, a.name, a.field_name) for a in spec.data_schema.metrics_spec]
 
@@ -76,6 +95,8 @@ class PartialRollup:
         for a in self.aggs:
             if a.op == "count":
                 fields.append(pa.field(a.name, pa.int64()))
+            elif a.op == "sum" and a.kind == "long":
+                fields += [pa.field(c, pa.int64()) for c in long_sum_columns(a.name)]
             elif a.op == "sum":
                 typ = rows.field(a.input).type
                 fields.append(pa.field(a.name, pa.float64() if pa.types.is_floating(typ) else typ))
@@ -98,18 +119,23 @@ class PartialRollup:
         specs: list[tuple] = []
         names: list[str] = []
 
-        def add(column: str | None, op: str, name: str, options: pc.FunctionOptions | None = None) -> None:
+        def add(column: str | pa.Array | None, op: str, name: str, options: pc.FunctionOptions | None = None) -> None:
             if column is None:
                 specs.append(([], op))
             else:
                 v = f"v{len(specs)}"
-                columns[v] = rows.column(column)
+                columns[v] = rows.column(column) if isinstance(column, str) else column
                 specs.append((v, op, options) if options is not None else (v, op))
             names.append(name)
 
         for a in self.aggs:
             if a.op == "count":
                 add(None, "count_all", a.name)
+            elif a.op == "sum" and a.kind == "long":
+                values = rows.column(a.input)
+                lo, hi = long_sum_columns(a.name)
+                add(pc.bit_wise_and(values, 0xFFFFFFFF), "sum", lo)
+                add(pc.shift_right(values, 32), "sum", hi)  # arithmetic: the sign stays
             elif a.op in ("first", "last"):
                 add(a.input, a.op, a.name, _WITH_NULLS)
             else:

@@ -15,7 +15,10 @@ record, a type that does not match, several rows in one record, flattenSpec path
 that chunk record by record, which finds the exact rows at fault. Both paths give the same rows.
 
 A row whose timestamp or value cannot be read is `unparseable` and dropped; a row with a dimension or metric
-value that cannot be converted is kept with null there and counted as `processedWithError`.
+value that cannot be converted is kept with null there and counted as `processedWithError`. Every step fails
+for its rows only: a transform (or the filter) that raises is evaluated again on halves of the chunk until the
+rows at fault are found; they are unparseable, the others keep exactly the values the whole chunk gives. The
+README's "value -> outcome" table lists each case; numbers are never wrapped, clamped or made infinite.
 """
 
 from __future__ import annotations
@@ -25,14 +28,17 @@ import io
 import json
 import logging
 import re
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
+from ingest_core.core.periods import MAX_DATETIME, MIN_DATETIME
 from ingest_core.core.spec import DatasourceSpec, InputFormat
 from ingest_core.executor.expressions import compile_expression, evaluate_to_array
 from ingest_core.executor.filters import compile_filter
@@ -50,6 +56,12 @@ TIME_TYPE = pa.timestamp("ms", tz="UTC")
 DIM_TYPES = {"string": pa.string(), "long": pa.int64(), "float": pa.float32(), "double": pa.float64(),
              "json": pa.string(), "auto": pa.string()}
 METRIC_INPUT_TYPES = {"long": pa.int64(), "double": pa.float64(), "float": pa.float32()}
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=MIN_DATETIME.tzinfo)
+MIN_TIME_MS = (MIN_DATETIME - _EPOCH) // timedelta(milliseconds=1)  # row times a segment interval can hold
+MAX_TIME_MS = (MAX_DATETIME - _EPOCH) // timedelta(milliseconds=1)  # (exclusive); see core.periods
+LONG_MIN, LONG_MAX = -(2 ** 63), 2 ** 63 - 1
+FLOAT_MAX = 3.4028234663852886e38  # the largest finite float32
 
 
 def metric_kind(agg_type: str) -> str | None:
@@ -159,6 +171,7 @@ class _JsonDecoder:
 
     def rows(self, data: bytes) -> list[dict[str, Any]]:
         text = data.decode("utf-8")
+        escaped = "\\u" in text  # only an escape can decode to a lone surrogate
         out, pos, n = [], 0, len(text)
         while True:
             while pos < n and text[pos] in " \t\r\n":
@@ -168,6 +181,12 @@ class _JsonDecoder:
             doc, pos = self._decoder.raw_decode(text, pos)
             if not isinstance(doc, dict):
                 raise ValueError(f"expected a JSON object, got {type(doc).__name__}")
+            if escaped:
+                try:
+                    _json_text(doc).encode("utf-8")
+                except UnicodeEncodeError:
+                    raise ValueError("a string holds a lone UTF-16 surrogate escape (such as \\ud800): not "
+                                     "valid Unicode text") from None
             out.append(self._flatten(doc))
         if not out:
             raise ValueError("no JSON object in record")
@@ -176,9 +195,9 @@ class _JsonDecoder:
     def _flatten(self, doc: dict[str, Any]) -> dict[str, Any]:
         row: dict[str, Any] = {}
         if self.discovery:
-            for k, v in doc.items():
-                if not isinstance(v, dict):
-                    row[k] = v
+            # nested objects too: a dimension named in the spec stores one as its JSON text, and schemaless
+            # discovery skips them (`RowParser._discovered`), as Druid's field discovery does
+            row.update(doc)
         for name, get in self.paths:
             row[name] = get(doc)
         return row
@@ -262,31 +281,45 @@ def _to_string_value(v: Any, multi: str) -> str | None:
 
 
 def _to_long_value(v: Any) -> int | None:
+    """Druid's long conversion: a fraction is truncated; a value past the int64 range, NaN or an infinity
+    raises (the row is processedWithError), never wraps."""
     if v is None:
         return None
     if isinstance(v, bool):
         return int(v)
-    if isinstance(v, int):
-        return v
     if isinstance(v, float):
+        if not -2.0 ** 63 <= v < 2.0 ** 63:  # NaN compares false too
+            raise ValueError(f"{v!r} is outside the long range [-2^63, 2^63)")
         return int(v)
-    text = str(v).strip()
-    try:
-        return int(text)
-    except ValueError:
-        return int(float(text))
+    if not isinstance(v, int):
+        if not isinstance(v, str):
+            raise ValueError(f"a JSON {type(v).__name__} is not a number")
+        text = v.strip()
+        try:
+            v = int(text)
+        except ValueError:
+            return _to_long_value(float(text))
+    if not LONG_MIN <= v <= LONG_MAX:
+        raise ValueError(f"{v} is outside the long range [-2^63, 2^63)")
+    return v
 
 
-def _to_double_value(v: Any) -> float | None:
+def _to_double_value(v: Any, limit: float = sys.float_info.max) -> float | None:
+    """A finite double (for `float` columns, `limit` is float32's largest); NaN, infinities and values past
+    the limit raise (the row is processedWithError), never become infinite."""
     if v is None:
         return None
-    if isinstance(v, bool):
-        return float(v)
-    return float(v) if not isinstance(v, str) else float(v.strip())
+    if isinstance(v, (list, dict)):
+        raise ValueError(f"a JSON {type(v).__name__} is not a number")
+    out = float(v.strip() if isinstance(v, str) else v)
+    if not abs(out) <= limit:  # NaN compares false too
+        raise ValueError(f"{out!r} is not a finite number" if limit == sys.float_info.max
+                         else f"{out!r} is outside the float range (|v| <= {FLOAT_MAX})")
+    return out
 
 
 _CONVERTERS: dict[str, Callable[[Any], Any]] = {"long": _to_long_value, "double": _to_double_value,
-                                                "float": _to_double_value}
+                                                "float": lambda v: _to_double_value(v, FLOAT_MAX)}
 
 
 # ------------------------------------------------------------------------------------------ the parser
@@ -304,8 +337,11 @@ class Target:
 
 class RowParser:
     def __init__(self, spec: DatasourceSpec, created_at: datetime, *, log_parse_exceptions: bool | None = None,
-                 max_saved_exceptions: int | None = None):
+                 max_saved_exceptions: int | None = None, keep_thrown_away: bool = False):
+        """`keep_thrown_away`: list the rows the filter or the rejection window threw away (and tombstones) in
+        `ParsedChunk.rejections` too, for dead letters that keep them; off, they are only counted."""
         self.spec = spec
+        self.keep_thrown_away = keep_thrown_away
         schema = spec.data_schema
         io = spec.io_config
         tuning = spec.tuning_config
@@ -382,6 +418,11 @@ class RowParser:
         data = b"\n".join(values)  # type: ignore[arg-type]
         if data.count(b"\n") != len(values) - 1:
             return None  # a record holds a newline (several rows, or pretty-printed JSON)
+        if not data.isascii():
+            try:  # pyarrow's reader keeps bytes that are not UTF-8: the per-record path finds those records
+                data.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
         try:
             table = pa_json.read_json(
                 io.BytesIO(data),
@@ -409,6 +450,9 @@ class RowParser:
             for i, v in enumerate(values):
                 if v is None or v == b"":
                     stats.thrown_away += 1  # a tombstone or empty record carries no row
+                    if self.keep_thrown_away:
+                        rejections.append(Rejection(chunk.offsets[i], Outcome.THROWN_AWAY,
+                                                    "a tombstone (null value)" if v is None else "an empty record"))
                 else:
                     stats.processed_bytes += len(v)
                     live.append(i)
@@ -429,32 +473,32 @@ class RowParser:
             offsets = pc.take(offsets, pa.array(row_record, pa.int64()))
 
         # 2. timestamps
+        bad: dict[int, str] = {}  # row -> why it is unparseable (its first reason)
         ts_column = self.ts_spec.column
         ts_millis, bad_ts = self._timestamps(pyvalues.get(ts_column, columns.get(ts_column)), n)
-        mask = pa.repeat(pa.scalar(True), n)
-        if bad_ts:
-            keep = [True] * n
-            for row, message in bad_ts:
-                keep[row] = False
-                self._exception(exceptions, rejections, stats, chunk, offsets, row, message, unparseable=True)
-            mask = pa.array(keep, pa.bool_())
+        bad.update(bad_ts)
         columns[TIME] = ts_millis
 
-        # 3. transforms (Druid applies them to the parsed row; they may replace __time)
+        # 3. transforms (Druid applies them to the parsed row; they may replace __time). A transform that fails
+        # fails its rows (Druid's Transformer throws a ParseException), never the chunk.
+        raw_values = dict(pyvalues)  # mixed columns as decoded, while no transform has replaced them
         for name, expr in self.transforms:
-            try:
-                columns[name] = evaluate_to_array(expr, columns, n)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError) as exc:
-                raise ValueError(f"transform {name!r} ({expr.text}) failed on {chunk.topic}/{chunk.partition} "
-                                 f"offsets {chunk.offsets[0]}..{chunk.offsets[-1]}: {exc}") from None
-        time_col = columns[TIME]
-        if not pa.types.is_integer(time_col.type):
-            time_col = pc.cast(time_col, pa.int64())
+            columns[name] = self._per_row(lambda cols, m, e=expr: evaluate_to_array(e, cols, m), columns, n, bad,
+                                          chunk, offsets, f"transform {name!r} ({expr.text})", expr.columns,
+                                          raw_values)
+            raw_values.pop(name, None)
+        time_col = self._row_times(columns[TIME], n, bad)
 
         # 4. filter, then late/early rejection
+        mask = _keep_mask(n, bad)
         if self.filter is not None:
-            passed = self.filter(columns, n)
-            stats.thrown_away += pc.sum(pc.and_(mask, pc.invert(passed))).as_py() or 0
+            passed = self._per_row(self.filter, columns, n, bad, chunk, offsets, "transformSpec.filter",
+                                   _filter_columns(self.spec.data_schema.transform_spec.filter), raw_values)
+            if bad:
+                mask = _keep_mask(n, bad)
+            passed = pc.fill_null(passed, False)
+            self._throw_away(pc.and_(mask, pc.invert(passed)), stats, rejections, offsets,
+                             "thrown away by transformSpec.filter")
             mask = pc.and_(mask, passed)
         if self.min_time is not None or self.max_time is not None:
             window = pa.repeat(pa.scalar(True), n)
@@ -463,8 +507,11 @@ class RowParser:
             if self.max_time is not None:
                 window = pc.and_(window, pc.less_equal(time_col, self.max_time))
             window = pc.fill_null(window, False)
-            stats.thrown_away += pc.sum(pc.and_(mask, pc.invert(window))).as_py() or 0
+            self._throw_away(pc.and_(mask, pc.invert(window)), stats, rejections, offsets,
+                             "event time outside the message rejection window (late/earlyMessageRejection*)")
             mask = pc.and_(mask, window)
+        for row in sorted(bad):
+            self._exception(exceptions, rejections, stats, chunk, offsets, row, bad[row], unparseable=True)
 
         # 5. typed output columns
         transformed = {name for name, _ in self.transforms}
@@ -492,6 +539,79 @@ class RowParser:
 
     # ---------------------------------------------------------------------------------------- pieces
 
+    def _per_row(self, evaluate: Callable[[dict[str, pa.Array], int], pa.Array], columns: dict[str, pa.Array],
+                 n: int, bad: dict[int, str], chunk: RecordChunk, offsets: pa.Array, what: str,
+                 inputs: Any, raw_values: dict[str, list[Any]]) -> pa.Array:
+        """`evaluate(columns, n)` over the chunk, vectorized. When it raises, halves of the chunk are evaluated
+        again until the rows at fault are found (a few evaluations per bad row); those rows are null and
+        unparseable in `bad`. In the halves, a column that mixes types in the chunk (text for the whole chunk)
+        is typed from its own values, so numbers stay numbers once the text that mixed them in is set apart:
+        every other row gets the value it gets in a chunk without the bad rows (the expressions are row-wise)."""
+        try:
+            return evaluate(columns, n)
+        except Exception:  # noqa: BLE001 - any error of an expression fails its rows, not the job
+            pass
+        pieces: list[pa.Array] = []
+
+        def walk(lo: int, hi: int) -> None:
+            part = {k: v.slice(lo, hi - lo) for k, v in columns.items()}
+            for k in set(inputs or ()) & raw_values.keys():
+                typed = _plain_array(raw_values[k][lo:hi])
+                if typed is not None:
+                    part[k] = typed
+            try:
+                pieces.append(evaluate(part, hi - lo))
+                return
+            except Exception as exc:  # noqa: BLE001 - see above
+                if hi - lo == 1:
+                    given = {c: _py(part[c][0]) for c in sorted(inputs or ()) if c in part}
+                    bad.setdefault(lo, f"{what} failed at {chunk.topic}/{chunk.partition} offset "
+                                       f"{offsets[lo].as_py()} on {given}: {type(exc).__name__}: {exc}")
+                    pieces.append(pa.nulls(1))
+                    return
+            mid = (lo + hi) // 2
+            walk(lo, mid)
+            walk(mid, hi)
+
+        walk(0, n)
+        return _concat(pieces)
+
+    def _row_times(self, raw: pa.Array, n: int, bad: dict[int, str]) -> pa.Array:
+        """Epoch millis of each row's `__time` (after the transforms); a row whose time is null, not a
+        timestamp, or outside what a segment interval can hold (MIN_TIME_MS..MAX_TIME_MS) is unparseable."""
+        if isinstance(raw, pa.ChunkedArray):
+            raw = raw.combine_chunks()
+        if pa.types.is_timestamp(raw.type):
+            raw = pc.cast(raw, TIME_TYPE)
+        try:
+            millis = raw if pa.types.is_integer(raw.type) else pc.cast(raw, pa.int64())
+            millis = pc.cast(millis, pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            values = []
+            for v in raw.to_pylist():
+                try:
+                    values.append(_to_long_value(v))
+                except (ValueError, TypeError, OverflowError):
+                    values.append(None)
+            millis = pa.array(values, pa.int64())
+        valid = pc.fill_null(pc.and_(pc.greater_equal(millis, MIN_TIME_MS), pc.less(millis, MAX_TIME_MS)), False)
+        if not pc.all(valid).as_py():
+            for row in pc.indices_nonzero(pc.invert(valid)).to_pylist():
+                if row not in bad:
+                    value = raw[row].as_py()
+                    bad[row] = (f"Timestamp[{value}] is unparseable! (__time after the transforms is "
+                                f"{'null' if value is None else 'outside the times a segment can hold'}: "
+                                f"[{MIN_DATETIME.isoformat()}, {MAX_DATETIME.isoformat()}))")
+        return millis
+
+    def _throw_away(self, rows: pa.Array, stats: RowStats, rejections: list[Rejection], offsets: pa.Array,
+                    why: str) -> None:
+        thrown = pc.sum(rows).as_py() or 0
+        stats.thrown_away += thrown
+        if thrown and self.keep_thrown_away:
+            for offset in pc.take(offsets, pc.indices_nonzero(rows)).to_pylist():
+                rejections.append(Rejection(offset, Outcome.THROWN_AWAY, why))
+
     def _decode_slow(self, chunk: RecordChunk, live: Sequence[int], stats: RowStats,
                      exceptions: list[ParseExceptionRecord], rejections: list[Rejection]
                      ) -> tuple[dict[str, pa.Array], list[int], list[dict[str, Any]], dict[str, list[Any]]]:
@@ -504,7 +624,7 @@ class RowParser:
                 if kafka:
                     extra = self._kafka_columns(chunk, i)
                     decoded = [{**extra, **r} for r in decoded]  # the value's fields win
-            except (ValueError, UnicodeDecodeError, csv.Error) as exc:
+            except (ValueError, UnicodeError, csv.Error, RecursionError, TypeError) as exc:
                 self._exception(exceptions, rejections, stats, chunk, pa.array([chunk.offsets[i]], pa.int64()), 0,
                                 f"Unable to parse row [{_preview(chunk.values[i])}]: {exc}", unparseable=True)
                 continue
@@ -560,7 +680,7 @@ class RowParser:
                 elif pa.types.is_integer(raw.type) and fmt in ("millis", "auto"):
                     fast = pc.cast(raw, pa.int64())
                 elif pa.types.is_integer(raw.type) and fmt == "posix":
-                    fast = pc.multiply(pc.cast(raw, pa.int64()), 1000)
+                    fast = pc.multiply_checked(pc.cast(raw, pa.int64()), 1000)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             fast = None
         if fast is not None and fast.null_count == 0:
@@ -574,8 +694,12 @@ class RowParser:
             try:
                 if value is None:
                     raise ValueError("missing")
-                out.append(self.parse_ts(value))
-            except (ValueError, TypeError, OverflowError) as exc:
+                millis = self.parse_ts(value)
+                if not MIN_TIME_MS <= millis < MAX_TIME_MS:
+                    raise ValueError(f"outside the times a segment can hold: [{MIN_DATETIME.isoformat()}, "
+                                     f"{MAX_DATETIME.isoformat()})")
+                out.append(millis)
+            except (ValueError, TypeError, OverflowError, ArithmeticError) as exc:
                 out.append(None)
                 bad.append((row, f"Timestamp[{value}] is unparseable! (timestampSpec column "
                                  f"{self.ts_spec.column!r}, format {self.ts_spec.format!r}: {exc})"))
@@ -585,44 +709,40 @@ class RowParser:
         target_type = DIM_TYPES[t.kind] if not t.is_metric_input else METRIC_INPUT_TYPES[t.kind]
         if raw is None:
             return pa.nulls(n, target_type)
-        if isinstance(raw, list):
-            raw_values = raw
-        else:
-            raw_values = None
+        what = "metric input" if t.is_metric_input else "dimension"
+        raw_values = raw if isinstance(raw, list) else None
+        if raw_values is None:
             if isinstance(raw, pa.ChunkedArray):
                 raw = raw.combine_chunks()
-        if raw_values is not None:
-            pass
-        elif raw.type == target_type:
-            return raw
+            if t.kind == "string":
+                if raw.type == target_type:
+                    return raw
+                if pa.types.is_integer(raw.type) or pa.types.is_string(raw.type):
+                    return pc.cast(raw, pa.string())
+            elif pa.types.is_integer(raw.type) or pa.types.is_floating(raw.type) or pa.types.is_null(raw.type):
+                typed = _numeric(t, raw, target_type, with_error, what)
+                if typed is not None:
+                    return typed
         if t.kind == "string":
-            if raw_values is None and (pa.types.is_integer(raw.type) or pa.types.is_string(raw.type)):
-                return pc.cast(raw, pa.string())
             multi = self.multi_value.get(t.source, "sorted_array")
             return pa.array([_to_string_value(v, multi) for v in (raw_values or raw.to_pylist())], pa.string())
-        if raw_values is None and (pa.types.is_integer(raw.type) or pa.types.is_floating(raw.type)
-                                   or pa.types.is_null(raw.type)):
-            try:
-                return pc.cast(raw, target_type, safe=False) if not pa.types.is_floating(raw.type) or t.kind != "long" \
-                    else pc.cast(pc.trunc(raw), target_type, safe=False)
-            except pa.ArrowInvalid:
-                pass
         convert = _CONVERTERS[t.kind]
         values: list[Any] = []
-        what = "metric input" if t.is_metric_input else "dimension"
         for row, v in enumerate(raw_values if raw_values is not None else raw.to_pylist()):
             try:
                 values.append(convert(v))
-            except (ValueError, TypeError, OverflowError):
+            except (ValueError, TypeError, OverflowError) as exc:
                 values.append(None)
-                with_error.setdefault(row, f"could not convert value [{v}] to {t.kind} for {what} '{t.source}'")
+                with_error.setdefault(row, f"could not convert value [{_short(v)}] to {t.kind} for {what} "
+                                           f"'{t.source}' ({exc}); stored as null")
         return pa.array(values, target_type)
 
     def _discovered(self, rows: list[dict[str, Any]], columns: dict[str, Any], n: int) -> pa.Array:
         transformed = {name for name, _ in self.transforms}
         out = []
         for i, r in enumerate(rows):
-            dims = {k: _to_string_value(v, "sorted_array") for k, v in r.items() if k not in self.excluded}
+            dims = {k: _to_string_value(v, "sorted_array") for k, v in r.items()
+                    if k not in self.excluded and not isinstance(v, dict)}  # discovery skips nested objects
             for name in transformed - self.excluded:
                 value = columns[name][i].as_py()
                 dims[name] = _to_string_value(value, "sorted_array")
@@ -633,6 +753,7 @@ class RowParser:
                    chunk: RecordChunk,
                    offsets: pa.Array, row: int, message: str, *, unparseable: bool) -> None:
         offset = int(offsets[row].as_py())
+        message = _printable(message)
         if unparseable:
             stats.unparseable += 1
         else:
@@ -661,6 +782,78 @@ def _offsets_array(offsets: Sequence[int]) -> pa.Array:
 def _preview(value: bytes | None, limit: int = 200) -> str:
     text = (value or b"").decode("utf-8", errors="replace")
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _printable(text: str) -> str:
+    """`text` as the store can keep it: PostgreSQL text holds no NUL, UTF-8 no lone surrogate."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _py(value: Any) -> Any:
+    v = value.as_py()
+    return _short(v) if isinstance(v, (str, bytes, list, dict)) else v
+
+
+def _keep_mask(n: int, bad: dict[int, str]) -> pa.Array:
+    """True for the rows not in `bad`."""
+    if not bad:
+        return pa.repeat(pa.scalar(True), n)
+    keep = np.ones(n, dtype=bool)
+    keep[list(bad)] = False
+    return pa.array(keep)
+
+
+def _concat(pieces: list[pa.Array]) -> pa.Array:
+    """Arrays evaluated on consecutive slices as one array: one type for all (a slice of nulls only, or of
+    whole numbers only, may have evaluated to a narrower type)."""
+    pieces = [p.combine_chunks() if isinstance(p, pa.ChunkedArray) else p for p in pieces]
+    types = {p.type for p in pieces if not pa.types.is_null(p.type)}
+    if not types:
+        return pa.concat_arrays(pieces) if len(pieces) > 1 else pieces[0]
+    if len(types) == 1:
+        target = types.pop()
+    elif all(pa.types.is_integer(t) or pa.types.is_floating(t) for t in types):
+        target = pa.float64() if any(pa.types.is_floating(t) for t in types) else pa.int64()
+    else:
+        target = pa.string()
+    return pa.concat_arrays([p if p.type == target else pc.cast(p, target) for p in pieces])
+
+
+def _numeric(t: Target, raw: pa.Array, target_type: pa.DataType, with_error: dict[int, str],
+             what: str) -> pa.Array | None:
+    """A numeric array as the target's type, vectorized: floats past the long range (or float32's), NaN and
+    infinities are null and listed in `with_error`, never wrapped or made infinite. None: take the per-value
+    path (an unsigned value past the long range)."""
+    if pa.types.is_null(raw.type):
+        return pa.nulls(len(raw), target_type)
+    if pa.types.is_integer(raw.type):
+        if t.kind != "long":
+            return pc.cast(raw, target_type, safe=False)  # the nearest double (float), as Druid stores it
+        try:
+            return pc.cast(raw, pa.int64())
+        except pa.ArrowInvalid:
+            return None
+    if t.kind == "long":
+        ok = pc.and_(pc.greater_equal(raw, -(2.0 ** 63)), pc.less(raw, 2.0 ** 63))  # NaN compares false
+    elif t.kind == "float":
+        ok = pc.less_equal(pc.abs(raw), FLOAT_MAX)
+    else:
+        ok = pc.is_finite(raw)
+    wrong = pc.invert(pc.fill_null(ok, True))
+    if pc.any(wrong).as_py():
+        for row in pc.indices_nonzero(wrong).to_pylist():
+            with_error.setdefault(row, f"could not convert value [{raw[row].as_py()!r}] to {t.kind} for {what} "
+                                       f"'{t.source}' (outside the {t.kind} range, or not a finite number); "
+                                       "stored as null")
+        raw = pc.if_else(ok, raw, pa.scalar(None, raw.type))
+    if t.kind == "long":
+        return pc.cast(pc.trunc(raw), pa.int64(), safe=False)  # in range: truncated like Druid's (long) cast
+    return raw if raw.type == target_type else pc.cast(raw, target_type, safe=False)
 
 
 def _plain_array(values: list[Any]) -> pa.Array | None:

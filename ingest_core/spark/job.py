@@ -48,6 +48,7 @@ from ingest_core.executor.rollup import (
     LAST_OFFSET,
     LAST_TIME,
     aggregators,
+    long_sum_columns,
 )
 from ingest_core.executor.row_parser import DIMS_JSON, PARTITION, TIME
 from ingest_core.kafka.config import KafkaClientConfig
@@ -237,7 +238,10 @@ def rollup(rows: Any, spec: DatasourceSpec) -> tuple[Any, list[str], list[str]]:
     """Druid's rollup: group by (queryGranularity bucket, dimensions) and aggregate; without rollup, every row
     stays a row with its metrics computed from itself. `__time` becomes the bucket in both cases.
 
-    With rollup the splits hand over partial rows (`ingest_core.executor.rollup`): this merges them."""
+    With rollup the splits hand over partial rows (`ingest_core.executor.rollup`): this merges them. A longSum
+    arrives as two sums (high and low 32 bits) that add up without overflow; a group whose exact sum passes the
+    long range is written as several rows whose values add up to it (`_exact_long_sums`), never wrapped, and
+    never an overflow error (Spark's ANSI mode raises on one)."""
     F = sql_functions(rows)
     schema = spec.data_schema
     dims = [d.name for d in schema.dimensions_spec.dimensions] or [DIMS_JSON]
@@ -251,11 +255,61 @@ def rollup(rows: Any, spec: DatasourceSpec) -> tuple[Any, list[str], list[str]]:
     last = F.struct(col(F, LAST_TIME), col(F, PARTITION), col(F, LAST_OFFSET))
     merge = {"count": F.sum, "sum": F.sum, "min": F.min, "max": F.max,
              "first": lambda c: F.min_by(c, first), "last": lambda c: F.max_by(c, last)}
-    aggs = [merge[a.op](col(F, a.name)).cast(a.kind or "long").alias(a.name) for a in aggregators(spec)]
+    aggs, long_sums = [], []
+    for a in aggregators(spec):
+        if a.op == "sum" and a.kind == "long":
+            long_sums.append(a.name)
+            aggs += [F.sum(col(F, c)).alias(c) for c in long_sum_columns(a.name)]
+        else:
+            aggs.append(merge[a.op](col(F, a.name)).cast(a.kind or "long").alias(a.name))
     if not aggs:
         aggs = [F.count(F.lit(1)).alias("__count")]
+    keys = [TIME, SEGMENT, *dims]
     rolled = rows.groupBy(col(F, BUCKET).alias(TIME), col(F, SEGMENT), *[col(F, d) for d in dims]).agg(*aggs)
+    if long_sums:
+        rolled = _exact_long_sums(F, rolled, keys, [a for a in aggregators(spec)], long_sums)
     return rolled, dims, metrics
+
+
+_HALF = 32  # a longSum's value = high * 2^32 + low (low unsigned), as the splits sum them
+_PART = 1 << 30  # the high part one output row holds when a sum passes the long range: |value| < 2^62 + 2^32
+
+
+def _exact_long_sums(F: Any, rolled: Any, keys: list[str], aggs: list[Any], long_sums: list[str]) -> Any:
+    """Join each longSum's high and low sums into one long. A group whose sum fits (always, in practice) keeps
+    one row. One whose sum passes the long range is exploded into as many rows as its largest sum needs: row j
+    holds the j-th slice of 2^30 * 2^32 of each longSum (the low part on row 0), row 0 also holds the other
+    sums and the count, and every row holds the min/max/first/last; summing the rows gives each exact value."""
+    low_mask = F.lit((1 << _HALF) - 1).cast("long")
+    high: dict[str, Any] = {}
+    low: dict[str, Any] = {}
+    for name in long_sums:
+        lo, hi = (col(F, c) for c in long_sum_columns(name))
+        high[name] = hi + F.shiftright(lo, _HALF)  # the low sum's carry; no overflow below 2^31 rows per group
+        low[name] = lo.bitwiseAND(low_mask)
+    fits = {name: high[name].between(-(1 << 31), (1 << 31) - 1) for name in long_sums}
+    slices = {name: F.when(fits[name], F.lit(1)).otherwise(F.ceil(F.abs(high[name]) / _PART).cast("long"))
+              for name in long_sums}
+    count = slices[long_sums[0]] if len(long_sums) == 1 else F.greatest(*slices.values())
+    part = F.explode(F.sequence(F.lit(0).cast("long"), count - 1)).alias("__part")
+    staged = rolled.select("*", *[high[n].alias(f"__high_{n}") for n in long_sums],
+                           *[low[n].alias(f"__low_{n}") for n in long_sums], part)
+    j = col(F, "__part")
+    first_row = j == 0
+    out = [col(F, k) for k in keys]
+    for a in aggs:
+        if a.op == "sum" and a.kind == "long":
+            h, lo = col(F, f"__high_{a.name}"), col(F, f"__low_{a.name}")
+            exact = F.shiftleft(h, _HALF).bitwiseOR(lo)
+            taken = F.greatest(F.least(F.abs(h) - j * _PART, F.lit(_PART)), F.lit(0))
+            sliced = F.shiftleft(F.signum(h).cast("long") * taken, _HALF) + F.when(first_row, lo).otherwise(0)
+            value = F.when(h.between(-(1 << 31), (1 << 31) - 1), F.when(first_row, exact).otherwise(0)).otherwise(sliced)
+            out.append(F.when(lo.isNull(), F.lit(None)).otherwise(value).cast("long").alias(a.name))
+        elif a.op in ("count", "sum"):
+            out.append(F.when(first_row, col(F, a.name)).otherwise(F.lit(0).cast(a.kind or "long")).alias(a.name))
+        else:
+            out.append(col(F, a.name))
+    return staged.select(*out)
 
 
 def _expand_discovered(rolled: Any, dims: list[str]) -> tuple[Any, list[str]]:

@@ -17,6 +17,7 @@ from ingest_core.executor.rollup import (
     Aggregator,
     PartialRollup,
     RollupBuffer,
+    long_sum_value,
 )
 from ingest_core.executor.row_parser import OFFSET, PARTITION, TIME, TIME_TYPE
 
@@ -85,7 +86,11 @@ def merge(partials: list[dict]) -> dict[tuple, dict]:
         def agg(name, fn):
             vals = [p[name] for p in items if p[name] is not None]
             return fn(vals) if vals else None
-        out[key] = {"cnt": sum(p["cnt"] for p in items), "l_sum": agg("l_sum", sum), "l_sum2": agg("l_sum2", sum),
+
+        def long_sum(name):  # the partial rows carry a longSum as two sums (high and low 32 bits)
+            vals = [v for p in items if (v := long_sum_value(p, name)) is not None]
+            return sum(vals) if vals else None
+        out[key] = {"cnt": sum(p["cnt"] for p in items), "l_sum": long_sum("l_sum"), "l_sum2": long_sum("l_sum2"),
                     "d_sum": agg("d_sum", sum), "f_sum": agg("f_sum", sum), "l_min": agg("l_min", min),
                     "l_max": agg("l_max", max), "d_min": agg("d_min", min), "f_max": agg("f_max", max),
                     "l_first": first["l_first"], "d_first": first["d_first"], "l_last": last["l_last"],

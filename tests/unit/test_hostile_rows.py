@@ -1,0 +1,235 @@
+"""Hostile records through the real RowParser and PartialRollup (issue 22): every bad value fails its row
+only, is counted as Druid counts it, is listed as a Rejection, and never changes a number; the written segment
+reads back. The README's value -> outcome table ("Row stats and parse exceptions") is what these tests pin."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ingest_core.core.periods import format_datetime, parse_datetime
+from ingest_core.core.spec import parse_spec
+from ingest_core.executor.report import Outcome
+from ingest_core.executor.rollup import PartialRollup, aggregators, long_sum_value
+from ingest_core.executor.row_parser import TIME, RecordChunk, RowParser
+
+CREATED = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = "2026-01-01T00:00:00Z"
+
+
+def spec(metrics=None, dimensions=None, transforms=None, flt=None, rollup=True, input_format=None, **schema):
+    data_schema = {
+        "dataSource": "h", "timestampSpec": {"column": "ts", "format": "auto"},
+        "dimensionsSpec": {"dimensions": dimensions if dimensions is not None else
+                           ["a", {"type": "long", "name": "dl"}, {"type": "double", "name": "dd"}]},
+        "metricsSpec": metrics if metrics is not None else [
+            {"type": "count", "name": "c"}, {"type": "longSum", "name": "ls", "fieldName": "n"},
+            {"type": "doubleSum", "name": "ds", "fieldName": "x"}, {"type": "floatMax", "name": "fm", "fieldName": "f"}],
+        "granularitySpec": {"segmentGranularity": "HOUR", "queryGranularity": "NONE", "rollup": rollup},
+        **schema}
+    if transforms is not None or flt is not None:
+        data_schema["transformSpec"] = {"transforms": transforms or [], **({"filter": flt} if flt else {})}
+    return parse_spec({"type": "kafka", "spec": {"dataSchema": data_schema, "ioConfig": {
+        "topic": "t", "inputFormat": input_format or {"type": "json"},
+        "consumerProperties": {"bootstrap.servers": "x:1"}}}})
+
+
+def parse(values, sp=None, **kw):
+    parser = RowParser(sp or spec(), CREATED, max_saved_exceptions=100, **kw)
+    raw = [v if isinstance(v, bytes) or v is None else (v if isinstance(v, str) else json.dumps(v)).encode()
+           for v in values]
+    return parser.parse(RecordChunk("t", 2, range(100, 100 + len(raw)), raw))
+
+
+def outcomes(out):
+    return {r.offset - 100: r.outcome for r in out.rejections}
+
+
+def counts(out):
+    s = out.stats
+    return s.processed, s.processed_with_error, s.unparseable, s.thrown_away
+
+
+def reads_back(table: pa.Table) -> list[dict]:
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return pq.read_table(io.BytesIO(buf.getvalue())).to_pylist()
+
+
+# ------------------------------------------------------------------------------------------ timestamps
+
+
+@pytest.mark.parametrize("ts", ["9999-06-01T00:00:00Z", "9999-12-31T23:59:59.999Z", 253402300800000,
+                                4611686018427387904, -62135596800001, "-0001-01-01T00:00:00Z"])
+def test_timestamps_a_segment_interval_cannot_hold_are_unparseable(ts):
+    out = parse([{"ts": T0, "a": "ok", "n": 1}, {"ts": ts, "a": "far", "n": 2}])
+    assert counts(out) == (1, 0, 1, 0)
+    assert outcomes(out) == {1: Outcome.UNPARSEABLE}
+    assert "offset 101" in out.exceptions[0].describe() and "t/2" in out.exceptions[0].describe()
+    assert [r["a"] for r in reads_back(out.table)] == ["ok"]
+
+
+def test_year_1_is_representable_and_its_interval_formats_and_parses_back():
+    out = parse([{"ts": "0001-01-01T00:30:00Z", "a": "old", "n": 1}])
+    assert counts(out) == (1, 0, 0, 0)
+    start = out.table.column(TIME)[0].as_py()
+    assert parse_datetime(format_datetime(start)) == start  # the publish formats and parses the interval
+
+
+def test_a_transform_moving_time_out_of_range_fails_that_row_only():
+    sp = spec(transforms=[{"type": "expression", "name": "__time", "expression": "__time + n"}])
+    out = parse([{"ts": T0, "a": "ok", "n": 1}, {"ts": T0, "a": "far", "n": 9_000_000_000_000_000}], sp)
+    assert counts(out) == (1, 0, 1, 0) and outcomes(out) == {1: Outcome.UNPARSEABLE}
+
+
+# ------------------------------------------------------------------------------------------ transforms
+
+
+def test_a_transform_that_raises_fails_only_the_rows_at_fault():
+    expression = "n * 2"
+    sp = spec(dimensions=["a", "t2"], transforms=[{"type": "expression", "name": "t2", "expression": expression}])
+    values = [{"ts": T0, "a": f"v{i}", "n": i} for i in range(5)]
+    values[3] = {"ts": T0, "a": "bad", "n": "seven"}  # a string where the expression wants a number
+    out = parse(values, sp)
+    assert outcomes(out) == {3: Outcome.UNPARSEABLE}
+    message = out.exceptions[0].message
+    assert "t2" in message and expression in message and "offset 103" in message
+    assert [r["a"] for r in out.table.to_pylist()] == ["v0", "v1", "v2", "v4"]
+
+
+def test_a_transform_failing_in_vectorized_evaluation_keeps_the_other_rows_exact():
+    sp = spec(dimensions=["a", {"type": "long", "name": "t2"}],
+              transforms=[{"type": "expression", "name": "t2", "expression": "n * 2"}])
+    good = [{"ts": T0, "a": f"v{i}", "n": i} for i in range(6)]
+    ref = parse(good, sp).table.to_pylist()
+    out = parse(good[:2] + [{"ts": T0, "a": "bad", "n": "x"}] + good[2:], sp)
+    assert counts(out)[0] == 6 and out.table.to_pylist() == [
+        {**r, "__offset": r["__offset"] + (1 if i >= 2 else 0)} for i, r in enumerate(ref)]
+    assert outcomes(out) == {2: Outcome.UNPARSEABLE}
+
+
+# ------------------------------------------------------------------------------------------ numbers
+
+
+@pytest.mark.parametrize("value", [1e300, 1e20, -1e30, 9223372036854775808, -9223372036854775809, 2 ** 70,
+                                   "1e300", "NaN", "Infinity", "-Infinity", "9223372036854775808"])
+def test_an_out_of_range_long_is_an_error_never_a_wrapped_number(value):
+    out = parse([{"ts": T0, "a": "ok", "n": 5}, {"ts": T0, "a": "big", "n": value}])
+    assert counts(out) == (1, 1, 0, 0)
+    assert outcomes(out) == {1: Outcome.PROCESSED_WITH_ERROR}
+    rows = reads_back(out.table)
+    assert [r["__in_long_n"] for r in rows] == [5, None]
+
+
+def test_nan_and_infinity_json_tokens_into_long_and_double_columns():
+    values = [b'{"ts": "2026-01-01T00:00:00Z", "a": "nan", "n": NaN, "x": NaN, "f": NaN}',
+              b'{"ts": "2026-01-01T00:00:00Z", "a": "inf", "n": Infinity, "x": -Infinity, "f": Infinity}',
+              b'{"ts": "2026-01-01T00:00:00Z", "a": "ovf", "n": 1e400, "x": 1e400, "f": 1e300}',
+              b'{"ts": "2026-01-01T00:00:00Z", "a": "ok", "n": 3, "x": 1.5, "f": 2.5}']
+    out = parse(values)
+    assert counts(out) == (1, 3, 0, 0)
+    rows = reads_back(out.table)
+    assert [(r["__in_long_n"], r["__in_double_x"], r["__in_float_f"]) for r in rows] == [
+        (None, None, None), (None, None, None), (None, None, None), (3, 1.5, 2.5)]
+
+
+def test_a_field_mixing_huge_numbers_and_numeric_text():
+    out = parse([{"ts": T0, "a": "a", "n": 1e300}, {"ts": T0, "a": "b", "n": "7"}, {"ts": T0, "a": "c", "n": 7}])
+    assert counts(out) == (2, 1, 0, 0) and outcomes(out) == {0: Outcome.PROCESSED_WITH_ERROR}
+    assert [r["__in_long_n"] for r in reads_back(out.table)] == [None, 7, 7]
+
+
+def test_fast_path_doubles_out_of_long_range_are_errors():
+    # every record well-formed, so pyarrow's reader decodes them: the range check must be vectorized there too
+    values = [{"ts": T0, "a": "x", "n": 1, "dl": v} for v in (1.5, 9.3e18, -9.3e18, 4.0)]
+    out = parse(values)
+    assert [r["dl"] for r in out.table.to_pylist()] == [1, None, None, 4]
+    assert outcomes(out) == {1: Outcome.PROCESSED_WITH_ERROR, 2: Outcome.PROCESSED_WITH_ERROR}
+
+
+def test_a_json_object_where_a_string_dimension_is_expected_is_stored_as_its_json_text():
+    out = parse([{"ts": T0, "a": {"k": [1, 2]}, "n": 1}, {"ts": T0, "a": [], "n": 1}])
+    assert [r["a"] for r in out.table.to_pylist()] == ['{"k":[1,2]}', None]
+    assert counts(out) == (2, 0, 0, 0)
+
+
+def test_objects_and_arrays_into_numeric_columns_are_processed_with_error():
+    out = parse([{"ts": T0, "a": "o", "n": {"k": 1}}, {"ts": T0, "a": "l", "n": [1]}, {"ts": T0, "a": "b", "n": True}])
+    assert counts(out)[1] == 2 and outcomes(out) == {0: Outcome.PROCESSED_WITH_ERROR, 1: Outcome.PROCESSED_WITH_ERROR}
+
+
+# ------------------------------------------------------------------------------------------ text
+
+
+def test_invalid_utf8_inside_valid_json_is_unparseable_on_the_fast_path_too():
+    values = [b'{"ts": "2026-01-01T00:00:00Z", "a": "ok", "n": 1}', b'{"ts": "2026-01-01T00:00:00Z", "a": "x\xff\xfe", "n": 2}']
+    out = parse(values)
+    assert counts(out) == (1, 0, 1, 0) and outcomes(out) == {1: Outcome.UNPARSEABLE}
+    assert [r["a"] for r in reads_back(out.table)] == ["ok"]
+
+
+def test_lone_surrogates_are_unparseable_and_nul_is_kept():
+    values = [b'{"ts": "2026-01-01T00:00:00Z", "a": "\\ud800", "n": 1}',
+              b'{"ts": "2026-01-01T00:00:00Z", "a": "nul\\u0000here", "n": 2}',
+              b'{"ts": "2026-01-01T00:00:00Z", "a": "pair \\ud83d\\ude00", "n": 3}']
+    out = parse(values)
+    assert outcomes(out) == {0: Outcome.UNPARSEABLE}
+    assert [r["a"] for r in reads_back(out.table)] == ["nul\x00here", "pair \U0001F600"]
+
+
+def test_parse_exception_messages_hold_no_nul_or_surrogate():
+    # the store (PostgreSQL text) cannot hold NUL: messages escape it
+    out = parse([b'{"ts": "nope\\u0000", "a": "x"}', b'{"ts": "\\udfff"}'])
+    assert out.stats.unparseable == 2
+    for e in out.exceptions:
+        e.message.encode("utf-8")
+        assert "\x00" not in e.message
+    for r in out.rejections:
+        assert "\x00" not in r.message
+
+
+# ------------------------------------------------------------------------------------------ thrown away
+
+
+def test_thrown_away_rows_are_listed_only_when_asked():
+    sp = spec(flt={"type": "selector", "dimension": "a", "value": "keep"})
+    values = [{"ts": T0, "a": "keep", "n": 1}, {"ts": T0, "a": "drop", "n": 1}, None, b"",
+              {"ts": "2000-01-01T00:00:00Z", "a": "keep", "n": 1}]
+    quiet = parse(values, sp)
+    assert counts(quiet) == (2, 0, 0, 3) and quiet.rejections == []
+    loud = parse(values, sp, keep_thrown_away=True)
+    assert counts(loud) == counts(quiet)
+    assert outcomes(loud) == {1: Outcome.THROWN_AWAY, 2: Outcome.THROWN_AWAY, 3: Outcome.THROWN_AWAY}
+
+
+# ------------------------------------------------------------------------------------------ rollup
+
+
+def test_partial_rollup_of_a_long_sum_past_int64_keeps_it_exact():
+    sp = spec(dimensions=["a"], metrics=[{"type": "count", "name": "c"},
+                                         {"type": "longSum", "name": "ls", "fieldName": "n"}])
+    big = 2 ** 62
+    values = [{"ts": T0, "a": "g", "n": big}] * 3 + [{"ts": T0, "a": "h", "n": 1}] * 2 + [
+        {"ts": T0, "a": "m", "n": -(2 ** 63)}] * 2 + [{"ts": T0, "a": "h", "n": -7}]
+    out = parse(values, sp)
+    assert counts(out) == (8, 0, 0, 0)
+    table = out.table.append_column("__bucket", out.table.column(TIME))
+    rollup = PartialRollup(["__bucket", "a"], aggregators(sp))
+    partial = rollup.aggregate(table)
+    assert partial.schema == rollup.schema(table.schema)
+    # the partial rows carry each longSum as two sums (low and high 32 bits) that Spark adds without overflow
+    exact = {r["a"]: long_sum_value(r, "ls") for r in partial.to_pylist()}
+    assert exact == {"g": 3 * big, "h": -5, "m": -(2 ** 64)}
+    assert {r["a"]: r["c"] for r in partial.to_pylist()} == {"g": 3, "h": 3, "m": 2}
+
+
+def test_floats_are_never_stored_as_infinity():
+    out = parse([{"ts": T0, "a": "x", "n": 1, "f": 3.5e38}, {"ts": T0, "a": "y", "n": 1, "f": -1e39}])
+    assert [r["__in_float_f"] for r in out.table.to_pylist()] == [None, None]
+    assert all(not (isinstance(v, float) and math.isinf(v)) for r in out.table.to_pylist() for v in r.values())
