@@ -287,7 +287,8 @@ def _exact_long_sums(F: Any, rolled: Any, keys: list[str], aggs: list[Any], long
         lo, hi = (col(F, c) for c in long_sum_columns(name))
         high[name] = hi + F.shiftright(lo, _HALF)  # the low sum's carry; no overflow below 2^31 rows per group
         low[name] = lo.bitwiseAND(low_mask)
-    fits = {name: high[name].between(-(1 << 31), (1 << 31) - 1) for name in long_sums}
+    # a null sum (every value null) fits: explode(sequence(0, null)) would drop the group's row
+    fits = {name: F.coalesce(high[name].between(-(1 << 31), (1 << 31) - 1), F.lit(True)) for name in long_sums}
     slices = {name: F.when(fits[name], F.lit(1)).otherwise(F.ceil(F.abs(high[name]) / _PART).cast("long"))
               for name in long_sums}
     count = slices[long_sums[0]] if len(long_sums) == 1 else F.greatest(*slices.values())
@@ -303,7 +304,8 @@ def _exact_long_sums(F: Any, rolled: Any, keys: list[str], aggs: list[Any], long
             exact = F.shiftleft(h, _HALF).bitwiseOR(lo)
             taken = F.greatest(F.least(F.abs(h) - j * _PART, F.lit(_PART)), F.lit(0))
             sliced = F.shiftleft(F.signum(h).cast("long") * taken, _HALF) + F.when(first_row, lo).otherwise(0)
-            value = F.when(h.between(-(1 << 31), (1 << 31) - 1), F.when(first_row, exact).otherwise(0)).otherwise(sliced)
+            value = F.when(F.coalesce(h.between(-(1 << 31), (1 << 31) - 1), F.lit(True)),
+                           F.when(first_row, exact).otherwise(0)).otherwise(sliced)
             out.append(F.when(lo.isNull(), F.lit(None)).otherwise(value).cast("long").alias(a.name))
         elif a.op in ("count", "sum"):
             out.append(F.when(first_row, col(F, a.name)).otherwise(F.lit(0).cast(a.kind or "long")).alias(a.name))
