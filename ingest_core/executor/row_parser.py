@@ -581,11 +581,10 @@ class RowParser:
         timestamp, or outside what a segment interval can hold (MIN_TIME_MS..MAX_TIME_MS) is unparseable."""
         if isinstance(raw, pa.ChunkedArray):
             raw = raw.combine_chunks()
-        if pa.types.is_timestamp(raw.type):
-            raw = pc.cast(raw, TIME_TYPE)
         try:
-            millis = raw if pa.types.is_integer(raw.type) else pc.cast(raw, pa.int64())
-            millis = pc.cast(millis, pa.int64())
+            if pa.types.is_timestamp(raw.type):  # a transform's timestamp: milliseconds, finer digits dropped
+                raw = pc.cast(raw, TIME_TYPE, safe=False)
+            millis = pc.cast(raw, pa.int64())  # a fraction or a number past the long range: per value, below
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             values = []
             for v in raw.to_pylist():
