@@ -103,3 +103,62 @@ def test_a_hostile_stream_publishes_exact_rows_and_counts_every_bad_one(spark, b
     df = DatasourceReader(store, "ds").to_spark(spark)
     assert df.count() == len(got)
     assert sorted(r["a"] for r in df.select("a").collect()) == sorted(r["a"] for r in got)
+
+
+def test_spark_merges_long_sums_past_the_long_range_exactly(spark):
+    """`job.rollup` on the partial rows of several splits: every group's longSums add up to the exact sums, at
+    and past both ends of the long range, with one longSum overflowing and the other not, and with nulls."""
+    import pyarrow as pa
+
+    from ingest_core.core.spec import parse_spec
+    from ingest_core.executor.rollup import PartialRollup, aggregators
+    from ingest_core.executor.row_parser import OFFSET, PARTITION, TIME, TIME_TYPE
+    from ingest_core.spark.job import rollup
+    from ingest_core.spark.kafka_source import BUCKET, SEGMENT
+
+    top, bottom = 2 ** 63 - 1, -(2 ** 63)
+    groups = {  # a -> (values of n, values of m)
+        "fits_top": ([top // 2, top - top // 2], [1, 2]), "fits_bottom": ([bottom // 2, bottom // 2], [0, 0]),
+        "just_over": ([top, 1], [5, None]), "just_under": ([bottom, -1], [None, None]),
+        "far_over": ([top] * 7, [3] * 7), "far_under": ([bottom] * 9, [top] * 9),
+        "nulls": ([None, None], [None, None]), "small": ([1, -2, 3], [4, 5, 6]),
+    }
+    spec = parse_spec({"type": "kafka", "spec": {"dataSchema": {
+        "dataSource": "o", "timestampSpec": {"column": "ts"}, "dimensionsSpec": {"dimensions": ["a"]},
+        "metricsSpec": [{"type": "count", "name": "c"}, {"type": "longSum", "name": "sn", "fieldName": "n"},
+                        {"type": "longSum", "name": "sm", "fieldName": "m"}, {"type": "longMax", "name": "xn", "fieldName": "n"},
+                        {"type": "doubleSum", "name": "dn", "fieldName": "d"}],
+        "granularitySpec": {"segmentGranularity": "HOUR", "queryGranularity": "HOUR"}},
+        "ioConfig": {"topic": "t", "inputFormat": {"type": "json"}, "consumerProperties": {"bootstrap.servers": "x:1"}}}})
+    partial_rollup = PartialRollup([BUCKET, "a", PARTITION], aggregators(spec))
+    partials = []
+    for split in range(2):  # each group's rows spread over two splits (partitions), merged by Spark
+        rows = [(a, n, m) for a, (ns, ms) in groups.items() for i, (n, m) in enumerate(zip(ns, ms)) if i % 2 == split]
+        t = pa.table({TIME: pa.array([T0] * len(rows), TIME_TYPE), "a": [r[0] for r in rows],
+                      "__in_long_n": pa.array([r[1] for r in rows], pa.int64()),
+                      "__in_long_m": pa.array([r[2] for r in rows], pa.int64()),
+                      "__in_double_d": pa.array([1.0] * len(rows)),
+                      PARTITION: pa.array([split] * len(rows), pa.int32()),
+                      OFFSET: pa.array(range(len(rows)), pa.int64()),
+                      BUCKET: pa.array([T0] * len(rows), TIME_TYPE)})
+        p = partial_rollup.aggregate(t)
+        partials.append(p.append_column(SEGMENT, pa.array([int(T0.timestamp() * 1000)] * p.num_rows, pa.int64())))
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    table = pa.concat_tables(partials)
+    df = spark.createDataFrame(table.to_pylist(), schema=from_arrow_schema(table.schema))
+    rolled, _, metrics = rollup(df, spec)
+    out: dict = {}
+    for r in rolled.collect():
+        out.setdefault(r["a"], []).append(r.asDict())
+    for a, (ns, ms) in groups.items():
+        got = out[a]
+        for name, values in (("sn", ns), ("sm", ms)):
+            present = [v for v in values if v is not None]
+            sums = [r[name] for r in got if r[name] is not None]
+            assert all(bottom <= v <= top for v in sums), (a, name)
+            assert (sum(sums) if sums else None) == (sum(present) if present else None), (a, name, got)
+        assert sum(r["c"] for r in got) == len(ns) and sum(r["dn"] for r in got) == len(ns)
+        assert {r["xn"] for r in got} == {max((v for v in ns if v is not None), default=None)}
+        fits = all(bottom <= sum(v for v in vs if v is not None) <= top for vs in (ns, ms))
+        assert (len(got) == 1) == fits, (a, got)
