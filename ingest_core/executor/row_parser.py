@@ -241,7 +241,7 @@ class _TextDecoder:
             return None
         if self.list_delimiter and self.list_delimiter in raw:
             return [v if v != "" else None for v in raw.split(self.list_delimiter)]
-        if self.fmt.try_parse_numbers:
+        if self.fmt.try_parse_numbers and raw.isascii() and "_" not in raw:  # as Java's parsers read numbers
             try:
                 return int(raw)
             except ValueError:
@@ -280,6 +280,15 @@ def _to_string_value(v: Any, multi: str) -> str | None:
     return str(v)
 
 
+def _numeric_text(v: str) -> str:
+    """Text that may be read as a number: ASCII, without the underscores Python's int() and float() accept
+    (`1_000`) and Java's parsers do not."""
+    text = v.strip()
+    if not text.isascii() or "_" in text:
+        raise ValueError(f"{_short(v)!r} is not a number")
+    return text
+
+
 def _to_long_value(v: Any) -> int | None:
     """Druid's long conversion: a fraction is truncated; a value past the int64 range, NaN or an infinity
     raises (the row is processedWithError), never wraps."""
@@ -294,7 +303,7 @@ def _to_long_value(v: Any) -> int | None:
     if not isinstance(v, int):
         if not isinstance(v, str):
             raise ValueError(f"a JSON {type(v).__name__} is not a number")
-        text = v.strip()
+        text = _numeric_text(v)
         try:
             v = int(text)
         except ValueError:
@@ -311,7 +320,7 @@ def _to_double_value(v: Any, limit: float = sys.float_info.max) -> float | None:
         return None
     if isinstance(v, (list, dict)):
         raise ValueError(f"a JSON {type(v).__name__} is not a number")
-    out = float(v.strip() if isinstance(v, str) else v)
+    out = float(_numeric_text(v) if isinstance(v, str) else v)
     if not abs(out) <= limit:  # NaN compares false too
         raise ValueError(f"{out!r} is not a finite number" if limit == sys.float_info.max
                          else f"{out!r} is outside the float range (|v| <= {FLOAT_MAX})")

@@ -127,6 +127,25 @@ def test_an_out_of_range_long_is_an_error_never_a_wrapped_number(value):
     assert [r["__in_long_n"] for r in rows] == [5, None]
 
 
+@pytest.mark.parametrize("text", ["1_000", "\u0663", "1e_3"])
+def test_numeric_text_is_read_as_java_reads_it(text):
+    out = parse([{"ts": T0, "a": "u", "n": text, "x": text}])
+    assert counts(out) == (0, 1, 0, 0)
+    assert [(r["__in_long_n"], r["__in_double_x"]) for r in out.table.to_pylist()] == [(None, None)]
+
+
+def test_thrown_away_by_the_rejection_window_are_listed_when_asked():
+    raw = {"type": "kafka", "spec": {"dataSchema": {
+        "dataSource": "h", "timestampSpec": {"column": "ts"}, "dimensionsSpec": {"dimensions": ["a"]},
+        "granularitySpec": {"segmentGranularity": "HOUR"}},
+        "ioConfig": {"topic": "t", "inputFormat": {"type": "json"}, "consumerProperties": {"bootstrap.servers": "x:1"},
+                     "lateMessageRejectionPeriod": "PT1H"}}}
+    values = [{"ts": T0, "a": "now"}, {"ts": "2025-12-31T22:00:00Z", "a": "late"}]
+    loud = parse(values, parse_spec(raw), keep_thrown_away=True)
+    assert counts(loud) == (1, 0, 0, 1) and outcomes(loud) == {1: Outcome.THROWN_AWAY}
+    assert "rejection window" in loud.rejections[0].message
+
+
 def test_nan_and_infinity_json_tokens_into_long_and_double_columns():
     values = [b'{"ts": "2026-01-01T00:00:00Z", "a": "nan", "n": NaN, "x": NaN, "f": NaN}',
               b'{"ts": "2026-01-01T00:00:00Z", "a": "inf", "n": Infinity, "x": -Infinity, "f": Infinity}',

@@ -30,7 +30,7 @@ SETTINGS = settings(max_examples=60, derandomize=True, deadline=None, database=N
 INT_EDGES = [0, 1, -1, 2 ** 31, 2 ** 53 + 1, 2 ** 63 - 1, 2 ** 63, -(2 ** 63), -(2 ** 63) - 1, 2 ** 64, 10 ** 30]
 FLOAT_EDGES = [1.5, -2.5, 1e20, -1e30, 1e300, 9.2e18, 9.3e18, 2.0 ** 63, -(2.0 ** 63), 3.4028234663852886e38,
                3.5e38, 5e-324, -0.0, math.nan, math.inf, -math.inf]
-TEXT_EDGES = ["7", " 12 ", "NaN", "Infinity", "-Infinity", "1e300", "9223372036854775808", "-1.5", "", "x",
+TEXT_EDGES = ["7", " 12 ", "1_000", "\u0663", "NaN", "Infinity", "-Infinity", "1e300", "9223372036854775808", "-1.5", "", "x",
               "nul\x00", "\ud800", "é😀"]
 TIME_EDGES = ["2026-01-01T00:00:00Z", "0001-01-01T00:00:00Z", "9998-12-31T23:59:59.999Z", "9999-01-01T00:00:00Z",
               "9999-12-31T23:59:59Z", "1677-09-21T00:12:43Z", "2262-04-11T23:47:16.855Z", "1969-12-31T23:59:59.999Z",
@@ -120,6 +120,8 @@ def long_of(v):
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, str):
+        if not v.strip().isascii() or "_" in v:  # Java's parsers read neither `1_000` nor other scripts' digits
+            return None
         try:
             v = int(v.strip())
         except ValueError:
@@ -135,7 +137,7 @@ def long_of(v):
 
 
 def double_of(v):
-    if isinstance(v, (list, dict)) or v is None:
+    if isinstance(v, (list, dict)) or v is None or isinstance(v, str) and (not v.strip().isascii() or "_" in v):
         return None
     try:
         f = float(v.strip() if isinstance(v, str) else v)
