@@ -607,9 +607,10 @@ class RowParser:
             for row in pc.indices_nonzero(pc.invert(valid)).to_pylist():
                 if row not in bad:
                     value = raw[row].as_py()
-                    bad[row] = (f"Timestamp[{value}] is unparseable! (__time after the transforms is "
-                                f"{'null' if value is None else 'outside the times a segment can hold'}: "
-                                f"[{MIN_DATETIME.isoformat()}, {MAX_DATETIME.isoformat()}))")
+                    why = "null" if value is None else "outside the times a segment interval can hold"
+                    bad[row] = (f"Timestamp[{value}] is unparseable! (__time is {why}: [{MIN_DATETIME.isoformat()}, "
+                                f"{MAX_DATETIME.isoformat()}); set by timestampSpec column {self.ts_spec.column!r}"
+                                f"{' or a transform' if self.transforms else ''})")
         return millis
 
     def _throw_away(self, rows: pa.Array, stats: RowStats, rejections: list[Rejection], offsets: pa.Array,

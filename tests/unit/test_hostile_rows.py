@@ -114,6 +114,18 @@ def test_a_transform_failing_in_vectorized_evaluation_keeps_the_other_rows_exact
     assert outcomes(out) == {2: Outcome.UNPARSEABLE}
 
 
+@pytest.mark.parametrize("expression", ["n / d", "regexp_extract(a, 'v(\\d)', 3)", "cast(a, 'LONG') * 2"])
+def test_expression_errors_never_fail_the_chunk(expression):
+    # whatever Druid's rule for the value (null, or an error), it holds for that row only
+    sp = spec(dimensions=["a", "t2"], transforms=[{"type": "expression", "name": "t2", "expression": expression}])
+    values = [{"ts": T0, "a": f"v{i}", "n": 10, "d": i} for i in range(4)]
+    out = parse(values, sp)
+    assert counts(out)[0] + counts(out)[2] == 4
+    alone = parse(values[1:], sp).table.column("t2").to_pylist()
+    kept = out.table.to_pylist()
+    assert [r["t2"] for r in kept if r["__offset"] > 100] == alone
+
+
 # ------------------------------------------------------------------------------------------ numbers
 
 
