@@ -33,6 +33,11 @@ so a short soak still covers every kind; each iteration's parameters come from i
 A producer thread adds --rate records/s (ids `bg-…`) all along, so the latest offsets move while runs are in
 flight; which run takes them depends on timing, the faults and their milestones do not.
 
+With --hostile, each iteration also produces one record of every hostile kind (HOSTILE below: malformed JSON,
+event times a segment cannot hold, numbers past the long range, an object where a number goes, bytes that are
+not UTF-8, payloads that are not objects). None may stop a run; each must end as Druid counts it: dropped
+(unparseable) records never visible, rows ingested with an error visible exactly once.
+
 Afterwards: clean runs until the lag is 0 (at most --heal-runs; not healed otherwise), then the datasource is
 read (`DatasourceReader`, segment by segment) and every acknowledged uid must be there exactly once. After
 each iteration the soak also prints the lag, the runs the store still holds in flight, and the duplicates and
@@ -68,6 +73,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Callable
 
 import psutil
 import sqlalchemy as sa
@@ -172,6 +178,8 @@ class Report:
     lost: int = 0
     duplicated: int = 0  # rows beyond the first of a uid
     unexpected: int = 0  # rows whose uid was never acknowledged
+    hostile_produced: int = 0
+    hostile_wrong: list[str] = field(default_factory=list)  # hostile uids visible when they must not be, or not once
     unreadable_segments: list[str] = field(default_factory=list)
     lost_by_fault: dict = field(default_factory=dict)  # producing iteration's fault -> lost uids
     duplicated_by_run: dict = field(default_factory=dict)  # run id -> duplicate rows in its segments
@@ -185,7 +193,7 @@ class Report:
     @property
     def ok(self) -> bool:
         return (self.healed and not self.lost and not self.duplicated and not self.unexpected
-                and not self.unreadable_segments)
+                and not self.unreadable_segments and not self.hostile_wrong)
 
     @property
     def failed_runs(self) -> list[RunResult]:
@@ -216,6 +224,8 @@ class Report:
             f"lost: {self.lost}" + (f" {self.lost_by_fault}" if self.lost else ""),
             f"duplicated: {self.duplicated}" + (f" {self.duplicated_by_run}" if self.duplicated else ""),
             f"unexpected: {self.unexpected}, unreadable segments: {len(self.unreadable_segments)}",
+            f"hostile records: {self.hostile_produced} produced, {len(self.hostile_wrong)} not as Druid counts them"
+            + (f" {self.hostile_wrong[:10]}" if self.hostile_wrong else ""),
             f"median run time: {median}",
             f"result: {'PASS' if self.ok else 'FAIL'}",
         ]
@@ -540,6 +550,28 @@ FAULTS: dict[str, Fault] = {f.kind: f for f in (Clean(), KillSpark(), KillAirflo
 
 # ------------------------------------------------------------------------------------------------ the soak
 
+# Hostile records: kind -> (value for uid u, iteration i and a time ts, visibility): "absent" (dropped as
+# unparseable), "once" (ingested with an error: a null column), "at most once" (either is right; a row, if any,
+# carries u as its uid's prefix). Payloads without a uid are only checked not to stop anything.
+HOSTILE: dict[str, tuple[Callable[[str, int, int], bytes], str]] = {
+    "malformed_json": (lambda u, i, ts: b'{"uid": "%s", "ts": %d, "iter' % (u.encode(), ts), "absent"),
+    "time_past_year_9999": (lambda u, i, ts: json.dumps({"ts": 253402300800000, "uid": u, "iteration": i}).encode(),
+                            "absent"),
+    "time_unreadable": (lambda u, i, ts: json.dumps({"ts": "yesterday", "uid": u, "iteration": i}).encode(), "absent"),
+    "time_year_one": (lambda u, i, ts: json.dumps({"ts": -62135596800000, "uid": u, "iteration": i}).encode(),
+                      "at most once"),
+    "long_past_2_63": (lambda u, i, ts: b'{"ts": %d, "uid": "%s", "iteration": 9223372036854775808}' % (ts, u.encode()),
+                       "once"),
+    "long_1e300": (lambda u, i, ts: json.dumps({"ts": ts, "uid": u, "iteration": 1e300}).encode(), "once"),
+    "long_nan": (lambda u, i, ts: b'{"ts": %d, "uid": "%s", "iteration": NaN}' % (ts, u.encode()), "at most once"),
+    "long_is_object": (lambda u, i, ts: json.dumps({"ts": ts, "uid": u, "iteration": {"n": i}}).encode(), "once"),
+    "not_utf8": (lambda u, i, ts: b'{"ts": %d, "uid": "%s\xff\xfe", "iteration": %d}' % (ts, u.encode(), i),
+                 "at most once"),
+    "array_payload": (lambda u, i, ts: b"[1, 2, 3]", "no uid"),
+    "empty_object": (lambda u, i, ts: b"{}", "no uid"),
+}
+
+
 class BackgroundProducer(threading.Thread):
     def __init__(self, soak: "Soak", rate: float):
         super().__init__(daemon=True)
@@ -562,6 +594,7 @@ class Soak:
         self.current_iteration: int | None = None
         self.delivered: dict[str, tuple[int, int, int | None]] = {}  # uid -> (partition, offset, iteration)
         self.undelivered: list[str] = []
+        self.hostile: dict[str, str] = {}  # uid -> expected visibility (HOSTILE), once acknowledged
         self._lock = threading.RLock()  # delivery callbacks run inside produce()'s poll
         self.completion_timeout_s = float(args.completion_timeout)
         # a run ends on its own within: spark jobs (each bounded by completionTimeout) plus a publish that may
@@ -671,15 +704,23 @@ class Soak:
 
     # -- records ---------------------------------------------------------------------------------------
 
-    def produce_one(self, uid: str, iteration: int | None, partition: int | None = None) -> None:
-        value = json.dumps({"ts": int(time.time() * 1000), "uid": uid, "iteration": iteration}).encode()
+    def produce_one(self, uid: str, iteration: int | None, partition: int | None = None,
+                    hostile: str | None = None) -> None:
+        ts = int(time.time() * 1000)
+        if hostile is None:
+            value = json.dumps({"ts": ts, "uid": uid, "iteration": iteration}).encode()
+        else:
+            make, expected = HOSTILE[hostile]
+            value = make(uid, iteration or 0, ts)
 
         def delivered(err, msg, uid=uid):
             with self._lock:
-                if err is None:
-                    self.delivered[uid] = (msg.partition(), msg.offset(), iteration)
-                else:
+                if err is not None:
                     self.undelivered.append(uid)
+                elif hostile is not None:
+                    self.hostile[uid] = expected
+                else:
+                    self.delivered[uid] = (msg.partition(), msg.offset(), iteration)
         kwargs = {"partition": partition} if partition is not None else {"key": uid.encode()}
         deadline = time.monotonic() + 60
         with self._lock:
@@ -701,6 +742,12 @@ class Soak:
             self.produce_one(f"{prefix}-{k}", iteration, partition)
         self.flush()
         return n
+
+    def produce_hostile(self, iteration: int) -> int:
+        for kind in HOSTILE:
+            self.produce_one(f"h{iteration}-{kind}", iteration, hostile=kind)
+        self.flush()
+        return len(HOSTILE)
 
     def flush(self) -> None:
         remaining = self.producer.flush(300)
@@ -809,6 +856,8 @@ class Soak:
                 fault = FAULTS[kind]
                 params = fault.draw(rng)
                 n = self.produce(rng.randint(200, 1500), f"i{i}", iteration=i)
+                if self.args.hostile:
+                    n += self.produce_hostile(i)
                 log(f"[{i + 1}/{self.args.iterations}] {kind} {params or ''} ({n} records produced)")
                 outcome = fault.run(self, i, params)
                 report.faults[kind] += 1
@@ -850,7 +899,11 @@ class Soak:
         lost = [uid for uid in delivered if uid not in counts]
         report.lost = len(lost)
         report.duplicated = sum(c - 1 for c in counts.values() if c > 1)
-        report.unexpected = sum(c for uid, c in counts.items() if uid not in delivered)
+        hostile = dict(self.hostile)
+        report.hostile_produced = len(hostile)
+        report.hostile_wrong = self.misplaced_hostile(counts, hostile)
+        report.unexpected = sum(c for uid, c in counts.items() if uid not in delivered
+                                and not any(uid.startswith(h) for h in hostile))
         report.unreadable_segments = unreadable
         kinds = {e.index: e.fault for e in report.log}
         by_fault: Counter = Counter()
@@ -861,6 +914,18 @@ class Soak:
         report.duplicated_by_run = dict(dup_runs)
         report.final_lag = self.lag()
         report.in_flight_at_end = self.in_flight()
+
+    @staticmethod
+    def misplaced_hostile(counts: Counter, hostile: dict[str, str]) -> list[str]:
+        """Hostile uids not visible as their kind must be (a row of a not-UTF-8 uid carries it as a prefix)."""
+        wrong = []
+        for uid, expected in hostile.items():
+            seen = counts.get(uid, 0) if expected != "at most once" else sum(
+                c for visible, c in counts.items() if visible is not None and visible.startswith(uid))
+            if (expected == "absent" and seen) or (expected == "once" and seen != 1) or \
+                    (expected == "at most once" and seen > 1):
+                wrong.append(f"{uid}: {seen} rows (expected {expected})")
+        return wrong
 
     def dump_metadata(self) -> None:
         """The store's runs, offsets and segments, for the evidence."""
@@ -900,6 +965,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="run the jobs on a local Spark Connect server (kill_spark kills it) instead of spark-submit")
     ap.add_argument("--completion-timeout", type=int, default=120,
                     help="the spec's completionTimeout in seconds (default 120)")
+    ap.add_argument("--hostile", action="store_true",
+                    help="each iteration also produces one record of every hostile kind (bad JSON, times and numbers)")
     ap.add_argument("--tiny", action="store_true",
                     help="one clean microbatch and its heal run, one task group: that the soak runs, no fault")
     args = ap.parse_args(argv)

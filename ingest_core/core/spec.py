@@ -49,12 +49,12 @@ class TimestampSpec:
     format: str = "auto"
     missing_value: datetime | None = None
 
-    _FORMATS: ClassVar[tuple[str, ...]] = ("auto", "iso", "posix", "millis", "micro", "nano", "ruby")
-
     def _validate(self, path: str, ctx: BindContext) -> None:
-        if self.format.lower() not in self._FORMATS and not re.search(r"[yMdHhmsSZ]", self.format):
-            ctx.error(join(path, "format"), f"unknown timestamp format {self.format!r}: use one of "
-                      f"{', '.join(self._FORMATS)} or a Joda-Time pattern such as 'yyyy-MM-dd HH:mm:ss'")
+        from ingest_core.core.time_formats import timestamp_format_problem
+
+        problem = timestamp_format_problem(self.format)
+        if problem:
+            ctx.error(join(path, "format"), problem)
 
 
 DIMENSION_TYPES = ("string", "long", "float", "double", "json", "auto")
@@ -179,17 +179,17 @@ class TransformSpec:
     transforms: list[Transform] = spec_field(default_factory=list)
 
     def _validate(self, path: str, ctx: BindContext) -> None:
-        from ingest_core.executor.expressions import ExpressionError, compile_expression
-        from ingest_core.executor.filters import FilterError, compile_filter
+        from ingest_core.core.expressions import ExpressionError, parse_expression
+        from ingest_core.core.filters import FilterError, parse_filter
 
         if self.filter is not None:
             try:
-                compile_filter(self.filter)
+                parse_filter(self.filter)
             except FilterError as exc:
                 ctx.error(join(path, "filter"), str(exc))
         for i, t in enumerate(self.transforms):
             try:
-                compile_expression(t.expression)
+                parse_expression(t.expression)
             except ExpressionError as exc:
                 ctx.error(join(join(path, "transforms"), i), f"transform {t.name!r}: {exc}")
 

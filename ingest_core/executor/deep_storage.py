@@ -4,7 +4,7 @@ Spark writes through Hadoop's filesystems; Python code (split reports, segment f
 pyarrow's: `file://` (and plain paths), `hdfs://`, and `s3a://` (read as `s3://`).
 
 Layout under a datasource's deep storage URI:
-  <uri>/<datasource>/<run_id>/group=<g>/replica=<r>/attempt=<id>/
+  <uri>/<datasource>/<run id, encoded by safe_name>/group=<g>/replica=<r>/attempt=<id>/
       segments/__segment=<interval start ms>/part-*.parquet   one Parquet file per segment (shard)
       splits/split-<i>.json                                                 one row-stats report per split
       progress/split-<i>.json                                               the same, every few seconds while it reads
@@ -57,6 +57,11 @@ def join(uri: str, *parts: str) -> str:
 
 
 def run_uri(base: str, datasource: str, run_id: str) -> str:
+    from ingest_core.core.spec import datasource_name_problem
+
+    problem = datasource_name_problem(datasource)
+    if problem:  # a name is a path segment here: never one that leaves the deep-storage base
+        raise ValueError(f"datasource name {datasource!r}: {problem}")
     return join(base, datasource, safe_name(run_id))
 
 
@@ -91,8 +96,16 @@ def attempt_id(folder: str) -> str:
 
 
 def safe_name(run_id: str) -> str:
-    # Airflow run ids hold ':' and '+': keep them readable but safe in paths and Hadoop URIs
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
+    """A run id as one path segment: whoever triggers a run chooses its id (`dags trigger --run-id`), so it is
+    data, never a path. ASCII letters, digits, '-', '_' and inner dots stay (ids stay readable); every other
+    byte, a leading dot ('..' would be the parent folder) and '~' itself become ~HH: one id, one folder."""
+    out = []
+    for i, ch in enumerate(run_id):
+        if (ch.isascii() and ch.isalnum()) or ch in "-_" or (ch == "." and i > 0):
+            out.append(ch)
+        else:
+            out.extend(f"~{b:02x}" for b in ch.encode("utf-8", "surrogatepass"))
+    return "".join(out) or "~"
 
 
 def write_json(uri: str, obj: Any) -> None:

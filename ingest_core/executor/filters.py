@@ -1,30 +1,37 @@
-"""`transformSpec.filter`: Druid's filter JSON compiled to a vectorized pyarrow predicate.
+"""`transformSpec.filter` on the executors: the checked filter tree (`ingest_core.core.filters`) compiled to a
+vectorized pyarrow predicate.
 
-Supported types: selector, equals, in, bound, range, like, regex, null, true, false, and, or, not. Values are
-compared as strings (selector, in, like, regex, lexicographic bound) or as numbers (numeric bound, range with a
-numeric matchValueType), as Druid does. A row whose value is null matches only `selector` with `value: null`
-and `null`; `not` of an unknown (null) comparison does not match (Druid's SQL-compatible null handling).
+A row whose value is null matches only `selector` with `value: null` and `null`; `not` of an unknown (null)
+comparison does not match (Druid's SQL-compatible null handling). Numeric comparisons read text values as
+numbers; text that is not a number compares as null (no match).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest_core.executor.expressions import _like_to_regex
+from ingest_core.core.filters import (
+    Bound,
+    Constant,
+    Equals,
+    Filter,
+    FilterError,
+    In,
+    IsNull,
+    Logic,
+    Matches,
+    Not,
+    parse_filter,
+)
+from ingest_core.executor.expressions import to_double
 
 Columns = Mapping[str, pa.Array]
 Predicate = Callable[[Columns, int], pa.Array]
 
-FILTER_TYPES = ("selector", "equals", "in", "bound", "range", "like", "regex", "null", "true", "false",
-                "and", "or", "not")
-
-
-class FilterError(ValueError):
-    """A filter that cannot be compiled; the message names the path inside the filter."""
+__all__ = ["FilterError", "Predicate", "compile_filter"]
 
 
 def _column(cols: Columns, name: str, n: int) -> pa.Array:
@@ -43,30 +50,16 @@ def _as_string(arr: pa.Array) -> pa.Array:
 
 
 def _as_double(arr: pa.Array) -> pa.Array:
-    from ingest_core.executor.expressions import _to_double
-
     if pa.types.is_timestamp(arr.type):
         arr = pc.cast(pc.cast(arr, pa.timestamp("ms", tz="UTC")), pa.int64())
-    return _to_double(arr)
+    return to_double(arr)
 
 
-def _need(spec: Mapping, key: str, path: str) -> Any:
-    if key not in spec:
-        raise FilterError(f"{path}: a {spec.get('type')} filter needs {key!r}")
-    return spec[key]
-
-
-def _value_string(v: Any) -> str | None:
-    if v is None:
-        return None
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return str(v)
-
-
-def compile_filter(spec: Any, path: str = "filter") -> Predicate:
-    """Compile a filter; the predicate returns a boolean array without nulls (null means no match)."""
-    inner = _compile(spec, path)
+def compile_filter(spec: Filter | Any, path: str = "filter") -> Predicate:
+    """Compile a filter (its tree, or Druid's JSON, checked first); the predicate returns a boolean array
+    without nulls (null means no match)."""
+    inner = _compile(spec if isinstance(spec, (Logic, Not, Constant, IsNull, Equals, In, Bound, Matches))
+                     else parse_filter(spec, path))
 
     def predicate(cols: Columns, n: int) -> pa.Array:
         out = inner(cols, n)
@@ -76,23 +69,10 @@ def compile_filter(spec: Any, path: str = "filter") -> Predicate:
     return predicate
 
 
-def _compile(spec: Any, path: str) -> Predicate:
-    if not isinstance(spec, Mapping) or "type" not in spec:
-        raise FilterError(f"{path}: expected a filter object with a type, got {spec!r}")
-    kind = spec["type"]
-    if kind not in FILTER_TYPES:
-        from ingest_core.core.binding import did_you_mean
-        raise FilterError(f"{path}: filter type {kind!r} is not supported{did_you_mean(str(kind), FILTER_TYPES)}; "
-                          f"supported: {', '.join(FILTER_TYPES)}")
-    if spec.get("extractionFn") is not None:
-        raise FilterError(f"{path}: extractionFn is not supported; compute the value with a transform instead")
-
-    if kind in ("and", "or"):
-        fields = _need(spec, "fields", path)
-        if not isinstance(fields, list) or not fields:
-            raise FilterError(f"{path}.fields: expected a non-empty list of filters")
-        parts = [_compile(f, f"{path}.fields[{i}]") for i, f in enumerate(fields)]
-        combine = pc.and_kleene if kind == "and" else pc.or_kleene
+def _compile(f: Filter) -> Predicate:
+    if isinstance(f, Logic):
+        parts = [_compile(x) for x in f.fields]
+        combine = pc.and_kleene if f.kind == "and" else pc.or_kleene
 
         def logic(cols: Columns, n: int) -> pa.Array:
             out = parts[0](cols, n)
@@ -100,83 +80,45 @@ def _compile(spec: Any, path: str) -> Predicate:
                 out = combine(out, p(cols, n))
             return out
         return logic
-    if kind == "not":
-        part = _compile(_need(spec, "field", path), f"{path}.field")
+    if isinstance(f, Not):
+        part = _compile(f.field)
         return lambda cols, n: pc.invert(part(cols, n))
-    if kind in ("true", "false"):
-        value = kind == "true"
-        return lambda cols, n: pa.array([value] * n, pa.bool_())
-
-    column = spec.get("dimension", spec.get("column"))
-    if not isinstance(column, str):
-        raise FilterError(f"{path}: a {kind} filter needs 'dimension' (or 'column')")
-
-    if kind == "null":
+    if isinstance(f, Constant):
+        return lambda cols, n: pa.array([f.value] * n, pa.bool_())
+    column = f.column
+    if isinstance(f, IsNull):
         return lambda cols, n: pc.is_null(_column(cols, column, n))
-    if kind in ("selector", "equals"):
-        value = spec.get("value") if kind == "selector" else _need(spec, "matchValue", path)
-        if kind == "equals" and str(spec.get("matchValueType", "STRING")).upper() in ("LONG", "DOUBLE", "FLOAT"):
-            target = float(value)
+    if isinstance(f, Equals):
+        if isinstance(f.value, float):
+            target = f.value
             return lambda cols, n: pc.equal(_as_double(_column(cols, column, n)), target)
-        text = _value_string(value)
-        if text is None:
-            return lambda cols, n: pc.is_null(_column(cols, column, n))
+        text = f.value
         return lambda cols, n: pc.equal(_as_string(_column(cols, column, n)), text)
-    if kind == "in":
-        values = _need(spec, "values", path)
-        if not isinstance(values, list):
-            raise FilterError(f"{path}.values: expected a list")
-        texts = [_value_string(v) for v in values]
-        wanted = pa.array([t for t in texts if t is not None], pa.string())
-        match_null = any(t is None for t in texts)
+    if isinstance(f, In):
+        wanted = pa.array(list(f.values), pa.string())
+        on_null = pa.scalar(True if f.match_null else None, pa.bool_())
 
         def is_in(cols: Columns, n: int) -> pa.Array:
             col = _as_string(_column(cols, column, n))
-            hit = pc.is_in(col, value_set=wanted)
-            hit = pc.if_else(pc.is_null(col), pa.scalar(True if match_null else None, pa.bool_()), hit)
-            return hit
+            return pc.if_else(pc.is_null(col), on_null, pc.is_in(col, value_set=wanted))
         return is_in
-    if kind in ("bound", "range"):
-        return _compile_bound(spec, kind, column, path)
-    if kind == "like":
-        rx = _like_to_regex(str(_need(spec, "pattern", path)), spec.get("escape"))
-        return lambda cols, n: pc.match_substring_regex(_as_string(_column(cols, column, n)), rx)
-    if kind == "regex":
-        pattern = str(_need(spec, "pattern", path))
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise FilterError(f"{path}.pattern: not a valid regular expression: {exc}") from None
-        # Java's Matcher.find(): the pattern may match anywhere in the value
-        return lambda cols, n: pc.match_substring_regex(_as_string(_column(cols, column, n)), pattern)
-    raise FilterError(f"{path}: filter type {kind!r} is not supported")  # pragma: no cover - FILTER_TYPES guards
+    if isinstance(f, Bound):
+        return _bound(f)
+    pattern = f.pattern  # Matches
+    return lambda cols, n: pc.match_substring_regex(_as_string(_column(cols, column, n)), pattern)
 
 
-def _compile_bound(spec: Mapping, kind: str, column: str, path: str) -> Predicate:
-    if kind == "bound":
-        lower, upper = spec.get("lower"), spec.get("upper")
-        lower_strict, upper_strict = bool(spec.get("lowerStrict")), bool(spec.get("upperStrict"))
-        ordering = str(spec.get("ordering", "lexicographic")).lower()
-        if ordering not in ("lexicographic", "numeric"):
-            raise FilterError(f"{path}.ordering: {ordering!r} is not supported; use lexicographic or numeric")
-        numeric = ordering == "numeric"
-    else:
-        lower, upper = spec.get("lower"), spec.get("upper")
-        lower_strict, upper_strict = bool(spec.get("lowerOpen")), bool(spec.get("upperOpen"))
-        numeric = str(spec.get("matchValueType", "STRING")).upper() in ("LONG", "DOUBLE", "FLOAT")
-    if lower is None and upper is None:
-        raise FilterError(f"{path}: a {kind} filter needs lower, upper or both")
-    convert: Callable[[Any], Any] = float if numeric else _value_string
-    lo = convert(lower) if lower is not None else None
-    hi = convert(upper) if upper is not None else None
+def _bound(f: Bound) -> Predicate:
+    lower_op = pc.greater if f.lower_strict else pc.greater_equal
+    upper_op = pc.less if f.upper_strict else pc.less_equal
 
     def bound(cols: Columns, n: int) -> pa.Array:
-        raw = _column(cols, column, n)
-        col = _as_double(raw) if numeric else _as_string(raw)
+        raw = _column(cols, f.column, n)
+        col = _as_double(raw) if f.numeric else _as_string(raw)
         out = pa.array([True] * n, pa.bool_())
-        if lo is not None:
-            out = pc.and_kleene(out, (pc.greater if lower_strict else pc.greater_equal)(col, lo))
-        if hi is not None:
-            out = pc.and_kleene(out, (pc.less if upper_strict else pc.less_equal)(col, hi))
+        if f.lower is not None:
+            out = pc.and_kleene(out, lower_op(col, f.lower))
+        if f.upper is not None:
+            out = pc.and_kleene(out, upper_op(col, f.upper))
         return out
     return bound

@@ -15,45 +15,9 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from ingest_core.core.time_formats import joda_to_strptime
+
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-# Joda-Time pattern letters -> strptime directives. Longest tokens first.
-_JODA_TOKENS = [
-    ("yyyy", "%Y"), ("YYYY", "%Y"), ("xxxx", "%Y"), ("yy", "%y"), ("YY", "%y"),
-    ("MMMM", "%B"), ("MMM", "%b"), ("MM", "%m"), ("M", "%m"),
-    ("dd", "%d"), ("d", "%d"), ("DDD", "%j"),
-    ("EEEE", "%A"), ("EEE", "%a"),
-    ("HH", "%H"), ("H", "%H"), ("hh", "%I"), ("h", "%I"), ("a", "%p"),
-    ("mm", "%M"), ("m", "%M"), ("ss", "%S"), ("s", "%S"),
-    ("SSSSSSSSS", "%f"), ("SSSSSS", "%f"), ("SSS", "%f"), ("SS", "%f"), ("S", "%f"),
-    ("ZZZ", "%Z"), ("ZZ", "%z"), ("Z", "%z"),
-]
-
-
-def joda_to_strptime(pattern: str) -> str:
-    """Translate a Joda-Time pattern; raises ValueError on letters it cannot translate."""
-    out, i = [], 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "'":
-            end = pattern.find("'", i + 1)
-            if end < 0:
-                raise ValueError(f"unterminated quote in timestamp pattern {pattern!r}")
-            out.append("'" if end == i + 1 else pattern[i + 1:end].replace("%", "%%"))
-            i = end + 1
-            continue
-        if ch.isalpha():
-            for token, directive in _JODA_TOKENS:
-                if pattern.startswith(token, i):
-                    out.append(directive)
-                    i += len(token)
-                    break
-            else:
-                raise ValueError(f"timestamp pattern letter {ch!r} in {pattern!r} is not supported")
-            continue
-        out.append("%%" if ch == "%" else ch)
-        i += 1
-    return "".join(out)
 
 
 def _millis_of(dt: datetime) -> int:

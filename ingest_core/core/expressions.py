@@ -1,0 +1,444 @@
+"""Druid's expression language (the subset `transformSpec.transforms` accepts), parsed and checked: text -> a
+tree of small value objects, with every problem found before any record is read.
+
+Parsing lives here, with no I/O library, so that `ingest validate` and DAG parsing refuse what the Spark job
+could not run; `ingest_core.executor.expressions` compiles the tree to vectorized pyarrow code.
+
+  literals     123, 1.5, 'text', null
+  columns      name, "quoted name"; `__time` is the row timestamp in epoch milliseconds
+  operators    unary - and !, ^, * / %, + -, < <= > >= == !=, &&, ||  (Druid's precedence)
+  functions    FUNCTIONS below, each with its arity and the arguments that must be constants
+
+What is checked: the syntax, each function's name and arity, and every constant argument: regular
+expressions compile (in the dialect RE2 and Python share, which the executor uses), periods parse, cast
+types, time units and timestamp formats are known, regexp_extract's group exists, numbers are numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Union
+
+from ingest_core.core.errors import IngestError
+
+
+class ExpressionError(IngestError, ValueError):
+    """An expression that cannot be parsed, uses something unsupported, or cannot be evaluated on a value."""
+
+
+# ------------------------------------------------------------------------------------------------ the tree
+
+
+@dataclass(frozen=True)
+class Literal:
+    value: int | float | str | None
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str  # "-" or "!"
+    operand: "Node"
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: str
+    left: "Node"
+    right: "Node"
+
+
+@dataclass(frozen=True)
+class Call:
+    name: str  # lower case, a key of FUNCTIONS
+    args: tuple["Node", ...]
+
+
+Node = Union[Literal, Column, Unary, Binary, Call]
+
+
+@dataclass(frozen=True)
+class Expression:
+    """A parsed, checked expression: its text, its tree and the columns it reads."""
+
+    text: str
+    root: Node
+    columns: frozenset[str]
+
+
+# ------------------------------------------------------------------------------------------------ functions
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: str = "any"        # any, string, number: what a constant argument must be
+    constant: bool = False   # must be a literal (a pattern, a period, a type name...)
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Function:
+    params: tuple[Param, ...]
+    variadic: Param | None = None  # repeated after params; at least one when there are no params
+    check: Callable[[str, tuple[Node, ...]], None] | None = None  # constant arguments beyond their kind
+
+    def arity(self) -> str:
+        required = sum(1 for p in self.params if not p.optional)
+        if self.variadic is not None:
+            return f"{max(required, 1)} or more arguments"
+        most = len(self.params)
+        if required == most:
+            return f"{most} argument{'s' if most != 1 else ''}"
+        return f"{required} to {most} arguments"
+
+    def accepts(self, count: int) -> bool:
+        required = sum(1 for p in self.params if not p.optional)
+        if self.variadic is not None:
+            return count >= max(required, 1)
+        return required <= count <= len(self.params)
+
+    def param(self, index: int) -> Param:
+        return self.params[index] if index < len(self.params) else self.variadic  # type: ignore[return-value]
+
+
+CAST_TYPES = ("LONG", "DOUBLE", "FLOAT", "STRING")
+TIME_UNITS = ("EPOCH", "SECOND", "MINUTE", "HOUR", "DAY", "DOW", "DOY", "WEEK", "MONTH", "QUARTER", "YEAR")
+
+# Regular-expression syntax Python's `re` accepts but RE2 (pyarrow's engine, used for like/regexp_like and
+# filters) refuses; both engines must read a pattern the same way.
+_RE2_UNSUPPORTED = [
+    (re.compile(r"\(\?<?[=!]"), "lookaround assertions ((?=...), (?!...), (?<=...), (?<!...))"),
+    (re.compile(r"(?<!\\)(?:\\\\)*\\[1-9]"), "backreferences (\\1 ...)"),
+    (re.compile(r"\(\?P="), "named backreferences ((?P=name))"),
+    (re.compile(r"\(\?>"), "atomic groups ((?>...))"),
+    (re.compile(r"[*+?}]\+"), "possessive quantifiers (*+, ++, ?+)"),
+]
+
+
+def compile_regex(pattern: str) -> re.Pattern[str]:
+    """A pattern both regex engines here read alike (RE2 for vectorized matching, Python for extraction);
+    ExpressionError naming what is wrong otherwise."""
+    for rx, what in _RE2_UNSUPPORTED:
+        if rx.search(pattern):
+            raise ExpressionError(f"the regular expression {pattern!r} uses {what}, which are not supported")
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ExpressionError(f"{pattern!r} is not a valid regular expression: {exc}") from None
+
+
+def like_to_regex(pattern: str, escape: str | None = None) -> str:
+    """SQL LIKE (`%` any run, `_` one character, `escape` quoting the next) as an anchored regex."""
+    out, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if escape and ch == escape and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+        i += 1
+    return "^" + "".join(out) + "$"
+
+
+def _constant(args: tuple[Node, ...], index: int) -> Any:
+    arg = args[index] if index < len(args) else None
+    return arg.value if isinstance(arg, Literal) else None
+
+
+def _check_cast(name: str, args: tuple[Node, ...]) -> None:
+    to = str(_constant(args, 1)).upper()
+    if to not in CAST_TYPES:
+        from ingest_core.core.binding import did_you_mean
+
+        raise ExpressionError(f"cast to {_constant(args, 1)!r} is not supported{did_you_mean(to, CAST_TYPES)}; "
+                              f"use one of {', '.join(repr(t) for t in CAST_TYPES)}")
+
+
+def _check_regex_group(name: str, args: tuple[Node, ...]) -> None:
+    rx = compile_regex(str(_constant(args, 1)))
+    group = _constant(args, 2)
+    if group is not None and not (isinstance(group, int) and 0 <= group <= rx.groups):
+        raise ExpressionError(f"regexp_extract(): group {group!r} does not exist: the pattern "
+                              f"{rx.pattern!r} has {rx.groups} group{'s' if rx.groups != 1 else ''} "
+                              f"(0 is the whole match)")
+
+
+def _check_pattern(name: str, args: tuple[Node, ...]) -> None:
+    compile_regex(str(_constant(args, 1)))
+
+
+def _check_like(name: str, args: tuple[Node, ...]) -> None:
+    escape = _constant(args, 2)
+    if escape is not None and len(str(escape)) != 1:
+        raise ExpressionError(f"like(): the escape must be one character, got {escape!r}")
+
+
+def _check_period(name: str, args: tuple[Node, ...]) -> None:
+    from ingest_core.core.granularity import Granularity
+    from ingest_core.core.periods import Period, PeriodError
+
+    text = str(_constant(args, 1))
+    try:
+        Granularity(text, Period.parse(text)).floor_unit()
+    except (PeriodError, ValueError) as exc:
+        raise ExpressionError(f"timestamp_floor(): {text!r} is not a period to floor to ({exc}); write an "
+                              "ISO-8601 period such as 'PT1H' or 'P1D'") from None
+
+
+def _check_unit(name: str, args: tuple[Node, ...]) -> None:
+    unit = str(_constant(args, 1)).upper()
+    if unit not in TIME_UNITS:
+        raise ExpressionError(f"timestamp_extract(): unit {_constant(args, 1)!r} is not supported; use one of "
+                              f"{', '.join(TIME_UNITS)}")
+
+
+def _check_timestamp_format(name: str, args: tuple[Node, ...]) -> None:
+    from ingest_core.core.time_formats import timestamp_format_problem
+
+    fmt = _constant(args, 1)
+    problem = timestamp_format_problem(str(fmt)) if fmt is not None else None
+    if problem:
+        raise ExpressionError(f"timestamp(): {problem}")
+
+
+def _check_ints(*indexes: int) -> Callable[[str, tuple[Node, ...]], None]:
+    def check(name: str, args: tuple[Node, ...]) -> None:
+        for i in indexes:
+            if i < len(args) and not isinstance(_constant(args, i), int):
+                raise ExpressionError(f"{name}(): argument {i + 1} must be a whole number, got "
+                                      f"{_constant(args, i)!r}")
+    return check
+
+
+_S, _N, _A = "string", "number", "any"
+FUNCTIONS: dict[str, Function] = {
+    "concat": Function((), Param("value")),
+    "upper": Function((Param("s", _S),)),
+    "lower": Function((Param("s", _S),)),
+    "strlen": Function((Param("s", _S),)),
+    "trim": Function((Param("s", _S),)),
+    "ltrim": Function((Param("s", _S),)),
+    "rtrim": Function((Param("s", _S),)),
+    "substring": Function((Param("s", _S), Param("index", _N, True), Param("length", _N, True, True)),
+                          check=_check_ints(1, 2)),
+    "replace": Function((Param("s", _S), Param("pattern", _S, True), Param("replacement", _S, True))),
+    "nvl": Function((Param("value"), Param("otherwise"))),
+    "if": Function((Param("condition"), Param("then"), Param("else"))),
+    "case_searched": Function((Param("condition"), Param("result")), Param("more")),
+    "cast": Function((Param("value"), Param("type", _S, True)), check=_check_cast),
+    "abs": Function((Param("x", _N),)),
+    "floor": Function((Param("x", _N),)),
+    "ceil": Function((Param("x", _N),)),
+    "round": Function((Param("x", _N), Param("scale", _N, True, True)), check=_check_ints(1)),
+    "safe_divide": Function((Param("x", _N), Param("y", _N))),
+    "greatest": Function((), Param("value")),
+    "least": Function((), Param("value")),
+    "isnull": Function((Param("value"),)),
+    "notnull": Function((Param("value"),)),
+    "like": Function((Param("s", _S), Param("pattern", _S, True), Param("escape", _S, True, True)),
+                     check=_check_like),
+    "regexp_like": Function((Param("s", _S), Param("pattern", _S, True)), check=_check_pattern),
+    "regexp_extract": Function((Param("s", _S), Param("pattern", _S, True), Param("index", _N, True, True)),
+                               check=_check_regex_group),
+    "timestamp": Function((Param("s"), Param("format", _S, True, True)), check=_check_timestamp_format),
+    "timestamp_floor": Function((Param("t"), Param("period", _S, True)), check=_check_period),
+    "timestamp_extract": Function((Param("t"), Param("unit", _S, True)), check=_check_unit),
+}
+
+
+def _is_number_text(value: str) -> bool:
+    try:
+        float(value.strip())
+        return True
+    except ValueError:
+        return False
+
+
+def check_call(name: str, args: tuple[Node, ...], text: str) -> None:
+    """A call's arity and constant arguments; ExpressionError naming the call otherwise."""
+    fn = FUNCTIONS[name]
+    if not fn.accepts(len(args)):
+        raise ExpressionError(f"in expression {text!r}: {name}() takes {fn.arity()}, got {len(args)}")
+    if name == "case_searched" and len(args) < 2:  # pragma: no cover - accepts() already requires two
+        raise ExpressionError("case_searched needs condition, result pairs")
+    for i, arg in enumerate(args):
+        param = fn.param(i)
+        if param.constant and not isinstance(arg, Literal):
+            raise ExpressionError(f"in expression {text!r}: {name}(): argument {i + 1} ({param.name}) must be "
+                                  "a constant")
+        if isinstance(arg, Literal) and arg.value is not None:
+            value = arg.value
+            if param.kind == _N and isinstance(value, str) and not _is_number_text(value):
+                raise ExpressionError(f"in expression {text!r}: {name}(): argument {i + 1} ({param.name}) is a "
+                                      f"number, got the text {value!r}")
+        elif isinstance(arg, Literal) and param.constant and not param.optional:
+            raise ExpressionError(f"in expression {text!r}: {name}(): argument {i + 1} ({param.name}) cannot "
+                                  "be null")
+    if fn.check is not None:
+        try:
+            fn.check(name, args)
+        except ExpressionError as exc:
+            raise ExpressionError(f"in expression {text!r}: {exc}") from None
+
+
+# ------------------------------------------------------------------------------------------------ the parser
+
+_TOKEN = re.compile(r"""
+    \s*(?:
+      (?P<num>\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|\d+(?:[eE][-+]?\d+)?)
+     |(?P<str>'(?:[^'\\]|\\.)*')
+     |(?P<qid>"(?:[^"\\]|\\.)*")
+     |(?P<id>[A-Za-z_$][A-Za-z0-9_$.]*)
+     |(?P<op><=|>=|==|!=|&&|\|\||[-+*/%^<>!(),])
+    )""", re.VERBOSE)
+
+# An expression nested deeper than this is refused: the parser recurses (about ten frames a level), and no
+# real transform nests so far.
+MAX_DEPTH = 40
+
+
+def _tokenize(text: str) -> list[tuple[str, str]]:
+    out, pos = [], 0
+    text = text.rstrip()
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            raise ExpressionError(f"cannot read expression {text!r} at position {pos}: {text[pos:pos + 10]!r}")
+        kind = m.lastgroup
+        out.append((kind, m.group(kind)))  # type: ignore[arg-type]
+        pos = m.end()
+    return out
+
+
+class _Parser:
+    def __init__(self, text: str):
+        self.text = text
+        self.tokens = _tokenize(text)
+        self.i = 0
+        self.depth = 0
+        self.columns: set[str] = set()
+
+    def peek(self) -> tuple[str, str] | None:
+        return self.tokens[self.i] if self.i < len(self.tokens) else None
+
+    def take(self, value: str | None = None) -> tuple[str, str]:
+        tok = self.peek()
+        if tok is None or (value is not None and tok[1] != value):
+            found = "the end" if tok is None else repr(tok[1])
+            raise ExpressionError(f"in expression {self.text!r}: expected {value or 'more input'}, found {found}")
+        self.i += 1
+        return tok
+
+    def at(self, *values: str) -> bool:
+        tok = self.peek()
+        return tok is not None and tok[0] == "op" and tok[1] in values
+
+    def parse(self) -> Node:
+        if not self.tokens:
+            raise ExpressionError("the expression is empty")
+        node = self.or_()
+        if self.peek() is not None:
+            raise ExpressionError(f"in expression {self.text!r}: unexpected {self.peek()[1]!r}")  # type: ignore[index]
+        return node
+
+    def _binary(self, sub: Callable[[], Node], ops: tuple[str, ...]) -> Node:
+        left = sub()
+        while self.at(*ops):
+            op = self.take()[1]
+            left = Binary(op, left, sub())
+        return left
+
+    def or_(self) -> Node:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ExpressionError(f"expression {self.text[:60]!r}... nests deeper than {MAX_DEPTH} levels")
+        try:
+            return self._binary(lambda: self._binary(self.comparison, ("&&",)), ("||",))
+        finally:
+            self.depth -= 1
+
+    def comparison(self) -> Node:
+        left = self.additive()
+        if self.at("<", "<=", ">", ">=", "==", "!="):
+            op = self.take()[1]
+            return Binary(op, left, self.additive())
+        return left
+
+    def additive(self) -> Node:
+        return self._binary(self.multiplicative, ("+", "-"))
+
+    def multiplicative(self) -> Node:
+        return self._binary(self.unary, ("*", "/", "%"))
+
+    def unary(self) -> Node:
+        if self.at("-", "!"):
+            op = self.take()[1]
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise ExpressionError(f"expression {self.text[:60]!r}... nests deeper than {MAX_DEPTH} levels")
+            try:
+                operand = self.unary()
+            finally:
+                self.depth -= 1
+            if op == "-" and isinstance(operand, Literal) and isinstance(operand.value, (int, float)):
+                return Literal(-operand.value)  # a negative constant, so constant arguments may be negative
+            return Unary(op, operand)
+        base = self.primary()
+        if self.at("^"):
+            self.take()
+            return Binary("^", base, self.unary())
+        return base
+
+    def primary(self) -> Node:
+        kind, value = self.take()
+        if kind == "num":
+            return Literal(float(value) if any(c in value for c in ".eE") else int(value))
+        if kind == "str":
+            return Literal(re.sub(r"\\(.)", r"\1", value[1:-1]))
+        if kind == "op" and value == "(":
+            inner = self.or_()
+            self.take(")")
+            return inner
+        if kind in ("id", "qid"):
+            name = re.sub(r"\\(.)", r"\1", value[1:-1]) if kind == "qid" else value
+            if kind == "id" and name == "null":
+                return Literal(None)
+            if kind == "id" and self.at("("):
+                return self.call(name)
+            self.columns.add(name)
+            return Column(name)
+        raise ExpressionError(f"in expression {self.text!r}: unexpected {value!r}")
+
+    def call(self, name: str) -> Node:
+        key = name.lower()
+        if key not in FUNCTIONS:
+            from ingest_core.core.binding import did_you_mean
+
+            raise ExpressionError(f"function {name}() is not supported in transforms{did_you_mean(key, FUNCTIONS)}; "
+                                  f"supported: {', '.join(sorted(FUNCTIONS))}")
+        self.take("(")
+        args: list[Node] = []
+        if not self.at(")"):
+            args.append(self.or_())
+            while self.at(","):
+                self.take()
+                args.append(self.or_())
+        self.take(")")
+        check_call(key, tuple(args), self.text)
+        return Call(key, tuple(args))
+
+
+def parse_expression(text: str) -> Expression:
+    """Parse and check `text`; ExpressionError says what is wrong and where."""
+    if not isinstance(text, str):
+        raise ExpressionError(f"an expression is text, got {type(text).__name__}")
+    parser = _Parser(text)
+    root = parser.parse()
+    return Expression(text, root, frozenset(parser.columns))

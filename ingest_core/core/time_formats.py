@@ -1,0 +1,72 @@
+"""`timestampSpec.format` and `timestamp(s, format)`: Druid's named formats and Joda-Time patterns, checked and
+translated to strptime directives here (pure), applied to values by `ingest_core.executor.timestamps`."""
+
+from __future__ import annotations
+
+import re
+
+NAMED_FORMATS = ("auto", "iso", "posix", "millis", "micro", "nano", "ruby")
+
+# Joda-Time pattern letters -> strptime directives. Longest tokens first.
+_JODA_TOKENS = [
+    ("yyyy", "%Y"), ("YYYY", "%Y"), ("xxxx", "%Y"), ("yy", "%y"), ("YY", "%y"),
+    ("MMMM", "%B"), ("MMM", "%b"), ("MM", "%m"), ("M", "%m"),
+    ("dd", "%d"), ("d", "%d"), ("DDD", "%j"),
+    ("EEEE", "%A"), ("EEE", "%a"),
+    ("HH", "%H"), ("H", "%H"), ("hh", "%I"), ("h", "%I"), ("a", "%p"),
+    ("mm", "%M"), ("m", "%M"), ("ss", "%S"), ("s", "%S"),
+    ("SSSSSSSSS", "%f"), ("SSSSSS", "%f"), ("SSS", "%f"), ("SS", "%f"), ("S", "%f"),
+    ("ZZZ", "%Z"), ("ZZ", "%z"), ("Z", "%z"),
+]
+_STRFTIME = re.compile(r"%[A-Za-z]")
+_STRFTIME_TO_JODA = {"%Y": "yyyy", "%y": "yy", "%m": "MM", "%d": "dd", "%H": "HH", "%I": "hh", "%M": "mm",
+                     "%S": "ss", "%f": "SSS", "%z": "Z", "%Z": "ZZZ", "%b": "MMM", "%B": "MMMM", "%j": "DDD",
+                     "%p": "a", "%a": "EEE", "%A": "EEEE"}
+
+
+def joda_to_strptime(pattern: str) -> str:
+    """Translate a Joda-Time pattern; ValueError naming the letter it cannot translate."""
+    if not pattern.strip():
+        raise ValueError("the timestamp pattern is empty")
+    if _STRFTIME.search(pattern):
+        joda = _STRFTIME.sub(lambda m: _STRFTIME_TO_JODA.get(m.group(0), m.group(0)), pattern)
+        raise ValueError(f"{pattern!r} is a strftime pattern; timestamp patterns are Joda-Time patterns, as in "
+                         f"Druid: write {joda!r}")
+    out, i, letters = [], 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "'":
+            end = pattern.find("'", i + 1)
+            if end < 0:
+                raise ValueError(f"unterminated quote in timestamp pattern {pattern!r}")
+            out.append("'" if end == i + 1 else pattern[i + 1:end].replace("%", "%%"))
+            i = end + 1
+            continue
+        if ch.isalpha():
+            for token, directive in _JODA_TOKENS:
+                if pattern.startswith(token, i):
+                    out.append(directive)
+                    i += len(token)
+                    letters = True
+                    break
+            else:
+                raise ValueError(f"timestamp pattern letter {ch!r} in {pattern!r} is not supported; supported: "
+                                 "yyyy yy MMMM MMM MM M dd d DDD EEEE EEE HH H hh h a mm m ss s S... Z ZZ ZZZ, "
+                                 "text in 'quotes'")
+            continue
+        out.append("%%" if ch == "%" else ch)
+        i += 1
+    if not letters:
+        raise ValueError(f"timestamp pattern {pattern!r} holds no date or time letters")
+    return "".join(out)
+
+
+def timestamp_format_problem(fmt: str) -> str | None:
+    """What is wrong with a timestamp format (a named one or a Joda-Time pattern), or None."""
+    if fmt.lower() in NAMED_FORMATS:
+        return None
+    try:
+        joda_to_strptime(fmt)
+    except ValueError as exc:
+        return f"{exc} (or use one of the named formats {', '.join(NAMED_FORMATS)})"
+    return None
