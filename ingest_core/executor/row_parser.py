@@ -551,39 +551,54 @@ class RowParser:
     def _per_row(self, evaluate: Callable[[dict[str, pa.Array], int], pa.Array], columns: dict[str, pa.Array],
                  n: int, bad: dict[int, str], chunk: RecordChunk, offsets: pa.Array, what: str,
                  inputs: Any, raw_values: dict[str, list[Any]]) -> pa.Array:
-        """`evaluate(columns, n)` over the chunk, vectorized. When it raises, halves of the chunk are evaluated
-        again until the rows at fault are found (a few evaluations per bad row); those rows are null and
-        unparseable in `bad`. In the halves, a column that mixes types in the chunk (text for the whole chunk)
-        is typed from its own values, so numbers stay numbers once the text that mixed them in is set apart:
-        every other row gets the value it gets in a chunk without the bad rows (the expressions are row-wise)."""
-        try:
-            return evaluate(columns, n)
-        except Exception:  # noqa: BLE001 - any error of an expression fails its rows, not the job
-            pass
-        pieces: list[pa.Array] = []
-
-        def walk(lo: int, hi: int) -> None:
-            part = {k: v.slice(lo, hi - lo) for k, v in columns.items()}
-            for k in set(inputs or ()) & raw_values.keys():
-                typed = _plain_array(raw_values[k][lo:hi])
-                if typed is not None:
-                    part[k] = typed
+        """`evaluate(columns, n)` over the chunk, vectorized, such that each row gets the value it gets in a
+        chunk of its own kind, whatever its neighbours:
+        - an input column that mixes types in the chunk (text for the whole chunk) is evaluated per group of
+          rows whose values have one type, each typed from its values (a number stays a number, and is not
+          read as text because another record sent text there);
+        - when an evaluation raises, its rows are halved and evaluated again until the rows at fault are found
+          (a few evaluations per bad row); those rows are null and unparseable in `bad`."""
+        mixed = sorted(set(inputs or ()) & raw_values.keys())
+        if not mixed:
             try:
-                pieces.append(evaluate(part, hi - lo))
+                return evaluate(columns, n)
+            except Exception:  # noqa: BLE001 - any error of an expression fails its rows, not the job
+                pass
+        pieces: list[pa.Array] = []
+        order: list[np.ndarray] = []
+
+        def walk(rows: np.ndarray, part: dict[str, pa.Array]) -> None:
+            for c in mixed:
+                typed = _plain_array([raw_values[c][r] for r in rows])
+                if typed is not None:
+                    part[c] = typed
+            try:
+                pieces.append(evaluate(part, len(rows)))
+                order.append(rows)
                 return
             except Exception as exc:  # noqa: BLE001 - see above
-                if hi - lo == 1:
+                if len(rows) == 1:
+                    row = int(rows[0])
                     given = {c: _py(part[c][0]) for c in sorted(inputs or ()) if c in part}
-                    bad.setdefault(lo, f"{what} failed at {chunk.topic}/{chunk.partition} offset "
-                                       f"{offsets[lo].as_py()} on {given}: {type(exc).__name__}: {exc}")
+                    bad.setdefault(row, f"{what} failed at {chunk.topic}/{chunk.partition} offset "
+                                        f"{offsets[row].as_py()} on {given}: {type(exc).__name__}: {exc}")
                     pieces.append(pa.nulls(1))
+                    order.append(rows)
                     return
-            mid = (lo + hi) // 2
-            walk(lo, mid)
-            walk(mid, hi)
+            mid = len(rows) // 2
+            walk(rows[:mid], {k: v.slice(0, mid) for k, v in part.items()})
+            walk(rows[mid:], {k: v.slice(mid) for k, v in part.items()})
 
-        walk(0, n)
-        return _concat(pieces)
+        groups = _type_groups([raw_values[c] for c in mixed], n) if mixed else [np.arange(n)]
+        for rows in groups:
+            walk(rows, dict(columns) if len(groups) == 1 else
+                 {k: v.take(pa.array(rows)) for k, v in columns.items()})
+        result = _concat(pieces)
+        if len(groups) == 1:
+            return result  # the halves came back in row order
+        inverse = np.empty(n, dtype=np.int64)
+        inverse[np.concatenate(order)] = np.arange(n)
+        return result.take(pa.array(inverse))
 
     def _row_times(self, raw: pa.Array, n: int, bad: dict[int, str]) -> pa.Array:
         """Epoch millis of each row's `__time` (after the transforms); a row whose time is null, not a
@@ -806,6 +821,27 @@ def _short(value: Any, limit: int = 200) -> str:
 def _py(value: Any) -> Any:
     v = value.as_py()
     return _short(v) if isinstance(v, (str, bytes, list, dict)) else v
+
+
+def _type_groups(columns: list[list[Any]], n: int) -> list[np.ndarray]:
+    """Row numbers grouped by the types of their values in `columns` (mixed columns as decoded), in row order
+    within each group. A null joins the first group that agrees on the other columns: a column of numbers
+    with nulls is still numbers."""
+    def kind(v: Any) -> str | None:
+        if v is None:
+            return None
+        if isinstance(v, int) and not isinstance(v, bool):
+            return "int" if LONG_MIN <= v <= LONG_MAX else "big"
+        return type(v).__name__
+
+    keys = [tuple(kind(col[row]) for col in columns) for row in range(n)]
+    full = list(dict.fromkeys(k for k in keys if None not in k))
+    groups: dict[tuple, list[int]] = {k: [] for k in full}
+    for row, key in enumerate(keys):
+        if None in key:
+            key = next((f for f in full if all(a is None or a == b for a, b in zip(key, f))), key)
+        groups.setdefault(key, []).append(row)
+    return [np.array(rows, dtype=np.int64) for rows in groups.values() if rows]
 
 
 def _keep_mask(n: int, bad: dict[int, str]) -> pa.Array:

@@ -43,8 +43,8 @@ def test_a_hostile_stream_publishes_exact_rows_and_counts_every_bad_one(spark, b
         (b'{"ts": "' + iso(T0).encode() + b'", "a": "bad\xff\xfe", "n": 1}', 0, 1, 0, 0),  # not UTF-8
         (raw('{"ts": "TS", "a": "\\ud800", "n": 1}'), 0, 1, 0, 0),
         (raw('{"ts": "TS", "a": "nul\\u0000here", "n": 1}'), 1, 0, 0, 0),
-        (record("tf", n=1, m="seven"), 0, 1, 0, 0),  # the transform m * 2 meets a string
-        (record("tf2", n=1, m=21), 1, 0, 0, 0),
+        (record("tf", n=1, m=0), 0, 1, 0, 0),  # the transform n / m: long division by zero
+        (record("tf2", n=84, m=2), 1, 0, 0, 0),
         (None, 0, 0, 0, 1), (b"", 0, 0, 0, 1),
         (b"[1, 2]", 0, 1, 0, 0), (b"42", 0, 1, 0, 0), (b"{not json", 0, 1, 0, 0),
         (raw('{"ts": "TS", "a": "two1", "n": 1} {"ts": "TS", "a": "two2", "n": 2}'), 2, 0, 0, 0),
@@ -55,7 +55,7 @@ def test_a_hostile_stream_publishes_exact_rows_and_counts_every_bad_one(spark, b
     spec = spec_from(broker.bootstrap, topic, {
         "timestampSpec": {"column": "ts", "format": "iso"},
         "dimensionsSpec": {"dimensions": ["a", {"type": "long", "name": "t"}]},
-        "transformSpec": {"transforms": [{"type": "expression", "name": "t", "expression": "m * 2"}]},
+        "transformSpec": {"transforms": [{"type": "expression", "name": "t", "expression": "n / m"}]},
         "metricsSpec": [{"type": "count", "name": "cnt"}, {"type": "longSum", "name": "ls", "fieldName": "n"},
                         {"type": "doubleSum", "name": "ds", "fieldName": "x"},
                         {"type": "longMax", "name": "lmax", "fieldName": "n"}],
@@ -94,7 +94,7 @@ def test_a_hostile_stream_publishes_exact_rows_and_counts_every_bad_one(spark, b
     assert by_a["nan"][0]["ds"] is None and by_a["inf"][0]["ds"] is None
     assert by_a['{"k":[1,2]}'][0]["ls"] == 1
     assert by_a["nul\x00here"][0]["ls"] == 1
-    assert by_a["tf2"][0]["t"] == 42 and "tf" not in by_a
+    assert by_a["tf2"][0]["t"] == 42 and "tf" not in by_a and by_a["g1"][0]["t"] is None
     assert {"two1", "two2"} <= by_a.keys() and "far" not in by_a and "deep" not in by_a
 
     # every published segment reads back with Spark too

@@ -114,6 +114,22 @@ def test_a_transform_failing_in_vectorized_evaluation_keeps_the_other_rows_exact
         {**r, "__offset": r["__offset"] + (1 if i >= 2 else 0)} for i, r in enumerate(ref)]
 
 
+def test_a_rows_transform_value_does_not_depend_on_what_its_neighbours_sent():
+    # `n` mixes numbers and text in this chunk (decoded as text for the chunk): each row is still evaluated as
+    # in a chunk of its own kind, so the long division by zero fails its row, and 84 / 2 stays a long
+    sp = spec(dimensions=["a", {"type": "long", "name": "t2"}],
+              transforms=[{"type": "expression", "name": "t2", "expression": "n / d"}])
+    mixed = [{"ts": T0, "a": "z", "n": 1, "d": 0}, {"ts": T0, "a": "l", "n": 84, "d": 2},
+             {"ts": T0, "a": "t", "n": "7", "d": 7}, {"ts": T0, "a": "f", "n": 1e300, "d": 1}]
+    out = parse(mixed, sp)
+    assert outcomes(out)[0] is Outcome.UNPARSEABLE and "offset 100" in out.exceptions[0].message
+    alone = {v["a"]: parse([v], sp).table.to_pylist() for v in mixed[1:]}
+    for r in out.table.to_pylist():
+        (want,) = alone[r["a"]]
+        assert (r["a"], r["t2"]) == (want["a"], want["t2"])
+    assert [r["t2"] for r in out.table.to_pylist() if r["a"] == "l"] == [42]
+
+
 @pytest.mark.parametrize("expression", ["n / d", "cast(a, 'LONG') * 2", "n * 1000000000000000000"])
 def test_expression_errors_never_fail_the_chunk(expression):
     # whatever Druid's rule for the value (null, or an error), it holds for that row only
