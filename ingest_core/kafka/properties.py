@@ -65,7 +65,7 @@ IGNORED_JAVA = {
 _SENTINEL = "ingest.validation.sentinel"  # a name no librdkafka knows: keeps every check from building a client
 _LOADS_CODE = {"plugin.library.paths"}  # librdkafka loads these libraries as it is set: checked by name only
 _UNKNOWN = re.compile(r'No such configuration property: "([^"]+)"')
-_NAMED = re.compile(r'configuration property "([^"]+)"')
+_NAMED = re.compile(r'configuration property "([^"]+)"', re.I)
 
 
 class JaasError(IngestError):

@@ -80,6 +80,8 @@ def build_dag(spec: DatasourceSpec) -> DAG:
         is_paused_upon_creation=spec.suspended,
         tags=["ingest", f"topic:{io.topic or io.topic_pattern}"],
         doc_md=f"Datasource `{spec.datasource}` from `{spec.source}`: one run is one supervisor loop.",
+        # only dags/ingest_datasources.py defines it (by its globals); ingest_spec_errors.py builds it to check it
+        auto_register=False,
     )
     asset = asset_for(spec.datasource)
     with dag:
