@@ -252,6 +252,18 @@ def check_range(ctx: BindContext, path: str, value: int | float | None, *, minim
         ctx.error(path, f"must be at most {maximum}, got {shown}{span}")
 
 
+def check_period(ctx: BindContext, path: str, period: Period, *, allow_zero: bool = False,
+                 allow_calendar: bool = False) -> None:
+    """A duration Airflow waits or schedules by: positive (or zero where that means "no wait"), and of fixed
+    length unless a calendar schedule is meant."""
+    if period.negative or (period.is_zero and not allow_zero):
+        ctx.error(path, f"must be a {'non-negative' if allow_zero else 'positive'} period, got {period}; "
+                  "e.g. PT10S")
+    elif period.is_calendar and not allow_calendar:
+        ctx.error(path, f"{period} has months or years, which have no fixed length: use days, hours, minutes or "
+                  "seconds, e.g. P30D")
+
+
 def to_raw(obj: Any) -> Any:
     """The JSON form of a bound spec object (camelCase keys, periods and date-times as ISO strings)."""
     if isinstance(obj, Period):

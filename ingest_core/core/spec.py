@@ -28,6 +28,7 @@ from ingest_core.core.binding import (
     BindContext,
     bind_object,
     bind_value,
+    check_period,
     check_range,
     did_you_mean,
     join,
@@ -481,11 +482,8 @@ class IOConfig:
         check_range(ctx, join(path, "taskCount"), self.task_count, minimum=1, maximum=MAX_TASK_COUNT)
         check_range(ctx, join(path, "replicas"), self.replicas, minimum=1, maximum=MAX_REPLICAS)
         check_range(ctx, join(path, "pollTimeout"), self.poll_timeout, minimum=1, maximum=MAX_POLL_TIMEOUT_MS)
-        for name in ("task_duration", "completion_timeout"):
-            p: Period = getattr(self, name)
-            if p.negative or p.is_zero:
-                key = "taskDuration" if name == "task_duration" else "completionTimeout"
-                ctx.error(join(path, key), f"must be a positive period, got {p}")
+        check_period(ctx, join(path, "taskDuration"), self.task_duration, allow_calendar=True)
+        check_period(ctx, join(path, "completionTimeout"), self.completion_timeout)  # a timeout has a fixed length
         for name, key in (("late_message_rejection_period", "lateMessageRejectionPeriod"),
                           ("early_message_rejection_period", "earlyMessageRejectionPeriod")):
             p = getattr(self, name)
@@ -572,18 +570,6 @@ class TuningConfig:
 
 
 # ---------------------------------------------------------------------------------------------- microbatch
-
-
-def check_period(ctx: BindContext, path: str, period: Period, *, allow_zero: bool = False,
-                 allow_calendar: bool = False) -> None:
-    """A duration Airflow waits or schedules by: positive (or zero where that means "no wait"), and of fixed
-    length unless a calendar schedule is meant."""
-    if period.negative or (period.is_zero and not allow_zero):
-        ctx.error(path, f"must be a {'non-negative' if allow_zero else 'positive'} period, got {period}; "
-                  "e.g. PT10S")
-    elif period.is_calendar and not allow_calendar:
-        ctx.error(path, f"{period} has months or years, which have no fixed length: use days, hours, minutes or "
-                  "seconds, e.g. P30D")
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,7 @@ def test_numbers_out_of_their_range_are_refused(field, value, says):
     ("microbatch.dataGate", {"minRecords": 1, "pokeInterval": "PT0S"}, "must be a positive period, got PT0S"),
     ("microbatch.dataGate", {"minRecords": 1, "maxWait": "-PT1M"}, "must be a non-negative period"),
     ("microbatch.retryDelay", "P1M", "no fixed length"),
+    ("spec.ioConfig.completionTimeout", "P1M", "no fixed length"),
     ("microbatch.schedule", "PT0S", "must be a positive period"),
 ])
 def test_periods_that_make_no_sense_are_refused(field, value, says):
