@@ -63,7 +63,7 @@ IGNORED_JAVA = {
                                "unless they say so",
 }
 _SENTINEL = "ingest.validation.sentinel"  # a name no librdkafka knows: keeps every check from building a client
-_LOADS_CODE = {"plugin.library.paths"}  # librdkafka loads these libraries as it is set: checked by name only
+_LOADS_CODE = {"plugin.library.paths"}  # librdkafka loads the libraries as it is set: not checked here
 _UNKNOWN = re.compile(r'No such configuration property: "([^"]+)"')
 _NAMED = re.compile(r'configuration property "([^"]+)"', re.I)
 
@@ -140,10 +140,10 @@ def to_librdkafka(resolved: Mapping[str, str]) -> tuple[dict[str, str], list[str
 
 def check_with_librdkafka(props: Mapping[str, str], names_only: frozenset[str] = frozenset()) -> dict[str, str]:
     """{property: librdkafka's complaint} for every property librdkafka refuses (an unknown name, or a literal
-    value it cannot take). For names in `names_only` (secret references) only the name is checked."""
+    value it cannot take; "" for a complaint that names none). For names in `names_only` (secret references)
+    only the name is checked."""
     problems: dict[str, str] = {}
-    names_only = names_only | (_LOADS_CODE & set(props))
-    remaining = {k: ("x" if k in names_only else v) for k, v in props.items()}
+    remaining = {k: ("x" if k in names_only else v) for k, v in props.items() if k not in _LOADS_CODE}
     for _ in range(len(props) + 1):
         try:
             Consumer({**remaining, "group.id": "ingest-validation", _SENTINEL: "1"}).close()
@@ -157,7 +157,8 @@ def check_with_librdkafka(props: Mapping[str, str], names_only: frozenset[str] =
         name = unknown.group(1) if unknown else (_NAMED.search(message) or [None, None])[1]
         if name == _SENTINEL:
             return problems
-        if name not in remaining:  # a complaint about no single property: report it on none
+        if name not in remaining:  # a complaint that names no property: reported on consumerProperties
+            problems[""] = message
             return problems
         remaining.pop(name)
         if name in names_only and not unknown:  # the placeholder's fault: the name itself is known
@@ -200,7 +201,7 @@ def property_problems(props: Mapping[str, Any]) -> tuple[list[SpecProblem], list
                     "https://github.com/confluentinc/librdkafka/blob/master/CONFIGURATION.md")
         else:
             hint = f"librdkafka refuses it: {complaint}"
-        errors.append(SpecProblem(f"{PROPERTIES_PATH}.{key}", hint))
+        errors.append(SpecProblem(f"{PROPERTIES_PATH}.{key}" if key else PROPERTIES_PATH, hint))
     return errors, warnings
 
 
