@@ -141,3 +141,11 @@ def test_load_checked_spec_names_the_file(tmp_path):
         load_checked_spec(path)
     assert str(info.value).startswith(f"{path}: 1 problem")
     assert "spec.ioConfig.consumerProperties.max.poll.recrds: not a librdkafka consumer property" in str(info.value)
+
+
+def test_druid_s_default_password_provider_gets_an_answer():
+    with pytest.raises(SpecError) as info:
+        spec_with(**{"ssl.key.password": {"type": "default", "password": PASSWORD}})
+    (problem,) = info.value.problems
+    assert problem.path == "spec.ioConfig.consumerProperties.ssl.key.password"
+    assert "{type: environment, variable: NAME}" in problem.message and PASSWORD not in str(info.value)

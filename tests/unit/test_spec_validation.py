@@ -223,3 +223,13 @@ def test_spec_discovery_skips_what_airflowignore_lists(tmp_path, monkeypatch):
     (tmp_path / ".airflowignore").write_text("^drafts/b\n")
     monkeypatch.setenv("AIRFLOW__CORE__DAG_IGNORE_FILE_SYNTAX", "regexp")
     assert find_spec_files(tmp_path) == [tmp_path / "a.yaml"]
+
+
+def test_validate_skips_what_airflowignore_lists(tmp_path):
+    (tmp_path / "good.yaml").write_text(yaml.safe_dump(example()))
+    (tmp_path / "scratch").mkdir()
+    (tmp_path / "scratch" / "notes.yaml").write_bytes(bytes(range(256)))
+    (tmp_path / ".airflowignore").write_text("scratch/\n")
+    done = run_cli("validate", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "notes.yaml" not in done.stdout + done.stderr
