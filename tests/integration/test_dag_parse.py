@@ -36,7 +36,8 @@ class Airflow:
     def __call__(self, *args: str) -> str:
         done = subprocess.run([AIRFLOW, *args], env=self.env, capture_output=True, text=True, timeout=600)
         # list-import-errors exits 1 when it lists any
-        assert done.returncode == 0 or args[:2] == ("dags", "list-import-errors"), f"airflow {' '.join(args)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        assert done.returncode == 0 or args[:2] == ("dags", "list-import-errors"), \
+            f"airflow {' '.join(args)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         return done.stdout
 
     def json(self, *args: str) -> list[dict]:
@@ -46,7 +47,8 @@ class Airflow:
     def stored_dags(self) -> dict[str, tuple[bool, bool]]:
         """{dag_id: (is_stale, has_import_errors)} as the scheduler and the UI see them."""
         with sqlite3.connect(self.root / "airflow" / "airflow.db") as db:
-            return {d: (bool(s), bool(e)) for d, s, e in db.execute("select dag_id, is_stale, has_import_errors from dag")}
+            rows = db.execute("select dag_id, is_stale, has_import_errors from dag")
+            return {dag_id: (bool(stale), bool(errors)) for dag_id, stale, errors in rows}
 
 
 def test_each_bad_spec_is_an_import_error_naming_its_field_and_every_good_dag_stays(tmp_path):
@@ -98,7 +100,7 @@ def test_each_bad_spec_is_an_import_error_naming_its_field_and_every_good_dag_st
               or ".json:" in block}
     for name, says in expected.items():
         assert name in blocks and says in blocks[name], (name, text)
-    assert "8 datasource specs do not load" not in text and "7 datasource specs do not load" in text
+    assert "7 datasource specs do not load" in text
     assert "draft" not in text and "ignored_too" not in text
 
     # once every spec loads again, Airflow clears the error on the next parse
