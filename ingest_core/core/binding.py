@@ -21,6 +21,7 @@ from ingest_core.core.errors import SpecProblem
 from ingest_core.core.periods import Period, PeriodError, parse_datetime
 
 _NO_DEFAULT = dataclasses.MISSING
+LONG_LIMIT = 2**63  # Java's long, which every Druid integer setting fits
 
 
 def spec_field(
@@ -144,12 +145,19 @@ def bind_value(tp: Any, raw: Any, path: str, ctx: BindContext) -> Any:
         if isinstance(raw, str) and raw.lower() in ("true", "false"):
             return raw.lower() == "true"
     elif tp is int:
+        value = None
         if isinstance(raw, int) and not isinstance(raw, bool):
-            return raw
-        if isinstance(raw, float) and raw.is_integer():
-            return int(raw)
-        if isinstance(raw, str) and raw.strip().lstrip("-").isdigit():
-            return int(raw)
+            value = raw
+        elif isinstance(raw, float) and raw.is_integer():
+            value = int(raw)
+        elif isinstance(raw, str) and raw.strip().lstrip("-").isdigit():
+            value = int(raw)
+        if value is not None:
+            if -LONG_LIMIT <= value < LONG_LIMIT:
+                return value
+            ctx.error(path, f"{value:.3g} does not fit a 64-bit integer (Druid's long); use a value up to "
+                      f"{LONG_LIMIT - 1}, or the field's documented range")
+            return _MISSING_VALUE
     elif tp is float:
         if isinstance(raw, (int, float)) and not isinstance(raw, bool):
             return float(raw)
@@ -223,7 +231,12 @@ def bind_object(cls: type, raw: Any, path: str, ctx: BindContext, *, custom_hook
     obj = cls(**kwargs)
     validate = getattr(obj, "_validate", None)
     if validate is not None:
-        validate(path, ctx)
+        try:
+            validate(path, ctx)
+        except RecursionError:
+            raise
+        except Exception as exc:  # a check that broke is still this field's problem, never a crash
+            ctx.error(path, f"cannot be checked: {type(exc).__name__}: {exc}")
     return obj if ok else _MISSING_VALUE
 
 
@@ -231,10 +244,24 @@ def check_range(ctx: BindContext, path: str, value: int | float | None, *, minim
                 maximum: float | None = None) -> None:
     if value is None:
         return
+    shown = f"{value:.3g}" if abs(value) >= 1e15 else str(value)
+    span = f" (the range is {minimum} to {maximum})" if minimum is not None and maximum is not None else ""
     if minimum is not None and value < minimum:
-        ctx.error(path, f"must be at least {minimum}, got {value}")
+        ctx.error(path, f"must be at least {minimum}, got {shown}{span}")
     if maximum is not None and value > maximum:
-        ctx.error(path, f"must be at most {maximum}, got {value}")
+        ctx.error(path, f"must be at most {maximum}, got {shown}{span}")
+
+
+def check_period(ctx: BindContext, path: str, period: Period, *, allow_zero: bool = False,
+                 allow_calendar: bool = False) -> None:
+    """A duration Airflow waits or schedules by: positive (or zero where that means "no wait"), and of fixed
+    length unless a calendar schedule is meant."""
+    if period.negative or (period.is_zero and not allow_zero):
+        ctx.error(path, f"must be a {'non-negative' if allow_zero else 'positive'} period, got {period}; "
+                  "e.g. PT10S")
+    elif period.is_calendar and not allow_calendar:
+        ctx.error(path, f"{period} has months or years, which have no fixed length: use days, hours, minutes or "
+                  "seconds, e.g. P30D")
 
 
 def to_raw(obj: Any) -> Any:

@@ -74,6 +74,10 @@ def parse_secret_ref(raw: Mapping[str, Any]) -> tuple[SecretRef | None, str | No
         if field not in _CONNECTION_FIELDS and not (isinstance(field, str) and field.startswith("extra.")):
             return None, f"field must be one of {', '.join(_CONNECTION_FIELDS)} or 'extra.<key>', got {field!r}"
         return AirflowConnectionSecret(conn_id, field), None
+    if kind == "default":  # Druid's DefaultPasswordProvider: the password itself, in the spec
+        return None, ("Druid's default password provider is not supported: reference the secret instead, "
+                      "{type: environment, variable: NAME} or {type: airflowConnection, connId: ID, field: password} "
+                      "(or write the password as the property's value: it is redacted wherever the spec is shown)")
     return None, (
         f"unknown secret provider type {kind!r}: use 'environment' (with 'variable') "
         f"or 'airflowConnection' (with 'connId' and 'field')"

@@ -28,6 +28,7 @@ from ingest_core.core.binding import (
     BindContext,
     bind_object,
     bind_value,
+    check_period,
     check_range,
     did_you_mean,
     join,
@@ -35,8 +36,11 @@ from ingest_core.core.binding import (
     spec_field,
     to_raw,
 )
+from ingest_core.core.cron import cron_problem
 from ingest_core.core.errors import SpecError, SpecProblem
 from ingest_core.core.granularity import GRANULARITY_PERIODS, Granularity  # noqa: F401 (re-exported)
+from ingest_core.core.ignore_file import ignore_syntax_from_env, unignored_files
+from ingest_core.core.json_path import JsonPath, JsonPathError
 from ingest_core.core.periods import Period
 from ingest_core.core.planner import ASSIGNMENTS, MODULO
 
@@ -58,6 +62,8 @@ class TimestampSpec:
 
 
 DIMENSION_TYPES = ("string", "long", "float", "double", "json", "auto")
+TIME_COLUMN = "__time"
+INT32_MAX = 2**31 - 1  # Druid's int settings (Integer.MAX_VALUE): the largest value they take
 
 
 @dataclass(frozen=True)
@@ -97,8 +103,15 @@ class DimensionsSpec:
     def _validate(self, path: str, ctx: BindContext) -> None:
         seen: set[str] = set()
         for i, d in enumerate(self.dimensions):
-            if d.name in seen:
-                ctx.error(join(join(path, "dimensions"), i), f"dimension {d.name!r} is listed twice")
+            at = join(join(path, "dimensions"), i)
+            if not d.name.strip():
+                ctx.error(at, "a dimension needs a name: give it the input field's name, e.g. 'page'")
+            elif d.name == TIME_COLUMN:
+                ctx.error(at, f"{TIME_COLUMN} is the row timestamp (set by timestampSpec), not a dimension: remove "
+                          "it, or keep the input field under another name with a transform, e.g. "
+                          "{name: event_time, expression: '__time'}")
+            elif d.name in seen:
+                ctx.error(at, f"dimension {d.name!r} is listed twice: remove one")
             seen.add(d.name)
         if self.spatial_dimensions:
             ctx.error(join(path, "spatialDimensions"), "spatial dimensions are not supported")
@@ -226,6 +239,19 @@ class DataSchema:
         for d in self.dimensions_spec.dimensions:
             if d.name in names:
                 ctx.error(join(path, "dimensionsSpec.dimensions"), f"{d.name!r} is both a dimension and a metric")
+        for i, agg in enumerate(self.metrics_spec):
+            if not agg.name.strip() or agg.name == TIME_COLUMN:
+                ctx.error(join(join(path, "metricsSpec"), i), f"metric name {agg.name!r} is not allowed: give the "
+                          "metric its own non-empty name other than __time")
+        transforms: set[str] = set()
+        for i, t in enumerate(self.transform_spec.transforms):
+            at = join(join(path, "transformSpec.transforms"), i)
+            if not t.name.strip():
+                ctx.error(join(at, "name"), "a transform needs a name: the column it produces, e.g. 'page_upper'")
+            elif t.name in transforms:
+                ctx.error(join(at, "name"), f"transform {t.name!r} is defined twice: the second would silently "
+                          "replace the first; rename or remove one")
+            transforms.add(t.name)
 
 
 # ---------------------------------------------------------------------------------------------- inputFormat
@@ -247,12 +273,27 @@ class FlattenField:
                       "with a JSONPath expression such as '$.a.b[0]'")
         elif self.type == "path" and not self.expr:
             ctx.error(join(path, "expr"), "a 'path' field needs expr, a JSONPath such as '$.user.name'")
+        elif self.type == "path":
+            try:
+                JsonPath.parse(self.expr)
+            except JsonPathError as exc:
+                ctx.error(join(path, "expr"), str(exc))
+        if not self.name.strip():
+            ctx.error(join(path, "name"), "a flattenSpec field needs a name: the column it produces")
 
 
 @dataclass(frozen=True)
 class FlattenSpec:
     use_field_discovery: bool = True
     fields: list[FlattenField] = spec_field(default_factory=list)
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        seen: set[str] = set()
+        for i, f in enumerate(self.fields):
+            if f.name in seen:
+                ctx.error(join(join(path, "fields"), i), f"flattenSpec field {f.name!r} is defined twice: rename "
+                          "or remove one")
+            seen.add(f.name)
 
 
 @dataclass(frozen=True)
@@ -391,6 +432,9 @@ class AutoScalerConfig:
 
 
 _NO_BATCH = "there is no long-running supervisor process in batch ingestion"
+MAX_TASK_COUNT = 1000
+MAX_REPLICAS = 10
+MAX_POLL_TIMEOUT_MS = 3_600_000  # an hour
 
 
 @dataclass(frozen=True)
@@ -434,14 +478,12 @@ class IOConfig:
             ctx.error(join(path, "lateMessageRejectionPeriod"),
                       "lateMessageRejectionStartDateTime and lateMessageRejectionPeriod contradict each other: "
                       "set only one")
-        check_range(ctx, join(path, "taskCount"), self.task_count, minimum=1)
-        check_range(ctx, join(path, "replicas"), self.replicas, minimum=1)
-        check_range(ctx, join(path, "pollTimeout"), self.poll_timeout, minimum=1)
-        for name in ("task_duration", "completion_timeout"):
-            p: Period = getattr(self, name)
-            if p.negative or p.is_zero:
-                key = "taskDuration" if name == "task_duration" else "completionTimeout"
-                ctx.error(join(path, key), f"must be a positive period, got {p}")
+        # each task group x replica is a Spark job per run: thousands of them is a typo, not a plan
+        check_range(ctx, join(path, "taskCount"), self.task_count, minimum=1, maximum=MAX_TASK_COUNT)
+        check_range(ctx, join(path, "replicas"), self.replicas, minimum=1, maximum=MAX_REPLICAS)
+        check_range(ctx, join(path, "pollTimeout"), self.poll_timeout, minimum=1, maximum=MAX_POLL_TIMEOUT_MS)
+        check_period(ctx, join(path, "taskDuration"), self.task_duration, allow_calendar=True)
+        check_period(ctx, join(path, "completionTimeout"), self.completion_timeout)  # a timeout has a fixed length
         for name, key in (("late_message_rejection_period", "lateMessageRejectionPeriod"),
                           ("early_message_rejection_period", "earlyMessageRejectionPeriod")):
             p = getattr(self, name)
@@ -463,6 +505,8 @@ class IOConfig:
 
 # ---------------------------------------------------------------------------------------------- tuningConfig
 
+MAX_SAVED_PARSE_EXCEPTIONS = 10_000  # kept in the task report and the metadata store
+MAX_RECORDS_PER_POLL = 10_000_000  # one parsed chunk is held in memory
 _NO_PERSIST = "Spark writes each segment once; there are no intermediate persists or handoffs"
 _NO_CHAT = "there are no indexing tasks to talk to; Airflow and Spark handle task communication"
 
@@ -507,11 +551,13 @@ class TuningConfig:
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.type != "kafka":
             ctx.error(join(path, "type"), f"only kafka is supported, got {self.type!r}")
-        check_range(ctx, join(path, "maxRowsPerSegment"), self.max_rows_per_segment, minimum=1)
-        check_range(ctx, join(path, "maxRowsInMemory"), self.max_rows_in_memory, minimum=1)
-        check_range(ctx, join(path, "maxParseExceptions"), self.max_parse_exceptions, minimum=0)
-        check_range(ctx, join(path, "maxSavedParseExceptions"), self.max_saved_parse_exceptions, minimum=0)
-        check_range(ctx, join(path, "maxRecordsPerPoll"), self.max_records_per_poll, minimum=1)
+        check_range(ctx, join(path, "maxRowsPerSegment"), self.max_rows_per_segment, minimum=1, maximum=INT32_MAX)
+        check_range(ctx, join(path, "maxRowsInMemory"), self.max_rows_in_memory, minimum=1, maximum=INT32_MAX)
+        check_range(ctx, join(path, "maxParseExceptions"), self.max_parse_exceptions, minimum=0, maximum=INT32_MAX)
+        check_range(ctx, join(path, "maxSavedParseExceptions"), self.max_saved_parse_exceptions, minimum=0,
+                    maximum=MAX_SAVED_PARSE_EXCEPTIONS)
+        check_range(ctx, join(path, "maxRecordsPerPoll"), self.max_records_per_poll, minimum=1,
+                    maximum=MAX_RECORDS_PER_POLL)
 
     @property
     def effective_max_parse_exceptions(self) -> int | None:
@@ -536,6 +582,8 @@ class DataGate:
 
     def _validate(self, path: str, ctx: BindContext) -> None:
         check_range(ctx, join(path, "minRecords"), self.min_records, minimum=1)
+        check_period(ctx, join(path, "maxWait"), self.max_wait, allow_zero=True)
+        check_period(ctx, join(path, "pokeInterval"), self.poke_interval)
 
 
 @dataclass(frozen=True)
@@ -551,7 +599,7 @@ class HealthConfig:
         for name in ("unhealthinessThreshold", "healthinessThreshold", "taskUnhealthinessThreshold",
                      "taskHealthinessThreshold"):
             attr = "".join("_" + c.lower() if c.isupper() else c for c in name)
-            check_range(ctx, join(path, name), getattr(self, attr), minimum=1)
+            check_range(ctx, join(path, name), getattr(self, attr), minimum=1, maximum=1000)
 
 
 @dataclass(frozen=True)
@@ -564,6 +612,10 @@ class SparkConfig:
     executor_memory: str | None = None
     executor_cores: int | None = None
     num_executors: int | None = None
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        check_range(ctx, join(path, "executorCores"), self.executor_cores, minimum=1, maximum=1024)
+        check_range(ctx, join(path, "numExecutors"), self.num_executors, minimum=1, maximum=10_000)
 
 
 @dataclass(frozen=True)
@@ -600,16 +652,21 @@ class Microbatch:
         if self.assignment not in ASSIGNMENTS:
             ctx.error(join(path, "assignment"), f"must be one of {', '.join(ASSIGNMENTS)}"
                       + did_you_mean(self.assignment, ASSIGNMENTS))
-        check_range(ctx, join(path, "maxActiveRuns"), self.max_active_runs, minimum=1)
-        check_range(ctx, join(path, "retries"), self.retries, minimum=0)
+        check_range(ctx, join(path, "maxActiveRuns"), self.max_active_runs, minimum=1, maximum=100)
+        check_range(ctx, join(path, "retries"), self.retries, minimum=0, maximum=100)
         check_range(ctx, join(path, "maxRecordsPerSplit"), self.max_records_per_split, minimum=1)
-        check_range(ctx, join(path, "minSplitsPerGroup"), self.min_splits_per_group, minimum=1)
+        check_range(ctx, join(path, "minSplitsPerGroup"), self.min_splits_per_group, minimum=1, maximum=10_000)
         check_range(ctx, join(path, "maxRecordsPerRun"), self.max_records_per_run, minimum=1)
+        check_period(ctx, join(path, "retryDelay"), self.retry_delay, allow_zero=True)
         if self.schedule is not None and self.schedule.upper().startswith(("P", "-P")):
             try:
-                Period.parse(self.schedule)
+                check_period(ctx, join(path, "schedule"), Period.parse(self.schedule), allow_calendar=True)
             except ValueError as exc:
                 ctx.error(join(path, "schedule"), str(exc))
+        elif self.schedule is not None:
+            problem = cron_problem(self.schedule)
+            if problem:
+                ctx.error(join(path, "schedule"), problem)
 
 
 # ---------------------------------------------------------------------------------------------- the spec
@@ -787,21 +844,48 @@ def parse_spec_text(text: str, source: str = "<spec>") -> DatasourceSpec:
         raw = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
         raise SpecError(source, [SpecProblem("", f"not valid YAML/JSON: {exc}")]) from None
-    return parse_spec(raw, source)
+    except RecursionError:
+        raise SpecError(source, [SpecProblem("", _TOO_DEEP)]) from None
+    if raw is None:
+        raise SpecError(source, [SpecProblem("", "the file is empty: a spec needs at least type: kafka and spec "
+                                             "(see dags/datasources/wikipedia.yaml)")])
+    try:
+        return parse_spec(raw, source)
+    except RecursionError:
+        raise SpecError(source, [SpecProblem("", _TOO_DEEP)]) from None
+
+
+_TOO_DEEP = ("nested too deeply to read (a spec is a dozen levels deep at most): look for unbalanced or "
+             "runaway brackets")
 
 
 def load_spec(path: str | Path) -> DatasourceSpec:
+    """The spec in file `path`; any file that is not one (binary, not UTF-8, empty, unreadable) is a SpecError
+    naming the file and what to do, never another exception."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        data = p.read_bytes()
     except OSError as exc:
-        raise SpecError(str(p), [SpecProblem("", f"cannot read file: {exc.strerror}")]) from None
-    return parse_spec_text(text, str(p))
+        raise SpecError(str(p), [SpecProblem("", f"cannot read file: {exc.strerror or exc}")]) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(str(p), [SpecProblem("", _NOT_TEXT.format(
+            what=f"byte {exc.start} is not UTF-8", name=p.name))]) from None
+    if "\x00" in text:
+        raise SpecError(str(p), [SpecProblem("", _NOT_TEXT.format(
+            what=f"byte {text.index(chr(0))} is a NUL", name=p.name))]) from None
+    return parse_spec_text(text.removeprefix("\ufeff"), str(p))
 
+
+_NOT_TEXT = ("not a text file ({what}): a spec is YAML or JSON saved as UTF-8; if {name} is not a spec, move "
+             "it out of the DAG folder or list it in .airflowignore")
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 
 
-def find_spec_files(folder: str | Path) -> list[Path]:
-    """Every .yaml/.yml/.json file under `folder`, sorted."""
-    return sorted(p for p in Path(folder).rglob("*") if p.suffix in SPEC_SUFFIXES and p.is_file())
+def find_spec_files(folder: str | Path, ignore_syntax: str | None = None) -> list[Path]:
+    """Every .yaml/.yml/.json file under `folder` that its `.airflowignore` files do not exclude, sorted.
+    `ignore_syntax` is Airflow's `[core] dag_ignore_file_syntax` (glob or regexp; default: the environment's)."""
+    syntax = ignore_syntax or ignore_syntax_from_env()
+    return sorted(p for p in unignored_files(folder, syntax) if p.suffix in SPEC_SUFFIXES and p.is_file())

@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
+from ingest_core.core.json_path import JsonPath
 from ingest_core.core.periods import MAX_DATETIME, MIN_DATETIME
 from ingest_core.core.spec import DatasourceSpec, InputFormat
 from ingest_core.executor.expressions import compile_expression, evaluate_to_array
@@ -112,42 +113,6 @@ def _json_text(v: Any) -> str:
     return json.dumps(v, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
 
-# ------------------------------------------------------------------------------------------ JSONPath subset
-
-_PATH_PART = re.compile(r"\.([A-Za-z_$][\w$-]*)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]|\[\"((?:[^\"\\]|\\.)*)\"\]")
-
-
-def compile_json_path(expr: str) -> Callable[[Any], Any]:
-    """`$.a.b`, `$.a[0]`, `$['a b']`: the subset of JSONPath flattenSpec uses in practice."""
-    if not expr.startswith("$"):
-        raise ValueError(f"JSONPath {expr!r} must start with '$'")
-    steps: list[str | int] = []
-    pos = 1
-    while pos < len(expr):
-        m = _PATH_PART.match(expr, pos)
-        if not m:
-            raise ValueError(f"JSONPath {expr!r}: cannot read {expr[pos:]!r}; supported: $.name, $.a[0], $['name']")
-        name, index, quoted, dquoted = m.groups()
-        steps.append(int(index) if index is not None else (name or quoted or dquoted or ""))
-        pos = m.end()
-
-    def get(doc: Any) -> Any:
-        cur = doc
-        for step in steps:
-            if isinstance(step, int):
-                if not isinstance(cur, list) or step >= len(cur):
-                    return None
-                cur = cur[step]
-            else:
-                if not isinstance(cur, dict):
-                    return None
-                cur = cur.get(step)
-            if cur is None:
-                return None
-        return cur
-    return get
-
-
 # ------------------------------------------------------------------------------------------ value decoders
 
 
@@ -166,7 +131,7 @@ class _JsonDecoder:
                     key = f.expr or f.name
                     self.paths.append((f.name, lambda doc, k=key: doc.get(k) if isinstance(doc, dict) else None))
                 else:
-                    self.paths.append((f.name, compile_json_path(f.expr or "")))
+                    self.paths.append((f.name, JsonPath.parse(f.expr or "").get))
         self.discovery = discovery
 
     def rows(self, data: bytes) -> list[dict[str, Any]]:

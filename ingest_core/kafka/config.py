@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from ingest_core.core import secrets
 from ingest_core.core.defaults import CONSUMER_GROUP_ID, ISOLATION_LEVEL
+from ingest_core.kafka.properties import to_librdkafka
 from ingest_core.kafka.secrets import resolve_properties, secret_values
 
 # Consumer-only settings: harmless to a consumer, noise (warnings) to an admin client.
@@ -26,8 +27,11 @@ class KafkaClientConfig:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any]) -> "KafkaClientConfig":
+        """Secret references resolved, then Java-client settings translated for librdkafka (sasl.jaas.config
+        -> sasl.username/sasl.password, deserializers dropped): see ingest_core.kafka.properties."""
         resolved = resolve_properties(props)
-        return cls(resolved, tuple(secret_values(props, resolved)))
+        client, revealed = to_librdkafka(resolved)
+        return cls(client, tuple(secret_values(props, resolved)) + tuple(revealed))
 
     @property
     def bootstrap_servers(self) -> str:

@@ -1,21 +1,33 @@
 """One Airflow DAG per datasource spec: [data gate ->] plan -> Spark jobs (one per task group x replica) -> publish -> report.
 
-`load_dags(folder)` reads every spec under `folder` and returns {dag_id: DAG}. The DAG id is the spec's
-`dataSource`. A spec that does not load becomes an import error in the Airflow UI (with every problem the
-spec has) while the other datasources load normally.
+`load_dags(folder)` reads every spec under `folder` (skipping what `.airflowignore` lists, in Airflow's
+`[core] dag_ignore_file_syntax`) and returns {dag_id: DAG} for the specs that load. `raise_spec_errors(folder)`
+raises one import error that lists every spec that does not, each with its file, field path and what to write
+instead. The DAG folder holds two files, one calling each (dags/ingest_datasources.py, dags/ingest_spec_errors.py).
+
+Why two files: Airflow (3.3) records import errors per DAG file (the dag processor parses each .py file in its
+own process and keys `DagBag.import_errors` by that file's path), and when it stores an import error it also
+marks every DAG *of that file* stale (`has_import_errors`, `is_stale` in `_update_import_errors`): stale DAGs
+leave the UI's list and are not scheduled. So a bad spec reported by the file that defines the DAGs would hide
+every datasource. Errors keyed by the spec's own path are no option either: a DAG file can only raise for
+itself, and Airflow deletes errors of files it does not list as DAG files at each bundle refresh. A second DAG
+file that defines no DAG and raises the spec errors is Airflow's own mechanism (a failing DAG file), keyed by
+a file that hides nothing, and cleared by Airflow as soon as every spec loads again.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, Asset, task
 
-from ingest_core.core.errors import SpecError, SpecProblem
+from ingest_core.core.errors import IngestError, SpecError, SpecProblem
 from ingest_core.core.periods import Period
-from ingest_core.core.spec import DatasourceSpec, find_spec_files, load_spec
+from ingest_core.core.spec import DatasourceSpec, find_spec_files
+from ingest_core.kafka.properties import load_checked_spec
 from ingest_core.provider.operators.plan import plan_task
 from ingest_core.provider.operators.publish import publish_task
 from ingest_core.provider.operators.report import report_task
@@ -27,6 +39,7 @@ from ingest_core.provider.operators.spark_job import (
 from ingest_core.provider.sensors.data_gate import DataGateSensor
 
 DEFAULT_START = datetime(2025, 1, 1, tzinfo=timezone.utc)
+log = logging.getLogger(__name__)
 
 
 def asset_for(datasource: str) -> Asset:
@@ -67,6 +80,8 @@ def build_dag(spec: DatasourceSpec) -> DAG:
         is_paused_upon_creation=spec.suspended,
         tags=["ingest", f"topic:{io.topic or io.topic_pattern}"],
         doc_md=f"Datasource `{spec.datasource}` from `{spec.source}`: one run is one supervisor loop.",
+        # only dags/ingest_datasources.py defines it (by its globals); ingest_spec_errors.py builds it to check it
+        auto_register=False,
     )
     asset = asset_for(spec.datasource)
     with dag:
@@ -116,30 +131,57 @@ def build_dag(spec: DatasourceSpec) -> DAG:
     return dag
 
 
-def load_dags(folder: str | Path) -> dict[str, DAG]:
-    """Every datasource DAG under `folder`, plus a placeholder per spec that does not load."""
+class SpecFilesError(IngestError):
+    """Datasource specs of the DAG folder that do not load: the import error of dags/ingest_spec_errors.py."""
+
+    def __init__(self, errors: list[SpecError]):
+        self.errors = errors
+        noun = "spec does" if len(errors) == 1 else "specs do"
+        super().__init__(f"{len(errors)} datasource {noun} not load (every other datasource's DAG is loaded; "
+                         "fix the fields below, `ingest validate FILE` checks a file):\n"
+                         + "\n".join(str(e) for e in errors))
+
+
+def load_specs(folder: str | Path) -> tuple[dict[str, DAG], list[SpecError]]:
+    """Each spec under `folder` on its own: ({dag_id: DAG} of those that load, the SpecError of each that does
+    not). Nothing a spec holds can make this raise, so one spec never takes the others down."""
     dags: dict[str, DAG] = {}
-    for path in find_spec_files(folder):
+    errors: list[SpecError] = []
+    for path in find_spec_files(folder, _ignore_syntax()):
         try:
-            spec = load_spec(path)
+            spec = load_checked_spec(path)
+            if spec.datasource in dags:
+                raise SpecError(str(path), [SpecProblem("spec.dataSchema.dataSource", (
+                    f"{spec.datasource!r} is already defined by another spec: each datasource has one spec"))])
+            dag = build_dag(spec)
+            dag.validate()  # what Airflow checks before keeping a DAG: fail here, for this file only
         except SpecError as exc:
-            dags[f"broken_spec_{path}"] = broken_spec_dag(path, exc)
+            errors.append(exc)
             continue
-        if spec.datasource in dags:
-            dags[f"broken_spec_{path}"] = broken_spec_dag(path, SpecError(str(path), [SpecProblem(
-                "spec.dataSchema.dataSource", f"{spec.datasource!r} is already defined by another spec")]))
+        except Exception as exc:  # anything else a spec can cause is still this spec's problem alone
+            errors.append(SpecError(str(path), [SpecProblem("", f"the DAG cannot be built: {type(exc).__name__}: "
+                                                                f"{exc}")]))
             continue
-        dags[spec.datasource] = build_dag(spec)
+        dags[spec.datasource] = dag
+    return dags, errors
+
+
+def load_dags(folder: str | Path) -> dict[str, DAG]:
+    """Every datasource DAG under `folder` whose spec loads (the others: `raise_spec_errors`)."""
+    dags, errors = load_specs(folder)
+    for error in errors:
+        log.warning("datasource spec skipped (reported by ingest_spec_errors.py): %s", error)
     return dags
 
 
-def broken_spec_dag(path: Path, error: Exception) -> DAG:
-    """A placeholder for a spec that does not load: Airflow validates each DAG of a file before keeping it,
-    and this one's validation raises the spec's error, which the UI lists as an import error of the DAG file.
-    Only the placeholder is dropped; the other datasources load."""
-    dag = DAG(dag_id=f"broken_spec_{path.stem}"[:200], schedule=None, start_date=DEFAULT_START)
+def raise_spec_errors(folder: str | Path) -> None:
+    """Raise SpecFilesError naming every spec under `folder` that does not load (see the module docstring)."""
+    _, errors = load_specs(folder)
+    if errors:
+        raise SpecFilesError(errors)
 
-    def validate() -> None:
-        raise error
-    object.__setattr__(dag, "validate", validate)
-    return dag
+
+def _ignore_syntax() -> str:
+    from airflow.configuration import conf
+
+    return conf.get("core", "dag_ignore_file_syntax", fallback="glob").strip().lower() or "glob"

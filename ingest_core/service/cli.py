@@ -30,6 +30,7 @@ from ingest_core.core.errors import IngestError, SpecError
 from ingest_core.core.periods import format_datetime, parse_datetime
 from ingest_core.core.settings import Settings
 from ingest_core.core.spec import find_spec_files, load_spec
+from ingest_core.kafka.properties import load_checked_spec
 from ingest_core.store.metadata import MetadataStore
 
 
@@ -38,18 +39,32 @@ def _store(args: argparse.Namespace) -> MetadataStore:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """Each file on its own, as the DAG factory loads it (folders: what .airflowignore does not list); a file
+    that is not a spec is that file's error, never a traceback."""
     paths: list[Path] = []
     for raw in args.specs:
         p = Path(raw)
         paths.extend(find_spec_files(p) if p.is_dir() else [p])
     failed = 0
+    seen: dict[str, Path] = {}
     for path in paths:
         try:
-            spec = load_spec(path)
+            spec = load_checked_spec(path)
         except SpecError as exc:
             failed += 1
             print(f"ERROR {exc}", file=sys.stderr)
             continue
+        except Exception as exc:  # a bug here must not hide the other files' results
+            failed += 1
+            print(f"ERROR {path}: could not be checked ({type(exc).__name__}: {exc}); please report this",
+                  file=sys.stderr)
+            continue
+        if spec.datasource in seen:
+            failed += 1
+            print(f"ERROR {path}: spec.dataSchema.dataSource: {spec.datasource!r} is already defined by "
+                  f"{seen[spec.datasource]}: each datasource has one spec", file=sys.stderr)
+            continue
+        seen[spec.datasource] = path
         print(f"OK    {path}: datasource {spec.datasource!r}")
         for warning in spec.warnings:
             print(f"  warning: {warning}")

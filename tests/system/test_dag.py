@@ -128,10 +128,11 @@ def broker_watermarks(broker, topic: str) -> dict[int, tuple[int, int]]:
 
 @pytest.fixture
 def own_dags(tmp_path) -> Path:
-    """A DAG folder of the test's own: the factory file plus specs the test writes."""
+    """A DAG folder of the test's own: the factory's two files plus specs the test writes."""
     folder = tmp_path / "dags"
     (folder / "specs").mkdir(parents=True)
-    shutil.copy(ROOT / "dags" / "ingest_datasources.py", folder / "ingest_datasources.py")
+    for name in ("ingest_datasources.py", "ingest_spec_errors.py"):
+        shutil.copy(ROOT / "dags" / name, folder / name)
     return folder
 
 

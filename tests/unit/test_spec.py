@@ -242,19 +242,19 @@ def test_secret_values_never_appear_in_errors(monkeypatch):
 
 def test_secret_from_airflow_connection(monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_PROD", json.dumps({"conn_type": "kafka", "login": "svc", "password": SECRET,
-                                                               "extra": {"jaas": "jaas-config"}}))
+                                                               "extra": {"keypass": "key-password"}}))
     raw = minimal(consumerProperties={
         "bootstrap.servers": "localhost:9092",
         "sasl.username": {"type": "airflowConnection", "connId": "kafka_prod", "field": "login"},
         "sasl.password": {"type": "airflowConnection", "connId": "kafka_prod", "field": "password"},
-        "sasl.jaas.config": {"type": "airflowConnection", "connId": "kafka_prod", "field": "extra.jaas"},
+        "ssl.key.password": {"type": "airflowConnection", "connId": "kafka_prod", "field": "extra.keypass"},
     })
     spec = parse_spec(raw)
     assert SECRET not in json.dumps(spec.to_raw())
     conf = KafkaClientConfig.from_properties(spec.io_config.consumer_properties)
     assert conf.properties["sasl.password"] == SECRET
     assert conf.properties["sasl.username"] == "svc"
-    assert conf.properties["sasl.jaas.config"] == "jaas-config"
+    assert conf.properties["ssl.key.password"] == "key-password"
 
 
 # ------------------------------------------------------------------------------------------------ CLI
