@@ -77,3 +77,7 @@ class RunNotFoundError(IngestError):
 
 class MetadataStoreError(IngestError):
     """The metadata store is unreachable or its schema is missing or too old."""
+
+
+class NothingSucceededError(IngestError):
+    """A run whose task groups with records all failed: nothing is published, and it never shows as published."""

@@ -28,6 +28,7 @@ import sqlalchemy as sa
 
 from ingest_core.core.errors import (
     IngestError,
+    NothingSucceededError,
     PublishPendingError,
     RunExpiredError,
     StaleRunError,
@@ -161,6 +162,12 @@ class Publisher:
         publishing = [g for g in plan.groups if g.group_id in by_group or g.is_empty]
         failed = [g for g in plan.groups if g not in publishing]
         parts = [p for g in publishing for p in g.partitions]
+        if failed and not any(g.group_id in by_group for g in publishing):
+            # only its empty groups "succeeded": publishing them would mark a run that ingested nothing PUBLISHED
+            raise NothingSucceededError(
+                f"run {run_id} of {datasource!r} was not published: every task group with records failed "
+                f"({[g.group_id for g in failed]}); nothing was written and the committed offsets stay. `ingest "
+                f"status {datasource}` shows why (recentErrors); the next run reads the same offsets again.")
 
         if plan.is_backfill:
             if failed:  # its range lies behind the main line: a part left out would never be read again

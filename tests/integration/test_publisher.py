@@ -5,6 +5,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from helpers import plan_next
 
 from ingest_core.core.errors import (
     IngestError,
@@ -12,23 +13,13 @@ from ingest_core.core.errors import (
     RunExpiredError,
     StaleRunError,
 )
-from ingest_core.core.offsets import StartSource, TopicPartition, resolve_start_offsets
+from ingest_core.core.offsets import StartSource, TopicPartition
 from ingest_core.core.planner import PlanRequest, plan_run
 from ingest_core.store.metadata import GroupStatus, MetadataStore, RunStatus
 from ingest_core.store.publisher import GroupResult, Publisher, SegmentDescriptor
 
 T0 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
 PARTS = [TopicPartition("edits", p) for p in range(4)]
-
-
-def plan_next(store: MetadataStore, run_id: str, latest: dict, *, created_at=T0, task_count=2, ds="wiki"):
-    """What Supervisor.plan does, with offsets given instead of read from Kafka."""
-    res = resolve_start_offsets(latest, datasource=ds, inflight=store.inflight_end_offsets(ds),
-                                committed=store.committed_offsets(ds), earliest={tp: 0 for tp in latest},
-                                latest=latest, use_earliest=True, reset_automatically=False)
-    plan = plan_run(PlanRequest(datasource=ds, run_id=run_id, created_at=created_at, starts=res.starts,
-                                latest=latest, task_count=task_count))
-    return store.insert_run(plan)[0].plan
 
 
 def seg(hour: int, rows: int, tag: str) -> SegmentDescriptor:

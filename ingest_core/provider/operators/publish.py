@@ -11,6 +11,7 @@ from typing import Any
 
 from ingest_core.core.errors import (
     IngestError,
+    NothingSucceededError,
     PublishPendingError,
     RunExpiredError,
     StaleRunError,
@@ -43,7 +44,7 @@ def publish_task(spec: DatasourceSpec, run: RunContext) -> dict[str, Any]:
     try:
         result = publish_in_order(Publisher(metadata), spec.datasource, run.run_id, results,
                                   timeout_s=spec.io_config.completion_timeout.to_timedelta().total_seconds())
-    except RunExpiredError as exc:  # final: a retry would be refused again
+    except (RunExpiredError, NothingSucceededError) as exc:  # a retry would be refused again
         raise AirflowFailException(str(exc)) from None
     if not result.already_published:  # a re-run of a published run keeps the reports it has
         for reports in succeeded.values():
