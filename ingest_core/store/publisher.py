@@ -42,6 +42,7 @@ from ingest_core.core.offsets import (
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.planner import PartitionPlan, Plan
 from ingest_core.executor.report import GroupReport
+from ingest_core.store.engines import retry_transient
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.offsets import claim_row
@@ -124,7 +125,15 @@ class Publisher:
 
     def publish(self, datasource: str, run_id: str, results: Sequence[GroupResult], *,
                 now: datetime | None = None) -> PublishResult:
-        now = now or utcnow()
+        """Publish, retried while the metadata store fails transiently (`engines.retry_transient`). A try whose
+        commit went through but whose answer was lost is recognised by the next one: the run reads PUBLISHED,
+        which is checked before the compare-and-swap, so it returns as already published, never as a
+        conflict; a try that did not commit wrote nothing (one transaction), so the next one starts over."""
+        return retry_transient(lambda: self._publish_once(datasource, run_id, results, now or utcnow()),
+                               f"the publish of run {run_id} of {datasource!r}")
+
+    def _publish_once(self, datasource: str, run_id: str, results: Sequence[GroupResult],
+                      now: datetime) -> PublishResult:
         try:
             with MainLine.locked(self.store, datasource, planning_lock=False) as line:
                 return self._publish(line, run_id, results, now)
