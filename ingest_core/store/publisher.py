@@ -29,6 +29,7 @@ import sqlalchemy as sa
 from ingest_core.core.errors import (
     IngestError,
     NothingSucceededError,
+    PredecessorGoneError,
     PublishPendingError,
     RunExpiredError,
     StaleRunError,
@@ -242,6 +243,14 @@ class Publisher:
                 f"run {run_id} of {datasource!r} continues from run {p.after_run} (partition {p.tp} from offset "
                 f"{p.start}), which has not published yet ({before.status.value}): it publishes after it",
                 run_id=run_id, waiting_for=p.after_run)
+        if before is not None and before.status is not RunStatus.PUBLISHED and (
+                current is None or current.offset < p.start):
+            # nobody committed its predecessor's range: this run is not stale, it must read from further back
+            raise PredecessorGoneError(
+                f"run {run_id} of {datasource!r} continues from run {p.after_run} (partition {p.tp} from offset "
+                f"{p.start}), which will never publish ({before.status.value}: {before.error or 'no reason kept'}); "
+                f"its range was never committed, so this run's commit is refused and it plans again from the "
+                f"committed offsets", run_id=run_id, predecessor=p.after_run)
 
     @staticmethod
     def _check_start(datasource: str, run_id: str, p: PartitionPlan, committed: dict) -> None:

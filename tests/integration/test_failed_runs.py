@@ -181,3 +181,54 @@ def test_a_job_that_fails_on_the_broker_names_its_error_type_and_records(spark, 
     [failed] = [e for e in collect_status(store, "ds", spec).recent_errors if e.failure is not None]
     assert failed.error_class == type(error).__name__ == "OffsetOutOfRangeError"
     assert failed.failure.ranges == (OffsetRange(TopicPartition(topic, 0), 0, 10),)
+
+
+def run_jobs(spark, spec, plan) -> None:
+    """Every task group's Spark job of `plan`, in this session, writing where the DAG's jobs write."""
+    from ingest_core.executor import deep_storage
+    from ingest_core.spark.job import GroupJob, run_group
+
+    for group in plan.groups:
+        if not group.is_empty:
+            out = deep_storage.group_uri(deep_storage.base_for(spec), spec.datasource, plan.run_id, group.group_id, 0)
+            run_group(spark, GroupJob(spec, plan, group.group_id, 0, out), 30)
+
+
+def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes_every_record_once(
+        spark, broker, store, tmp_path):
+    from helpers import rows_of
+
+    from ingest_core.provider.operators.publish import publish_in_order, results_of
+    from ingest_core.store.metadata import utcnow
+    from ingest_core.supervisor.planning import PlanOptions, Supervisor
+
+    topic = broker.create_topic(partitions=2)
+    for p in range(2):
+        broker.produce(topic, [json.dumps({"ts": iso(T0), "a": f"{p}-{i}"}).encode() for i in range(10)], partition=p)
+    spec = spec_from(broker.bootstrap, topic, SIMPLE, io={"taskCount": 1},
+                     microbatch={"deepStorage": {"uri": tmp_path.as_uri()}})
+    supervisor = Supervisor(spec, store)
+    r1 = supervisor.plan("r1", PlanOptions(max_records=8)).plan
+    r2 = supervisor.plan("r2").plan  # pipelined from r1's planned ends
+    assert r2.start_offsets() == r1.end_offsets() and {p.after_run for p in r2.partitions} == {"r1"}
+    store.start_run("ds", "r1", timedelta(minutes=1), now=utcnow() - timedelta(hours=1))  # killed long ago
+    store.start_run("ds", "r2", timedelta(minutes=10))
+    run_jobs(spark, spec, r2)  # r2's jobs read r1's end onwards
+
+    def replan():
+        plan = Supervisor(spec, store).replan("r2").plan
+        run_jobs(spark, spec, plan)
+        return results_of(spec, plan)  # the re-plan's reports, not those of r2's first jobs beside them
+
+    result = publish_in_order(Publisher(store), "ds", "r2", results_of(spec, r2), timeout_s=600, poll_s=60,
+                              replan=replan)
+    assert not result.already_published and store.require_run("ds", "r1").expired
+    record = store.require_run("ds", "r2")
+    assert record.status is RunStatus.PUBLISHED and record.plan.revision == 1
+    assert record.plan.start_offsets() == {TopicPartition(topic, p): 0 for p in range(2)}
+    assert sorted(r["a"] for r in rows_of(store, "ds")) == sorted(f"{p}-{i}" for p in range(2) for i in range(10))
+    assert committed_of(store, "ds") == {TopicPartition(topic, p): 10 for p in range(2)}
+
+
+def committed_of(store, name: str) -> dict[TopicPartition, int]:
+    return {tp: k.offset for tp, k in store.committed_offsets(name).items()}

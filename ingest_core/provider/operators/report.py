@@ -15,7 +15,7 @@ from ingest_core.core.errors import IngestError
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor.report import GroupReport
 from ingest_core.kafka.consumer_group import mirror_offsets
-from ingest_core.provider.operators.publish import group_reports
+from ingest_core.provider.operators.publish import plan_reports
 from ingest_core.provider.operators.run import RunContext, check_active, store
 from ingest_core.store.metadata import GroupStatus, MetadataStore, RunRecord, RunStatus
 from ingest_core.supervisor.planning import Supervisor
@@ -109,7 +109,7 @@ def keep_failure_reports(metadata: MetadataStore, spec: DatasourceSpec, record: 
         if group.is_empty or group.group_id in known or statuses.get(group.group_id) in (
                 GroupStatus.PUBLISHED, GroupStatus.EMPTY):
             continue
-        attempts = group_reports(spec, run_id, group.group_id)
+        attempts = plan_reports(spec, record.plan, group.group_id)
         if any(a.report.succeeded for a in attempts):
             continue  # this group's job did its part: the run failed for another reason (see its error)
         failed = max(attempts, key=lambda a: a.attempt, default=None)
