@@ -232,3 +232,19 @@ def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes_every_rec
 
 def committed_of(store, name: str) -> dict[TopicPartition, int]:
     return {tp: k.offset for tp, k in store.committed_offsets(name).items()}
+
+
+def test_the_exception_that_failed_a_spark_task_is_named_not_sparks_wrapper(spark):
+    from pyspark.sql.functions import udf
+
+    from ingest_core.spark.job import _job_error, _root_cause
+
+    def overflow(value):
+        raise OverflowError(f"value {value} too large")
+
+    with pytest.raises(Exception) as raised:
+        spark.range(1).select(udf(overflow)("id")).collect()
+    error = _job_error(raised.value)
+    name, message = _root_cause(raised.value, error)
+    assert name == "OverflowError" and message.endswith("(OverflowError: value 0 too large)")
+    assert type(raised.value).__name__ != "OverflowError"  # Spark's wrapper
