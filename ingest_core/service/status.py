@@ -104,8 +104,12 @@ def run_errors(run: RunRecord, failures: Sequence[GroupReport]) -> list[RecentEr
                        False, run.run_id, r.group_id, r.failure)
            for r in sorted(failures, key=lambda r: r.group_id) if r.failure is not None]
     if run.expired or not out:
-        out.append(RecentError(at, "RunExpired" if run.expired else "RunFailed", f"run {run.run_id}: {run.error}",
-                               False, run.run_id))
+        name, message = "RunExpired" if run.expired else "RunFailed", f"run {run.run_id}: {run.error}"
+        # a run that failed whole (killed, expired) did not ingest any of its planned ranges
+        ranges = tuple(p.range for g in run.plan.groups if not g.is_empty for p in g.partitions
+                       ) if run.status is RunStatus.FAILED else ()
+        out.append(RecentError(at, name, message, False, run.run_id, None,
+                               GroupFailure(name, message, ranges) if ranges else None))
     return out
 
 

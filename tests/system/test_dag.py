@@ -344,6 +344,9 @@ def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, 
                                        env=home.env, capture_output=True, text=True, timeout=120).stdout)["payload"]
     assert status["aggregateLag"] == 0
     assert any(e["exceptionClass"] == "RunExpired" and dead.run_id in e["message"] for e in status["recentErrors"])
+    (expired,) = [e for e in status["recentErrors"] if e["exceptionClass"] == "RunExpired"]
+    assert sorted((r["partition"], r["start"], r["end"]) for r in expired["partitions"]) == sorted(
+        (p.tp.partition, p.start, p.end) for p in dead.plan.partitions)  # which records it never ingested
 
     # clearing one spark_job task re-executes it: for an expired or a published run, it does nothing
     for run, why in ((dead, "is not executed again: expired: "), (healed, "is already published")):
