@@ -416,6 +416,48 @@ def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path,
     assert audit.details["runId"] == b.run_id and audit.details["predecessors"] == [a.run_id]
 
 
+def test_a_failed_run_says_which_records_and_why_and_skip_moves_past_exactly_them(tmp_path, own_dags, broker,
+                                                                                metadata_url, spark_connect):
+    """maxParseExceptions stops a run's job in Airflow: the run fails, is not published, and `ingest status`,
+    `ingest health` and the REST API's JSON say which records and why; `ingest skip` moves past exactly them."""
+    from confluent_kafka import Producer
+
+    topic = broker.create_topic(partitions=1)
+    write_example_variant(own_dags, "strict", topic, taskCount=1)
+    raw = yaml.safe_load((own_dags / "specs" / "strict.yaml").read_text())
+    raw["spec"]["tuningConfig"]["maxParseExceptions"] = 0
+    (own_dags / "specs" / "strict.yaml").write_text(yaml.safe_dump(raw))
+    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url, spark_connect.url)
+    store = MetadataStore(metadata_url)
+    produce_events(broker.bootstrap, topic, 5, seed=3)
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    p.produce(topic, b"{this is not json")  # offset 5
+    assert p.flush(30) == 0
+    produce_events(broker.bootstrap, topic, 4, seed=4)
+
+    home.dags_test("strict", "2026-01-01T00:00:00+00:00", check=False)
+    (run,) = store.list_runs("strict")
+    assert run.status is RunStatus.FAILED and edits(store, "strict") == 0 and store.committed_offsets("strict") == {}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "ingest_core.service.cli", *args], env=home.env,
+                              capture_output=True, text=True, timeout=120)
+
+    status = json.loads(cli("status", "strict", "--json").stdout)["payload"]
+    (failed,) = [e for e in status["recentErrors"] if e.get("taskGroup") is not None]
+    assert failed["exceptionClass"] == "ParseExceptionLimitError" and failed["runId"] == run.run_id
+    assert failed["partitions"] == [{"topic": topic, "partition": 0, "start": 0, "end": 10}]
+    assert (failed["maxParseExceptions"], failed["parseExceptions"]) == (0, 1)
+    assert failed["lastParseException"]["offset"] == 5
+    assert "last failure: ParseExceptionLimitError" in cli("health", "strict").stdout
+
+    skipped = cli("skip", "strict", "--yes", "--no-airflow")
+    assert skipped.returncode == 0, skipped.stderr
+    assert f"would skip partition {topic}-0 offsets [0, 10) (10 records) of run {run.run_id}" in skipped.stdout
+    assert {tp.partition: k.offset for tp, k in store.committed_offsets("strict").items()} == {0: 10}
+    assert json.loads(cli("status", "strict", "--json").stdout)["payload"]["skippedRecords"] == {"0": 10}
+
+
 def wait_for_process(matches, timeout_s: float) -> "psutil.Process":
     """The first process whose command line `matches`."""
     import time

@@ -56,12 +56,22 @@ def report_task(spec: DatasourceSpec, run: RunContext, planned: bool) -> dict[st
     """`planned`: this attempt's plan step succeeded. Skips when a re-run found the run superseded."""
     metadata = store()
     record = end_in_flight(metadata, spec, planned_run(metadata, spec, run, planned))
-    keep_failure_reports(metadata, spec, record)  # before the job output that holds them is removed
-    if record.is_final:
+    try:
+        keep_failure_reports(metadata, spec, record)  # before the job output that holds them is removed
+        kept = True
+    except Exception as exc:  # noqa: BLE001 - deep storage or the store: the run's outcome stands either way
+        log.warning("run %s: why its groups failed was not kept (its job output stays for it): %s", record.run_id,
+                    exc)
+        kept = False
+    if record.is_final and kept:
         remove_unpublished_attempts(metadata, spec, record.run_id)
     mirrored = mirror_committed_offsets(metadata, spec) if record.status is RunStatus.PUBLISHED else None
     outcome = run_outcome(metadata, record, mirrored)
     log.info("run report: %s", json.dumps(outcome.to_json(), default=str))
+    for failed in metadata.task_reports(spec.datasource, record.run_id):
+        if failed.failure is not None:  # which records, and why, in the Airflow log too
+            log.error("task group %d failed: %s: %s; records: %s", failed.group_id, failed.failure.error_class,
+                      failed.failure.message, failed.failure.describe_records())
     outcome.check()
     return outcome.to_json()
 
