@@ -141,3 +141,17 @@ def store_connections(url: str) -> set:
         return {f.fd for f in psutil.Process().open_files() if f.path == u.database}
     return {c.laddr for c in psutil.Process().net_connections("tcp")
             if c.raddr and c.raddr.port == u.port and c.status == psutil.CONN_ESTABLISHED}
+
+
+def plan_next(store, run_id: str, latest: dict, *, created_at=datetime(2026, 11, 22, 10, tzinfo=timezone.utc),
+              task_count=2, ds="wiki"):
+    """What Supervisor.plan does, with offsets given instead of read from Kafka: persisted, returns the plan."""
+    from ingest_core.core.offsets import resolve_start_offsets
+    from ingest_core.core.planner import PlanRequest, plan_run
+
+    res = resolve_start_offsets(latest, datasource=ds, inflight=store.inflight_end_offsets(ds),
+                                committed=store.committed_offsets(ds), earliest={tp: 0 for tp in latest},
+                                latest=latest, use_earliest=True, reset_automatically=False)
+    plan = plan_run(PlanRequest(datasource=ds, run_id=run_id, created_at=created_at, starts=res.starts,
+                                latest=latest, task_count=task_count))
+    return store.insert_run(plan)[0].plan

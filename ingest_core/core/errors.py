@@ -77,3 +77,18 @@ class RunNotFoundError(IngestError):
 
 class MetadataStoreError(IngestError):
     """The metadata store is unreachable or its schema is missing or too old."""
+
+
+class NothingSucceededError(IngestError):
+    """A run whose task groups with records all failed: nothing is published, and it never shows as published."""
+
+
+class PredecessorGoneError(IngestError):
+    """A pipelined run's predecessor will never publish (failed, expired, superseded): its range is not committed,
+    so this run's commit is refused; it is not stale, it plans again from the committed offsets
+    (`Supervisor.replan`) and publishes."""
+
+    def __init__(self, message: str, *, run_id: str, predecessor: str):
+        super().__init__(message)
+        self.run_id = run_id
+        self.predecessor = predecessor

@@ -121,6 +121,8 @@ class Plan:
     max_records_per_run: int | None = None
     spec_fingerprint: str = ""
     caps: Mapping[str, int] = field(default_factory=dict)  # how many partitions each cap limited
+    # 0: as first planned; n: planned again n times (its predecessor never published: `Supervisor.replan`)
+    revision: int = 0
 
     @property
     def partitions(self) -> tuple[PartitionPlan, ...]:
@@ -154,12 +156,15 @@ class Plan:
         return {p.tp: p.end for p in self.partitions}
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "datasource": self.datasource, "runId": self.run_id, "createdAt": format_datetime(self.created_at),
             "assignment": self.assignment, "endTime": format_datetime(self.end_time) if self.end_time else None,
             "maxRecordsPerRun": self.max_records_per_run, "specFingerprint": self.spec_fingerprint,
             "caps": dict(self.caps), "groups": [g.to_json() for g in self.groups],
         }
+        if self.revision:
+            out["revision"] = self.revision
+        return out
 
     @classmethod
     def from_json(cls, d: Mapping) -> "Plan":
@@ -168,7 +173,7 @@ class Plan:
             groups=tuple(TaskGroup.from_json(g) for g in d["groups"]), assignment=d["assignment"],
             end_time=parse_datetime(d["endTime"]) if d.get("endTime") else None,
             max_records_per_run=d.get("maxRecordsPerRun"), spec_fingerprint=d.get("specFingerprint", ""),
-            caps=dict(d.get("caps") or {}),
+            caps=dict(d.get("caps") or {}), revision=int(d.get("revision", 0)),
         )
 
     def dumps(self) -> str:

@@ -244,8 +244,6 @@ class EmbeddedPostgres:
         return [runuser, "-u", "postgres", "--", *cmd]
 
     def start(self, timeout: float = 60) -> "EmbeddedPostgres":
-        import psycopg2
-
         bindir = _postgres_bin()
         self.data_dir = Path(tempfile.mkdtemp(prefix="ingest-postgres-"))
         if os.geteuid() == 0:
@@ -256,6 +254,21 @@ class EmbeddedPostgres:
                               capture_output=True, text=True)
         if init.returncode != 0:
             raise RuntimeError(f"initdb failed: {init.stdout}{init.stderr}")
+        return self._launch(timeout)
+
+    def shut_down(self) -> None:
+        """Stop the server and keep its cluster: `start_again` brings it back (a restart, in two halves)."""
+        _stop_group(self.proc, 20, signal.SIGINT)
+        self.proc = None
+
+    def start_again(self, timeout: float = 60) -> "EmbeddedPostgres":
+        return self._launch(timeout)
+
+    def _launch(self, timeout: float) -> "EmbeddedPostgres":
+        import psycopg2
+
+        assert self.data_dir is not None, "start() creates the cluster first"
+        bindir, pgdata = _postgres_bin(), self.data_dir / "data"
         log = open(self.data_dir / "postgres.log", "ab")  # noqa: SIM115 - the server writes to it until stop()
         if os.geteuid() == 0:
             shutil.chown(self.data_dir / "postgres.log", "postgres", "postgres")

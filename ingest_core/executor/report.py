@@ -31,6 +31,10 @@ class ParseExceptionLimitError(IngestError):
     """More parse exceptions than `tuningConfig.maxParseExceptions` allows."""
 
 
+class JobLostError(IngestError):
+    """A task group's job left no report: its process died (killed, out of memory) before writing one."""
+
+
 @dataclass
 class RowStats:
     processed: int = 0
@@ -111,6 +115,44 @@ def limit_exceeded_message(limit: int, count: int, where: str, last: ParseExcept
             f"timestampSpec, or raise maxParseExceptions; set logParseExceptions: true to log every row.")
 
 
+@dataclass(frozen=True)
+class GroupFailure:
+    """Why a task group's job failed and which records it was reading: the exception's type and message, the
+    group's offset ranges, and, when maxParseExceptions stopped it, the limit, the count and the last parse
+    exception (with its offset). Status, health, the UI and the REST API show it as it is."""
+
+    error_class: str
+    message: str
+    ranges: tuple[OffsetRange, ...]
+    max_parse_exceptions: int | None = None
+    parse_exceptions: int | None = None
+    last_parse_exception: ParseExceptionRecord | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"exceptionClass": self.error_class, "message": self.message,
+                               "partitions": [r.to_json() for r in self.ranges]}
+        if self.max_parse_exceptions is not None:
+            out["maxParseExceptions"] = self.max_parse_exceptions
+            out["parseExceptions"] = self.parse_exceptions
+            out["lastParseException"] = self.last_parse_exception.to_json() if self.last_parse_exception else None
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "GroupFailure":
+        last = d.get("lastParseException")
+        return cls(d["exceptionClass"], d["message"], tuple(OffsetRange.from_json(r) for r in d.get("partitions", [])),
+                   d.get("maxParseExceptions"), d.get("parseExceptions"),
+                   ParseExceptionRecord.from_json(last) if last else None)
+
+    def describe_records(self) -> str:
+        """Which records, for people: the ranges, and what stopped the group when maxParseExceptions did."""
+        text = ", ".join(f"{r.tp.topic}:{r.tp.partition} [{r.start}, {r.end})" for r in self.ranges) or "none"
+        if self.max_parse_exceptions is not None:
+            text += (f"; {self.parse_exceptions} parse exceptions, maxParseExceptions {self.max_parse_exceptions}"
+                     + (f"; last: {self.last_parse_exception.describe()}" if self.last_parse_exception else ""))
+        return text
+
+
 @dataclass
 class SplitReport:
     """What one Spark task (one split) read."""
@@ -138,6 +180,25 @@ class SplitReport:
                    RowStats.from_json(d["rowStats"]), int(d.get("records", 0)), d.get("lastOffset"),
                    [ParseExceptionRecord.from_json(e) for e in d.get("unparseableEvents", [])],
                    float(d.get("seconds", 0.0)))
+
+
+def latest_split_reports(attempt_uri: str) -> tuple[dict[int, SplitReport], set[int]]:
+    """The latest report of each split of a job attempt (its final one once it finished, else its last
+    progress report), and the indexes of the splits that finished."""
+    from ingest_core.executor import deep_storage
+
+    reports: dict[int, SplitReport] = {}
+    done: set[int] = set()
+    for kind in ("progress", "splits"):  # a finished split's final report wins
+        for info in deep_storage.list_files(deep_storage.join(attempt_uri, kind), ".json"):
+            try:
+                report = SplitReport.from_json(deep_storage.read_json(deep_storage.to_uri(attempt_uri, info.path)))
+            except (OSError, ValueError, KeyError):
+                continue  # being written, or cut short while it was
+            reports[report.index] = report
+            if kind == "splits":
+                done.add(report.index)
+    return reports, done
 
 
 @dataclass(frozen=True)
@@ -242,6 +303,7 @@ class GroupReport:
     segments: list[StagedSegment] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
+    failure: GroupFailure | None = None  # FAILED: why, typed (reports written before it have only `error`)
 
     @classmethod
     def merge(cls, datasource: str, run_id: str, group_id: int, replica: int, splits: Iterable[SplitReport],
@@ -255,6 +317,15 @@ class GroupReport:
         return cls(datasource, run_id, group_id, replica, GroupState.SUCCESS, stats, ordered,
                    exceptions[-max_saved:] if max_saved else [])
 
+    @classmethod
+    def lost(cls, datasource: str, run_id: str, group_id: int, ranges: Iterable[OffsetRange]) -> "GroupReport":
+        """The report of a group whose job left none (its process died before writing one)."""
+        error = JobLostError(f"the Spark job of task group {group_id} of run {run_id} left no report: it died "
+                             "before finishing (killed, out of memory, a lost driver); see its spark_job task log")
+        report = cls(datasource, run_id, group_id, 0, GroupState.FAILED, RowStats(), [], [], error=str(error))
+        report.failure = GroupFailure(type(error).__name__, str(error), tuple(ranges))
+        return report
+
     @property
     def records(self) -> int:
         return sum(s.records for s in self.splits)
@@ -264,13 +335,16 @@ class GroupReport:
         return self.state is GroupState.SUCCESS
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "datasource": self.datasource, "runId": self.run_id, "groupId": self.group_id, "replica": self.replica,
             "state": self.state.value, "error": self.error, "seconds": round(self.seconds, 3),
             "records": self.records, "rowStats": self.stats.to_json(),
             "unparseableEvents": [e.to_json() for e in self.saved_exceptions],
             "segments": [s.to_json() for s in self.segments], "splits": [s.to_json() for s in self.splits],
         }
+        if self.failure is not None:
+            out["failure"] = self.failure.to_json()
+        return out
 
     @classmethod
     def from_json(cls, d: Any, source: str) -> "GroupReport":
@@ -282,7 +356,8 @@ class GroupReport:
                        [SplitReport.from_json(s) for s in d.get("splits", [])],
                        [ParseExceptionRecord.from_json(e) for e in d.get("unparseableEvents", [])],
                        [StagedSegment.from_json(s) for s in d.get("segments", [])], d.get("error"),
-                       float(d.get("seconds", 0.0)))
+                       float(d.get("seconds", 0.0)),
+                       GroupFailure.from_json(d["failure"]) if d.get("failure") else None)
         except KeyError as exc:
             raise _malformed(source, f"it has no {exc.args[0]!r}") from None
         except (TypeError, ValueError, AttributeError, IndexError) as exc:

@@ -33,8 +33,9 @@ from ingest_core.provider.operators.publish import publish_task
 from ingest_core.provider.operators.report import report_task
 from ingest_core.provider.operators.run import RunContext
 from ingest_core.provider.operators.spark_job import (
-    JOB_SCRIPT,
     IngestSparkSubmitOperator,
+    operator_settings,
+    run_replanned_jobs,
 )
 from ingest_core.provider.sensors.data_gate import DataGateSensor
 
@@ -93,7 +94,8 @@ def build_dag(spec: DatasourceSpec) -> DAG:
         # succeeded are published, failed ones keep their offsets. A failed plan fails them upstream, no retries.
         @task(task_id="publish", trigger_rule="all_done_min_one_success", outlets=[asset])
         def publish(**context: Any) -> dict:
-            summary = publish_task(spec, RunContext.from_airflow(context))
+            summary = publish_task(spec, RunContext.from_airflow(context),
+                                   lambda plan: run_replanned_jobs(spec, plan, context))
             context["outlet_events"][asset].extra = {
                 "runId": summary["runId"], "rows": summary["rows"], "segments": len(summary["segments"]),
                 "endOffsets": summary["endOffsets"]}
@@ -109,21 +111,8 @@ def build_dag(spec: DatasourceSpec) -> DAG:
         jobs = plan()
         if micro.data_gate is not None:
             DataGateSensor(task_id="data_gate", spec=spec) >> jobs
-        spark = IngestSparkSubmitOperator.partial(
-            task_id="spark_job",
-            datasource=spec.datasource,
-            application=str(JOB_SCRIPT),
-            conn_id=micro.spark.conn_id,
-            master=micro.spark.master,
-            deploy_mode=micro.spark.deploy_mode,
-            conf=dict(micro.spark.conf),  # the job sets its own defaults and required settings
-            driver_memory=micro.spark.driver_memory,
-            executor_memory=micro.spark.executor_memory,
-            executor_cores=micro.spark.executor_cores,
-            num_executors=micro.spark.num_executors,
-            name=f"ingest-{spec.datasource}",
-            execution_timeout=io.completion_timeout.to_timedelta(),
-        ).expand(application_args=jobs)
+        spark = IngestSparkSubmitOperator.partial(task_id="spark_job", **operator_settings(spec)
+                                                  ).expand(application_args=jobs)
         published = publish()
         reported = report()
         [jobs, spark] >> published

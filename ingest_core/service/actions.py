@@ -1,4 +1,5 @@
-"""Operator actions on a datasource, Druid's supervisor API: suspend, resume, terminate, reset, set offsets.
+"""Operator actions on a datasource, Druid's supervisor API: suspend, resume, terminate, reset, set offsets,
+and skip (the exact ranges that failed).
 
 Each action changes the metadata store in one transaction under the datasource's lock (the same lock every
 publish takes, so an action and a publish never interleave) and writes an audit record naming who did it.
@@ -21,6 +22,8 @@ from typing import ContextManager, Mapping, Protocol
 
 from ingest_core.core.errors import IngestError
 from ingest_core.core.offsets import (
+    KnownOffset,
+    OffsetRange,
     PublishedRange,
     StartOffset,
     StartSource,
@@ -34,8 +37,10 @@ from ingest_core.core.planner import plan_run
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.core.states import Event, transition
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
+from ingest_core.service.status import run_succeeded
+from ingest_core.store.audit import SKIP
 from ingest_core.store.main_line import MainLine
-from ingest_core.store.metadata import MetadataStore, utcnow
+from ingest_core.store.metadata import GroupStatus, MetadataStore, utcnow
 from ingest_core.supervisor.planning import plan_request
 
 log = logging.getLogger(__name__)
@@ -211,6 +216,83 @@ class DatasourceActions:
                        "releasedRanges": _ranges(move.released)}
             self.store.audit(name, "set_offsets", details, self.actor, conn=line.conn)
         return ActionResult("set-offsets", name, details)
+
+
+    def failed_ranges(self, name: str) -> list["FailedRange"]:
+        """What `skip` would skip now (see `skippable`), read outside any lock: for the operator to confirm."""
+        self._require(name)
+        return skippable(failed_group_ranges(self.store, name), self.store.committed_offsets(name))
+
+    def skip(self, name: str, expect: list["FailedRange"] | None = None) -> ActionResult:
+        """Move the committed offsets past exactly the ranges that failed (the failed runs' planned [start, end)
+        of their failed groups, where the main line still stands at their start), as set-offsets does: under
+        the lock, superseding the runs in flight. The records skipped are lost: audited (`skippedRanges`) and
+        counted in status (`skippedRecords`). `expect`: the ranges the operator confirmed; anything else (a
+        run published or failed since) refuses, so nothing is skipped that was not shown."""
+        self._require(name)
+        failed = failed_group_ranges(self.store, name)
+        with self._main_line(name) as line:
+            ranges = skippable(failed, line.committed())
+            if not ranges:
+                raise IngestError(f"datasource {name!r} has nothing to skip: no failed run's range starts where its "
+                                  "committed offsets stand (`ingest status` shows the recent errors)")
+            if expect is not None and sorted(expect) != sorted(ranges):
+                raise IngestError(f"the failed ranges of {name!r} changed since they were shown (now: "
+                                  f"{', '.join(map(str, ranges))}); nothing was skipped: run `ingest skip` again")
+            move = line.move({f.range.tp: f.range.end for f in ranges}, by=f"skip by {self.actor}",
+                             reason="an operator skipped the failed ranges (`ingest skip`)")
+            details = {"skippedRanges": [{**f.range.to_json(), "runId": f.run_id} for f in ranges],
+                       "skippedRecords": sum(f.range.size for f in ranges), "supersededRuns": move.superseded,
+                       "releasedRanges": _ranges(move.released)}
+            self.store.audit(name, SKIP, details, self.actor, conn=line.conn)
+        warnings = tuple(f"{f}: skipped, these records are lost (audited)" for f in ranges)
+        for warning in warnings:
+            log.warning("skip of %s: %s", name, warning)
+        return ActionResult("skip", name, details, warnings)
+
+
+@dataclass(frozen=True, order=True)
+class FailedRange:
+    """One partition's planned range in a task group that failed."""
+
+    range: OffsetRange
+    run_id: str
+    first_start: bool = False  # planned as a first start (nothing committed): skippable while nothing is
+
+    def __str__(self) -> str:
+        r = self.range
+        return f"partition {r.tp} offsets [{r.start}, {r.end}) ({r.size} records) of run {self.run_id}"
+
+
+def failed_group_ranges(store: MetadataStore, name: str, limit: int = 50) -> list[FailedRange]:
+    """The ranges of the task groups that failed in the recent runs that failed (newest run first): the groups
+    whose failure reports were kept, else (an expired run, a report never kept) every group it did not publish."""
+    out = []
+    for run in store.list_runs(name, limit=limit):
+        if run_succeeded(run) is not False:
+            continue
+        reported = {r.group_id for r in store.task_reports(name, run.run_id) if not r.succeeded}
+        statuses = store.group_statuses(name, run.run_id)
+        for group in run.plan.groups:
+            if group.is_empty or statuses.get(group.group_id) in (GroupStatus.PUBLISHED, GroupStatus.EMPTY):
+                continue
+            if reported and group.group_id not in reported:
+                continue
+            out += [FailedRange(p.range, run.run_id, p.expected_commit is None) for p in group.partitions if p.size]
+    return out
+
+
+def skippable(failed: list[FailedRange], committed: Mapping[TopicPartition, KnownOffset]) -> list[FailedRange]:
+    """Per partition, the newest failed range that starts where the main line stands: skipping it moves the
+    committed offset to its end, past exactly what failed. A range the main line has moved past (published,
+    reset, skipped) is not offered."""
+    chosen: dict[TopicPartition, FailedRange] = {}
+    for f in failed:  # newest first
+        at = committed.get(f.range.tp)
+        starts_here = f.range.start == at.offset if at is not None else f.first_start
+        if starts_here and f.range.tp not in chosen:
+            chosen[f.range.tp] = f
+    return sorted(chosen.values())
 
 
 def _ranges(claims: list[PublishedRange]) -> list[dict]:

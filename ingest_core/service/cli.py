@@ -10,6 +10,7 @@
   ingest reset DATASOURCE            hard reset: forget the committed offsets (asks for confirmation)
   ingest reset DATASOURCE --to-latest [--backfill]   jump to the latest offsets [and backfill the gap]
   ingest set-offsets DATASOURCE TOPIC:PARTITION=OFFSET...
+  ingest skip DATASOURCE             move past exactly the ranges that failed (asks for confirmation; lost, audited)
   ingest cleanup DATASOURCE [--yes]  job output of final runs that nothing was published from (--yes: remove it)
 
 Actions are audited with the name in --actor (default: $INGEST_ACTOR, else the login name). The DAG folder
@@ -164,6 +165,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         print("  recent errors:")
         for e in r.recent_errors:
             print(f"    {format_datetime(e.timestamp)} {e.error_class}: {e.message}")
+            if e.failure is not None:
+                print(f"      records: {e.failure.describe_records()}")
+    for tp, n in sorted(r.skipped.items()):
+        print(f"  skipped (lost): {tp}: {n:,} records (`ingest skip`)")
     print("  recent runs:")
     for run in r.recent_runs:
         stats = ", ".join(f"{k} {v}" for k, v in sorted(run.row_stats.items())) or "no row stats"
@@ -179,6 +184,9 @@ def cmd_health(args: argparse.Namespace) -> int:
     for r in _statuses(args, store):
         unhealthy += not r.healthy
         print(f"{r.datasource}: {'healthy' if r.healthy else 'UNHEALTHY'} ({r.state} / {r.detailed_state})")
+        failed = next((e for e in r.recent_errors if e.failure is not None), None)
+        if failed is not None:  # the latest failed task group: which records, and why
+            print(f"  last failure: {failed.error_class}: {failed.message}\n  records: {failed.failure.describe_records()}")
     return 1 if unhealthy else 0
 
 
@@ -265,6 +273,16 @@ def cmd_action(args: argparse.Namespace) -> int:
         if not _confirm(args, f"set the offsets of {name} to {', '.join(args.offsets)}"):
             return 1
         result = actions.set_offsets(name, new)
+    elif args.command == "skip":
+        ranges = actions.failed_ranges(name)
+        for failed in ranges:
+            print(f"would skip {failed}")
+        if not ranges:
+            raise IngestError(f"datasource {name!r} has nothing to skip: no failed run's range starts where its "
+                              "committed offsets stand (`ingest status` shows the recent errors)")
+        if not _confirm(args, f"skip these {sum(f.range.size for f in ranges)} records of {name} (they are lost)"):
+            return 1
+        result = actions.skip(name, expect=ranges)
     elif args.command == "terminate":
         if not _confirm(args, f"terminate {name} (its DAG stops scheduling)"):
             return 1
@@ -319,12 +337,13 @@ def build_parser() -> argparse.ArgumentParser:
                                ("resume", "unpause the DAG (also restarts a terminated datasource)"),
                                ("terminate", "tombstone: the DAG stops scheduling"),
                                ("reset", "hard reset: forget the committed offsets"),
-                               ("set-offsets", "set the committed offsets of chosen partitions")):
+                               ("set-offsets", "set the committed offsets of chosen partitions"),
+                               ("skip", "move the committed offsets past exactly the ranges that failed")):
         p = sub.add_parser(command, help=help_text)
         p.add_argument("datasource")
         if command == "set-offsets":
             p.add_argument("offsets", nargs="+", metavar="TOPIC:PARTITION=OFFSET")
-        if command in ("reset", "set-offsets", "terminate"):
+        if command in ("reset", "set-offsets", "terminate", "skip"):
             p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
         if command == "reset":
             p.add_argument("--to-latest", action="store_true", help="jump the committed offsets to the latest")

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from ingest_core.core.errors import IngestError, SpecError
 from ingest_core.core.offsets import TopicPartition
@@ -32,7 +32,13 @@ from ingest_core.core.spec import (
 )
 from ingest_core.core.states import LOOP_ERROR, effective_state
 from ingest_core.executor import deep_storage
-from ingest_core.executor.report import GroupProgress, SplitReport
+from ingest_core.executor.report import (
+    GroupFailure,
+    GroupProgress,
+    GroupReport,
+    latest_split_reports,
+)
+from ingest_core.store.audit import SKIP, skipped_records
 from ingest_core.store.metadata import (
     AuditRecord,
     MetadataStore,
@@ -74,10 +80,37 @@ class RecentError:
     error_class: str
     message: str
     stream_exception: bool
+    run_id: str | None = None
+    group_id: int | None = None  # a failed task group's error: `failure` says which records, and why
+    failure: GroupFailure | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"timestamp": format_datetime(self.timestamp), "exceptionClass": self.error_class,
-                "message": self.message, "streamException": self.stream_exception}
+        out = {"timestamp": format_datetime(self.timestamp), "exceptionClass": self.error_class,
+               "message": self.message, "streamException": self.stream_exception}
+        if self.run_id is not None:
+            out["runId"] = self.run_id
+        if self.failure is not None:
+            out |= {"taskGroup": self.group_id, **self.failure.to_json()}
+            out["exceptionClass"], out["message"] = self.error_class, self.message
+        return out
+
+
+def run_errors(run: RunRecord, failures: Sequence[GroupReport]) -> list[RecentError]:
+    """A failed run's recent errors: one per task group that failed, with its exception, offset ranges and (when
+    maxParseExceptions stopped it) the limit, the count and the last parse exception; the run's own error when
+    no group's report says more (an expired run, a run whose report was never kept)."""
+    at = run.expired_at or run.published_at or run.created_at
+    out = [RecentError(at, r.failure.error_class, f"run {run.run_id} task group {r.group_id}: {r.failure.message}",
+                       False, run.run_id, r.group_id, r.failure)
+           for r in sorted(failures, key=lambda r: r.group_id) if r.failure is not None]
+    if run.expired or not out:
+        name, message = "RunExpired" if run.expired else "RunFailed", f"run {run.run_id}: {run.error}"
+        # a run that failed whole (killed, expired) did not ingest any of its planned ranges
+        ranges = tuple(p.range for g in run.plan.groups if not g.is_empty for p in g.partitions
+                       ) if run.status is RunStatus.FAILED else ()
+        out.append(RecentError(at, name, message, False, run.run_id, None,
+                               GroupFailure(name, message, ranges) if ranges else None))
+    return out
 
 
 @dataclass(frozen=True)
@@ -117,6 +150,7 @@ class StatusReport:
     recent_runs: list[RunSummary] = field(default_factory=list)
     generated_at: datetime | None = None
     active: dict[str, list[GroupProgress]] = field(default_factory=dict)  # run id -> its groups, while running
+    skipped: dict[TopicPartition, int] = field(default_factory=dict)  # records `ingest skip` skipped: lost
 
     @property
     def lag(self) -> dict[TopicPartition, int] | None:
@@ -151,6 +185,7 @@ class StatusReport:
                 "suspended": self.suspended, "terminated": self.terminated, "healthy": self.healthy,
                 "state": self.state, "detailedState": self.detailed_state,
                 "recentErrors": [e.to_json() for e in self.recent_errors],
+                "skippedRecords": self._keyed(self.skipped) if self.skipped else {},
                 "recentRuns": [r.to_json() for r in self.recent_runs],
                 "activeTasks": [{"id": f"{run_id}/group={g.group_id}", "runId": run_id, **g.to_json()}
                                 for run_id, groups in self.active.items() for g in groups],
@@ -172,7 +207,11 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
                  latest: dict[TopicPartition, int] | None, offsets_last_updated: datetime | None,
                  runs: Sequence[RunRecord], row_stats: dict[str, dict[str, int]], loop_errors: Sequence[AuditRecord],
                  thresholds: HealthConfig, broker_error: str | None = None,
-                 now: datetime | None = None, active: dict[str, list[GroupProgress]] | None = None) -> StatusReport:
+                 now: datetime | None = None, active: dict[str, list[GroupProgress]] | None = None,
+                 failures: Mapping[str, Sequence[GroupReport]] | None = None,
+                 skipped: Mapping[TopicPartition, int] | None = None) -> StatusReport:
+    """`failures`: the failed task groups' reports, by run id; `skipped`: records skipped by `ingest skip`, per
+    partition (lost on purpose)."""
     suspended = bool(row and row["suspended"])
     terminated = bool(row and row["terminated"])
 
@@ -188,9 +227,7 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
 
     errors = [RecentError(a.created_at, a.details.get("errorClass", "IngestError"), a.details.get("error", ""),
                           bool(a.details.get("streamException"))) for a in loop_errors]
-    errors += [RecentError(r.expired_at or r.published_at or r.created_at, "RunExpired" if r.expired else "RunFailed",
-                           f"run {r.run_id}: {r.error}", False)
-               for r in runs if run_succeeded(r) is False]
+    errors += [e for r in runs if run_succeeded(r) is False for e in run_errors(r, (failures or {}).get(r.run_id, ()))]
     if broker_error:
         errors.append(RecentError(now or utcnow(), "BrokerUnavailableError", broker_error, True))
     errors.sort(key=lambda e: e.timestamp, reverse=True)
@@ -199,7 +236,7 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
                          row_stats.get(r.run_id, {}), r.error, r.deadline_at, r.expired_at) for r in runs]
     return StatusReport(datasource, stream, state, detail, supervisor_ok and tasks_ok and not terminated,
                         suspended, terminated, committed, latest, offsets_last_updated,
-                        errors[:MAX_RECENT_ERRORS], recent, now, active or {})
+                        errors[:MAX_RECENT_ERRORS], recent, now, active or {}, dict(skipped or {}))
 
 
 def specs_in(dags_folder: str | Path | None) -> dict[str, DatasourceSpec]:
@@ -242,17 +279,7 @@ def collect_progress(spec: DatasourceSpec, run: RunRecord) -> list[GroupProgress
         folders = [uri for replica in range(spec.io_config.replicas) for uri in deep_storage.attempt_folders(
             deep_storage.group_uri(base, spec.datasource, run.run_id, group.group_id, replica))]
         for folder in folders:
-            reports: dict[int, SplitReport] = {}
-            done: set[int] = set()
-            for kind in ("progress", "splits"):  # a finished split's final report wins
-                for info in deep_storage.list_files(deep_storage.join(folder, kind), ".json"):
-                    try:
-                        report = SplitReport.from_json(deep_storage.read_json(deep_storage.to_uri(folder, info.path)))
-                    except (OSError, ValueError, KeyError):
-                        continue  # being written
-                    reports[report.index] = report
-                    if kind == "splits":
-                        done.add(report.index)
+            reports, done = latest_split_reports(folder)
             progress = GroupProgress.from_splits(group.group_id, ranges, reports, done)
             if best is None or progress.records > best.records:
                 best = progress
@@ -288,7 +315,11 @@ def collect_status(store: MetadataStore, name: str, spec: DatasourceSpec | None,
         broker_error = "no spec found for this datasource: latest offsets and lag are unknown"
     active = {r.run_id: collect_progress(spec, r) for r in runs
               if spec is not None and r.status is RunStatus.RUNNING}
+    failures = {r.run_id: [t for t in store.task_reports(name, r.run_id) if not t.succeeded]
+                for r in runs if run_succeeded(r) is False}
     return build_status(datasource=name, stream=stream, row=row, committed=committed, latest=latest,
                         offsets_last_updated=store.offsets_last_updated(name), runs=runs, row_stats=stats,
                         loop_errors=store.audit_records(name, action=LOOP_ERROR, limit=window),
-                        thresholds=thresholds, broker_error=broker_error, now=utcnow(), active=active)
+                        thresholds=thresholds, broker_error=broker_error, now=utcnow(), active=active,
+                        failures=failures,
+                        skipped=skipped_records(store.audit_records(name, action=SKIP)))

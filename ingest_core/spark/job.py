@@ -21,6 +21,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -146,8 +147,7 @@ def run_group(spark: Any, job: GroupJob, stall_timeout_s: float = STALL_TIMEOUT_
             report = _ingest(spark, job, stall_timeout_s)
     except Exception as exc:
         error = _job_error(exc)
-        report.state = GroupState.FAILED
-        report.error = str(error)
+        report = failed_report(job, error, *_root_cause(exc, error))
         report.seconds = time.monotonic() - started
         deep_storage.write_json(deep_storage.join(job.attempt_uri, "report.json"), report.to_json())
         if error is exc:
@@ -156,6 +156,49 @@ def run_group(spark: Any, job: GroupJob, stall_timeout_s: float = STALL_TIMEOUT_
     report.seconds = time.monotonic() - started
     deep_storage.write_json(deep_storage.join(job.attempt_uri, "report.json"), report.to_json())
     return report
+
+
+def failed_report(job: GroupJob, error: IngestError, error_class: str, message: str) -> GroupReport:
+    """The FAILED report of an attempt: why (typed: `GroupFailure`), which offset ranges, and what its splits
+    had read (their last reports: a split stopped by maxParseExceptions leaves its count and last exception)."""
+    from ingest_core.executor.report import GroupFailure, latest_split_reports
+
+    spec = job.spec
+    splits, _ = latest_split_reports(job.attempt_uri)
+    max_saved = spec.tuning_config.effective_max_saved_parse_exceptions
+    report = GroupReport.merge(spec.datasource, job.plan.run_id, job.group_id, job.replica, splits.values(),
+                               max(max_saved, 1))  # the last exception is kept even with maxSaved 0
+    last = report.saved_exceptions[-1] if report.saved_exceptions else None
+    report.saved_exceptions = report.saved_exceptions[-max_saved:] if max_saved else []
+    limit = spec.tuning_config.effective_max_parse_exceptions
+    stopped = isinstance(error, ParseExceptionLimitError)
+    report.state, report.error = GroupState.FAILED, str(error)
+    report.failure = GroupFailure(error_class, message, tuple(p.range for p in job.group.partitions),
+                                  limit if stopped else None, report.stats.parse_exceptions if stopped else None,
+                                  last if stopped else None)
+    return report
+
+
+# "SomeError: message" lines of a Spark error's text: Python's and the JVM's exceptions
+_EXCEPTION_LINE = re.compile(r"^\s*(?:[a-z_][\w]*\.)*([A-Z]\w*(?:Error|Exception|Exit|Interrupt)): ")
+
+
+def _root_cause(exc: BaseException, error: IngestError) -> tuple[str, str]:
+    """The exception that failed the job, as (its type's name, the message to show): a typed error of this
+    package as it is; else, out of the text Spark wraps an executor's failure in, the last exception a Python
+    traceback raised (e.g. OverflowError), else the first exception named (e.g. SparkException for a lost
+    executor), else the wrapper's own type; the message then ends with that exception's own line."""
+    if type(error) is not IngestError or isinstance(exc, IngestError):
+        return type(error).__name__, str(error)
+    lines = str(exc).splitlines()
+    traceback_at = max((i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line),
+                       default=None)
+    named = [(i, m.group(1), line.strip()) for i, line in enumerate(lines) if (m := _EXCEPTION_LINE.match(line))]
+    after = [(name, line) for i, name, line in named if traceback_at is not None and i > traceback_at]
+    root = after[-1] if after else (named[0][1:] if named else None)
+    if root is None:
+        return type(exc).__name__, str(error)
+    return root[0], str(error) if root[1] in str(error) else f"{error} ({root[1]})"
 
 
 def register_source(spark: Any) -> None:

@@ -164,6 +164,12 @@ class KafkaRangeReader(DataSourceReader):
                 )
 
                 last = parsed.exceptions[-1] if parsed.exceptions else None
+                # the split's count and the exception that stopped it, for the group's FAILED report
+                if last is not None:  # kept even with maxSavedParseExceptions 0
+                    kept = [e for e in report.saved_exceptions if e != last]
+                    report.saved_exceptions = kept[len(kept) - max(parser.max_saved - 1, 0):] + [last]
+                report.seconds = time.monotonic() - started
+                deep_storage.write_json(progress_uri, report.to_json())
                 raise ParseExceptionLimitError(limit_exceeded_message(
                     limit, report.stats.parse_exceptions,
                     f"split {partition.index} ({partition.topic}/{partition.partition} "

@@ -8,9 +8,25 @@ import json
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ingest_core.core.offsets import OffsetRange, TopicPartition
 from ingest_core.store.database import Database
 from ingest_core.store.records import AuditRecord
 from ingest_core.store.schema import as_utc, audit_log, utcnow
+
+
+SKIP = "skip"  # the audit action of `ingest skip`: its details' "skippedRanges" are records lost on purpose
+
+
+def skipped_records(records: list[AuditRecord]) -> dict[TopicPartition, int]:
+    """Offsets skipped per partition by the `skip` audit records among `records` (an upper bound on records:
+    see `OffsetRange.size`)."""
+    out: dict[TopicPartition, int] = {}
+    for record in records:
+        if record.action == SKIP:
+            for raw in record.details.get("skippedRanges", []):
+                skipped = OffsetRange.from_json(raw)
+                out[skipped.tp] = out.get(skipped.tp, 0) + skipped.size
+    return out
 
 
 class AuditLog:

@@ -10,12 +10,85 @@ with fresh pools: a connection must never be used by two processes.
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import threading
+import time
 from pathlib import Path
+from typing import Callable, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
+
+from ingest_core.core.errors import MetadataStoreError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# How long a transient metadata-store error (a restart, a failover, a lost connection) is retried, as Druid's SQL
+# metadata connector does, before it fails what was being done.
+RETRY_SECONDS = float(os.environ.get("INGEST_METADATA_RETRY_SECONDS", "60"))
+RETRY_FIRST_WAIT_S, RETRY_MAX_WAIT_S = 0.25, 5.0
+
+# PostgreSQL's SQLSTATEs worth another try: serialization failure, deadlock, the server shutting down or starting
+# up; class 08 is every connection exception.
+_TRANSIENT_SQLSTATES = {"40001", "40P01", "57P01", "57P02", "57P03"}
+# psycopg2 reports a connection it could not open or lost with no SQLSTATE: its message says which.
+_TRANSIENT_MESSAGES = ("connection refused", "server closed the connection", "connection reset",
+                       "connection already closed", "terminating connection", "could not receive data",
+                       "could not send data", "ssl connection has been closed", "the database system is",
+                       "connection timed out", "timeout expired", "no connection to the server")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A metadata-store error that another try may not meet: a lost or refused connection, a server
+    restarting, a serialization failure or a deadlock. Never a wrong password, database or host name, nor an
+    error in a statement."""
+    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    orig = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
+    code = getattr(orig, "pgcode", None)
+    if code:
+        return code in _TRANSIENT_SQLSTATES or code.startswith("08")
+    return isinstance(orig, _dbapi_errors()) and any(m in str(orig).lower() for m in _TRANSIENT_MESSAGES)
+
+
+def _dbapi_errors() -> tuple[type, ...]:
+    try:
+        import psycopg2
+    except ImportError:  # pragma: no cover - SQLite only
+        return ()
+    return (psycopg2.OperationalError, psycopg2.InterfaceError)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def retry_transient(work: Callable[[], T], what: str) -> T:
+    """`work()`, tried again with a growing wait while it fails with a transient error, for up to
+    RETRY_SECONDS; other errors, and one still failing then, are raised. `work` must be safe to run again
+    after a failure: a transaction that failed before its commit was acknowledged may have committed, so it must
+    recognise its own earlier success (the publish does: an already-published run is a no-op)."""
+    deadline = time.monotonic() + RETRY_SECONDS
+    wait, tries = RETRY_FIRST_WAIT_S, 1
+    while True:
+        try:
+            return work()
+        except Exception as exc:  # noqa: BLE001 - classified below; anything else is raised as it is
+            if not is_transient(exc):
+                raise
+            if time.monotonic() + wait > deadline:
+                raise MetadataStoreError(
+                    f"{what}: the metadata store still failed after {tries} tries (retried for up to "
+                    f"INGEST_METADATA_RETRY_SECONDS, {RETRY_SECONDS:g}s): {_first_line(exc)}. Check that it is up "
+                    "and reachable at that address.") from exc
+            log.warning("%s: transient metadata store error (try %d), retrying in %.2gs: %s", what, tries, wait,
+                        _first_line(exc))
+            time.sleep(wait)
+            wait, tries = min(wait * 2, RETRY_MAX_WAIT_S), tries + 1
+
 
 _shared: dict[str, Engine] = {}
 _shared_lock = threading.Lock()
@@ -43,7 +116,17 @@ def make_engine(url: str) -> Engine:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
-    return sa.create_engine(url, pool_pre_ping=True)
+    engine = sa.create_engine(url, pool_pre_ping=True)
+    safe_url = engine.url.render_as_string(hide_password=True)
+
+    @sa.event.listens_for(engine, "do_connect")
+    def _connect_with_retry(dialect, _record, cargs, cparams):
+        # Every new connection (the pool's, a pre-ping's reconnect after a restart) waits out a restarting
+        # server; a wrong password, host or database fails at once.
+        return retry_transient(lambda: dialect.loaded_dbapi.connect(*cargs, **cparams),
+                               f"connecting to the metadata store {safe_url}")
+
+    return engine
 
 
 def shared_engine(url: str) -> Engine:

@@ -28,6 +28,8 @@ import sqlalchemy as sa
 
 from ingest_core.core.errors import (
     IngestError,
+    NothingSucceededError,
+    PredecessorGoneError,
     PublishPendingError,
     RunExpiredError,
     StaleRunError,
@@ -41,6 +43,7 @@ from ingest_core.core.offsets import (
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.planner import PartitionPlan, Plan
 from ingest_core.executor.report import GroupReport
+from ingest_core.store.engines import retry_transient
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.offsets import claim_row
@@ -123,7 +126,15 @@ class Publisher:
 
     def publish(self, datasource: str, run_id: str, results: Sequence[GroupResult], *,
                 now: datetime | None = None) -> PublishResult:
-        now = now or utcnow()
+        """Publish, retried while the metadata store fails transiently (`engines.retry_transient`). A try whose
+        commit went through but whose answer was lost is recognised by the next one: the run reads PUBLISHED,
+        which is checked before the compare-and-swap, so it returns as already published, never as a
+        conflict; a try that did not commit wrote nothing (one transaction), so the next one starts over."""
+        return retry_transient(lambda: self._publish_once(datasource, run_id, results, now or utcnow()),
+                               f"the publish of run {run_id} of {datasource!r}")
+
+    def _publish_once(self, datasource: str, run_id: str, results: Sequence[GroupResult],
+                      now: datetime) -> PublishResult:
         try:
             with MainLine.locked(self.store, datasource, planning_lock=False) as line:
                 return self._publish(line, run_id, results, now)
@@ -161,6 +172,12 @@ class Publisher:
         publishing = [g for g in plan.groups if g.group_id in by_group or g.is_empty]
         failed = [g for g in plan.groups if g not in publishing]
         parts = [p for g in publishing for p in g.partitions]
+        if failed and not any(g.group_id in by_group for g in publishing):
+            # only its empty groups "succeeded": publishing them would mark a run that ingested nothing PUBLISHED
+            raise NothingSucceededError(
+                f"run {run_id} of {datasource!r} was not published: every task group with records failed "
+                f"({[g.group_id for g in failed]}); nothing was written and the committed offsets stay. `ingest "
+                f"status {datasource}` shows why (recentErrors); the next run reads the same offsets again.")
 
         if plan.is_backfill:
             if failed:  # its range lies behind the main line: a part left out would never be read again
@@ -226,6 +243,14 @@ class Publisher:
                 f"run {run_id} of {datasource!r} continues from run {p.after_run} (partition {p.tp} from offset "
                 f"{p.start}), which has not published yet ({before.status.value}): it publishes after it",
                 run_id=run_id, waiting_for=p.after_run)
+        if before is not None and before.status is not RunStatus.PUBLISHED and (
+                current is None or current.offset < p.start):
+            # nobody committed its predecessor's range: this run is not stale, it must read from further back
+            raise PredecessorGoneError(
+                f"run {run_id} of {datasource!r} continues from run {p.after_run} (partition {p.tp} from offset "
+                f"{p.start}), which will never publish ({before.status.value}: {before.error or 'no reason kept'}); "
+                f"its range was never committed, so this run's commit is refused and it plans again from the "
+                f"committed offsets", run_id=run_id, predecessor=p.after_run)
 
     @staticmethod
     def _check_start(datasource: str, run_id: str, p: PartitionPlan, committed: dict) -> None:

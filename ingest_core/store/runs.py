@@ -60,6 +60,22 @@ class Runs:
         return RunRecord(plan.datasource, plan.run_id, seq, RunStatus.PLANNED, plan, plan.created_at,
                          None, None, None, deadline_at=deadline_at), True
 
+    def replace_plan(self, plan: Plan, *, deadline_at: datetime, conn: Connection) -> RunRecord:
+        """A run in flight planned again (`Supervisor.replan`, inside its locked transaction): its new plan, its
+        task groups reset, and a new deadline (its jobs start again). Returns its record."""
+        now = utcnow()
+        key = (runs.c.datasource == plan.datasource) & (runs.c.run_id == plan.run_id)
+        conn.execute(runs.update().where(key & runs.c.status.in_(_IN_FLIGHT)).values(
+            plan=plan.to_json(), records=plan.records, status=RunStatus.RUNNING.value, running_since=now,
+            deadline_at=deadline_at, updated_at=now))
+        conn.execute(task_groups.delete().where((task_groups.c.datasource == plan.datasource)
+                                                & (task_groups.c.run_id == plan.run_id)))
+        conn.execute(task_groups.insert(), [
+            {"datasource": plan.datasource, "run_id": plan.run_id, "group_id": g.group_id, "records": g.records,
+             "updated_at": now, "status": (GroupStatus.EMPTY if g.is_empty else GroupStatus.PENDING).value}
+            for g in plan.groups])
+        return self.require(plan.datasource, plan.run_id, conn=conn)
+
     def get(self, name: str, run_id: str, *, conn: Connection | None = None) -> RunRecord | None:
         with self.db.within(conn) as c:
             row = c.execute(sa.select(runs).where((runs.c.datasource == name) & (runs.c.run_id == run_id))

@@ -25,7 +25,8 @@ class TaskReports:
                 replica=report.replica, report=report.to_json(), created_at=utcnow()))
 
     def task_reports(self, name: str, run_id: str | None = None) -> list[GroupReport]:
-        """The reports kept at publish (one per task group replica that succeeded), oldest first."""
+        """The reports kept, oldest first: at publish, one per task group replica that succeeded; at a run's
+        report, one per group that failed (`GroupReport.failure` says why)."""
         query = sa.select(task_reports).where(task_reports.c.datasource == name)
         if run_id is not None:
             query = query.where(task_reports.c.run_id == run_id)
@@ -39,6 +40,8 @@ class TaskReports:
         so a group counts the report of its published replica only."""
         by_group: dict[int, list[AttemptReport]] = {}
         for report in self.task_reports(name, run_id):
+            if not report.succeeded:  # a failed group's report (kept for status) counts nothing
+                continue
             by_group.setdefault(report.group_id, []).append(AttemptReport(report))
         stats = RowStats()
         for attempts in by_group.values():

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from ingest_core.core.errors import BrokerUnavailableError, IngestError
 from ingest_core.core.offsets import (
@@ -24,6 +24,7 @@ from ingest_core.core.offsets import (
     StartResolution,
     StartSource,
     TopicPartition,
+    offsets_to_json,
     pending_records,
     resolve_start_offsets,
 )
@@ -36,6 +37,7 @@ from ingest_core.core.states import (
     loop_error_state,
 )
 from ingest_core.kafka.offset_reader import KafkaOffsetReader, OffsetSnapshot
+from ingest_core.store.main_line import MainLine
 from ingest_core.store.metadata import MetadataStore, RunRecord, RunStatus, utcnow
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,30 @@ def plan_request(spec: DatasourceSpec, run_id: str, created_at: datetime, starts
                        task_count=io.task_count, multi_topic=io.topic_pattern is not None, assignment=micro.assignment,
                        max_records_per_split=micro.max_records_per_split,
                        min_splits_per_group=micro.min_splits_per_group, spec_fingerprint=spec.fingerprint(), **limits)
+
+
+RUN_REPLANNED = "run_replanned"  # the audit action of `Supervisor.replan`
+
+
+def restart_points(plan: Plan, lookup: Callable[[str], RunRecord | None]
+                   ) -> tuple[dict[TopicPartition, StartOffset], set[str]]:
+    """Where each partition of `plan` starts once the runs it continues from that will never publish are left
+    out: a partition pipelined from such a run starts where that run started (walking back over every dead one);
+    others keep their start. Returns the starts and the dead runs met."""
+    starts, gone = {}, set()
+    for p in plan.partitions:
+        at = p
+        while at.after_run is not None:
+            before = lookup(at.after_run)
+            if before is None or before.status.in_flight or before.status is RunStatus.PUBLISHED:
+                break  # it may still publish, or did: the publish's compare-and-swap judges
+            own = next((q for q in before.plan.partitions if q.tp == p.tp), None)
+            if own is None:
+                break
+            gone.add(before.run_id)
+            at = own
+        starts[p.tp] = StartOffset(at.start, at.start_source, at.after_run, at.expected_commit)
+    return starts, gone
 
 
 class Supervisor:
@@ -122,6 +148,41 @@ class Supervisor:
             record, inserted = self.store.insert_run(plan, deadline_at=plan.created_at + self.completion_timeout)
         if inserted:
             self._audit_resets(plan)
+        return record
+
+    def replan(self, run_id: str, now: datetime | None = None) -> RunRecord:
+        """Plan a pipelined run again when a run it continues from will never publish (failed, expired,
+        superseded): each such partition starts where the first of those dead runs started (the committed
+        offset, or a live run's planned end), with the same end offsets, so a run pipelined from this one stays
+        valid. Persisted (revision + 1, a new deadline, audited `run_replanned`) in one transaction under the
+        planning lock and the lock every publish takes; failed predecessors are superseded by it, so a retry
+        of theirs cannot publish the same offsets. The publish's compare-and-swap still decides: a re-plan that
+        something overtook is refused as stale. Returns the run's record (unchanged when nothing is gone)."""
+        now = now or utcnow()
+        self.expire_overdue(f"the re-plan of run {run_id}", now)
+        with MainLine.locked(self.store, self.datasource, planning_lock=True) as line:
+            runs = self.store.runs
+            record = runs.require(self.datasource, run_id, conn=line.conn)
+            if not record.status.in_flight:
+                return record
+            starts, gone = restart_points(record.plan, lambda rid: runs.get(self.datasource, rid, conn=line.conn))
+            if not gone:
+                return record
+            old = record.plan
+            plan = replace(plan_run(plan_request(self.spec, run_id, old.created_at, starts, old.end_offsets())),
+                           end_time=old.end_time, revision=old.revision + 1)
+            dead = [runs.get(self.datasource, rid, conn=line.conn) for rid in sorted(gone)]
+            failed = [r.run_id for r in dead if r.status is RunStatus.FAILED and not r.expired]  # may be retried
+            for rid in failed:  # a retry of theirs must not publish what this run now reads
+                runs.set_status(self.datasource, rid, RunStatus.SUPERSEDED, superseded_by=run_id, conn=line.conn,
+                                error=f"its range was planned again by run {run_id}", only_from=(RunStatus.FAILED,))
+            record = runs.replace_plan(plan, deadline_at=now + self.completion_timeout, conn=line.conn)
+            self.store.audit(self.datasource, RUN_REPLANNED, {
+                "runId": run_id, "revision": plan.revision, "predecessors": sorted(gone), "supersededRuns": failed,
+                "from": offsets_to_json(old.start_offsets()), "to": offsets_to_json(plan.start_offsets())},
+                conn=line.conn)
+        log.warning("datasource %s: run %s planned again from %s (revision %d): runs %s will never publish",
+                    self.datasource, run_id, offsets_to_json(plan.start_offsets()), plan.revision, sorted(gone))
         return record
 
     def compute_plan(self, run_id: str, options: PlanOptions = PlanOptions()) -> Plan:

@@ -5,30 +5,23 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from helpers import make_spec, plan_next
 
 from ingest_core.core.errors import (
     IngestError,
+    PredecessorGoneError,
     PublishPendingError,
     RunExpiredError,
     StaleRunError,
 )
-from ingest_core.core.offsets import StartSource, TopicPartition, resolve_start_offsets
+from ingest_core.core.offsets import StartSource, TopicPartition
 from ingest_core.core.planner import PlanRequest, plan_run
 from ingest_core.store.metadata import GroupStatus, MetadataStore, RunStatus
 from ingest_core.store.publisher import GroupResult, Publisher, SegmentDescriptor
 
 T0 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
 PARTS = [TopicPartition("edits", p) for p in range(4)]
-
-
-def plan_next(store: MetadataStore, run_id: str, latest: dict, *, created_at=T0, task_count=2, ds="wiki"):
-    """What Supervisor.plan does, with offsets given instead of read from Kafka."""
-    res = resolve_start_offsets(latest, datasource=ds, inflight=store.inflight_end_offsets(ds),
-                                committed=store.committed_offsets(ds), earliest={tp: 0 for tp in latest},
-                                latest=latest, use_earliest=True, reset_automatically=False)
-    plan = plan_run(PlanRequest(datasource=ds, run_id=run_id, created_at=created_at, starts=res.starts,
-                                latest=latest, task_count=task_count))
-    return store.insert_run(plan)[0].plan
+SPEC = make_spec("127.0.0.1:9", "wiki", topic="edits", taskCount=2)  # the store's plans' settings; Kafka unused
 
 
 def seg(hour: int, rows: int, tag: str) -> SegmentDescriptor:
@@ -95,21 +88,35 @@ def test_stale_run_is_rejected_names_the_winner_and_writes_nothing(store):
         Publisher(store).publish("wiki", "run-a", results_for(a))
 
 
-def test_pipelined_run_is_rejected_when_its_predecessor_fails(store):
+def test_a_pipelined_run_whose_predecessor_fails_plans_again_from_the_committed_offsets(store):
+    from ingest_core.supervisor.planning import RUN_REPLANNED, Supervisor
+
     r1 = plan_next(store, "r1", {tp: 10 for tp in PARTS})
     r2 = plan_next(store, "r2", {tp: 20 for tp in PARTS})  # starts at r1's planned end while r1 is in flight
     assert r2.start_offsets() == r1.end_offsets()
     assert all(p.start_source is StartSource.INFLIGHT and p.after_run == "r1" for p in r2.partitions)
     store.set_run_status("wiki", "r1", RunStatus.FAILED, error="spark job failed")
-    with pytest.raises(StaleRunError) as info:
+    with pytest.raises(PredecessorGoneError, match="will never publish") as info:  # refused, but not stale
         Publisher(store).publish("wiki", "r2", results_for(r2))
-    assert info.value.superseded_by == "r1" and "never committed" in str(info.value)
+    assert info.value.predecessor == "r1" and store.require_run("wiki", "r2").status is RunStatus.PLANNED
     assert committed(store) == {} and store.segments("wiki") == []
-    # re-planned, the range comes from Kafka's start again: nothing lost
-    r3 = plan_next(store, "r3", {tp: 20 for tp in PARTS})
-    assert r3.start_offsets() == {tp: 0 for tp in PARTS}
+    r3 = plan_next(store, "r3", {tp: 30 for tp in PARTS})  # pipelined from r2's ends, which its re-plan keeps
+
+    again = Supervisor(SPEC, store).replan("r2")
+    assert again.plan.revision == 1 and again.status is RunStatus.RUNNING
+    assert again.plan.start_offsets() == {tp: 0 for tp in PARTS} and again.plan.end_offsets() == r2.end_offsets()
+    assert {(p.after_run, p.expected_commit) for p in again.plan.partitions} == {(None, None)}  # r1's first start
+    assert Supervisor(SPEC, store).plan("r2").plan == again.plan  # a re-executed run re-executes the re-plan
+    [audit] = store.audit_records("wiki", action=RUN_REPLANNED)
+    assert audit.details["predecessors"] == ["r1"] and audit.details["supersededRuns"] == ["r1"]
+    # r1 cannot publish its range any more (a retry of it), r2 does, then r3 after it: nothing lost or twice
+    assert store.require_run("wiki", "r1").status is RunStatus.SUPERSEDED
+    with pytest.raises(StaleRunError, match="superseded by run r2"):
+        Publisher(store).publish("wiki", "r1", results_for(r1))
+    Publisher(store).publish("wiki", "r2", results_for(again.plan))
     Publisher(store).publish("wiki", "r3", results_for(r3))
-    assert committed(store) == {tp: 20 for tp in PARTS}
+    assert committed(store) == {tp: 30 for tp in PARTS}
+    assert [(r.start, r.end) for r in store.published_ranges("wiki") if r.tp == PARTS[0]] == [(0, 30)]
 
 
 def test_pipelined_runs_publish_in_order(store):
@@ -391,19 +398,35 @@ def test_a_late_publish_is_refused_in_the_transaction(store):
     assert not Publisher(store).publish("wiki", "r2", results_for(r2), now=T0 + MINUTE / 2).already_published
 
 
-def test_a_waiting_successor_expires_its_dead_predecessor_and_is_refused_as_stale(store):
+def test_a_waiting_successor_expires_its_dead_predecessor_then_plans_again_and_publishes(store):
     from ingest_core.provider.operators.publish import publish_in_order
     from ingest_core.store.metadata import utcnow
+    from ingest_core.supervisor.planning import Supervisor
 
     plan_next(store, "r1", {tp: 10 for tp in PARTS})
     store.start_run("wiki", "r1", MINUTE, now=utcnow() - timedelta(hours=1))  # its process died long ago
     r2 = plan_next(store, "r2", {tp: 20 for tp in PARTS})  # planned from r1's ends before anyone noticed
     assert {p.after_run for p in r2.partitions} == {"r1"}
-    with pytest.raises(StaleRunError, match="never committed"):  # no waiting out the 600 s: r1 is past its deadline
-        publish_in_order(Publisher(store), "wiki", "r2", results_for(r2), timeout_s=600, poll_s=60)
-    assert store.require_run("wiki", "r1").expired
-    assert store.require_run("wiki", "r2").status is RunStatus.SUPERSEDED and committed(store) == {}
-    assert plan_next(store, "r3", {tp: 20 for tp in PARTS}).start_offsets() == {tp: 0 for tp in PARTS}
+    replanned = []
+
+    def replan():
+        replanned.append(Supervisor(SPEC, store).replan("r2").plan)
+        return results_for(replanned[-1])  # its jobs, run again over the new plan
+
+    # no waiting out the 600 s (r1 is past its deadline) and no failing: r2 reads r1's range too and publishes
+    result = publish_in_order(Publisher(store), "wiki", "r2", results_for(r2), timeout_s=600, poll_s=60,
+                              replan=replan)
+    assert store.require_run("wiki", "r1").expired and store.require_run("wiki", "r1").status is RunStatus.FAILED
+    assert [p.start_offsets() for p in replanned] == [{tp: 0 for tp in PARTS}]
+    assert not result.already_published and committed(store) == {tp: 20 for tp in PARTS}
+    assert store.require_run("wiki", "r2").status is RunStatus.PUBLISHED
+    # without a way to plan again (a bare publish), the refusal is raised and nothing is written
+    plan_next(store, "r3", {tp: 30 for tp in PARTS})
+    r4 = plan_next(store, "r4", {tp: 40 for tp in PARTS})
+    store.set_run_status("wiki", "r3", RunStatus.FAILED, error="killed")
+    with pytest.raises(PredecessorGoneError):
+        publish_in_order(Publisher(store), "wiki", "r4", results_for(r4), timeout_s=600, poll_s=60)
+    assert committed(store) == {tp: 20 for tp in PARTS}
 
 
 def test_a_spark_job_of_a_final_run_does_nothing(store, monkeypatch):

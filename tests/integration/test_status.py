@@ -106,7 +106,8 @@ def test_an_expired_run_shows_in_recent_errors_and_runs():
     payload = status(runs=[run(0, RunStatus.PUBLISHED), dead]).to_json()["payload"]
     (error,) = payload["recentErrors"]
     assert error["exceptionClass"] == "RunExpired" and error["message"].startswith("run r1: expired: ")
-    assert error["timestamp"] == "2026-11-22T10:05:00.000Z"
+    assert error["timestamp"] == "2026-11-22T10:05:00.000Z" and error["runId"] == "r1"
+    assert error["partitions"] == [{"topic": P0.topic, "partition": P0.partition, "start": 0, "end": 10}]
     assert payload["recentRuns"][1] | {"rowStats": {}} == {
         "runId": "r1", "status": "FAILED", "records": 10, "createdAt": "2026-11-22T10:10:00.000Z",
         "publishedAt": None, "deadline": "2026-11-22T10:01:00.000Z", "expiredAt": "2026-11-22T10:05:00.000Z",

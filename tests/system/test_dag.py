@@ -345,12 +345,118 @@ def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, 
                                        env=home.env, capture_output=True, text=True, timeout=120).stdout)["payload"]
     assert status["aggregateLag"] == 0
     assert any(e["exceptionClass"] == "RunExpired" and dead.run_id in e["message"] for e in status["recentErrors"])
+    (expired,) = [e for e in status["recentErrors"] if e["exceptionClass"] == "RunExpired"]
+    assert sorted((r["partition"], r["start"], r["end"]) for r in expired["partitions"]) == sorted(
+        (p.tp.partition, p.start, p.end) for p in dead.plan.partitions)  # which records it never ingested
 
     # clearing one spark_job task re-executes it: for an expired or a published run, it does nothing
     for run, why in ((dead, "is not executed again: expired: "), (healed, "is already published")):
         done = home.airflow("tasks", "test", "crashy", "spark_job", run.run_id, "--map-index", "0")
         assert f"run {run.run_id} {why}" in done.stdout + done.stderr
     assert store.get_run("crashy", dead.run_id).status is RunStatus.FAILED and edits(store, "crashy") == 120
+
+
+def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path, own_dags, broker, metadata_url):
+    """Run A's job hangs and A's process group is SIGKILLed; run B, planned from A's ends while A looked alive,
+    does not wait ~completionTimeout and fail (which made one kill cost two runs): once A expires, B plans
+    again from the committed offsets, runs that plan's job in its publish task and publishes every record once."""
+    import os
+    import signal
+    import time
+    from datetime import timedelta
+
+    import psutil
+
+    from ingest_core.store.metadata import runs, utcnow
+    from ingest_core.supervisor.planning import RUN_REPLANNED
+
+    topic = broker.create_topic(partitions=2)
+    write_example_variant(own_dags, "pipelined", topic, taskCount=1, completionTimeout="PT10M",
+                          microbatch={"maxActiveRuns": 2})
+    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
+    store = MetadataStore(metadata_url)
+    produce_events(broker.bootstrap, topic, 120, seed=11)
+    suspended = {**home.env, "SPARK_SUBMIT_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", "")
+                 + " -agentlib:jdwp=transport=dt_socket,server=y,suspend=y,address=127.0.0.1:0"}
+    with open(tmp_path / "run-a.log", "w") as out:
+        run_a = subprocess.Popen([AIRFLOW, "dags", "test", "pipelined", "2026-01-01T00:00:00+00:00"], env=suspended,
+                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        job = wait_for_process(lambda cmd: "ingest_job.py" in cmd and str(tmp_path) in cmd, timeout_s=600)
+        os.killpg(run_a.pid, signal.SIGKILL)
+        run_a.wait(60)
+        psutil.wait_procs([job], timeout=60)
+    finally:
+        if run_a.poll() is None:
+            os.killpg(run_a.pid, signal.SIGKILL)
+    (a,) = store.list_runs("pipelined")
+    assert a.status is RunStatus.RUNNING  # dead, but nobody knows yet
+    produce_events(broker.bootstrap, topic, 60, seed=12)
+
+    with open(tmp_path / "run-b.log", "w") as out:
+        run_b = subprocess.Popen([AIRFLOW, "dags", "test", "pipelined", "2026-01-02T00:00:00+00:00"], env=home.env,
+                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 600
+            while len(store.list_runs("pipelined")) < 2 and time.monotonic() < deadline and run_b.poll() is None:
+                time.sleep(0.5)  # B's plan step persists its plan
+            b = store.list_runs("pipelined")[0]
+            assert b.run_id != a.run_id and {p.after_run for p in b.plan.partitions} == {a.run_id}
+            with store.session() as conn:  # A's completionTimeout passes: moved through the store, not waited for
+                conn.execute(runs.update().where((runs.c.datasource == "pipelined") & (runs.c.run_id == a.run_id))
+                             .values(deadline_at=utcnow() - timedelta(seconds=1)))
+            assert run_b.wait(900) == 0, (tmp_path / "run-b.log").read_text()[-4000:]
+        finally:
+            if run_b.poll() is None:
+                os.killpg(run_b.pid, signal.SIGKILL)
+    assert edits(store, "pipelined") == 180  # every record once: A's range too
+    b, a = store.list_runs("pipelined")
+    assert b.status is RunStatus.PUBLISHED and b.plan.revision == 1
+    assert {p.start_source.value for p in b.plan.partitions} == {"earliest"} and a.expired
+    (audit,) = store.audit_records("pipelined", action=RUN_REPLANNED)
+    assert audit.details["runId"] == b.run_id and audit.details["predecessors"] == [a.run_id]
+
+
+def test_a_failed_run_says_which_records_and_why_and_skip_moves_past_exactly_them(tmp_path, own_dags, broker,
+                                                                                metadata_url, spark_connect):
+    """maxParseExceptions stops a run's job in Airflow: the run fails, is not published, and `ingest status`,
+    `ingest health` and the REST API's JSON say which records and why; `ingest skip` moves past exactly them."""
+    from confluent_kafka import Producer
+
+    topic = broker.create_topic(partitions=1)
+    write_example_variant(own_dags, "strict", topic, taskCount=1)
+    raw = yaml.safe_load((own_dags / "specs" / "strict.yaml").read_text())
+    raw["spec"]["tuningConfig"]["maxParseExceptions"] = 0
+    (own_dags / "specs" / "strict.yaml").write_text(yaml.safe_dump(raw))
+    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url, spark_connect.url)
+    store = MetadataStore(metadata_url)
+    produce_events(broker.bootstrap, topic, 5, seed=3)
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    p.produce(topic, b"{this is not json")  # offset 5
+    assert p.flush(30) == 0
+    produce_events(broker.bootstrap, topic, 4, seed=4)
+
+    home.dags_test("strict", "2026-01-01T00:00:00+00:00", check=False)
+    (run,) = store.list_runs("strict")
+    assert run.status is RunStatus.FAILED and edits(store, "strict") == 0 and store.committed_offsets("strict") == {}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "ingest_core.service.cli", *args], env=home.env,
+                              capture_output=True, text=True, timeout=120)
+
+    status = json.loads(cli("status", "strict", "--json").stdout)["payload"]
+    (failed,) = [e for e in status["recentErrors"] if e.get("taskGroup") is not None]
+    assert failed["exceptionClass"] == "ParseExceptionLimitError" and failed["runId"] == run.run_id
+    assert failed["partitions"] == [{"topic": topic, "partition": 0, "start": 0, "end": 10}]
+    assert (failed["maxParseExceptions"], failed["parseExceptions"]) == (0, 1)
+    assert failed["lastParseException"]["offset"] == 5
+    assert "last failure: ParseExceptionLimitError" in cli("health", "strict").stdout
+
+    skipped = cli("skip", "strict", "--yes", "--no-airflow")
+    assert skipped.returncode == 0, skipped.stderr
+    assert f"would skip partition {topic}-0 offsets [0, 10) (10 records) of run {run.run_id}" in skipped.stdout
+    assert {tp.partition: k.offset for tp, k in store.committed_offsets("strict").items()} == {0: 10}
+    assert json.loads(cli("status", "strict", "--json").stdout)["payload"]["skippedRecords"] == {"0": 10}
 
 
 def wait_for_process(matches, timeout_s: float) -> "psutil.Process":

@@ -7,15 +7,18 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 from ingest_core.core.errors import (
     IngestError,
+    NothingSucceededError,
+    PredecessorGoneError,
     PublishPendingError,
     RunExpiredError,
     StaleRunError,
 )
-from ingest_core.core.planner import Plan
+from ingest_core.core.offsets import OffsetRange, TopicPartition
+from ingest_core.core.planner import Plan, TaskGroup
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.core.states import Event
 from ingest_core.executor import deep_storage
@@ -23,36 +26,54 @@ from ingest_core.executor.report import AttemptReport, GroupReport, successful_a
 from ingest_core.provider.operators.run import RunContext, final_reason, store
 from ingest_core.store.metadata import RunStatus, utcnow
 from ingest_core.store.publisher import GroupResult, Publisher, PublishResult
+from ingest_core.supervisor.planning import Supervisor
 
 log = logging.getLogger(__name__)
 
 REPORT_READ_ATTEMPTS, REPORT_READ_RETRY_S = 3, 2.0  # a report that exists but cannot be read: retry, then fail
 
 
-def publish_task(spec: DatasourceSpec, run: RunContext) -> dict[str, Any]:
+def publish_task(spec: DatasourceSpec, run: RunContext, run_jobs: Callable[[Plan], None]) -> dict[str, Any]:
     """Publish every group whose job succeeded, in one transaction; keep the reports of its replicas that
-    succeeded; returns the publish's summary (XCom, the Asset event's extra)."""
+    succeeded; returns the publish's summary (XCom, the Asset event's extra). `run_jobs(plan)`: runs the Spark
+    jobs of a plan made again here (a run whose predecessor will never publish plans again and publishes)."""
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
     metadata = store()
     record = metadata.require_run(spec.datasource, run.run_id)
     if record.status is RunStatus.SUPERSEDED or record.expired:
         raise AirflowSkipException(final_reason(record))
-    succeeded = successful_reports(spec, record.plan)
-    results = [GroupResult.from_report(reports[0]) for reports in succeeded.values()]
+    if record.plan.revision and record.status.in_flight and unread_groups(spec, record.plan):
+        run_jobs(record.plan)  # planned again by an earlier try of this task, which did not run all its jobs
+    plans = [record.plan]
+
+    def replan() -> list[GroupResult] | None:
+        plan = Supervisor(spec, metadata).replan(run.run_id).plan
+        if plan.revision == plans[-1].revision:
+            return None  # not planned again: no longer in flight (an operator's move superseded it)
+        plans.append(plan)
+        run_jobs(plan)
+        return results_of(spec, plan)
+
     try:
-        result = publish_in_order(Publisher(metadata), spec.datasource, run.run_id, results,
-                                  timeout_s=spec.io_config.completion_timeout.to_timedelta().total_seconds())
-    except RunExpiredError as exc:  # final: a retry would be refused again
+        result = publish_in_order(Publisher(metadata), spec.datasource, run.run_id, results_of(spec, record.plan),
+                                  timeout_s=spec.io_config.completion_timeout.to_timedelta().total_seconds(),
+                                  replan=replan)
+    except (RunExpiredError, NothingSucceededError) as exc:  # a retry would be refused again
         raise AirflowFailException(str(exc)) from None
     if not result.already_published:  # a re-run of a published run keeps the reports it has
-        for reports in succeeded.values():
+        for reports in successful_reports(spec, plans[-1]).values():
             for report in reports:
                 metadata.add_task_report(report)
     metadata.set_state(spec.datasource, Event.PUBLISHED_NOTHING if record.plan.is_empty else Event.PUBLISHED)
-    summary = publish_summary(result, record.plan)
+    summary = publish_summary(result, plans[-1])
     log.info("publish: %s", json.dumps(summary))
     return summary
+
+
+def results_of(spec: DatasourceSpec, plan: Plan) -> list[GroupResult]:
+    """What the plan's groups that succeeded publish (each group's published replica)."""
+    return [GroupResult.from_report(reports[0]) for reports in successful_reports(spec, plan).values()]
 
 
 def successful_reports(spec: DatasourceSpec, plan: Plan) -> dict[int, list[GroupReport]]:
@@ -62,10 +83,34 @@ def successful_reports(spec: DatasourceSpec, plan: Plan) -> dict[int, list[Group
     for group in plan.groups:
         if group.is_empty:
             continue
-        chosen = successful_attempts(group_reports(spec, plan.run_id, group.group_id))
+        chosen = successful_attempts(plan_reports(spec, plan, group.group_id))
         if chosen:
             out[group.group_id] = [a.report for a in chosen]
     return out
+
+
+def unread_groups(spec: DatasourceSpec, plan: Plan) -> list[int]:
+    """The plan's groups with something to read that no job of this plan has reported on (succeeded or not)."""
+    return [g.group_id for g in plan.groups if not g.is_empty and not plan_reports(spec, plan, g.group_id)]
+
+
+def plan_reports(spec: DatasourceSpec, plan: Plan, group_id: int) -> list[AttemptReport]:
+    """The reports of a group's attempts that read this plan of the run: a run planned again (`Plan.revision`)
+    keeps its earlier jobs' output in the same folders, and a report of other offsets than the group's plan is
+    never this group's (publishing it would ingest the wrong range)."""
+    group = plan.group(group_id)
+    return [a for a in group_reports(spec, plan.run_id, group_id) if reads(a.report, group)]
+
+
+def reads(report: GroupReport, group: TaskGroup) -> bool:
+    """Whether the report is of a job of this group's plan: its splits, or (failed before it read any) the
+    ranges its failure names; a report that says neither is taken for the group's."""
+    if report.splits and report.succeeded:
+        return tuple(OffsetRange(TopicPartition(s.topic, s.partition), s.start, s.end)
+                     for s in report.splits) == group.splits
+    if report.failure is not None:
+        return report.failure.ranges == tuple(p.range for p in group.partitions)
+    return True
 
 
 def group_reports(spec: DatasourceSpec, run_id: str, group_id: int) -> list[AttemptReport]:
@@ -103,13 +148,22 @@ def read_report(uri: str, what: str) -> GroupReport | None:
 
 
 def publish_in_order(publisher: Publisher, datasource: str, run_id: str, results: list[GroupResult], *,
-                     timeout_s: float, poll_s: float = 2.0) -> PublishResult:
+                     timeout_s: float, poll_s: float = 2.0,
+                     replan: Callable[[], list[GroupResult] | None] | None = None) -> PublishResult:
     """Publish, after the in-flight run this one was pipelined from: until that one publishes, fails or passes
-    its deadline (then it expires, and this run is refused as stale), at most `timeout_s` (completionTimeout)."""
+    its deadline, at most `timeout_s` (completionTimeout). When it will never publish, this run's commit is
+    refused (`PredecessorGoneError`): `replan()` plans it again from the committed offsets, runs its jobs and
+    returns their results, which are published instead (None, or no `replan`: the error is raised)."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             return publisher.publish(datasource, run_id, results)
+        except PredecessorGoneError as exc:
+            log.warning("%s", exc)
+            again = replan() if replan is not None else None
+            if again is None:
+                raise
+            results, deadline = again, time.monotonic() + timeout_s
         except PublishPendingError as exc:
             if publisher.store.expire_overdue(datasource, utcnow(), f"run {run_id} waiting to publish after it"):
                 continue

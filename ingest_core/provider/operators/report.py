@@ -13,7 +13,9 @@ from typing import Any
 
 from ingest_core.core.errors import IngestError
 from ingest_core.core.spec import DatasourceSpec
+from ingest_core.executor.report import GroupReport
 from ingest_core.kafka.consumer_group import mirror_offsets
+from ingest_core.provider.operators.publish import plan_reports
 from ingest_core.provider.operators.run import RunContext, check_active, store
 from ingest_core.store.metadata import GroupStatus, MetadataStore, RunRecord, RunStatus
 from ingest_core.supervisor.planning import Supervisor
@@ -54,11 +56,22 @@ def report_task(spec: DatasourceSpec, run: RunContext, planned: bool) -> dict[st
     """`planned`: this attempt's plan step succeeded. Skips when a re-run found the run superseded."""
     metadata = store()
     record = end_in_flight(metadata, spec, planned_run(metadata, spec, run, planned))
-    if record.is_final:
+    try:
+        keep_failure_reports(metadata, spec, record)  # before the job output that holds them is removed
+        kept = True
+    except Exception as exc:  # noqa: BLE001 - deep storage or the store: the run's outcome stands either way
+        log.warning("run %s: why its groups failed was not kept (its job output stays for it): %s", record.run_id,
+                    exc)
+        kept = False
+    if record.is_final and kept:
         remove_unpublished_attempts(metadata, spec, record.run_id)
     mirrored = mirror_committed_offsets(metadata, spec) if record.status is RunStatus.PUBLISHED else None
     outcome = run_outcome(metadata, record, mirrored)
     log.info("run report: %s", json.dumps(outcome.to_json(), default=str))
+    for failed in metadata.task_reports(spec.datasource, record.run_id):
+        if failed.failure is not None:  # which records, and why, in the Airflow log too
+            log.error("task group %d failed: %s: %s; records: %s", failed.group_id, failed.failure.error_class,
+                      failed.failure.message, failed.failure.describe_records())
     outcome.check()
     return outcome.to_json()
 
@@ -89,6 +102,32 @@ def end_in_flight(metadata: MetadataStore, spec: DatasourceSpec, record: RunReco
     supervisor.mark_failed(record.run_id, "its tasks failed before publishing (see the plan, spark_job and "
                                           "publish logs)")  # unless it just expired
     return metadata.require_run(spec.datasource, record.run_id)
+
+
+def keep_failure_reports(metadata: MetadataStore, spec: DatasourceSpec, record: RunRecord) -> list[GroupReport]:
+    """Each task group that failed (none of its attempts succeeded, in a run that failed or published without
+    it) keeps why in the store, once: its latest failed attempt's report, or a `lost` one when its job died
+    before writing any. `ingest status` shows them as recent errors (which records, and why), and `ingest skip`
+    offers exactly their ranges. Returns the reports kept now."""
+    if not (record.status is RunStatus.FAILED or (record.status is RunStatus.PUBLISHED and record.error)):
+        return []
+    name, run_id = spec.datasource, record.run_id
+    statuses = metadata.group_statuses(name, run_id)
+    known = {r.group_id for r in metadata.task_reports(name, run_id) if not r.succeeded}
+    kept = []
+    for group in record.plan.groups:
+        if group.is_empty or group.group_id in known or statuses.get(group.group_id) in (
+                GroupStatus.PUBLISHED, GroupStatus.EMPTY):
+            continue
+        attempts = plan_reports(spec, record.plan, group.group_id)
+        if any(a.report.succeeded for a in attempts):
+            continue  # this group's job did its part: the run failed for another reason (see its error)
+        failed = max(attempts, key=lambda a: a.attempt, default=None)
+        report = failed.report if failed is not None else GroupReport.lost(
+            name, run_id, group.group_id, [p.range for p in group.partitions])
+        metadata.add_task_report(report)
+        kept.append(report)
+    return kept
 
 
 def remove_unpublished_attempts(metadata: MetadataStore, spec: DatasourceSpec, run_id: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -10,8 +11,13 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from ingest_core.provider.operators.run import final_reason, store
+from ingest_core.core.planner import Plan
+from ingest_core.core.spec import DatasourceSpec
+from ingest_core.executor import deep_storage
+from ingest_core.provider.operators.run import final_reason, run_folder, store
 from ingest_core.store.metadata import utcnow
+
+log = logging.getLogger(__name__)
 
 JOB_SCRIPT = Path(__file__).resolve().parents[3] / "spark_jobs" / "ingest_job.py"
 
@@ -63,6 +69,39 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
         if self.master:
             hook._connection["master"] = self.master
         return hook
+
+
+def operator_settings(spec: DatasourceSpec) -> dict[str, Any]:
+    """The settings of a datasource's Spark job operator (the DAG's mapped `spark_job` task, and the jobs of a
+    run planned again at its publish)."""
+    micro, io = spec.microbatch, spec.io_config
+    return dict(datasource=spec.datasource, application=str(JOB_SCRIPT), conn_id=micro.spark.conn_id,
+                master=micro.spark.master, deploy_mode=micro.spark.deploy_mode,
+                conf=dict(micro.spark.conf),  # the job sets its own defaults and required settings
+                driver_memory=micro.spark.driver_memory, executor_memory=micro.spark.executor_memory,
+                executor_cores=micro.spark.executor_cores, num_executors=micro.spark.num_executors,
+                name=f"ingest-{spec.datasource}", execution_timeout=io.completion_timeout.to_timedelta())
+
+
+def run_replanned_jobs(spec: DatasourceSpec, plan: Plan, context: Any) -> None:
+    """The Spark jobs of a run planned again (`Supervisor.replan`), one per task group (replica 0: the group
+    publishes its lowest successful replica), run one after the other inside the publish task. The plan is
+    staged where the run's jobs read it, so a cleared run re-executes this plan. A job that fails leaves its
+    FAILED report: its group fails, as in the DAG's own jobs."""
+    from ingest_core.provider.operators.plan import job_arguments, stage_spec
+
+    folder = run_folder(spec, plan.run_id)
+    plan_uri = deep_storage.join(folder, "plan.json")
+    deep_storage.write_json(plan_uri, plan.to_json())
+    for args in job_arguments(spec, plan, [*stage_spec(spec, folder), "--plan", plan_uri]):
+        if args[args.index("--replica") + 1] != "0":
+            continue
+        operator = IngestSparkSubmitOperator(task_id=f"spark_job_revision_{plan.revision}", application_args=args,
+                                             **operator_settings(spec))
+        try:
+            operator.execute(context)
+        except Exception as exc:  # noqa: BLE001 - the group's report says why; the publish decides
+            log.warning("run %s (revision %d): the job %s failed: %s", plan.run_id, plan.revision, " ".join(args), exc)
 
 
 def check_job_wanted(datasource: str, run_id: str) -> None:

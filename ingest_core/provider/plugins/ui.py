@@ -222,7 +222,11 @@ def datasource_page(dag_id: str) -> HTMLResponse:
         + _cell(f"{g.records_per_s:,.0f}", "n") + _cell(f"{g.remaining:,}", "n")
         + _cell(f"{g.splits_done} / {g.splits}", "n") + "</tr>" for run_id, groups in r.active.items() for g in groups)
     errors = "".join(f"<li>{html.escape(format_datetime(e.timestamp))} {html.escape(e.error_class)}: "
-                     f"{html.escape(e.message)}</li>" for e in r.recent_errors)
+                     f"{html.escape(e.message)}"
+                     + (f"<br>records: <code>{html.escape(e.failure.describe_records())}</code>" if e.failure else "")
+                     + "</li>" for e in r.recent_errors)
+    errors += "".join(f"<li>skipped (lost, <code>ingest skip</code>): {html.escape(str(tp))}: {n:,} records</li>"
+                      for tp, n in sorted(r.skipped.items()))
     history = store.spec_history(dag_id)
     spec = json.dumps(history[-1]["spec"], indent=2) if history else "(no spec registered yet)"
     body = (f"<p>State <b class='{'ok' if r.healthy else 'bad'}'>{html.escape(r.state)}</b> "

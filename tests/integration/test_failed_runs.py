@@ -1,0 +1,250 @@
+"""A failed run explains itself (issue 22, item 3): which records failed and why, in `ingest status`, `ingest
+health` and the REST API's JSON; a run whose groups all failed never shows as published; `ingest skip` moves
+past exactly the ranges that failed, audited and counted as lost. Real SQLite and PostgreSQL, real Kafka and
+Spark for the jobs that fail."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from helpers import SIMPLE, T0, iso, make_spec, plan_next, spec_from
+
+from ingest_core.core.errors import IngestError, NothingSucceededError
+from ingest_core.core.offsets import OffsetRange, TopicPartition
+from ingest_core.provider.operators.report import keep_failure_reports
+from ingest_core.service import cli
+from ingest_core.service.actions import DatasourceActions
+from ingest_core.service.status import collect_status
+from ingest_core.store.audit import SKIP
+from ingest_core.store.metadata import RunStatus
+from ingest_core.store.publisher import GroupResult, Publisher, SegmentDescriptor
+
+PARTS = [TopicPartition("edits", p) for p in range(2)]
+
+
+def seg(tag: str, rows: int) -> SegmentDescriptor:
+    return SegmentDescriptor(T0, T0 + timedelta(hours=1), f"file:///deep/wiki/{tag}.parquet", rows, rows * 10)
+
+
+def publish_whole(store, plan) -> None:
+    Publisher(store).publish("wiki", plan.run_id, [GroupResult(g.group_id, [seg(f"{plan.run_id}-{g.group_id}", 1)])
+                                                  for g in plan.groups if not g.is_empty])
+
+
+def fail(store, spec, run_id: str) -> None:
+    """What a failed run's report task does: FAILED, and its failed groups' reports kept."""
+    store.set_run_status("wiki", run_id, RunStatus.FAILED, error="its tasks failed before publishing")
+    keep_failure_reports(store, spec, store.require_run("wiki", run_id))
+
+
+def offline_spec(tmp_path):
+    """A spec of `wiki` whose broker is never asked (status reports it unreachable, which changes nothing here)."""
+    return make_spec("127.0.0.1:9", "wiki", topic="edits", microbatch={"deepStorage": {"uri": tmp_path.as_uri()}})
+
+
+def committed(store) -> dict[TopicPartition, int]:
+    return {tp: k.offset for tp, k in store.committed_offsets("wiki").items()}
+
+
+def test_a_run_whose_groups_all_failed_is_never_published(store):
+    plan = plan_next(store, "r1", {tp: 10 for tp in PARTS}, task_count=2)
+    with pytest.raises(NothingSucceededError, match=r"every task group with records failed \(\[0, 1\]\)"):
+        Publisher(store).publish("wiki", "r1", [])
+    run = store.require_run("wiki", "r1")
+    assert run.status is RunStatus.PLANNED and run.published_at is None  # its report task marks it FAILED
+    assert store.segments("wiki") == [] and committed(store) == {}
+    assert plan.records == 20
+    report = collect_status(store, "wiki", None).to_json()["payload"]
+    assert [r["status"] for r in report["recentRuns"]] == ["PLANNED"] and report["currentOffsets"] == {}
+    # one group of two failing still publishes the other (its partitions advance, the failed one's stay)
+    publish = Publisher(store).publish("wiki", "r1", [GroupResult(0, [seg("r1-0", 10)])])
+    assert publish.failed_groups == (1,) and committed(store) == {PARTS[0]: 10}
+
+
+def test_a_group_that_left_no_report_is_shown_with_its_records_and_skip_moves_past_exactly_them(
+        store, store_url, tmp_path, capsys):
+    spec = offline_spec(tmp_path)
+    publish_whole(store, plan_next(store, "r0", {tp: 10 for tp in PARTS}, task_count=1))
+    plan_next(store, "r1", {tp: 25 for tp in PARTS}, task_count=1)
+    fail(store, spec, "r1")
+
+    status = collect_status(store, "wiki", None)
+    errors = [e for e in status.to_json()["payload"]["recentErrors"] if e.get("taskGroup") is not None]
+    assert errors == [{
+        "timestamp": errors[0]["timestamp"], "exceptionClass": "JobLostError", "streamException": False,
+        "runId": "r1", "taskGroup": 0, "message": errors[0]["message"],
+        "partitions": [{"topic": "edits", "partition": p, "start": 10, "end": 25} for p in (0, 1)]}]
+    assert "left no report" in errors[0]["message"] and "spark_job task log" in errors[0]["message"]
+    assert cli.main(["--metadata-url", store_url, "health", "wiki", "--dags-folder", str(tmp_path / "none")]) in (0, 1)
+    out = capsys.readouterr().out
+    assert "last failure: JobLostError" in out and "records: edits:0 [10, 25), edits:1 [10, 25)" in out
+
+    # a run planned after the failure, still in flight, reads the same offsets: skip supersedes it
+    plan_next(store, "r2", {tp: 30 for tp in PARTS}, task_count=1)
+    actions = DatasourceActions(store, None, "alice")
+    offered = actions.failed_ranges("wiki")
+    assert [(f.range, f.run_id) for f in offered] == [(OffsetRange(tp, 10, 25), "r1") for tp in PARTS]
+    assert cli.main(["--metadata-url", store_url, "skip", "wiki", "--yes", "--no-airflow", "--actor", "alice"]) == 0
+    captured = capsys.readouterr()
+    assert "would skip partition edits-0 offsets [10, 25) (15 records) of run r1" in captured.out
+    assert "these records are lost" in captured.err
+    assert committed(store) == {tp: 25 for tp in PARTS}
+    assert store.require_run("wiki", "r2").status is RunStatus.SUPERSEDED
+    [audit] = store.audit_records("wiki", action=SKIP)
+    assert audit.actor == "alice" and audit.details["skippedRecords"] == 30 and audit.details["supersededRuns"] == ["r2"]
+    assert collect_status(store, "wiki", None).to_json()["payload"]["skippedRecords"] == {"0": 15, "1": 15}
+
+    # nothing failed starts where the main line now stands: nothing more is offered
+    assert actions.failed_ranges("wiki") == []
+    with pytest.raises(IngestError, match="has nothing to skip"):
+        actions.skip("wiki")
+
+
+def test_skip_offers_only_ranges_where_the_main_line_stands_and_refuses_what_was_not_shown(store, tmp_path):
+    spec = offline_spec(tmp_path)
+    plan_next(store, "r1", {tp: 10 for tp in PARTS}, task_count=2)
+    fail(store, spec, "r1")
+    actions = DatasourceActions(store, None, "bob")
+    shown = actions.failed_ranges("wiki")
+    assert [f.range for f in shown] == [OffsetRange(tp, 0, 10) for tp in PARTS]  # first starts: nothing committed
+    # partition 0 is read again and published by the next run: only partition 1's failed range is left
+    plan = plan_next(store, "r2", {PARTS[0]: 12}, task_count=1)
+    publish_whole(store, plan)
+    assert [f.range for f in actions.failed_ranges("wiki")] == [OffsetRange(PARTS[1], 0, 10)]
+    with pytest.raises(IngestError, match="changed since they were shown"):
+        actions.skip("wiki", expect=shown)
+    assert committed(store) == {PARTS[0]: 12}
+    assert actions.skip("wiki").details["skippedRanges"] == [
+        {"topic": "edits", "partition": 1, "start": 0, "end": 10, "runId": "r1"}]
+    assert committed(store) == {PARTS[0]: 12, PARTS[1]: 10}
+
+
+# ---------------------------------------------------------------------------------------- real Spark jobs
+
+
+def run_failing_group(spark, store, spec, run_id: str, tmp_path):
+    """Plan a run, run its one group's Spark job (which fails), and end the run as its report task does."""
+    from ingest_core.executor import deep_storage
+    from ingest_core.spark.job import GroupJob, run_group
+    from ingest_core.supervisor.planning import Supervisor
+
+    supervisor = Supervisor(spec, store)
+    supervisor.register()
+    plan = supervisor.plan(run_id).plan
+    out = deep_storage.group_uri(tmp_path.as_uri(), spec.datasource, run_id, 0)
+    with pytest.raises(IngestError) as failure:
+        run_group(spark, GroupJob(spec, plan, 0, 0, out), 30)
+    supervisor.mark_failed(run_id, "its tasks failed before publishing")
+    keep_failure_reports(store, spec, store.require_run(spec.datasource, run_id))
+    return plan, failure.value
+
+
+def test_max_parse_exceptions_stopping_a_run_shows_the_limit_the_count_and_the_last_exception(
+        spark, broker, store, tmp_path, capsys):
+    topic = broker.create_topic()
+    good = [json.dumps({"ts": iso(T0), "a": str(i)}).encode() for i in range(6)]
+    broker.produce(topic, good[:3] + [b"{not json", b"{nor this"] + good[3:])
+    spec = spec_from(broker.bootstrap, topic, SIMPLE, tuning={"maxParseExceptions": 1},
+                     microbatch={"deepStorage": {"uri": tmp_path.as_uri()}})
+    plan, error = run_failing_group(spark, store, spec, "r1", tmp_path)
+    assert type(error).__name__ == "ParseExceptionLimitError"
+
+    payload = collect_status(store, "ds", spec).to_json()["payload"]
+    [failed] = [e for e in payload["recentErrors"] if e.get("taskGroup") is not None]
+    assert failed["exceptionClass"] == "ParseExceptionLimitError" and failed["runId"] == "r1"
+    assert failed["partitions"] == [{"topic": topic, "partition": 0, "start": 0, "end": 8}]
+    assert failed["maxParseExceptions"] == 1 and failed["parseExceptions"] == 2
+    assert failed["lastParseException"]["offset"] == 4 and failed["lastParseException"]["partition"] == 0
+    assert "Max parse exceptions [1] exceeded" in failed["message"]
+    assert payload["recentRuns"][0]["status"] == "FAILED"
+
+    assert cli.main(["--metadata-url", store.url, "status", "ds", "--dags-folder", str(tmp_path / "none")]) == 0
+    out = capsys.readouterr().out
+    assert f"records: {topic}:0 [0, 8); 2 parse exceptions, maxParseExceptions 1; last: unparseable row at " \
+           f"{topic}/0 offset 4" in out
+
+
+def test_a_job_that_fails_on_the_broker_names_its_error_type_and_records(spark, broker, store, tmp_path):
+    topic = broker.create_topic()
+    broker.produce(topic, [json.dumps({"ts": iso(T0), "a": str(i)}).encode() for i in range(10)])
+    spec = spec_from(broker.bootstrap, topic, SIMPLE, microbatch={"deepStorage": {"uri": tmp_path.as_uri()}})
+    from ingest_core.supervisor.planning import Supervisor
+
+    Supervisor(spec, store).plan("r1")
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    # the records are deleted after planning and before the job reads them
+    broker.admin.delete_records([KafkaTopicPartition(topic, 0, 6)])[KafkaTopicPartition(topic, 0, 6)].result(30)
+    _, error = run_failing_group(spark, store, spec, "r1", tmp_path)
+    [failed] = [e for e in collect_status(store, "ds", spec).recent_errors if e.failure is not None]
+    assert failed.error_class == type(error).__name__ == "OffsetOutOfRangeError"
+    assert failed.failure.ranges == (OffsetRange(TopicPartition(topic, 0), 0, 10),)
+
+
+def run_jobs(spark, spec, plan) -> None:
+    """Every task group's Spark job of `plan`, in this session, writing where the DAG's jobs write."""
+    from ingest_core.executor import deep_storage
+    from ingest_core.spark.job import GroupJob, run_group
+
+    for group in plan.groups:
+        if not group.is_empty:
+            out = deep_storage.group_uri(deep_storage.base_for(spec), spec.datasource, plan.run_id, group.group_id, 0)
+            run_group(spark, GroupJob(spec, plan, group.group_id, 0, out), 30)
+
+
+def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes_every_record_once(
+        spark, broker, store, tmp_path):
+    from helpers import rows_of
+
+    from ingest_core.provider.operators.publish import publish_in_order, results_of
+    from ingest_core.store.metadata import utcnow
+    from ingest_core.supervisor.planning import PlanOptions, Supervisor
+
+    topic = broker.create_topic(partitions=2)
+    for p in range(2):
+        broker.produce(topic, [json.dumps({"ts": iso(T0), "a": f"{p}-{i}"}).encode() for i in range(10)], partition=p)
+    spec = spec_from(broker.bootstrap, topic, SIMPLE, io={"taskCount": 1},
+                     microbatch={"deepStorage": {"uri": tmp_path.as_uri()}})
+    supervisor = Supervisor(spec, store)
+    r1 = supervisor.plan("r1", PlanOptions(max_records=8)).plan
+    r2 = supervisor.plan("r2").plan  # pipelined from r1's planned ends
+    assert r2.start_offsets() == r1.end_offsets() and {p.after_run for p in r2.partitions} == {"r1"}
+    store.start_run("ds", "r1", timedelta(minutes=1), now=utcnow() - timedelta(hours=1))  # killed long ago
+    store.start_run("ds", "r2", timedelta(minutes=10))
+    run_jobs(spark, spec, r2)  # r2's jobs read r1's end onwards
+
+    def replan():
+        plan = Supervisor(spec, store).replan("r2").plan
+        run_jobs(spark, spec, plan)
+        return results_of(spec, plan)  # the re-plan's reports, not those of r2's first jobs beside them
+
+    result = publish_in_order(Publisher(store), "ds", "r2", results_of(spec, r2), timeout_s=600, poll_s=60,
+                              replan=replan)
+    assert not result.already_published and store.require_run("ds", "r1").expired
+    record = store.require_run("ds", "r2")
+    assert record.status is RunStatus.PUBLISHED and record.plan.revision == 1
+    assert record.plan.start_offsets() == {TopicPartition(topic, p): 0 for p in range(2)}
+    assert sorted(r["a"] for r in rows_of(store, "ds")) == sorted(f"{p}-{i}" for p in range(2) for i in range(10))
+    assert committed_of(store, "ds") == {TopicPartition(topic, p): 10 for p in range(2)}
+
+
+def committed_of(store, name: str) -> dict[TopicPartition, int]:
+    return {tp: k.offset for tp, k in store.committed_offsets(name).items()}
+
+
+def test_the_exception_that_failed_a_spark_task_is_named_not_sparks_wrapper(spark):
+    from pyspark.sql.functions import udf
+
+    from ingest_core.spark.job import _job_error, _root_cause
+
+    def overflow(value):
+        raise OverflowError(f"value {value} too large")
+
+    with pytest.raises(Exception) as raised:
+        spark.range(1).select(udf(overflow)("id")).collect()
+    error = _job_error(raised.value)
+    name, message = _root_cause(raised.value, error)
+    assert name == "OverflowError" and message.endswith("(OverflowError: value 0 too large)")
+    assert type(raised.value).__name__ != "OverflowError"  # Spark's wrapper
