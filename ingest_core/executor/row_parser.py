@@ -304,7 +304,7 @@ class Target:
 
 class RowParser:
     def __init__(self, spec: DatasourceSpec, created_at: datetime, *, log_parse_exceptions: bool | None = None,
-                 max_saved_exceptions: int | None = None):
+                 max_saved_exceptions: int | None = None, keep_thrown_away: bool = False):
         self.spec = spec
         schema = spec.data_schema
         io = spec.io_config

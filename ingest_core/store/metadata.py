@@ -28,6 +28,7 @@ from ingest_core.executor.report import GroupReport
 from ingest_core.store.audit import AuditLog
 from ingest_core.store.database import Database
 from ingest_core.store.datasources import Datasources
+from ingest_core.store.dead_letters import DeadLetterFiles
 from ingest_core.store.engines import make_engine, shared_engine
 from ingest_core.store.offsets import Offsets
 from ingest_core.store.records import (
@@ -84,6 +85,10 @@ class MetadataStore(Database):
     @property
     def segment_records(self) -> SegmentRecords:
         return SegmentRecords(self)
+
+    @property
+    def dead_letter_files(self) -> DeadLetterFiles:
+        return DeadLetterFiles(self)
 
     @property
     def reports(self) -> TaskReports:
