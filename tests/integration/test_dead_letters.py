@@ -3,6 +3,7 @@ and where the run publishes, produced to a Kafka topic once per published run.""
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import timedelta
 
@@ -142,3 +143,111 @@ def test_a_run_that_does_not_publish_shows_no_dead_letters_and_off_writes_none(s
     assert deep_storage.list_files(deep_storage.join(tmp_path.as_uri(), "off"), ".parquet")  # its segments
     assert not [f for f in deep_storage.list_files(deep_storage.join(tmp_path.as_uri(), "off"))
                 if "/dead-letters/" in f.path]
+
+
+def topic_records(broker, topic: str) -> list:
+    """Every record of `topic` a read_committed consumer sees (aborted transactions left out)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    md = broker.admin.list_topics(topic, timeout=10)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "dl-test-reader",
+                         "isolation.level": "read_committed", "enable.partition.eof": True,
+                         "enable.auto.commit": False})
+    parts = sorted(md.topics[topic].partitions)
+    consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+    out, at_end = [], set()
+    try:
+        while at_end != set(parts):
+            m = consumer.poll(10)
+            assert m is not None, f"no record and no end of partition from {topic} in 10s"
+            if m.error() is not None:
+                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                at_end.add(m.partition())
+            else:
+                at_end.discard(m.partition())
+                out.append(m)
+    finally:
+        consumer.close()
+    return out
+
+
+def report(spec, store, run_id: str) -> dict:
+    """The report task, as Airflow runs it (and re-runs it)."""
+    from ingest_core.provider.operators.report import report_task
+    from ingest_core.provider.operators.run import RunContext
+
+    return report_task(spec, RunContext(run_id, "manual", None), planned=True)
+
+
+def test_dead_letters_are_produced_to_the_topic_once_per_published_run(spark, broker, store, tmp_path, monkeypatch):
+    from ingest_core.kafka.dead_letter_topic import DeadLetterProducer
+
+    monkeypatch.setenv("INGEST_METADATA_URL", store.url)
+    topic, expected = produce_stream(broker)
+    dlq = broker.create_topic(2)
+    spec = dl_spec(broker, topic, tmp_path, dead_letter={"topic": dlq})
+    plan = plan_run(spec, store, "r1")
+    run_attempt(spark, spec, plan)
+    publish(store, spec, plan)
+
+    # a report task that died mid-produce: its open transaction holds every record, uncommitted
+    crashed = DeadLetterProducer(spec)
+    crashed.producer.begin_transaction()
+    for letter in DatasourceReader(store, "ds").dead_letters().to_pylist():
+        crashed.producer.produce(dlq, value=letter["value"], key=letter["key"])
+    crashed.producer.flush(30)
+    assert topic_records(broker, dlq) == []  # uncommitted: read_committed consumers see nothing
+
+    assert report(spec, store, "r1")["deadLettersProduced"] == ["r1"]  # fences it and produces the run
+    records = topic_records(broker, dlq)
+    got = {}
+    for m in records:
+        headers = dict(m.headers())
+        where = (int(headers["__ingest.errors.partition"]), int(headers["__ingest.errors.offset"]))
+        assert where not in got, f"dead letter {where} produced twice"
+        got[where] = (m.value(), headers["__ingest.errors.outcome"].decode())
+        assert headers["__ingest.errors.topic"].decode() == topic and headers["__ingest.errors.run"] == b"r1"
+        assert headers["__ingest.errors.message"] and headers["h"] == b"v"
+        assert m.key() == f"key-{where[0]}-{where[1] - 5}".encode()
+        assert m.timestamp()[1] == 1_700_000_000_000 + where[1] - 5
+    assert got == expected
+
+    # the report task again (an Airflow retry or a cleared task): the marker says r1 is delivered
+    assert report(spec, store, "r1")["deadLettersProduced"] == []
+    assert len(topic_records(broker, dlq)) == len(expected)
+
+    # the next run's dead letters follow, once; r1's are not produced again
+    broker.produce(topic, [b"{still not json"], partition=0)
+    plan2 = plan_run(spec, store, "r2")
+    run_attempt(spark, spec, plan2)
+    publish(store, spec, plan2)
+    assert report(spec, store, "r2")["deadLettersProduced"] == ["r2"]
+    assert report(spec, store, "r2")["deadLettersProduced"] == []
+    records = topic_records(broker, dlq)
+    assert len(records) == len(expected) + 1 and any(m.value() == b"{still not json" for m in records)
+
+
+def test_ingest_dead_letters_lists_them(spark, broker, store, tmp_path, capsys):
+    from ingest_core.service.cli import main
+
+    topic, expected = produce_stream(broker, partitions=1)
+    spec = dl_spec(broker, topic, tmp_path)
+    plan = plan_run(spec, store, "r1")
+    run_attempt(spark, spec, plan)
+    publish(store, spec, plan)
+
+    assert main(["--metadata-url", store.url, "dead-letters", "ds"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(expected) + 1 and lines[-1] == f"{len(expected)} dead letters"
+    assert lines[0].startswith(f"r1  {topic}/0@5  unparseable  ") and lines[0].endswith("value: {not json")
+    assert lines[3].endswith("value: \\xff\\xfe not utf-8")
+
+    assert main(["--metadata-url", store.url, "dead-letters", "ds", "--json", "--limit", "2", "--run", "r1"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [(d["offset"], d["outcome"]) for d in shown] == [(7, "processedWithError"), (8, "unparseable")]
+    assert base64.b64decode(shown[1]["valueBase64"]) == b"\xff\xfe not utf-8"
+
+    assert main(["--metadata-url", store.url, "dead-letters", "ds", "--run", "nope"]) == 0
+    assert capsys.readouterr().out.strip() == "0 dead letters of run nope"
+    assert main(["--metadata-url", store.url, "dead-letters", "missing"]) == 1
+    assert "missing" in capsys.readouterr().err
