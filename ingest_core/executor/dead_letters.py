@@ -93,27 +93,40 @@ def _headers(headers: Any) -> list[dict[str, Any]] | None:
 
 
 class DeadLetterWriter:
-    """One split's dead letters, streamed into one Parquet file as chunks come. Written aside and moved in place
-    when the split ends, so a Spark task retried in the same attempt replaces the file whole; no file at all
-    when the split had none."""
+    """One split's dead letters, streamed into one Parquet file as chunks come (a row group per `row_group_bytes`
+    of them, so memory stays bounded). Written aside and moved in place when the split ends, so a Spark task
+    retried in the same attempt replaces the file whole; no file at all when the split had none."""
 
-    def __init__(self, uri: str):
+    def __init__(self, uri: str, row_group_bytes: int = 16 << 20):
         self.uri = uri
         self.records = 0
+        self.row_group_bytes = row_group_bytes
         self._fs, self._path = deep_storage.filesystem(uri)
         self._tmp = f"{self._path}.{uuid.uuid4().hex[:8]}.tmp"
         self._writer: pq.ParquetWriter | None = None
+        self._pending: list[pa.Table] = []
+        self._pending_bytes = 0
 
     def add(self, table: pa.Table) -> None:
         if table.num_rows == 0:
             return
+        self._pending.append(table)
+        self._pending_bytes += table.nbytes
+        self.records += table.num_rows
+        if self._pending_bytes >= self.row_group_bytes:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
         if self._writer is None:
             self._fs.create_dir(posixpath.dirname(self._path), recursive=True)
             self._writer = pq.ParquetWriter(self._tmp, SCHEMA, filesystem=self._fs, compression="zstd")
-        self._writer.write_table(table)
-        self.records += table.num_rows
+        self._writer.write_table(pa.concat_tables(self._pending))
+        self._pending, self._pending_bytes = [], 0
 
     def close(self) -> DeadLetterFile | None:
+        self._flush()
         if self._writer is None:
             return None
         self._writer.close()

@@ -251,3 +251,17 @@ def test_ingest_dead_letters_lists_them(spark, broker, store, tmp_path, capsys):
     assert capsys.readouterr().out.strip() == "0 dead letters of run nope"
     assert main(["--metadata-url", store.url, "dead-letters", "missing"]) == 1
     assert "missing" in capsys.readouterr().err
+
+
+def test_cleanup_keeps_a_published_attempt_that_has_dead_letters_and_no_segment(spark, broker, store, tmp_path):
+    from ingest_core.store.cleanup import find_orphans, remove_orphans
+
+    topic = broker.create_topic()
+    broker.produce(topic, [b"{bad", b"not json either"])
+    spec = dl_spec(broker, topic, tmp_path)
+    plan = plan_run(spec, store, "r1")
+    report = run_attempt(spark, spec, plan)
+    assert report.segments == [] and sum(f.records for f in report.dead_letters) == 2
+    publish(store, spec, plan)
+    remove_orphans(store, "ds", find_orphans(store, spec), "test")
+    assert DatasourceReader(store, "ds").dead_letters().column("value").to_pylist() == [b"{bad", b"not json either"]
