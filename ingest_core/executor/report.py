@@ -291,13 +291,16 @@ class GroupReport:
         return self.state is GroupState.SUCCESS
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "datasource": self.datasource, "runId": self.run_id, "groupId": self.group_id, "replica": self.replica,
             "state": self.state.value, "error": self.error, "seconds": round(self.seconds, 3),
             "records": self.records, "rowStats": self.stats.to_json(),
             "unparseableEvents": [e.to_json() for e in self.saved_exceptions],
             "segments": [s.to_json() for s in self.segments], "splits": [s.to_json() for s in self.splits],
         }
+        if self.dead_letters:  # the splits' files, listed for readers of the report (read back from the splits)
+            out["deadLetters"] = [f.to_json() for f in self.dead_letters]
+        return out
 
     @classmethod
     def from_json(cls, d: Any, source: str) -> "GroupReport":

@@ -8,12 +8,12 @@ import json
 from datetime import timedelta
 
 import pytest
-from helpers import SIMPLE, T0, iso, rows_of, spec_from, sqlite_store
+from helpers import SIMPLE, T0, iso, rows_of, spec_from
 
 from ingest_core.executor import deep_storage
 from ingest_core.executor.report import ParseExceptionLimitError
 from ingest_core.spark.job import GroupJob, run_group
-from ingest_core.store.metadata import MetadataStore, RunStatus
+from ingest_core.store.metadata import RunStatus
 from ingest_core.store.publisher import GroupResult, Publisher
 from ingest_core.store.reader import DatasourceReader
 from ingest_core.supervisor.planning import PlanOptions, Supervisor
@@ -28,9 +28,7 @@ BAD = [(b"{not json", "unparseable"), (json.dumps({"ts": "yesterday", "a": "x"})
        (b"\xff\xfe not utf-8", "unparseable")]
 
 
-@pytest.fixture
-def store(tmp_path) -> MetadataStore:
-    return sqlite_store(tmp_path)
+# `store`: tests/conftest.py's, on SQLite and on PostgreSQL
 
 
 def good(p: int, i: int) -> bytes:
