@@ -45,6 +45,7 @@ from ingest_core.store.schema import (
     as_utc,
     audit_log,
     datasources,
+    dead_letter_files,
     meta,
     offsets,
     published_ranges,
@@ -61,7 +62,7 @@ from ingest_core.store.task_reports import TaskReports
 
 __all__ = [
     "MIGRATIONS", "RUN_EXPIRED", "SCHEMA_VERSION", "AuditRecord", "GroupStatus", "MetadataStore", "RunRecord",
-    "RunStatus", "SegmentRecord", "as_utc", "audit_log", "datasources", "make_engine", "meta", "offsets",
+    "RunStatus", "SegmentRecord", "as_utc", "audit_log", "datasources", "dead_letter_files", "make_engine", "meta", "offsets",
     "published_ranges", "runs", "schema_version", "segments", "specs", "task_groups", "task_reports", "utcnow",
 ]
 
