@@ -214,15 +214,17 @@ def test_dead_letters_are_produced_to_the_topic_once_per_published_run(spark, br
     assert report(spec, store, "r1")["deadLettersProduced"] == []
     assert len(topic_records(broker, dlq)) == len(expected)
 
-    # the next run's dead letters follow, once; r1's are not produced again
-    broker.produce(topic, [b"{still not json"], partition=0)
-    plan2 = plan_run(spec, store, "r2")
-    run_attempt(spark, spec, plan2)
-    publish(store, spec, plan2)
-    assert report(spec, store, "r2")["deadLettersProduced"] == ["r2"]
-    assert report(spec, store, "r2")["deadLettersProduced"] == []
+    # r2 publishes but its report never runs (or fails to produce): r3's report produces r2's, then r3's, once
+    for run_id in ("r2", "r3"):
+        broker.produce(topic, [f"{{{run_id} is not json".encode()], partition=0)
+        later = plan_run(spec, store, run_id)
+        run_attempt(spark, spec, later)
+        publish(store, spec, later)
+    assert report(spec, store, "r3")["deadLettersProduced"] == ["r2", "r3"]
+    assert report(spec, store, "r3")["deadLettersProduced"] == []
     records = topic_records(broker, dlq)
-    assert len(records) == len(expected) + 1 and any(m.value() == b"{still not json" for m in records)
+    assert len(records) == len(expected) + 2
+    assert sorted(m.value() for m in records if m.value().startswith(b"{r")) == [b"{r2 is not json", b"{r3 is not json"]
 
 
 def test_ingest_dead_letters_lists_them(spark, broker, store, tmp_path, capsys):
