@@ -95,7 +95,8 @@ def _headers(headers: Any) -> list[dict[str, Any]] | None:
 class DeadLetterWriter:
     """One split's dead letters, streamed into one Parquet file as chunks come (a row group per `row_group_bytes`
     of them, so memory stays bounded). Written aside and moved in place when the split ends, so a Spark task
-    retried in the same attempt replaces the file whole; no file at all when the split had none."""
+    retried in the same attempt replaces the file whole; no file at all when the split had none. A split that
+    fails leaves at most a `.tmp` file, which no report names, so nothing ever reads it."""
 
     def __init__(self, uri: str, row_group_bytes: int = 16 << 20):
         self.uri = uri

@@ -239,9 +239,8 @@ class SplitConsumer:
         """(RecordChunk, RawRecords or None): the raw parts only with `raw`."""
         from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-        from ingest_core.executor.dead_letters import RawRecords
-
         from ingest_core.core.errors import BrokerUnavailableError
+        from ingest_core.executor.dead_letters import RawRecords
         from ingest_core.executor.row_parser import RecordChunk
 
         s = self.split
