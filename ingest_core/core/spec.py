@@ -624,6 +624,38 @@ class DeepStorage:
     uri: str | None = None
 
 
+# librdkafka settings the dead-letter producer owns: its exactly-once delivery depends on them
+DEAD_LETTER_RESERVED = ("transactional.id", "enable.idempotence", "acks", "transaction.timeout.ms")
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """Dead letters: every record that failed (and with `includeThrownAway`, every one the filter, the rejection
+    window or a tombstone dropped) is kept, raw, as Parquet with the run, visible once it publishes; with a
+    `topic`, each published run's dead letters are also produced there exactly once."""
+
+    enabled: bool = True
+    include_thrown_away: bool = False
+    topic: str | None = None
+    # over the consumerProperties' connection settings (bootstrap.servers, security), for the dead-letter topic
+    producer_properties: dict[str, Any] = spec_field(default_factory=dict)
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        if self.topic is not None and not self.topic.strip():
+            ctx.error(join(path, "topic"), "must not be empty (leave it out to keep dead letters in deep storage only)")
+        props = join(path, "producerProperties")
+        for key, value in self.producer_properties.items():
+            if key in DEAD_LETTER_RESERVED:
+                ctx.error(join(props, key), "set by the dead-letter producer for exactly-once delivery: remove it")
+            elif credentials.is_secret_key(key):
+                ctx.error(join(props, key), "secrets are not accepted here: the producer uses ioConfig."
+                          "consumerProperties' connection and credentials (secret references included)")
+            elif not isinstance(value, (str, int, float, bool)):
+                ctx.error(join(props, key), "expected a string, number or boolean")
+        if self.producer_properties and self.topic is None:
+            ctx.error(props, "only used with a topic: set topic, or remove producerProperties")
+
+
 @dataclass(frozen=True)
 class Microbatch:
     """This system's own section: scheduling, planning, Spark and deep storage."""
@@ -645,6 +677,16 @@ class Microbatch:
     # the committed offsets, copied to this Kafka consumer group after each publish (lag in Kafka's tooling)
     mirror_offsets: bool = True
     consumer_group: str | None = None  # default: ingest.<dataSource>
+    dead_letter: DeadLetter | None = None
+
+    @property
+    def dead_letters_on(self) -> bool:
+        return self.dead_letter is not None and self.dead_letter.enabled
+
+    @property
+    def dead_letter_topic(self) -> str | None:
+        """The topic dead letters are produced to, when they are kept and one is named."""
+        return self.dead_letter.topic if self.dead_letters_on and self.dead_letter else None
 
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.consumer_group is not None and not self.consumer_group.strip():

@@ -167,19 +167,24 @@ class SplitReport:
     last_offset: int | None = None
     saved_exceptions: list[ParseExceptionRecord] = field(default_factory=list)
     seconds: float = 0.0
+    dead_letters: "DeadLetterFile | None" = None  # when dead letters are on and the split had any
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "topic": self.topic, "partition": self.partition, "start": self.start,
-                "end": self.end, "records": self.records, "lastOffset": self.last_offset,
-                "rowStats": self.stats.to_json(), "seconds": round(self.seconds, 3),
-                "unparseableEvents": [e.to_json() for e in self.saved_exceptions]}
+        out = {"index": self.index, "topic": self.topic, "partition": self.partition, "start": self.start,
+               "end": self.end, "records": self.records, "lastOffset": self.last_offset,
+               "rowStats": self.stats.to_json(), "seconds": round(self.seconds, 3),
+               "unparseableEvents": [e.to_json() for e in self.saved_exceptions]}
+        if self.dead_letters is not None:
+            out["deadLetters"] = self.dead_letters.to_json()
+        return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "SplitReport":
         return cls(int(d["index"]), d["topic"], int(d["partition"]), int(d["start"]), int(d["end"]),
                    RowStats.from_json(d["rowStats"]), int(d.get("records", 0)), d.get("lastOffset"),
                    [ParseExceptionRecord.from_json(e) for e in d.get("unparseableEvents", [])],
-                   float(d.get("seconds", 0.0)))
+                   float(d.get("seconds", 0.0)),
+                   DeadLetterFile.from_json(d["deadLetters"]) if d.get("deadLetters") else None)
 
 
 def latest_split_reports(attempt_uri: str) -> tuple[dict[int, SplitReport], set[int]]:
@@ -286,6 +291,23 @@ class StagedSegment:
                    tuple(OffsetRange(tp, start[tp], end[tp]) for tp in sorted(start)))
 
 
+@dataclass(frozen=True)
+class DeadLetterFile:
+    """A split's dead letters (one Parquet file, `executor.dead_letters`), in its attempt's folder: not visible
+    until its run publishes (the publish records it with the segments)."""
+
+    location: str
+    records: int
+    bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"location": self.location, "records": self.records, "bytes": self.bytes}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "DeadLetterFile":
+        return cls(d["location"], int(d["records"]), int(d["bytes"]))
+
+
 @dataclass
 class GroupReport:
     """A task group's report: merged row stats, the most recent parse exceptions, and its segments. The Spark
@@ -331,6 +353,11 @@ class GroupReport:
         return sum(s.records for s in self.splits)
 
     @property
+    def dead_letters(self) -> list[DeadLetterFile]:
+        """The splits' dead-letter files: the publish of this report makes them visible."""
+        return [s.dead_letters for s in self.splits if s.dead_letters is not None]
+
+    @property
     def succeeded(self) -> bool:
         return self.state is GroupState.SUCCESS
 
@@ -344,6 +371,8 @@ class GroupReport:
         }
         if self.failure is not None:
             out["failure"] = self.failure.to_json()
+        if self.dead_letters:  # the splits' files, listed for readers of the report (read back from the splits)
+            out["deadLetters"] = [f.to_json() for f in self.dead_letters]
         return out
 
     @classmethod

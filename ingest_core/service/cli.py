@@ -6,6 +6,7 @@
   ingest status [DATASOURCE]         state, health, offsets, lag, errors and recent runs (--json: Druid's shape)
   ingest health [DATASOURCE]         exit 0 when healthy, 1 when not
   ingest segments DATASOURCE         the visible segments (--all: also unused ones)
+  ingest dead-letters DATASOURCE     the published runs' dead letters (--run ID, --limit N, --json)
   ingest suspend | resume | terminate DATASOURCE
   ingest reset DATASOURCE            hard reset: forget the committed offsets (asks for confirmation)
   ingest reset DATASOURCE --to-latest [--backfill]   jump to the latest offsets [and backfill the gap]
@@ -207,6 +208,23 @@ def cmd_segments(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dead_letters(args: argparse.Namespace) -> int:
+    from ingest_core.service.dead_letters import dead_letters
+
+    store = _store(args)
+    store.check_schema()
+    views, total = dead_letters(store, args.datasource, args.run, None if args.limit <= 0 else args.limit)
+    if args.json:
+        print(json.dumps([v.to_json() for v in views], indent=2))
+        return 0
+    for v in views:
+        print(v.line())
+    shown = f"the last {len(views)} of {total}" if len(views) < total else f"{total}"
+    print(f"{shown} dead letters" + (f" of run {args.run}" if args.run else "")
+          + (" (--limit 0 shows all)" if len(views) < total else ""))
+    return 0
+
+
 def cmd_cleanup(args: argparse.Namespace) -> int:
     from ingest_core.service.status import spec_for, specs_in
     from ingest_core.store.cleanup import find_orphans, remove_orphans
@@ -332,6 +350,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="also unused (overshadowed or dropped) segments")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_segments)
+
+    p = sub.add_parser("dead-letters", help="the dead letters of a datasource's published runs")
+    p.add_argument("datasource")
+    p.add_argument("--run", help="only this run's")
+    p.add_argument("--limit", type=int, default=100, help="the last N (default 100; 0: all)")
+    p.add_argument("--json", action="store_true", help="with the exact key and value bytes in base64")
+    p.set_defaults(func=cmd_dead_letters)
 
     for command, help_text in (("suspend", "pause the DAG and record SUSPENDED"),
                                ("resume", "unpause the DAG (also restarts a terminated datasource)"),

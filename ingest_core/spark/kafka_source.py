@@ -76,6 +76,9 @@ def _spec_and_parser(job: ReadJob):
     from ingest_core.executor.row_parser import RowParser
 
     spec = parse_spec(job.spec_raw, "<job spec>")
+    dead_letter = spec.microbatch.dead_letter
+    if spec.microbatch.dead_letters_on and dead_letter is not None and dead_letter.include_thrown_away:
+        return spec, RowParser(spec, parse_datetime(job.created_at), keep_thrown_away=True)
     return spec, RowParser(spec, parse_datetime(job.created_at))
 
 
@@ -128,7 +131,7 @@ class KafkaRangeReader(DataSourceReader):
                 for i, s in enumerate(self.job.splits)]
 
     def read(self, partition: SplitPartition) -> Iterator[pa.RecordBatch]:
-        from ingest_core.executor import deep_storage
+        from ingest_core.executor import dead_letters, deep_storage
         from ingest_core.executor.report import SplitReport
         from ingest_core.executor.rollup import RollupBuffer
         from ingest_core.executor.row_parser import TIME
@@ -150,8 +153,14 @@ class KafkaRangeReader(DataSourceReader):
             cols.append(pc.cast(pc.cast(segment, pa.timestamp("ms", tz="UTC")), pa.int64()))
             yield from pa.Table.from_arrays(cols, schema=schema).to_batches()
 
-        for chunk in SplitConsumer(self.consumer_properties, partition, self.job, spec).chunks():
+        # dead letters cost nothing when they are off: no writer, and the consumer keeps no keys or timestamps
+        writer = (dead_letters.DeadLetterWriter(dead_letters.file_uri(self.job.output_uri, partition.index))
+                  if spec.microbatch.dead_letters_on else None)
+        consumer = SplitConsumer(self.consumer_properties, partition, self.job, spec, raw=writer is not None)
+        for chunk, raw in consumer.records():
             parsed = parser.parse(chunk)
+            if writer is not None and parsed.rejections:
+                writer.add(dead_letters.dead_letter_table(chunk, parsed.rejections, raw))
             report.records += len(chunk)
             report.last_offset = chunk.offsets[-1]
             report.stats.add(parsed.stats)
@@ -189,6 +198,7 @@ class KafkaRangeReader(DataSourceReader):
         if buffer is not None and (partial := buffer.flush()) is not None:
             yield from batches(partial)
         report.seconds = time.monotonic() - started
+        report.dead_letters = writer.close() if writer is not None else None
         deep_storage.write_json(deep_storage.join(self.job.output_uri, "splits", f"split-{partition.index:05d}.json"),
                                 report.to_json())
 
@@ -196,11 +206,14 @@ class KafkaRangeReader(DataSourceReader):
 class SplitConsumer:
     """Reads exactly [start, end) of one partition, in chunks, with bounded waits."""
 
-    def __init__(self, properties: dict[str, Any], split: SplitPartition, job: ReadJob, spec: Any):
+    def __init__(self, properties: dict[str, Any], split: SplitPartition, job: ReadJob, spec: Any, *,
+                 raw: bool = False):
+        """`raw`: `records()` also hands on each record's key, timestamp and headers (for dead letters)."""
         self.properties = properties
         self.split = split
         self.job = job
         self.kafka_format = spec.io_config.input_format.type == "kafka"
+        self.raw = raw
         self.errors: list[str] = []
 
     def _on_error(self, err: Any) -> None:
@@ -225,9 +238,15 @@ class SplitConsumer:
         return conf
 
     def chunks(self) -> Iterator[Any]:
+        for chunk, _ in self.records():
+            yield chunk
+
+    def records(self) -> Iterator[tuple[Any, Any]]:
+        """(RecordChunk, RawRecords or None): the raw parts only with `raw`."""
         from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
         from ingest_core.core.errors import BrokerUnavailableError
+        from ingest_core.executor.dead_letters import RawRecords
         from ingest_core.executor.row_parser import RecordChunk
 
         s = self.split
@@ -276,11 +295,15 @@ class SplitConsumer:
                     # offsets only grow, so n records spanning n offsets are exactly that range
                     offsets = (range(first, last + 1) if last - first + 1 == len(data)
                                else list(map(Message.offset, data)))
-                    yield RecordChunk(
-                        s.topic, s.partition, offsets, list(map(Message.value, data)),
-                        keys=list(map(Message.key, data)) if self.kafka_format else None,
-                        timestamps=[m.timestamp()[1] for m in data] if self.kafka_format else None,
-                        headers=list(map(Message.headers, data)) if self.kafka_format else None)
+                    full = self.kafka_format or self.raw
+                    keys = list(map(Message.key, data)) if full else None
+                    timestamps = [m.timestamp()[1] for m in data] if full else None
+                    headers = list(map(Message.headers, data)) if full else None
+                    chunk = RecordChunk(s.topic, s.partition, offsets, list(map(Message.value, data)),
+                                        keys=keys if self.kafka_format else None,
+                                        timestamps=timestamps if self.kafka_format else None,
+                                        headers=headers if self.kafka_format else None)
+                    yield chunk, (RawRecords(keys, timestamps, headers) if self.raw else None)  # type: ignore[arg-type]
                     continue
                 moved = self._position(consumer)
                 if moved > position:  # skipped transaction markers or aborted records

@@ -12,12 +12,13 @@ One module per noun:
   offsets.py       `Offsets`: committed offsets and claimed ranges, read
   segments.py      `SegmentRecords`: the published segments' records, read
   task_reports.py  `TaskReports`: the Spark jobs' reports and a run's row stats
+  dead_letters.py  `DeadLetterFiles`: the dead-letter files of published runs
   audit.py         `AuditLog`: who did what to a datasource
   metadata.py      `MetadataStore`: the database with one of each repository, the facade the rest of the code uses
   main_line.py     `MainLine`: the one transaction that moves a datasource's committed offsets (publish, reset,
                    reset-to-latest, set-offsets)
   publisher.py     the exactly-once publish, with its own SQL (claims, segment slots and records)
-  reader.py        the rows of a datasource's visible segments, as Arrow or Spark
+  reader.py        the rows of a datasource's visible segments, as Arrow or Spark (and its dead letters)
   cleanup.py       removing attempt folders of final runs that no segment record points into
 
 Repository methods take what they are about first (a datasource's name; the plan to insert); `conn=`, always a

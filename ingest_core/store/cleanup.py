@@ -5,7 +5,8 @@ attempt per task group. The other attempts (failed or killed ones, other replica
 its run published, every attempt of a superseded or expired run) are orphans once their run is final:
 published, superseded or expired, states no run ever leaves, so its segment records never change again.
 A run that may still publish (in flight, or failed and retryable) keeps all its files. A folder that any
-segment record, used or unused, points into is never an orphan.
+segment record, used or unused, or a published dead-letter file points into is never an orphan (a published
+attempt whose records were all bad has dead letters and no segment).
 """
 
 from __future__ import annotations
@@ -43,13 +44,15 @@ def unreferenced(folders: Iterable[str], locations: Iterable[str]) -> list[str]:
 
 
 def find_orphans(store: MetadataStore, spec: DatasourceSpec, run_ids: Sequence[str] | None = None) -> list[Orphan]:
-    """The attempt folders of final runs (all, or those of `run_ids`) that no segment record points into."""
+    """The attempt folders of final runs (all, or those of `run_ids`) that no segment record or published
+    dead-letter file points into."""
     name, base = spec.datasource, deep_storage.base_for(spec)
     if run_ids is None:
         runs = store.list_runs(name, limit=None)
     else:
         runs = [r for r in (store.get_run(name, run_id) for run_id in run_ids) if r is not None]
     locations = [s.location for s in store.segments(name, used_only=False)]
+    locations += [f.location for f in store.dead_letter_files.of(name)]
     out = []
     for run in runs:
         if run.is_final:

@@ -28,6 +28,7 @@ from ingest_core.executor.report import GroupReport
 from ingest_core.store.audit import AuditLog
 from ingest_core.store.database import Database
 from ingest_core.store.datasources import Datasources
+from ingest_core.store.dead_letters import DeadLetterFiles
 from ingest_core.store.engines import make_engine, shared_engine
 from ingest_core.store.offsets import Offsets
 from ingest_core.store.records import (
@@ -44,6 +45,7 @@ from ingest_core.store.schema import (
     as_utc,
     audit_log,
     datasources,
+    dead_letter_files,
     meta,
     offsets,
     published_ranges,
@@ -60,7 +62,7 @@ from ingest_core.store.task_reports import TaskReports
 
 __all__ = [
     "MIGRATIONS", "RUN_EXPIRED", "SCHEMA_VERSION", "AuditRecord", "GroupStatus", "MetadataStore", "RunRecord",
-    "RunStatus", "SegmentRecord", "as_utc", "audit_log", "datasources", "make_engine", "meta", "offsets",
+    "RunStatus", "SegmentRecord", "as_utc", "audit_log", "datasources", "dead_letter_files", "make_engine", "meta", "offsets",
     "published_ranges", "runs", "schema_version", "segments", "specs", "task_groups", "task_reports", "utcnow",
 ]
 
@@ -84,6 +86,10 @@ class MetadataStore(Database):
     @property
     def segment_records(self) -> SegmentRecords:
         return SegmentRecords(self)
+
+    @property
+    def dead_letter_files(self) -> DeadLetterFiles:
+        return DeadLetterFiles(self)
 
     @property
     def reports(self) -> TaskReports:

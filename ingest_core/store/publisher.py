@@ -7,7 +7,7 @@ One metadata transaction:
   3. check that no offset it publishes was published already (claimed ranges: a backfill has no committed
      offset to compare with, and an operator may move the main line back into a backfilled range), and claim
      its own;
-  4. insert the segment records;
+  4. insert the segment records, and the records of the published attempts' dead-letter files;
   5. advance the committed offsets to the run's planned end offsets (not a backfill's) and bump the
      `commit_version`: the move of the main line that operator actions make too (`main_line.MainLine`);
   6. mark the run and its task groups published (groups that failed keep their old offsets).
@@ -42,7 +42,8 @@ from ingest_core.core.offsets import (
 )
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.planner import PartitionPlan, Plan
-from ingest_core.executor.report import GroupReport
+from ingest_core.executor.report import DeadLetterFile, GroupReport
+from ingest_core.store.dead_letters import record_published
 from ingest_core.store.engines import retry_transient
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.metadata import MetadataStore
@@ -72,6 +73,7 @@ class GroupResult:
     group_id: int
     segments: Sequence[SegmentDescriptor]
     replica: int = 0
+    dead_letters: Sequence[DeadLetterFile] = ()  # in the same attempt's folder as the segments
 
     @classmethod
     def from_report(cls, report: GroupReport) -> "GroupResult":
@@ -80,7 +82,7 @@ class GroupResult:
             raise ValueError(f"task group {report.group_id} did not succeed: {report.error}")
         segs = [SegmentDescriptor(s.interval_start, s.interval_end, s.location, s.rows, s.bytes, payload=s.to_json())
                 for s in report.segments]
-        return cls(report.group_id, segs, report.replica)
+        return cls(report.group_id, segs, report.replica, tuple(report.dead_letters))
 
 
 @dataclass(frozen=True)
@@ -213,6 +215,9 @@ class Publisher:
                     start_offsets=group_start, end_offsets=group_end, created_at=utcnow(), payload=seg.payload))
                 seg_ids.append(sid)
                 rows += seg.num_rows
+        record_published(conn, datasource, run_id, [(g.group_id, by_group[g.group_id].replica, f)
+                                                    for g in publishing if g.group_id in by_group
+                                                    for f in by_group[g.group_id].dead_letters])
 
         new_offsets = {p.tp: p.end for p in parts}
         commit_version = None

@@ -5,6 +5,7 @@ table or a Spark DataFrame. Unpublished job output in deep storage is never read
     table = reader.to_arrow()                 # pyarrow.Table, sorted by __time
     df = reader.to_spark(spark)               # pyspark DataFrame over the same files
     reader.to_arrow(interval=(start, end))    # only segments overlapping [start, end)
+    reader.dead_letters(run_id=None)          # the published runs' dead letters (executor.dead_letters)
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ingest_core.core.timeline import visible_segments
-from ingest_core.executor import deep_storage
+from ingest_core.executor import dead_letters, deep_storage
 from ingest_core.store.metadata import MetadataStore, SegmentRecord
 
 
@@ -59,3 +60,16 @@ class DatasourceReader:
             df = df.where((F.col("__time") >= F.lit(interval[0])) & (F.col("__time") < F.lit(interval[1])))
         return df
 
+
+    def dead_letters(self, run_id: str | None = None) -> pa.Table:
+        """The dead letters of the datasource's published runs (or of `run_id`), in publish and offset order:
+        `run_id` then `executor.dead_letters.SCHEMA`'s columns. A run that did not publish has none."""
+        files = self.store.dead_letter_files.of(self.datasource, run_id=run_id)
+        parts = []
+        for f in files:
+            table = dead_letters.read_files([f.location])
+            parts.append(table.add_column(0, "run_id", pa.array([f.run_id] * table.num_rows, pa.string())))
+        if not parts:
+            empty = dead_letters.SCHEMA.empty_table()
+            return empty.add_column(0, "run_id", pa.array([], pa.string()))
+        return pa.concat_tables(parts)

@@ -98,3 +98,18 @@ class AuditRecord:
     actor: str
     details: dict
     created_at: datetime
+
+
+@dataclass(frozen=True)
+class DeadLetterFileRecord:
+    """A published run's dead-letter file (`executor.dead_letters`): its records are the run's dead letters."""
+
+    datasource: str
+    location: str
+    run_id: str
+    group_id: int
+    replica: int
+    records: int
+    size_bytes: int
+    publish_seq: int  # per datasource, in publish order: the dead-letter topic's delivery marker
+    created_at: datetime

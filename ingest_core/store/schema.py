@@ -19,7 +19,7 @@ from ingest_core.core.planner import Plan
 from ingest_core.core.states import DetailedState, State
 from ingest_core.store.records import RunStatus
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 Json = sa.JSON().with_variant(JSONB(), "postgresql")
 Timestamp = sa.DateTime(timezone=True)
@@ -150,6 +150,23 @@ task_reports = sa.Table(
 )
 sa.Index("ix_ingest_task_reports_run", task_reports.c.datasource, task_reports.c.run_id)
 
+# v4: the dead-letter files each publish made visible (`executor.dead_letters`), recorded in the publish's
+# transaction with its segments. `publish_seq` numbers the publishes that had dead letters, per datasource, in the
+# order they committed (publishes hold the datasource's row lock): the dead-letter topic's delivery marker.
+dead_letter_files = sa.Table(
+    "ingest_dead_letter_files", meta,
+    sa.Column("datasource", sa.String(200), primary_key=True),
+    sa.Column("location", sa.Text, primary_key=True),
+    sa.Column("run_id", sa.String(250), nullable=False),
+    sa.Column("group_id", sa.Integer, nullable=False),
+    sa.Column("replica", sa.Integer, nullable=False),
+    sa.Column("records", sa.BigInteger, nullable=False),
+    sa.Column("size_bytes", sa.BigInteger, nullable=False),
+    sa.Column("publish_seq", sa.BigInteger, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+)
+sa.Index("ix_ingest_dead_letter_files_run", dead_letter_files.c.datasource, dead_letter_files.c.run_id)
+
 audit_log = sa.Table(
     "ingest_audit_log", meta,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
@@ -207,8 +224,14 @@ def _add_run_deadlines(conn: Connection) -> None:
                                  f"{column.type.compile(dialect=conn.dialect)}"))
 
 
+def _add_dead_letter_files(conn: Connection) -> None:
+    """v4: the dead-letter files of published runs (none before: dead letters start with this release)."""
+    dead_letter_files.create(conn, checkfirst=True)
+
+
 # Ordered schema steps; a new release appends (version, step). Each runs once (`migrate`).
-MIGRATIONS: list[tuple[int, Any]] = [(1, _create_schema_v1), (2, _add_published_ranges), (3, _add_run_deadlines)]
+MIGRATIONS: list[tuple[int, Any]] = [(1, _create_schema_v1), (2, _add_published_ranges), (3, _add_run_deadlines),
+                                     (4, _add_dead_letter_files)]
 
 
 def installed_version(conn: Connection) -> int:

@@ -41,6 +41,7 @@ def v1_store_url(request, tmp_path) -> str:
 
     from ingest_core.store.metadata import (
         MIGRATIONS,
+        dead_letter_files,
         make_engine,
         meta,
         published_ranges,
@@ -57,6 +58,7 @@ def v1_store_url(request, tmp_path) -> str:
         schema_version.create(conn)
         dict(MIGRATIONS)[1](conn)
         published_ranges.drop(conn)  # v2's
+        dead_letter_files.drop(conn)  # v4's
         for column in ("running_since", "deadline_at", "expired_at"):  # v1's runs table had none of them
             conn.execute(sa.text(f"ALTER TABLE {runs.name} DROP COLUMN {column}"))
         conn.execute(schema_version.insert().values(id=1, version=1, upgraded_at=utcnow()))
@@ -70,10 +72,14 @@ def v1_store_url(request, tmp_path) -> str:
 def test_a_v1_store_upgrades_to_run_deadlines(v1_store_url):
     from datetime import timedelta
 
+    import sqlalchemy as sa
+
     store = MetadataStore(v1_store_url)
-    with pytest.raises(MetadataStoreError, match="schema version 1, this release needs 3"):
+    with pytest.raises(MetadataStoreError, match=f"schema version 1, this release needs {SCHEMA_VERSION}"):
         store.check_schema()
-    assert store.upgrade() == [2, 3] and store.upgrade() == []
+    assert store.upgrade() == list(range(2, SCHEMA_VERSION + 1)) and store.upgrade() == []
+    with store.session() as conn:
+        assert sa.inspect(conn).has_table("ingest_dead_letter_files")  # v4
     old = store.require_run("wiki", "old")  # planned before v2: no deadline yet, so it does not expire
     assert (old.status, old.running_since, old.deadline_at, old.expired_at) == (RunStatus.RUNNING, None, None, None)
     assert store.expire_overdue("wiki", T0 + timedelta(days=999), "test") == []
@@ -177,7 +183,7 @@ def test_upgrade_to_v2_claims_the_ranges_of_the_backfills_published_before(store
     run("r1", 0, 10, StartSource.EARLIEST)
     run("bf1", 10, 30, StartSource.BACKFILL)
     run("bf2", 20, 30, StartSource.BACKFILL)
-    assert store.upgrade() == [2, 3]
+    assert store.upgrade() == list(range(2, SCHEMA_VERSION + 1))
     with store.session() as conn:
         assert sa.inspect(conn).has_table("ingest_published_ranges")
     assert store.published_ranges("wiki") == [PublishedRange(tp, 10, 30, "bf1", True)]

@@ -1,15 +1,17 @@
 """The report task: how the run ended, from the metadata store. It runs whatever happened upstream: it ends
 a run that will not publish (FAILED, or expired past its deadline), so a run pipelined from it stops waiting
 for it and its partitions are planned again from the committed offsets; removes the job output of a final
-run that nothing was published from; mirrors the committed offsets to the Kafka consumer group; and fails the
-Airflow run when a group failed or nothing was published."""
+run that nothing was published from; mirrors the committed offsets to the Kafka consumer group; produces the
+published runs' dead letters to the spec's dead-letter topic (exactly once per run: `kafka.dead_letter_topic`);
+and fails the Airflow run when a group failed or nothing was published."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from ingest_core.core.errors import IngestError
 from ingest_core.core.spec import DatasourceSpec
@@ -36,12 +38,13 @@ class RunOutcome:
     failed_groups: list[int]
     error: str | None
     offsets_mirrored_to: str | None  # the Kafka consumer group, when this report mirrored the offsets
+    dead_letters_produced: list[str] | None = None  # the runs whose dead letters this report produced to the topic
 
     def to_json(self) -> dict[str, Any]:
         return {"runId": self.run_id, "status": self.status.value, "records": self.records,
                 "rowStats": self.row_stats, "segments": self.segments, "rows": self.rows,
                 "failedGroups": self.failed_groups, "error": self.error,
-                "offsetsMirroredTo": self.offsets_mirrored_to}
+                "offsetsMirroredTo": self.offsets_mirrored_to, "deadLettersProduced": self.dead_letters_produced}
 
     def check(self) -> None:
         """Fail the Airflow run when a group failed or the run did not publish."""
@@ -66,7 +69,8 @@ def report_task(spec: DatasourceSpec, run: RunContext, planned: bool) -> dict[st
     if record.is_final and kept:
         remove_unpublished_attempts(metadata, spec, record.run_id)
     mirrored = mirror_committed_offsets(metadata, spec) if record.status is RunStatus.PUBLISHED else None
-    outcome = run_outcome(metadata, record, mirrored)
+    produced = produce_dead_letters(metadata, spec)
+    outcome = dataclasses.replace(run_outcome(metadata, record, mirrored), dead_letters_produced=produced)
     log.info("run report: %s", json.dumps(outcome.to_json(), default=str))
     for failed in metadata.task_reports(spec.datasource, record.run_id):
         if failed.failure is not None:  # which records, and why, in the Airflow log too
@@ -146,6 +150,36 @@ def mirror_committed_offsets(metadata: MetadataStore, spec: DatasourceSpec) -> s
     consumer group mirrored to (None: mirroring is off or failed, which fails nothing)."""
     committed = {tp: k.offset for tp, k in metadata.committed_offsets(spec.datasource).items()}
     return mirror_offsets(spec, committed)
+
+
+def produce_dead_letters(metadata: MetadataStore, spec: DatasourceSpec) -> list[str] | None:
+    """Every published run's dead letters not produced yet (this run's and any an earlier report failed to
+    produce), to `microbatch.deadLetter.topic`; the runs produced, None when there is no topic. A failure
+    fails nothing and only warns: the next run's report produces them."""
+    from ingest_core.executor.dead_letters import read_files
+    from ingest_core.kafka.dead_letter_topic import PublishedDeadLetters, produce_pending
+
+    if spec.microbatch.dead_letter_topic is None:
+        return None
+
+    def pending(after_seq: int) -> Iterator[PublishedDeadLetters]:
+        files = metadata.dead_letter_files.of(spec.datasource, after_seq=after_seq)
+        for seq in sorted({f.publish_seq for f in files}):
+            mine = [f for f in files if f.publish_seq == seq]
+            yield PublishedDeadLetters(seq, mine[0].run_id, read_files([f.location for f in mine]))
+
+    try:
+        return produce_pending(spec, pending)
+    except Exception as exc:  # noqa: BLE001 - the publish stands; the next report produces them
+        from ingest_core.kafka.config import KafkaClientConfig
+
+        try:  # never log a secret the client's error may quote
+            text = KafkaClientConfig.from_properties(spec.io_config.consumer_properties).redact(str(exc))
+        except Exception:  # noqa: BLE001 - the secrets cannot be resolved: name the error's type only
+            text = type(exc).__name__
+        log.warning("dead letters of %s were not produced to topic %r (the ingestion is not affected; the next "
+                    "run's report produces them): %s", spec.datasource, spec.microbatch.dead_letter_topic, text)
+        return None
 
 
 def run_outcome(metadata: MetadataStore, record: RunRecord, mirrored: str | None) -> RunOutcome:
