@@ -443,7 +443,8 @@ class RowParser:
             columns, row_record, rows, pyvalues = self._decode_slow(chunk, live, stats, exceptions, rejections)
         n = len(row_record)
         offsets = _offsets_array(chunk.offsets)
-        if n != len(chunk):  # rows of other records than one each, in order
+        one_row_each = (row_record is live and len(live) == len(chunk)) or row_record == list(range(len(chunk)))
+        if not one_row_each:  # rows of other records than one each, in order (a count can match by chance)
             offsets = pc.take(offsets, pa.array(row_record, pa.int64()))
 
         # 2. timestamps

@@ -17,7 +17,7 @@ from ingest_core.core.periods import format_datetime, parse_datetime
 from ingest_core.core.spec import parse_spec
 from ingest_core.executor.report import Outcome
 from ingest_core.executor.rollup import PartialRollup, aggregators, long_sum_value
-from ingest_core.executor.row_parser import TIME, RecordChunk, RowParser
+from ingest_core.executor.row_parser import OFFSET, TIME, RecordChunk, RowParser
 
 CREATED = datetime(2026, 1, 1, tzinfo=timezone.utc)
 T0 = "2026-01-01T00:00:00Z"
@@ -280,3 +280,18 @@ def test_floats_are_never_stored_as_infinity():
     out = parse([{"ts": T0, "a": "x", "n": 1, "f": 3.5e38}, {"ts": T0, "a": "y", "n": 1, "f": -1e39}])
     assert [r["__in_float_f"] for r in out.table.to_pylist()] == [None, None]
     assert all(not (isinstance(v, float) and math.isinf(v)) for r in out.table.to_pylist() for v in r.values())
+
+
+def test_rows_keep_their_own_offsets_when_a_tombstone_and_a_two_object_record_even_out_the_count():
+    """Found by the Hypothesis test: 4 records (a tombstone, one object, one object, two objects) give 4 rows, and
+    a row count equal to the record count was taken to mean one row per record: every row got its neighbour's
+    offset."""
+    sp = spec(dimensions=["a"])
+    t = T0.encode()
+    payloads = [None, b'{"ts": "%s", "a": "one"}' % t, b'{"ts": "%s", "a": "two"}' % t,
+                b'{"ts": "%s", "a": "three"} {"ts": "%s", "a": "four"}' % (t, t)]
+    chunk = RecordChunk("t", 1, range(500, 504), payloads)
+    out = RowParser(sp, CREATED, keep_thrown_away=True).parse(chunk)
+    assert sorted((r["a"], r[OFFSET]) for r in out.table.to_pylist()) == \
+        [("four", 503), ("one", 501), ("three", 503), ("two", 502)]
+    assert [(r.offset, r.outcome) for r in out.rejections] == [(500, Outcome.THROWN_AWAY)]
