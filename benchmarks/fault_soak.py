@@ -694,7 +694,8 @@ class Soak:
                 },
                 "tuningConfig": {"type": "kafka"},
             },
-            "microbatch": {"schedule": "PT10M", "retries": self.args.retries, "retryDelay": "PT2S"},
+            "microbatch": {"schedule": "PT10M", "retries": self.args.retries, "retryDelay": "PT2S",
+                           **({"deadLetter": {}} if self.args.hostile else {})},
         }
 
     def run_folder(self, run_id: str) -> Path:
@@ -895,13 +896,15 @@ class Soak:
         counts, dup_runs, unreadable = self.read_rows()
         delivered = dict(self.delivered)
         report.produced, report.undelivered = len(delivered), len(self.undelivered)
-        report.visible_rows = sum(counts.values())
+        report.visible_rows = sum(c for uid, c in counts.items() if uid in delivered)  # hostile ones apart
         lost = [uid for uid in delivered if uid not in counts]
         report.lost = len(lost)
         report.duplicated = sum(c - 1 for c in counts.values() if c > 1)
         hostile = dict(self.hostile)
         report.hostile_produced = len(hostile)
         report.hostile_wrong = self.misplaced_hostile(counts, hostile)
+        if self.args.hostile:
+            report.hostile_wrong += self.misplaced_dead_letters(hostile)
         report.unexpected = sum(c for uid, c in counts.items() if uid not in delivered
                                 and not any(uid.startswith(h) for h in hostile))
         report.unreadable_segments = unreadable
@@ -925,6 +928,25 @@ class Soak:
             if (expected == "absent" and seen) or (expected == "once" and seen != 1) or \
                     (expected == "at most once" and seen > 1):
                 wrong.append(f"{uid}: {seen} rows (expected {expected})")
+        return wrong
+
+    def misplaced_dead_letters(self, hostile: dict[str, str]) -> list[str]:
+        """With --hostile the spec keeps dead letters: each record at most once; each hostile record that must be
+        dropped or ingested with an error exactly once; no good record at all."""
+        table = DatasourceReader(self.store, DATASOURCE).dead_letters()
+        wrong = []
+        places = Counter(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist()))
+        wrong += [f"dead letter of {p}:{o} kept {n} times" for (p, o), n in places.items() if n > 1]
+        values = [v or b"" for v in table.column("value").to_pylist()]
+        for uid, expected in hostile.items():
+            if expected == "no uid":
+                continue
+            seen = sum(b'"%s' % uid.encode() in v for v in values)
+            if (expected in ("absent", "once") and seen != 1) or seen > 1:
+                wrong.append(f"{uid}: {seen} dead letters (expected {'1' if expected != 'at most once' else '0 or 1'})")
+        everything = b"\n".join(values)
+        good = [uid for uid in self.delivered if b'"%s"' % uid.encode() in everything][:5]
+        wrong += [f"{uid}: a good record among the dead letters" for uid in good]
         return wrong
 
     def dump_metadata(self) -> None:

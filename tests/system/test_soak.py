@@ -7,7 +7,9 @@ Seed 179 draws, in this order: a partition added (with records) once the run is 
 spark_job and publish executed again (`airflow tasks test`), the broker SIGKILLed and restarted once a spark_job
 task runs, the Spark Connect server SIGKILLed (and started again) while the job reads, and the whole `airflow
 dags test` SIGKILLed while its job reads (the query it leaves on the server finishes into an attempt folder that
-nothing publishes). That kill comes last: the run it leaves in flight holds the next runs back (until it expires), which
+nothing publishes). Every microbatch also carries one hostile record of every kind (bad JSON, times a segment cannot
+hold, longs past 2^63, NaN, an object for a number, bytes that are not UTF-8, non-object payloads), and the spec
+keeps dead letters. That kill comes last: the run it leaves in flight holds the next runs back (until it expires), which
 would otherwise keep later faults from striking; the heal runs deal with it."""
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def test_a_short_fault_soak_loses_nothing_duplicates_nothing_and_heals(tmp_path)
     # its own broker and Spark Connect server (it restarts both), its databases on the tests' PostgreSQL; one
     # task group keeps it short, and so does a completionTimeout of 60 s (the killed run expires sooner; a
     # run here takes about 20 s)
-    args = soak.parse_args(["--iterations", "5", "--seed", "179", "--faults", FAULTS, "--task-count", "1",
+    args = soak.parse_args(["--iterations", "5", "--seed", "179", "--faults", FAULTS, "--task-count", "1", "--hostile",
                             "--spark-connect", "--completion-timeout", "60", "--rate", "5", "--heal-runs", "3",
                             "--postgres", pg_base(), "--out", str(tmp_path / "soak")])
     report, out = soak.run_soak(args)
@@ -51,3 +53,6 @@ def test_a_short_fault_soak_loses_nothing_duplicates_nothing_and_heals(tmp_path)
     assert report.unreadable_segments == [], f"{summary}\n{report.unreadable_segments}\nevidence in {out}"
     assert report.healed, f"{summary}\nevidence in {out}"
     assert report.produced > 0 and report.visible_rows == report.produced, summary
+    # hostile records (--hostile: one of every kind per iteration) never stopped a run, each visible as Druid
+    # counts it, and the dead letters hold each failed one exactly once
+    assert report.hostile_produced == 5 * len(soak.HOSTILE) and report.hostile_wrong == [], summary
