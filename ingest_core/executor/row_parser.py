@@ -27,7 +27,6 @@ import csv
 import io
 import json
 import logging
-import re
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -43,7 +42,12 @@ from ingest_core.core.periods import MAX_DATETIME, MIN_DATETIME
 from ingest_core.core.spec import DatasourceSpec, InputFormat
 from ingest_core.executor.expressions import compile_expression, evaluate_to_array
 from ingest_core.executor.filters import compile_filter
-from ingest_core.executor.report import Outcome, ParseExceptionRecord, Rejection, RowStats
+from ingest_core.executor.report import (
+    Outcome,
+    ParseExceptionRecord,
+    Rejection,
+    RowStats,
+)
 from ingest_core.executor.timestamps import timestamp_parser
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,11 @@ from typing import Any, Mapping
 from confluent_kafka import Consumer, KafkaException
 
 from ingest_core.core.errors import IngestError, SpecError, SpecProblem
-from ingest_core.core.secrets import DYNAMIC_PROVIDER_KEY, AirflowConnectionSecret, EnvironmentSecret
+from ingest_core.core.secrets import (
+    DYNAMIC_PROVIDER_KEY,
+    AirflowConnectionSecret,
+    EnvironmentSecret,
+)
 from ingest_core.core.spec import DatasourceSpec, load_spec
 
 JAAS_KEY = "sasl.jaas.config"

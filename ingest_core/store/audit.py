@@ -13,7 +13,6 @@ from ingest_core.store.database import Database
 from ingest_core.store.records import AuditRecord
 from ingest_core.store.schema import as_utc, audit_log, utcnow
 
-
 SKIP = "skip"  # the audit action of `ingest skip`: its details' "skippedRanges" are records lost on purpose
 
 

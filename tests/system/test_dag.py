@@ -144,6 +144,30 @@ def write_example_variant(folder: Path, name: str, topic: str, microbatch: dict 
     (folder / "specs" / f"{name}.yaml").write_text(yaml.safe_dump(raw))
 
 
+def dags_test_killed_in_its_job(home, dag_id: str, date: str, tmp_path, log_name: str) -> None:
+    """`airflow dags test` SIGKILLed with its whole process group while its Spark job runs: the job's JVM waits
+    for a debugger that never comes, so it is surely still running when the kill comes."""
+    import os
+    import signal
+
+    import psutil
+
+    suspended = {**home.env, "SPARK_SUBMIT_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", "")
+                 + " -agentlib:jdwp=transport=dt_socket,server=y,suspend=y,address=127.0.0.1:0"}
+    with open(tmp_path / log_name, "w") as out:
+        run = subprocess.Popen([AIRFLOW, "dags", "test", dag_id, date], env=suspended,
+                               stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        job = wait_for_process(lambda cmd: "ingest_job.py" in cmd and str(tmp_path) in cmd, timeout_s=600)
+        assert os.getpgid(job.pid) == run.pid  # the kill below reaches the Spark job too
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait(60)
+        psutil.wait_procs([job], timeout=60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+
+
 def test_two_replicas_publish_once(tmp_path, own_dags, broker, metadata_url):
     """In spark-submit mode: a JVM per replica."""
     topic = broker.create_topic(partitions=2)
@@ -298,11 +322,7 @@ def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, 
     """SIGKILL a run's whole process group while its Spark job runs: its run stays RUNNING. Past its deadline
     the next run's plan expires it and starts from the committed offsets: every record once, lag 0, nothing
     done by hand. A re-executed spark_job of either run does nothing."""
-    import os
-    import signal
     from datetime import timedelta
-
-    import psutil
 
     from ingest_core.store.metadata import runs, utcnow
 
@@ -312,21 +332,7 @@ def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, 
     store = MetadataStore(metadata_url)
     produce_events(broker.bootstrap, topic, 120, seed=7)
 
-    # The job's JVM waits for a debugger that never comes: it is surely still running when the kill comes.
-    suspended = {**home.env, "SPARK_SUBMIT_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", "")
-                 + " -agentlib:jdwp=transport=dt_socket,server=y,suspend=y,address=127.0.0.1:0"}
-    with open(tmp_path / "killed-run.log", "w") as out:
-        killed = subprocess.Popen([AIRFLOW, "dags", "test", "crashy", "2026-01-01T00:00:00+00:00"], env=suspended,
-                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        job = wait_for_process(lambda cmd: "ingest_job.py" in cmd and str(tmp_path) in cmd, timeout_s=600)
-        assert os.getpgid(job.pid) == killed.pid  # the kill below reaches the Spark job too
-        os.killpg(killed.pid, signal.SIGKILL)
-        killed.wait(60)
-        psutil.wait_procs([job], timeout=60)
-    finally:
-        if killed.poll() is None:
-            os.killpg(killed.pid, signal.SIGKILL)
+    dags_test_killed_in_its_job(home, "crashy", "2026-01-01T00:00:00+00:00", tmp_path, "killed-run.log")
     (dead,) = store.list_runs("crashy")
     assert dead.status is RunStatus.RUNNING and dead.deadline_at == dead.running_since + timedelta(minutes=10)
     with store.session() as conn:  # completionTimeout passes: moved through the store, not waited for
@@ -365,8 +371,6 @@ def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path,
     import time
     from datetime import timedelta
 
-    import psutil
-
     from ingest_core.store.metadata import runs, utcnow
     from ingest_core.supervisor.planning import RUN_REPLANNED
 
@@ -376,19 +380,7 @@ def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path,
     home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
     store = MetadataStore(metadata_url)
     produce_events(broker.bootstrap, topic, 120, seed=11)
-    suspended = {**home.env, "SPARK_SUBMIT_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", "")
-                 + " -agentlib:jdwp=transport=dt_socket,server=y,suspend=y,address=127.0.0.1:0"}
-    with open(tmp_path / "run-a.log", "w") as out:
-        run_a = subprocess.Popen([AIRFLOW, "dags", "test", "pipelined", "2026-01-01T00:00:00+00:00"], env=suspended,
-                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        job = wait_for_process(lambda cmd: "ingest_job.py" in cmd and str(tmp_path) in cmd, timeout_s=600)
-        os.killpg(run_a.pid, signal.SIGKILL)
-        run_a.wait(60)
-        psutil.wait_procs([job], timeout=60)
-    finally:
-        if run_a.poll() is None:
-            os.killpg(run_a.pid, signal.SIGKILL)
+    dags_test_killed_in_its_job(home, "pipelined", "2026-01-01T00:00:00+00:00", tmp_path, "run-a.log")
     (a,) = store.list_runs("pipelined")
     assert a.status is RunStatus.RUNNING  # dead, but nobody knows yet
     produce_events(broker.bootstrap, topic, 60, seed=12)
@@ -459,7 +451,7 @@ def test_a_failed_run_says_which_records_and_why_and_skip_moves_past_exactly_the
     assert json.loads(cli("status", "strict", "--json").stdout)["payload"]["skippedRecords"] == {"0": 10}
 
 
-def wait_for_process(matches, timeout_s: float) -> "psutil.Process":
+def wait_for_process(matches, timeout_s: float):  # -> psutil.Process
     """The first process whose command line `matches`."""
     import time
 

@@ -5,7 +5,12 @@ import pytest
 
 from ingest_core.core.errors import SpecError
 from ingest_core.core.spec import parse_spec
-from ingest_core.executor.dead_letters import RawRecords, DeadLetterWriter, dead_letter_table, file_uri
+from ingest_core.executor.dead_letters import (
+    DeadLetterWriter,
+    RawRecords,
+    dead_letter_table,
+    file_uri,
+)
 from ingest_core.executor.report import Outcome, Rejection, SplitReport
 from ingest_core.executor.row_parser import RecordChunk
 

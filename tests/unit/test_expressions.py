@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 
 from ingest_core.core.errors import SpecError
+from ingest_core.core.expressions import FUNCTIONS
 from ingest_core.core.spec import parse_spec
-from ingest_core.core.expressions import FUNCTIONS, parse_expression
 from ingest_core.executor.expressions import (
     IMPLEMENTATIONS,
     ExpressionError,

@@ -12,7 +12,6 @@ import math
 import struct
 from datetime import datetime, timezone
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings

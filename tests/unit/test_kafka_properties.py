@@ -12,7 +12,12 @@ from confluent_kafka import Consumer, KafkaException
 from ingest_core.core.errors import SpecError
 from ingest_core.core.spec import parse_spec
 from ingest_core.kafka.config import KafkaClientConfig
-from ingest_core.kafka.properties import JaasError, check_spec, check_with_librdkafka, load_checked_spec
+from ingest_core.kafka.properties import (
+    JaasError,
+    check_spec,
+    check_with_librdkafka,
+    load_checked_spec,
+)
 
 PASSWORD = "pw-3xample-S3cret"
 PLAIN = f'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="{PASSWORD}";'

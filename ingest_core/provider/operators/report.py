@@ -157,7 +157,10 @@ def produce_dead_letters(metadata: MetadataStore, spec: DatasourceSpec) -> list[
     produce), to `microbatch.deadLetter.topic`; the runs produced, None when there is no topic. A failure
     fails nothing and only warns: the next run's report produces them."""
     from ingest_core.executor.dead_letters import read_files
-    from ingest_core.kafka.dead_letter_topic import PublishedDeadLetters, produce_pending
+    from ingest_core.kafka.dead_letter_topic import (
+        PublishedDeadLetters,
+        produce_pending,
+    )
 
     if spec.microbatch.dead_letter_topic is None:
         return None
