@@ -94,3 +94,21 @@ def test_a_split_writes_its_file_whole_only_when_it_has_dead_letters(tmp_path):
     report = SplitReport(7, "t", 0, 0, 4, dead_letters=written)
     assert SplitReport.from_json(report.to_json()).dead_letters == written
     assert "deadLetters" not in SplitReport(7, "t", 0, 0, 4).to_json()
+
+
+def test_thrown_away_records_become_dead_letters_only_when_the_spec_asks():
+    """The split's parser lists the rows the filter threw away (and tombstones) when includeThrownAway is set:
+    the wiring of `kafka_source` and the row parser's `keep_thrown_away`, end to end without a broker."""
+    from ingest_core.spark.kafka_source import ReadJob, _spec_and_parser
+
+    def dead_letters(include: bool):
+        raw = spec({"includeThrownAway": include}).to_raw()
+        raw["spec"]["dataSchema"]["transformSpec"] = {"filter": {"type": "selector", "dimension": "a", "value": "x"}}
+        _, parser = _spec_and_parser(ReadJob(raw, "2026-01-01T00:00:00Z", [], "file:///unused"))
+        chunk = RecordChunk("t", 0, range(5, 9), [b'{"ts": "2026-01-01T00:00:00Z", "a": "x"}',
+                                                   b'{"ts": "2026-01-01T00:00:00Z", "a": "y"}', None, b"{oops"])
+        table = dead_letter_table(chunk, parser.parse(chunk).rejections, RawRecords([None] * 4, [None] * 4, [None] * 4))
+        return [(r["offset"], r["outcome"]) for r in table.to_pylist()]
+
+    assert dead_letters(False) == [(8, "unparseable")]
+    assert dead_letters(True) == [(6, "thrownAway"), (7, "thrownAway"), (8, "unparseable")]
