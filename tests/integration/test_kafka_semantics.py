@@ -272,7 +272,7 @@ def test_truncation_below_the_committed_offset_stops_the_run_or_resets_to_earlie
 
 
 def test_truncation_between_plan_and_job_fails_the_job_and_publishes_nothing(spark, broker, store, tmp_path):
-    from ingest_core.core.errors import OffsetOutOfRangeError
+    from ingest_core.core.errors import NothingSucceededError, OffsetOutOfRangeError
     from ingest_core.core.offsets import TopicPartition
     from ingest_core.executor import deep_storage
     from ingest_core.service.actions import DatasourceActions
@@ -296,9 +296,9 @@ def test_truncation_between_plan_and_job_fails_the_job_and_publishes_nothing(spa
     assert "Nothing was committed" in message and "`ingest reset`" in message
     report = deep_storage.read_json(deep_storage.join(job.attempt_uri, "report.json"))
     assert report["state"] == "FAILED" and report["error"] == message
-    result = Publisher(store).publish("ds", "r2", [])  # the publish step: no group succeeded
-    assert result.failed_groups == (0,) and result.segment_ids == () and result.rows == 0
-    assert store.get_run("ds", "r2").status is RunStatus.PUBLISHED  # as a run whose groups failed
+    with pytest.raises(NothingSucceededError, match="every task group with records failed"):
+        Publisher(store).publish("ds", "r2", [])  # the publish step: no group succeeded
+    assert store.get_run("ds", "r2").status is not RunStatus.PUBLISHED  # never shown as published
     assert [k.offset for k in store.committed_offsets("ds").values()] == [10] and ids_of(store) == list(range(10))
 
     # what the message says to do: accept the loss, then the next run reads from the new log start
