@@ -396,6 +396,10 @@ class RowParser:
         data = b"\n".join(values)  # type: ignore[arg-type]
         if data.count(b"\n") != len(values) - 1:
             return None  # a record holds a newline (several rows, or pretty-printed JSON)
+        if not data.startswith(b"{") or data.count(b"\n{") != len(values) - 1:
+            # a record that does not start as an object (`null`, `[1]`, `42`, leading blanks): the per-record path
+            # says why; pyarrow 26's reader even crashes the process on a first line `null`
+            return None
         if not data.isascii():
             try:  # pyarrow's reader keeps bytes that are not UTF-8: the per-record path finds those records
                 data.decode("utf-8")
