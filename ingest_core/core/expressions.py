@@ -266,8 +266,6 @@ def check_call(name: str, args: tuple[Node, ...], text: str) -> None:
     fn = FUNCTIONS[name]
     if not fn.accepts(len(args)):
         raise ExpressionError(f"in expression {text!r}: {name}() takes {fn.arity()}, got {len(args)}")
-    if name == "case_searched" and len(args) < 2:  # pragma: no cover - accepts() already requires two
-        raise ExpressionError("case_searched needs condition, result pairs")
     for i, arg in enumerate(args):
         param = fn.param(i)
         if param.constant and not isinstance(arg, Literal):

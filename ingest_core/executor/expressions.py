@@ -382,12 +382,9 @@ def _f_safe_divide(n: int, x: Any, y: Any) -> Any:
     zero = _lift(pc.equal)(y, 0)
     if not _is_arrow(zero):
         return None if zero in (None, True) else _arith("/")(x, y)
-    safe_y = pc.if_else(zero, pa.scalar(1, _type_of(y)), y)
-    return pc.if_else(zero, pa.scalar(None, _result_type(_arith("/")(x, safe_y))), _arith("/")(x, safe_y))
-
-
-def _result_type(v: Any) -> pa.DataType:
-    return _type_of(v) if not pa.types.is_null(_type_of(v)) else pa.float64()
+    quotient = _arith("/")(x, pc.if_else(zero, pa.scalar(1, _type_of(y)), y))  # no zero left to divide by
+    kind = _type_of(quotient)
+    return pc.if_else(zero, pa.scalar(None, kind if not pa.types.is_null(kind) else pa.float64()), quotient)
 
 
 def _f_isnull(n: int, x: Any) -> Any:
