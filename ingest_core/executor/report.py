@@ -144,6 +144,11 @@ class GroupFailure:
                    d.get("maxParseExceptions"), d.get("parseExceptions"),
                    ParseExceptionRecord.from_json(last) if last else None)
 
+    @property
+    def retry_can_help(self) -> bool:
+        """False when the job would fail again on the same records (they are read again as they are)."""
+        return self.error_class != ParseExceptionLimitError.__name__
+
     def describe_records(self) -> str:
         """Which records, for people: the ranges, and what stopped the group when maxParseExceptions did."""
         text = ", ".join(f"{r.tp.topic}:{r.tp.partition} [{r.start}, {r.end})" for r in self.ranges) or "none"

@@ -115,6 +115,15 @@ def asset_events(home: AirflowHome, name: str) -> list[dict]:
     return [json.loads(extra) for (extra,) in rows]
 
 
+def task_tries(home: AirflowHome, dag_id: str, task_id: str) -> list[tuple[int, str]]:
+    """(try number, state) of each of the task's instances, from the Airflow home's own database."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(home.root / "airflow" / "airflow.db")) as db:
+        return db.execute("SELECT try_number, state FROM task_instance WHERE dag_id = ? AND task_id = ? "
+                          "ORDER BY map_index", (dag_id, task_id)).fetchall()
+
+
 def broker_watermarks(broker, topic: str) -> dict[int, tuple[int, int]]:
     from confluent_kafka import Consumer, TopicPartition
 
@@ -431,6 +440,8 @@ def test_a_failed_run_says_which_records_and_why_and_skip_moves_past_exactly_the
     home.dags_test("strict", "2026-01-01T00:00:00+00:00", check=False)
     (run,) = store.list_runs("strict")
     assert run.status is RunStatus.FAILED and edits(store, "strict") == 0 and store.committed_offsets("strict") == {}
+    # the same records would stop a retry the same way: the task failed once, not after the spec's 2 retries
+    assert task_tries(home, "strict", "spark_job") == [(1, "failed")]
 
     def cli(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "ingest_core.service.cli", *args], env=home.env,

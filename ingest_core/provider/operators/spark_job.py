@@ -27,9 +27,10 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
     Kubernetes), with the spec's master override and a Python that has this package; for a `spark_connect`
     connection, a Spark Connect client inside this task (`ingest_core.spark.connect`): no JVM of its own."""
 
-    def __init__(self, *, datasource: str, master: str | None = None, **kwargs: Any):
+    def __init__(self, *, datasource: str, deep_storage_base: str, master: str | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         self.datasource = datasource
+        self.deep_storage_base = deep_storage_base
         self.master = master
         self._interrupter: Any = None
 
@@ -37,14 +38,37 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
         if not self.application_args:
             self.log.info("nothing to read in this run: no Spark job")
             return None
-        check_job_wanted(self.datasource, context["dag_run"].run_id)
-        if connection_type(self._conn_id) == "spark_connect":
-            return self._execute_over_connect()
-        env = dict(self.env_vars or {})
-        env.setdefault("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
-        env.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", sys.executable))
-        self.env_vars = env
-        return super().execute(context)
+        run_id = context["dag_run"].run_id
+        check_job_wanted(self.datasource, run_id)
+        try:
+            if connection_type(self._conn_id) == "spark_connect":
+                return self._execute_over_connect()
+            env = dict(self.env_vars or {})
+            env.setdefault("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+            env.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", sys.executable))
+            self.env_vars = env
+            return super().execute(context)
+        except Exception:
+            self._fail_for_good_if_a_retry_cannot_help(run_id)
+            raise
+
+    def _fail_for_good_if_a_retry_cannot_help(self, run_id: str) -> None:
+        """A job that its own report says would fail the same way on the same records (maxParseExceptions) fails
+        its task without Airflow's retries: they would only delay the run's report by retries x retry_delay."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from ingest_core.provider.operators.publish import read_report
+
+        args = [str(a) for a in self.application_args]
+        group, replica = int(args[args.index("--group") + 1]), int(args[args.index("--replica") + 1])
+        folder = deep_storage.group_uri(self.deep_storage_base, self.datasource, run_id, group, replica)
+        attempts = deep_storage.attempt_folders(folder)  # oldest first: this try's is the last
+        report = read_report(deep_storage.join(attempts[-1], "report.json"),
+                             f"the report of task group {group} of run {run_id}") if attempts else None
+        failure = report.failure if report is not None else None
+        if failure is not None and not failure.retry_can_help:
+            raise AirflowFailException(f"task group {group} of run {run_id} failed, and a retry would read the "
+                                       f"same records: {failure.error_class}: {failure.message}")
 
     def _execute_over_connect(self) -> None:
         from ingest_core.provider.hooks.spark_connect import connection_url
@@ -75,8 +99,8 @@ def operator_settings(spec: DatasourceSpec) -> dict[str, Any]:
     """The settings of a datasource's Spark job operator (the DAG's mapped `spark_job` task, and the jobs of a
     run planned again at its publish)."""
     micro, io = spec.microbatch, spec.io_config
-    return dict(datasource=spec.datasource, application=str(JOB_SCRIPT), conn_id=micro.spark.conn_id,
-                master=micro.spark.master, deploy_mode=micro.spark.deploy_mode,
+    return dict(datasource=spec.datasource, deep_storage_base=deep_storage.base_for(spec),
+                application=str(JOB_SCRIPT), conn_id=micro.spark.conn_id, master=micro.spark.master, deploy_mode=micro.spark.deploy_mode,
                 conf=dict(micro.spark.conf),  # the job sets its own defaults and required settings
                 driver_memory=micro.spark.driver_memory, executor_memory=micro.spark.executor_memory,
                 executor_cores=micro.spark.executor_cores, num_executors=micro.spark.num_executors,
