@@ -7,6 +7,7 @@
   ingest health [DATASOURCE]         exit 0 when healthy, 1 when not
   ingest segments DATASOURCE         the visible segments (--all: also unused ones)
   ingest dead-letters DATASOURCE     the published runs' dead letters (--run ID, --limit N, --json)
+  ingest query "SELECT ..."          SQL over the visible segments of the datasources it names (--json, --csv)
   ingest suspend | resume | terminate DATASOURCE
   ingest reset DATASOURCE            hard reset: forget the committed offsets (asks for confirmation)
   ingest reset DATASOURCE --to-latest [--backfill]   jump to the latest offsets [and backfill the gap]
@@ -225,6 +226,21 @@ def cmd_dead_letters(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_query(args: argparse.Namespace) -> int:
+    from ingest_core.service.query import format_csv, format_json, format_table
+    from ingest_core.store.sql import run_sql
+
+    store = _store(args)
+    store.check_schema()
+    result = run_sql(store, args.sql, max_rows=None if args.max_rows <= 0 else args.max_rows,
+                     timeout_s=None if args.timeout <= 0 else args.timeout)
+    print(format_json(result.table) if args.json else format_csv(result.table) if args.csv
+          else format_table(result.table), end="")
+    if result.truncated:
+        print(f"(stopped at --max-rows {args.max_rows}: the query has more rows)", file=sys.stderr)
+    return 0
+
+
 def cmd_cleanup(args: argparse.Namespace) -> int:
     from ingest_core.service.status import spec_for, specs_in
     from ingest_core.store.cleanup import find_orphans, remove_orphans
@@ -378,6 +394,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--actor", help="who does this, for the audit log")
         p.add_argument("--no-airflow", action="store_true", help="only the metadata store: leave the DAG alone")
         p.set_defaults(func=cmd_action)
+
+    p = sub.add_parser("query", help="SQL over the visible segments of datasources (DuckDB)")
+    p.add_argument("sql", help="one SELECT; each datasource it names is a table, __time a timestamp (UTC)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="a JSON array of objects")
+    out.add_argument("--csv", action="store_true")
+    p.add_argument("--max-rows", type=int, default=10_000, help="stop after N rows (default 10,000; 0: no limit)")
+    p.add_argument("--timeout", type=float, default=300, help="stop the query after S seconds (default 300; 0: none)")
+    p.set_defaults(func=cmd_query)
 
     p = sub.add_parser("cleanup", help="remove job output of final runs that nothing was published from")
     p.add_argument("datasource")

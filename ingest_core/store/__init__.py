@@ -19,6 +19,7 @@ One module per noun:
                    reset-to-latest, set-offsets)
   publisher.py     the exactly-once publish, with its own SQL (claims, segment slots and records)
   reader.py        the rows of a datasource's visible segments, as Arrow or Spark (and its dead letters)
+  sql.py           SQL (DuckDB) over the visible segments of the datasources a query names
   cleanup.py       removing attempt folders of final runs that no segment record points into
 
 Repository methods take what they are about first (a datasource's name; the plan to insert); `conn=`, always a

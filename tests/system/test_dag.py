@@ -22,6 +22,7 @@ from ingest_core.dev.demo import produce as produce_wiki
 from ingest_core.executor.deep_storage import attempt_folders, group_uri
 from ingest_core.store.metadata import MetadataStore, RunStatus
 from ingest_core.store.reader import DatasourceReader
+from ingest_core.store.sql import run_sql
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
@@ -81,6 +82,10 @@ def test_example_spec_ingests_exactly_the_produced_records_over_several_runs(exa
         total += n
         example.dags_test("wikipedia", f"2026-01-0{i + 1}T00:00:00+00:00")
         assert edits(store, "wikipedia") == total
+    # SQL (DuckDB) reads the same visible segments as the reader
+    (row,) = run_sql(store, "SELECT sum(edits) AS edits, count(DISTINCT channel) > 0 AS channels, "
+                            "typeof(max(__time)) AS t FROM wikipedia").table.to_pylist()
+    assert row == {"edits": total, "channels": True, "t": "TIMESTAMP WITH TIME ZONE"}
     runs = store.list_runs("wikipedia")
     assert [r.status for r in runs] == [RunStatus.PUBLISHED] * 3
     assert sum(r.plan.records for r in runs) == total
