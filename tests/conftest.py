@@ -190,6 +190,8 @@ def _fresh_postgres(url: str) -> MetadataStore:
     with store.engine.begin() as conn:
         meta.drop_all(conn)
         schema_version.drop(conn, checkfirst=True)
+        for table in ("iceberg_tables", "iceberg_namespace_properties"):  # pyiceberg's catalog (store.iceberg)
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
     store.upgrade()
     return store
 

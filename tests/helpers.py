@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from ingest_core.core.spec import DatasourceSpec, parse_spec
 
@@ -155,3 +155,22 @@ def plan_next(store, run_id: str, latest: dict, *, created_at=datetime(2026, 11,
     plan = plan_run(PlanRequest(datasource=ds, run_id=run_id, created_at=created_at, starts=res.starts,
                                 latest=latest, task_count=task_count))
     return store.insert_run(plan)[0].plan
+
+
+def publish_segments(store, tmp_path, run_id: str, latest: dict, tables: list, ds: str = "wiki",
+                     hour=datetime(2026, 11, 22, 10, tzinfo=timezone.utc)) -> None:
+    """A run planned over `latest` whose task groups wrote `tables` (pyarrow, one segment each, in order)
+    into the one-hour interval at `hour`, published by the real publish."""
+    import pyarrow.parquet as pq
+
+    from ingest_core.store.publisher import GroupResult, Publisher, SegmentDescriptor
+
+    plan = plan_next(store, run_id, latest, ds=ds)
+    results = []
+    for group, table in zip((g for g in plan.groups if not g.is_empty), tables):
+        path = tmp_path / f"{ds}-{run_id}-{group.group_id}.parquet"
+        pq.write_table(table, path)
+        results.append(GroupResult(group.group_id, [SegmentDescriptor(
+            hour, hour + timedelta(hours=1), path.as_uri(), table.num_rows, path.stat().st_size,
+            {"columns": table.column_names})]))
+    Publisher(store).publish(ds, run_id, results)

@@ -103,3 +103,19 @@ class Granularity:
         if unit == "year":
             n, unit = n * 12, "month"
         return n, unit
+
+    def calendar_bucket(self) -> str | None:
+        """The smallest of hour, day, month and year whose buckets each hold whole buckets of this granularity
+        (an Iceberg table's time partition: one segment, one partition), or None when none does (weeks cross
+        months, ALL spans everything)."""
+        if self.period is None:
+            return None
+        n, unit = self.floor_unit()
+        if unit == "week":
+            return None
+        if unit == "month":
+            return "month" if n == 1 else "year" if 12 % n == 0 else None
+        millis = n * {"millisecond": 1, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}[unit]
+        if 3_600_000 % millis == 0:
+            return "hour"
+        return "day" if 86_400_000 % millis == 0 else None

@@ -657,6 +657,21 @@ class DeadLetter:
 
 
 @dataclass(frozen=True)
+class IcebergTable:
+    """An Iceberg table of the datasource's visible segments (`store.iceberg`), in pyiceberg's SQL catalog kept
+    in the metadata database: `namespace.table` (default `ingest.<dataSource>`)."""
+
+    enabled: bool = True
+    namespace: str = "ingest"
+    table: str | None = None  # default: the dataSource
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        for key, value in (("namespace", self.namespace), ("table", self.table)):
+            if value is not None and (not value.strip() or "." in value):
+                ctx.error(join(path, key), "must be a non-empty name without '.'")
+
+
+@dataclass(frozen=True)
 class Microbatch:
     """This system's own section: scheduling, planning, Spark and deep storage."""
 
@@ -678,6 +693,11 @@ class Microbatch:
     mirror_offsets: bool = True
     consumer_group: str | None = None  # default: ingest.<dataSource>
     dead_letter: DeadLetter | None = None
+    iceberg: IcebergTable | None = None
+
+    @property
+    def iceberg_on(self) -> bool:
+        return self.iceberg is not None and self.iceberg.enabled
 
     @property
     def dead_letters_on(self) -> bool:

@@ -13,6 +13,7 @@
   ingest reset DATASOURCE --to-latest [--backfill]   jump to the latest offsets [and backfill the gap]
   ingest set-offsets DATASOURCE TOPIC:PARTITION=OFFSET...
   ingest skip DATASOURCE             move past exactly the ranges that failed (asks for confirmation; lost, audited)
+  ingest iceberg-sync DATASOURCE     bring its Iceberg table (microbatch.iceberg) level with what is published
   ingest cleanup DATASOURCE [--yes]  job output of final runs that nothing was published from (--yes: remove it)
 
 Actions are audited with the name in --actor (default: $INGEST_ACTOR, else the login name). The DAG folder
@@ -241,6 +242,25 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_iceberg_sync(args: argparse.Namespace) -> int:
+    from ingest_core.service.status import spec_for, specs_in
+    from ingest_core.store import iceberg
+
+    store = _store(args)
+    store.check_schema()
+    store.require_datasource(args.datasource)
+    spec = spec_for(store, args.datasource, specs_in(_dags_folder(args)))
+    if spec is None or not spec.microbatch.iceberg_on:
+        raise IngestError(f"datasource {args.datasource!r} has no Iceberg table: set microbatch.iceberg in its spec")
+    done = iceberg.sync(store, spec)
+    if done.snapshot_id is None:
+        print(f"{done.table}: nothing published yet, no table")
+    else:
+        print(f"{done.table}: {done.added} files added, {done.removed} removed; snapshot {done.snapshot_id} "
+              f"(commit version {done.commit_version})" + ("" if done.changed else ": already level"))
+    return 0
+
+
 def cmd_cleanup(args: argparse.Namespace) -> int:
     from ingest_core.service.status import spec_for, specs_in
     from ingest_core.store.cleanup import find_orphans, remove_orphans
@@ -403,6 +423,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-rows", type=int, default=10_000, help="stop after N rows (default 10,000; 0: no limit)")
     p.add_argument("--timeout", type=float, default=300, help="stop the query after S seconds (default 300; 0: none)")
     p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("iceberg-sync", help="bring a datasource's Iceberg table level with what is published")
+    p.add_argument("datasource")
+    p.add_argument("--dags-folder")
+    p.set_defaults(func=cmd_iceberg_sync)
 
     p = sub.add_parser("cleanup", help="remove job output of final runs that nothing was published from")
     p.add_argument("datasource")

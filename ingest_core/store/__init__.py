@@ -19,6 +19,7 @@ One module per noun:
                    reset-to-latest, set-offsets)
   publisher.py     the exactly-once publish, with its own SQL (claims, segment slots and records)
   reader.py        the rows of a datasource's visible segments, as Arrow or Spark (and its dead letters)
+  iceberg.py       the datasource's Iceberg table, brought level with its visible segments
   sql.py           SQL (DuckDB) over the visible segments of the datasources a query names
   cleanup.py       removing attempt folders of final runs that no segment record points into
 

@@ -16,16 +16,17 @@ class SegmentRecords:
     def __init__(self, db: Database):
         self.db = db
 
-    def of(self, name: str, *, used_only: bool = True, run_id: str | None = None) -> list[SegmentRecord]:
+    def of(self, name: str, *, used_only: bool = True, run_id: str | None = None,
+           conn: sa.Connection | None = None) -> list[SegmentRecord]:
         """By interval, version and partition number; `run_id`: only the segments that run published."""
         query = sa.select(segments).where(segments.c.datasource == name)
         if used_only:
             query = query.where(segments.c.used == sa.true())
         if run_id is not None:
             query = query.where(segments.c.run_id == run_id)
-        with self.db.session() as conn:
-            rows = conn.execute(query.order_by(segments.c.interval_start, segments.c.version,
-                                               segments.c.partition_num)).mappings().all()
+        with self.db.within(conn) as c:
+            rows = c.execute(query.order_by(segments.c.interval_start, segments.c.version,
+                                            segments.c.partition_num)).mappings().all()
         return [_segment_record(r) for r in rows]
 
 

@@ -8,31 +8,16 @@ import subprocess
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
-from helpers import plan_next
+from helpers import plan_next, publish_segments
 
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.service.cli import main
-from ingest_core.store.publisher import GroupResult, Publisher, SegmentDescriptor
 from ingest_core.store.sql import DatasourceNotReadable, SqlError, run_sql
 
 T0 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
 PARTS = [TopicPartition("edits", p) for p in range(2)]
 TIME = pa.timestamp("ms", tz="UTC")
-
-
-def publish(store, tmp_path, run_id: str, latest: dict, tables: list[pa.Table], ds: str = "wiki") -> None:
-    """One run whose two task groups wrote `tables` (one segment each) into hour T0."""
-    plan = plan_next(store, run_id, latest, ds=ds)
-    results = []
-    for group, table in zip((g for g in plan.groups if not g.is_empty), tables):
-        path = tmp_path / f"{ds}-{run_id}-{group.group_id}.parquet"
-        pq.write_table(table, path)
-        results.append(GroupResult(group.group_id, [SegmentDescriptor(
-            T0, T0 + timedelta(hours=1), path.as_uri(), table.num_rows, path.stat().st_size,
-            {"columns": table.column_names})]))
-    Publisher(store).publish(ds, run_id, results)
 
 
 def rows(n: int, start: int = 0, **extra) -> pa.Table:
@@ -44,9 +29,9 @@ def rows(n: int, start: int = 0, **extra) -> pa.Table:
 @pytest.fixture
 def wiki(store, tmp_path):
     """Two publishes: the first with `added` as a long; the second with `added` as a double and a new column."""
-    publish(store, tmp_path, "r1", {tp: 10 for tp in PARTS},
+    publish_segments(store, tmp_path, "r1", {tp: 10 for tp in PARTS},
             [rows(10, added=pa.array(range(10), pa.int64())), rows(10, 10, added=pa.array([1] * 10, pa.int64()))])
-    publish(store, tmp_path, "r2", {tp: 15 for tp in PARTS},
+    publish_segments(store, tmp_path, "r2", {tp: 15 for tp in PARTS},
             [rows(5, 20, added=pa.array([0.5] * 5), user=pa.array(["ann"] * 5)),
              rows(5, 25, added=pa.array([0.25] * 5), user=pa.array(["bob"] * 5))])
     return store
@@ -67,7 +52,7 @@ def test_sql_reads_every_visible_segment_with_merged_columns_and_widened_types(w
 
 
 def test_sql_joins_datasources_and_reads_an_empty_one(wiki, tmp_path):
-    publish(wiki, tmp_path, "u1", {TopicPartition("users", 0): 2},
+    publish_segments(wiki, tmp_path, "u1", {TopicPartition("users", 0): 2},
             [pa.table({"__time": pa.array([T0, T0], TIME), "user": ["ann", "bob"], "team": ["red", "blue"]})],
             ds="users")
     joined = run_sql(wiki, "SELECT team, count(*) AS n FROM wiki JOIN users USING (user) GROUP BY team "
@@ -96,7 +81,7 @@ def test_sql_refuses_anything_but_one_read_only_query_over_datasources(wiki, sql
 
 
 def test_sql_refuses_datasources_the_caller_may_not_read_and_limits_rows_and_time(wiki, tmp_path):
-    publish(wiki, tmp_path, "s1", {TopicPartition("secret", 0): 1},
+    publish_segments(wiki, tmp_path, "s1", {TopicPartition("secret", 0): 1},
             [pa.table({"__time": pa.array([T0], TIME), "user": ["ann"]})], ds="secret")
     with pytest.raises(DatasourceNotReadable, match="you may not read datasource 'secret'"):
         run_sql(wiki, "SELECT * FROM wiki JOIN secret USING (user)", may_read=lambda name: name == "wiki")

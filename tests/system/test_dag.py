@@ -185,7 +185,7 @@ def dags_test_killed_in_its_job(home, dag_id: str, date: str, tmp_path, log_name
 def test_two_replicas_publish_once(tmp_path, own_dags, broker, metadata_url):
     """In spark-submit mode: a JVM per replica."""
     topic = broker.create_topic(partitions=2)
-    write_example_variant(own_dags, "replicated", topic, taskCount=1, replicas=2)
+    write_example_variant(own_dags, "replicated", topic, {"iceberg": {}}, taskCount=1, replicas=2)
     home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
     from confluent_kafka import Producer
 
@@ -196,6 +196,13 @@ def test_two_replicas_publish_once(tmp_path, own_dags, broker, metadata_url):
     home.dags_test("replicated", "2026-01-01T00:00:00+00:00")
     store = MetadataStore(metadata_url)
     assert edits(store, "replicated") == 250  # one replica's segments, not both
+    # the report task synced the Iceberg table: the published replica's files, read without this project's reader
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    table = SqlCatalog("ingest", uri=metadata_url).load_table(("ingest", "replicated"))
+    assert sum(table.scan(selected_fields=("edits",)).to_arrow().column("edits").to_pylist()) == 250
+    assert table.current_snapshot().summary["ingest.commit-version"] == str(
+        store.datasource_row("replicated")["commit_version"])
     reports = store.task_reports("replicated")
     assert sorted(r.replica for r in reports) == [0, 1]
     assert store.run_row_stats("replicated", reports[0].run_id)["processed"] == 250  # one replica's, not both

@@ -155,6 +155,32 @@ def test_granularities_and_aggregators():
     assert "did you mean 'HOUR'" in str(err)
 
 
+@pytest.mark.parametrize("granularity, bucket", [
+    ("MINUTE", "hour"), ("FIFTEEN_MINUTE", "hour"), ("HOUR", "hour"), ("SIX_HOUR", "day"), ("DAY", "day"),
+    ("WEEK", None), ("MONTH", "month"), ("QUARTER", "year"), ("YEAR", "year"),
+    ({"type": "period", "period": "PT90M"}, "day"), ({"type": "period", "period": "PT7H"}, None),
+    ({"type": "period", "period": "P2D"}, None), ({"type": "period", "period": "P6M"}, "year"),
+    ({"type": "period", "period": "P5M"}, None), ({"type": "period", "period": "P2Y"}, None),
+])
+def test_the_iceberg_time_partition_holds_whole_segments(granularity, bucket):
+    raw = minimal()
+    raw["spec"]["dataSchema"]["granularitySpec"] = {"segmentGranularity": granularity}
+    assert parse_spec(raw).data_schema.granularity_spec.segment_granularity.calendar_bucket() == bucket
+
+
+def test_the_iceberg_section():
+    raw = minimal()
+    assert parse_spec(raw).microbatch.iceberg_on is False
+    raw["microbatch"] = {"iceberg": {}}
+    on = parse_spec(raw).microbatch
+    assert on.iceberg_on and (on.iceberg.namespace, on.iceberg.table) == ("ingest", None)
+    raw["microbatch"] = {"iceberg": {"namespace": "a.b", "table": " ", "tabel": "x"}}
+    err = str(problems(raw))
+    assert "microbatch.iceberg.namespace: must be a non-empty name without '.'" in err
+    assert "microbatch.iceberg.table: must be a non-empty name without '.'" in err
+    assert "microbatch.iceberg.tabel: unknown field (did you mean 'table'?)" in err
+
+
 def test_druid_field_types_are_typed():
     raw = minimal(useEarliestOffset=True, taskCount=3, earlyMessageRejectionPeriod="PT2H",
                   lateMessageRejectionStartDateTime="2016-01-01T11:00Z",

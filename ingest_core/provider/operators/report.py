@@ -3,7 +3,7 @@ a run that will not publish (FAILED, or expired past its deadline), so a run pip
 for it and its partitions are planned again from the committed offsets; removes the job output of a final
 run that nothing was published from; mirrors the committed offsets to the Kafka consumer group; produces the
 published runs' dead letters to the spec's dead-letter topic (exactly once per run: `kafka.dead_letter_topic`);
-and fails the Airflow run when a group failed or nothing was published."""
+brings the datasource's Iceberg table level (`store.iceberg`); and fails the Airflow run when a group failed or nothing was published."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import dataclasses
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ingest_core.core.errors import IngestError
 from ingest_core.core.spec import DatasourceSpec
@@ -21,6 +21,9 @@ from ingest_core.provider.operators.publish import plan_reports
 from ingest_core.provider.operators.run import RunContext, check_active, store
 from ingest_core.store.metadata import GroupStatus, MetadataStore, RunRecord, RunStatus
 from ingest_core.supervisor.planning import Supervisor
+
+if TYPE_CHECKING:
+    from ingest_core.store.iceberg import IcebergSync
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +42,14 @@ class RunOutcome:
     error: str | None
     offsets_mirrored_to: str | None  # the Kafka consumer group, when this report mirrored the offsets
     dead_letters_produced: list[str] | None = None  # the runs whose dead letters this report produced to the topic
+    iceberg_snapshot: int | None = None  # the Iceberg table's snapshot after this report's sync
 
     def to_json(self) -> dict[str, Any]:
         return {"runId": self.run_id, "status": self.status.value, "records": self.records,
                 "rowStats": self.row_stats, "segments": self.segments, "rows": self.rows,
                 "failedGroups": self.failed_groups, "error": self.error,
-                "offsetsMirroredTo": self.offsets_mirrored_to, "deadLettersProduced": self.dead_letters_produced}
+                "offsetsMirroredTo": self.offsets_mirrored_to, "deadLettersProduced": self.dead_letters_produced,
+                "icebergSnapshot": self.iceberg_snapshot}
 
     def check(self) -> None:
         """Fail the Airflow run when a group failed or the run did not publish."""
@@ -70,7 +75,9 @@ def report_task(spec: DatasourceSpec, run: RunContext, planned: bool) -> dict[st
         remove_unpublished_attempts(metadata, spec, record.run_id)
     mirrored = mirror_committed_offsets(metadata, spec) if record.status is RunStatus.PUBLISHED else None
     produced = produce_dead_letters(metadata, spec)
-    outcome = dataclasses.replace(run_outcome(metadata, record, mirrored), dead_letters_produced=produced)
+    synced = sync_iceberg_table(metadata, spec)
+    outcome = dataclasses.replace(run_outcome(metadata, record, mirrored), dead_letters_produced=produced,
+                                  iceberg_snapshot=synced.snapshot_id if synced else None)
     log.info("run report: %s", json.dumps(outcome.to_json(), default=str))
     for failed in metadata.task_reports(spec.datasource, record.run_id):
         if failed.failure is not None:  # which records, and why, in the Airflow log too
@@ -182,6 +189,22 @@ def produce_dead_letters(metadata: MetadataStore, spec: DatasourceSpec) -> list[
             text = type(exc).__name__
         log.warning("dead letters of %s were not produced to topic %r (the ingestion is not affected; the next "
                     "run's report produces them): %s", spec.datasource, spec.microbatch.dead_letter_topic, text)
+        return None
+
+
+def sync_iceberg_table(metadata: MetadataStore, spec: DatasourceSpec) -> "IcebergSync | None":
+    """With `microbatch.iceberg`: bring the datasource's Iceberg table level with what is published (this run's
+    publish and any an earlier report did not sync). A failure fails nothing and only warns: the table lags
+    until the next report (or `ingest iceberg-sync`) brings it level."""
+    from ingest_core.store import iceberg
+
+    if not spec.microbatch.iceberg_on:
+        return None
+    try:
+        return iceberg.sync(metadata, spec)
+    except Exception as exc:  # noqa: BLE001 - the publish stands; the next report syncs
+        log.warning("the Iceberg table of %s was not synced (the ingestion is not affected; the next run's report "
+                    "syncs it, or `ingest iceberg-sync %s`): %s", spec.datasource, spec.datasource, exc)
         return None
 
 
