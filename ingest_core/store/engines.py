@@ -100,7 +100,7 @@ _EXAMPLES = "e.g. postgresql+psycopg2://user:password@host:5432/db or sqlite:///
 
 def redact_url(url: str) -> str:
     """`url` with its password hidden, also when SQLAlchemy cannot parse it."""
-    return re.sub(r"^([^:/]+://[^:@/]*:)[^@]*@", r"\1***@", url)
+    return re.sub(r"^([^:/]+://[^:@/]*:).*@", r"\1***@", url)  # to the last @: a password may hold one
 
 
 def checked_url(url: str) -> sa.engine.URL:
@@ -110,7 +110,7 @@ def checked_url(url: str) -> sa.engine.URL:
     try:
         parsed = sa.engine.make_url(url)
     except (sa.exc.ArgumentError, ValueError):  # a non-numeric port is int()'s ValueError
-        port = re.search(r"@[^/:]*:([^/]*)", url)
+        port = re.search(r"://(?:.*@)?[^/:@]*:([^/]*)", url)
         why = (f"port {port.group(1)!r} is not a number" if port and not port.group(1).isdigit()
                else "it is not a URL")
         raise MetadataUrlError(f"{where}: {why}; {_EXAMPLES}") from None
