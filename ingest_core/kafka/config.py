@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -9,6 +10,11 @@ from ingest_core.core import secrets
 from ingest_core.core.defaults import CONSUMER_GROUP_ID, ISOLATION_LEVEL
 from ingest_core.kafka.properties import to_librdkafka
 from ingest_core.kafka.secrets import resolve_properties, secret_values
+
+# librdkafka's own log lines (a refused connection is logged every reconnect: hundreds while a broker is down) go
+# through Python logging under this name instead of straight to stderr: Airflow's task logs keep them, and the
+# CLI shows them only with -v, printing one line per problem itself.
+LIBRDKAFKA_LOGGER = logging.getLogger("ingest_core.kafka.librdkafka")
 
 # Consumer-only settings: harmless to a consumer, noise (warnings) to an admin client.
 _CONSUMER_ONLY = {"isolation.level", "group.id", "auto.offset.reset", "enable.auto.commit", "enable.auto.offset.store",
@@ -39,6 +45,7 @@ class KafkaClientConfig:
 
     def admin(self, **overrides: Any) -> dict[str, Any]:
         conf: dict[str, Any] = {k: v for k, v in self.properties.items() if k not in _CONSUMER_ONLY}
+        conf["logger"] = LIBRDKAFKA_LOGGER
         conf.update(overrides)
         return conf
 
@@ -48,7 +55,7 @@ class KafkaClientConfig:
                                 "isolation.level": ISOLATION_LEVEL}
         conf.update(self.properties)
         # Offsets live in the metadata store; never let Kafka's group offsets or auto-reset move a range.
-        conf.update({"enable.auto.commit": False, "auto.offset.reset": "error"})
+        conf.update({"enable.auto.commit": False, "auto.offset.reset": "error", "logger": LIBRDKAFKA_LOGGER})
         conf.update(overrides)
         return conf
 

@@ -30,16 +30,59 @@ import os
 import sys
 from pathlib import Path
 
-from ingest_core.core.errors import IngestError, SpecError
+from ingest_core.core.errors import (
+    IngestError,
+    MetadataStoreError,
+    MetadataUrlError,
+    SpecError,
+    UnknownDatasourceError,
+)
 from ingest_core.core.periods import format_datetime, parse_datetime
-from ingest_core.core.settings import Settings
+from ingest_core.core.settings import HOME_VAR, METADATA_URL_VAR, Settings
 from ingest_core.core.spec import find_spec_files, load_spec
+from ingest_core.kafka.config import LIBRDKAFKA_LOGGER
 from ingest_core.kafka.properties import load_checked_spec
+from ingest_core.store.engines import checked_url
 from ingest_core.store.metadata import MetadataStore
 
 
 def _store(args: argparse.Namespace) -> MetadataStore:
-    return MetadataStore(args.metadata_url or Settings.from_env().metadata_url)
+    """The metadata store; with a DATASOURCE argument, one that knows it (every command alike: exit code 2 and a
+    did-you-mean otherwise)."""
+    url = args.metadata_url or Settings.from_env().metadata_url
+    if args.func is not cmd_db_upgrade:
+        _require_sqlite_file(url, args.metadata_url)
+    store = MetadataStore(url)
+    if getattr(args, "datasource", None):
+        store.check_schema()
+        store.require_datasource(args.datasource)
+    return store
+
+
+def _require_sqlite_file(url: str, flag: str | None) -> None:
+    """A SQLite store that is not there is a wrong path (a typo, another INGEST_HOME), not one to create: say
+    where the path came from. Only `ingest db upgrade` creates one."""
+    parsed = checked_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return
+    path = Path(parsed.database).resolve()
+    if path.is_file():
+        return
+    if path.is_dir():
+        what = f"{path} is a folder, not a SQLite database file"
+    else:
+        missing = next(p for p in [path, *path.parents] if p.parent.exists())
+        what = f"{'the file' if missing == path else 'the folder'} {missing} does not exist"
+    if flag:
+        origin = "from --metadata-url"
+    elif os.environ.get(METADATA_URL_VAR):
+        origin = f"from {METADATA_URL_VAR}"
+    else:
+        home = f"INGEST_HOME={os.environ[HOME_VAR]!r}" if os.environ.get(HOME_VAR) else "INGEST_HOME unset: ./.ingest-home"
+        origin = f"the default $INGEST_HOME/metadata.db, {home}"
+    raise MetadataStoreError(
+        f"no metadata store at {path}: {what} ({origin}). Point INGEST_HOME, INGEST_METADATA_URL or --metadata-url "
+        f"at the store (`make demo`'s: INGEST_HOME=demo-data), or create a new one there with `ingest db upgrade`")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -352,8 +395,6 @@ def cmd_action(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ingest", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--metadata-url", help="SQLAlchemy URL of the metadata store (default: $INGEST_METADATA_URL)")
-    parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("validate", help="check datasource spec files (or folders of them)")
@@ -435,18 +476,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dags-folder")
     p.add_argument("--actor", help="who does this, for the audit log")
     p.set_defaults(func=cmd_cleanup)
+    _add_global_options(parser)
     return parser
+
+
+def _add_global_options(parser: argparse.ArgumentParser, *, sub: bool = False) -> None:
+    """--metadata-url and -v before the subcommand or anywhere after it: every subparser takes them too. A
+    subparser's copy has no default, so it does not overwrite a value given before the subcommand."""
+    default = argparse.SUPPRESS if sub else None
+    parser.add_argument("--metadata-url", default=default,
+                        help="SQLAlchemy URL of the metadata store (default: $INGEST_METADATA_URL)")
+    parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS if sub else False,
+                        help="log what happens, librdkafka's lines included")
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _add_global_options(child, sub=True)
+
+
+# exit codes: 1 an error (broker, store, a refused action), 2 a usage error (argparse's own, a malformed
+# metadata URL, an unknown datasource), 141 the reader of stdout went away (128 + SIGPIPE, as a shell reports
+# a Unix tool that SIGPIPE ended)
+USAGE_ERRORS = (MetadataUrlError, UnknownDatasourceError)
+EXIT_BROKEN_PIPE = 141
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # librdkafka logs each failed reconnect; the error this prints says it once
+    LIBRDKAFKA_LOGGER.setLevel(logging.INFO if args.verbose else logging.CRITICAL)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:  # `ingest status | head`: stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit must not fail
+        return EXIT_BROKEN_PIPE
     except IngestError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, USAGE_ERRORS) else 1
 
 
 if __name__ == "__main__":  # pragma: no cover

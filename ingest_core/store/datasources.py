@@ -12,7 +12,7 @@ from typing import Any, Mapping
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ingest_core.core.errors import IngestError
+from ingest_core.core.errors import UnknownDatasourceError
 from ingest_core.core.states import Event, transition
 from ingest_core.store.database import Database
 from ingest_core.store.schema import datasources, specs, utcnow
@@ -51,8 +51,7 @@ class Datasources:
     def require(self, name: str) -> dict:
         row = self.get(name)
         if row is None:
-            known = ", ".join(r["name"] for r in self.all()) or "none"
-            raise IngestError(f"unknown datasource {name!r} (known: {known})")
+            raise UnknownDatasourceError(name, [r["name"] for r in self.all()])
         return row
 
     def all(self) -> list[dict]:

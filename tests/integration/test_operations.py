@@ -137,7 +137,9 @@ def test_set_offsets_and_reset_take_effect_supersede_runs_in_flight_and_are_audi
     bad = ops("set-offsets", "ops", "nonsense", "--yes", "--no-airflow")
     assert bad.returncode == 1 and "is not TOPIC:PARTITION=OFFSET" in bad.stderr
     unknown = ops("suspend", "nope", "--no-airflow")
-    assert unknown.returncode == 1 and "unknown datasource 'nope' (known: ops)" in unknown.stderr
+    assert unknown.returncode == 2 and unknown.stderr == "error: unknown datasource 'nope': (known: ops)\n"
+    typo = ops("segments", "opz")
+    assert typo.returncode == 2 and "unknown datasource 'opz': did you mean 'ops'? (known: ops)" in typo.stderr
 
 
 def test_reset_to_latest_with_backfill_while_a_run_is_in_flight_ingests_every_offset_once(

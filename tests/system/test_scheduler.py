@@ -148,13 +148,13 @@ class Standalone:
         with urllib.request.urlopen(request, timeout=30) as r:
             return json.load(r)["access_token"]
 
-    def http(self, method: str, path: str, token: str | None = None, body: dict | None = None):
-        """(status, parsed JSON or text) of a request to the api-server."""
+    def http(self, method: str, path: str, token: str | None = None, body: dict | bytes | None = None):
+        """(status, parsed JSON or text) of a request to the api-server (`body`: JSON, or bytes sent as they are)."""
         headers = {"Content-Type": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
         request = urllib.request.Request(f"{self.base}{path}", method=method, headers=headers,
-                                         data=json.dumps(body).encode() if body is not None else None)
+                                         data=body if isinstance(body, bytes) or body is None else json.dumps(body).encode())
         try:
             with urllib.request.urlopen(request, timeout=60) as r:
                 status, text = r.status, r.read().decode()
@@ -387,6 +387,14 @@ def test_the_plugins_rest_api_and_pages_need_airflows_authentication(standalone)
     assert standalone.http("GET", f"{api}/caught_up/health", token) == (
         200, {"healthy": True, "state": payload["state"], "detailedState": payload["detailedState"]})
     assert standalone.http("GET", f"{api}/nope/status", token)[0] == 404
+    # an unknown datasource: 404 with the CLI's did-you-mean, on every route, reads and actions alike
+    for method, path in (("GET", "status"), ("GET", "health"), ("POST", "suspend"), ("POST", "reset"),
+                         ("POST", "resetOffsets")):
+        body = {"type": "kafka", "partitions": {"type": "end", "stream": "t", "partitionOffsetMap": {"0": 1}}}
+        status, answer = standalone.http(method, f"{api}/caught_upp/{path}", token,
+                                         body if path == "resetOffsets" else None)
+        assert status == 404 and answer["detail"].startswith(
+            "unknown datasource 'caught_upp': did you mean 'caught_up'?"), (path, status, answer)
 
     status, body = standalone.http("POST", f"{api}/caught_up/suspend", token)
     assert status == 200 and body["state"] == "SUSPENDED"
@@ -402,6 +410,8 @@ def test_the_plugins_rest_api_and_pages_need_airflows_authentication(standalone)
     status, result = standalone.http("POST", f"{api}/caught_up/resetOffsets", token, body)
     assert status == 200 and result["after"] == {standalone.topics["caught_up"]: committed}
     assert standalone.http("POST", f"{api}/caught_up/resetOffsets", token, {"partitions": 3})[0] == 400
+    status, answer = standalone.http("POST", f"{api}/caught_up/resetOffsets", token, b"{not json")  # was a 500
+    assert status == 400 and answer["detail"].startswith("the body is not a JSON object")
     assert standalone.http("POST", f"{api}/caught_up/explode", token)[0] == 422
 
     status, page = standalone.http("GET", "/ingest/ui/datasources", token)

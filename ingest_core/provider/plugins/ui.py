@@ -26,7 +26,7 @@ from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_da
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from ingest_core.core.errors import IngestError
+from ingest_core.core.errors import IngestError, UnknownDatasourceError
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.settings import Settings
@@ -86,12 +86,17 @@ def _parsed_specs(folder: str, state: tuple) -> dict[str, DatasourceSpec]:
     return specs_in(folder)
 
 
+def _http_error(exc: IngestError, status: int) -> HTTPException:
+    """An unknown datasource is 404 on every route (the CLI's exit code 2), with the same did-you-mean."""
+    return HTTPException(404 if isinstance(exc, UnknownDatasourceError) else status, str(exc))
+
+
 def _status(store: MetadataStore, name: str, specs: dict | None = None) -> StatusReport:
     specs = _specs() if specs is None else specs
     try:
         return collect_status(store, name, spec_for(store, name, specs), kafka_timeout_s=5.0)
     except IngestError as exc:
-        raise HTTPException(404, str(exc)) from None
+        raise _http_error(exc, 404) from None
 
 
 def _actions(store: MetadataStore, user: Any) -> DatasourceActions:
@@ -102,7 +107,7 @@ def _act(call) -> dict:
     try:
         result = call()
     except IngestError as exc:
-        raise HTTPException(400, str(exc)) from None
+        raise _http_error(exc, 400) from None
     return {"id": result.datasource, "action": result.action, **result.details}
 
 
@@ -133,7 +138,13 @@ def supervisor_health(dag_id: str) -> JSONResponse:
 
 @app.post("/api/v1/supervisor/{dag_id}/resetOffsets", dependencies=WRITE)
 async def supervisor_reset_offsets(dag_id: str, request: Request, user: GetUserDep) -> dict:
-    body = await request.json()
+    try:
+        body = json.loads(await request.body())
+    except ValueError:  # not JSON, or not UTF-8
+        body = None
+    if not isinstance(body, dict):
+        raise HTTPException(400, 'the body is not a JSON object: expected {"type": "kafka", "partitions": '
+                                 '{"type": "end", "stream": TOPIC, "partitionOffsetMap": {"0": OFFSET}}}')
     try:
         partitions = body["partitions"]
         topic = partitions["stream"]
