@@ -23,6 +23,7 @@ from ingest_core.provider.plugins.charts import (
     line_chart,
     nice_ceiling,
     seconds,
+    seconds_tick,
     sparkline,
 )
 from ingest_core.service.run_history import RunPoint, run_points
@@ -128,6 +129,11 @@ def test_huge_numbers_and_non_finite_values_draw_no_nan(chart):
         assert "10E" in texts(svg)  # the axis: 9.2E rounds up to 10E (exa)
 
 
+def test_a_count_axis_has_no_fractional_tick():
+    assert {"0", "5"} <= set(texts(bar_chart(series([3, 1])))) and "2.5" not in texts(bar_chart(series([3, 1])))
+    assert "2.5" in texts(bar_chart(series([3, 1], integers=False)))
+
+
 def test_all_values_none_or_zero_still_draw_an_axis():
     for values in ([None, None], [0, 0, 0]):
         svg = bar_chart(series(values))
@@ -161,6 +167,7 @@ def test_number_formats():
     assert [compact(v) for v in (0, 950, 1200, 2.5e6, 1e9, 9.2e18, 1e24)] == [
         "0", "950", "1.2k", "2.5M", "1G", "9.2E", "1.0e+24"]
     assert [seconds(v) for v in (0.85, 12.34, 245, 7380)] == ["850 ms", "12.3 s", "4 min 05 s", "2 h 03 min"]
+    assert [seconds_tick(v) for v in (0, 50, 100, 9000)] == ["0 s", "50 s", "1.7 min", "2.5 h"]
     assert [nice_ceiling(v) for v in (0, 1, 3, 120, 250, 251, 9.2e18)] == [1, 1, 5, 200, 250, 500, 1e19]
 
 

@@ -53,6 +53,16 @@ def seconds(value: float) -> str:
     return f"{int(s // 3600):,} h {int(s % 3600 // 60):02d} min"
 
 
+def seconds_tick(value: float) -> str:
+    """A duration on an axis, short: 0 s, 50 s, 1.7 min, 2.5 h."""
+    s = float(value)
+    if s < 60:
+        return f"{s:.3g} s"
+    if s < 3600:
+        return f"{s / 60:.2g} min"
+    return f"{s / 3600:.3g} h"
+
+
 @dataclass(frozen=True)
 class Point:
     label: str              # what the point is (a run id): its tooltip starts with it
@@ -70,6 +80,7 @@ class Series:
     tick: Callable[[float], str] = compact  # an axis tick
     start: str = ""  # the x axis's ends (when the first and last points were)
     end: str = ""
+    integers: bool = True  # counts: no tick between two whole numbers (2.5 segments)
 
 
 def _finite(value: float | None) -> float | None:
@@ -162,6 +173,8 @@ def _axes(series: Series, width: int, height: int) -> tuple[_Frame | None, str]:
                    len(series.points))
     for fraction in (0.0, 0.5, 1.0):
         tick = frame.ymax * fraction
+        if series.integers and not tick.is_integer():
+            continue
         y = _n(frame.y(tick))
         out.append(f'<line x1="{_n(frame.left)}" x2="{_n(frame.right)}" y1="{y}" y2="{y}" '
                    f'stroke="{_AXIS if fraction == 0 else _GRID}" stroke-width="1"/>'
@@ -271,8 +284,10 @@ def _series(title: str, history: Sequence[RunPoint], value: Callable[[RunPoint],
             exact: Callable[[float], str] = count, lag: bool = False) -> Series:
     points = tuple(Point(r.run_id, value(r), r.status.value.lower(), _tone(r.status), lag and r.lag_capped)
                    for r in history)
-    return Series(title, points, exact, seconds if exact is seconds else compact,
-                  _when(history[0].planned_at) if history else "", _when(history[-1].planned_at) if history else "")
+    duration = exact is seconds
+    return Series(title, points, exact, seconds_tick if duration else compact,
+                  _when(history[0].planned_at) if history else "", _when(history[-1].planned_at) if history else "",
+                  integers=not duration)
 
 
 def lag_series(history: Sequence[RunPoint]) -> Series:
