@@ -286,7 +286,7 @@ def _series(title: str, history: Sequence[RunPoint], value: Callable[[RunPoint],
                    for r in history)
     duration = exact is seconds
     return Series(title, points, exact, seconds_tick if duration else compact,
-                  _when(history[0].planned_at) if history else "", _when(history[-1].planned_at) if history else "",
+                  _when(history[0].planned_at) if history else "", _when(history[-1].planned_at) + " UTC" if history else "",
                   integers=not duration)
 
 
