@@ -253,8 +253,8 @@ def sparkline(series: Series, *, width: int = 120, height: int = 24) -> str:
     frame = _Frame(3.0, width - 3.0, 3.0, height - 3.0, max(max(values, default=0.0), 0.0) or 1.0, len(series.points))
     parts = [f'<line x1="0" x2="{width}" y1="{_n(frame.bottom)}" y2="{_n(frame.bottom)}" stroke="{_GRID}"/>']
     for stretch in _runs_of_figures(series):
-        xy = " ".join(f"{_n(frame.x(i))},{_n(frame.y(float(series.points[i].value)))}" for i in stretch)
         if len(stretch) > 1:
+            xy = " ".join(f"{_n(frame.x(i))},{_n(frame.y(float(series.points[i].value)))}" for i in stretch)
             parts.append(f'<polyline points="{xy}" fill="none" stroke="{_LINE}" stroke-width="1.5"/>')
     last = len(series.points) - 1
     if (v := _finite(series.points[last].value)) is not None:
@@ -281,13 +281,13 @@ def _tone(status: RunStatus) -> Tone:
 
 
 def _series(title: str, history: Sequence[RunPoint], value: Callable[[RunPoint], float | None], *,
-            exact: Callable[[float], str] = count, lag: bool = False) -> Series:
+            duration: bool = False, lag: bool = False) -> Series:
     points = tuple(Point(r.run_id, value(r), r.status.value.lower(), _tone(r.status), lag and r.lag_capped)
                    for r in history)
-    duration = exact is seconds
-    return Series(title, points, exact, seconds_tick if duration else compact,
-                  _when(history[0].planned_at) if history else "", _when(history[-1].planned_at) + " UTC" if history else "",
-                  integers=not duration)
+    start, end = (_when(history[0].planned_at), _when(history[-1].planned_at) + " UTC") if history else ("", "")
+    if duration:
+        return Series(title, points, seconds, seconds_tick, start, end, integers=False)
+    return Series(title, points, count, compact, start, end)
 
 
 def lag_series(history: Sequence[RunPoint]) -> Series:
@@ -305,7 +305,7 @@ def history_charts(history: Sequence[RunPoint]) -> str:
               bar_chart(_series("Records per run", history, lambda r: r.records)),
               bar_chart(_series("Rows published per run", history, lambda r: r.rows)),
               bar_chart(_series("Segments per run", history, lambda r: r.segments)),
-              bar_chart(_series("Duration per run", history, lambda r: r.duration_s, exact=seconds))]
+              bar_chart(_series("Duration per run", history, lambda r: r.duration_s, duration=True))]
     figures = "".join(f"<figure style='margin:0'>{c}</figure>" for c in charts)
     return (f"<div class='charts' style='display:flex;flex-wrap:wrap;gap:8px 16px'>{figures}</div>"
             f"<p style='font-size:12px;color:#6b7280;max-width:980px'>{_esc(LAG_CAPTION)} {_esc(RUNS_CAPTION)}</p>")
