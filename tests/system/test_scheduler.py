@@ -430,11 +430,9 @@ def test_a_headless_chromium_screenshot_shows_the_datasources_page_with_real_dat
         # the same page as the Airflow UI shows it: a "Datasources" entry of Airflow's own navigation
         ui = open_page(f"{standalone.base}/plugin/datasources", {"_token": token}, wait_for_text="caught_up",
                        settle_s=2)
-        detail = open_page(f"{standalone.base}/ingest/ui/datasources/caught_up", {"_token": token},
-                           wait_for_text="Recent runs", height=1100)
         # the Ingest tab of the caught_up DAG in the Airflow UI: the datasource page in its frame
         tab = open_page(f"{standalone.base}/dags/caught_up/plugin/ingest", {"_token": token},
-                        wait_for_text="Recent runs", height=1100, settle_s=2)
+                        wait_for_text="Recent runs", height=1100)
         assert shown() == expected  # nothing moved while the pages were read
     finally:
         standalone.airflow("dags", "unpause", "caught_up", "-y")
@@ -463,18 +461,13 @@ def test_a_headless_chromium_screenshot_shows_the_datasources_page_with_real_dat
               label("Segments per run", (f"{len(published.get(r.run_id, []))}" for r in runs))]
     assert sum(map(sum, published.values())) > 0
 
-    def labels(p) -> list[str]:
-        return [next((x for x in p.chart_labels if x.startswith(c)), f"no chart {c!r} in {p.chart_labels}")
-                for c in charts]
-
     assert any(x.startswith(lag) for x in page.chart_labels), page.chart_labels  # each row's sparkline
     assert any(x.startswith(lag) for x in ui.chart_labels), ui.chart_labels
-    for p, name in ((detail, "datasource.png"), (tab, "airflow-ui-ingest-tab.png")):
-        assert [x[:len(c)] for x, c in zip(labels(p), charts)] == charts
-        assert any(x.startswith(f"Duration per run, {len(runs)} runs") for x in p.chart_labels), p.chart_labels
-        assert "Lag at planning: records from each run" in p.text  # what the lag means, under the charts
-        (tmp_path / name).write_bytes(p.png)
-    assert "Ingest" in tab.text and "Recent runs" in tab.text
+    for chart in charts:
+        assert any(x.startswith(chart) for x in tab.chart_labels), (chart, tab.chart_labels)
+    assert any(x.startswith(f"Duration per run, {len(runs)} runs") for x in tab.chart_labels), tab.chart_labels
+    assert "Lag at planning: records from each run" in tab.text  # what the lag means, under the charts
+    (tmp_path / "airflow-ui-ingest-tab.png").write_bytes(tab.png)
     print("screenshots:", tmp_path)
 
 

@@ -22,6 +22,7 @@ from ingest_core.provider.plugins.charts import (
     lag_sparkline,
     line_chart,
     nice_ceiling,
+    nice_seconds_ceiling,
     seconds,
     seconds_tick,
     sparkline,
@@ -168,6 +169,8 @@ def test_number_formats():
         "0", "950", "1.2k", "2.5M", "1G", "9.2E", "1.0e+24"]
     assert [seconds(v) for v in (0.85, 12.34, 245, 7380)] == ["850 ms", "12.3 s", "4 min 05 s", "2 h 03 min"]
     assert [seconds_tick(v) for v in (0, 50, 100, 9000)] == ["0 s", "50 s", "1.7 min", "2.5 h"]
+    assert [nice_seconds_ceiling(v) for v in (0, 0.3, 7, 45, 61, 200, 3599, 5000)] == [
+        1, 0.5, 10, 60, 120, 300, 3600, 7200]
     assert [nice_ceiling(v) for v in (0, 1, 3, 120, 250, 251, 9.2e18)] == [1, 1, 5, 200, 250, 500, 1e19]
 
 

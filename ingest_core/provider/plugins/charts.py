@@ -63,6 +63,27 @@ def seconds_tick(value: float) -> str:
     return f"{s / 3600:.3g} h"
 
 
+def nice_ceiling(value: float) -> float:
+    """The axis's top: the smallest 1, 2, 2.5 or 5 times a power of ten at or above `value` (1 for nothing)."""
+    if not value > 0:
+        return 1.0
+    power = 10.0 ** math.floor(math.log10(value))
+    for step in (1, 2, 2.5, 5, 10):
+        if value <= step * power * (1 + 1e-12):
+            return step * power
+    return 10 * power
+
+
+_SECONDS_STEPS = (1, 2, 5, 10, 20, 30, 60, 120, 180, 300, 600, 1200, 1800, 3600)
+
+
+def nice_seconds_ceiling(value: float) -> float:
+    """A duration axis's top: a round number of seconds, minutes (up to an hour) or hours."""
+    if value > 3600:
+        return 3600 * nice_ceiling(value / 3600)
+    return float(next((s for s in _SECONDS_STEPS if value <= s), 3600)) if value >= 1 else nice_ceiling(value)
+
+
 @dataclass(frozen=True)
 class Point:
     label: str              # what the point is (a run id): its tooltip starts with it
@@ -81,6 +102,7 @@ class Series:
     start: str = ""  # the x axis's ends (when the first and last points were)
     end: str = ""
     integers: bool = True  # counts: no tick between two whole numbers (2.5 segments)
+    ceiling: Callable[[float], float] = nice_ceiling  # the y axis's top, from the highest value
 
 
 def _finite(value: float | None) -> float | None:
@@ -111,17 +133,6 @@ def describe(series: Series) -> str:
         top = max(known, key=lambda p: float(p.value))
         text += f"; latest {_figure(series, series.points[-1])}, highest {_figure(series, top)}"
     return text
-
-
-def nice_ceiling(value: float) -> float:
-    """The axis's top: the smallest 1, 2, 2.5 or 5 times a power of ten at or above `value` (1 for nothing)."""
-    if not value > 0:
-        return 1.0
-    power = 10.0 ** math.floor(math.log10(value))
-    for step in (1, 2, 2.5, 5, 10):
-        if value <= step * power * (1 + 1e-12):
-            return step * power
-    return 10 * power
 
 
 def _esc(text: str) -> str:
@@ -169,7 +180,7 @@ def _axes(series: Series, width: int, height: int) -> tuple[_Frame | None, str]:
                    f'fill="{_AXIS}">no runs yet</text>')
         return None, "".join(out)
     values = [v for p in series.points if (v := _finite(p.value)) is not None]
-    frame = _Frame(52.0, width - 8.0, 24.0, height - 20.0, nice_ceiling(max(values, default=0.0)),
+    frame = _Frame(52.0, width - 8.0, 24.0, height - 20.0, series.ceiling(max(values, default=0.0)),
                    len(series.points))
     for fraction in (0.0, 0.5, 1.0):
         tick = frame.ymax * fraction
@@ -286,7 +297,8 @@ def _series(title: str, history: Sequence[RunPoint], value: Callable[[RunPoint],
                    for r in history)
     start, end = (_when(history[0].planned_at), _when(history[-1].planned_at) + " UTC") if history else ("", "")
     if duration:
-        return Series(title, points, seconds, seconds_tick, start, end, integers=False)
+        return Series(title, points, seconds, seconds_tick, start, end, integers=False,
+                      ceiling=nice_seconds_ceiling)
     return Series(title, points, count, compact, start, end)
 
 
