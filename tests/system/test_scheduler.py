@@ -425,8 +425,10 @@ def test_a_headless_chromium_screenshot_shows_the_datasources_page_with_real_dat
 
     store = MetadataStore(standalone.metadata_url)
 
-    def shown() -> tuple[str, str]:  # state and rows, as the page shows them, from the store
-        return store.datasource_row("caught_up")["state"], f"{sum(s.num_rows for s in store.segments('caught_up')):,}"
+    def shown() -> tuple[str, str, list[str]]:  # state, rows and charted runs, as the pages show them, from the store
+        return (store.datasource_row("caught_up")["state"],
+                f"{sum(s.num_rows for s in store.segments('caught_up')):,}",
+                [r.run_id for r in store.list_runs("caught_up", limit=10)])
 
     # caught_up runs every 10 minutes: a run starting between the page and the store's read moves its state
     # (RUNNING while it plans, IDLE when it published nothing). Compare against a datasource that cannot move.
@@ -435,19 +437,47 @@ def test_a_headless_chromium_screenshot_shows_the_datasources_page_with_real_dat
         expected = shown()
         token = standalone.token()
         page = open_page(f"{standalone.base}/ingest/ui/datasources", {"_token": token}, wait_for_text="caught_up")
-        assert shown() == expected  # nothing moved while the page was read
+        # the same page as the Airflow UI shows it: a "Datasources" entry of Airflow's own navigation
+        ui = open_page(f"{standalone.base}/plugin/datasources", {"_token": token}, wait_for_text="caught_up",
+                       settle_s=2)
+        # the Ingest tab of the caught_up DAG in the Airflow UI: the datasource page in its frame
+        tab = open_page(f"{standalone.base}/dags/caught_up/plugin/ingest", {"_token": token},
+                        wait_for_text="Recent runs", height=1100)
+        assert shown() == expected  # nothing moved while the pages were read
     finally:
         standalone.airflow("dags", "unpause", "caught_up", "-y")
     rows = {line.split("\t")[0]: line.split("\t") for line in page.text.splitlines() if "\t" in line}
     caught_up = rows["caught_up"]
-    assert (caught_up[1], caught_up[6]) == expected and caught_up[3] == "yes"
+    assert (caught_up[1], caught_up[6]) == expected[:2] and caught_up[3] == "yes"
     assert page.png.startswith(b"\x89PNG") and len(page.png) > 10_000
     (tmp_path / "datasources.png").write_bytes(page.png)
-    # the same page as the Airflow UI shows it: a "Datasources" entry of Airflow's own navigation
-    ui = open_page(f"{standalone.base}/plugin/datasources", {"_token": token}, wait_for_text="caught_up",
-                   settle_s=2)
     assert "Browse" in ui.text and "Datasources" in ui.text and "caught_up" in ui.text  # nav, and the page inside
     (tmp_path / "airflow-ui-datasources.png").write_bytes(ui.png)
+
+    # the charts, with the real runs' figures (the same 10 runs as the Recent runs table), oldest first
+    runs = sorted(store.list_runs("caught_up", limit=10), key=lambda r: r.seq)
+    assert sum(r.plan.records for r in runs) >= 300, runs  # real history: the catch-up runs' records
+    published: dict[str, list[int]] = {}
+    for s in store.segments("caught_up", used_only=False):
+        published.setdefault(s.run_id, []).append(s.num_rows)
+
+    def label(title: str, figures) -> str:
+        return f"{title}, {len(runs)} runs, oldest first: {', '.join(figures)};"
+
+    lag = label("Lag at planning", ("none" if r.plan.is_backfill else "≥" * any(r.plan.caps.values())
+                                    + f"{r.plan.records:,}" for r in runs))
+    charts = [lag, label("Records per run", (f"{r.plan.records:,}" for r in runs)),
+              label("Rows published per run", (f"{sum(published.get(r.run_id, [])):,}" for r in runs)),
+              label("Segments per run", (f"{len(published.get(r.run_id, []))}" for r in runs))]
+    assert sum(map(sum, published.values())) > 0
+
+    assert any(x.startswith(lag) for x in page.chart_labels), page.chart_labels  # each row's sparkline
+    assert any(x.startswith(lag) for x in ui.chart_labels), ui.chart_labels
+    for chart in charts:
+        assert any(x.startswith(chart) for x in tab.chart_labels), (chart, tab.chart_labels)
+    assert any(x.startswith(f"Duration per run, {len(runs)} runs") for x in tab.chart_labels), tab.chart_labels
+    assert "Lag at planning: records from each run" in tab.text  # what the lag means, under the charts
+    (tmp_path / "airflow-ui-ingest-tab.png").write_bytes(tab.png)
     print("screenshots:", tmp_path)
 
 

@@ -31,7 +31,9 @@ from ingest_core.core.offsets import TopicPartition
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.settings import Settings
 from ingest_core.core.spec import DatasourceSpec, find_spec_files
+from ingest_core.provider.plugins.charts import history_charts, lag_sparkline, seconds
 from ingest_core.service.actions import DatasourceActions
+from ingest_core.service.run_history import RunPoint, collect_run_history
 from ingest_core.service.status import StatusReport, collect_status, spec_for, specs_in
 from ingest_core.store.metadata import MetadataStore
 
@@ -208,12 +210,23 @@ def datasources_page() -> HTMLResponse:
             + _cell("?" if r.aggregate_lag is None else f"{r.aggregate_lag:,}", "n")
             + _cell(format_datetime(published) if published else "-")
             + _cell(f"{sum(s.num_rows for s in segs):,}", "n") + _cell(len(segs), "n")
+            + f"<td>{lag_sparkline(collect_run_history(store, r.datasource))}</td>"
             + "<td>" + "".join(f"<button onclick=\"act('{name}','{a}')\">{a}</button>"
                                for a in ("suspend", "resume", "reset", "terminate")) + "</td></tr>")
     table = ("<table><tr><th>Datasource</th><th>State</th><th>Detailed state</th><th>Healthy</th>"
-             "<th>Aggregate lag</th><th>Last publish</th><th>Rows</th><th>Segments</th><th>Actions</th></tr>"
+             "<th>Aggregate lag</th><th>Last publish</th><th>Rows</th><th>Segments</th>"
+             "<th>Lag at planning, recent runs</th><th>Actions</th></tr>"
              + "".join(rows) + "</table>") if rows else "<p>No datasources yet: one appears with its first run.</p>"
     return _page("Datasources", table)
+
+
+def _run_figures(p: RunPoint | None) -> str:
+    """A run's charted figures, exactly (the Recent runs table's cells)."""
+    if p is None:
+        return _cell("-") * 4
+    lag = "-" if p.lag is None else ("≥" if p.lag_capped else "") + f"{p.lag:,}"
+    return (_cell(lag, "n") + _cell(f"{p.rows:,}", "n") + _cell(p.segments, "n")
+            + _cell("-" if p.duration_s is None else seconds(p.duration_s), "n"))
 
 
 @app.get("/ui/datasources/{dag_id}", dependencies=READ, response_class=HTMLResponse)
@@ -224,8 +237,10 @@ def datasource_page(dag_id: str) -> HTMLResponse:
     offsets = "".join(
         "<tr>" + _cell(tp) + _cell(r.committed.get(tp, "-"), "n") + _cell((r.latest or {}).get(tp, "?"), "n")
         + _cell(lag.get(tp, "?"), "n") + "</tr>" for tp in sorted(set(r.committed) | set(r.latest or {})))
+    run_history = collect_run_history(store, dag_id)
+    charted = {p.run_id: p for p in run_history}
     runs = "".join(
-        "<tr>" + _cell(x.run_id) + _cell(x.status) + _cell(x.records, "n")
+        "<tr>" + _cell(x.run_id) + _cell(x.status) + _cell(x.records, "n") + _run_figures(charted.get(x.run_id))
         + _cell(", ".join(f"{k} {v}" for k, v in sorted(x.row_stats.items())) or "-") + _cell(x.error or "")
         + "</tr>" for x in r.recent_runs)
     active = "".join(
@@ -243,10 +258,12 @@ def datasource_page(dag_id: str) -> HTMLResponse:
     body = (f"<p>State <b class='{'ok' if r.healthy else 'bad'}'>{html.escape(r.state)}</b> "
             f"({html.escape(r.detailed_state)}), stream <code>{html.escape(r.stream)}</code>, aggregate lag "
             f"<b>{'?' if r.aggregate_lag is None else f'{r.aggregate_lag:,}'}</b></p>"
+            + history_charts(run_history)
             + (("<h3>In flight</h3><table><tr><th>Run</th><th>Group</th><th>Records read</th><th>Records/s</th>"
                  f"<th>Lag</th><th>Splits done</th></tr>{active}</table>") if active else "")
             + "<h3>Offsets</h3><table><tr><th>Partition</th><th>Committed</th><th>Latest</th><th>Lag</th></tr>"
             f"{offsets}</table><h3>Recent runs</h3><table><tr><th>Run</th><th>Status</th><th>Records</th>"
+            "<th>Lag at planning</th><th>Rows published</th><th>Segments</th><th>Duration</th>"
             f"<th>Row stats</th><th>Error</th></tr>{runs}</table>"
             + (f"<h3>Recent errors</h3><ul>{errors}</ul>" if errors else "")
             + f"<h3>Spec (version {history[-1]['version'] if history else '-'})</h3><pre>{html.escape(spec)}</pre>")
