@@ -155,3 +155,25 @@ def plan_next(store, run_id: str, latest: dict, *, created_at=datetime(2026, 11,
     plan = plan_run(PlanRequest(datasource=ds, run_id=run_id, created_at=created_at, starts=res.starts,
                                 latest=latest, task_count=task_count))
     return store.insert_run(plan)[0].plan
+
+
+def http_json(base: str, method: str, path: str, token: str | None = None, body: dict | None = None):
+    """(status, parsed JSON or text) of a request to an Airflow api-server at `base`."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(f"{base}{path}", method=method, headers=headers,
+                                     data=json.dumps(body).encode() if body is not None else None)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as r:
+            status, text = r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        status, text = exc.code, exc.read().decode()
+    try:
+        return status, json.loads(text)
+    except ValueError:
+        return status, text
