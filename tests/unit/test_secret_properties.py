@@ -126,3 +126,14 @@ def test_a_secret_reference_stays_a_reference_when_shown_again():
     raw = {"ioConfig": {"consumerProperties": {"sasl.password": ref, "ssl.keystore.key": "-----BEGIN"}}}
     props = credentials.redact_spec_json(raw)["ioConfig"]["consumerProperties"]
     assert props == {"sasl.password": ref, "ssl.keystore.key": credentials.REDACTED}
+
+
+def test_an_airflow_process_masks_the_secrets_of_every_kafka_client_it_builds(table):
+    import airflow.sdk.log  # an Airflow task or triggerer has it loaded
+    from airflow.sdk._shared.secrets_masker import redact
+
+    literals = {name: f"TaskLogSecret-{i}" for i, name in enumerate(sorted(secret_names(table))) if name != JAAS_KEY}
+    KafkaClientConfig.from_properties({"bootstrap.servers": "localhost:9092", **literals})
+    logged = redact(f"a task log line: {' '.join(literals.values())} at localhost:9092")
+    assert not [v for v in literals.values() if v in logged], logged
+    assert "localhost:9092" in logged and airflow.sdk.log
