@@ -39,7 +39,9 @@ def requires_datasource(method: str, on_refused: Callable[[str, str, Any], None]
     `on_refused(datasource, action, user)` is called before a refusal (the audit)."""
 
     def check(request: Request, user: GetUserDep) -> None:
-        name = request.path_params["dag_id"]
+        name = request.path_params.get("dag_id")
+        if name is None:  # fail closed: a route without a datasource in its path lists, and filters by `readable`
+            raise HTTPException(500, f"{request.url.path}: this route names no datasource ({{dag_id}}) to check")
         details = DagDetails(id=name, team_name=_team_names([name]).get(name))
         if get_auth_manager().is_authorized_dag(method=method, details=details, user=user):
             return
