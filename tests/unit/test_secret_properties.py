@@ -99,6 +99,15 @@ def test_every_secret_bearing_property_is_a_secret_key(table):
     assert not missed, f"secret-bearing properties that would be shown: {missed}"
 
 
+def test_the_settings_that_carry_a_secret_in_a_format_of_their_own_are_secret_keys():
+    # JAAS-like strings and SASL/OAUTHBEARER configs hold credentials their descriptions do not call secrets
+    assert all(map(credentials.is_secret_key, ("sasl.oauthbearer.config", "sasl.jaas.config",
+                                                "sasl.oauthbearer.client.credentials.client.id")))
+    # public material and paths stay readable: a certificate, a CA, where a key file lives
+    assert not any(map(credentials.is_secret_key, ("ssl.certificate.pem", "ssl.ca.pem", "ssl.key.location",
+                                                    "ssl.keystore.location", "sasl.username")))
+
+
 def test_airflows_sensitive_names_are_all_in_the_copy_core_keeps():
     assert DEFAULT_SENSITIVE_FIELDS <= credentials.AIRFLOW_SENSITIVE_FIELDS
 
