@@ -177,4 +177,3 @@ def plan_next(store, run_id: str, latest: dict, *, created_at=datetime(2026, 11,
     plan = plan_run(PlanRequest(datasource=ds, run_id=run_id, created_at=created_at, starts=res.starts,
                                 latest=latest, task_count=task_count))
     return store.insert_run(plan)[0].plan
-
