@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from ingest_core.core import secrets
 from ingest_core.core.defaults import CONSUMER_GROUP_ID, ISOLATION_LEVEL
 from ingest_core.kafka.properties import to_librdkafka
-from ingest_core.kafka.secrets import resolve_properties, secret_values
+from ingest_core.kafka.secrets import mask_in_airflow_logs, resolve_properties, secret_values
 
 # librdkafka's own log lines (a refused connection is logged every reconnect: hundreds while a broker is down) go
 # through Python logging under this name instead of straight to stderr: Airflow's task logs keep them, and the
@@ -37,7 +37,9 @@ class KafkaClientConfig:
         -> sasl.username/sasl.password, deserializers dropped): see ingest_core.kafka.properties."""
         resolved = resolve_properties(props)
         client, revealed = to_librdkafka(resolved)
-        return cls(client, tuple(secret_values(props, resolved)) + tuple(revealed))
+        config = cls(client, tuple(secret_values(props, resolved)) + tuple(revealed))
+        mask_in_airflow_logs(config.secrets)
+        return config
 
     @property
     def bootstrap_servers(self) -> str:

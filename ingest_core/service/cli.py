@@ -16,6 +16,8 @@
   ingest iceberg-sync DATASOURCE     bring its Iceberg table (microbatch.iceberg) level with what is published
   ingest cleanup DATASOURCE [--yes]  job output of final runs that nothing was published from (--yes: remove it)
 
+The command line is the operator's tool: it reads and acts on every datasource with the metadata store's
+credentials (--metadata-url); Airflow's DAG permissions apply to the UI plugin's pages and API, not here.
 Actions are audited with the name in --actor (default: $INGEST_ACTOR, else the login name). The DAG folder
 (--dags-folder, default: $AIRFLOW__CORE__DAGS_FOLDER, else ./dags) gives the specs for broker queries.
 """

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 import yaml
 from confluent_kafka import Producer
 from conftest import postgres_database
+from helpers import http_json
 
 from ingest_core.dev.demo import airflow_env, spark_connection
 from ingest_core.dev.embedded import free_port
@@ -150,20 +150,7 @@ class Standalone:
 
     def http(self, method: str, path: str, token: str | None = None, body: dict | bytes | None = None):
         """(status, parsed JSON or text) of a request to the api-server (`body`: JSON, or bytes sent as they are)."""
-        headers = {"Content-Type": "application/json"}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        request = urllib.request.Request(f"{self.base}{path}", method=method, headers=headers,
-                                         data=body if isinstance(body, bytes) or body is None else json.dumps(body).encode())
-        try:
-            with urllib.request.urlopen(request, timeout=60) as r:
-                status, text = r.status, r.read().decode()
-        except urllib.error.HTTPError as exc:
-            status, text = exc.code, exc.read().decode()
-        try:
-            return status, json.loads(text)
-        except ValueError:
-            return status, text
+        return http_json(self.base, method, path, token, body)
 
     def diagnosis(self, dag_id: str) -> str:
         """What a failed wait shows: the DAG's runs and task instances, the health of Airflow's processes, the

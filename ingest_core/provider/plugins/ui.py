@@ -2,8 +2,8 @@
 
 Mounted by Airflow's api-server under `/ingest`. Plugin FastAPI apps get no authentication from Airflow, so
 every route here depends on Airflow's own: a JWT (bearer token or the UI's session cookie) checked by the
-configured auth manager, with DAG permissions (GET to read a datasource, PUT to act on it; the DAG id is the
-datasource name).
+configured auth manager, with DAG permissions (read to see a datasource, edit to act on it; the DAG id is the
+datasource name): `permissions`. Lists show only the datasources the user may read; a refused action is audited.
 
   GET  /ingest/api/v1/supervisor                    datasource names (?full: their status reports)
   GET  /ingest/api/v1/supervisor/{id}/status        Druid's status report
@@ -22,7 +22,7 @@ import html
 import json
 from typing import Any, Literal
 
-from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
+from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
@@ -32,14 +32,22 @@ from ingest_core.core.periods import format_datetime
 from ingest_core.core.settings import Settings
 from ingest_core.core.spec import DatasourceSpec, find_spec_files
 from ingest_core.provider.plugins.charts import history_charts, lag_sparkline, seconds
+from ingest_core.provider.plugins.permissions import REFUSED, readable, requires_datasource
 from ingest_core.service.actions import DatasourceActions
 from ingest_core.service.run_history import RunPoint, collect_run_history
 from ingest_core.service.status import StatusReport, collect_status, spec_for, specs_in
 from ingest_core.store.metadata import MetadataStore
 
 app = FastAPI(title="Ingest datasources", description=__doc__)
-READ = [Depends(requires_access_dag("GET"))]
-WRITE = [Depends(requires_access_dag("PUT"))]
+
+
+def _audit_refusal(name: str, action: str, user: Any) -> None:
+    _store().audit(name, REFUSED, {"action": action, "reason": "no edit permission on the DAG"}, user.get_name())
+
+
+# Routes with a datasource (`{dag_id}`) in their path; list routes take `user: GetUserDep` and filter by `readable`.
+READ = [Depends(requires_datasource("GET"))]
+WRITE = [Depends(requires_datasource("PUT", on_refused=_audit_refusal))]
 
 
 class AirflowDbDags:
@@ -116,10 +124,10 @@ def _act(call) -> dict:
 # ---------------------------------------------------------------------------------------------- REST
 
 
-@app.get("/api/v1/supervisor", dependencies=READ)
-def list_supervisors(full: bool = False) -> Any:
+@app.get("/api/v1/supervisor")
+def list_supervisors(user: GetUserDep, full: bool = False) -> Any:
     store = _store()
-    names = [r["name"] for r in store.list_datasources()]
+    names = readable(user, (r["name"] for r in store.list_datasources()))
     if not full:
         return names
     specs = _specs()
@@ -194,12 +202,12 @@ def _cell(value: Any, cls: str = "") -> str:
     return f"<td class='{cls}'>{html.escape(str(value))}</td>"
 
 
-@app.get("/ui/datasources", dependencies=READ, response_class=HTMLResponse)
-def datasources_page() -> HTMLResponse:
+@app.get("/ui/datasources", response_class=HTMLResponse)
+def datasources_page(user: GetUserDep) -> HTMLResponse:
     store = _store()
     rows = []
     specs = _specs()
-    for r in (_status(store, d["name"], specs) for d in store.list_datasources()):
+    for r in (_status(store, n, specs) for n in readable(user, (d["name"] for d in store.list_datasources()))):
         segs = store.segments(r.datasource)
         published = next((x.published_at for x in r.recent_runs if x.published_at), None)
         name = html.escape(r.datasource)
