@@ -224,3 +224,22 @@ def test_a_literal_secret_in_a_spec_is_never_in_a_response(server):
     assert "ssl.keystore.key" in text and "[REDACTED]" in text  # the page shows the latest spec, redacted
     leaked = [v for v in {**LITERALS, **OLD_ROW_LITERALS}.values() if v in text or json.dumps(v)[1:-1] in text]
     assert not leaked, f"literal secrets in responses: {leaked}"
+
+
+def test_sql_reads_only_the_datasources_a_user_may_read(server):
+    sql = "/ingest/api/v1/sql"
+
+    def query(user, text, **extra):
+        return server.http("POST", sql, user, {"query": text, **extra})
+
+    assert query("reader", f"SELECT count(*) AS n FROM {SHOWN}") == (200, [{"n": 0}])
+    assert query("reader", f"SELECT count(*) AS n FROM {SHOWN}", resultFormat="array", header=True) == (
+        200, [["n"], [0]])
+    for text in (f"SELECT * FROM {HIDDEN}", f"SELECT * FROM {SHOWN} JOIN {HIDDEN} USING (__time)",
+                 f"WITH x AS (SELECT * FROM {HIDDEN}) SELECT count(*) FROM x"):
+        status, body = query("reader", text)
+        assert status == 403 and f"you may not read datasource '{HIDDEN}'" in str(body), (text, body)
+    assert query("admin", f"SELECT count(*) AS n FROM {HIDDEN}") == (200, [{"n": 0}])
+    assert query(None, f"SELECT count(*) FROM {SHOWN}")[0] == 401
+    assert query("reader", f"DELETE FROM {SHOWN}")[0] == 400
+    assert server.http("POST", sql, "reader", {"sql": "SELECT 1"})[0] == 400

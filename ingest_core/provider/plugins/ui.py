@@ -11,6 +11,8 @@ datasource name): `permissions`. Lists show only the datasources the user may re
   POST /ingest/api/v1/supervisor/{id}/suspend | resume | terminate | reset
   POST /ingest/api/v1/supervisor/{id}/resetOffsets  Druid's body: {"type": "kafka", "partitions": {"type":
        "end", "stream": TOPIC, "partitionOffsetMap": {"0": 100}}}
+  POST /ingest/api/v1/sql                           Druid's SQL API, read-only: {"query": "SELECT ...",
+       "resultFormat": "object" | "array"} over the datasources the user may read (`store.sql`)
   GET  /ingest/ui/datasources, /ingest/ui/datasources/{id}   the pages
 """
 
@@ -169,6 +171,41 @@ async def supervisor_reset_offsets(dag_id: str, request: Request, user: GetUserD
 def supervisor_action(dag_id: str, action: Literal["suspend", "resume", "terminate", "reset"],
                       user: GetUserDep) -> dict:
     return _act(lambda: getattr(_actions(_store(), user), action)(dag_id))
+
+
+@app.post("/api/v1/sql")
+async def sql_query(request: Request, user: GetUserDep) -> JSONResponse:
+    """Druid's SQL API, read-only (`store.sql`): {"query": "SELECT ...", "resultFormat": "object" | "array",
+    "header": false}. Only the datasources the user may read can be named; the rest are 403."""
+    from starlette.concurrency import run_in_threadpool
+
+    from ingest_core.service.query import json_value
+    from ingest_core.store.sql import DatasourceNotReadable, SqlError, run_sql
+
+    try:
+        body = json.loads(await request.body())
+    except ValueError:  # not JSON, or not UTF-8
+        body = None
+    query, result_format = (body.get("query"), body.get("resultFormat", "object")) if isinstance(body, dict) else (
+        None, None)
+    if not isinstance(query, str) or result_format not in ("object", "array"):
+        raise HTTPException(400, 'expected {"query": "SELECT ...", "resultFormat": "object" or "array"}')
+
+    def run():
+        return run_sql(_store(), query, may_read=lambda name: bool(readable(user, [name])))
+
+    try:
+        result = await run_in_threadpool(run)
+    except DatasourceNotReadable as exc:
+        raise HTTPException(403, str(exc)) from None
+    except SqlError as exc:
+        raise HTTPException(400, str(exc)) from None
+    names = result.table.column_names
+    rows = [[json_value(v) for v in row.values()] for row in result.table.to_pylist()]
+    out: list = [dict(zip(names, r)) for r in rows] if result_format == "object" else rows
+    if body.get("header") and result_format == "array":
+        out = [names, *out]
+    return JSONResponse(out, headers={"X-Ingest-Truncated": "true" if result.truncated else "false"})
 
 
 # ---------------------------------------------------------------------------------------------- pages
