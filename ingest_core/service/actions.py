@@ -8,6 +8,9 @@ that also supersede the runs in flight: their publish would compare-and-swap aga
 and no later run may continue from their planned ends.
 Suspend, resume and terminate also pause or unpause the datasource's Airflow DAG through a `DagControl`;
 `reset --to-latest --backfill` triggers its backfill run there.
+A move forward past offsets nothing published loses them: it is audited (`records_lost`, `core.loss`) in the same
+transaction. After each action that moves the offsets, the Kafka consumer group the spec names follows them
+(`kafka.consumer_group.sync_group`); one that cannot is a warning, never a failed action.
 """
 
 from __future__ import annotations

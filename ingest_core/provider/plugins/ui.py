@@ -103,7 +103,8 @@ def _act(call) -> dict:
         result = call()
     except IngestError as exc:
         raise HTTPException(400, str(exc)) from None
-    return {"id": result.datasource, "action": result.action, **result.details}
+    # warnings: records lost, a consumer group the action could not update
+    return {"id": result.datasource, "action": result.action, **result.details, "warnings": list(result.warnings)}
 
 
 # ---------------------------------------------------------------------------------------------- REST
