@@ -75,13 +75,12 @@ def test_the_group_follows_every_offset_action_and_a_broker_down_is_a_warning_na
                                                                                                   pg_url, tmp_path):
     """Issue 23, item 6: after set-offsets, skip, reset --to-latest, reset, terminate and resume, Kafka's
     tooling shows what the metadata store holds (nothing at all after a hard reset or a terminate)."""
-    import subprocess
-    import sys
     import uuid
 
     import yaml
     from helpers import plan_next
 
+    from ingest_core.service import cli
     from ingest_core.service.actions import DatasourceActions
     from ingest_core.store.main_line import MainLine
     from ingest_core.store.metadata import RunStatus
@@ -132,7 +131,5 @@ def test_the_group_follows_every_offset_action_and_a_broker_down_is_a_warning_na
     dags = tmp_path / "dags"
     dags.mkdir()
     (dags / f"{name}.yaml").write_text(yaml.safe_dump(spec.to_raw()))
-    done = subprocess.run([sys.executable, "-m", "ingest_core.service.cli", "--metadata-url", pg_url, "sync-group",
-                           name, "--dags-folder", str(dags)], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    assert cli.main(["--metadata-url", pg_url, "sync-group", name, "--dags-folder", str(dags)]) == 0
     assert shown() == {0: 30, 1: 25}

@@ -7,8 +7,6 @@ the publish's and the actions')."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import yaml
@@ -18,6 +16,7 @@ from test_supervisor import fill, publish_all
 
 from ingest_core.core.offsets import OffsetRange, StartSource, TopicPartition
 from ingest_core.provider.operators.report import run_outcome
+from ingest_core.service import cli
 from ingest_core.service.actions import DatasourceActions
 from ingest_core.service.status import collect_status
 from ingest_core.store.audit import RECORDS_LOST
@@ -104,7 +103,7 @@ def test_a_hard_reset_to_latest_counts_what_the_main_line_jumps_over(broker, sto
 
 
 def test_set_offsets_forward_counts_what_it_skips_less_what_a_backfill_published_and_the_api_and_tab_show_it(
-        broker, store, store_url, tmp_path, monkeypatch):
+        broker, store, store_url, tmp_path, monkeypatch, capsys):
     topic = broker.create_topic(2)
     fill(broker, topic, 2, 100)
     p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
@@ -116,19 +115,18 @@ def test_set_offsets_forward_counts_what_it_skips_less_what_a_backfill_published
         line.move({p0: 10, p1: 50}, by="r0")
     with store.session() as conn:  # a backfill already published [30, 40) of p0: skipping it loses nothing
         claim_ranges(conn, "wiki", [OffsetRange(p0, 30, 40)], "backfill-1", backfill=True, claims=[])
-    done = subprocess.run([sys.executable, "-m", "ingest_core.service.cli", "--metadata-url", store_url,
-                           "set-offsets", "wiki", f"{topic}:0=60", f"{topic}:1=20", "--yes", "--no-airflow",
-                           "--actor", "dave", "--dags-folder", str(dags)], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "40 records lost by set-offsets" in done.stderr and "these records are lost" in done.stderr
+    assert cli.main(["--metadata-url", store_url, "set-offsets", "wiki", f"{topic}:0=60", f"{topic}:1=20", "--yes",
+                     "--no-airflow", "--actor", "dave", "--dags-folder", str(dags)]) == 0
+    err = capsys.readouterr().err
+    assert "40 records lost by set-offsets" in err and "these records are lost" in err
     [event] = lost(store)  # p1 went back (re-read, not lost); p0 skipped [10, 30) and [40, 60)
     assert event["cause"] == "set-offsets" and event["records"] == 40
     assert [(r["start"], r["end"]) for r in event["ranges"]] == [(10, 30), (40, 60)]
     [audit] = store.audit_records("wiki", action="set_offsets")
     assert audit.actor == "dave" and audit.details["lostRecords"] == 40
-    status = subprocess.run([sys.executable, "-m", "ingest_core.service.cli", "--metadata-url", store_url, "status",
-                             "wiki", "--dags-folder", str(dags)], capture_output=True, text=True, timeout=120)
-    assert "LOST RECORDS: 40 in all" in status.stdout and "RecordsLost: 40 records lost by set-offsets" in status.stdout
+    assert cli.main(["--metadata-url", store_url, "status", "wiki", "--dags-folder", str(dags)]) == 0
+    out = capsys.readouterr().out
+    assert "LOST RECORDS: 40 in all" in out and "RecordsLost: 40 records lost by set-offsets" in out
 
     # the REST API's status and the Ingest tab (the routes' own functions; their authentication: test_scheduler)
     from ingest_core.provider.plugins import ui
