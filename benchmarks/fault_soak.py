@@ -21,10 +21,11 @@ Each iteration produces a batch of records, then runs one microbatch under a fau
   two_runs           a second run started while the first one is at a milestone
   broker_restart     the broker restarted (controlled shutdown or SIGKILL) while the run is at a milestone
   partition_growth   the topic gains a partition (and records in it) at a milestone
-  operator           an operator between runs: `ingest set-offsets` forward (a skip), `delete_records` of unread
-                     records (recovered by resetOffsetAutomatically or the set-offsets the error advises), the
-                     run, then `ingest reset --to-latest`; what they move past is lost on purpose and must be
-                     counted exactly by the store's lost counter (none of it visible, nothing else lost)
+  operator           an operator between runs (no run of its own): `ingest reset --to-latest`, `ingest
+                     set-offsets` forward (a skip), `delete_records` of unread records (recovered by the next
+                     run's resetOffsetAutomatically or the set-offsets the error advises); what they move past is
+                     lost on purpose and must be counted exactly by the store's lost counter (none of it
+                     visible, nothing else lost)
 
 A fault strikes at a milestone, drawn by the seeded RNG and observed, never guessed from a delay:
 `planned` (the store holds the run's plan), `spark` (a spark-submit JVM is in the run's process tree; with
@@ -566,53 +567,53 @@ class PartitionGrowth(Fault):
 
 
 class Operator(Fault):
-    """What an operator does between runs (issue 23), each a real command: `ingest set-offsets` forward on one
-    partition (a skip), `delete_records` of unread records on another, recovered by the spec's
-    resetOffsetAutomatically (the run resets) or by the set-offsets the error advises, then the microbatch,
-    then `ingest reset --to-latest`. Every offset they move past is lost on purpose: the soak keeps the ranges
-    from the store's committed offsets and the broker's answers (not from the product's accounting), and at
-    the end each lost record must lie in them, none visible, and the store's lost counter equal them exactly."""
+    """What an operator does between runs (issue 23), each a real command and no DAG run of its own: `ingest
+    reset --to-latest`, then (once a batch is produced) `ingest set-offsets` forward on one partition (a skip)
+    and `delete_records` of unread records on another, recovered by the spec's resetOffsetAutomatically (the
+    next run resets past them) or by the set-offsets the error advises. Every offset they move past is lost on
+    purpose: the soak keeps the ranges from the store's committed offsets and the broker's answers (not from the
+    product's accounting), and at the end each lost record must lie in them, none visible, and the store's lost
+    counter equal them exactly."""
 
     kind = "operator"
     # TODO(issue 23, `offsets` branch): "topic_recreated": delete and re-create TOPIC (the topic id changes), then
-    # the command the datasource's error offers; add its lost range to soak.lost_ranges like the others here.
-    actions = ("set_offsets_forward", "records_deleted", "reset_to_latest")
+    # the command the datasource's error offers; add its lost range with soak.lose() like the others here.
+    actions = ("reset_to_latest", "set_offsets_forward", "records_deleted")
 
     def draw(self, rng):
-        return {"skip": rng.randint(5, 60), "delete": rng.randint(5, 60), "partition": rng.randrange(MAX_PARTITIONS),
+        return {"batch": rng.randint(100, 300), "skip": rng.randint(5, 40), "delete": rng.randint(5, 40),
+                "partition": rng.randrange(MAX_PARTITIONS),
                 "recover": rng.choice(["resetOffsetAutomatically", "set-offsets"])}
 
     def run(self, soak, i, params):
-        done = []
-        committed = soak.committed()
-        parts = sorted(committed)
-        if parts:
-            skip_p = parts[params["partition"] % len(parts)]
-            delete_p = parts[(params["partition"] + 1) % len(parts)]
-            c, hi = committed[skip_p], soak.watermarks(skip_p)[1]
-            to = min(c + params["skip"], hi)
-            if to > c:
-                soak.ingest(i, "set-offsets", DATASOURCE, f"{TOPIC}:{skip_p}={to}", "--yes")
-                soak.lose(skip_p, c, to)
-                done.append(f"set-offsets p{skip_p} {c} -> {to}")
-            c, hi = soak.committed()[delete_p], soak.watermarks(delete_p)[1]
-            to = min(c + params["delete"], hi)
-            if to > c:
-                tp = KTP(TOPIC, delete_p, to)
-                soak.admin.delete_records([tp])[tp].result(timeout=60)
-                soak.lose(delete_p, c, to)
-                if params["recover"] == "set-offsets":  # what the run's error advises
-                    soak.ingest(i, "set-offsets", DATASOURCE, f"{TOPIC}:{delete_p}={to}", "--yes")
-                done.append(f"records {c}..{to - 1} of p{delete_p} deleted ({params['recover']})")
-        r = self.finish(soak, soak.start_run(i, self.kind))
         before = soak.committed()
         soak.ingest(i, "reset", DATASOURCE, "--to-latest", "--yes")
         for p, to in soak.committed().items():
             start = before.get(p, soak.watermarks(p)[0])  # never committed: the next run read from the log start
             if to > start:
                 soak.lose(p, start, to)
-        done.append(f"reset --to-latest from {before}")
-        return Outcome(bool(parts), "; ".join(done) + f"; run exit {r.exit_code}")
+        done = [f"reset --to-latest from {before}"]
+        soak.produce(params["batch"], f"i{i}op", iteration=i)  # unread records to skip and delete
+        committed = soak.committed()
+        parts = sorted(committed)
+        skip_p = parts[params["partition"] % len(parts)]
+        delete_p = parts[(params["partition"] + 1) % len(parts)]
+        c, hi = committed[skip_p], soak.watermarks(skip_p)[1]
+        to = min(c + params["skip"], hi)
+        if to > c:
+            soak.ingest(i, "set-offsets", DATASOURCE, f"{TOPIC}:{skip_p}={to}", "--yes")
+            soak.lose(skip_p, c, to)
+            done.append(f"set-offsets p{skip_p} {c} -> {to}")
+        c, hi = soak.committed()[delete_p], soak.watermarks(delete_p)[1]
+        to = min(c + params["delete"], hi)
+        if to > c:
+            tp = KTP(TOPIC, delete_p, to)
+            soak.admin.delete_records([tp])[tp].result(timeout=60)
+            soak.lose(delete_p, c, to)
+            if params["recover"] == "set-offsets":  # what the next run's error would advise
+                soak.ingest(i, "set-offsets", DATASOURCE, f"{TOPIC}:{delete_p}={to}", "--yes")
+            done.append(f"records {c}..{to - 1} of p{delete_p} deleted ({params['recover']})")
+        return Outcome(len(done) == 3, "; ".join(done))
 
 
 FAULTS: dict[str, Fault] = {f.kind: f for f in (Clean(), KillSpark(), KillAirflow(), MarkFailed(), RerunPublished(),
