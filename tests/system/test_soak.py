@@ -1,20 +1,22 @@
-"""The fault soak (benchmarks/fault_soak.py), short: six iterations (five microbatches of the real DAG,
-`airflow dags test`, its jobs on a Spark Connect server of the soak's own, a broker and PostgreSQL of its own, and
-an operator's commands between two of them), each under a different fault, then clean runs until the lag is 0; every produced record must be visible exactly once. Connect mode is
-the default one (the demo's); the full soak in BENCHMARKS.md ran both modes.
+"""The fault soak (benchmarks/fault_soak.py), short: six iterations (five microbatches of the real DAG, `airflow dags
+test`, its jobs on a Spark Connect server of the soak's own, a broker and PostgreSQL of its own, and an operator's
+commands between two of them), each under a different fault, then clean runs until the lag is 0; every produced
+record must be visible exactly once. Connect mode is the default one (the demo's); the full soak in BENCHMARKS.md
+ran both modes.
 
 Seed 114 draws, in this order: a published run's spark_job executed again (`airflow tasks test`), the broker
 SIGKILLed and restarted once a spark_job task runs, an operator between runs (`ingest reset --to-latest`, `ingest
 set-offsets` forward on one partition, `delete_records` of unread records on the other, which the next run's
-resetOffsetAutomatically resets past), the Spark Connect server SIGKILLed (and started again) while that next
-run's job reads, a partition added (with records) once the run is planned, and the whole `airflow dags test`
-SIGKILLed while its job reads (the query it leaves on the server finishes into an attempt folder that nothing
-publishes). What the operator moved past is lost on purpose: the store's lost counter must equal it exactly
-(the reset past the deleted records counted once, though its first run was killed), and nothing else may be
-lost. The operator's iteration starts no run, so the soak takes about as long as with five. Every iteration
-also produces one hostile record of every kind (bad JSON, times a segment cannot hold, longs past 2^63, NaN, an
-object for a number, bytes that are not UTF-8, non-object payloads), and the spec keeps dead letters. That kill comes last: the run it leaves in flight holds the next runs back (until it expires), which
-would otherwise keep later faults from striking; the heal runs deal with it."""
+resetOffsetAutomatically resets past), the Spark Connect server SIGKILLed (and started again) while that next run's
+job reads, a partition added (with records) once the run is planned, and the whole `airflow dags test` SIGKILLed
+while its job reads (the query it leaves on the server finishes into an attempt folder that nothing publishes).
+What the operator moved past is lost on purpose: the store's lost counter must equal it exactly (the reset past the
+deleted records counted once, though its first run was killed), and nothing else may be lost. The operator's
+iteration starts no run, so the soak takes about as long as with five. Every iteration also produces one hostile
+record of every kind (bad JSON, times a segment cannot hold, longs past 2^63, NaN, an object for a number, bytes
+that are not UTF-8, non-object payloads), and the spec keeps dead letters. That kill comes last: the run it leaves
+in flight holds the next runs back (until it expires), which would otherwise keep later faults from striking; the
+heal runs deal with it."""
 
 from __future__ import annotations
 
