@@ -14,6 +14,7 @@
   ingest set-offsets DATASOURCE TOPIC:PARTITION=OFFSET...
   ingest skip DATASOURCE             move past exactly the ranges that failed (asks for confirmation; lost, audited)
   ingest iceberg-sync DATASOURCE     bring its Iceberg table (microbatch.iceberg) level with what is published
+  ingest sync-group DATASOURCE       make the Kafka consumer group show the committed offsets again
   ingest cleanup DATASOURCE [--yes]  job output of final runs that nothing was published from (--yes: remove it)
 
 The command line is the operator's tool: it reads and acts on every datasource with the metadata store's
@@ -217,6 +218,10 @@ def cmd_status(args: argparse.Namespace) -> int:
                 print(f"      records: {e.failure.describe_records()}")
     for tp, n in sorted(r.skipped.items()):
         print(f"  skipped (lost): {tp}: {n:,} records (`ingest skip`)")
+    if r.lost:
+        print(f"  LOST RECORDS: {r.lost_records:,} in all (read nowhere; `recent errors` says which and why)")
+        for tp, n in sorted(r.lost.items()):
+            print(f"    {tp}: {n:,}")
     print("  recent runs:")
     for run in r.recent_runs:
         stats = ", ".join(f"{k} {v}" for k, v in sorted(run.row_stats.items())) or "no row stats"
@@ -345,15 +350,16 @@ def cmd_action(args: argparse.Namespace) -> int:
         parse_offset_assignments,
     )
 
+    from ingest_core.service.status import spec_for, specs_in
+
     store = _store(args)
     store.check_schema()
     dags = None if args.no_airflow else AirflowCliDags()
-    actions = DatasourceActions(store, dags, _actor(args))
+    specs = specs_in(_dags_folder(args))  # the consumer group each spec names follows the offsets
+    actions = DatasourceActions(store, dags, _actor(args), specs)
     name = args.datasource
     if args.command == "reset" and args.to_latest:
-        from ingest_core.service.status import spec_for, specs_in
-
-        spec = spec_for(store, name, specs_in(_dags_folder(args)))
+        spec = spec_for(store, name, specs)
         if spec is None:
             raise IngestError(f"no spec for datasource {name!r} in {_dags_folder(args)} or the metadata store")
         what = "ingest the skipped range as a backfill run" if args.backfill else "skip the records in between"
@@ -386,6 +392,10 @@ def cmd_action(args: argparse.Namespace) -> int:
         if not _confirm(args, f"terminate {name} (its DAG stops scheduling)"):
             return 1
         result = actions.terminate(name)
+    elif args.command == "sync-group":
+        result = actions.sync_group(name)
+        if result.warnings:  # it is the command that re-syncs: failing to is its error
+            raise IngestError("; ".join(result.warnings))
     else:
         result = getattr(actions, args.command)(name)
     print(result)
@@ -442,7 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
                                ("terminate", "tombstone: the DAG stops scheduling"),
                                ("reset", "hard reset: forget the committed offsets"),
                                ("set-offsets", "set the committed offsets of chosen partitions"),
-                               ("skip", "move the committed offsets past exactly the ranges that failed")):
+                               ("skip", "move the committed offsets past exactly the ranges that failed"),
+                               ("sync-group", "make the Kafka consumer group show the committed offsets again")):
         p = sub.add_parser(command, help=help_text)
         p.add_argument("datasource")
         if command == "set-offsets":
@@ -453,7 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--to-latest", action="store_true", help="jump the committed offsets to the latest")
             p.add_argument("--backfill", action="store_true",
                            help="with --to-latest: ingest the skipped range as one bounded backfill run")
-            p.add_argument("--dags-folder")
+        p.add_argument("--dags-folder", help="the specs (default: $AIRFLOW__CORE__DAGS_FOLDER, else ./dags)")
         p.add_argument("--actor", help="who does this, for the audit log")
         p.add_argument("--no-airflow", action="store_true", help="only the metadata store: leave the DAG alone")
         p.set_defaults(func=cmd_action)

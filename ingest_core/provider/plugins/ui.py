@@ -112,7 +112,7 @@ def _status(store: MetadataStore, name: str, specs: dict | None = None) -> Statu
 
 
 def _actions(store: MetadataStore, user: Any) -> DatasourceActions:
-    return DatasourceActions(store, AirflowDbDags(), actor=user.get_name())
+    return DatasourceActions(store, AirflowDbDags(), actor=user.get_name(), specs=_specs())
 
 
 def _act(call) -> dict:
@@ -120,7 +120,8 @@ def _act(call) -> dict:
         result = call()
     except IngestError as exc:
         raise _http_error(exc, 400) from None
-    return {"id": result.datasource, "action": result.action, **result.details}
+    # warnings: records lost, a consumer group the action could not update
+    return {"id": result.datasource, "action": result.action, **result.details, "warnings": list(result.warnings)}
 
 
 # ---------------------------------------------------------------------------------------------- REST
@@ -298,11 +299,14 @@ def datasource_page(dag_id: str) -> HTMLResponse:
                      + "</li>" for e in r.recent_errors)
     errors += "".join(f"<li>skipped (lost, <code>ingest skip</code>): {html.escape(str(tp))}: {n:,} records</li>"
                       for tp, n in sorted(r.skipped.items()))
+    lost = ("<p class='bad'>Lost records: " + f"{r.lost_records:,}" + " (read nowhere: "
+            + ", ".join(f"{html.escape(str(tp))} {n:,}" for tp, n in sorted(r.lost.items()))
+            + "; the recent errors say which offsets and why)</p>") if r.lost else ""
     history = store.spec_history(dag_id)
     spec = json.dumps(history[-1]["spec"], indent=2) if history else "(no spec registered yet)"
     body = (f"<p>State <b class='{'ok' if r.healthy else 'bad'}'>{html.escape(r.state)}</b> "
             f"({html.escape(r.detailed_state)}), stream <code>{html.escape(r.stream)}</code>, aggregate lag "
-            f"<b>{'?' if r.aggregate_lag is None else f'{r.aggregate_lag:,}'}</b></p>"
+            f"<b>{'?' if r.aggregate_lag is None else f'{r.aggregate_lag:,}'}</b></p>" + lost
             + history_charts(run_history)
             + (("<h3>In flight</h3><table><tr><th>Run</th><th>Group</th><th>Records read</th><th>Records/s</th>"
                  f"<th>Lag</th><th>Splits done</th></tr>{active}</table>") if active else "")
