@@ -256,7 +256,7 @@ def test_truncation_below_the_committed_offset_stops_the_run_or_resets_to_earlie
         ingest_run(spark, store, strict, "r2", tmp_path.as_uri())
     message = str(info.value)
     assert "start offset 10" in message and "log start offset 18" in message
-    assert f"`ingest set-offsets ds {topic}:0=18`" in message and "`ingest reset ds`" in message
+    assert f"`ingest set-offsets ds {topic}:0=earliest`" in message and "ingest reset" not in message
     assert "resetOffsetAutomatically" in message
     assert store.get_run("ds", "r2") is None and ids_of(store) == list(range(10))
     assert [k.offset for k in store.committed_offsets("ds").values()] == [10]
@@ -273,7 +273,7 @@ def test_truncation_below_the_committed_offset_stops_the_run_or_resets_to_earlie
 
 def test_truncation_between_plan_and_job_fails_the_job_and_publishes_nothing(spark, broker, store, tmp_path):
     from ingest_core.core.errors import NothingSucceededError, OffsetOutOfRangeError
-    from ingest_core.core.offsets import TopicPartition
+    from ingest_core.core.offsets import OffsetRequest
     from ingest_core.executor import deep_storage
     from ingest_core.service.actions import DatasourceActions
     from ingest_core.spark.job import GroupJob, run_group
@@ -293,7 +293,9 @@ def test_truncation_between_plan_and_job_fails_the_job_and_publishes_nothing(spa
         run_group(spark, job, stall_timeout_s=20)
     message = str(info.value)
     assert f"cannot read {topic}/0 [10, 30): offset 10 is below the log start 15" in message
-    assert "Nothing was committed" in message and "`ingest reset`" in message
+    # the advice moves only this partition: a reset would re-read every other one
+    assert "Nothing was committed" in message and f"`ingest set-offsets ds {topic}:0=earliest`" in message
+    assert "ingest reset" not in message
     report = deep_storage.read_json(deep_storage.join(job.attempt_uri, "report.json"))
     assert report["state"] == "FAILED" and report["error"] == message
     with pytest.raises(NothingSucceededError, match="every task group with records failed"):
@@ -302,7 +304,7 @@ def test_truncation_between_plan_and_job_fails_the_job_and_publishes_nothing(spa
     assert [k.offset for k in store.committed_offsets("ds").values()] == [10] and ids_of(store) == list(range(10))
 
     # what the message says to do: accept the loss, then the next run reads from the new log start
-    DatasourceActions(store, None, "tester").set_offsets("ds", {TopicPartition(topic, 0): 15})
+    DatasourceActions(store, None, "tester").set_offsets("ds", [OffsetRequest(topic, 0, "earliest")], spec)
     ingest_run(spark, store, spec, "r3", tmp_path.as_uri())
     assert ids_of(store) == list(range(10)) + list(range(15, 30))
 
