@@ -19,9 +19,10 @@ from confluent_kafka import TopicPartition as KTP
 from confluent_kafka.admin import NewTopic
 from helpers import spec_from
 
-from ingest_core.core.errors import OffsetOutOfRangeError, TopicRecreatedError
+from ingest_core.core.errors import IngestError, OffsetOutOfRangeError, TopicRecreatedError
 from ingest_core.core.offsets import StartSource, TopicPartition
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
+from ingest_core.service.actions import DatasourceActions, parse_offset_assignments
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.publisher import GroupResult, Publisher
 from ingest_core.store.schema import offsets as offsets_table
@@ -180,3 +181,41 @@ def test_every_command_a_truncated_partition_error_advises_touches_only_that_par
         assert starts == {0: 80, 1: 40}, (command, starts)  # p1 goes on where it stood: nothing twice
         with MainLine.locked(pg_store, "cut", planning_lock=True) as line:  # back to the state of the error
             line.move({TopicPartition(topic, 0): 60, TopicPartition(topic, 1): 40}, by="test", reason="test")
+
+
+def test_set_offsets_is_checked_against_the_broker_and_force_is_audited(broker, pg_url, pg_store, tmp_path):
+    topic = broker.create_topic(partitions=2)
+    other = broker.create_topic(partitions=1)  # another datasource's topic
+    broker.produce(topic, events(30), partition=0)
+    broker.produce(topic, events(10), partition=1)
+    tp = KTP(topic, 0, 5)
+    broker.admin.delete_records([tp])[tp].result(timeout=30)  # p0's log: 5..30
+    spec, cli = datasource(broker, pg_url, tmp_path, "chk", topic)
+    run(pg_store, spec, "r1")  # committed {0: 30, 1: 10}
+    before = committed(pg_store, "chk")
+
+    actions = DatasourceActions(pg_store, None, "dave")  # the service check the CLI and REST both call
+    for arg, says in (
+            (f"{topic}:0=31", f"partition {topic}-0 ends at offset 30 (log 5..30); offset 31 lies beyond it"),
+            (f"{topic}:0=2", f"partition {topic}-0 starts at offset 5 (log 5..30); records 2..4 were removed"),
+            (f"{topic}:1=-1", "an offset is never negative"),
+            (f"{topic}:7=0", f"topic {topic!r} has partitions 0..1, not 7"),
+            ("no-such-topic:0=0", "topic 'no-such-topic' does not exist on the broker"),
+            (f"{other}:0=0", f"topic {other!r} is not one datasource 'chk' reads")):
+        with pytest.raises(IngestError, match="nothing was changed") as info:
+            actions.set_offsets("chk", parse_offset_assignments([arg]), spec)
+        assert says in str(info.value), (arg, str(info.value))
+    with pytest.raises(IngestError, match="never negative"):  # not even with force
+        actions.set_offsets("chk", parse_offset_assignments([f"{topic}:1=-1"]), spec, force=True)
+    done = cli("set-offsets", "chk", f"{topic}:0=31", "--yes")  # the CLI: one line, no traceback
+    assert done.returncode == 1 and "Traceback" not in done.stderr and "--force" in done.stderr
+    assert committed(pg_store, "chk") == before and not pg_store.audit_records("chk", action="set_offsets")
+
+    # the rare intended case: a partition set ahead of its log end, forced and audited
+    done = cli("set-offsets", "chk", f"{topic}:1=12", "--yes", "--force", "--actor", "carol")
+    assert done.returncode == 0, done.stderr
+    assert "forced: " in done.stderr and committed(pg_store, "chk") == {0: 30, 1: 12}
+    (audit,) = pg_store.audit_records("chk", action="set_offsets")
+    assert audit.actor == "carol" and audit.details["forced"] == [
+        f"{topic}:1=12: partition {topic}-1 ends at offset 10 (log 0..10); offset 12 lies beyond it, so runs would "
+        "plan nothing and lag would read 0 until the log grows past it"]
