@@ -212,6 +212,19 @@ def check_topic_ids(datasource: str, partitions: Iterable[TopicPartition], infli
     raise TopicRecreatedError(f"datasource {datasource!r}: " + "; ".join(lines) + ".", topics=recreated)
 
 
+def check_planned_topic_ids(datasource: str, run_id: str, planned: Mapping[str, str], now: Mapping[str, str]) -> None:
+    """Raise `TopicRecreatedError` when a topic the run planned has another id now (or none: deleted): what its
+    job read came from another log, and must not be published."""
+    changed = {t: (planned[t], now.get(t, "none: deleted")) for t in sorted(planned) if now.get(t) != planned[t]}
+    if changed:
+        raise TopicRecreatedError(
+            f"run {run_id} of datasource {datasource!r}: " + "; ".join(
+                f"topic {t!r} was deleted and re-created while the run read it (topic id {old} when planned, {new} "
+                f"now)" for t, (old, new) in changed.items())
+            + ". What it read came from another log and is not published; the next run's plan stops with the "
+              "commands to choose from.", topics=changed)
+
+
 def clamp_to_log(committed: Mapping[TopicPartition, KnownOffset], earliest: Mapping[TopicPartition, int],
                  latest: Mapping[TopicPartition, int]) -> tuple[dict[TopicPartition, KnownOffset], list[OffsetReset]]:
     """Committed offsets moved into their partition's log, for `reset --to-latest`, whose job is to get past

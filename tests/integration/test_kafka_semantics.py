@@ -15,6 +15,7 @@ from helpers import (
     ingest_run,
     iso,
     produce_all,
+    recreate_topic,
     rows_of,
     run_and_publish,
     spec_from,
@@ -307,6 +308,33 @@ def test_truncation_between_plan_and_job_fails_the_job_and_publishes_nothing(spa
     DatasourceActions(store, None, "tester").set_offsets("ds", [OffsetRequest(topic, 0, "earliest")], spec)
     ingest_run(spark, store, spec, "r3", tmp_path.as_uri())
     assert ids_of(store) == list(range(10)) + list(range(15, 30))
+
+
+def test_a_topic_recreated_while_a_run_is_in_flight_is_not_published(spark, broker, store, tmp_path):
+    """The run was planned from the old topic; its job reads the new one, which holds the planned offsets too:
+    the records read are another log's, and publishing them would skip the new log's first records."""
+    from ingest_core.core.errors import NothingSucceededError, TopicRecreatedError
+    from ingest_core.executor import deep_storage
+    from ingest_core.spark.job import GroupJob, run_group
+    from ingest_core.store.publisher import Publisher
+    from ingest_core.supervisor.planning import Supervisor
+
+    topic = broker.create_topic()
+    broker.produce(topic, numbered(10))
+    spec = spec_from(broker.bootstrap, topic, SIMPLE)
+    ingest_run(spark, store, spec, "r1", tmp_path.as_uri())
+    broker.produce(topic, numbered(10, 10))
+    plan = Supervisor(spec, store).plan("r2").plan  # [10, 20) of the old topic
+    recreate_topic(broker, topic, 1)
+    broker.produce(topic, numbered(25, 100))  # the new log's offsets 10..19 hold records 110..119
+    job = GroupJob(spec, plan, 0, 0, deep_storage.group_uri(tmp_path.as_uri(), "ds", "r2", 0))
+    with pytest.raises(TopicRecreatedError, match=f"topic {topic!r} was deleted and re-created while the run read"):
+        run_group(spark, job, stall_timeout_s=20)
+    with pytest.raises(NothingSucceededError):
+        Publisher(store).publish("ds", "r2", [])
+    assert ids_of(store) == list(range(10)) and [k.offset for k in store.committed_offsets("ds").values()] == [10]
+    with pytest.raises(TopicRecreatedError, match="ingest set-offsets ds"):  # and the next plan names the choice
+        Supervisor(spec, store).plan("r3")
 
 
 # ------------------------------------------------------------------------------------------ partition growth

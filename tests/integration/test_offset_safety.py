@@ -9,15 +9,12 @@ import json
 import re
 import subprocess
 import sys
-import time
 
 import pytest
 import sqlalchemy as sa
 import yaml
-from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KTP
-from confluent_kafka.admin import NewTopic
-from helpers import spec_from
+from helpers import recreate_topic, spec_from
 
 from ingest_core.core.errors import IngestError, OffsetOutOfRangeError, TopicRecreatedError
 from ingest_core.core.offsets import StartSource, TopicPartition
@@ -70,25 +67,6 @@ def committed(store, name: str) -> dict[int, int]:
     return {tp.partition: k.offset for tp, k in store.committed_offsets(name).items()}
 
 
-def recreate(broker, topic: str, partitions: int) -> None:
-    """Delete `topic` and create it again under the same name (Kafka gives it a new topic id)."""
-    broker.admin.delete_topics([topic])[topic].result(timeout=30)
-    deadline = time.monotonic() + 60
-    while True:  # the name is free once the deletion has completed
-        try:
-            broker.admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=30)
-            break
-        except KafkaException:
-            assert time.monotonic() < deadline, f"{topic} could not be created again"
-            time.sleep(0.2)
-    while True:
-        md = broker.admin.list_topics(topic, timeout=5).topics.get(topic)
-        if md is not None and md.error is None and len(md.partitions) == partitions:
-            return
-        assert time.monotonic() < deadline, f"{topic} did not appear again"
-        time.sleep(0.1)
-
-
 def topic_id(broker, topic: str) -> str:
     from ingest_core.kafka.config import KafkaClientConfig
 
@@ -108,7 +86,7 @@ def test_a_recreated_topic_stops_the_datasource_until_an_operator_chooses(broker
     assert [k.topic_id for k in pg_store.committed_offsets("re").values()] == [old]  # the publish recorded it
 
     # the new topic holds more records than the committed offset 10: offsets alone would skip its first 10
-    recreate(broker, topic, 1)
+    recreate_topic(broker, topic, 1)
     broker.produce(topic, events(15))
     new = topic_id(broker, topic)
     with pytest.raises(TopicRecreatedError) as info:
@@ -131,7 +109,7 @@ def test_a_recreated_topic_stops_the_datasource_until_an_operator_chooses(broker
     assert [(p.start, p.end, p.start_source) for p in plan.partitions] == [(0, 15, StartSource.COMMITTED)]
 
     # or from its end: the records skipped are counted and audited
-    recreate(broker, topic, 1)
+    recreate_topic(broker, topic, 1)
     broker.produce(topic, events(25))
     with pytest.raises(TopicRecreatedError):
         Supervisor(spec, pg_store).plan("r4")
