@@ -125,6 +125,7 @@ def resolve_start_offsets(
     resets: list[OffsetReset] = []
     started = bool(inflight) or bool(committed)
     partitions = sorted(partitions)
+    truncated: list[tuple[TopicPartition, int, int, int, str]] = []  # below the log start: one error for all
     if topic_ids is not None:
         check_topic_ids(datasource, partitions, inflight, committed, topic_ids, earliest, latest)
     for tp in partitions:
@@ -154,15 +155,8 @@ def resolve_start_offsets(
             )
         if known.offset < lo:
             if not reset_automatically:
-                raise OffsetOutOfRangeError(
-                    f"datasource {datasource!r}, partition {tp}: start offset {known.offset} ({where}) is below "
-                    f"the log start offset {lo}: records {known.offset}..{lo - 1} were removed (retention or "
-                    f"delete_records) before they were ingested. The run stops so nothing is skipped silently. "
-                    f"To continue, accept the loss by moving only this partition to its log start: `ingest "
-                    f"set-offsets {datasource} {tp.topic}:{tp.partition}=earliest` (audited; other partitions "
-                    f"keep their offsets), or set tuningConfig.resetOffsetAutomatically: true.",
-                    topic=tp.topic, partition=tp.partition, offset=known.offset, earliest=lo, latest=hi,
-                )
+                truncated.append((tp, known.offset, lo, hi, where))
+                continue
             target = lo if use_earliest else hi
             resets.append(OffsetReset(tp, known.offset, target, lo, hi))
             reset_source = StartSource.RESET_EARLIEST if use_earliest else StartSource.RESET_LATEST
@@ -170,7 +164,25 @@ def resolve_start_offsets(
             starts[tp] = StartOffset(target, reset_source, known.run_id, known.offset)
             continue
         starts[tp] = StartOffset(known.offset, source, known.run_id, known.offset)
+    if truncated:
+        _raise_truncated(datasource, truncated)
     return StartResolution(starts, resets)
+
+
+def _raise_truncated(datasource: str, truncated: list[tuple[TopicPartition, int, int, int, str]]) -> None:
+    """Every partition whose start lies below its log start, in one error with one command that moves exactly
+    those partitions to their log start (a reset would re-read every other one)."""
+    what = "; ".join(f"partition {tp}: start offset {start} ({where}) is below the log start offset {lo}: records "
+                     f"{start}..{lo - 1} were removed (retention or delete_records) before they were ingested"
+                     for tp, start, lo, _, where in truncated)
+    these = "this partition" if len(truncated) == 1 else f"these {len(truncated)} partitions"
+    command = " ".join(f"{tp.topic}:{tp.partition}=earliest" for tp, *_ in truncated)
+    tp, start, lo, hi, _ = truncated[0]
+    raise OffsetOutOfRangeError(
+        f"datasource {datasource!r}, {what}. The run stops so nothing is skipped silently. To continue, accept the "
+        f"loss by moving only {these} to the log start: `ingest set-offsets {datasource} {command}` (audited; other "
+        f"partitions keep their offsets), or set tuningConfig.resetOffsetAutomatically: true.",
+        topic=tp.topic, partition=tp.partition, offset=start, earliest=lo, latest=hi)
 
 
 def recreated_topics(known: Mapping[TopicPartition, KnownOffset], topic_ids: Mapping[str, str]

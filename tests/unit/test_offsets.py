@@ -57,6 +57,14 @@ def test_truncated_start_without_reset_is_an_actionable_error():
     assert "`ingest set-offsets ds t:0=earliest`" in msg and "resetOffsetAutomatically" in msg
     assert "ingest reset" not in msg
     assert info.value.earliest == 10
+    # two truncated partitions: one error, one command for exactly those two
+    with pytest.raises(OffsetOutOfRangeError) as info:
+        resolve_start_offsets([A, B, C], datasource="ds", inflight={}, committed={
+            A: KnownOffset(4, "r1"), B: KnownOffset(20, "r1"), C: KnownOffset(1, "r1")},
+            earliest={A: 10, B: 0, C: 3}, latest=LATEST, use_earliest=False, reset_automatically=False)
+    msg = str(info.value)
+    assert "partition t-0: start offset 4" in msg and "partition u-0: start offset 1" in msg
+    assert "`ingest set-offsets ds t:0=earliest u:0=earliest`" in msg and "these 2 partitions" in msg
 
 
 @pytest.mark.parametrize("use_earliest,target,source", [(True, 10, StartSource.RESET_EARLIEST),
