@@ -197,3 +197,27 @@ def publish_segments(store, tmp_path, run_id: str, latest: dict, tables: list, d
             hour, hour + timedelta(hours=1), path.as_uri(), table.num_rows, path.stat().st_size,
             {"columns": table.column_names})]))
     Publisher(store).publish(ds, run_id, results)
+
+
+def recreate_topic(broker, topic: str, partitions: int) -> None:
+    """Delete `topic` and create it again under the same name (Kafka gives it a new topic id)."""
+    import time
+
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import NewTopic
+
+    broker.admin.delete_topics([topic])[topic].result(timeout=30)
+    deadline = time.monotonic() + 60
+    while True:  # the name is free once the deletion has completed
+        try:
+            broker.admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=30)
+            break
+        except KafkaException:
+            assert time.monotonic() < deadline, f"{topic} could not be created again"
+            time.sleep(0.2)
+    while True:
+        md = broker.admin.list_topics(topic, timeout=5).topics.get(topic)
+        if md is not None and md.error is None and len(md.partitions) == partitions:
+            return
+        assert time.monotonic() < deadline, f"{topic} did not appear again"
+        time.sleep(0.1)

@@ -48,6 +48,23 @@ class OffsetOutOfRangeError(IngestError):
         super().__init__(message)
 
 
+class TopicRecreatedError(IngestError):
+    """A topic's Kafka topic id is not the one its committed (or in-flight) offsets were read from: it was
+    deleted and re-created, so those offsets describe another log. `topics`: name -> (stored id, broker's id)."""
+
+    def __init__(self, message: str, *, topics: dict[str, tuple[str, str]]):
+        self.topics = topics
+        super().__init__(message)
+
+
+class DuplicatesNotConfirmedError(IngestError):
+    """An operator action would ingest `duplicates` published records again, and that number was not confirmed."""
+
+    def __init__(self, message: str, *, duplicates: int):
+        self.duplicates = duplicates
+        super().__init__(message)
+
+
 class StaleRunError(IngestError):
     """A run's planned start offsets no longer match the committed ones: another run got there first."""
 

@@ -8,16 +8,17 @@ Druid's order for where a partition's next run starts:
      Druid's subsequently discovered partitions, so records written before discovery are not skipped.
 A start below the log start (retention or `delete_records` removed records) is reset with an audit record
 when `resetOffsetAutomatically` is set, else it stops the run; a start beyond the log end means the topic was
-re-created and always stops the run.
+re-created and always stops the run. So does a topic whose Kafka topic id is not the one the stored offsets
+were read from (deleted and re-created, even with more records than the stored offset): `recreated_topics`.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
-from ingest_core.core.errors import OffsetOutOfRangeError
+from ingest_core.core.errors import DuplicatesNotConfirmedError, OffsetOutOfRangeError, TopicRecreatedError
 
 
 @dataclass(frozen=True, order=True)
@@ -84,6 +85,9 @@ class KnownOffset:
 
     offset: int
     run_id: str | None
+    # Kafka's id of the topic it was read from; None: not known (stored before topic ids were; the next publish
+    # learns it)
+    topic_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -113,11 +117,18 @@ def resolve_start_offsets(
     latest: Mapping[TopicPartition, int],
     use_earliest: bool,
     reset_automatically: bool,
+    topic_ids: Mapping[str, str] | None = None,
 ) -> StartResolution:
+    """`topic_ids`: the broker's id of each topic now; a stored offset read from another id stops the run
+    (`TopicRecreatedError`). None: not checked."""
     starts: dict[TopicPartition, StartOffset] = {}
     resets: list[OffsetReset] = []
     started = bool(inflight) or bool(committed)
-    for tp in sorted(partitions):
+    partitions = sorted(partitions)
+    truncated: list[tuple[TopicPartition, int, int, int, str]] = []  # below the log start: one error for all
+    if topic_ids is not None:
+        check_topic_ids(datasource, partitions, inflight, committed, topic_ids, earliest, latest)
+    for tp in partitions:
         lo, hi = earliest[tp], latest[tp]
         if tp in inflight:
             known, source = inflight[tp], StartSource.INFLIGHT
@@ -135,23 +146,17 @@ def resolve_start_offsets(
         if known.offset > hi:
             raise OffsetOutOfRangeError(
                 f"datasource {datasource!r}, partition {tp}: start offset {known.offset} ({where}) is beyond the "
-                f"log end offset {hi}. The topic was probably deleted and re-created, so the stored offsets "
-                f"describe another log. Nothing was ingested. Check the topic, then run "
-                f"`ingest reset {datasource}` (start over from earliest/latest by useEarliestOffset) or "
-                f"`ingest set-offsets {datasource} {tp.topic}:{tp.partition}=<offset>`.",
+                f"log end offset {hi}: the partition lost its tail (an unclean leader election) or the topic was "
+                f"deleted and re-created, so the stored offset describes another log. Nothing was ingested. Check "
+                f"the topic, then continue this partition from its end: `ingest set-offsets {datasource} "
+                f"{tp.topic}:{tp.partition}=latest`, or, for a re-created topic, start it over: `ingest "
+                f"set-offsets {datasource} {tp.topic}=earliest` (audited; other partitions keep their offsets).",
                 topic=tp.topic, partition=tp.partition, offset=known.offset, earliest=lo, latest=hi,
             )
         if known.offset < lo:
             if not reset_automatically:
-                raise OffsetOutOfRangeError(
-                    f"datasource {datasource!r}, partition {tp}: start offset {known.offset} ({where}) is below "
-                    f"the log start offset {lo}: records {known.offset}..{lo - 1} were removed (retention or "
-                    f"delete_records) before they were ingested. The run stops so nothing is skipped silently. "
-                    f"To continue, accept the loss with `ingest set-offsets {datasource} "
-                    f"{tp.topic}:{tp.partition}={lo}` or `ingest reset {datasource}`, or set "
-                    f"tuningConfig.resetOffsetAutomatically: true.",
-                    topic=tp.topic, partition=tp.partition, offset=known.offset, earliest=lo, latest=hi,
-                )
+                truncated.append((tp, known.offset, lo, hi, where))
+                continue
             target = lo if use_earliest else hi
             resets.append(OffsetReset(tp, known.offset, target, lo, hi))
             reset_source = StartSource.RESET_EARLIEST if use_earliest else StartSource.RESET_LATEST
@@ -159,7 +164,77 @@ def resolve_start_offsets(
             starts[tp] = StartOffset(target, reset_source, known.run_id, known.offset)
             continue
         starts[tp] = StartOffset(known.offset, source, known.run_id, known.offset)
+    if truncated:
+        _raise_truncated(datasource, truncated)
     return StartResolution(starts, resets)
+
+
+def _raise_truncated(datasource: str, truncated: list[tuple[TopicPartition, int, int, int, str]]) -> None:
+    """Every partition whose start lies below its log start, in one error with one command that moves exactly
+    those partitions to their log start (a reset would re-read every other one)."""
+    what = "; ".join(f"partition {tp}: start offset {start} ({where}) is below the log start offset {lo}: records "
+                     f"{start}..{lo - 1} were removed (retention or delete_records) before they were ingested"
+                     for tp, start, lo, _, where in truncated)
+    these = "this partition" if len(truncated) == 1 else f"these {len(truncated)} partitions"
+    command = " ".join(f"{tp.topic}:{tp.partition}=earliest" for tp, *_ in truncated)
+    tp, start, lo, hi, _ = truncated[0]
+    raise OffsetOutOfRangeError(
+        f"datasource {datasource!r}, {what}. The run stops so nothing is skipped silently. To continue, accept the "
+        f"loss by moving only {these} to the log start: `ingest set-offsets {datasource} {command}` (audited; other "
+        f"partitions keep their offsets), or set tuningConfig.resetOffsetAutomatically: true.",
+        topic=tp.topic, partition=tp.partition, offset=start, earliest=lo, latest=hi)
+
+
+def recreated_topics(known: Mapping[TopicPartition, KnownOffset], topic_ids: Mapping[str, str]
+                     ) -> dict[str, tuple[str, str]]:
+    """Topics whose stored offsets in `known` were read from another topic id than the broker's now (deleted and
+    re-created): name -> (stored id, broker's id). Offsets without a stored id, and topics without a broker id,
+    are not judged."""
+    out: dict[str, tuple[str, str]] = {}
+    for tp, k in sorted(known.items()):
+        now = topic_ids.get(tp.topic)
+        if k.topic_id is not None and now is not None and k.topic_id != now:
+            out.setdefault(tp.topic, (k.topic_id, now))
+    return out
+
+
+def check_topic_ids(datasource: str, partitions: Iterable[TopicPartition], inflight: Mapping[TopicPartition, KnownOffset],
+                    committed: Mapping[TopicPartition, KnownOffset], topic_ids: Mapping[str, str],
+                    earliest: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]) -> None:
+    """Raise `TopicRecreatedError` when a topic's stored offsets (in flight or committed) were read from another
+    topic id: they describe another log, and reading on from them would skip (or re-read) records of the new one
+    without a word. The error names the commands to choose from."""
+    recreated = {**recreated_topics(committed, topic_ids), **recreated_topics(inflight, topic_ids)}
+    if not recreated:
+        return
+    lines = []
+    for topic, (old, new) in sorted(recreated.items()):
+        tps = [tp for tp in partitions if tp.topic == topic]
+        records = sum(max(0, latest[tp] - earliest[tp]) for tp in tps)
+        stored = ", ".join(f"{tp.partition}: {(inflight.get(tp) or committed[tp]).offset}"
+                           for tp in sorted(set(inflight) | set(committed)) if tp.topic == topic)
+        lines.append(
+            f"topic {topic!r} was deleted and re-created: the stored offsets (partition: offset {stored}) were read "
+            f"from topic id {old}, the broker's {topic!r} is now topic id {new} ({records} records in {len(tps)} "
+            f"partitions). Those offsets describe another log, so runs stop rather than skip or re-read records of "
+            f"the new one. Nothing was ingested. Choose one (audited): `ingest set-offsets {datasource} "
+            f"{topic}=earliest` (start over from the new topic's first record: reads its {records} records) or "
+            f"`ingest set-offsets {datasource} {topic}=latest` (start from its end: its {records} records are "
+            f"skipped)")
+    raise TopicRecreatedError(f"datasource {datasource!r}: " + "; ".join(lines) + ".", topics=recreated)
+
+
+def check_planned_topic_ids(datasource: str, run_id: str, planned: Mapping[str, str], now: Mapping[str, str]) -> None:
+    """Raise `TopicRecreatedError` when a topic the run planned has another id now (or none: deleted): what its
+    job read came from another log, and must not be published."""
+    changed = {t: (planned[t], now.get(t, "none: deleted")) for t in sorted(planned) if now.get(t) != planned[t]}
+    if changed:
+        raise TopicRecreatedError(
+            f"run {run_id} of datasource {datasource!r}: " + "; ".join(
+                f"topic {t!r} was deleted and re-created while the run read it (topic id {old} when planned, {new} "
+                f"now)" for t, (old, new) in changed.items())
+            + ". What it read came from another log and is not published; the next run's plan stops with the "
+              "commands to choose from.", topics=changed)
 
 
 def clamp_to_log(committed: Mapping[TopicPartition, KnownOffset], earliest: Mapping[TopicPartition, int],
@@ -175,7 +250,7 @@ def clamp_to_log(committed: Mapping[TopicPartition, KnownOffset], earliest: Mapp
         known, lo, hi = committed[tp], earliest[tp], latest[tp]
         to = min(max(known.offset, lo), hi)
         if to != known.offset:
-            out[tp] = KnownOffset(to, known.run_id)
+            out[tp] = KnownOffset(to, known.run_id, known.topic_id)
             moved.append(OffsetReset(tp, known.offset, to, lo, hi))
     return out, moved
 
@@ -222,3 +297,159 @@ def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str
 
 def offsets_from_json(data: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
     return {TopicPartition(t, int(p)): int(o) for t, parts in data.items() for p, o in parts.items()}
+
+
+# ------------------------------------------------------------------------------------------ operator moves
+
+EARLIEST_OFFSET, LATEST_OFFSET = "earliest", "latest"
+
+
+@dataclass(frozen=True)
+class OffsetRequest:
+    """One `TOPIC[:PARTITION]=OFFSET` of set-offsets. `partition` None: every partition of the topic; `offset`
+    "earliest" / "latest": the partition's log start / end as the broker has them."""
+
+    topic: str
+    partition: int | None
+    offset: int | str
+
+    def __str__(self) -> str:
+        where = self.topic if self.partition is None else f"{self.topic}:{self.partition}"
+        return f"{where}={self.offset}"
+
+
+@dataclass(frozen=True)
+class OffsetProblem:
+    """Why an offset may not be set. `forcible`: `--force` may override it (a negative offset never)."""
+
+    message: str
+    forcible: bool = True
+
+
+def resolve_offset_requests(datasource: str, requests: Iterable[OffsetRequest], *, broker_partitions: Mapping[str, int],
+                            in_spec: Callable[[str], bool], earliest: Mapping[TopicPartition, int],
+                            latest: Mapping[TopicPartition, int]) -> tuple[dict[TopicPartition, int], list[OffsetProblem]]:
+    """The offsets `requests` ask for, and every problem with them: a negative offset, a topic not in the
+    datasource's spec, a topic or partition the broker does not have, an offset beyond the log end (runs would
+    plan nothing and lag would read 0) or below the log start (those records are gone). `broker_partitions`:
+    partition count per topic on the broker; `earliest` / `latest`: of the partitions that exist."""
+    out: dict[TopicPartition, int] = {}
+    problems: list[OffsetProblem] = []
+    for req in requests:
+        if isinstance(req.offset, int) and req.offset < 0:
+            problems.append(OffsetProblem(f"{req}: an offset is never negative", forcible=False))
+            continue
+        if req.partition is not None and req.partition < 0:
+            problems.append(OffsetProblem(f"{req}: a partition is never negative", forcible=False))
+            continue
+        if not in_spec(req.topic):
+            problems.append(OffsetProblem(f"{req}: topic {req.topic!r} is not one datasource {datasource!r} reads "
+                                          f"(its spec's ioConfig.topic / topicPattern)"))
+        count = broker_partitions.get(req.topic)
+        if count is None:
+            problems.append(OffsetProblem(f"{req}: topic {req.topic!r} does not exist on the broker"))
+            if isinstance(req.offset, int) and req.partition is not None:
+                out[TopicPartition(req.topic, req.partition)] = req.offset
+            continue
+        tps = [TopicPartition(req.topic, p) for p in range(count)] if req.partition is None else [
+            TopicPartition(req.topic, req.partition)]
+        for tp in tps:
+            if tp not in latest:
+                problems.append(OffsetProblem(f"{req}: topic {req.topic!r} has partitions 0..{count - 1}, not "
+                                              f"{tp.partition}"))
+                if isinstance(req.offset, int):
+                    out[tp] = req.offset
+                continue
+            lo, hi = earliest[tp], latest[tp]
+            if req.offset == EARLIEST_OFFSET:
+                offset = lo
+            elif req.offset == LATEST_OFFSET:
+                offset = hi
+            else:
+                offset = int(req.offset)
+                if offset > hi:
+                    problems.append(OffsetProblem(
+                        f"{req}: partition {tp} ends at offset {hi} (log {lo}..{hi}); offset {offset} lies beyond "
+                        f"it, so runs would plan nothing and lag would read 0 until the log grows past it"))
+                elif offset < lo:
+                    problems.append(OffsetProblem(
+                        f"{req}: partition {tp} starts at offset {lo} (log {lo}..{hi}); records {offset}..{lo - 1} "
+                        f"were removed, so runs would stop there (use {lo}, or `{tp.topic}:{tp.partition}=earliest`)"))
+            out[tp] = offset
+    return out, problems
+
+
+@dataclass(frozen=True)
+class MoveEffect:
+    """What moving committed offsets does to records: `reread` were published already and will be ingested again
+    (duplicates); `skipped` will never be ingested. Sizes are offsets: an upper bound on records (see
+    `OffsetRange.size`)."""
+
+    reread: tuple[OffsetRange, ...] = ()
+    skipped: tuple[OffsetRange, ...] = ()
+
+    @property
+    def duplicates(self) -> int:
+        return sum(r.size for r in self.reread)
+
+    @property
+    def skipped_records(self) -> int:
+        return sum(r.size for r in self.skipped)
+
+
+def move_effect(new: Mapping[TopicPartition, int], committed: Mapping[TopicPartition, KnownOffset],
+                earliest: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
+                topic_ids: Mapping[str, str], claims: Iterable[PublishedRange] = ()) -> MoveEffect:
+    """The records that moving the committed offsets to `new` re-reads and skips. Re-read: what was published
+    at and above `new` in the log the broker has now (below the committed offset, and the claimed ranges the
+    move releases, a backfill's beyond it), from the log start up. Skipped: above the committed offset (or from
+    the log start of a re-created topic's new log, which nothing published) up to `new`. A stored offset of
+    another topic id is another log: nothing of it is re-read. Partitions the broker does not have count
+    neither."""
+    by_tp: dict[TopicPartition, list[PublishedRange]] = {}
+    for claim in claims:
+        by_tp.setdefault(claim.tp, []).append(claim)
+    reread, skipped = [], []
+    for tp, to in sorted(new.items()):
+        if tp not in latest:
+            continue
+        lo, hi = earliest[tp], latest[tp]
+        known = committed.get(tp)
+        other_log = known is not None and known.topic_id is not None and topic_ids.get(tp.topic) not in (
+            None, known.topic_id)
+        at = lo if known is None or other_log else known.offset
+        if not other_log:
+            spans = [(to, at)] + [(max(to, c.start), c.end) for c in by_tp.get(tp, ()) if c.end > to]
+            reread += _merged(tp, [(max(a, lo), min(b, hi)) for a, b in spans])
+        if to > at:
+            r = OffsetRange(tp, max(at, lo), min(to, hi))
+            skipped += [r] if r.size else []
+    return MoveEffect(tuple(reread), tuple(skipped))
+
+
+def _merged(tp: TopicPartition, spans: list[tuple[int, int]]) -> list[OffsetRange]:
+    """The non-empty spans as ranges, overlapping ones merged."""
+    out: list[OffsetRange] = []
+    for a, b in sorted(x for x in spans if x[1] > x[0]):
+        if out and a <= out[-1].end:
+            out[-1] = OffsetRange(tp, out[-1].start, max(out[-1].end, b))
+        else:
+            out.append(OffsetRange(tp, a, b))
+    return out
+
+
+def check_duplicates_confirmed(what: str, effect: MoveEffect, confirmed: int | None) -> None:
+    """An action that would ingest published records again runs only when the operator confirmed exactly how
+    many (CLI `--confirm-duplicates N`, REST `"confirmDuplicates": N`); a confirmation of another number refuses
+    too (something moved since it was counted)."""
+    n = effect.duplicates
+    if (n == 0 and confirmed in (None, 0)) or confirmed == n:
+        return
+    ranges = ", ".join(f"{r.tp} [{r.start}, {r.end})" for r in effect.reread) or "none"
+    said = "" if confirmed is None else f" (confirmed: {confirmed})"
+    raise DuplicatesNotConfirmedError(
+        f"{what} would read {n} records again that were already published ({ranges}): they would be ingested "
+        f"twice{said}. Nothing was changed. To do it anyway, confirm that number: add `--confirm-duplicates {n}` "
+        f"(REST: \"confirmDuplicates\": {n} in the body)." if n else
+        f"{what} re-reads no published records, but {confirmed} duplicates were confirmed: nothing was changed; "
+        f"check the offsets and run it again without --confirm-duplicates", duplicates=n)

@@ -55,6 +55,7 @@ class PlanRequest:
     future_after: datetime | None = None
     offsets_at_future: Mapping[TopicPartition, int | None] | None = None
     spec_fingerprint: str = ""
+    topic_ids: Mapping[str, str] = field(default_factory=dict)  # Kafka's id of each topic, as planned
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,9 @@ class Plan:
     caps: Mapping[str, int] = field(default_factory=dict)  # how many partitions each cap limited
     # 0: as first planned; n: planned again n times (its predecessor never published: `Supervisor.replan`)
     revision: int = 0
+    # Kafka's id of each topic when it was planned: its publish stores them with the committed offsets, so a
+    # topic deleted and re-created later is noticed (`offsets.check_topic_ids`). Empty: planned before ids were.
+    topic_ids: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def partitions(self) -> tuple[PartitionPlan, ...]:
@@ -164,6 +168,8 @@ class Plan:
         }
         if self.revision:
             out["revision"] = self.revision
+        if self.topic_ids:
+            out["topicIds"] = dict(sorted(self.topic_ids.items()))
         return out
 
     @classmethod
@@ -174,6 +180,7 @@ class Plan:
             end_time=parse_datetime(d["endTime"]) if d.get("endTime") else None,
             max_records_per_run=d.get("maxRecordsPerRun"), spec_fingerprint=d.get("specFingerprint", ""),
             caps=dict(d.get("caps") or {}), revision=int(d.get("revision", 0)),
+            topic_ids=dict(d.get("topicIds") or {}),
         )
 
     def dumps(self) -> str:
@@ -307,4 +314,5 @@ def plan_run(req: PlanRequest) -> Plan:
         datasource=req.datasource, run_id=req.run_id, created_at=_millis(req.created_at), groups=tuple(groups),
         assignment=req.assignment, end_time=_millis(req.end_time), max_records_per_run=req.max_records_per_run,
         spec_fingerprint=req.spec_fingerprint, caps=caps,
+        topic_ids={t: i for t, i in req.topic_ids.items() if any(tp.topic == t for tp in tps)},
     )

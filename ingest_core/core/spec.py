@@ -462,6 +462,13 @@ class IOConfig:
     emit_time_lag_metrics: bool = spec_field(False, ignored_in_batch="lag is reported by `ingest status`")
     server_priority_to_replicas: dict[str, Any] | None = spec_field(None, ignored_in_batch="no Druid servers")
 
+    def reads_topic(self, name: str) -> bool:
+        """Whether this datasource reads topic `name`: its `topic`, or a whole-name match of `topicPattern`
+        (Druid's rule, as the offset reader discovers topics)."""
+        if self.topic_pattern is not None:
+            return re.fullmatch(self.topic_pattern, name) is not None
+        return name == self.topic
+
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.type != "kafka":
             ctx.error(join(path, "type"), f"only kafka is supported, got {self.type!r}")

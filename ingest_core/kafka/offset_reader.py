@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient
 
 from ingest_core.core.defaults import ISOLATION_LEVEL
 from ingest_core.core.errors import BrokerUnavailableError, TopicNotFoundError
@@ -45,6 +46,7 @@ class KafkaOffsetReader:
         self._clients: list[Consumer] = []  # every thread's, for close()
         self._clients_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(4, thread_name_prefix="offset-reader")
+        self._admin: AdminClient | None = None  # for topic ids only; made on first use
         self._client()  # fail fast on an invalid configuration
 
     def _client(self) -> Consumer:
@@ -102,6 +104,32 @@ class KafkaOffsetReader:
         else:
             raise ValueError("topic or pattern is required")
         return sorted(TopicPartition(t, p) for t, n in chosen.items() for p in range(n))
+
+    def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        """Kafka's id of each topic (DescribeTopics): a topic deleted and re-created under the same name gets a
+        new one. A topic the broker gives no id (before Kafka 2.8: the all-zero id) is left out."""
+        names = sorted(set(topics))
+        if not names:
+            return {}
+        if self._admin is None:
+            self._admin = AdminClient(self.config.admin(
+                **{"socket.connection.setup.timeout.ms": int(self.timeout_s * 1000)}))
+        out: dict[str, str] = {}
+        try:
+            futures = self._admin.describe_topics(TopicCollection(names), request_timeout=self.timeout_s)
+            for name, future in futures.items():
+                uuid = future.result(timeout=self.timeout_s + 5).topic_id
+                if uuid is not None and (uuid.get_most_significant_bits() or uuid.get_least_significant_bits()):
+                    out[name] = str(uuid)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.code() in _MISSING_PARTITION:
+                raise TopicNotFoundError(f"a topic of {names} does not exist (any more) on "
+                                         f"{self.config.bootstrap_servers!r}") from None
+            raise self._unavailable("a DescribeTopics request", exc) from None
+        except TimeoutError as exc:
+            raise self._unavailable("a DescribeTopics request", exc) from None
+        return out
 
     # ------------------------------------------------------------------------------------------ offsets
 

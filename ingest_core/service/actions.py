@@ -21,19 +21,27 @@ import subprocess
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import ContextManager, Mapping, Protocol
+from typing import ContextManager, Iterable, Mapping, Protocol
 
 from ingest_core.core.errors import IngestError
 from ingest_core.core.loss import LossCause, LostRange, RecordsLost, moved_past, read_by_partition, subtract
 from ingest_core.core.offsets import (
+    EARLIEST_OFFSET,
+    LATEST_OFFSET,
     KnownOffset,
+    MoveEffect,
     OffsetRange,
+    OffsetRequest,
     PublishedRange,
     StartOffset,
     StartSource,
     TopicPartition,
+    check_duplicates_confirmed,
     clamp_to_log,
+    move_effect,
     offsets_to_json,
+    recreated_topics,
+    resolve_offset_requests,
     resolve_start_offsets,
 )
 from ingest_core.core.periods import format_datetime
@@ -173,19 +181,54 @@ class DatasourceActions:
         """The transaction of an operator's move: the planning lock, then the datasource row's."""
         return MainLine.locked(self.store, name, planning_lock=True)
 
-    def reset(self, name: str) -> ActionResult:
+    def _spec(self, name: str, spec: DatasourceSpec | None) -> DatasourceSpec:
+        spec = spec or spec_for(self.store, name, self.specs)
+        if spec is None:
+            raise IngestError(f"datasource {name!r} has no spec registered in the metadata store and none was given "
+                              "(--dags-folder): its broker is needed to check the offsets; nothing was changed")
+        return spec
+
+    @staticmethod
+    def _broker(spec: DatasourceSpec, topics: Iterable[str], reader: KafkaOffsetReader | None) -> "BrokerView":
+        """What the broker has of `topics` now (those that exist): partitions, log start and end, topic ids.
+        `reader`: the caller's (left open); else one of our own, closed once it has answered."""
+        own = reader is None
+        reader = reader or KafkaOffsetReader.for_spec(spec)
+        try:
+            counts = reader.topics()
+            present = sorted(set(topics) & set(counts))
+            tps = [TopicPartition(t, p) for t in present for p in range(counts[t])]
+            snap = reader.snapshot(tps)
+            return BrokerView(counts, snap.earliest, snap.latest, reader.topic_ids(present))
+        finally:
+            if own:
+                reader.close()
+
+    def reset(self, name: str, spec: DatasourceSpec | None = None, *, reader: KafkaOffsetReader | None = None,
+              confirm_duplicates: int | None = None) -> ActionResult:
         """Druid's hard reset: forget the committed offsets; the next run starts from earliest or latest
-        (useEarliestOffset). Records between may be skipped or read again: that is what a reset means."""
+        (useEarliestOffset). From earliest it ingests again what was published: it runs only when that number of
+        duplicates is confirmed (`confirm_duplicates`); from latest the records in between are skipped (counted)."""
         self._require(name)
+        spec = self._spec(name, spec)
+        stored = set(self.store.committed_offsets(name)) | {c.tp for c in self.store.published_ranges(name)}
+        view = self._broker(spec, {tp.topic for tp in stored}, reader)
         with self._main_line(name) as line:
-            before = line.committed()
+            before, claims = line.committed(), self.store.offsets.claims(name, conn=line.conn)
+            to = view.earliest if spec.io_config.use_earliest_offset else view.latest
+            effect = move_effect({tp: to[tp] for tp in set(before) | {c.tp for c in claims} if tp in to}, before,
+                                 view.earliest, view.latest, view.topic_ids, claims)
+            check_duplicates_confirmed(f"reset of {name!r} (the next run starts from the "
+                                       f"{'earliest' if spec.io_config.use_earliest_offset else 'latest'} offsets)",
+                                       effect, confirm_duplicates)
             # the next run may start from earliest: every claim is released
             move = line.move(None, by=f"reset by {self.actor}", reason="the datasource's offsets were reset")
             details = {"clearedOffsets": offsets_to_json({tp: k.offset for tp, k in before.items()}),
-                       "supersededRuns": move.superseded, "releasedRanges": _ranges(move.released)}
+                       "supersededRuns": move.superseded, "releasedRanges": _ranges(move.released),
+                       **_effect_json(effect)}
             self.store.audit(name, RESET, details, self.actor, conn=line.conn)
         # what the next run skips is counted when it publishes (the publisher compares with clearedOffsets)
-        return self._followed(ActionResult("reset", name, details))
+        return self._followed(ActionResult("reset", name, details, _effect_warnings("reset", name, effect)))
 
     def reset_to_latest(self, name: str, spec: DatasourceSpec, *, backfill: bool,
                         reader: KafkaOffsetReader | None = None) -> ActionResult:
@@ -202,6 +245,7 @@ class DatasourceActions:
         try:
             tps = reader.partitions(topic=io.topic, pattern=io.topic_pattern)
             snap = reader.snapshot(tps)
+            topic_ids = reader.topic_ids(tp.topic for tp in tps)
         finally:
             if own_reader:
                 reader.close()
@@ -210,16 +254,22 @@ class DatasourceActions:
         with self._main_line(name) as line:
             # Offsets that left the log (retention, a re-created topic) stop every run: getting past them is
             # what this reset is for, so they are moved into the log, and what that loses is reported.
-            committed, moved = clamp_to_log(line.committed(), snap.earliest, snap.latest)
+            before = line.committed()
+            # a topic deleted and re-created: its offsets describe the old log; the new one is read from its start
+            recreated = recreated_topics(before, topic_ids)
+            committed, moved = clamp_to_log({tp: k for tp, k in before.items() if tp.topic not in recreated},
+                                            snap.earliest, snap.latest)
             # where the main line stands, ignoring runs in flight (superseded below)
             starts = resolve_start_offsets(tps, datasource=name, inflight={}, committed=committed,
                                            earliest=snap.earliest, latest=snap.latest,
                                            use_earliest=io.use_earliest_offset,
                                            reset_automatically=spec.tuning_config.reset_offset_automatically).starts
+            starts.update({tp: StartOffset(snap.earliest[tp], StartSource.NEW_PARTITION) for tp in tps
+                           if tp.topic in recreated})
             target = {tp: max(snap.latest[tp], starts[tp].offset) for tp in tps}
             # releases only a re-created topic's claims, in practice
             move = line.move(target, by=f"reset-to-latest by {self.actor}",
-                             reason="the datasource was reset to the latest offsets")
+                             reason="the datasource was reset to the latest offsets", topic_ids=topic_ids)
             skipped = {tp: (starts[tp].offset, target[tp]) for tp in tps if starts[tp].offset < target[tp]}
             plan = None
             if backfill and skipped:
@@ -242,6 +292,8 @@ class DatasourceActions:
                        "removedRecords": sum(m.earliest - m.from_offset for m in below),
                        "beyondLogEnd": _ranges_json((m.tp, [m.from_offset, m.latest]) for m in beyond),
                        "releasedRanges": _ranges(move.released), **loss}
+            if recreated:
+                details["topicIds"] = {t: {"from": old, "to": now} for t, (old, now) in recreated.items()}
             self.store.audit(name, "reset_to_latest", details, self.actor, conn=line.conn)
         warnings = [f"partition {m.tp}: records {m.from_offset}..{m.earliest - 1} ({m.earliest - m.from_offset} "
                     f"records) were removed (retention or delete_records) before they were ingested: they are lost"
@@ -249,6 +301,9 @@ class DatasourceActions:
         warnings += [f"partition {m.tp}: committed offset {m.from_offset} is beyond the log end offset {m.latest} "
                      f"(the topic was re-created?): it described another log, of which nothing is backfilled; the "
                      f"main line continues from {m.latest}" for m in beyond]
+        warnings += [f"topic {t!r} was deleted and re-created (topic id {old} -> {now}): its committed offsets "
+                     f"described the old log; the new log is skipped from its start"
+                     + (" and backfilled" if plan else "") for t, (old, now) in sorted(recreated.items())]
         if backfill and plan is None:
             warnings.append("nothing to backfill: no records are left in the log between where the main line stood "
                             "and the latest offsets")
@@ -260,26 +315,60 @@ class DatasourceActions:
         return self._followed(ActionResult("reset --to-latest" + (" --backfill" if backfill else ""), name, details,
                                            tuple(warnings)))
 
-    def set_offsets(self, name: str, new: Mapping[TopicPartition, int]) -> ActionResult:
-        """Druid's resetOffsets: the next run of these partitions starts at the given offsets."""
+    def set_offsets(self, name: str, new: Mapping[TopicPartition, int] | Iterable[OffsetRequest],
+                    spec: DatasourceSpec | None = None, *, reader: KafkaOffsetReader | None = None,
+                    force: bool = False, confirm_duplicates: int | None = None) -> ActionResult:
+        """Druid's resetOffsets: the next run of these partitions starts at the given offsets (or their log start
+        / end: "earliest" / "latest"; a request without a partition means each of its topic's). Checked against
+        the broker first (`offsets.resolve_offset_requests`): an offset past the log end or below the log start,
+        an unknown topic or partition, a topic the datasource does not read are refused unless `force` (audited:
+        `forced`); a negative offset always. Moving back over published records ingests them again: it runs only
+        when their number is confirmed (`confirm_duplicates`). The topic ids are recorded with the offsets, so
+        this is also how a re-created topic is taken up again (`TopicRecreatedError`)."""
         self._require(name)
-        if not new:
+        requests = [OffsetRequest(tp.topic, tp.partition, off) for tp, off in new.items()] if isinstance(
+            new, Mapping) else list(new)
+        if not requests:
             raise IngestError("no offsets given: use TOPIC:PARTITION=OFFSET")
+        spec = self._spec(name, spec)
+        view = self._broker(spec, {r.topic for r in requests}, reader)
+        target, problems = resolve_offset_requests(name, requests, broker_partitions=view.partitions,
+                                                   in_spec=spec.io_config.reads_topic, earliest=view.earliest,
+                                                   latest=view.latest)
+        refused = [p for p in problems if not (force and p.forcible)]
+        if refused:
+            hint = (" `--force` (REST: \"force\": true) sets them anyway, audited." if all(p.forcible for p in refused)
+                    else "")
+            raise IngestError(f"set-offsets of {name!r} refused, nothing was changed: "
+                              + "; ".join(p.message for p in refused) + "." + hint)
         with self._main_line(name) as line:
             before = line.committed()
-            # forward past offsets nothing published: lost (from where the main line stood, or stood before a
-            # hard reset cleared it)
+            effect = move_effect(target, before, view.earliest, view.latest, view.topic_ids,
+                                 self.store.offsets.claims(name, conn=line.conn))
+            check_duplicates_confirmed(f"set-offsets of {name!r}", effect, confirm_duplicates)
+            recreated = recreated_topics({tp: k for tp, k in before.items() if tp in target}, view.topic_ids)
+            # forward past offsets nothing published: lost, from where the main line stood (or stood before a hard
+            # reset cleared it; a re-created topic's old offsets describe another log: from its new log start)
             stood = {**cleared_by_last_reset(self.store.audit_log.records(name, action=RESET, limit=1, conn=line.conn)),
                      **{tp: k.offset for tp, k in before.items()}}
-            lost = moved_past(stood, new, read_by_partition(self.store.offsets.claims(name, conn=line.conn)))
+            stood.update({tp: view.earliest[tp] for tp in target if tp.topic in recreated and tp in view.earliest})
+            lost = moved_past(stood, target, read_by_partition(self.store.offsets.claims(name, conn=line.conn)))
             # the claims at and above them are released: the operator asked to read them again
-            move = line.move(new, by=f"set-offsets by {self.actor}",
-                             reason="the datasource's offsets were set by an operator")
-            loss, warnings = self._lost(line, RecordsLost(LossCause.SET_OFFSETS, tuple(lost)))
-            details = {"before": offsets_to_json({tp: before[tp].offset for tp in new if tp in before}),
-                       "after": offsets_to_json(dict(new)), "supersededRuns": move.superseded,
-                       "releasedRanges": _ranges(move.released), **loss}
+            move = line.move(target, by=f"set-offsets by {self.actor}",
+                             reason="the datasource's offsets were set by an operator", topic_ids=view.topic_ids)
+            loss, loss_warnings = self._lost(line, RecordsLost(LossCause.SET_OFFSETS, tuple(lost)))
+            details = {"requested": [str(r) for r in requests],
+                       "before": offsets_to_json({tp: before[tp].offset for tp in target if tp in before}),
+                       "after": offsets_to_json(target), "supersededRuns": move.superseded,
+                       "releasedRanges": _ranges(move.released), **_effect_json(effect), **loss}
+            if recreated:
+                details["topicIds"] = {t: {"from": old, "to": now} for t, (old, now) in recreated.items()}
+            if problems:
+                details["forced"] = [p.message for p in problems]
             self.store.audit(name, "set_offsets", details, self.actor, conn=line.conn)
+        # skipped records are the loss warnings; the effect's own are the confirmed re-reads
+        warnings = loss_warnings + _effect_warnings("set-offsets", name, replace(effect, skipped=())) + tuple(
+            f"forced: {p.message}" for p in problems)
         for warning in warnings:
             log.warning("set-offsets of %s: %s", name, warning)
         return self._followed(ActionResult("set-offsets", name, details, warnings))
@@ -318,6 +407,31 @@ class DatasourceActions:
         for warning in warnings:
             log.warning("skip of %s: %s", name, warning)
         return self._followed(ActionResult("skip", name, details, warnings))
+
+
+@dataclass(frozen=True)
+class BrokerView:
+    """What the broker has of some topics now: partition counts (every topic), log start and end and topic ids
+    (the topics asked about)."""
+
+    partitions: dict[str, int]
+    earliest: dict[TopicPartition, int]
+    latest: dict[TopicPartition, int]
+    topic_ids: dict[str, str]
+
+
+def _effect_json(effect: MoveEffect) -> dict:
+    """An offset move's duplicates and skips, for its audit record."""
+    return {"duplicateRecords": effect.duplicates, "rereadRanges": [r.to_json() for r in effect.reread],
+            "skippedRecords": effect.skipped_records, "skippedRanges": [r.to_json() for r in effect.skipped]}
+
+
+def _effect_warnings(action: str, name: str, effect: MoveEffect) -> tuple[str, ...]:
+    out = [f"{action} of {name}: partition {r.tp} offsets [{r.start}, {r.end}) ({r.size} records) were published "
+           f"already and will be ingested again (confirmed)" for r in effect.reread]
+    out += [f"{action} of {name}: partition {r.tp} offsets [{r.start}, {r.end}) ({r.size} records) are skipped: "
+            f"never ingested (audited)" for r in effect.skipped]
+    return tuple(out)
 
 
 @dataclass(frozen=True, order=True)
@@ -376,17 +490,19 @@ def _ranges_json(items) -> dict[str, dict[str, list[int]]]:
     return out
 
 
-def parse_offset_assignments(items: list[str]) -> dict[TopicPartition, int]:
-    """`topic:partition=offset` (the topic may contain colons; the last one separates the partition)."""
-    out: dict[TopicPartition, int] = {}
+def parse_offset_assignments(items: list[str]) -> list[OffsetRequest]:
+    """`topic:partition=offset`, `topic:partition=earliest|latest`, or `topic=...` for every partition of the
+    topic. Only the syntax is checked here; the values are checked against the broker by `set_offsets`."""
+    out: list[OffsetRequest] = []
     for item in items:
-        try:
-            where, offset = item.rsplit("=", 1)
-            topic, partition = where.rsplit(":", 1)
-            tp, value = TopicPartition(topic, int(partition)), int(offset)
-        except ValueError:
-            raise IngestError(f"{item!r} is not TOPIC:PARTITION=OFFSET (e.g. wikipedia:0=1200)") from None
-        if value < 0 or tp.partition < 0:
-            raise IngestError(f"{item!r}: partition and offset must not be negative")
-        out[tp] = value
+        where, sep, value = item.rpartition("=")
+        topic, colon, partition = where.rpartition(":")
+        if not colon or not partition.lstrip("-").isdigit():
+            topic, partition = where, None
+        value = value.strip()
+        if not sep or not topic or not (value in (EARLIEST_OFFSET, LATEST_OFFSET) or value.lstrip("-").isdigit()):
+            raise IngestError(f"{item!r} is not TOPIC:PARTITION=OFFSET (e.g. wikipedia:0=1200), TOPIC:PARTITION="
+                              f"earliest|latest, or TOPIC=earliest|latest (every partition of the topic)")
+        out.append(OffsetRequest(topic, None if partition is None else int(partition),
+                                 value if value in (EARLIEST_OFFSET, LATEST_OFFSET) else int(value)))
     return out

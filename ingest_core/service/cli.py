@@ -9,9 +9,10 @@
   ingest dead-letters DATASOURCE     the published runs' dead letters (--run ID, --limit N, --json)
   ingest query "SELECT ..."          SQL over the visible segments of the datasources it names (--json, --csv)
   ingest suspend | resume | terminate DATASOURCE
-  ingest reset DATASOURCE            hard reset: forget the committed offsets (asks for confirmation)
+  ingest reset DATASOURCE            hard reset: forget the committed offsets (asks for confirmation;
+                                     re-reading published records needs --confirm-duplicates N)
   ingest reset DATASOURCE --to-latest [--backfill]   jump to the latest offsets [and backfill the gap]
-  ingest set-offsets DATASOURCE TOPIC:PARTITION=OFFSET...
+  ingest set-offsets DATASOURCE TOPIC[:PARTITION]=OFFSET|earliest|latest... [--force] [--confirm-duplicates N]
   ingest skip DATASOURCE             move past exactly the ranges that failed (asks for confirmation; lost, audited)
   ingest iceberg-sync DATASOURCE     bring its Iceberg table (microbatch.iceberg) level with what is published
   ingest sync-group DATASOURCE       make the Kafka consumer group show the committed offsets again
@@ -349,7 +350,6 @@ def cmd_action(args: argparse.Namespace) -> int:
         DatasourceActions,
         parse_offset_assignments,
     )
-
     from ingest_core.service.status import spec_for, specs_in
 
     store = _store(args)
@@ -358,10 +358,12 @@ def cmd_action(args: argparse.Namespace) -> int:
     specs = specs_in(_dags_folder(args))  # the consumer group each spec names follows the offsets
     actions = DatasourceActions(store, dags, _actor(args), specs)
     name = args.datasource
-    if args.command == "reset" and args.to_latest:
+    confirm_duplicates = getattr(args, "confirm_duplicates", None)
+    if args.command in ("reset", "set-offsets"):
         spec = spec_for(store, name, specs)
         if spec is None:
             raise IngestError(f"no spec for datasource {name!r} in {_dags_folder(args)} or the metadata store")
+    if args.command == "reset" and args.to_latest:
         what = "ingest the skipped range as a backfill run" if args.backfill else "skip the records in between"
         if not _confirm(args, f"move {name} to the latest offsets and {what}"):
             return 1
@@ -369,15 +371,17 @@ def cmd_action(args: argparse.Namespace) -> int:
     elif args.command == "reset":
         if args.backfill:
             raise IngestError("--backfill goes with --to-latest")
-        if not _confirm(args, f"reset the committed offsets of {name} (the next run starts from earliest or "
-                              f"latest by useEarliestOffset)"):
+        # --confirm-duplicates is the confirmation: the action refuses unless it is the number it would re-read
+        if confirm_duplicates is None and not _confirm(
+                args, f"reset the committed offsets of {name} (the next run starts from earliest or latest by "
+                      f"useEarliestOffset)"):
             return 1
-        result = actions.reset(name)
+        result = actions.reset(name, spec, confirm_duplicates=confirm_duplicates)
     elif args.command == "set-offsets":
         new = parse_offset_assignments(args.offsets)
-        if not _confirm(args, f"set the offsets of {name} to {', '.join(args.offsets)}"):
+        if confirm_duplicates is None and not _confirm(args, f"set the offsets of {name} to {', '.join(args.offsets)}"):
             return 1
-        result = actions.set_offsets(name, new)
+        result = actions.set_offsets(name, new, spec, force=args.force, confirm_duplicates=confirm_duplicates)
     elif args.command == "skip":
         ranges = actions.failed_ranges(name)
         for failed in ranges:
@@ -457,7 +461,14 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(command, help=help_text)
         p.add_argument("datasource")
         if command == "set-offsets":
-            p.add_argument("offsets", nargs="+", metavar="TOPIC:PARTITION=OFFSET")
+            p.add_argument("offsets", nargs="+", metavar="TOPIC:PARTITION=OFFSET",
+                           help="also TOPIC:PARTITION=earliest|latest, or TOPIC=earliest|latest for every partition")
+            p.add_argument("--force", action="store_true",
+                           help="set offsets the broker check refuses (past the log end, below the log start, an "
+                                "unknown or another datasource's topic); audited")
+        if command in ("reset", "set-offsets"):
+            p.add_argument("--confirm-duplicates", type=int, metavar="N",
+                           help="run although it ingests N published records again (N as the refusal counted)")
         if command in ("reset", "set-offsets", "terminate", "skip"):
             p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
         if command == "reset":

@@ -145,6 +145,7 @@ def run_group(spark: Any, job: GroupJob, stall_timeout_s: float = STALL_TIMEOUT_
     try:
         if not group.is_empty:
             report = _ingest(spark, job, stall_timeout_s)
+            _check_topic_ids(job)
     except Exception as exc:
         error = _job_error(exc)
         report = failed_report(job, error, *_root_cause(exc, error))
@@ -156,6 +157,24 @@ def run_group(spark: Any, job: GroupJob, stall_timeout_s: float = STALL_TIMEOUT_
     report.seconds = time.monotonic() - started
     deep_storage.write_json(deep_storage.join(job.attempt_uri, "report.json"), report.to_json())
     return report
+
+
+def _check_topic_ids(job: GroupJob) -> None:
+    """After the read: a topic deleted and re-created since the run was planned was read from another log (its
+    offsets name other records). Kafka never gives an id twice, so the planned id still there now means the
+    planned topic was there throughout the read."""
+    from ingest_core.core.offsets import check_planned_topic_ids
+    from ingest_core.kafka.offset_reader import KafkaOffsetReader
+
+    topics = {p.tp.topic for p in job.group.partitions if p.tp.topic in job.plan.topic_ids}
+    if not topics:
+        return  # planned before topic ids were
+    reader = KafkaOffsetReader.for_spec(job.spec)
+    try:
+        now = reader.topic_ids(topics)
+    finally:
+        reader.close()
+    check_planned_topic_ids(job.spec.datasource, job.plan.run_id, {t: job.plan.topic_ids[t] for t in topics}, now)
 
 
 def failed_report(job: GroupJob, error: IngestError, error_class: str, message: str) -> GroupReport:

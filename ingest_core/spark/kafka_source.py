@@ -213,6 +213,7 @@ class SplitConsumer:
         self.split = split
         self.job = job
         self.kafka_format = spec.io_config.input_format.type == "kafka"
+        self.datasource = spec.datasource  # for the commands its errors advise
         self.raw = raw
         self.errors: list[str] = []
 
@@ -338,15 +339,20 @@ class SplitConsumer:
 
         s = self.split
         earliest, latest = marks
+        # The advice touches this partition only: a reset of the datasource would re-read every other one.
         if position < earliest:
             why = (f"offset {position} is below the log start {earliest}: the records were deleted "
-                   "(retention or delete-records) before this run read them")
+                   f"(retention or delete-records) before this run read them. Nothing was committed. To accept the "
+                   f"loss of records {position}..{earliest - 1}, move only this partition to its log start: "
+                   f"`ingest set-offsets {self.datasource} {s.topic}:{s.partition}=earliest` (audited; the next run "
+                   f"plans from there), or set tuningConfig.resetOffsetAutomatically")
         else:
             why = (f"the partition now ends at {latest}, before the planned end {s.end}: the topic was "
-                   "truncated or re-created")
+                   f"truncated or re-created. Nothing was committed. The next run's plan checks the topic's id "
+                   f"and names the commands if it was re-created; if only this partition lost its tail, continue "
+                   f"from its end: `ingest set-offsets {self.datasource} {s.topic}:{s.partition}=latest`")
         raise OffsetOutOfRangeError(
-            f"cannot read {s.topic}/{s.partition} [{s.start}, {s.end}): {why}. Nothing was committed; run "
-            "`ingest reset` (or set-offsets) and plan again, or set tuningConfig.resetOffsetAutomatically.",
+            f"cannot read {s.topic}/{s.partition} [{s.start}, {s.end}): {why}.",
             topic=s.topic, partition=s.partition, offset=position, earliest=earliest, latest=latest)
 
     def _raise_for(self, err: Any, consumer: Any, position: int) -> None:

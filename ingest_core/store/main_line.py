@@ -60,33 +60,37 @@ class MainLine:
     def committed(self) -> dict[TopicPartition, KnownOffset]:
         return self.store.offsets.committed(self.name, conn=self.conn)
 
-    def move(self, to: Mapping[TopicPartition, int] | None, *, by: str, reason: str | None = None) -> Move:
+    def move(self, to: Mapping[TopicPartition, int] | None, *, by: str, reason: str | None = None,
+             topic_ids: Mapping[str, str] | None = None) -> Move:
         """Set the committed offsets of `to`'s partitions (others keep theirs; None: clear them all) and bump
-        `commit_version`. `by`: who set them (the publishing run's id, or e.g. "set-offsets by alice").
+        `commit_version`. `topic_ids`: Kafka's id of the topics the offsets were read from, stored with them (a
+        topic without one keeps the id it had). `by`: who set them (the publishing run's id, or e.g. "set-offsets by alice").
         `reason`: why an operator moved them; then the runs in flight are superseded (by `by`, with the reason)
         and the claims at and above `to` released. A publish gives none: its successors continue from it."""
         if to is None:
             self.conn.execute(offsets.delete().where(offsets.c.datasource == self.name))
         else:
-            self._write(to, by)
+            self._write(to, by, topic_ids or {})
         self._bump()
         if reason is None:
             return Move(self.commit_version, [], [])
         superseded = self.store.runs.supersede_inflight(self.name, by, reason, conn=self.conn)
         return Move(self.commit_version, superseded, self._release(to))
 
-    def _write(self, new: Mapping[TopicPartition, int], by: str) -> None:
+    def _write(self, new: Mapping[TopicPartition, int], by: str, topic_ids: Mapping[str, str]) -> None:
         now = utcnow()
-        existing = set(self.committed())
+        existing = self.committed()
         for tp, off in sorted(new.items()):
             key = ((offsets.c.datasource == self.name) & (offsets.c.topic == tp.topic)
                    & (offsets.c.partition == tp.partition))
+            topic_id = topic_ids.get(tp.topic) or (existing[tp].topic_id if tp in existing else None)
             if tp in existing:
-                self.conn.execute(offsets.update().where(key).values(offset=off, run_id=by, updated_at=now))
+                self.conn.execute(offsets.update().where(key).values(offset=off, run_id=by, updated_at=now,
+                                                                     topic_id=topic_id))
             else:
                 self.conn.execute(offsets.insert().values(datasource=self.name, topic=tp.topic,
                                                           partition=tp.partition, offset=off, run_id=by,
-                                                          updated_at=now))
+                                                          updated_at=now, topic_id=topic_id))
 
     def _bump(self) -> None:
         expected = self.commit_version

@@ -21,7 +21,8 @@ class Offsets:
     def committed(self, name: str, *, conn: Connection | None = None) -> dict[TopicPartition, KnownOffset]:
         with self.db.within(conn) as c:
             rows = c.execute(sa.select(offsets).where(offsets.c.datasource == name)).mappings().all()
-        return {TopicPartition(r["topic"], r["partition"]): KnownOffset(int(r["offset"]), r["run_id"]) for r in rows}
+        return {TopicPartition(r["topic"], r["partition"]): KnownOffset(int(r["offset"]), r["run_id"], r["topic_id"])
+                for r in rows}
 
     def last_updated(self, name: str) -> datetime | None:
         with self.db.session() as conn:

@@ -226,7 +226,7 @@ class Publisher:
         if not plan.is_backfill:  # the main line's offsets: compare-and-swap, advance
             for event in self._losses(line, run_id, parts, committed, claims):
                 self.store.audit_log.write_loss(datasource, event, conn=conn)
-            commit_version = line.move(new_offsets, by=run_id).commit_version
+            commit_version = line.move(new_offsets, by=run_id, topic_ids=plan.topic_ids).commit_version
         for g in publishing:
             status = GroupStatus.EMPTY if g.is_empty and g.group_id not in by_group else GroupStatus.PUBLISHED
             runs.set_group_status(datasource, run_id, g.group_id, status, conn=conn)

@@ -109,7 +109,7 @@ class Runs:
             if run.plan.is_backfill:  # its range lies behind the main line: nothing continues from it
                 continue
             for tp, end in run.plan.end_offsets().items():
-                out[tp] = KnownOffset(end, run.run_id)
+                out[tp] = KnownOffset(end, run.run_id, run.plan.topic_ids.get(tp.topic))
         return out
 
     # ------------------------------------------------------------------------------------------ status

@@ -19,7 +19,7 @@ from ingest_core.core.planner import Plan
 from ingest_core.core.states import DetailedState, State
 from ingest_core.store.records import RunStatus
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 Json = sa.JSON().with_variant(JSONB(), "postgresql")
 Timestamp = sa.DateTime(timezone=True)
@@ -65,6 +65,8 @@ offsets = sa.Table(
     sa.Column("offset", sa.BigInteger, nullable=False),
     sa.Column("run_id", sa.String(250)),  # the run (or operator action) that set it
     sa.Column("updated_at", Timestamp, nullable=False),
+    # v5: Kafka's id of the topic the offset was read from (NULL: set before v5; the next publish records it)
+    sa.Column("topic_id", sa.String(64)),
 )
 
 segments = sa.Table(
@@ -229,9 +231,17 @@ def _add_dead_letter_files(conn: Connection) -> None:
     dead_letter_files.create(conn, checkfirst=True)
 
 
+def _add_offset_topic_ids(conn: Connection) -> None:
+    """v5: committed offsets record their topic's Kafka topic id. Rows of before stay NULL (readable, not
+    checked) until the next publish of their partition records it."""
+    if offsets.c.topic_id.name not in {c["name"] for c in sa.inspect(conn).get_columns(offsets.name)}:
+        conn.execute(sa.text(f"ALTER TABLE {offsets.name} ADD COLUMN {offsets.c.topic_id.name} "
+                             f"{offsets.c.topic_id.type.compile(dialect=conn.dialect)}"))
+
+
 # Ordered schema steps; a new release appends (version, step). Each runs once (`migrate`).
 MIGRATIONS: list[tuple[int, Any]] = [(1, _create_schema_v1), (2, _add_published_ranges), (3, _add_run_deadlines),
-                                     (4, _add_dead_letter_files)]
+                                     (4, _add_dead_letter_files), (5, _add_offset_topic_ids)]
 
 
 def installed_version(conn: Connection) -> int:

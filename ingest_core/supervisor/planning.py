@@ -170,7 +170,7 @@ class Supervisor:
                 return record
             old = record.plan
             plan = replace(plan_run(plan_request(self.spec, run_id, old.created_at, starts, old.end_offsets())),
-                           end_time=old.end_time, revision=old.revision + 1)
+                           end_time=old.end_time, revision=old.revision + 1, topic_ids=old.topic_ids)
             dead = [runs.get(self.datasource, rid, conn=line.conn) for rid in sorted(gone)]
             failed = [r.run_id for r in dead if r.status is RunStatus.FAILED and not r.expired]  # may be retried
             for rid in failed:  # a retry of theirs must not publish what this run now reads
@@ -188,7 +188,7 @@ class Supervisor:
     def compute_plan(self, run_id: str, options: PlanOptions = PlanOptions()) -> Plan:
         micro = self.spec.microbatch
         future_after = datetime.now(timezone.utc) + FUTURE_TOLERANCE  # by the wall clock, not options.now
-        snap, resolution = self._resolve(options.end_time, future_after)
+        snap, resolution, topic_ids = self._resolve(options.end_time, future_after)
         plan = plan_run(plan_request(
             self.spec, run_id, options.now or datetime.now(timezone.utc), resolution.starts, snap.latest,
             max_records_per_run=options.max_records if options.max_records is not None else micro.max_records_per_run,
@@ -196,6 +196,7 @@ class Supervisor:
             end_time=options.end_time,
             future_after=future_after,
             offsets_at_future=snap.at_future,
+            topic_ids=topic_ids,
         ))
         self.store.set_state(self.datasource, Event.PLANNED)
         return plan
@@ -204,13 +205,13 @@ class Supervisor:
         """Where the next run would start, per partition, and how many records it would find now (the data
         gate's question)."""
         self.expire_overdue("the data gate")
-        snap, resolution = self._resolve(None)
+        snap, resolution, _ = self._resolve(None)
         starts = {tp: s.offset for tp, s in resolution.starts.items()}
         return starts, pending_records(starts, snap.earliest, snap.latest)
 
-    def _resolve(self, end_time: datetime | None,
-                 future_after: datetime | None = None) -> tuple[OffsetSnapshot, StartResolution]:
-        """Discover partitions, snapshot their offsets and resolve where each starts."""
+    def _resolve(self, end_time: datetime | None, future_after: datetime | None = None
+                 ) -> tuple[OffsetSnapshot, StartResolution, dict[str, str]]:
+        """Discover partitions, snapshot their offsets and topic ids and resolve where each starts."""
         io = self.spec.io_config
         first_loop = self._first_loop()
         try:
@@ -219,6 +220,7 @@ class Supervisor:
             with self._kafka() as reader:
                 tps = reader.partitions(topic=io.topic, pattern=io.topic_pattern)
                 snap = reader.snapshot(tps, at=end_time, future_after=future_after if end_time else None)
+                topic_ids = reader.topic_ids(tp.topic for tp in tps)
             resolution = resolve_start_offsets(
                 tps,
                 datasource=self.datasource,
@@ -228,6 +230,7 @@ class Supervisor:
                 latest=snap.latest,
                 use_earliest=io.use_earliest_offset,
                 reset_automatically=self.spec.tuning_config.reset_offset_automatically,
+                topic_ids=topic_ids,
             )
         except IngestError as exc:  # e.g. an unreachable broker, a missing topic, offsets out of range
             self._record_loop_error(exc, first_loop)
@@ -236,7 +239,7 @@ class Supervisor:
             log.warning("datasource %s partition %s: start offset %d is below the log start %d; "
                         "resetOffsetAutomatically moves it to %d (records in between are skipped or re-read)",
                         self.datasource, reset.tp, reset.from_offset, reset.earliest, reset.to_offset)
-        return snap, resolution
+        return snap, resolution, topic_ids
 
     def _record_loop_error(self, exc: IngestError, first_loop: bool) -> None:
         """The failed loop goes to the audit log; `status` turns a run of them into UNHEALTHY_SUPERVISOR."""

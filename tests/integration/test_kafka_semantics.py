@@ -15,6 +15,7 @@ from helpers import (
     ingest_run,
     iso,
     produce_all,
+    recreate_topic,
     rows_of,
     run_and_publish,
     spec_from,
@@ -256,7 +257,7 @@ def test_truncation_below_the_committed_offset_stops_the_run_or_resets_to_earlie
         ingest_run(spark, store, strict, "r2", tmp_path.as_uri())
     message = str(info.value)
     assert "start offset 10" in message and "log start offset 18" in message
-    assert f"`ingest set-offsets ds {topic}:0=18`" in message and "`ingest reset ds`" in message
+    assert f"`ingest set-offsets ds {topic}:0=earliest`" in message and "ingest reset" not in message
     assert "resetOffsetAutomatically" in message
     assert store.get_run("ds", "r2") is None and ids_of(store) == list(range(10))
     assert [k.offset for k in store.committed_offsets("ds").values()] == [10]
@@ -273,7 +274,7 @@ def test_truncation_below_the_committed_offset_stops_the_run_or_resets_to_earlie
 
 def test_truncation_between_plan_and_job_fails_the_job_and_publishes_nothing(spark, broker, store, tmp_path):
     from ingest_core.core.errors import NothingSucceededError, OffsetOutOfRangeError
-    from ingest_core.core.offsets import TopicPartition
+    from ingest_core.core.offsets import OffsetRequest
     from ingest_core.executor import deep_storage
     from ingest_core.service.actions import DatasourceActions
     from ingest_core.spark.job import GroupJob, run_group
@@ -293,7 +294,9 @@ def test_truncation_between_plan_and_job_fails_the_job_and_publishes_nothing(spa
         run_group(spark, job, stall_timeout_s=20)
     message = str(info.value)
     assert f"cannot read {topic}/0 [10, 30): offset 10 is below the log start 15" in message
-    assert "Nothing was committed" in message and "`ingest reset`" in message
+    # the advice moves only this partition: a reset would re-read every other one
+    assert "Nothing was committed" in message and f"`ingest set-offsets ds {topic}:0=earliest`" in message
+    assert "ingest reset" not in message
     report = deep_storage.read_json(deep_storage.join(job.attempt_uri, "report.json"))
     assert report["state"] == "FAILED" and report["error"] == message
     with pytest.raises(NothingSucceededError, match="every task group with records failed"):
@@ -302,9 +305,36 @@ def test_truncation_between_plan_and_job_fails_the_job_and_publishes_nothing(spa
     assert [k.offset for k in store.committed_offsets("ds").values()] == [10] and ids_of(store) == list(range(10))
 
     # what the message says to do: accept the loss, then the next run reads from the new log start
-    DatasourceActions(store, None, "tester").set_offsets("ds", {TopicPartition(topic, 0): 15})
+    DatasourceActions(store, None, "tester").set_offsets("ds", [OffsetRequest(topic, 0, "earliest")], spec)
     ingest_run(spark, store, spec, "r3", tmp_path.as_uri())
     assert ids_of(store) == list(range(10)) + list(range(15, 30))
+
+
+def test_a_topic_recreated_while_a_run_is_in_flight_is_not_published(spark, broker, store, tmp_path):
+    """The run was planned from the old topic; its job reads the new one, which holds the planned offsets too:
+    the records read are another log's, and publishing them would skip the new log's first records."""
+    from ingest_core.core.errors import NothingSucceededError, TopicRecreatedError
+    from ingest_core.executor import deep_storage
+    from ingest_core.spark.job import GroupJob, run_group
+    from ingest_core.store.publisher import Publisher
+    from ingest_core.supervisor.planning import Supervisor
+
+    topic = broker.create_topic()
+    broker.produce(topic, numbered(10))
+    spec = spec_from(broker.bootstrap, topic, SIMPLE)
+    ingest_run(spark, store, spec, "r1", tmp_path.as_uri())
+    broker.produce(topic, numbered(10, 10))
+    plan = Supervisor(spec, store).plan("r2").plan  # [10, 20) of the old topic
+    recreate_topic(broker, topic, 1)
+    broker.produce(topic, numbered(25, 100))  # the new log's offsets 10..19 hold records 110..119
+    job = GroupJob(spec, plan, 0, 0, deep_storage.group_uri(tmp_path.as_uri(), "ds", "r2", 0))
+    with pytest.raises(TopicRecreatedError, match=f"topic {topic!r} was deleted and re-created while the run read"):
+        run_group(spark, job, stall_timeout_s=20)
+    with pytest.raises(NothingSucceededError):
+        Publisher(store).publish("ds", "r2", [])
+    assert ids_of(store) == list(range(10)) and [k.offset for k in store.committed_offsets("ds").values()] == [10]
+    with pytest.raises(TopicRecreatedError, match="ingest set-offsets ds"):  # and the next plan names the choice
+        Supervisor(spec, store).plan("r3")
 
 
 # ------------------------------------------------------------------------------------------ partition growth

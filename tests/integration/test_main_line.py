@@ -93,17 +93,25 @@ def test_a_move_from_a_stale_commit_version_writes_nothing(store):
     assert store.get_run("wiki", "r2").status is RunStatus.PLANNED and len(store.published_ranges("wiki")) == 2
 
 
-def test_publish_set_offsets_and_reset_each_move_the_main_line_once(store):
+@pytest.mark.kafka
+def test_publish_set_offsets_and_reset_each_move_the_main_line_once(broker, store):
+    topic = broker.create_topic(1)
+    broker.produce(topic, [b'{"ts": 1}'] * 30, partition=0)
+    spec, p0 = make_spec(broker.bootstrap, topic=topic), TopicPartition(topic, 0)  # from latest: a reset re-reads none
     actions = DatasourceActions(store, None, "op")
-    r1 = insert_run(store, "r1", {P0: StartOffset(0, StartSource.EARLIEST)}, {P0: 10})
+    r1 = insert_run(store, "r1", {p0: StartOffset(0, StartSource.EARLIEST)}, {p0: 10})
     Publisher(store).publish("wiki", "r1", [GroupResult(0, [SegmentDescriptor(T0, T0, "file:///s", 10, 1)])])
-    assert commit_version(store) == 1 and store.committed_offsets("wiki") == {P0: KnownOffset(10, r1.run_id)}
-    actions.set_offsets("wiki", {P0: 5})
-    assert commit_version(store) == 2 and store.committed_offsets("wiki") == {P0: KnownOffset(5, "set-offsets by op")}
-    actions.reset("wiki")
+
+    def line() -> dict:
+        return {tp: (k.offset, k.run_id) for tp, k in store.committed_offsets("wiki").items()}
+
+    assert commit_version(store) == 1 and line() == {p0: (10, r1.run_id)}
+    actions.set_offsets("wiki", {p0: 5}, spec, confirm_duplicates=5)
+    assert commit_version(store) == 2 and line() == {p0: (5, "set-offsets by op")}
+    actions.reset("wiki", spec)
     assert commit_version(store) == 3 and store.committed_offsets("wiki") == {}
     # a backfill publishes beside the main line: it does not move it
-    insert_run(store, "bf", {P0: StartOffset(20, StartSource.BACKFILL)}, {P0: 30})
+    insert_run(store, "bf", {p0: StartOffset(20, StartSource.BACKFILL)}, {p0: 30})
     Publisher(store).publish("wiki", "bf", [GroupResult(0, [SegmentDescriptor(T0, T0, "file:///b", 10, 1)])])
     assert commit_version(store) == 3 and store.committed_offsets("wiki") == {}
 

@@ -11,6 +11,7 @@ import yaml
 from helpers import make_spec
 
 from ingest_core.core.errors import MetadataStoreError
+from ingest_core.core.offsets import KnownOffset, TopicPartition
 from ingest_core.core.planner import Plan
 from ingest_core.store.metadata import SCHEMA_VERSION, MetadataStore, RunStatus
 
@@ -61,6 +62,9 @@ def v1_store_url(request, tmp_path) -> str:
         dead_letter_files.drop(conn)  # v4's
         for column in ("running_since", "deadline_at", "expired_at"):  # v1's runs table had none of them
             conn.execute(sa.text(f"ALTER TABLE {runs.name} DROP COLUMN {column}"))
+        conn.execute(sa.text("ALTER TABLE ingest_offsets DROP COLUMN topic_id"))  # v5's
+        conn.execute(sa.text("INSERT INTO ingest_offsets (datasource, topic, partition, \"offset\", run_id, "
+                             "updated_at) VALUES ('wiki', 'edits', 0, 40, 'old', :t)"), {"t": T0})
         conn.execute(schema_version.insert().values(id=1, version=1, upgraded_at=utcnow()))
         plan = Plan("wiki", "old", T0, (), "modulo")
         conn.execute(runs.insert().values(datasource="wiki", run_id="old", seq=1, status="RUNNING", plan=plan.to_json(),
@@ -80,6 +84,8 @@ def test_a_v1_store_upgrades_to_run_deadlines(v1_store_url):
     assert store.upgrade() == list(range(2, SCHEMA_VERSION + 1)) and store.upgrade() == []
     with store.session() as conn:
         assert sa.inspect(conn).has_table("ingest_dead_letter_files")  # v4
+    # v5: an offset committed before topic ids is read as it was, without one (the next publish records it)
+    assert store.committed_offsets("wiki") == {TopicPartition("edits", 0): KnownOffset(40, "old", None)}
     old = store.require_run("wiki", "old")  # planned before v2: no deadline yet, so it does not expire
     assert (old.status, old.running_since, old.deadline_at, old.expired_at) == (RunStatus.RUNNING, None, None, None)
     assert store.expire_overdue("wiki", T0 + timedelta(days=999), "test") == []

@@ -107,7 +107,12 @@ def test_failed_loops_past_the_threshold_make_health_fail_and_successes_heal_it(
 def test_set_offsets_and_reset_take_effect_supersede_runs_in_flight_and_are_audited(ingested, pg_store):
     ops, topic = ingested
     inflight = Supervisor(ops.spec, pg_store).plan("r2").plan  # planned, not published
-    done = ops("set-offsets", "ops", f"{topic}:0=10", "--yes", "--actor", "alice", "--no-airflow")
+    # back over published records: refused unless their number is confirmed (--yes is not enough)
+    refused = ops("set-offsets", "ops", f"{topic}:0=10", "--yes", "--actor", "alice", "--no-airflow")
+    assert refused.returncode == 1 and "would read 50 records again that were already published" in refused.stderr
+    assert f"{topic}-0 [10, 60)" in refused.stderr and "`--confirm-duplicates 50`" in refused.stderr
+    assert pg_store.get_run("ops", "r2").status is RunStatus.PLANNED and not pg_store.audit_records("ops", action="set_offsets")
+    done = ops("set-offsets", "ops", f"{topic}:0=10", "--confirm-duplicates", "50", "--actor", "alice", "--no-airflow")
     assert done.returncode == 0, done.stderr
     committed = {tp.partition: k.offset for tp, k in pg_store.committed_offsets("ops").items()}
     assert committed == {0: 10, 1: 40}
@@ -117,6 +122,7 @@ def test_set_offsets_and_reset_take_effect_supersede_runs_in_flight_and_are_audi
     (audit,) = [a for a in pg_store.audit_records("ops") if a.action == "set_offsets"]
     assert audit.actor == "alice" and audit.details["before"] == {topic: {"0": 60}}
     assert audit.details["after"] == {topic: {"0": 10}} and audit.details["supersededRuns"] == ["r2"]
+    assert audit.details["duplicateRecords"] == 50
     plan = Supervisor(ops.spec, pg_store).plan("r3").plan  # not continuing from r2's planned ends
     assert {p.tp.partition: (p.start, p.start_source) for p in plan.partitions} == {
         0: (10, StartSource.COMMITTED), 1: (40, StartSource.COMMITTED)}
@@ -125,7 +131,11 @@ def test_set_offsets_and_reset_take_effect_supersede_runs_in_flight_and_are_audi
     refused = ops("reset", "ops", "--no-airflow", stdin="")  # no terminal, no --yes: nothing happens
     assert refused.returncode == 1 and "pass --yes" in refused.stderr
     assert len(pg_store.committed_offsets("ops")) == 2
-    done = ops("reset", "ops", "--yes", "--actor", "bob", "--no-airflow")
+    # from earliest (useEarliestOffset) it re-reads what r1 published: p0 [0, 10) and p1 [0, 40)
+    refused = ops("reset", "ops", "--yes", "--actor", "bob", "--no-airflow")
+    assert refused.returncode == 1 and "would read 50 records again" in refused.stderr
+    assert len(pg_store.committed_offsets("ops")) == 2
+    done = ops("reset", "ops", "--confirm-duplicates", "50", "--actor", "bob", "--no-airflow")
     assert done.returncode == 0, done.stderr
     assert pg_store.committed_offsets("ops") == {}
     assert pg_store.get_run("ops", "r3").status is RunStatus.SUPERSEDED

@@ -279,11 +279,14 @@ def backfill_run(store, run_id, start, end, parts=PARTS):
     return store.insert_run(plan)[0].plan
 
 
-def move_main_line(store, offsets):
-    """What `reset --to-latest --backfill` does to the main line: its offsets jump past the backfill's range."""
-    from ingest_core.service.actions import DatasourceActions
+def move_main_line(store, offsets, by: str = "op"):
+    """An operator's move of the main line (`reset --to-latest --backfill` jumps its offsets past the backfill's
+    range; set-offsets, reset): the service actions check offsets against a broker first, this store has none.
+    Returns the `Move`."""
+    from ingest_core.store.main_line import MainLine
 
-    DatasourceActions(store, None, "op").set_offsets("wiki", offsets)
+    with MainLine.locked(store, "wiki", planning_lock=True) as line:
+        return line.move(offsets, by=f"set-offsets by {by}", reason="an operator moved the offsets")
 
 
 def test_overlapping_ranges_are_found_per_partition():
@@ -318,14 +321,12 @@ def test_two_backfills_over_the_same_offsets_publish_once(store):
 
 
 def test_the_main_line_may_not_publish_what_a_backfill_published_unless_an_operator_rewinds(store):
-    from ingest_core.service.actions import DatasourceActions
-
     r1 = plan_next(store, "r1", {tp: 10 for tp in PARTS})
     Publisher(store).publish("wiki", "r1", results_for(r1))
     move_main_line(store, {tp: 30 for tp in PARTS})
     bf = backfill_run(store, "bf", 10, 30)
     # set-offsets back into the backfill's range while it is in flight: the backfill publishes first
-    DatasourceActions(store, None, "alice").set_offsets("wiki", {tp: 20 for tp in PARTS})
+    move_main_line(store, {tp: 20 for tp in PARTS}, "alice")
     Publisher(store).publish("wiki", "bf", results_for(bf))
     r2 = plan_next(store, "r2", {tp: 40 for tp in PARTS})
     with pytest.raises(StaleRunError) as info:
@@ -334,18 +335,16 @@ def test_the_main_line_may_not_publish_what_a_backfill_published_unless_an_opera
     assert "ingest set-offsets wiki edits:0=30" in str(info.value)  # how to go on after it
     assert committed(store) == {tp: 20 for tp in PARTS} and store.segments("wiki", run_id="r2") == []
     # an operator who rewinds asks for those offsets again: the claims at and above the new offsets go (audited)
-    DatasourceActions(store, None, "bob").set_offsets("wiki", {tp: 20 for tp in PARTS})
-    (audit,) = [a for a in store.audit_records("wiki", action="set_offsets") if a.actor == "bob"]
-    assert {(r["partition"], r["start"], r["end"], r["runId"]) for r in audit.details["releasedRanges"]
-            if r["topic"] == "edits"} == {(p, 20, 30, "bf") for p in range(4)}
+    moved = move_main_line(store, {tp: 20 for tp in PARTS}, "bob")
+    assert {(r.tp.partition, r.start, r.end, r.run_id) for r in moved.released
+            if r.tp.topic == "edits"} == {(p, 20, 30, "bf") for p in range(4)}
     r3 = plan_next(store, "r3", {tp: 40 for tp in PARTS})
     Publisher(store).publish("wiki", "r3", results_for(r3))
     assert committed(store) == {tp: 40 for tp in PARTS}
     # a hard reset releases every claim: the next run may start from the earliest offsets
-    DatasourceActions(store, None, "carol").reset("wiki")
+    moved = move_main_line(store, None, "carol")
     assert store.published_ranges("wiki") == []
-    (audit,) = store.audit_records("wiki", action="reset")
-    assert len(audit.details["releasedRanges"]) == 4 * 3  # per partition: r1's stretch, bf's [10, 20), r3's stretch
+    assert len(moved.released) == 4 * 3  # per partition: r1's stretch, bf's [10, 20), r3's stretch
 
 
 # ------------------------------------------------------------------------------------------ deadlines

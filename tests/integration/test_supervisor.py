@@ -4,14 +4,16 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
+import sqlalchemy as sa
 from confluent_kafka import TopicPartition as KTP
 from confluent_kafka.admin import NewPartitions
-from helpers import broker_connections, make_spec
+from helpers import broker_connections, make_spec, recreate_topic
 
-from ingest_core.core.errors import OffsetOutOfRangeError, TopicNotFoundError
+from ingest_core.core.errors import OffsetOutOfRangeError, TopicNotFoundError, TopicRecreatedError
 from ingest_core.core.offsets import StartSource, TopicPartition
 from ingest_core.store.metadata import RunStatus
 from ingest_core.store.publisher import GroupResult, Publisher, SegmentDescriptor
+from ingest_core.store.schema import offsets
 from ingest_core.supervisor.planning import PlanOptions, Supervisor
 
 
@@ -174,17 +176,14 @@ def test_committed_offset_beyond_log_end_is_an_error(broker, store):
                                tuning={"resetOffsetAutomatically": True}), store)
     publish_all(store, sup.plan("r1"))
     # The topic is deleted and re-created: the stored offset 20 now points past its end.
-    broker.admin.delete_topics([topic])[topic].result(timeout=30)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            broker.create_topic(1, topic)
-            break
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+    recreate_topic(broker, topic, 1)
     fill(broker, topic, 1, 3)
+    # the committed offset carries the old topic id: named as what it is
+    with pytest.raises(TopicRecreatedError, match="was deleted and re-created"):
+        sup.plan("r2")
+    # an offset stored without an id (before ids were) is still caught, by the log end
+    with store.session() as conn:
+        conn.execute(sa.update(offsets).values(topic_id=None))
     with pytest.raises(OffsetOutOfRangeError, match="start offset 20 .*beyond the log end offset 3"):
         sup.plan("r2")
 

@@ -354,7 +354,7 @@ def test_the_data_gate_defers_to_the_triggerer_and_releases_when_data_arrives(st
     assert total_edits(store, "gated") == 60
 
 
-def test_the_plugins_rest_api_and_pages_need_airflows_authentication(standalone):
+def test_the_plugins_rest_api_and_pages_need_airflows_authentication(standalone, broker):
     store = MetadataStore(standalone.metadata_url)
     api = "/ingest/api/v1/supervisor"
     for method, path in (("GET", api), ("GET", f"{api}/caught_up/status"), ("POST", f"{api}/caught_up/suspend"),
@@ -399,12 +399,63 @@ def test_the_plugins_rest_api_and_pages_need_airflows_authentication(standalone)
     assert standalone.http("POST", f"{api}/caught_up/resetOffsets", token, {"partitions": 3})[0] == 400
     status, answer = standalone.http("POST", f"{api}/caught_up/resetOffsets", token, b"{not json")  # was a 500
     assert status == 400 and answer["detail"].startswith("the body is not a JSON object")
+    rest_offset_moves_are_checked(standalone, broker, store, token, committed)
     assert standalone.http("POST", f"{api}/caught_up/explode", token)[0] == 422
 
     status, page = standalone.http("GET", "/ingest/ui/datasources", token)
     assert status == 200 and "caught_up" in page and "Aggregate lag" in page
     status, page = standalone.http("GET", "/ingest/ui/datasources/caught_up", token)
     assert status == 200 and "Recent runs" in page and "scheduled__" in page
+
+
+def rest_offset_moves_are_checked(standalone, broker, store, token, committed: dict[str, int]) -> None:
+    """resetOffsets and reset go through the CLI's service checks: refusals are 400 (409 for unconfirmed
+    duplicates, with their number), `force` and `confirmDuplicates` are the explicit ways past them."""
+    api, topic = "/ingest/api/v1/supervisor/caught_up", standalone.topics["caught_up"]
+
+    def offsets(partition_offsets: dict, stream: str = topic, **extra):
+        return standalone.http("POST", f"{api}/resetOffsets", token, {
+            "type": "kafka", "partitions": {"type": "end", "stream": stream, "partitionOffsetMap": partition_offsets},
+            **extra})
+
+    status, body = offsets({"0": -1})
+    assert status == 400 and "never negative" in body["detail"]
+    other = broker.create_topic()
+    status, body = offsets({"0": 0}, other)
+    assert status == 400 and f"topic {other!r} is not one datasource 'caught_up' reads" in body["detail"]
+    beyond = {"0": committed["0"] + 5}
+    status, body = offsets(beyond)
+    assert status == 400 and "lies beyond it" in body["detail"] and '"force": true' in body["detail"]
+    status, body = standalone.http("POST", f"{api}/reset", token)  # from earliest: everything again
+    assert status == 409 and body["detail"]["duplicates"] == sum(committed.values())
+    status, body = offsets({"0": committed["0"] - 1})  # one published record again
+    assert status == 409 and body["detail"]["duplicates"] == 1 and "--confirm-duplicates 1" in body["detail"][
+        "message"]
+    assert offsets({"0": committed["0"] - 1}, confirmDuplicates=2)[0] == 409  # another number: refused too
+    assert {str(tp.partition): k.offset for tp, k in store.committed_offsets("caught_up").items()} == committed
+    # the moves that pass (force, confirmDuplicates): rest_offset_moves_pass, while no run can plan
+
+
+def rest_offset_moves_pass_when_forced_or_confirmed(standalone, store) -> None:
+    """Called with the datasource paused and quiet: a run planned between these moves would read from them."""
+    api, topic, token = "/ingest/api/v1/supervisor/caught_up", standalone.topics["caught_up"], standalone.token()
+    committed = {str(tp.partition): k.offset for tp, k in store.committed_offsets("caught_up").items()}
+
+    def offsets(partition_offsets: dict, **extra):
+        return standalone.http("POST", f"{api}/resetOffsets", token, {
+            "type": "kafka", "partitions": {"type": "end", "stream": topic, "partitionOffsetMap": partition_offsets},
+            **extra})
+
+    beyond = {"0": committed["0"] + 5}
+    status, body = offsets(beyond, force=True)
+    assert status == 200 and body["forced"] and body["after"] == {topic: beyond}
+    status, body = offsets({"0": committed["0"] - 1}, confirmDuplicates=1)
+    assert status == 200 and body["duplicateRecords"] == 1 and body["rereadRanges"] == [
+        {"topic": topic, "partition": 0, "start": committed["0"] - 1, "end": committed["0"]}]
+    assert offsets({"0": committed["0"]})[0] == 200  # and forward again: nothing is read twice
+    assert {str(tp.partition): k.offset for tp, k in store.committed_offsets("caught_up").items()} == committed
+    (forced, confirmed, forward) = store.audit_records("caught_up", action="set_offsets")[-3:]
+    assert forced.details["forced"] and confirmed.details["duplicateRecords"] == 1 and forward.actor == "admin"
 
 
 def test_a_headless_chromium_screenshot_shows_the_datasources_page_with_real_data(standalone, tmp_path):
@@ -475,6 +526,7 @@ def test_reset_to_latest_with_backfill_runs_the_backfill_in_airflow(standalone, 
     # record stamped in the future no longer holds a scheduled run back: it reads to the latest offsets)
     standalone.paused_and_quiet("caught_up")
     try:
+        rest_offset_moves_pass_when_forced_or_confirmed(standalone, store)
         now = datetime.now(timezone.utc)
         produce_history(broker, topic, now - timedelta(seconds=60), now - timedelta(seconds=30), 40)
         before = total_edits(store, "caught_up")

@@ -3,10 +3,16 @@ broker and stores, in test_supervisor.py."""
 
 import pytest
 
-from ingest_core.core.errors import OffsetOutOfRangeError
+from ingest_core.core.errors import DuplicatesNotConfirmedError, OffsetOutOfRangeError, TopicRecreatedError
 from ingest_core.core.offsets import (
     KnownOffset,
+    OffsetRange,
+    OffsetRequest,
     OffsetReset,
+    PublishedRange,
+    check_duplicates_confirmed,
+    move_effect,
+    resolve_offset_requests,
     StartSource,
     TopicPartition,
     clamp_to_log,
@@ -47,8 +53,18 @@ def test_truncated_start_without_reset_is_an_actionable_error():
         resolve(committed={A: KnownOffset(4, "run-1")})
     msg = str(info.value)
     assert "t-0" in msg and "start offset 4" in msg and "log start offset 10" in msg
-    assert "ingest set-offsets ds t:0=10" in msg and "resetOffsetAutomatically" in msg
+    # the advice moves only this partition (a reset would re-read every other one)
+    assert "`ingest set-offsets ds t:0=earliest`" in msg and "resetOffsetAutomatically" in msg
+    assert "ingest reset" not in msg
     assert info.value.earliest == 10
+    # two truncated partitions: one error, one command for exactly those two
+    with pytest.raises(OffsetOutOfRangeError) as info:
+        resolve_start_offsets([A, B, C], datasource="ds", inflight={}, committed={
+            A: KnownOffset(4, "r1"), B: KnownOffset(20, "r1"), C: KnownOffset(1, "r1")},
+            earliest={A: 10, B: 0, C: 3}, latest=LATEST, use_earliest=False, reset_automatically=False)
+    msg = str(info.value)
+    assert "partition t-0: start offset 4" in msg and "partition u-0: start offset 1" in msg
+    assert "`ingest set-offsets ds t:0=earliest u:0=earliest`" in msg and "these 2 partitions" in msg
 
 
 @pytest.mark.parametrize("use_earliest,target,source", [(True, 10, StartSource.RESET_EARLIEST),
@@ -89,3 +105,85 @@ def test_pending_records_counts_past_each_start_and_new_partitions_from_earliest
     assert pending_records({A: 60, B: 50, C: 0}, EARLIEST, LATEST) == 40 + 0 + 7
     assert pending_records({A: 60}, EARLIEST, LATEST) == 40 + 50 + 7  # b and u-0 appeared since
     assert pending_records({A: 120}, EARLIEST, LATEST) == 50 + 7  # never negative
+
+
+# ------------------------------------------------------------------------------------------ topic ids
+
+
+def test_a_stored_offset_of_another_topic_id_stops_the_run_even_inside_the_new_log():
+    ids = {"t": "NEW", "u": "U1"}
+    # committed 40 on t-0 lies inside the new log [10, 100): offsets alone would read on and skip 10..39
+    with pytest.raises(TopicRecreatedError) as info:
+        resolve_start_offsets([A, B, C], datasource="ds", inflight={}, committed={
+            A: KnownOffset(40, "r1", "OLD"), B: KnownOffset(20, "r1", "OLD"), C: KnownOffset(3, "r1", "U1")},
+            earliest=EARLIEST, latest=LATEST, use_earliest=False, reset_automatically=True, topic_ids=ids)
+    msg = str(info.value)
+    assert info.value.topics == {"t": ("OLD", "NEW")}
+    assert "topic 't' was deleted and re-created" in msg and "topic id OLD" in msg and "topic id NEW" in msg
+    assert "(140 records in 2 partitions)" in msg and "partition: offset 0: 40, 1: 20" in msg
+    assert "`ingest set-offsets ds t=earliest`" in msg and "`ingest set-offsets ds t=latest`" in msg
+    # an in-flight run planned from the old topic too
+    with pytest.raises(TopicRecreatedError, match="topic 't'"):
+        resolve_start_offsets([A], datasource="ds", inflight={A: KnownOffset(50, "r2", "OLD")}, committed={},
+                              earliest=EARLIEST, latest=LATEST, use_earliest=False, reset_automatically=False,
+                              topic_ids=ids)
+    # a stored offset without an id (stored before ids were) is not judged: the next publish records it
+    res = resolve_start_offsets([A], datasource="ds", inflight={}, committed={A: KnownOffset(40, "r1")},
+                                earliest=EARLIEST, latest=LATEST, use_earliest=False, reset_automatically=False,
+                                topic_ids=ids)
+    assert res.starts[A].offset == 40
+
+
+# ------------------------------------------------------------------------------------------ operator moves
+
+
+def requests_resolve(*reqs, in_spec=lambda t: t in ("t", "u")):
+    return resolve_offset_requests("ds", list(reqs), broker_partitions={"t": 2, "u": 1, "other": 1},
+                                   in_spec=in_spec, earliest={**EARLIEST, TopicPartition("other", 0): 0},
+                                   latest={**LATEST, TopicPartition("other", 0): 3})
+
+
+def test_offset_requests_resolve_symbols_and_name_every_problem():
+    new, problems = requests_resolve(OffsetRequest("t", None, "earliest"), OffsetRequest("u", 0, "latest"))
+    assert new == {A: 10, B: 0, C: 7} and problems == []
+    new, problems = requests_resolve(OffsetRequest("t", 0, 101), OffsetRequest("t", 1, 50))
+    assert new == {A: 101, B: 50} and len(problems) == 1 and problems[0].forcible
+    assert "t:0=101: partition t-0 ends at offset 100" in problems[0].message
+    _, problems = requests_resolve(OffsetRequest("t", 0, 9))
+    assert "records 9..9 were removed" in problems[0].message
+    _, problems = requests_resolve(OffsetRequest("t", 0, -1))
+    assert not problems[0].forcible and "never negative" in problems[0].message
+    _, problems = requests_resolve(OffsetRequest("t", 5, 0))
+    assert "has partitions 0..1, not 5" in problems[0].message
+    _, problems = requests_resolve(OffsetRequest("nope", 0, 0))
+    assert {"topic 'nope' is not one datasource 'ds' reads" in p.message for p in problems} == {True, False}
+    assert any("does not exist on the broker" in p.message for p in problems)
+    _, problems = requests_resolve(OffsetRequest("other", 0, 0))
+    assert len(problems) == 1 and "topic 'other' is not one datasource 'ds' reads" in problems[0].message
+
+
+def test_move_effect_counts_published_records_read_again_and_records_skipped():
+    committed = {A: KnownOffset(60, "r1"), B: KnownOffset(20, "r1")}
+    backfilled = [PublishedRange(B, 30, 40, "bf", True)]
+    effect = move_effect({A: 0, B: 25}, committed, EARLIEST, LATEST, {}, backfilled)
+    # t-0 from its log start 10 (0..9 are gone), t-1 skips 20..24 and re-reads the backfill's [30, 40)
+    assert effect.reread == (OffsetRange(A, 10, 60), OffsetRange(B, 30, 40)) and effect.duplicates == 60
+    assert effect.skipped == (OffsetRange(B, 20, 25),) and effect.skipped_records == 5
+    # a re-created topic's new log: nothing of it was published, so nothing is re-read
+    effect = move_effect({A: 10}, {A: KnownOffset(60, "r1", "OLD")}, EARLIEST, LATEST, {"t": "NEW"})
+    assert effect.duplicates == 0 and effect.skipped == ()
+    effect = move_effect({A: 100}, {A: KnownOffset(60, "r1", "OLD")}, EARLIEST, LATEST, {"t": "NEW"})
+    assert effect.skipped == (OffsetRange(A, 10, 100),)
+
+
+def test_duplicates_run_only_when_their_number_is_confirmed():
+    effect = move_effect({A: 50}, {A: KnownOffset(60, "r1")}, EARLIEST, LATEST, {})
+    for confirmed in (None, 0, 9):
+        with pytest.raises(DuplicatesNotConfirmedError, match="--confirm-duplicates 10") as info:
+            check_duplicates_confirmed("set-offsets of 'ds'", effect, confirmed)
+        assert info.value.duplicates == 10 and "t-0 [50, 60)" in str(info.value)
+    check_duplicates_confirmed("set-offsets of 'ds'", effect, 10)
+    none = move_effect({A: 70}, {A: KnownOffset(60, "r1")}, EARLIEST, LATEST, {})
+    check_duplicates_confirmed("x", none, None)
+    with pytest.raises(DuplicatesNotConfirmedError, match="re-reads no published records"):
+        check_duplicates_confirmed("x", none, 5)

@@ -10,7 +10,9 @@ datasource name): `permissions`. Lists show only the datasources the user may re
   GET  /ingest/api/v1/supervisor/{id}/health        200 healthy, 503 not
   POST /ingest/api/v1/supervisor/{id}/suspend | resume | terminate | reset
   POST /ingest/api/v1/supervisor/{id}/resetOffsets  Druid's body: {"type": "kafka", "partitions": {"type":
-       "end", "stream": TOPIC, "partitionOffsetMap": {"0": 100}}}
+       "end", "stream": TOPIC, "partitionOffsetMap": {"0": 100}}}; an offset may be "earliest" or "latest";
+       "force": true sets offsets the broker check refuses, "confirmDuplicates": N runs a move that ingests N
+       published records again (reset takes "confirmDuplicates" too). Refused for duplicates: 409 with the number
   POST /ingest/api/v1/sql                           Druid's SQL API, read-only: {"query": "SELECT ...",
        "resultFormat": "object" | "array"} over the datasources the user may read (`store.sql`)
   GET  /ingest/ui/datasources, /ingest/ui/datasources/{id}   the pages
@@ -28,8 +30,8 @@ from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from ingest_core.core.errors import IngestError, UnknownDatasourceError
-from ingest_core.core.offsets import TopicPartition
+from ingest_core.core.errors import DuplicatesNotConfirmedError, IngestError, UnknownDatasourceError
+from ingest_core.core.offsets import OffsetRequest
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.settings import Settings
 from ingest_core.core.spec import DatasourceSpec, find_spec_files
@@ -118,6 +120,8 @@ def _actions(store: MetadataStore, user: Any) -> DatasourceActions:
 def _act(call) -> dict:
     try:
         result = call()
+    except DuplicatesNotConfirmedError as exc:  # the UI asks for the number and posts it back
+        raise HTTPException(409, {"message": str(exc), "duplicates": exc.duplicates}) from None
     except IngestError as exc:
         raise _http_error(exc, 400) from None
     # warnings: records lost, a consumer group the action could not update
@@ -149,6 +153,22 @@ def supervisor_health(dag_id: str) -> JSONResponse:
                         status_code=200 if report.healthy else 503)
 
 
+def _confirmed(body: Any) -> int | None:
+    """The body's "confirmDuplicates" (see `offsets.check_duplicates_confirmed`)."""
+    value = body.get("confirmDuplicates") if isinstance(body, dict) else None
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise HTTPException(400, '"confirmDuplicates" must be a whole number: the duplicates the refusal counted')
+    return value
+
+
+def _offset_value(value: Any) -> int | str:
+    if isinstance(value, str) and value in ("earliest", "latest"):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(value)
+    return value
+
+
 @app.post("/api/v1/supervisor/{dag_id}/resetOffsets", dependencies=WRITE)
 async def supervisor_reset_offsets(dag_id: str, request: Request, user: GetUserDep) -> dict:
     try:
@@ -161,15 +181,32 @@ async def supervisor_reset_offsets(dag_id: str, request: Request, user: GetUserD
     try:
         partitions = body["partitions"]
         topic = partitions["stream"]
-        new = {TopicPartition(topic, int(p)): int(o) for p, o in partitions["partitionOffsetMap"].items()}
+        new = [OffsetRequest(topic, int(p), _offset_value(o)) for p, o in partitions["partitionOffsetMap"].items()]
     except (KeyError, TypeError, ValueError, AttributeError):
         raise HTTPException(400, 'expected {"type": "kafka", "partitions": {"type": "end", "stream": TOPIC, '
-                                 '"partitionOffsetMap": {"0": OFFSET}}}') from None
-    return _act(lambda: _actions(_store(), user).set_offsets(dag_id, new))
+                                 '"partitionOffsetMap": {"0": OFFSET}}} (OFFSET: a number, "earliest" or '
+                                 '"latest"), optionally "force": true, "confirmDuplicates": N') from None
+    force, confirm = body.get("force") is True, _confirmed(body)
+    store = _store()
+    return _act(lambda: _actions(store, user).set_offsets(dag_id, new, spec_for(store, dag_id, _specs()),
+                                                          force=force, confirm_duplicates=confirm))
+
+
+@app.post("/api/v1/supervisor/{dag_id}/reset", dependencies=WRITE)
+async def supervisor_reset(dag_id: str, request: Request, user: GetUserDep) -> dict:
+    """Druid's hard reset; the body may hold "confirmDuplicates" (a reset from earliest re-reads)."""
+    raw = await request.body()
+    try:
+        body = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        raise HTTPException(400, 'expected no body or {"confirmDuplicates": N}') from None
+    confirm, store = _confirmed(body), _store()
+    return _act(lambda: _actions(store, user).reset(dag_id, spec_for(store, dag_id, _specs()),
+                                                    confirm_duplicates=confirm))
 
 
 @app.post("/api/v1/supervisor/{dag_id}/{action}", dependencies=WRITE)
-def supervisor_action(dag_id: str, action: Literal["suspend", "resume", "terminate", "reset"],
+def supervisor_action(dag_id: str, action: Literal["suspend", "resume", "terminate"],
                       user: GetUserDep) -> dict:
     return _act(lambda: getattr(_actions(_store(), user), action)(dag_id))
 
@@ -227,10 +264,17 @@ def _page(title: str, body: str) -> HTMLResponse:
 
 # Actions post with the UI's session cookie (same origin), which the routes above authenticate.
 _ACTIONS_JS = """
-async function act(id, action) {
-  if (["reset", "terminate"].includes(action) && prompt(`Type ${id} to ${action} it`) !== id) return;
-  const r = await fetch(`/ingest/api/v1/supervisor/${encodeURIComponent(id)}/${action}`, {method: "POST"});
+async function act(id, action, confirm) {
+  if (confirm === undefined && ["reset", "terminate"].includes(action) && prompt(`Type ${id} to ${action} it`) !== id) return;
+  const r = await fetch(`/ingest/api/v1/supervisor/${encodeURIComponent(id)}/${action}`, {method: "POST",
+    headers: {"Content-Type": "application/json"}, body: JSON.stringify(confirm === undefined ? {} : {confirmDuplicates: confirm})});
   const body = await r.json();
+  if (r.status === 409 && body.detail && body.detail.duplicates !== undefined) {
+    // it would ingest published records again: the operator confirms the number, as the CLI's --confirm-duplicates
+    const n = body.detail.duplicates;
+    if (prompt(`${body.detail.message}\n\nType ${n} to ingest them again`) === String(n)) return act(id, action, n);
+    return;
+  }
   alert(r.ok ? `${action}: ${body.state || "done"}` : `${action} failed: ${body.detail}`);
   location.reload();
 }"""
