@@ -232,7 +232,7 @@ def test_reset_to_latest_gets_past_committed_offsets_that_left_the_log(broker, s
     (audit,) = store.audit_records("lost", action="reset_to_latest")
     assert audit.details["removedBeforeIngestion"] == {topic: {"0": [10, 50]}} and audit.details["removedRecords"] == 40
     # lost, exactly: the 40 removed, and what the jump skipped (p0 [50, 60), p1 never read [0, 5)), counted once
-    assert audit.details["lostRecords"] == 55 and f"55 records lost by reset --to-latest" in done.stderr
+    assert audit.details["lostRecords"] == 55 and "55 records lost by reset --to-latest" in done.stderr
     assert collect_status(store, "lost", None).lost == {p0: 50, p1: 5}
     assert group_offsets(broker, "ingest.lost", topic, 2) == {0: 60, 1: 5}  # Kafka's lag tools agree
 

@@ -27,7 +27,7 @@ from ingest_core.provider.plugins.charts import (
     seconds_tick,
     sparkline,
 )
-from ingest_core.service.run_history import RunPoint, run_points
+from ingest_core.service.run_history import run_points
 from ingest_core.store.metadata import RunRecord, RunStatus
 from ingest_core.store.segments import RunSegments
 
