@@ -194,6 +194,8 @@ class Report:
     lost_on_purpose: int = 0  # acknowledged uids (not hostile) in the ranges, invisible as they must be
     lost_records_seen: int = 0  # acknowledged records (hostile too) in the ranges
     lost_but_visible: list[str] = field(default_factory=list)
+    # acknowledged into a topic the operator deleted before any run read them: gone with the topic, nobody's loss
+    destroyed: int = 0
     duplicated_by_run: dict = field(default_factory=dict)  # run id -> duplicate rows in its segments
     final_lag: int | None = None
     in_flight_at_end: list[str] = field(default_factory=list)
@@ -243,7 +245,8 @@ class Report:
             f"lost on purpose (operator): {sum(self.lost_expected.values())} offsets {self.lost_expected} "
             f"({self.lost_records_seen} acknowledged records, {self.lost_on_purpose} of them good); the store counted "
             f"{self.lost_counted}: {'exact' if self.loss_counted_exactly else 'WRONG'}"
-            + (f"; visible though lost: {self.lost_but_visible[:5]}" if self.lost_but_visible else ""),
+            + (f"; visible though lost: {self.lost_but_visible[:5]}" if self.lost_but_visible else "")
+            + (f"; {self.destroyed} unread records deleted with the re-created topic" if self.destroyed else ""),
             f"duplicated: {self.duplicated}" + (f" {self.duplicated_by_run}" if self.duplicated else ""),
             f"unexpected: {self.unexpected}, unreadable segments: {len(self.unreadable_segments)}",
             f"hostile records: {self.hostile_produced} produced, {len(self.hostile_wrong)} not as Druid counts them"
@@ -570,15 +573,16 @@ class Operator(Fault):
     """What an operator does between runs (issue 23), each a real command and no DAG run of its own: `ingest
     reset --to-latest`, then (once a batch is produced) `ingest set-offsets` forward on one partition (a skip)
     and `delete_records` of unread records on another, recovered by the spec's resetOffsetAutomatically (the
-    next run resets past them) or by the set-offsets the error advises. Every offset they move past is lost on
+    next run resets past them) or by the set-offsets the error advises; then the topic deleted and created
+    again, taken up with the command TopicRecreatedError advises (`set-offsets TOPIC=earliest`): the new topic's
+    records must all be ingested, none skipped. The old topic's records no run had read go with it (counted apart:
+    nobody could ingest them). Every offset they move past is lost on
     purpose: the soak keeps the ranges from the store's committed offsets and the broker's answers (not from the
     product's accounting), and at the end each lost record must lie in them, none visible, and the store's lost
     counter equal them exactly."""
 
     kind = "operator"
-    # TODO(issue 23, `offsets` branch): "topic_recreated": delete and re-create TOPIC (the topic id changes), then
-    # the command the datasource's error offers; add its lost range with soak.lose() like the others here.
-    actions = ("reset_to_latest", "set_offsets_forward", "records_deleted")
+    actions = ("reset_to_latest", "set_offsets_forward", "records_deleted", "topic_recreated")
 
     def draw(self, rng):
         return {"batch": rng.randint(100, 300), "skip": rng.randint(5, 40), "delete": rng.randint(5, 40),
@@ -613,7 +617,13 @@ class Operator(Fault):
             if params["recover"] == "set-offsets":  # what the next run's error would advise
                 soak.ingest(i, "set-offsets", DATASOURCE, f"{TOPIC}:{delete_p}={to}", "--yes")
             done.append(f"records {c}..{to - 1} of p{delete_p} deleted ({params['recover']})")
-        return Outcome(len(done) == 3, "; ".join(done))
+        # the topic deleted and created again (a new topic id): the next plan would stop with
+        # TopicRecreatedError; the operator follows its advice to start over from the new topic's first record
+        destroyed = soak.recreate_topic()
+        soak.produce(params["batch"], f"i{i}new", iteration=i)  # the new topic's first records: none may be skipped
+        soak.ingest(i, "set-offsets", DATASOURCE, f"{TOPIC}=earliest", "--yes")
+        done.append(f"topic re-created ({destroyed} unread records went with it), set-offsets {TOPIC}=earliest")
+        return Outcome(len(done) == 4, "; ".join(done))
 
 
 FAULTS: dict[str, Fault] = {f.kind: f for f in (Clean(), KillSpark(), KillAirflow(), MarkFailed(), RerunPublished(),
@@ -668,7 +678,12 @@ class Soak:
         self.undelivered: list[str] = []
         self.hostile: dict[str, str] = {}  # uid -> expected visibility (HOSTILE), once acknowledged
         self.hostile_at: dict[str, tuple[int, int]] = {}  # uid -> (partition, offset)
-        self.lost_ranges: dict[int, list[tuple[int, int]]] = {}  # partition -> [start, end) the operator moved past
+        # (topic generation, partition) -> [start, end) the operator moved past; a re-created topic is a new
+        # generation, whose offsets start again at 0
+        self.lost_ranges: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        self.generation = 0
+        self.generation_of: dict[str, int] = {}  # uid -> the generation of the topic it was produced to
+        self.destroyed: set[str] = set()  # uids deleted with their topic before any run read them
         self._lock = threading.RLock()  # delivery callbacks run inside produce()'s poll
         self.completion_timeout_s = float(args.completion_timeout)
         # a run ends on its own within: spark jobs (each bounded by completionTimeout) plus a publish that may
@@ -717,9 +732,10 @@ class Soak:
         self.store.upgrade()
         with open(self.out / "logs" / "airflow-db-migrate.log", "wb") as f:
             subprocess.run([AIRFLOW, "db", "migrate"], env=self.env, stdout=f, stderr=subprocess.STDOUT, check=True)
-        self.producer = Producer({"bootstrap.servers": self.kafka.bootstrap, "enable.idempotence": True,
-                                  "acks": "all", "linger.ms": 5, "delivery.timeout.ms": 300_000,
-                                  "topic.metadata.refresh.interval.ms": 5000})  # sees added partitions soon
+        self.producer_config = {"bootstrap.servers": self.kafka.bootstrap, "enable.idempotence": True,
+                                "acks": "all", "linger.ms": 5, "delivery.timeout.ms": 300_000,
+                                "topic.metadata.refresh.interval.ms": 5000}  # sees added partitions soon
+        self.producer = Producer(self.producer_config)
         spark = f"Spark Connect {self.connect.url}" if self.connect else "spark-submit"
         log(f"ready in {time.monotonic() - t:.0f}s: broker {self.kafka.bootstrap}, PostgreSQL {self.pg_base}, "
             f"{spark}, out {self.out}")
@@ -802,6 +818,7 @@ class Soak:
         kwargs = {"partition": partition} if partition is not None else {"key": uid.encode()}
         deadline = time.monotonic() + 60
         with self._lock:
+            self.generation_of[uid] = self.generation
             while True:
                 try:
                     self.producer.produce(TOPIC, value, on_delivery=delivered, **kwargs)
@@ -872,10 +889,39 @@ class Soak:
 
     def lose(self, partition: int, start: int, end: int) -> None:
         """Offsets [start, end) of `partition` that an operator moved the datasource past: lost on purpose."""
-        self.lost_ranges.setdefault(partition, []).append((start, end))
+        self.lost_ranges.setdefault((self.generation, partition), []).append((start, end))
 
-    def lost_offsets(self) -> dict[int, list[tuple[int, int]]]:
-        """The operator's ranges per partition, overlaps merged (two actions may move past the same offsets)."""
+    def recreate_topic(self) -> int:
+        """Delete TOPIC and create it again with as many partitions (a new topic id), the producer held still
+        meanwhile; returns how many acknowledged records went with it unread (past the committed offsets)."""
+        with self._lock:  # the background producer waits
+            self.flush()
+            partitions = self.partitions()
+            committed = self.committed()
+            gone = {uid for uid, (p, o, _) in self.delivered.items()
+                    if self.generation_of.get(uid) == self.generation and o >= committed.get(p, 0)}
+            gone |= {uid for uid, (p, o) in self.hostile_at.items()
+                     if self.generation_of.get(uid) == self.generation and o >= committed.get(p, 0)}
+            self.destroyed |= gone
+            self.admin.delete_topics([TOPIC])[TOPIC].result(timeout=60)
+            deadline = time.monotonic() + 120
+            while True:  # the name is free once the deletion has completed
+                try:
+                    self.admin.create_topics([NewTopic(TOPIC, partitions, 1)])[TOPIC].result(timeout=60)
+                    break
+                except KafkaException:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+            self.wait_partitions(partitions)
+            self.generation += 1
+            # a fresh idempotent producer: the old one's sequence numbers belong to the deleted log
+            self.producer = Producer(self.producer_config)
+        return len(gone)
+
+    def lost_offsets(self) -> dict[tuple[int, int], list[tuple[int, int]]]:
+        """The operator's ranges per (generation, partition), overlaps merged (two actions may move past the
+        same offsets)."""
         out = {}
         for p, ranges in self.lost_ranges.items():
             merged: list[tuple[int, int]] = []
@@ -1016,22 +1062,26 @@ class Soak:
         report.visible_rows = sum(c for uid, c in counts.items() if uid in delivered)  # hostile ones apart
         ranges = self.lost_offsets()
 
-        def lost_on_purpose(partition: int, offset: int) -> bool:
-            return any(a <= offset < b for a, b in ranges.get(partition, ()))
-        purposely = {uid for uid, (p, o, _) in delivered.items() if lost_on_purpose(p, o)}
-        hostile_lost = {uid for uid, (p, o) in self.hostile_at.items() if lost_on_purpose(p, o)}
+        def lost_on_purpose(uid: str, partition: int, offset: int) -> bool:
+            return any(a <= offset < b for a, b in ranges.get((self.generation_of.get(uid, 0), partition), ()))
+        purposely = {uid for uid, (p, o, _) in delivered.items() if lost_on_purpose(uid, p, o)}
+        hostile_lost = {uid for uid, (p, o) in self.hostile_at.items() if lost_on_purpose(uid, p, o)}
+        report.destroyed = len(self.destroyed)
         report.lost_on_purpose = len(purposely)
         report.lost_records_seen = len(purposely) + len(hostile_lost)
         report.lost_but_visible = [uid for uid in purposely | hostile_lost if counts.get(uid)]
-        report.lost_expected = {p: sum(b - a for a, b in rs) for p, rs in sorted(ranges.items())}
+        expected: Counter = Counter()
+        for (_, p), rs in ranges.items():
+            expected[p] += sum(b - a for a, b in rs)
+        report.lost_expected = dict(sorted(expected.items()))
         from ingest_core.service.status import collect_status
 
         report.lost_counted = {tp.partition: n for tp, n in sorted(collect_status(self.store, DATASOURCE, None)
                                                                      .lost.items())}
-        lost = [uid for uid in delivered if uid not in counts and uid not in purposely]
+        lost = [uid for uid in delivered if uid not in counts and uid not in purposely and uid not in self.destroyed]
         report.lost = len(lost)
         report.duplicated = sum(c - 1 for c in counts.values() if c > 1)
-        hostile = {uid: kind for uid, kind in self.hostile.items() if uid not in hostile_lost}
+        hostile = {uid: kind for uid, kind in self.hostile.items() if uid not in hostile_lost | self.destroyed}
         report.hostile_produced = len(self.hostile)
         report.hostile_wrong = self.misplaced_hostile(counts, hostile)
         if self.args.hostile:
