@@ -21,11 +21,13 @@ Each iteration produces a batch of records, then runs one microbatch under a fau
   two_runs           a second run started while the first one is at a milestone
   broker_restart     the broker restarted (controlled shutdown or SIGKILL) while the run is at a milestone
   partition_growth   the topic gains a partition (and records in it) at a milestone
-  operator           an operator between runs (no run of its own): `ingest reset --to-latest`, `ingest
-                     set-offsets` forward (a skip), `delete_records` of unread records (recovered by the next
-                     run's resetOffsetAutomatically or the set-offsets the error advises); what they move past is
+  operator           an operator between runs (no run of its own): the topic deleted and re-created, taken
+                     up with the command TopicRecreatedError advises (`set-offsets TOPIC=earliest`: the new
+                     topic's records must all be ingested), `ingest reset --to-latest`, `ingest set-offsets`
+                     forward (a skip), `delete_records` of unread records (recovered by the next run's
+                     resetOffsetAutomatically or the set-offsets the error advises); what they move past is
                      lost on purpose and must be counted exactly by the store's lost counter (none of it
-                     visible, nothing else lost)
+                     visible, nothing else lost); unread records of the deleted topic are counted apart
 
 A fault strikes at a milestone, drawn by the seeded RNG and observed, never guessed from a delay:
 `planned` (the store holds the run's plan), `spark` (a spark-submit JVM is in the run's process tree; with
@@ -590,13 +592,20 @@ class Operator(Fault):
                 "recover": rng.choice(["resetOffsetAutomatically", "set-offsets"])}
 
     def run(self, soak, i, params):
+        # the topic deleted and created again (a new topic id): the next plan would stop with
+        # TopicRecreatedError; the operator follows its advice to start over from the new topic's first record
+        # (first: a deletion recovered by a later run's resetOffsetAutomatically must happen in the same log)
+        destroyed = soak.recreate_topic()
+        soak.produce(params["batch"], f"i{i}new", iteration=i)  # the new topic's first records: none may be skipped
+        soak.ingest(i, "set-offsets", DATASOURCE, f"{TOPIC}=earliest", "--yes")
+        recreated = f"topic re-created ({destroyed} unread records went with it), set-offsets {TOPIC}=earliest"
         before = soak.committed()
         soak.ingest(i, "reset", DATASOURCE, "--to-latest", "--yes")
         for p, to in soak.committed().items():
             start = before.get(p, soak.watermarks(p)[0])  # never committed: the next run read from the log start
             if to > start:
                 soak.lose(p, start, to)
-        done = [f"reset --to-latest from {before}"]
+        done = [recreated, f"reset --to-latest from {before}"]
         soak.produce(params["batch"], f"i{i}op", iteration=i)  # unread records to skip and delete
         committed = soak.committed()
         parts = sorted(committed)
@@ -617,12 +626,6 @@ class Operator(Fault):
             if params["recover"] == "set-offsets":  # what the next run's error would advise
                 soak.ingest(i, "set-offsets", DATASOURCE, f"{TOPIC}:{delete_p}={to}", "--yes")
             done.append(f"records {c}..{to - 1} of p{delete_p} deleted ({params['recover']})")
-        # the topic deleted and created again (a new topic id): the next plan would stop with
-        # TopicRecreatedError; the operator follows its advice to start over from the new topic's first record
-        destroyed = soak.recreate_topic()
-        soak.produce(params["batch"], f"i{i}new", iteration=i)  # the new topic's first records: none may be skipped
-        soak.ingest(i, "set-offsets", DATASOURCE, f"{TOPIC}=earliest", "--yes")
-        done.append(f"topic re-created ({destroyed} unread records went with it), set-offsets {TOPIC}=earliest")
         return Outcome(len(done) == 4, "; ".join(done))
 
 
@@ -1066,7 +1069,7 @@ class Soak:
             return any(a <= offset < b for a, b in ranges.get((self.generation_of.get(uid, 0), partition), ()))
         purposely = {uid for uid, (p, o, _) in delivered.items() if lost_on_purpose(uid, p, o)}
         hostile_lost = {uid for uid, (p, o) in self.hostile_at.items() if lost_on_purpose(uid, p, o)}
-        report.destroyed = len(self.destroyed)
+        report.destroyed = len(self.destroyed & set(delivered))  # good records; hostile ones are checked apart
         report.lost_on_purpose = len(purposely)
         report.lost_records_seen = len(purposely) + len(hostile_lost)
         report.lost_but_visible = [uid for uid in purposely | hostile_lost if counts.get(uid)]

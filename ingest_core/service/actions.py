@@ -352,7 +352,9 @@ class DatasourceActions:
             stood = {**cleared_by_last_reset(self.store.audit_log.records(name, action=RESET, limit=1, conn=line.conn)),
                      **{tp: k.offset for tp, k in before.items()}}
             stood.update({tp: view.earliest[tp] for tp in target if tp.topic in recreated and tp in view.earliest})
-            lost = moved_past(stood, target, read_by_partition(self.store.offsets.claims(name, conn=line.conn)))
+            # what was published counts as read, though not what was published from a re-created topic's old log
+            claims = [c for c in self.store.offsets.claims(name, conn=line.conn) if c.tp.topic not in recreated]
+            lost = moved_past(stood, target, read_by_partition(claims))
             # the claims at and above them are released: the operator asked to read them again
             move = line.move(target, by=f"set-offsets by {self.actor}",
                              reason="the datasource's offsets were set by an operator", topic_ids=view.topic_ids)

@@ -76,7 +76,8 @@ def test_a_hard_reset_after_delete_records_counts_the_removed_records_of_that_pa
     with MainLine.locked(store, "wiki", planning_lock=False) as line:
         line.move({p0: 10, p1: 10}, by="r0")
     delete_before(broker, topic, 0, 15)  # 10..14 of p0 removed unread
-    DatasourceActions(store, None, "carol").reset("wiki")
+    # from earliest: p1's 0..9 are read again, a number the operator confirms (the offsets' business, not lost)
+    DatasourceActions(store, None, "carol", specs={"wiki": spec}).reset("wiki", confirm_duplicates=10)
     assert lost(store) == []  # nothing moved past yet: the next run decides where it starts
     r1 = Supervisor(spec, store).plan("r1")
     assert {p.tp: p.start for p in r1.plan.partitions} == {p0: 15, p1: 0}
@@ -97,7 +98,7 @@ def test_a_hard_reset_to_latest_counts_what_the_main_line_jumps_over(broker, sto
     spec = make_spec(broker.bootstrap, topic=topic, useEarliestOffset=False)
     with MainLine.locked(store, "wiki", planning_lock=False) as line:
         line.move({tp: 4}, by="r0")
-    DatasourceActions(store, None, "carol").reset("wiki")
+    DatasourceActions(store, None, "carol", specs={"wiki": spec}).reset("wiki")
     publish_all(store, Supervisor(spec, store).plan("r1"))  # starts at the latest: 12
     assert [(e["cause"], e["records"]) for e in lost(store)] == [("reset", 8)]
 
@@ -116,7 +117,7 @@ def test_set_offsets_forward_counts_what_it_skips_less_what_a_backfill_published
     with store.session() as conn:  # a backfill already published [30, 40) of p0: skipping it loses nothing
         claim_ranges(conn, "wiki", [OffsetRange(p0, 30, 40)], "backfill-1", backfill=True, claims=[])
     assert cli.main(["--metadata-url", store_url, "set-offsets", "wiki", f"{topic}:0=60", f"{topic}:1=20", "--yes",
-                     "--no-airflow", "--actor", "dave", "--dags-folder", str(dags)]) == 0
+                     "--confirm-duplicates", "30", "--no-airflow", "--actor", "dave", "--dags-folder", str(dags)]) == 0
     err = capsys.readouterr().err
     assert "40 records lost by set-offsets" in err and "these records are lost" in err
     [event] = lost(store)  # p1 went back (re-read, not lost); p0 skipped [10, 30) and [40, 60)

@@ -115,7 +115,7 @@ def test_a_recreated_topic_stops_the_datasource_until_an_operator_chooses(broker
         Supervisor(spec, pg_store).plan("r4")
     done = cli("set-offsets", "re", f"{topic}=latest", "--yes", "--actor", "bob")
     assert done.returncode == 0, done.stderr
-    assert "offsets [0, 25) (25 records) are skipped" in done.stderr
+    assert "offsets [0, 25) (25 records): these records are lost" in done.stderr
     audit = pg_store.audit_records("re", action="set_offsets")[-1]
     assert audit.details["skippedRecords"] == 25 and audit.details["skippedRanges"] == [
         {"topic": topic, "partition": 0, "start": 0, "end": 25}]
