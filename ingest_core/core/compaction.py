@@ -1,0 +1,83 @@
+"""Which intervals compaction rewrites: Druid's auto-compaction search, reduced to what publishing here makes.
+
+The visible segments are grouped by the compaction's interval (a bucket of its `segmentGranularity`, else the
+datasource's). An interval is compacted when it ends at or before the latest visible segment's end minus
+`skipOffsetFromLatest` (the recent intervals still get appends), and when its segments are not already what
+compaction would make: more segments than `ceil(rows / maxRowsPerSegment)`, or segments of another interval
+than the compaction's (a coarser `segmentGranularity`).
+
+The candidate carries the ids of the segments it read: the compaction's publish is a compare-and-swap on them
+(`store.compaction`), so an append that lands in the interval meanwhile makes the publish refuse, never lose
+the append. Pure: no I/O; bucketing a time is given (`executor.buckets.bucket`), so the cut is the job's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from ingest_core.core.granularity import Granularity
+from ingest_core.core.periods import Period
+
+Bucket = Callable[[Granularity, datetime], tuple[datetime, datetime]]
+
+
+class SegmentLike(Protocol):
+    id: str
+    interval_start: datetime
+    interval_end: datetime
+    num_rows: int
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class CompactionCandidate:
+    """One interval to rewrite, and the visible segments it reads (the compare-and-swap's expected set)."""
+
+    interval_start: datetime
+    interval_end: datetime
+    segment_ids: tuple[str, ...]
+    rows: int
+    bytes: int
+    target_segments: int  # at most this many segments after the rewrite
+
+    @property
+    def interval(self) -> tuple[datetime, datetime]:
+        return self.interval_start, self.interval_end
+
+
+@dataclass(frozen=True)
+class CompactionSearch:
+    """What the search found: the intervals to compact (oldest first) and how much stays for later."""
+
+    candidates: list[CompactionCandidate]
+    horizon: datetime | None  # intervals ending after this are skipped (skipOffsetFromLatest); None: no segments
+    skipped_recent: int  # visible segments in intervals past the horizon
+    compacted: int  # intervals already as compaction leaves them
+
+
+def find_candidates(visible: Iterable[SegmentLike], *, granularity: Granularity, target_rows: int,
+                    skip_offset: Period, bucket: Bucket) -> CompactionSearch:
+    segments = list(visible)
+    if not segments:
+        return CompactionSearch([], None, 0, 0)
+    horizon = skip_offset.subtract_from(max(s.interval_end for s in segments))
+    groups: dict[tuple[datetime, datetime], list[SegmentLike]] = {}
+    for s in segments:
+        groups.setdefault(bucket(granularity, s.interval_start), []).append(s)
+    candidates, skipped, compacted = [], 0, 0
+    for (start, end), members in sorted(groups.items()):
+        if end > horizon or any(s.interval_end > end for s in members):
+            # recent, or a segment wider than the interval (a coarser compaction earlier): left as it is
+            skipped += len(members)
+            continue
+        rows = sum(s.num_rows for s in members)
+        target = max(1, -(-rows // target_rows))
+        if len(members) <= target and all((s.interval_start, s.interval_end) == (start, end) for s in members):
+            compacted += 1
+            continue
+        candidates.append(CompactionCandidate(start, end, tuple(sorted(s.id for s in members)), rows,
+                                              sum(s.size_bytes for s in members), target))
+    return CompactionSearch(candidates, horizon, skipped, compacted)

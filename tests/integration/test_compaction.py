@@ -1,0 +1,111 @@
+"""Compaction's publish on a real metadata store (SQLite and PostgreSQL), over real Parquet segments published by
+the real publish: a compare-and-swap on the interval's visible segments; appends are never lost."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from helpers import publish_segments
+
+from ingest_core.core.compaction import find_candidates
+from ingest_core.core.granularity import Granularity
+from ingest_core.core.offsets import TopicPartition
+from ingest_core.core.periods import Period
+from ingest_core.executor.buckets import bucket
+from ingest_core.store.compaction import (
+    COMPACT,
+    CompactionConflictError,
+    publish_compaction,
+)
+from ingest_core.store.publisher import SegmentDescriptor
+from ingest_core.store.reader import DatasourceReader
+
+T0 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
+PARTS = [TopicPartition("edits", p) for p in range(2)]
+TIME = pa.timestamp("ms", tz="UTC")
+HOUR, DAY = Granularity.named("HOUR"), Granularity.named("DAY")
+
+
+def rows(n: int, start: int = 0, hour: datetime = T0) -> pa.Table:
+    return pa.table({"__time": pa.array([hour + timedelta(minutes=i % 60) for i in range(start, start + n)], TIME),
+                     "page": pa.array([f"p{i % 3}" for i in range(start, start + n)]),
+                     "added": pa.array(range(start, start + n), pa.int64())})
+
+
+def three_runs(store, tmp_path, hour: datetime = T0, first: int = 0) -> None:
+    for i in range(3):
+        end = 5 * (first + i + 1)
+        publish_segments(store, tmp_path, f"r{first + i}", {tp: end for tp in PARTS},
+                         [rows(5, 10 * (first + i), hour), rows(5, 10 * (first + i) + 5, hour)], hour=hour)
+
+
+def candidates(store, granularity=HOUR, target_rows=1000):
+    visible = DatasourceReader(store, "wiki").segments()
+    return find_candidates(visible, granularity=granularity, target_rows=target_rows,
+                           skip_offset=Period.parse("PT0S"), bucket=bucket).candidates
+
+
+def rewrite(store, tmp_path, candidate, name: str) -> list[SegmentDescriptor]:
+    """What the compaction job does, here with pyarrow: the candidate's rows in one file."""
+    table = DatasourceReader(store, "wiki").to_arrow(interval=candidate.interval)
+    path = tmp_path / f"{name}.parquet"
+    pq.write_table(table, path)
+    return [SegmentDescriptor(candidate.interval_start, candidate.interval_end, path.as_uri(), table.num_rows,
+                              path.stat().st_size)]
+
+
+def sums(store) -> tuple[int, int]:
+    table = DatasourceReader(store, "wiki").to_arrow()
+    return table.num_rows, pc.sum(table.column("added")).as_py()
+
+
+def test_compaction_replaces_an_intervals_segments_with_the_same_rows(store, tmp_path):
+    three_runs(store, tmp_path)
+    before = sums(store)
+    (candidate,) = candidates(store)
+    assert len(candidate.segment_ids) == 6 and candidate.rows == 30 and candidate.target_segments == 1
+    result = publish_compaction(store, "wiki", candidate, rewrite(store, tmp_path, candidate, "c1"), "compact-1")
+    assert sums(store) == before == (30, sum(range(30)))
+    (visible,) = DatasourceReader(store, "wiki").segments()
+    assert visible.id == result.segment_ids[0] and visible.version == result.version > "2026-11-22T10:00:00.000Z"
+    old = [s for s in store.segments("wiki", used_only=False) if not s.used]
+    assert sorted(s.id for s in old) == list(candidate.segment_ids)
+    (audit,) = store.audit_log.records("wiki", action=COMPACT)
+    assert audit.details["replaced"] == list(candidate.segment_ids) and audit.details["rowsAfter"] == 30
+    assert candidates(store) == []  # compacted: nothing more to do
+
+
+def test_an_append_that_races_a_compaction_is_kept_and_the_compaction_refused(store, tmp_path):
+    three_runs(store, tmp_path)
+    (candidate,) = candidates(store)
+    rewritten = rewrite(store, tmp_path, candidate, "c1")
+    publish_segments(store, tmp_path, "late", {tp: 20 for tp in PARTS}, [rows(2, 100), rows(2, 102)])  # meanwhile
+    before = [s.id for s in DatasourceReader(store, "wiki").segments()]
+    with pytest.raises(CompactionConflictError, match="the interval changed after it was read"):
+        publish_compaction(store, "wiki", candidate, rewritten, "compact-1")
+    assert [s.id for s in DatasourceReader(store, "wiki").segments()] == before and sums(store)[0] == 34
+    (again,) = candidates(store)  # the next compaction run reads the append too
+    publish_compaction(store, "wiki", again, rewrite(store, tmp_path, again, "c2"), "compact-2")
+    assert sums(store) == (34, sum(range(30)) + sum(range(100, 104)))
+
+
+def test_an_append_after_a_coarser_compaction_joins_the_compacted_interval(store, tmp_path):
+    three_runs(store, tmp_path, T0)
+    three_runs(store, tmp_path, T0 + timedelta(hours=1), first=3)
+    tomorrow = T0 + timedelta(days=1)
+    publish_segments(store, tmp_path, "tomorrow", {tp: 35 for tp in PARTS},
+                     [rows(5, 300, tomorrow), rows(5, 305, tomorrow)], hour=tomorrow)
+    (day,) = candidates(store, granularity=DAY)  # tomorrow is the latest day: left alone (skipOffsetFromLatest)
+    assert day.interval == (T0.replace(hour=0), T0.replace(hour=0) + timedelta(days=1)) and len(day.segment_ids) == 12
+    publish_compaction(store, "wiki", day, rewrite(store, tmp_path, day, "day"), "compact-day")
+    # a run planned before the compaction publishes an hour of that day after it: its segment takes the DAY
+    # interval and version, so the DAY segment does not overshadow it
+    publish_segments(store, tmp_path, "late", {tp: 40 for tp in PARTS}, [rows(3, 200), rows(3, 203)])
+    visible = [s for s in DatasourceReader(store, "wiki").segments() if s.interval_start < tomorrow]
+    assert {(s.interval_start, s.interval_end) for s in visible} == {day.interval}
+    assert len({s.version for s in visible}) == 1 and len(visible) == 3
+    assert sums(store) == (76, sum(range(60)) + sum(range(200, 206)) + sum(range(300, 310)))
