@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from helpers import publish_segments
+from helpers import make_spec, publish_segments
 
 from ingest_core.core.compaction import find_candidates
 from ingest_core.core.granularity import Granularity
@@ -109,3 +109,54 @@ def test_an_append_after_a_coarser_compaction_joins_the_compacted_interval(store
     assert {(s.interval_start, s.interval_end) for s in visible} == {day.interval}
     assert len({s.version for s in visible}) == 1 and len(visible) == 3
     assert sums(store) == (76, sum(range(60)) + sum(range(200, 206)) + sum(range(300, 310)))
+
+
+def test_the_spark_job_rolls_segments_up_again_with_combining_aggregators(spark, tmp_path):
+    """Segments of one interval, written as ingestion writes them, rewritten by the real Spark job: rows with the
+    same time and dimensions merge (count and sums add, a longSum past the long range stays exact over several
+    rows, min/max keep theirs, first/last follow publish order); no row or sum changes."""
+    from ingest_core.spark.compaction import CompactionJob, compact
+
+    spec = make_spec("127.0.0.1:9", "wiki", topic="edits", taskCount=1, microbatch=None)
+    raw_metrics = [{"type": "count", "name": "count"}, {"type": "longSum", "name": "added", "fieldName": "a"},
+                   {"type": "doubleSum", "name": "ratio", "fieldName": "r"}, {"type": "longMin", "name": "low",
+                                                                                "fieldName": "a"},
+                   {"type": "longMax", "name": "high", "fieldName": "a"},
+                   {"type": "longFirst", "name": "first", "fieldName": "a"},
+                   {"type": "longLast", "name": "last", "fieldName": "a"}]
+    from ingest_core.core.spec import parse_spec
+
+    raw = spec.to_raw()
+    raw["spec"]["dataSchema"]["metricsSpec"] = raw_metrics
+    raw["spec"]["dataSchema"]["dimensionsSpec"] = {"dimensions": ["page"]}
+    spec = parse_spec(raw)
+    big = (1 << 63) - 10
+
+    def segment(name, pages, added, extra=None):
+        n = len(pages)
+        table = pa.table({"__time": pa.array([T0] * n, TIME), "page": pa.array(pages),
+                          "count": pa.array([2] * n, pa.int64()), "added": pa.array(added, pa.int64()),
+                          "ratio": pa.array([0.5] * n), "low": pa.array(added, pa.int64()),
+                          "high": pa.array(added, pa.int64()), "first": pa.array(added, pa.int64()),
+                          "last": pa.array(added, pa.int64()), **(extra or {})})
+        path = tmp_path / f"{name}.parquet"
+        pq.write_table(table, path)
+        return path.as_uri()
+
+    locations = (segment("a", ["x", "y"], [1, big]), segment("b", ["x", "y"], [5, 20]),
+                 segment("c", ["x"], [-3], {"user": pa.array(["ann"])}))
+    job = CompactionJob("wiki", "compact-1", T0, T0 + timedelta(hours=1), ("a", "b", "c"), locations, 1000, 1,
+                        (tmp_path / "out").as_uri())
+    files = compact(spark, spec, job)
+    table = pa.concat_tables(pq.read_table(f.location.removeprefix("file://")) for f in files)
+    by_key = {}
+    for row in table.to_pylist():
+        by_key.setdefault((row["page"], row.get("user")), []).append(row)
+    (x,) = by_key[("x", None)]
+    assert (x["count"], x["added"], x["ratio"], x["low"], x["high"], x["first"], x["last"]) == (4, 6, 1.0, 1, 5, 1, 5)
+    (xa,) = by_key[("x", "ann")]  # another dimension value: its own row
+    assert (xa["count"], xa["added"]) == (2, -3)
+    ys = by_key[("y", None)]  # a longSum past the long range: several rows whose values add up exactly
+    assert sum(r["added"] for r in ys) == big + 20 and len(ys) > 1 and sum(r["count"] for r in ys) == 4
+    assert {(r["low"], r["high"], r["first"], r["last"]) for r in ys} == {(20, big, big, 20)}
+    assert table.schema.field("__time").type == TIME and len(files) == 1 and sum(f.rows for f in files) == len(table)
