@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from ingest_core.core.granularity import Granularity
-from ingest_core.core.periods import Period
+from ingest_core.core.periods import Period, format_datetime, parse_datetime
 
 Bucket = Callable[[Granularity, datetime], tuple[datetime, datetime]]
 
@@ -81,3 +81,44 @@ def find_candidates(visible: Iterable[SegmentLike], *, granularity: Granularity,
         candidates.append(CompactionCandidate(start, end, tuple(sorted(s.id for s in members)), rows,
                                               sum(s.size_bytes for s in members), target))
     return CompactionSearch(candidates, horizon, skipped, compacted)
+
+
+@dataclass(frozen=True)
+class CompactionJob:
+    """What one compaction job rewrites, and where: written by the compaction DAG's search, read by the job."""
+
+    datasource: str
+    task_id: str
+    interval_start: datetime
+    interval_end: datetime
+    segment_ids: tuple[str, ...]
+    locations: tuple[str, ...]  # the segments' files, in publish order
+    target_rows: int
+    target_segments: int
+    output_uri: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"datasource": self.datasource, "taskId": self.task_id,
+                "interval": f"{format_datetime(self.interval_start)}/{format_datetime(self.interval_end)}",
+                "segmentIds": list(self.segment_ids), "locations": list(self.locations),
+                "targetRows": self.target_rows, "targetSegments": self.target_segments, "output": self.output_uri}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "CompactionJob":
+        start, end = d["interval"].split("/")
+        return cls(d["datasource"], d["taskId"], parse_datetime(start), parse_datetime(end), tuple(d["segmentIds"]),
+                   tuple(d["locations"]), int(d["targetRows"]), int(d["targetSegments"]), d["output"])
+
+
+@dataclass(frozen=True)
+class CompactedFile:
+    location: str
+    rows: int
+    bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"location": self.location, "rows": self.rows, "bytes": self.bytes}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "CompactedFile":
+        return cls(d["location"], int(d["rows"]), int(d["bytes"]))

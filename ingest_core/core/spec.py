@@ -210,11 +210,17 @@ class TransformSpec:
 _DATASOURCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,199}$")
 
 
+COMPACTION_DAG_SUFFIX = ".compaction"  # `<dataSource>.compaction` is a datasource's compaction DAG
+
+
 def datasource_name_problem(name: str) -> str | None:
     """Why `name` cannot be a datasource name (it becomes a DAG id and a storage path), or None."""
     if not _DATASOURCE_RE.match(name) or ".." in name or name.endswith("."):
         return (f"invalid datasource name {name!r}: use 1-200 letters, digits, '_', '-' or '.', starting with a "
                 "letter or digit, without '..' (it becomes the Airflow DAG id and a storage folder)")
+    if name.endswith(COMPACTION_DAG_SUFFIX):
+        return (f"invalid datasource name {name!r}: the suffix {COMPACTION_DAG_SUFFIX!r} names the compaction DAG "
+                f"of the datasource {name[:-len(COMPACTION_DAG_SUFFIX)]!r}")
     return None
 
 

@@ -18,15 +18,13 @@ import argparse
 import json
 import logging
 import sys
-from dataclasses import dataclass
-from datetime import datetime
 from functools import reduce
 from typing import Any
 
 import pyarrow.parquet as pq
 
+from ingest_core.core.compaction import CompactedFile, CompactionJob
 from ingest_core.core.errors import IngestError
-from ingest_core.core.periods import format_datetime, parse_datetime
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor import deep_storage
 from ingest_core.executor.rollup import aggregators, long_sum_columns
@@ -37,47 +35,6 @@ log = logging.getLogger(__name__)
 
 ORDER = "__segment_order"
 REPORT = "report.json"
-
-
-@dataclass(frozen=True)
-class CompactionJob:
-    """What one compaction job rewrites, and where: written by the compaction DAG's search, read by the job."""
-
-    datasource: str
-    task_id: str
-    interval_start: datetime
-    interval_end: datetime
-    segment_ids: tuple[str, ...]
-    locations: tuple[str, ...]  # the segments' files, in publish order
-    target_rows: int
-    target_segments: int
-    output_uri: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"datasource": self.datasource, "taskId": self.task_id,
-                "interval": f"{format_datetime(self.interval_start)}/{format_datetime(self.interval_end)}",
-                "segmentIds": list(self.segment_ids), "locations": list(self.locations),
-                "targetRows": self.target_rows, "targetSegments": self.target_segments, "output": self.output_uri}
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "CompactionJob":
-        start, end = d["interval"].split("/")
-        return cls(d["datasource"], d["taskId"], parse_datetime(start), parse_datetime(end), tuple(d["segmentIds"]),
-                   tuple(d["locations"]), int(d["targetRows"]), int(d["targetSegments"]), d["output"])
-
-
-@dataclass(frozen=True)
-class CompactedFile:
-    location: str
-    rows: int
-    bytes: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"location": self.location, "rows": self.rows, "bytes": self.bytes}
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "CompactedFile":
-        return cls(d["location"], int(d["rows"]), int(d["bytes"]))
 
 
 def compact(spark: Any, spec: DatasourceSpec, job: CompactionJob) -> list[CompactedFile]:

@@ -3,7 +3,8 @@
 Under the datasource's lock (the one every publish takes):
   1. compare-and-swap on the interval's visible segments: they must be exactly the ones the compaction read
      (`CompactionCandidate.segment_ids`). An append published meanwhile makes it refuse and write nothing
-     (`CompactionConflictError`): the append is never lost, and the next compaction run reads it too;
+     (`CompactionConflictError`): the append is never lost, and the next compaction run reads it too. The same
+     rewrite published again (a retried task whose commit went through) is found visible: nothing to do;
   2. insert the rewritten segments as a new version of the interval, newer than every version in it, so they
      overshadow what they replace even for a reader that still lists the old ones as used;
   3. mark the replaced segments unused, with the time (`used_status_last_updated`: kill waits a while after it);
@@ -19,7 +20,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Sequence
 
-from ingest_core.core.compaction import CompactionCandidate
 from ingest_core.core.errors import IngestError
 from ingest_core.core.periods import format_datetime, parse_datetime
 from ingest_core.core.timeline import visible_segments
@@ -47,12 +47,15 @@ class CompactionResult:
     rows: int
 
 
-def publish_compaction(store: MetadataStore, datasource: str, candidate: CompactionCandidate,
-                       rewritten: Sequence[SegmentDescriptor], task_id: str,
+def publish_compaction(store: MetadataStore, datasource: str, interval: tuple[datetime, datetime],
+                       expected: Sequence[str], rewritten: Sequence[SegmentDescriptor], task_id: str,
                        now: datetime | None = None) -> CompactionResult:
-    """Replace the candidate's segments by `rewritten` (each inside the candidate's interval), or refuse."""
+    """Replace the interval's visible segments, which must be `expected` (their ids, as the compaction read
+    them), by `rewritten` (each inside the interval), or refuse. Publishing the same rewrite again (a retry
+    whose first commit went through) finds it visible and writes nothing."""
     now = now or utcnow()
-    start, end = candidate.interval
+    start, end = interval
+    expected = tuple(sorted(expected))
     for seg in rewritten:
         if seg.interval_start < start or seg.interval_end > end:
             raise ValueError(f"segment {seg.location} [{seg.interval_start}, {seg.interval_end}) is outside the "
@@ -63,12 +66,17 @@ def publish_compaction(store: MetadataStore, datasource: str, candidate: Compact
                  if s.interval_start < end and start < s.interval_end]
         current = visible_segments(every)
         found = tuple(sorted(s.id for s in current))
-        if found != candidate.segment_ids:
-            appended = sorted(set(found) - set(candidate.segment_ids))
+        mine = [s for s in current if s.run_id == task_id]
+        if mine and {s.location for s in mine} == {seg.location for seg in rewritten}:
+            log.info("compaction %s of %s is already published", task_id, datasource)
+            return CompactionResult(start, end, mine[0].version, tuple(s.id for s in mine),
+                                    tuple(mine[0].payload.get("compactedFrom", ())), sum(s.num_rows for s in mine))
+        if found != expected:
+            appended = sorted(set(found) - set(expected))
             raise CompactionConflictError(
                 f"compaction {task_id} of {datasource!r} interval {format_datetime(start)}/{format_datetime(end)} "
                 f"was not published: the interval changed after it was read ({len(appended)} segments published "
-                f"since, e.g. {appended[:3]}; {len(set(candidate.segment_ids) - set(found))} no longer visible). "
+                f"since, e.g. {appended[:3]}; {len(set(expected) - set(found))} no longer visible). "
                 f"Nothing was written; the next compaction run reads the interval again.")
         version = _newer_version(now, [s.version for s in every])
         starts: dict[str, dict[str, int]] = {}

@@ -19,7 +19,7 @@ from ingest_core.core.planner import Plan
 from ingest_core.core.states import DetailedState, State
 from ingest_core.store.records import RunStatus
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 6
 
 Json = sa.JSON().with_variant(JSONB(), "postgresql")
 Timestamp = sa.DateTime(timezone=True)
@@ -232,7 +232,7 @@ def _add_dead_letter_files(conn: Connection) -> None:
 
 
 def _add_used_status_last_updated(conn: Connection) -> None:
-    """v7: when each segment's `used` last changed (compaction marks what it replaced unused; kill waits)."""
+    """v6: when each segment's `used` last changed (compaction marks what it replaced unused; kill waits)."""
     if "used_status_last_updated" not in {c["name"] for c in sa.inspect(conn).get_columns(segments.name)}:
         column = segments.c.used_status_last_updated
         conn.execute(sa.text(f"ALTER TABLE {segments.name} ADD COLUMN {column.name} "
@@ -241,7 +241,7 @@ def _add_used_status_last_updated(conn: Connection) -> None:
 
 # Ordered schema steps; a new release appends (version, step). Each runs once (`migrate`).
 MIGRATIONS: list[tuple[int, Any]] = [(1, _create_schema_v1), (2, _add_published_ranges), (3, _add_run_deadlines),
-                                     (4, _add_dead_letter_files), (7, _add_used_status_last_updated)]
+                                     (4, _add_dead_letter_files), (6, _add_used_status_last_updated)]
 
 
 def installed_version(conn: Connection) -> int:

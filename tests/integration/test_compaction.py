@@ -68,7 +68,8 @@ def test_compaction_replaces_an_intervals_segments_with_the_same_rows(store, tmp
     before = sums(store)
     (candidate,) = candidates(store)
     assert len(candidate.segment_ids) == 6 and candidate.rows == 30 and candidate.target_segments == 1
-    result = publish_compaction(store, "wiki", candidate, rewrite(store, tmp_path, candidate, "c1"), "compact-1")
+    rewritten = rewrite(store, tmp_path, candidate, "c1")
+    result = publish_compaction(store, "wiki", candidate.interval, candidate.segment_ids, rewritten, "compact-1")
     assert sums(store) == before == (30, sum(range(30)))
     (visible,) = DatasourceReader(store, "wiki").segments()
     assert visible.id == result.segment_ids[0] and visible.version == result.version > "2026-11-22T10:00:00.000Z"
@@ -77,6 +78,9 @@ def test_compaction_replaces_an_intervals_segments_with_the_same_rows(store, tmp
     (audit,) = store.audit_log.records("wiki", action=COMPACT)
     assert audit.details["replaced"] == list(candidate.segment_ids) and audit.details["rowsAfter"] == 30
     assert candidates(store) == []  # compacted: nothing more to do
+    # a retried publish whose first commit went through: already published, nothing written twice
+    again = publish_compaction(store, "wiki", candidate.interval, candidate.segment_ids, rewritten, "compact-1")
+    assert again.segment_ids == result.segment_ids and len(DatasourceReader(store, "wiki").segments()) == 1
 
 
 def test_an_append_that_races_a_compaction_is_kept_and_the_compaction_refused(store, tmp_path):
@@ -86,10 +90,11 @@ def test_an_append_that_races_a_compaction_is_kept_and_the_compaction_refused(st
     publish_segments(store, tmp_path, "late", {tp: 20 for tp in PARTS}, [rows(2, 100), rows(2, 102)])  # meanwhile
     before = [s.id for s in DatasourceReader(store, "wiki").segments()]
     with pytest.raises(CompactionConflictError, match="the interval changed after it was read"):
-        publish_compaction(store, "wiki", candidate, rewritten, "compact-1")
+        publish_compaction(store, "wiki", candidate.interval, candidate.segment_ids, rewritten, "compact-1")
     assert [s.id for s in DatasourceReader(store, "wiki").segments()] == before and sums(store)[0] == 34
     (again,) = candidates(store)  # the next compaction run reads the append too
-    publish_compaction(store, "wiki", again, rewrite(store, tmp_path, again, "c2"), "compact-2")
+    publish_compaction(store, "wiki", again.interval, again.segment_ids, rewrite(store, tmp_path, again, "c2"),
+                       "compact-2")
     assert sums(store) == (34, sum(range(30)) + sum(range(100, 104)))
 
 
@@ -101,7 +106,8 @@ def test_an_append_after_a_coarser_compaction_joins_the_compacted_interval(store
                      [rows(5, 300, tomorrow), rows(5, 305, tomorrow)], hour=tomorrow)
     (day,) = candidates(store, granularity=DAY)  # tomorrow is the latest day: left alone (skipOffsetFromLatest)
     assert day.interval == (T0.replace(hour=0), T0.replace(hour=0) + timedelta(days=1)) and len(day.segment_ids) == 12
-    publish_compaction(store, "wiki", day, rewrite(store, tmp_path, day, "day"), "compact-day")
+    publish_compaction(store, "wiki", day.interval, day.segment_ids, rewrite(store, tmp_path, day, "day"),
+                       "compact-day")
     # a run planned before the compaction publishes an hour of that day after it: its segment takes the DAY
     # interval and version, so the DAY segment does not overshadow it
     publish_segments(store, tmp_path, "late", {tp: 40 for tp in PARTS}, [rows(3, 200), rows(3, 203)])
