@@ -23,3 +23,5 @@ MIN_SPLITS_PER_GROUP = 1
 COMPACTION_SKIP_OFFSET = "P1D"
 COMPACTION_MAX_ROWS_PER_SEGMENT = 5_000_000
 COMPACTION_SCHEDULE = "PT1H"
+# kill: how long after compaction made a segment unused its file and record are deleted
+KILL_BUFFER_PERIOD = "P1D"

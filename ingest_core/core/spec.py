@@ -761,6 +761,18 @@ class CompactionGranularity:
 
 
 @dataclass(frozen=True)
+class Kill:
+    """Deleting the segments compaction made unused (Druid's kill), `bufferPeriod` after they became unused:
+    long enough for any reader that listed them before (a query, an Iceberg snapshot) to be done."""
+
+    enabled: bool = True
+    buffer_period: Period = spec_field(default_factory=lambda: Period.parse(defaults.KILL_BUFFER_PERIOD))
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        check_period(ctx, join(path, "bufferPeriod"), self.buffer_period, allow_zero=True)
+
+
+@dataclass(frozen=True)
 class Compaction:
     """Druid's auto-compaction, per datasource (its compaction config's field names): the visible segments of
     each interval older than `skipOffsetFromLatest` are rewritten, rolled up again, into as few segments of at
@@ -774,6 +786,7 @@ class Compaction:
     granularity_spec: CompactionGranularity = spec_field(default_factory=CompactionGranularity)
     max_rows_per_segment: int | None = None  # Druid's older top-level spelling of partitionsSpec's
     schedule: str = defaults.COMPACTION_SCHEDULE
+    kill: Kill = spec_field(default_factory=Kill)
     task_priority: int | None = spec_field(None, ignored_in_batch="compaction runs as its own Airflow DAG")
     input_segment_size_bytes: int | None = spec_field(None, ignored_in_batch="each interval is compacted whole")
     task_context: dict[str, Any] | None = spec_field(None, ignored_in_batch="no Druid task context")

@@ -124,7 +124,7 @@ def build_dag(spec: DatasourceSpec) -> DAG:
 
 
 def build_compaction_dag(spec: DatasourceSpec) -> DAG:
-    """`<dataSource>.compaction`: search -> one Spark job per interval to compact -> publish
+    """`<dataSource>.compaction`: search -> one Spark job per interval to compact -> publish -> kill
     (`provider.operators.compaction`), on the compaction section's schedule."""
     from ingest_core.provider.operators import compaction as steps
 
@@ -156,11 +156,16 @@ def build_compaction_dag(spec: DatasourceSpec) -> DAG:
         def publish(jobs: list[list[str]]) -> dict:
             return steps.publish_task(spec, jobs)
 
+        # kill runs whatever the compaction did: it deletes only what became unused bufferPeriod ago
+        @task(task_id="kill", trigger_rule="all_done")
+        def kill() -> dict:
+            return steps.kill_task(spec)
+
         jobs = search()
         settings = {**operator_settings(spec), "application": str(COMPACT_SCRIPT),
                     "name": f"ingest-compact-{spec.datasource}"}
         compact = CompactionSparkOperator.partial(task_id="compact", **settings).expand(application_args=jobs)
-        compact >> publish(jobs)
+        compact >> publish(jobs) >> kill()
     return dag
 
 

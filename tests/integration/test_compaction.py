@@ -4,6 +4,7 @@ the real publish: a compare-and-swap on the interval's visible segments; appends
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -166,3 +167,37 @@ def test_the_spark_job_rolls_segments_up_again_with_combining_aggregators(spark,
     assert sum(r["added"] for r in ys) == big + 20 and len(ys) > 1 and sum(r["count"] for r in ys) == 4
     assert {(r["low"], r["high"], r["first"], r["last"]) for r in ys} == {(20, big, big, 20)}
     assert table.schema.field("__time").type == TIME and len(files) == 1 and sum(f.rows for f in files) == len(table)
+
+
+def test_kill_deletes_what_compaction_made_unused_only_after_the_buffer_period(store, tmp_path):
+    from ingest_core.store import iceberg
+    from ingest_core.store.kill import KILL, kill
+
+    spec = make_spec("127.0.0.1:9", "wiki", topic="edits", taskCount=2,
+                     microbatch={"iceberg": {}, "deepStorage": {"uri": (tmp_path / "deep").as_uri()}})
+    three_runs(store, tmp_path)
+    iceberg.sync(store, spec)  # the table holds the six segments' files
+    (candidate,) = candidates(store)
+    compacted_at = datetime(2026, 11, 23, 12, tzinfo=timezone.utc)
+    publish_compaction(store, "wiki", candidate.interval, candidate.segment_ids,
+                       rewrite(store, tmp_path, candidate, "c1"), "compact-1", now=compacted_at)
+    old = [s for s in store.segments("wiki", used_only=False) if not s.used]
+    assert len(old) == 6 and all(s.used_status_last_updated == compacted_at for s in old)
+    refused = tmp_path / "deep" / "wiki" / ".compaction" / "run" / "0"  # a rewrite the publish refused
+    refused.mkdir(parents=True)
+    (refused / "part-0.parquet").write_bytes(b"x")
+    buffer = timedelta(hours=1)
+
+    early = kill(store, spec, buffer, compacted_at + timedelta(minutes=30), [refused.as_uri()])
+    assert early.segments == () and all(Path(s.location.removeprefix("file://")).exists() for s in old)
+    # past the buffer, but the Iceberg table still holds the old files (its sync has not run): kept
+    kept = kill(store, spec, buffer, compacted_at + timedelta(hours=2))
+    assert sorted(kept.kept_for_iceberg) == sorted(s.id for s in old) and kept.segments == ()
+    iceberg.sync(store, spec)
+    done = kill(store, spec, buffer, datetime.now(timezone.utc) + timedelta(hours=2), [refused.as_uri()])
+    assert sorted(done.segments) == sorted(s.id for s in old) and done.folders == (refused.as_uri(),)
+    assert not any(Path(s.location.removeprefix("file://")).exists() for s in old) and not refused.exists()
+    assert [s.used for s in store.segments("wiki", used_only=False)] == [True]  # the records went too
+    assert sums(store) == (30, sum(range(30)))  # the visible rows never changed
+    (audit,) = store.audit_log.records("wiki", action=KILL)
+    assert sorted(audit.details["segments"]) == sorted(s.id for s in old)

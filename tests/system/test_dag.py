@@ -247,15 +247,15 @@ def test_a_missing_spark_connection_is_a_clear_error(tmp_path, own_dags, broker,
 def test_the_compaction_dag_rewrites_segments_with_the_same_rows_and_iceberg_follows(tmp_path, own_dags, broker,
                                                                                      metadata_url, spark_connect):
     """`<dataSource>.compaction` under `airflow dags test`, Spark over Connect: the segments of two runs are
-    rewritten into one per interval, rolled up again; every metric sum is the same, and the Iceberg table holds the
-    new files instead of the old."""
+    rewritten into one per interval, rolled up again; every metric sum is the same, the Iceberg table holds the
+    new files instead of the old, and kill deletes the old ones."""
     import pyarrow.compute as pc
     from pyiceberg.catalog.sql import SqlCatalog
 
     topic = broker.create_topic(partitions=2)
     write_example_variant(own_dags, "compacted", topic, {"iceberg": {}},
-                          {"skipOffsetFromLatest": "PT0S", "tuningConfig": {"partitionsSpec": {"type": "dynamic",
-                                                                                               "maxRowsPerSegment": 100000}}},
+                          {"skipOffsetFromLatest": "PT0S", "kill": {"bufferPeriod": "PT0S"},
+                           "tuningConfig": {"partitionsSpec": {"type": "dynamic", "maxRowsPerSegment": 100000}}},
                           taskCount=2)
     home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url, spark_connect.url)
     store = MetadataStore(metadata_url)
@@ -275,7 +275,9 @@ def test_the_compaction_dag_rewrites_segments_with_the_same_rows_and_iceberg_fol
     after = reader.segments()
     assert sums() == before and len(after) == len(intervals)
     assert {(s.interval_start, s.interval_end) for s in after} == intervals
-    assert {s.id for s in store.segments("compacted", used_only=False) if not s.used} == {s.id for s in segments_before}
+    # kill (bufferPeriod PT0S here) deleted the replaced segments' files and records at once
+    assert [s.id for s in store.segments("compacted", used_only=False)] == [s.id for s in after]
+    assert not any(Path(s.location.removeprefix("file://")).exists() for s in segments_before)
     (audit,) = [a for a in store.audit_records("compacted") if a.action == "compact"][:1] or [None]
     assert audit is not None and audit.details["rowsAfter"] == sum(s.num_rows for s in after)
     table = SqlCatalog("ingest", uri=metadata_url).load_table(("ingest", "compacted"))

@@ -1,11 +1,12 @@
 """The compaction DAG's tasks (`<dataSource>.compaction`, for a spec with a `compaction` section): search ->
-one Spark job per interval (`CompactionSparkOperator`) -> publish.
+one Spark job per interval (`CompactionSparkOperator`) -> publish -> kill.
 
 The search finds the intervals to compact (`core.compaction`) among the visible segments, at most
 MAX_INTERVALS_PER_RUN of them, oldest first, and stages each one's job under
 `<deep storage>/<dataSource>/.compaction/<run>/<n>/`. The publish swaps each rewrite in
 (`store.compaction.publish_compaction`); an interval that an append changed meanwhile is refused, its output
-removed, and compacted by a later run. Then the datasource's Iceberg table follows, when it has one.
+removed, and compacted by a later run. Then the datasource's Iceberg table follows, when it has one. Kill
+deletes what compaction made unused `kill.bufferPeriod` ago (`store.kill`).
 """
 
 from __future__ import annotations
@@ -29,10 +30,25 @@ def dag_id(spec: DatasourceSpec) -> str:
     return spec.datasource + COMPACTION_DAG_SUFFIX
 
 
-def run_folder(spec: DatasourceSpec, run_id: str) -> str:
+def compaction_root(spec: DatasourceSpec) -> str:
     # a leading dot: no ingestion run's folder can be named so (deep_storage.safe_name)
-    return deep_storage.join(deep_storage.base_for(spec), spec.datasource, ".compaction",
-                             deep_storage.safe_name(run_id))
+    return deep_storage.join(deep_storage.base_for(spec), spec.datasource, ".compaction")
+
+
+def run_folder(spec: DatasourceSpec, run_id: str) -> str:
+    return deep_storage.join(compaction_root(spec), deep_storage.safe_name(run_id))
+
+
+def job_folders(spec: DatasourceSpec) -> list[str]:
+    """Every compaction job's output folder (`.compaction/<run>/<n>`)."""
+    import pyarrow.fs as pafs
+
+    root = compaction_root(spec)
+    fs, path = deep_storage.filesystem(root)
+    infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+    depth = path.rstrip("/").count("/") + 2
+    return sorted(deep_storage.to_uri(root, i.path) for i in infos
+                  if i.type == pafs.FileType.Directory and i.path.rstrip("/").count("/") == depth)
 
 
 def search_task(spec: DatasourceSpec, run_id: str) -> list[list[str]]:
@@ -126,3 +142,15 @@ def _remove_unpublished(metadata: Any, datasource: str, output_uri: str) -> None
         deep_storage.delete_dir(output_uri)
     except OSError as exc:
         log.warning("the refused compaction output %s stays (kill removes it later): %s", output_uri, exc)
+
+
+def kill_task(spec: DatasourceSpec) -> dict[str, Any]:
+    from ingest_core.store.kill import kill
+    from ingest_core.store.schema import utcnow
+
+    compaction = spec.compaction
+    assert compaction is not None
+    if not compaction.kill.enabled:
+        return {"kill": "off"}
+    result = kill(store(), spec, compaction.kill.buffer_period.to_timedelta(), utcnow(), job_folders(spec))
+    return result.to_json()
