@@ -21,6 +21,11 @@ Each iteration produces a batch of records, then runs one microbatch under a fau
   two_runs           a second run started while the first one is at a milestone
   broker_restart     the broker restarted (controlled shutdown or SIGKILL) while the run is at a milestone
   partition_growth   the topic gains a partition (and records in it) at a milestone
+  operator           an operator between runs (no run of its own): `ingest reset --to-latest`, `ingest
+                     set-offsets` forward (a skip), `delete_records` of unread records (recovered by the next
+                     run's resetOffsetAutomatically or the set-offsets the error advises); what they move past is
+                     lost on purpose and must be counted exactly by the store's lost counter (none of it
+                     visible, nothing else lost)
 
 A fault strikes at a milestone, drawn by the seeded RNG and observed, never guessed from a delay:
 `planned` (the store holds the run's plan), `spark` (a spark-submit JVM is in the run's process tree; with
@@ -182,6 +187,13 @@ class Report:
     hostile_wrong: list[str] = field(default_factory=list)  # hostile uids visible when they must not be, or not once
     unreadable_segments: list[str] = field(default_factory=list)
     lost_by_fault: dict = field(default_factory=dict)  # producing iteration's fault -> lost uids
+    # the operator fault: offsets it moved past unread (the soak's own ranges), the store's lost counter, the
+    # acknowledged records in those ranges (each must be invisible), and any of them visible after all
+    lost_expected: dict = field(default_factory=dict)  # partition -> offsets
+    lost_counted: dict = field(default_factory=dict)  # partition -> the store's lostRecords
+    lost_on_purpose: int = 0  # acknowledged uids (not hostile) in the ranges, invisible as they must be
+    lost_records_seen: int = 0  # acknowledged records (hostile too) in the ranges
+    lost_but_visible: list[str] = field(default_factory=list)
     duplicated_by_run: dict = field(default_factory=dict)  # run id -> duplicate rows in its segments
     final_lag: int | None = None
     in_flight_at_end: list[str] = field(default_factory=list)
@@ -193,7 +205,13 @@ class Report:
     @property
     def ok(self) -> bool:
         return (self.healed and not self.lost and not self.duplicated and not self.unexpected
-                and not self.unreadable_segments and not self.hostile_wrong)
+                and not self.unreadable_segments and not self.hostile_wrong and self.loss_counted_exactly)
+
+    @property
+    def loss_counted_exactly(self) -> bool:
+        """Every offset the operator moved past is counted by the store, no more, and was a real record."""
+        return (self.lost_counted == self.lost_expected and not self.lost_but_visible
+                and self.lost_records_seen == sum(self.lost_expected.values()))
 
     @property
     def failed_runs(self) -> list[RunResult]:
@@ -222,6 +240,10 @@ class Report:
             f"produced: {self.produced} acknowledged records ({self.undelivered} not acknowledged); "
             f"visible rows: {self.visible_rows}",
             f"lost: {self.lost}" + (f" {self.lost_by_fault}" if self.lost else ""),
+            f"lost on purpose (operator): {sum(self.lost_expected.values())} offsets {self.lost_expected} "
+            f"({self.lost_records_seen} acknowledged records, {self.lost_on_purpose} of them good); the store counted "
+            f"{self.lost_counted}: {'exact' if self.loss_counted_exactly else 'WRONG'}"
+            + (f"; visible though lost: {self.lost_but_visible[:5]}" if self.lost_but_visible else ""),
             f"duplicated: {self.duplicated}" + (f" {self.duplicated_by_run}" if self.duplicated else ""),
             f"unexpected: {self.unexpected}, unreadable segments: {len(self.unreadable_segments)}",
             f"hostile records: {self.hostile_produced} produced, {len(self.hostile_wrong)} not as Druid counts them"
@@ -544,8 +566,58 @@ class PartitionGrowth(Fault):
         return Outcome(fired, f"{detail}; run exit {r.exit_code}")
 
 
+class Operator(Fault):
+    """What an operator does between runs (issue 23), each a real command and no DAG run of its own: `ingest
+    reset --to-latest`, then (once a batch is produced) `ingest set-offsets` forward on one partition (a skip)
+    and `delete_records` of unread records on another, recovered by the spec's resetOffsetAutomatically (the
+    next run resets past them) or by the set-offsets the error advises. Every offset they move past is lost on
+    purpose: the soak keeps the ranges from the store's committed offsets and the broker's answers (not from the
+    product's accounting), and at the end each lost record must lie in them, none visible, and the store's lost
+    counter equal them exactly."""
+
+    kind = "operator"
+    # TODO(issue 23, `offsets` branch): "topic_recreated": delete and re-create TOPIC (the topic id changes), then
+    # the command the datasource's error offers; add its lost range with soak.lose() like the others here.
+    actions = ("reset_to_latest", "set_offsets_forward", "records_deleted")
+
+    def draw(self, rng):
+        return {"batch": rng.randint(100, 300), "skip": rng.randint(5, 40), "delete": rng.randint(5, 40),
+                "partition": rng.randrange(MAX_PARTITIONS),
+                "recover": rng.choice(["resetOffsetAutomatically", "set-offsets"])}
+
+    def run(self, soak, i, params):
+        before = soak.committed()
+        soak.ingest(i, "reset", DATASOURCE, "--to-latest", "--yes")
+        for p, to in soak.committed().items():
+            start = before.get(p, soak.watermarks(p)[0])  # never committed: the next run read from the log start
+            if to > start:
+                soak.lose(p, start, to)
+        done = [f"reset --to-latest from {before}"]
+        soak.produce(params["batch"], f"i{i}op", iteration=i)  # unread records to skip and delete
+        committed = soak.committed()
+        parts = sorted(committed)
+        skip_p = parts[params["partition"] % len(parts)]
+        delete_p = parts[(params["partition"] + 1) % len(parts)]
+        c, hi = committed[skip_p], soak.watermarks(skip_p)[1]
+        to = min(c + params["skip"], hi)
+        if to > c:
+            soak.ingest(i, "set-offsets", DATASOURCE, f"{TOPIC}:{skip_p}={to}", "--yes")
+            soak.lose(skip_p, c, to)
+            done.append(f"set-offsets p{skip_p} {c} -> {to}")
+        c, hi = soak.committed()[delete_p], soak.watermarks(delete_p)[1]
+        to = min(c + params["delete"], hi)
+        if to > c:
+            tp = KTP(TOPIC, delete_p, to)
+            soak.admin.delete_records([tp])[tp].result(timeout=60)
+            soak.lose(delete_p, c, to)
+            if params["recover"] == "set-offsets":  # what the next run's error would advise
+                soak.ingest(i, "set-offsets", DATASOURCE, f"{TOPIC}:{delete_p}={to}", "--yes")
+            done.append(f"records {c}..{to - 1} of p{delete_p} deleted ({params['recover']})")
+        return Outcome(len(done) == 3, "; ".join(done))
+
+
 FAULTS: dict[str, Fault] = {f.kind: f for f in (Clean(), KillSpark(), KillAirflow(), MarkFailed(), RerunPublished(),
-                                                 TwoRuns(), BrokerRestart(), PartitionGrowth())}
+                                                 TwoRuns(), BrokerRestart(), PartitionGrowth(), Operator())}
 
 
 # ------------------------------------------------------------------------------------------------ the soak
@@ -595,6 +667,8 @@ class Soak:
         self.delivered: dict[str, tuple[int, int, int | None]] = {}  # uid -> (partition, offset, iteration)
         self.undelivered: list[str] = []
         self.hostile: dict[str, str] = {}  # uid -> expected visibility (HOSTILE), once acknowledged
+        self.hostile_at: dict[str, tuple[int, int]] = {}  # uid -> (partition, offset)
+        self.lost_ranges: dict[int, list[tuple[int, int]]] = {}  # partition -> [start, end) the operator moved past
         self._lock = threading.RLock()  # delivery callbacks run inside produce()'s poll
         self.completion_timeout_s = float(args.completion_timeout)
         # a run ends on its own within: spark jobs (each bounded by completionTimeout) plus a publish that may
@@ -692,7 +766,9 @@ class Soak:
                     "taskCount": self.args.task_count, "replicas": 1,
                     "completionTimeout": f"PT{int(self.completion_timeout_s)}S",
                 },
-                "tuningConfig": {"type": "kafka"},
+                # the operator fault deletes records and lets the run reset past them (or sets the offsets itself)
+                "tuningConfig": {"type": "kafka",
+                                 **({"resetOffsetAutomatically": True} if "operator" in self.args.faults else {})},
             },
             "microbatch": {"schedule": "PT10M", "retries": self.args.retries, "retryDelay": "PT2S",
                            **({"deadLetter": {}} if self.args.hostile else {})},
@@ -720,6 +796,7 @@ class Soak:
                     self.undelivered.append(uid)
                 elif hostile is not None:
                     self.hostile[uid] = expected
+                    self.hostile_at[uid] = (msg.partition(), msg.offset())
                 else:
                     self.delivered[uid] = (msg.partition(), msg.offset(), iteration)
         kwargs = {"partition": partition} if partition is not None else {"key": uid.encode()}
@@ -781,6 +858,46 @@ class Soak:
             return None
         finally:
             consumer.close()
+
+    def committed(self) -> dict[int, int]:
+        return {tp.partition: k.offset for tp, k in self.store.committed_offsets(DATASOURCE).items()}
+
+    def watermarks(self, partition: int) -> tuple[int, int]:
+        """The partition's log start and end, from the broker."""
+        consumer = Consumer({"bootstrap.servers": self.kafka.bootstrap, "group.id": "fault-soak-lag"})
+        try:
+            return consumer.get_watermark_offsets(KTP(TOPIC, partition), timeout=30)
+        finally:
+            consumer.close()
+
+    def lose(self, partition: int, start: int, end: int) -> None:
+        """Offsets [start, end) of `partition` that an operator moved the datasource past: lost on purpose."""
+        self.lost_ranges.setdefault(partition, []).append((start, end))
+
+    def lost_offsets(self) -> dict[int, list[tuple[int, int]]]:
+        """The operator's ranges per partition, overlaps merged (two actions may move past the same offsets)."""
+        out = {}
+        for p, ranges in self.lost_ranges.items():
+            merged: list[tuple[int, int]] = []
+            for a, b in sorted(ranges):
+                if merged and a <= merged[-1][1]:
+                    merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+                else:
+                    merged.append((a, b))
+            out[p] = merged
+        return out
+
+    def ingest(self, iteration: int, *args: str) -> None:
+        """An operator's `ingest` command (the datasource's DAG folder and store from the soak's environment)."""
+        self.logical_dates += 1
+        log_path = self.out / "logs" / f"{self.logical_dates:03d}-ingest-{args[0]}.log"
+        with open(log_path, "w") as out:
+            done = subprocess.run([sys.executable, "-m", "ingest_core.service.cli", *args, "--no-airflow",
+                                   "--actor", "soak-operator"], env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                  timeout=300)
+        if done.returncode != 0:
+            raise RuntimeError(f"`ingest {' '.join(args)}` failed (exit {done.returncode}): see {log_path}")
+        log(f"  ingest {' '.join(args)}: {log_path.read_text().strip().splitlines()[-1][:300]}")
 
     def in_flight(self) -> list[str]:
         return [f"{r.run_id} ({r.status.value})" for r in self.store.list_runs(DATASOURCE, limit=1000)
@@ -897,11 +1014,25 @@ class Soak:
         delivered = dict(self.delivered)
         report.produced, report.undelivered = len(delivered), len(self.undelivered)
         report.visible_rows = sum(c for uid, c in counts.items() if uid in delivered)  # hostile ones apart
-        lost = [uid for uid in delivered if uid not in counts]
+        ranges = self.lost_offsets()
+
+        def lost_on_purpose(partition: int, offset: int) -> bool:
+            return any(a <= offset < b for a, b in ranges.get(partition, ()))
+        purposely = {uid for uid, (p, o, _) in delivered.items() if lost_on_purpose(p, o)}
+        hostile_lost = {uid for uid, (p, o) in self.hostile_at.items() if lost_on_purpose(p, o)}
+        report.lost_on_purpose = len(purposely)
+        report.lost_records_seen = len(purposely) + len(hostile_lost)
+        report.lost_but_visible = [uid for uid in purposely | hostile_lost if counts.get(uid)]
+        report.lost_expected = {p: sum(b - a for a, b in rs) for p, rs in sorted(ranges.items())}
+        from ingest_core.service.status import collect_status
+
+        report.lost_counted = {tp.partition: n for tp, n in sorted(collect_status(self.store, DATASOURCE, None)
+                                                                     .lost.items())}
+        lost = [uid for uid in delivered if uid not in counts and uid not in purposely]
         report.lost = len(lost)
         report.duplicated = sum(c - 1 for c in counts.values() if c > 1)
-        hostile = dict(self.hostile)
-        report.hostile_produced = len(hostile)
+        hostile = {uid: kind for uid, kind in self.hostile.items() if uid not in hostile_lost}
+        report.hostile_produced = len(self.hostile)
         report.hostile_wrong = self.misplaced_hostile(counts, hostile)
         if self.args.hostile:
             report.hostile_wrong += self.misplaced_dead_letters(hostile)

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import websockets
@@ -30,11 +30,17 @@ _PAGE_TEXT = """document.readyState + '\\n' + (document.body ? document.body.inn
   Array.from(document.querySelectorAll('iframe')).map(f => {
     try { return f.contentDocument.body.innerText } catch (e) { return '' } }).join('\\n')"""
 
+# the charts' accessible names (each SVG's aria-label), in the page and its same-origin frames
+_CHART_LABELS = """JSON.stringify([document, ...Array.from(document.querySelectorAll('iframe')).map(f => {
+    try { return f.contentDocument } catch (e) { return null } })].filter(d => d).flatMap(
+  d => Array.from(d.querySelectorAll('svg[aria-label]')).map(s => s.getAttribute('aria-label'))))"""
+
 
 @dataclass
 class Page:
     text: str
     png: bytes
+    chart_labels: list[str] = field(default_factory=list)
 
 
 def open_page(url: str, cookies: dict[str, str], *, width: int = 1400, height: int = 900,
@@ -88,4 +94,5 @@ async def _drive(ws_url: str, url: str, cookies: dict[str, str], width: int, hei
                 break
         await asyncio.sleep(settle_s)
         shot = await call("Page.captureScreenshot", format="png")
-        return Page(text, base64.b64decode(shot["data"]))
+        labels = await call("Runtime.evaluate", expression=_CHART_LABELS, returnByValue=True)
+        return Page(text, base64.b64decode(shot["data"]), json.loads(labels["result"]["value"]))

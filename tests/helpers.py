@@ -16,6 +16,29 @@ def iso(dt: datetime) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 
+def http_json(base: str, method: str, path: str, token: str | None = None, body: dict | bytes | None = None):
+    """(status, parsed JSON or text) of a request to an Airflow api-server at `base` (`body`: JSON, or bytes sent
+    as they are)."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(f"{base}{path}", method=method, headers=headers,
+                                     data=body if isinstance(body, bytes) or body is None else json.dumps(body).encode())
+    try:
+        with urllib.request.urlopen(request, timeout=60) as r:
+            status, text = r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        status, text = exc.code, exc.read().decode()
+    try:
+        return status, json.loads(text)
+    except ValueError:
+        return status, text
+
+
 def sqlite_store(tmp_path):
     """A fresh metadata store on SQLite in `tmp_path`."""
     from ingest_core.store.metadata import MetadataStore

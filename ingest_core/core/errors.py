@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 
@@ -77,6 +78,24 @@ class RunNotFoundError(IngestError):
 
 class MetadataStoreError(IngestError):
     """The metadata store is unreachable or its schema is missing or too old."""
+
+
+class MetadataUrlError(MetadataStoreError):
+    """The metadata store's URL cannot be used at all (not a URL, an unknown database, a bad port): a usage
+    error, exit code 2 in the CLI."""
+
+
+class UnknownDatasourceError(IngestError):
+    """No datasource of that name in the metadata store: exit code 2 in the CLI, HTTP 404 in the REST API, the
+    same message with a did-you-mean everywhere."""
+
+    def __init__(self, name: str, known: list[str]):
+        self.name, self.known = name, list(known)
+        close = difflib.get_close_matches(name, self.known, n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+        listed = ", ".join(self.known[:20]) + (f", ... ({len(self.known)} in all)" if len(self.known) > 20 else "")
+        listed = listed or "none yet: a datasource appears with its DAG's first run"
+        super().__init__(f"unknown datasource {name!r}: {hint}(known: {listed})")
 
 
 class NothingSucceededError(IngestError):

@@ -21,7 +21,17 @@ from ingest_core.core.errors import IngestError
 
 REDACTED = "[REDACTED]"
 DYNAMIC_PROVIDER_KEY = "druid.dynamic.config.provider"
-_SECRET_KEY_RE = re.compile(r"(password|secret|jaas|token|credential|sasl\.oauthbearer|ssl\.key\.pem|private)", re.I)
+# The names Airflow's secrets masker hides (DEFAULT_SENSITIVE_FIELDS of airflow._shared.secrets_masker; core may not
+# import Airflow, so a copy: tests/unit/test_secret_properties.py checks it against the installed Airflow). A key
+# is sensitive when, lower-cased with non-word runs as "_", it contains one, as the masker decides.
+AIRFLOW_SENSITIVE_FIELDS = frozenset({
+    "access_key", "access_token", "api_key", "apikey", "auth_header", "authorization", "bearer", "connection_string",
+    "dsn", "passphrase", "passwd", "password", "private_key", "proxy", "proxy_password", "proxies", "secret",
+    "service_account", "service_key", "token", "keyfile_dict", "webhook_url",
+})
+# Kafka's own: JAAS strings, SASL/OAUTHBEARER settings, credentials, and private keys by value (librdkafka's
+# ssl.key.pem and ssl_key, Java's ssl.keystore.key); a key *file's* path (ssl.key.location) is not a secret.
+_KAFKA_SECRET_RE = re.compile(r"(jaas|credential|sasl\.oauthbearer|private|(^|[._])key([._]pem)?$)", re.I)
 _CONNECTION_FIELDS = ("login", "password", "host", "port", "schema")
 ENDPOINT_KEYS = {"bootstrap.servers"}
 
@@ -31,7 +41,9 @@ class SecretUnavailableError(IngestError):
 
 
 def is_secret_key(key: str) -> bool:
-    return bool(_SECRET_KEY_RE.search(key))
+    """Whether a consumerProperties key holds a secret: its value is redacted wherever it is stored or shown."""
+    normalized = re.sub(r"\W+", "_", key.strip().lower())
+    return any(field in normalized for field in AIRFLOW_SENSITIVE_FIELDS) or bool(_KAFKA_SECRET_RE.search(key))
 
 
 @dataclass(frozen=True)
@@ -113,6 +125,21 @@ def redact_properties(props: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = REDACTED
         else:
             out[key] = value
+    return out
+
+
+def redact_spec_json(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored spec (JSON, either shape) as it may be shown: its consumerProperties redacted again under today's
+    rules, so that a spec stored by an older version (before a key was known to be secret) shows no literal."""
+    out = dict(raw)
+    holder = out
+    if isinstance(out.get("spec"), Mapping):  # the nested shape; else the flat one
+        holder = out["spec"] = dict(out["spec"])
+    io = holder.get("ioConfig")
+    if isinstance(io, Mapping) and isinstance(io.get("consumerProperties"), Mapping):
+        props = {k: (parse_secret_ref(v)[0] or v) if isinstance(v, Mapping) else v
+                 for k, v in io["consumerProperties"].items()}
+        holder["ioConfig"] = {**io, "consumerProperties": redact_properties(props)}
     return out
 
 

@@ -155,6 +155,16 @@ def main(argv: list[str] | None = None) -> None:
         _summary(spec, store, home, produced, produced_before)
 
 
+def cli_lines(home: Path, cwd: Path) -> list[str]:
+    """The `ingest` commands that look at the demo's data afterwards, paths as short as they can be from `cwd`
+    (the README shows them for the default: run from the repository, INGEST_HOME=demo-data)."""
+    def short(path: Path) -> str:
+        return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else str(path)
+
+    ingest = short(Path(sys.executable).parent / "ingest")
+    return [f"INGEST_HOME={short(home)} {ingest} {command} {DATASOURCE}" for command in ("status", "segments")]
+
+
 def _edits(store: MetadataStore) -> int:
     table = DatasourceReader(store, DATASOURCE).to_arrow()
     return sum(v for v in table.column("edits").to_pylist() if v) if "edits" in table.column_names else 0
@@ -187,7 +197,9 @@ def _summary(spec, store: MetadataStore, home: Path, produced: int, before: int)
     ingested = edits - before
     verdict = "exactly once" if ingested == produced else "MISMATCH"
     print(f"this demo produced {produced} events and ingested {ingested}: {verdict}")
-    print(f"data in {home}")
+    print(f"data in {home}; the ingest CLI reads it with INGEST_HOME set (its default is ./.ingest-home):")
+    for line in cli_lines(home, Path.cwd()):
+        print(f"  {line}")
     if ingested != produced:
         raise SystemExit(1)
 

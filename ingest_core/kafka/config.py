@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ingest_core.core import secrets
 from ingest_core.core.defaults import CONSUMER_GROUP_ID, ISOLATION_LEVEL
 from ingest_core.kafka.properties import to_librdkafka
-from ingest_core.kafka.secrets import resolve_properties, secret_values
+from ingest_core.kafka.secrets import mask_in_airflow_logs, resolve_properties, secret_values
+
+# librdkafka's own log lines (a refused connection is logged every reconnect: hundreds while a broker is down) go
+# through Python logging under this name instead of straight to stderr: Airflow's task logs keep them, and the
+# CLI shows them only with -v, printing one line per problem itself.
+LIBRDKAFKA_LOGGER = logging.getLogger("ingest_core.kafka.librdkafka")
 
 # Consumer-only settings: harmless to a consumer, noise (warnings) to an admin client.
 _CONSUMER_ONLY = {"isolation.level", "group.id", "auto.offset.reset", "enable.auto.commit", "enable.auto.offset.store",
@@ -31,7 +37,9 @@ class KafkaClientConfig:
         -> sasl.username/sasl.password, deserializers dropped): see ingest_core.kafka.properties."""
         resolved = resolve_properties(props)
         client, revealed = to_librdkafka(resolved)
-        return cls(client, tuple(secret_values(props, resolved)) + tuple(revealed))
+        config = cls(client, tuple(secret_values(props, resolved)) + tuple(revealed))
+        mask_in_airflow_logs(config.secrets)
+        return config
 
     @property
     def bootstrap_servers(self) -> str:
@@ -39,6 +47,7 @@ class KafkaClientConfig:
 
     def admin(self, **overrides: Any) -> dict[str, Any]:
         conf: dict[str, Any] = {k: v for k, v in self.properties.items() if k not in _CONSUMER_ONLY}
+        conf["logger"] = LIBRDKAFKA_LOGGER
         conf.update(overrides)
         return conf
 
@@ -48,7 +57,7 @@ class KafkaClientConfig:
                                 "isolation.level": ISOLATION_LEVEL}
         conf.update(self.properties)
         # Offsets live in the metadata store; never let Kafka's group offsets or auto-reset move a range.
-        conf.update({"enable.auto.commit": False, "auto.offset.reset": "error"})
+        conf.update({"enable.auto.commit": False, "auto.offset.reset": "error", "logger": LIBRDKAFKA_LOGGER})
         conf.update(overrides)
         return conf
 

@@ -4,7 +4,8 @@ Spark driver). The references themselves and their redaction are `ingest_core.co
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+import sys
+from typing import Any, Iterable, Mapping
 
 from ingest_core.core.secrets import (
     ENDPOINT_KEYS,
@@ -85,3 +86,14 @@ def secret_values(props: Mapping[str, Any], resolved: Mapping[str, str]) -> list
         and (isinstance(value, (EnvironmentSecret, AirflowConnectionSecret)) or is_secret_key(key))
         and len(resolved[key]) >= 3
     ]
+
+
+def mask_in_airflow_logs(values: Iterable[str]) -> None:
+    """Hand `values` to Airflow's secrets masker when this process is an Airflow one (a task, the triggerer), so
+    that its logs show them as ***. A process without Airflow loaded (a Spark worker) does not import it for this."""
+    if "airflow.sdk" not in sys.modules:
+        return
+    from airflow.sdk.log import mask_secret
+
+    for value in values:
+        mask_secret(value)

@@ -8,6 +8,9 @@ that also supersede the runs in flight: their publish would compare-and-swap aga
 and no later run may continue from their planned ends.
 Suspend, resume and terminate also pause or unpause the datasource's Airflow DAG through a `DagControl`;
 `reset --to-latest --backfill` triggers its backfill run there.
+A move forward past offsets nothing published loses them: it is audited (`records_lost`, `core.loss`) in the same
+transaction. After each action that moves the offsets, the Kafka consumer group the spec names follows them
+(`kafka.consumer_group.sync_group`); one that cannot is a warning, never a failed action.
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ import logging
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ContextManager, Mapping, Protocol
 
 from ingest_core.core.errors import IngestError
+from ingest_core.core.loss import LossCause, LostRange, RecordsLost, moved_past, read_by_partition, subtract
 from ingest_core.core.offsets import (
     KnownOffset,
     OffsetRange,
@@ -36,9 +40,10 @@ from ingest_core.core.periods import format_datetime
 from ingest_core.core.planner import plan_run
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.core.states import Event, transition
+from ingest_core.kafka.consumer_group import sync_group
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
-from ingest_core.service.status import run_succeeded
-from ingest_core.store.audit import SKIP
+from ingest_core.service.status import run_succeeded, spec_for
+from ingest_core.store.audit import RESET, SKIP, cleared_by_last_reset
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.metadata import GroupStatus, MetadataStore, utcnow
 from ingest_core.supervisor.planning import plan_request
@@ -84,8 +89,13 @@ class ActionResult:
 
 
 class DatasourceActions:
-    def __init__(self, store: MetadataStore, dags: DagControl | None, actor: str):
+    """`specs`: the DAG folder's, by datasource (else the last spec the store registered): they name the Kafka
+    consumer group that the offset actions keep in step (`group_timeout_s` for the broker to answer)."""
+
+    def __init__(self, store: MetadataStore, dags: DagControl | None, actor: str,
+                 specs: Mapping[str, DatasourceSpec] | None = None, group_timeout_s: float = 10.0):
         self.store, self.dags, self.actor = store, dags, actor
+        self.specs, self.group_timeout_s = dict(specs or {}), group_timeout_s
 
     def _require(self, name: str) -> dict:
         return self.store.require_datasource(name)
@@ -111,11 +121,53 @@ class DatasourceActions:
     def resume(self, name: str) -> ActionResult:
         """Resumes a suspended datasource, or restarts a terminated one (Druid: submitting its spec again);
         its committed offsets are kept either way."""
-        return self._switch(name, Event.RESUME, False, suspended=False, terminated=False)
+        return self._followed(self._switch(name, Event.RESUME, False, suspended=False, terminated=False))
 
     def terminate(self, name: str) -> ActionResult:
-        """A tombstone: the DAG stops scheduling and no run plans again. Runs in flight may still publish."""
-        return self._switch(name, Event.TERMINATE, True, terminated=True)
+        """A tombstone: the DAG stops scheduling and no run plans again. Runs in flight may still publish. The
+        consumer group is deleted (nothing consumes for it any more: its lag would alert forever); the committed
+        offsets stay in the store, and `resume` mirrors them again."""
+        return self._followed(self._switch(name, Event.TERMINATE, True, terminated=True), delete=True)
+
+    def sync_group(self, name: str) -> ActionResult:
+        """`ingest sync-group`: the consumer group made to show the committed offsets again (deleted when none
+        are committed), after an action could not reach the broker."""
+        self._require(name)
+        return self._followed(ActionResult("sync-group", name, {}))
+
+    def _followed(self, result: ActionResult, delete: bool = False) -> ActionResult:
+        """`result` with what became of the consumer group: it follows the committed offsets (`delete`: it goes).
+        A group that cannot be updated is a warning naming the command that re-syncs it, never a failed action:
+        the metadata store holds the offsets."""
+        name, fix = result.datasource, f"`ingest sync-group {result.datasource}`"
+        spec = spec_for(self.store, name, self.specs)
+        if spec is None:
+            return replace(result, warnings=result.warnings + (
+                f"no spec for {name!r} here (DAG folder or metadata store): its Kafka consumer group was not "
+                f"updated; {fix} with --dags-folder updates it",))
+        committed = {} if delete else {tp: k.offset for tp, k in self.store.committed_offsets(name).items()}
+        done = sync_group(spec, committed, self.group_timeout_s)
+        if done.group is None:  # mirrorOffsets: false
+            return result
+        details = {"group": done.group, "synced": done.ok, "deleted": done.ok and done.offsets is None}
+        if done.offsets:
+            details["offsets"] = offsets_to_json(done.offsets)
+        warnings = ()
+        if not done.ok:
+            details["error"] = done.error
+            warnings = (f"Kafka consumer group {done.group!r} was not updated ({done.error}); the {result.action} "
+                        f"itself is done (the metadata store holds the offsets), but Kafka's lag tools show the "
+                        f"group's older offsets until {fix} (or the next publish) updates it",)
+            log.warning("%s of %s: %s", result.action, name, warnings[0])
+        return replace(result, details={**result.details, "consumerGroup": details},
+                       warnings=result.warnings + warnings)
+
+    def _lost(self, line: MainLine, event: RecordsLost) -> tuple[dict, tuple[str, ...]]:
+        """Audit `event` in the move's transaction; its details and the operator's warning."""
+        if not self.store.audit_log.write_loss(line.name, event, self.actor, conn=line.conn):
+            return {}, ()
+        return ({"lostRecords": event.records, "lostRanges": [r.to_json() for r in event.ranges]},
+                (f"{event.describe()}: these records are lost (audited; counted in `ingest status`)",))
 
     def _main_line(self, name: str) -> ContextManager[MainLine]:
         """The transaction of an operator's move: the planning lock, then the datasource row's."""
@@ -131,8 +183,9 @@ class DatasourceActions:
             move = line.move(None, by=f"reset by {self.actor}", reason="the datasource's offsets were reset")
             details = {"clearedOffsets": offsets_to_json({tp: k.offset for tp, k in before.items()}),
                        "supersededRuns": move.superseded, "releasedRanges": _ranges(move.released)}
-            self.store.audit(name, "reset", details, self.actor, conn=line.conn)
-        return ActionResult("reset", name, details)
+            self.store.audit(name, RESET, details, self.actor, conn=line.conn)
+        # what the next run skips is counted when it publishes (the publisher compares with clearedOffsets)
+        return self._followed(ActionResult("reset", name, details))
 
     def reset_to_latest(self, name: str, spec: DatasourceSpec, *, backfill: bool,
                         reader: KafkaOffsetReader | None = None) -> ActionResult:
@@ -177,13 +230,18 @@ class DatasourceActions:
                 self.store.insert_run(plan, conn=line.conn)
             below = [m for m in moved if m.from_offset < m.earliest]
             beyond = [m for m in moved if m.from_offset > m.latest]
+            read = read_by_partition(self.store.offsets.claims(name, conn=line.conn))
+            lost = [r for m in below for r in subtract(m.tp, m.from_offset, m.earliest, read.get(m.tp, ()))]
+            if plan is None:  # no backfill reads them: what the main line jumps over is lost too
+                lost += [r for tp, (s, e) in sorted(skipped.items()) for r in subtract(tp, s, e, read.get(tp, ()))]
+            loss, lost_warnings = self._lost(line, RecordsLost(LossCause.RESET_TO_LATEST, tuple(sorted(lost))))
             details = {"from": offsets_to_json({tp: s for tp, (s, _) in skipped.items()}),
                        "to": offsets_to_json(target), "skippedRecords": sum(e - s for s, e in skipped.values()),
                        "backfillRun": plan.run_id if plan else None, "supersededRuns": move.superseded,
                        "removedBeforeIngestion": _ranges_json((m.tp, [m.from_offset, m.earliest]) for m in below),
                        "removedRecords": sum(m.earliest - m.from_offset for m in below),
                        "beyondLogEnd": _ranges_json((m.tp, [m.from_offset, m.latest]) for m in beyond),
-                       "releasedRanges": _ranges(move.released)}
+                       "releasedRanges": _ranges(move.released), **loss}
             self.store.audit(name, "reset_to_latest", details, self.actor, conn=line.conn)
         warnings = [f"partition {m.tp}: records {m.from_offset}..{m.earliest - 1} ({m.earliest - m.from_offset} "
                     f"records) were removed (retention or delete_records) before they were ingested: they are lost"
@@ -194,12 +252,13 @@ class DatasourceActions:
         if backfill and plan is None:
             warnings.append("nothing to backfill: no records are left in the log between where the main line stood "
                             "and the latest offsets")
+        warnings += lost_warnings
         for warning in warnings:
             log.warning("reset --to-latest of %s: %s", name, warning)
         if plan is not None and self.dags is not None:
             self.dags.trigger(name, plan.run_id)
-        return ActionResult("reset --to-latest" + (" --backfill" if backfill else ""), name, details,
-                            tuple(warnings))
+        return self._followed(ActionResult("reset --to-latest" + (" --backfill" if backfill else ""), name, details,
+                                           tuple(warnings)))
 
     def set_offsets(self, name: str, new: Mapping[TopicPartition, int]) -> ActionResult:
         """Druid's resetOffsets: the next run of these partitions starts at the given offsets."""
@@ -208,14 +267,22 @@ class DatasourceActions:
             raise IngestError("no offsets given: use TOPIC:PARTITION=OFFSET")
         with self._main_line(name) as line:
             before = line.committed()
+            # forward past offsets nothing published: lost (from where the main line stood, or stood before a
+            # hard reset cleared it)
+            stood = {**cleared_by_last_reset(self.store.audit_log.records(name, action=RESET, limit=1, conn=line.conn)),
+                     **{tp: k.offset for tp, k in before.items()}}
+            lost = moved_past(stood, new, read_by_partition(self.store.offsets.claims(name, conn=line.conn)))
             # the claims at and above them are released: the operator asked to read them again
             move = line.move(new, by=f"set-offsets by {self.actor}",
                              reason="the datasource's offsets were set by an operator")
+            loss, warnings = self._lost(line, RecordsLost(LossCause.SET_OFFSETS, tuple(lost)))
             details = {"before": offsets_to_json({tp: before[tp].offset for tp in new if tp in before}),
                        "after": offsets_to_json(dict(new)), "supersededRuns": move.superseded,
-                       "releasedRanges": _ranges(move.released)}
+                       "releasedRanges": _ranges(move.released), **loss}
             self.store.audit(name, "set_offsets", details, self.actor, conn=line.conn)
-        return ActionResult("set-offsets", name, details)
+        for warning in warnings:
+            log.warning("set-offsets of %s: %s", name, warning)
+        return self._followed(ActionResult("set-offsets", name, details, warnings))
 
 
     def failed_ranges(self, name: str) -> list["FailedRange"]:
@@ -241,6 +308,8 @@ class DatasourceActions:
                                   f"{', '.join(map(str, ranges))}); nothing was skipped: run `ingest skip` again")
             move = line.move({f.range.tp: f.range.end for f in ranges}, by=f"skip by {self.actor}",
                              reason="an operator skipped the failed ranges (`ingest skip`)")
+            self._lost(line, RecordsLost(LossCause.SKIP, tuple(LostRange(f.range.tp, f.range.start, f.range.end)
+                                                               for f in ranges)))
             details = {"skippedRanges": [{**f.range.to_json(), "runId": f.run_id} for f in ranges],
                        "skippedRecords": sum(f.range.size for f in ranges), "supersededRuns": move.superseded,
                        "releasedRanges": _ranges(move.released)}
@@ -248,7 +317,7 @@ class DatasourceActions:
         warnings = tuple(f"{f}: skipped, these records are lost (audited)" for f in ranges)
         for warning in warnings:
             log.warning("skip of %s: %s", name, warning)
-        return ActionResult("skip", name, details, warnings)
+        return self._followed(ActionResult("skip", name, details, warnings))
 
 
 @dataclass(frozen=True, order=True)

@@ -14,8 +14,11 @@
   ingest set-offsets DATASOURCE TOPIC:PARTITION=OFFSET...
   ingest skip DATASOURCE             move past exactly the ranges that failed (asks for confirmation; lost, audited)
   ingest iceberg-sync DATASOURCE     bring its Iceberg table (microbatch.iceberg) level with what is published
+  ingest sync-group DATASOURCE       make the Kafka consumer group show the committed offsets again
   ingest cleanup DATASOURCE [--yes]  job output of final runs that nothing was published from (--yes: remove it)
 
+The command line is the operator's tool: it reads and acts on every datasource with the metadata store's
+credentials (--metadata-url); Airflow's DAG permissions apply to the UI plugin's pages and API, not here.
 Actions are audited with the name in --actor (default: $INGEST_ACTOR, else the login name). The DAG folder
 (--dags-folder, default: $AIRFLOW__CORE__DAGS_FOLDER, else ./dags) gives the specs for broker queries.
 """
@@ -30,16 +33,59 @@ import os
 import sys
 from pathlib import Path
 
-from ingest_core.core.errors import IngestError, SpecError
+from ingest_core.core.errors import (
+    IngestError,
+    MetadataStoreError,
+    MetadataUrlError,
+    SpecError,
+    UnknownDatasourceError,
+)
 from ingest_core.core.periods import format_datetime, parse_datetime
-from ingest_core.core.settings import Settings
+from ingest_core.core.settings import HOME_VAR, METADATA_URL_VAR, Settings
 from ingest_core.core.spec import find_spec_files, load_spec
+from ingest_core.kafka.config import LIBRDKAFKA_LOGGER
 from ingest_core.kafka.properties import load_checked_spec
+from ingest_core.store.engines import checked_url
 from ingest_core.store.metadata import MetadataStore
 
 
 def _store(args: argparse.Namespace) -> MetadataStore:
-    return MetadataStore(args.metadata_url or Settings.from_env().metadata_url)
+    """The metadata store; with a DATASOURCE argument, one that knows it (every command alike: exit code 2 and a
+    did-you-mean otherwise)."""
+    url = args.metadata_url or Settings.from_env().metadata_url
+    if args.func is not cmd_db_upgrade:
+        _require_sqlite_file(url, args.metadata_url)
+    store = MetadataStore(url)
+    if getattr(args, "datasource", None):
+        store.check_schema()
+        store.require_datasource(args.datasource)
+    return store
+
+
+def _require_sqlite_file(url: str, flag: str | None) -> None:
+    """A SQLite store that is not there is a wrong path (a typo, another INGEST_HOME), not one to create: say
+    where the path came from. Only `ingest db upgrade` creates one."""
+    parsed = checked_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return
+    path = Path(parsed.database).resolve()
+    if path.is_file():
+        return
+    if path.is_dir():
+        what = f"{path} is a folder, not a SQLite database file"
+    else:
+        missing = next(p for p in [path, *path.parents] if p.parent.exists())
+        what = f"{'the file' if missing == path else 'the folder'} {missing} does not exist"
+    if flag:
+        origin = "from --metadata-url"
+    elif os.environ.get(METADATA_URL_VAR):
+        origin = f"from {METADATA_URL_VAR}"
+    else:
+        home = f"INGEST_HOME={os.environ[HOME_VAR]!r}" if os.environ.get(HOME_VAR) else "INGEST_HOME unset: ./.ingest-home"
+        origin = f"the default $INGEST_HOME/metadata.db, {home}"
+    raise MetadataStoreError(
+        f"no metadata store at {path}: {what} ({origin}). Point INGEST_HOME, INGEST_METADATA_URL or --metadata-url "
+        f"at the store (`make demo`'s: INGEST_HOME=demo-data), or create a new one there with `ingest db upgrade`")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -172,6 +218,10 @@ def cmd_status(args: argparse.Namespace) -> int:
                 print(f"      records: {e.failure.describe_records()}")
     for tp, n in sorted(r.skipped.items()):
         print(f"  skipped (lost): {tp}: {n:,} records (`ingest skip`)")
+    if r.lost:
+        print(f"  LOST RECORDS: {r.lost_records:,} in all (read nowhere; `recent errors` says which and why)")
+        for tp, n in sorted(r.lost.items()):
+            print(f"    {tp}: {n:,}")
     print("  recent runs:")
     for run in r.recent_runs:
         stats = ", ".join(f"{k} {v}" for k, v in sorted(run.row_stats.items())) or "no row stats"
@@ -300,15 +350,16 @@ def cmd_action(args: argparse.Namespace) -> int:
         parse_offset_assignments,
     )
 
+    from ingest_core.service.status import spec_for, specs_in
+
     store = _store(args)
     store.check_schema()
     dags = None if args.no_airflow else AirflowCliDags()
-    actions = DatasourceActions(store, dags, _actor(args))
+    specs = specs_in(_dags_folder(args))  # the consumer group each spec names follows the offsets
+    actions = DatasourceActions(store, dags, _actor(args), specs)
     name = args.datasource
     if args.command == "reset" and args.to_latest:
-        from ingest_core.service.status import spec_for, specs_in
-
-        spec = spec_for(store, name, specs_in(_dags_folder(args)))
+        spec = spec_for(store, name, specs)
         if spec is None:
             raise IngestError(f"no spec for datasource {name!r} in {_dags_folder(args)} or the metadata store")
         what = "ingest the skipped range as a backfill run" if args.backfill else "skip the records in between"
@@ -341,6 +392,10 @@ def cmd_action(args: argparse.Namespace) -> int:
         if not _confirm(args, f"terminate {name} (its DAG stops scheduling)"):
             return 1
         result = actions.terminate(name)
+    elif args.command == "sync-group":
+        result = actions.sync_group(name)
+        if result.warnings:  # it is the command that re-syncs: failing to is its error
+            raise IngestError("; ".join(result.warnings))
     else:
         result = getattr(actions, args.command)(name)
     print(result)
@@ -352,8 +407,6 @@ def cmd_action(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ingest", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--metadata-url", help="SQLAlchemy URL of the metadata store (default: $INGEST_METADATA_URL)")
-    parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("validate", help="check datasource spec files (or folders of them)")
@@ -399,7 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
                                ("terminate", "tombstone: the DAG stops scheduling"),
                                ("reset", "hard reset: forget the committed offsets"),
                                ("set-offsets", "set the committed offsets of chosen partitions"),
-                               ("skip", "move the committed offsets past exactly the ranges that failed")):
+                               ("skip", "move the committed offsets past exactly the ranges that failed"),
+                               ("sync-group", "make the Kafka consumer group show the committed offsets again")):
         p = sub.add_parser(command, help=help_text)
         p.add_argument("datasource")
         if command == "set-offsets":
@@ -410,7 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--to-latest", action="store_true", help="jump the committed offsets to the latest")
             p.add_argument("--backfill", action="store_true",
                            help="with --to-latest: ingest the skipped range as one bounded backfill run")
-            p.add_argument("--dags-folder")
+        p.add_argument("--dags-folder", help="the specs (default: $AIRFLOW__CORE__DAGS_FOLDER, else ./dags)")
         p.add_argument("--actor", help="who does this, for the audit log")
         p.add_argument("--no-airflow", action="store_true", help="only the metadata store: leave the DAG alone")
         p.set_defaults(func=cmd_action)
@@ -435,18 +489,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dags-folder")
     p.add_argument("--actor", help="who does this, for the audit log")
     p.set_defaults(func=cmd_cleanup)
+    _add_global_options(parser)
     return parser
+
+
+def _add_global_options(parser: argparse.ArgumentParser, *, sub: bool = False) -> None:
+    """--metadata-url and -v before the subcommand or anywhere after it: every subparser takes them too. A
+    subparser's copy has no default, so it does not overwrite a value given before the subcommand."""
+    default = argparse.SUPPRESS if sub else None
+    parser.add_argument("--metadata-url", default=default,
+                        help="SQLAlchemy URL of the metadata store (default: $INGEST_METADATA_URL)")
+    parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS if sub else False,
+                        help="log what happens, librdkafka's lines included")
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _add_global_options(child, sub=True)
+
+
+# exit codes: 1 an error (broker, store, a refused action), 2 a usage error (argparse's own, a malformed
+# metadata URL, an unknown datasource), 141 the reader of stdout went away (128 + SIGPIPE, as a shell reports
+# a Unix tool that SIGPIPE ended)
+USAGE_ERRORS = (MetadataUrlError, UnknownDatasourceError)
+EXIT_BROKEN_PIPE = 141
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # librdkafka logs each failed reconnect; the error this prints says it once
+    LIBRDKAFKA_LOGGER.setLevel(logging.INFO if args.verbose else logging.CRITICAL)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:  # `ingest status | head`: stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit must not fail
+        return EXIT_BROKEN_PIPE
     except IngestError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, USAGE_ERRORS) else 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ingest_core.core.errors import IngestError, SpecError
+from ingest_core.core.loss import RecordsLost, lost_per_partition
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.spec import (
@@ -38,7 +39,7 @@ from ingest_core.executor.report import (
     GroupReport,
     latest_split_reports,
 )
-from ingest_core.store.audit import SKIP, skipped_records
+from ingest_core.store.audit import RECORDS_LOST, SKIP, losses, skipped_records
 from ingest_core.store.metadata import (
     AuditRecord,
     MetadataStore,
@@ -83,6 +84,7 @@ class RecentError:
     run_id: str | None = None
     group_id: int | None = None  # a failed task group's error: `failure` says which records, and why
     failure: GroupFailure | None = None
+    lost: RecordsLost | None = None  # records the main line moved past unread: which, and why
 
     def to_json(self) -> dict[str, Any]:
         out = {"timestamp": format_datetime(self.timestamp), "exceptionClass": self.error_class,
@@ -92,7 +94,16 @@ class RecentError:
         if self.failure is not None:
             out |= {"taskGroup": self.group_id, **self.failure.to_json()}
             out["exceptionClass"], out["message"] = self.error_class, self.message
+        if self.lost is not None:
+            out |= {"cause": self.lost.cause.value, "lostRecords": self.lost.records,
+                    "lostRanges": [r.to_json() for r in self.lost.ranges]}
         return out
+
+
+def loss_errors(records: Sequence[AuditRecord]) -> list[RecentError]:
+    """Each move past unread records (audit `records_lost`) as a recent error: loud, with its ranges."""
+    return [RecentError(a.created_at, "RecordsLost", event.describe(), False, event.run_id, lost=event)
+            for a, event in zip(records, losses(records))]
 
 
 def run_errors(run: RunRecord, failures: Sequence[GroupReport]) -> list[RecentError]:
@@ -151,6 +162,11 @@ class StatusReport:
     generated_at: datetime | None = None
     active: dict[str, list[GroupProgress]] = field(default_factory=dict)  # run id -> its groups, while running
     skipped: dict[TopicPartition, int] = field(default_factory=dict)  # records `ingest skip` skipped: lost
+    lost: dict[TopicPartition, int] = field(default_factory=dict)  # every record lost, whatever the cause
+
+    @property
+    def lost_records(self) -> int:
+        return sum(self.lost.values())
 
     @property
     def lag(self) -> dict[TopicPartition, int] | None:
@@ -186,6 +202,8 @@ class StatusReport:
                 "state": self.state, "detailedState": self.detailed_state,
                 "recentErrors": [e.to_json() for e in self.recent_errors],
                 "skippedRecords": self._keyed(self.skipped) if self.skipped else {},
+                "lostRecords": self.lost_records,
+                "lostRecordsByPartition": self._keyed(self.lost) if self.lost else {},
                 "recentRuns": [r.to_json() for r in self.recent_runs],
                 "activeTasks": [{"id": f"{run_id}/group={g.group_id}", "runId": run_id, **g.to_json()}
                                 for run_id, groups in self.active.items() for g in groups],
@@ -209,9 +227,11 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
                  thresholds: HealthConfig, broker_error: str | None = None,
                  now: datetime | None = None, active: dict[str, list[GroupProgress]] | None = None,
                  failures: Mapping[str, Sequence[GroupReport]] | None = None,
-                 skipped: Mapping[TopicPartition, int] | None = None) -> StatusReport:
+                 skipped: Mapping[TopicPartition, int] | None = None,
+                 lost: Sequence[AuditRecord] = ()) -> StatusReport:
     """`failures`: the failed task groups' reports, by run id; `skipped`: records skipped by `ingest skip`, per
-    partition (lost on purpose)."""
+    partition (lost on purpose); `lost`: every `records_lost` audit record (counted, the recent ones shown as
+    errors)."""
     suspended = bool(row and row["suspended"])
     terminated = bool(row and row["terminated"])
 
@@ -228,6 +248,7 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
     errors = [RecentError(a.created_at, a.details.get("errorClass", "IngestError"), a.details.get("error", ""),
                           bool(a.details.get("streamException"))) for a in loop_errors]
     errors += [e for r in runs if run_succeeded(r) is False for e in run_errors(r, (failures or {}).get(r.run_id, ()))]
+    errors += loss_errors(lost)
     if broker_error:
         errors.append(RecentError(now or utcnow(), "BrokerUnavailableError", broker_error, True))
     errors.sort(key=lambda e: e.timestamp, reverse=True)
@@ -236,7 +257,8 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
                          row_stats.get(r.run_id, {}), r.error, r.deadline_at, r.expired_at) for r in runs]
     return StatusReport(datasource, stream, state, detail, supervisor_ok and tasks_ok and not terminated,
                         suspended, terminated, committed, latest, offsets_last_updated,
-                        errors[:MAX_RECENT_ERRORS], recent, now, active or {}, dict(skipped or {}))
+                        errors[:MAX_RECENT_ERRORS], recent, now, active or {}, dict(skipped or {}),
+                        lost_per_partition(losses(lost)))
 
 
 def specs_in(dags_folder: str | Path | None) -> dict[str, DatasourceSpec]:
@@ -322,4 +344,5 @@ def collect_status(store: MetadataStore, name: str, spec: DatasourceSpec | None,
                         loop_errors=store.audit_records(name, action=LOOP_ERROR, limit=window),
                         thresholds=thresholds, broker_error=broker_error, now=utcnow(), active=active,
                         failures=failures,
-                        skipped=skipped_records(store.audit_records(name, action=SKIP)))
+                        skipped=skipped_records(store.audit_records(name, action=SKIP)),
+                        lost=store.audit_records(name, action=RECORDS_LOST))

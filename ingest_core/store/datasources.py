@@ -12,7 +12,8 @@ from typing import Any, Mapping
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ingest_core.core.errors import IngestError
+from ingest_core.core.errors import UnknownDatasourceError
+from ingest_core.core.secrets import redact_spec_json
 from ingest_core.core.states import Event, transition
 from ingest_core.store.database import Database
 from ingest_core.store.schema import datasources, specs, utcnow
@@ -51,8 +52,7 @@ class Datasources:
     def require(self, name: str) -> dict:
         row = self.get(name)
         if row is None:
-            known = ", ".join(r["name"] for r in self.all()) or "none"
-            raise IngestError(f"unknown datasource {name!r} (known: {known})")
+            raise UnknownDatasourceError(name, [r["name"] for r in self.all()])
         return row
 
     def all(self) -> list[dict]:
@@ -81,12 +81,14 @@ class Datasources:
                 return int(latest.version)
             version = (int(latest.version) if latest else 0) + 1
             conn.execute(specs.insert().values(datasource=name, version=version, fingerprint=fingerprint,
-                                               spec=spec_json, source=source, created_at=utcnow()))
+                                               spec=redact_spec_json(spec_json), source=source, created_at=utcnow()))
             conn.execute(datasources.update().where(datasources.c.name == row["name"])
                          .values(spec_version=version, updated_at=utcnow()))
             return version
 
     def spec_history(self, name: str) -> list[dict]:
+        """Each version, its spec redacted again under today's rules (a row stored by an older version may hold
+        a literal of a key since known to be secret)."""
         with self.db.session() as conn:
             rows = conn.execute(sa.select(specs).where(specs.c.datasource == name).order_by(specs.c.version))
-            return [dict(r._mapping) for r in rows]
+            return [{**r._mapping, "spec": redact_spec_json(r.spec)} for r in rows]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Callable, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from ingest_core.core.errors import MetadataStoreError
+from ingest_core.core.errors import MetadataStoreError, MetadataUrlError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -94,10 +95,40 @@ _shared: dict[str, Engine] = {}
 _shared_lock = threading.Lock()
 
 
+_EXAMPLES = "e.g. postgresql+psycopg2://user:password@host:5432/db or sqlite:////absolute/path/metadata.db"
+
+
+def redact_url(url: str) -> str:
+    """`url` with its password hidden, also when SQLAlchemy cannot parse it."""
+    return re.sub(r"^([^:/]+://[^:@/]*:).*@", r"\1***@", url)  # to the last @: a password may hold one
+
+
+def checked_url(url: str) -> sa.engine.URL:
+    """`url` parsed, with a database SQLAlchemy knows and its driver installed; else a one-line error naming
+    what is wrong (the password hidden)."""
+    where = f"metadata store URL {redact_url(url)!r} (--metadata-url or INGEST_METADATA_URL)"
+    try:
+        parsed = sa.engine.make_url(url)
+    except (sa.exc.ArgumentError, ValueError):  # a non-numeric port is int()'s ValueError
+        port = re.search(r"://(?:.*@)?[^/:@]*:([^/]*)", url)
+        why = (f"port {port.group(1)!r} is not a number" if port and not port.group(1).isdigit()
+               else "it is not a URL")
+        raise MetadataUrlError(f"{where}: {why}; {_EXAMPLES}") from None
+    try:
+        parsed.get_dialect().import_dbapi()
+    except sa.exc.NoSuchModuleError:
+        raise MetadataUrlError(f"{where}: SQLAlchemy knows no database {parsed.drivername!r}; {_EXAMPLES}") from None
+    except ImportError as exc:
+        raise MetadataUrlError(f"{where}: the driver of {parsed.drivername!r} is not installed ({exc}); "
+                               f"{_EXAMPLES}") from None
+    return parsed
+
+
 def make_engine(url: str) -> Engine:
     """A new engine: SQLite with WAL and `BEGIN IMMEDIATE` (writers serialize), PostgreSQL with pre-ping."""
-    if url.startswith("sqlite"):
-        database = sa.engine.make_url(url).database
+    parsed = checked_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database
         if database and database != ":memory:":
             Path(database).parent.mkdir(parents=True, exist_ok=True)  # the embedded default lives in INGEST_HOME
         engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})

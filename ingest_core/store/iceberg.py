@@ -100,10 +100,15 @@ def catalog(store: MetadataStore) -> Any:
     import sqlalchemy as sa
     from pyiceberg.catalog.sql import SqlCatalog
 
-    try:
-        return SqlCatalog(CATALOG, uri=store.url)
-    except sa.exc.DBAPIError:  # another process created the catalog's tables at the same moment: they exist now
-        return SqlCatalog(CATALOG, uri=store.url)
+    for attempt in range(1, 4):
+        try:
+            return SqlCatalog(CATALOG, uri=store.url)
+        except sa.exc.DBAPIError:
+            # another process created one of the catalog's two tables at the same moment (pyiceberg checks, then
+            # creates): it exists now; each attempt can lose that race only once per table
+            if attempt == 3:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def sync(store: MetadataStore, spec: DatasourceSpec) -> IcebergSync:

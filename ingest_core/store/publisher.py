@@ -34,6 +34,7 @@ from ingest_core.core.errors import (
     RunExpiredError,
     StaleRunError,
 )
+from ingest_core.core.loss import LossCause, RecordsLost, read_by_partition, subtract
 from ingest_core.core.offsets import (
     OffsetRange,
     PublishedRange,
@@ -43,6 +44,7 @@ from ingest_core.core.offsets import (
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.planner import PartitionPlan, Plan
 from ingest_core.executor.report import DeadLetterFile, GroupReport
+from ingest_core.store.audit import RESET, cleared_by_last_reset
 from ingest_core.store.dead_letters import record_published
 from ingest_core.store.engines import retry_transient
 from ingest_core.store.main_line import MainLine
@@ -222,6 +224,8 @@ class Publisher:
         new_offsets = {p.tp: p.end for p in parts}
         commit_version = None
         if not plan.is_backfill:  # the main line's offsets: compare-and-swap, advance
+            for event in self._losses(line, run_id, parts, committed, claims):
+                self.store.audit_log.write_loss(datasource, event, conn=conn)
             commit_version = line.move(new_offsets, by=run_id).commit_version
         for g in publishing:
             status = GroupStatus.EMPTY if g.is_empty and g.group_id not in by_group else GroupStatus.PUBLISHED
@@ -256,6 +260,22 @@ class Publisher:
                 f"{p.start}), which will never publish ({before.status.value}: {before.error or 'no reason kept'}); "
                 f"its range was never committed, so this run's commit is refused and it plans again from the "
                 f"committed offsets", run_id=run_id, predecessor=p.after_run)
+
+    def _losses(self, line: MainLine, run_id: str, parts: list[PartitionPlan], committed: dict,
+                claims: list[PublishedRange]) -> list[RecordsLost]:
+        """What this publish moves the main line past without reading: a start reset above the offset it was
+        reset from (resetOffsetAutomatically), or a first start above where the main line stood before a hard
+        reset. Counted here, when the offsets really move, so a run that fails and is planned again counts once."""
+        read = read_by_partition(claims)
+        auto = [r for p in parts if p.expected_commit is not None and p.start > p.expected_commit
+                for r in subtract(p.tp, p.expected_commit, p.start, read.get(p.tp, ()))]
+        first = [p for p in parts if p.expected_commit is None and p.tp not in committed]
+        cleared = cleared_by_last_reset(self.store.audit_log.records(line.name, action=RESET, limit=1,
+                                                                     conn=line.conn)) if first else {}
+        after_reset = [r for p in first if p.tp in cleared and p.start > cleared[p.tp]
+                       for r in subtract(p.tp, cleared[p.tp], p.start, read.get(p.tp, ()))]
+        return [RecordsLost(cause, tuple(ranges), run_id) for cause, ranges in
+                ((LossCause.AUTO_RESET, auto), (LossCause.RESET, after_reset)) if ranges]
 
     @staticmethod
     def _check_start(datasource: str, run_id: str, p: PartitionPlan, committed: dict) -> None:

@@ -65,6 +65,7 @@ def run_sql(store: MetadataStore, sql: str, *, may_read: Callable[[str], bool] |
 
     con = duckdb.connect(":memory:", config={"enable_external_access": False, "autoinstall_known_extensions": False,
                                              "autoload_known_extensions": False})
+    segments: dict[str, int] = {}
     try:
         statement = _one_read_only_statement(con, sql)
         names = _datasources_named(con, store, statement)
@@ -72,7 +73,6 @@ def run_sql(store: MetadataStore, sql: str, *, may_read: Callable[[str], bool] |
             refused = sorted(n for n in names if not may_read(n))
             if refused:
                 raise DatasourceNotReadable(refused)
-        segments = {}
         for name in names:
             visible = visible_segments(store.segments(name, used_only=True))
             con.register(name, _dataset(visible))
@@ -82,7 +82,10 @@ def run_sql(store: MetadataStore, sql: str, *, may_read: Callable[[str], bool] |
         table, truncated = _fetch(con, statement, max_rows, timeout_s)
         return SqlResult(table, truncated, segments)
     except duckdb.Error as exc:
-        raise SqlError(f"the query failed: {_first_line(exc)}") from exc
+        empty = sorted(name for name, count in segments.items() if not count)
+        hint = (f" ({', '.join(repr(n) for n in empty)} ha{'ve' if len(empty) > 1 else 's'} nothing published "
+                f"yet: its only column is __time)" if empty and isinstance(exc, duckdb.BinderException) else "")
+        raise SqlError(f"the query failed: {_first_line(exc)}{hint}") from exc
     finally:
         con.close()
 

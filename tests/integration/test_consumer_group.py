@@ -66,3 +66,70 @@ def test_an_empty_consumer_group_name_is_a_spec_error(broker):
 
     with pytest.raises(SpecError, match="microbatch.consumerGroup: must not be empty"):
         spec_from(broker.bootstrap, "t", SIMPLE, microbatch={"consumerGroup": " "})
+
+
+# ------------------------------------------------------------------- the group follows every offset action
+
+
+def test_the_group_follows_every_offset_action_and_a_broker_down_is_a_warning_naming_the_re_sync(broker, pg_store,
+                                                                                                  pg_url, tmp_path):
+    """Issue 23, item 6: after set-offsets, skip, reset --to-latest, reset, terminate and resume, Kafka's
+    tooling shows what the metadata store holds (nothing at all after a hard reset or a terminate)."""
+    import uuid
+
+    import yaml
+    from helpers import plan_next
+
+    from ingest_core.service import cli
+    from ingest_core.service.actions import DatasourceActions
+    from ingest_core.store.main_line import MainLine
+    from ingest_core.store.metadata import RunStatus
+
+    topic = broker.create_topic(partitions=2)
+    broker.produce(topic, [b"x"] * 30, partition=0)
+    broker.produce(topic, [b"y"] * 20, partition=1)
+    p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    name = f"follow_{uuid.uuid4().hex[:6]}"
+    group = f"ingest.{name}"
+    spec = spec_from(broker.bootstrap, topic, SIMPLE, datasource=name)
+    actions = DatasourceActions(pg_store, None, "erin", specs={name: spec})
+    with MainLine.locked(pg_store, name, planning_lock=False) as line:
+        line.move({p0: 5, p1: 5}, by="r0")
+
+    def shown() -> dict[int, int]:
+        return group_offsets(broker, group, topic, 2)
+
+    result = actions.set_offsets(name, {p0: 12})
+    assert shown() == {0: 12, 1: 5} and result.details["consumerGroup"]["synced"]
+    assert not [w for w in result.warnings if "consumer group" in w]
+    # a run that failed over [12, 20) of p0 and [5, 9) of p1: skip moves past exactly it
+    plan_next(pg_store, "r1", {p0: 20, p1: 9}, task_count=1, ds=name)
+    pg_store.set_run_status(name, "r1", RunStatus.FAILED, error="its tasks failed")
+    actions.skip(name)
+    assert shown() == {0: 20, 1: 9}
+    actions.reset_to_latest(name, spec, backfill=False)
+    assert shown() == {0: 30, 1: 20}
+    result = actions.reset(name)  # nothing committed: the group goes, not a stale lag
+    assert result.details["consumerGroup"]["deleted"] and shown() == {0: -1001, 1: -1001}
+    with MainLine.locked(pg_store, name, planning_lock=False) as line:
+        line.move({p0: 30, p1: 20}, by="r2")
+    result = actions.terminate(name)  # nothing consumes for it any more: the group goes, and says so
+    assert result.details["consumerGroup"]["deleted"] and shown() == {0: -1001, 1: -1001}
+    actions.resume(name)
+    assert shown() == {0: 30, 1: 20}
+
+    # the broker down: the action is done (the metadata store is the truth), the warning names the re-sync
+    down = dataclasses.replace(spec, io_config=dataclasses.replace(
+        spec.io_config, consumer_properties={"bootstrap.servers": f"127.0.0.1:{free_port()}"}))
+    result = DatasourceActions(pg_store, None, "erin", specs={name: down}, group_timeout_s=2).set_offsets(
+        name, {p1: 25})
+    assert {tp: k.offset for tp, k in pg_store.committed_offsets(name).items()} == {p0: 30, p1: 25}
+    [warning] = [w for w in result.warnings if "consumer group" in w]
+    assert f"`ingest sync-group {name}`" in warning and "was not updated" in warning
+    assert result.details["consumerGroup"]["synced"] is False and shown() == {0: 30, 1: 20}
+    # ... which brings the group in step once the broker answers
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / f"{name}.yaml").write_text(yaml.safe_dump(spec.to_raw()))
+    assert cli.main(["--metadata-url", pg_url, "sync-group", name, "--dags-folder", str(dags)]) == 0
+    assert shown() == {0: 30, 1: 25}

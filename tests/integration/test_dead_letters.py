@@ -249,8 +249,8 @@ def test_ingest_dead_letters_lists_them(spark, broker, store, tmp_path, capsys):
 
     assert main(["--metadata-url", store.url, "dead-letters", "ds", "--run", "nope"]) == 0
     assert capsys.readouterr().out.strip() == "0 dead letters of run nope"
-    assert main(["--metadata-url", store.url, "dead-letters", "missing"]) == 1
-    assert "missing" in capsys.readouterr().err
+    assert main(["--metadata-url", store.url, "dead-letters", "missing"]) == 2  # an unknown datasource: a usage error
+    assert "unknown datasource 'missing'" in capsys.readouterr().err
 
 
 def test_cleanup_keeps_a_published_attempt_that_has_dead_letters_and_no_segment(spark, broker, store, tmp_path):

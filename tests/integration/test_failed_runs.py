@@ -94,7 +94,11 @@ def test_a_group_that_left_no_report_is_shown_with_its_records_and_skip_moves_pa
     assert store.require_run("wiki", "r2").status is RunStatus.SUPERSEDED
     [audit] = store.audit_records("wiki", action=SKIP)
     assert audit.actor == "alice" and audit.details["skippedRecords"] == 30 and audit.details["supersededRuns"] == ["r2"]
-    assert collect_status(store, "wiki", None).to_json()["payload"]["skippedRecords"] == {"0": 15, "1": 15}
+    payload = collect_status(store, "wiki", None).to_json()["payload"]
+    assert payload["skippedRecords"] == {"0": 15, "1": 15}
+    assert payload["lostRecords"] == 30 and payload["lostRecordsByPartition"] == {"0": 15, "1": 15}
+    [lost] = [e for e in payload["recentErrors"] if e["exceptionClass"] == "RecordsLost"]
+    assert lost["cause"] == "skip" and [(r["start"], r["end"]) for r in lost["lostRanges"]] == [(10, 25), (10, 25)]
 
     # nothing failed starts where the main line now stands: nothing more is offered
     assert actions.failed_ranges("wiki") == []

@@ -112,7 +112,7 @@ def test_syncs_at_once_add_each_file_once(store, spec, tmp_path):
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=one) for _ in range(4)]
+    threads = [threading.Thread(target=one) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:

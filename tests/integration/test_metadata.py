@@ -132,8 +132,9 @@ def test_plan_cli_reports_an_unreachable_broker(tmp_path):
     spec_file.write_text(yaml.safe_dump(make_spec("127.0.0.1:1", topic="x").to_raw()))
     res = cli("--metadata-url", url, "plan", str(spec_file), "--run-id", "r1")
     assert res.returncode == 1
-    assert "error: Kafka at '127.0.0.1:1' did not answer" in res.stderr
-    assert "Traceback" not in res.stderr
+    # one line: librdkafka's own (one per failed reconnect, ~200 here) go through logging, shown with -v
+    (line,) = res.stderr.splitlines()
+    assert line.startswith("error: Kafka at '127.0.0.1:1' did not answer") and "Check that the brokers are up" in line
     (error,) = [a for a in MetadataStore(url).audit_records("wiki") if a.action == "loop_error"]
     assert error.details["detailedState"] == "UNABLE_TO_CONNECT_TO_STREAM" and error.details["streamException"]
     assert MetadataStore(url).get_run("wiki", "r1") is None

@@ -11,12 +11,13 @@ import time
 
 import pytest
 import yaml
-from helpers import ingest_run, spec_from
+from helpers import group_offsets, ingest_run, spec_from
 
 from ingest_core.core.errors import BrokerUnavailableError, StaleRunError
 from ingest_core.core.offsets import OffsetRange, StartSource, TopicPartition
 from ingest_core.kafka.config import KafkaClientConfig
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
+from ingest_core.service.status import collect_status
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.metadata import RunStatus
 from ingest_core.store.publisher import Publisher, claim_ranges
@@ -137,7 +138,9 @@ def test_set_offsets_and_reset_take_effect_supersede_runs_in_flight_and_are_audi
     bad = ops("set-offsets", "ops", "nonsense", "--yes", "--no-airflow")
     assert bad.returncode == 1 and "is not TOPIC:PARTITION=OFFSET" in bad.stderr
     unknown = ops("suspend", "nope", "--no-airflow")
-    assert unknown.returncode == 1 and "unknown datasource 'nope' (known: ops)" in unknown.stderr
+    assert unknown.returncode == 2 and unknown.stderr == "error: unknown datasource 'nope': (known: ops)\n"
+    typo = ops("segments", "opz")
+    assert typo.returncode == 2 and "unknown datasource 'opz': did you mean 'ops'? (known: ops)" in typo.stderr
 
 
 def test_reset_to_latest_with_backfill_while_a_run_is_in_flight_ingests_every_offset_once(
@@ -218,6 +221,10 @@ def test_reset_to_latest_gets_past_committed_offsets_that_left_the_log(broker, s
     assert f"partition {topic}-0: records 10..49 (40 records) were removed" in done.stderr
     (audit,) = store.audit_records("lost", action="reset_to_latest")
     assert audit.details["removedBeforeIngestion"] == {topic: {"0": [10, 50]}} and audit.details["removedRecords"] == 40
+    # lost, exactly: the 40 removed, and what the jump skipped (p0 [50, 60), p1 never read [0, 5)), counted once
+    assert audit.details["lostRecords"] == 55 and f"55 records lost by reset --to-latest" in done.stderr
+    assert collect_status(store, "lost", None).lost == {p0: 50, p1: 5}
+    assert group_offsets(broker, "ingest.lost", topic, 2) == {0: 60, 1: 5}  # Kafka's lag tools agree
 
     # and p1 committed 20 beyond its log end 5 (the topic re-created): with --backfill, the backfill starts at
     # the log start of p0 and takes nothing of p1
@@ -229,6 +236,7 @@ def test_reset_to_latest_gets_past_committed_offsets_that_left_the_log(broker, s
     assert f"{topic}-1: committed offset 20 is beyond the log end offset 5" in done.stderr
     (audit,) = store.audit_records("recreated", action="reset_to_latest")
     assert audit.details["beyondLogEnd"] == {topic: {"1": [20, 5]}} and audit.details["backfillRun"] == backfill.run_id
+    assert audit.details["lostRecords"] == 40  # only what was removed: the backfill reads [50, 60)
     # the former log's claim above the new offset is released, or the main line could never publish p1 again
     assert audit.details["releasedRanges"] == [{"topic": topic, "partition": 1, "start": 5, "end": 20, "runId": "r1"}]
     assert [(c.tp, c.start, c.end) for c in store.published_ranges("recreated")] == [(p1, 0, 5)]
@@ -238,6 +246,7 @@ def test_reset_to_latest_gets_past_committed_offsets_that_left_the_log(broker, s
     done = ops("reset", "nothing", "--to-latest", "--backfill", "--yes", "--no-airflow", "--dags-folder", str(dags))
     assert done.returncode == 0, done.stderr
     assert "nothing to backfill" in done.stderr and committed("nothing") == {0: 60, 1: 5}
+    assert collect_status(store, "nothing", None).lost == {p0: 50}
     assert not [r for r in store.list_runs("nothing") if r.plan.is_backfill]
 
 

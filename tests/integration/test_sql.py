@@ -60,6 +60,8 @@ def test_sql_joins_datasources_and_reads_an_empty_one(wiki, tmp_path):
     assert joined == [{"team": "blue", "n": 5}, {"team": "red", "n": 5}]
     plan_next(wiki, "e1", {TopicPartition("empty", 0): 0}, ds="empty")  # known, nothing published
     assert run_sql(wiki, "SELECT count(*) AS n FROM empty").table.to_pylist() == [{"n": 0}]
+    with pytest.raises(SqlError, match="'empty' has nothing published yet: its only column is __time"):
+        run_sql(wiki, "SELECT page FROM empty")
 
 
 @pytest.mark.parametrize("sql, message", [

@@ -381,6 +381,8 @@ def test_suspend_resume_and_terminate_drive_the_dag(tmp_path, own_dags, broker, 
 
     ingest("terminate", "operated", "--yes", "--actor", "carol")
     assert paused() and store.datasource_row("operated")["terminated"]
+    # nothing consumes for it any more: its consumer group goes too (no lag alert forever); the offsets stay
+    assert group_offsets(broker, "ingest.operated", topic, 2) == {0: -1001, 1: -1001}
     status = json.loads(ingest("status", "operated", "--json").stdout)["payload"]
     assert (status["state"], status["terminated"], status["aggregateLag"]) == ("TERMINATED", True, 0)
     assert [(a.action, a.actor) for a in store.audit_records("operated")] == [

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 import yaml
 from confluent_kafka import Producer
 from conftest import postgres_database
+from helpers import http_json
 
 from ingest_core.dev.demo import airflow_env, spark_connection
 from ingest_core.dev.embedded import free_port
@@ -148,22 +148,9 @@ class Standalone:
         with urllib.request.urlopen(request, timeout=30) as r:
             return json.load(r)["access_token"]
 
-    def http(self, method: str, path: str, token: str | None = None, body: dict | None = None):
-        """(status, parsed JSON or text) of a request to the api-server."""
-        headers = {"Content-Type": "application/json"}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        request = urllib.request.Request(f"{self.base}{path}", method=method, headers=headers,
-                                         data=json.dumps(body).encode() if body is not None else None)
-        try:
-            with urllib.request.urlopen(request, timeout=60) as r:
-                status, text = r.status, r.read().decode()
-        except urllib.error.HTTPError as exc:
-            status, text = exc.code, exc.read().decode()
-        try:
-            return status, json.loads(text)
-        except ValueError:
-            return status, text
+    def http(self, method: str, path: str, token: str | None = None, body: dict | bytes | None = None):
+        """(status, parsed JSON or text) of a request to the api-server (`body`: JSON, or bytes sent as they are)."""
+        return http_json(self.base, method, path, token, body)
 
     def diagnosis(self, dag_id: str) -> str:
         """What a failed wait shows: the DAG's runs and task instances, the health of Airflow's processes, the
@@ -387,6 +374,14 @@ def test_the_plugins_rest_api_and_pages_need_airflows_authentication(standalone)
     assert standalone.http("GET", f"{api}/caught_up/health", token) == (
         200, {"healthy": True, "state": payload["state"], "detailedState": payload["detailedState"]})
     assert standalone.http("GET", f"{api}/nope/status", token)[0] == 404
+    # an unknown datasource: 404 with the CLI's did-you-mean, on every route, reads and actions alike
+    for method, path in (("GET", "status"), ("GET", "health"), ("POST", "suspend"), ("POST", "reset"),
+                         ("POST", "resetOffsets")):
+        body = {"type": "kafka", "partitions": {"type": "end", "stream": "t", "partitionOffsetMap": {"0": 1}}}
+        status, answer = standalone.http(method, f"{api}/caught_upp/{path}", token,
+                                         body if path == "resetOffsets" else None)
+        assert status == 404 and answer["detail"].startswith(
+            "unknown datasource 'caught_upp': did you mean 'caught_up'?"), (path, status, answer)
 
     status, body = standalone.http("POST", f"{api}/caught_up/suspend", token)
     assert status == 200 and body["state"] == "SUSPENDED"
@@ -402,6 +397,8 @@ def test_the_plugins_rest_api_and_pages_need_airflows_authentication(standalone)
     status, result = standalone.http("POST", f"{api}/caught_up/resetOffsets", token, body)
     assert status == 200 and result["after"] == {standalone.topics["caught_up"]: committed}
     assert standalone.http("POST", f"{api}/caught_up/resetOffsets", token, {"partitions": 3})[0] == 400
+    status, answer = standalone.http("POST", f"{api}/caught_up/resetOffsets", token, b"{not json")  # was a 500
+    assert status == 400 and answer["detail"].startswith("the body is not a JSON object")
     assert standalone.http("POST", f"{api}/caught_up/explode", token)[0] == 422
 
     status, page = standalone.http("GET", "/ingest/ui/datasources", token)
@@ -415,8 +412,10 @@ def test_a_headless_chromium_screenshot_shows_the_datasources_page_with_real_dat
 
     store = MetadataStore(standalone.metadata_url)
 
-    def shown() -> tuple[str, str]:  # state and rows, as the page shows them, from the store
-        return store.datasource_row("caught_up")["state"], f"{sum(s.num_rows for s in store.segments('caught_up')):,}"
+    def shown() -> tuple[str, str, list[str]]:  # state, rows and charted runs, as the pages show them, from the store
+        return (store.datasource_row("caught_up")["state"],
+                f"{sum(s.num_rows for s in store.segments('caught_up')):,}",
+                [r.run_id for r in store.list_runs("caught_up", limit=10)])
 
     # caught_up runs every 10 minutes: a run starting between the page and the store's read moves its state
     # (RUNNING while it plans, IDLE when it published nothing). Compare against a datasource that cannot move.
@@ -425,19 +424,47 @@ def test_a_headless_chromium_screenshot_shows_the_datasources_page_with_real_dat
         expected = shown()
         token = standalone.token()
         page = open_page(f"{standalone.base}/ingest/ui/datasources", {"_token": token}, wait_for_text="caught_up")
-        assert shown() == expected  # nothing moved while the page was read
+        # the same page as the Airflow UI shows it: a "Datasources" entry of Airflow's own navigation
+        ui = open_page(f"{standalone.base}/plugin/datasources", {"_token": token}, wait_for_text="caught_up",
+                       settle_s=2)
+        # the Ingest tab of the caught_up DAG in the Airflow UI: the datasource page in its frame
+        tab = open_page(f"{standalone.base}/dags/caught_up/plugin/ingest", {"_token": token},
+                        wait_for_text="Recent runs", height=1100)
+        assert shown() == expected  # nothing moved while the pages were read
     finally:
         standalone.airflow("dags", "unpause", "caught_up", "-y")
     rows = {line.split("\t")[0]: line.split("\t") for line in page.text.splitlines() if "\t" in line}
     caught_up = rows["caught_up"]
-    assert (caught_up[1], caught_up[6]) == expected and caught_up[3] == "yes"
+    assert (caught_up[1], caught_up[6]) == expected[:2] and caught_up[3] == "yes"
     assert page.png.startswith(b"\x89PNG") and len(page.png) > 10_000
     (tmp_path / "datasources.png").write_bytes(page.png)
-    # the same page as the Airflow UI shows it: a "Datasources" entry of Airflow's own navigation
-    ui = open_page(f"{standalone.base}/plugin/datasources", {"_token": token}, wait_for_text="caught_up",
-                   settle_s=2)
     assert "Browse" in ui.text and "Datasources" in ui.text and "caught_up" in ui.text  # nav, and the page inside
     (tmp_path / "airflow-ui-datasources.png").write_bytes(ui.png)
+
+    # the charts, with the real runs' figures (the same 10 runs as the Recent runs table), oldest first
+    runs = sorted(store.list_runs("caught_up", limit=10), key=lambda r: r.seq)
+    assert sum(r.plan.records for r in runs) >= 300, runs  # real history: the catch-up runs' records
+    published: dict[str, list[int]] = {}
+    for s in store.segments("caught_up", used_only=False):
+        published.setdefault(s.run_id, []).append(s.num_rows)
+
+    def label(title: str, figures) -> str:
+        return f"{title}, {len(runs)} runs, oldest first: {', '.join(figures)};"
+
+    lag = label("Lag at planning", ("none" if r.plan.is_backfill else "≥" * any(r.plan.caps.values())
+                                    + f"{r.plan.records:,}" for r in runs))
+    charts = [lag, label("Records per run", (f"{r.plan.records:,}" for r in runs)),
+              label("Rows published per run", (f"{sum(published.get(r.run_id, [])):,}" for r in runs)),
+              label("Segments per run", (f"{len(published.get(r.run_id, []))}" for r in runs))]
+    assert sum(map(sum, published.values())) > 0
+
+    assert any(x.startswith(lag) for x in page.chart_labels), page.chart_labels  # each row's sparkline
+    assert any(x.startswith(lag) for x in ui.chart_labels), ui.chart_labels
+    for chart in charts:
+        assert any(x.startswith(chart) for x in tab.chart_labels), (chart, tab.chart_labels)
+    assert any(x.startswith(f"Duration per run, {len(runs)} runs") for x in tab.chart_labels), tab.chart_labels
+    assert "Lag at planning: records from each run" in tab.text  # what the lag means, under the charts
+    (tmp_path / "airflow-ui-ingest-tab.png").write_bytes(tab.png)
     print("screenshots:", tmp_path)
 
 

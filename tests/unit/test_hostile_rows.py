@@ -303,3 +303,14 @@ def test_a_record_that_is_not_an_object_never_reaches_the_vectorized_reader(firs
     (found by the Hypothesis test): records that do not start as an object take the per-record path."""
     out = parse([first, {"ts": T0, "a": "ok"}])
     assert [r["a"] for r in out.table.to_pylist()] == (["x", "ok"] if first.startswith(b" ") else ["ok"])
+
+
+def test_a_record_that_is_a_json_array_of_objects_is_unparseable_and_concatenated_objects_are_rows():
+    """The README's table: a record is one JSON object or several one after another (one row each); a JSON array,
+    even of objects, is not unpacked into rows."""
+    out = parse([b'[{"ts": "%s", "a": "x"}, {"ts": "%s", "a": "y"}]' % (T0.encode(), T0.encode()),
+                 b'{"ts": "%s", "a": "p"}\n{"ts": "%s", "a": "q"}' % (T0.encode(), T0.encode())])
+    assert counts(out) == (2, 0, 1, 0) and outcomes(out) == {0: Outcome.UNPARSEABLE}
+    assert sorted(r["a"] for r in out.table.to_pylist()) == ["p", "q"]
+    (exception,) = out.exceptions
+    assert exception.offset == 100 and "expected a JSON object, got list" in exception.message

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ingest_core.core.errors import IngestError
+from ingest_core.core.loss import RecordsLost
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor.report import GroupReport
 from ingest_core.kafka.consumer_group import mirror_offsets
 from ingest_core.provider.operators.publish import plan_reports
 from ingest_core.provider.operators.run import RunContext, check_active, store
+from ingest_core.store.audit import RECORDS_LOST, losses
 from ingest_core.store.metadata import GroupStatus, MetadataStore, RunRecord, RunStatus
 from ingest_core.supervisor.planning import Supervisor
 
@@ -43,13 +45,19 @@ class RunOutcome:
     offsets_mirrored_to: str | None  # the Kafka consumer group, when this report mirrored the offsets
     dead_letters_produced: list[str] | None = None  # the runs whose dead letters this report produced to the topic
     iceberg_snapshot: int | None = None  # the Iceberg table's snapshot after this report's sync
+    lost: tuple[RecordsLost, ...] = ()  # what its publish moved past unread (resetOffsetAutomatically, a reset)
+
+    @property
+    def lost_records(self) -> int:
+        return sum(e.records for e in self.lost)
 
     def to_json(self) -> dict[str, Any]:
         return {"runId": self.run_id, "status": self.status.value, "records": self.records,
                 "rowStats": self.row_stats, "segments": self.segments, "rows": self.rows,
                 "failedGroups": self.failed_groups, "error": self.error,
                 "offsetsMirroredTo": self.offsets_mirrored_to, "deadLettersProduced": self.dead_letters_produced,
-                "icebergSnapshot": self.iceberg_snapshot}
+                "icebergSnapshot": self.iceberg_snapshot, "lostRecords": self.lost_records,
+                "lost": [e.to_json() for e in self.lost]}
 
     def check(self) -> None:
         """Fail the Airflow run when a group failed or the run did not publish."""
@@ -79,6 +87,8 @@ def report_task(spec: DatasourceSpec, run: RunContext, planned: bool) -> dict[st
     outcome = dataclasses.replace(run_outcome(metadata, record, mirrored), dead_letters_produced=produced,
                                   iceberg_snapshot=synced.snapshot_id if synced else None)
     log.info("run report: %s", json.dumps(outcome.to_json(), default=str))
+    for event in outcome.lost:  # loud in the Airflow log too
+        log.warning("run %s: %s", record.run_id, event.describe())
     for failed in metadata.task_reports(spec.datasource, record.run_id):
         if failed.failure is not None:  # which records, and why, in the Airflow log too
             log.error("task group %d failed: %s: %s; records: %s", failed.group_id, failed.failure.error_class,
@@ -212,5 +222,6 @@ def run_outcome(metadata: MetadataStore, record: RunRecord, mirrored: str | None
     datasource, run_id = record.datasource, record.run_id
     segments = metadata.segments(datasource, run_id=run_id)
     failed = sorted(g for g, s in metadata.group_statuses(datasource, run_id).items() if s is GroupStatus.FAILED)
+    lost = tuple(e for e in losses(metadata.audit_records(datasource, action=RECORDS_LOST)) if e.run_id == run_id)
     return RunOutcome(run_id, record.status, record.plan.records, metadata.run_row_stats(datasource, run_id),
-                      len(segments), sum(s.num_rows for s in segments), failed, record.error, mirrored)
+                      len(segments), sum(s.num_rows for s in segments), failed, record.error, mirrored, lost=lost)

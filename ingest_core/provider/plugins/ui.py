@@ -2,8 +2,8 @@
 
 Mounted by Airflow's api-server under `/ingest`. Plugin FastAPI apps get no authentication from Airflow, so
 every route here depends on Airflow's own: a JWT (bearer token or the UI's session cookie) checked by the
-configured auth manager, with DAG permissions (GET to read a datasource, PUT to act on it; the DAG id is the
-datasource name).
+configured auth manager, with DAG permissions (read to see a datasource, edit to act on it; the DAG id is the
+datasource name): `permissions`. Lists show only the datasources the user may read; a refused action is audited.
 
   GET  /ingest/api/v1/supervisor                    datasource names (?full: their status reports)
   GET  /ingest/api/v1/supervisor/{id}/status        Druid's status report
@@ -11,6 +11,8 @@ datasource name).
   POST /ingest/api/v1/supervisor/{id}/suspend | resume | terminate | reset
   POST /ingest/api/v1/supervisor/{id}/resetOffsets  Druid's body: {"type": "kafka", "partitions": {"type":
        "end", "stream": TOPIC, "partitionOffsetMap": {"0": 100}}}
+  POST /ingest/api/v1/sql                           Druid's SQL API, read-only: {"query": "SELECT ...",
+       "resultFormat": "object" | "array"} over the datasources the user may read (`store.sql`)
   GET  /ingest/ui/datasources, /ingest/ui/datasources/{id}   the pages
 """
 
@@ -22,22 +24,32 @@ import html
 import json
 from typing import Any, Literal
 
-from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
+from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from ingest_core.core.errors import IngestError
+from ingest_core.core.errors import IngestError, UnknownDatasourceError
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.settings import Settings
 from ingest_core.core.spec import DatasourceSpec, find_spec_files
+from ingest_core.provider.plugins.charts import history_charts, lag_sparkline, seconds
+from ingest_core.provider.plugins.permissions import REFUSED, readable, requires_datasource
 from ingest_core.service.actions import DatasourceActions
+from ingest_core.service.run_history import RunPoint, collect_run_history
 from ingest_core.service.status import StatusReport, collect_status, spec_for, specs_in
 from ingest_core.store.metadata import MetadataStore
 
 app = FastAPI(title="Ingest datasources", description=__doc__)
-READ = [Depends(requires_access_dag("GET"))]
-WRITE = [Depends(requires_access_dag("PUT"))]
+
+
+def _audit_refusal(name: str, action: str, user: Any) -> None:
+    _store().audit(name, REFUSED, {"action": action, "reason": "no edit permission on the DAG"}, user.get_name())
+
+
+# Routes with a datasource (`{dag_id}`) in their path; list routes take `user: GetUserDep` and filter by `readable`.
+READ = [Depends(requires_datasource("GET"))]
+WRITE = [Depends(requires_datasource("PUT", on_refused=_audit_refusal))]
 
 
 class AirflowDbDags:
@@ -86,33 +98,39 @@ def _parsed_specs(folder: str, state: tuple) -> dict[str, DatasourceSpec]:
     return specs_in(folder)
 
 
+def _http_error(exc: IngestError, status: int) -> HTTPException:
+    """An unknown datasource is 404 on every route (the CLI's exit code 2), with the same did-you-mean."""
+    return HTTPException(404 if isinstance(exc, UnknownDatasourceError) else status, str(exc))
+
+
 def _status(store: MetadataStore, name: str, specs: dict | None = None) -> StatusReport:
     specs = _specs() if specs is None else specs
     try:
         return collect_status(store, name, spec_for(store, name, specs), kafka_timeout_s=5.0)
     except IngestError as exc:
-        raise HTTPException(404, str(exc)) from None
+        raise _http_error(exc, 404) from None
 
 
 def _actions(store: MetadataStore, user: Any) -> DatasourceActions:
-    return DatasourceActions(store, AirflowDbDags(), actor=user.get_name())
+    return DatasourceActions(store, AirflowDbDags(), actor=user.get_name(), specs=_specs())
 
 
 def _act(call) -> dict:
     try:
         result = call()
     except IngestError as exc:
-        raise HTTPException(400, str(exc)) from None
-    return {"id": result.datasource, "action": result.action, **result.details}
+        raise _http_error(exc, 400) from None
+    # warnings: records lost, a consumer group the action could not update
+    return {"id": result.datasource, "action": result.action, **result.details, "warnings": list(result.warnings)}
 
 
 # ---------------------------------------------------------------------------------------------- REST
 
 
-@app.get("/api/v1/supervisor", dependencies=READ)
-def list_supervisors(full: bool = False) -> Any:
+@app.get("/api/v1/supervisor")
+def list_supervisors(user: GetUserDep, full: bool = False) -> Any:
     store = _store()
-    names = [r["name"] for r in store.list_datasources()]
+    names = readable(user, (r["name"] for r in store.list_datasources()))
     if not full:
         return names
     specs = _specs()
@@ -133,7 +151,13 @@ def supervisor_health(dag_id: str) -> JSONResponse:
 
 @app.post("/api/v1/supervisor/{dag_id}/resetOffsets", dependencies=WRITE)
 async def supervisor_reset_offsets(dag_id: str, request: Request, user: GetUserDep) -> dict:
-    body = await request.json()
+    try:
+        body = json.loads(await request.body())
+    except ValueError:  # not JSON, or not UTF-8
+        body = None
+    if not isinstance(body, dict):
+        raise HTTPException(400, 'the body is not a JSON object: expected {"type": "kafka", "partitions": '
+                                 '{"type": "end", "stream": TOPIC, "partitionOffsetMap": {"0": OFFSET}}}')
     try:
         partitions = body["partitions"]
         topic = partitions["stream"]
@@ -148,6 +172,41 @@ async def supervisor_reset_offsets(dag_id: str, request: Request, user: GetUserD
 def supervisor_action(dag_id: str, action: Literal["suspend", "resume", "terminate", "reset"],
                       user: GetUserDep) -> dict:
     return _act(lambda: getattr(_actions(_store(), user), action)(dag_id))
+
+
+@app.post("/api/v1/sql")
+async def sql_query(request: Request, user: GetUserDep) -> JSONResponse:
+    """Druid's SQL API, read-only (`store.sql`): {"query": "SELECT ...", "resultFormat": "object" | "array",
+    "header": false}. Only the datasources the user may read can be named; the rest are 403."""
+    from starlette.concurrency import run_in_threadpool
+
+    from ingest_core.service.query import json_value
+    from ingest_core.store.sql import DatasourceNotReadable, SqlError, run_sql
+
+    try:
+        body = json.loads(await request.body())
+    except ValueError:  # not JSON, or not UTF-8
+        body = None
+    query, result_format = (body.get("query"), body.get("resultFormat", "object")) if isinstance(body, dict) else (
+        None, None)
+    if not isinstance(query, str) or result_format not in ("object", "array"):
+        raise HTTPException(400, 'expected {"query": "SELECT ...", "resultFormat": "object" or "array"}')
+
+    def run():
+        return run_sql(_store(), query, may_read=lambda name: bool(readable(user, [name])))
+
+    try:
+        result = await run_in_threadpool(run)
+    except DatasourceNotReadable as exc:
+        raise HTTPException(403, str(exc)) from None
+    except SqlError as exc:
+        raise HTTPException(400, str(exc)) from None
+    names = result.table.column_names
+    rows = [[json_value(v) for v in row.values()] for row in result.table.to_pylist()]
+    out: list = [dict(zip(names, r)) for r in rows] if result_format == "object" else rows
+    if body.get("header") and result_format == "array":
+        out = [names, *out]
+    return JSONResponse(out, headers={"X-Ingest-Truncated": "true" if result.truncated else "false"})
 
 
 # ---------------------------------------------------------------------------------------------- pages
@@ -181,12 +240,12 @@ def _cell(value: Any, cls: str = "") -> str:
     return f"<td class='{cls}'>{html.escape(str(value))}</td>"
 
 
-@app.get("/ui/datasources", dependencies=READ, response_class=HTMLResponse)
-def datasources_page() -> HTMLResponse:
+@app.get("/ui/datasources", response_class=HTMLResponse)
+def datasources_page(user: GetUserDep) -> HTMLResponse:
     store = _store()
     rows = []
     specs = _specs()
-    for r in (_status(store, d["name"], specs) for d in store.list_datasources()):
+    for r in (_status(store, n, specs) for n in readable(user, (d["name"] for d in store.list_datasources()))):
         segs = store.segments(r.datasource)
         published = next((x.published_at for x in r.recent_runs if x.published_at), None)
         name = html.escape(r.datasource)
@@ -197,12 +256,23 @@ def datasources_page() -> HTMLResponse:
             + _cell("?" if r.aggregate_lag is None else f"{r.aggregate_lag:,}", "n")
             + _cell(format_datetime(published) if published else "-")
             + _cell(f"{sum(s.num_rows for s in segs):,}", "n") + _cell(len(segs), "n")
+            + f"<td>{lag_sparkline(collect_run_history(store, r.datasource))}</td>"
             + "<td>" + "".join(f"<button onclick=\"act('{name}','{a}')\">{a}</button>"
                                for a in ("suspend", "resume", "reset", "terminate")) + "</td></tr>")
     table = ("<table><tr><th>Datasource</th><th>State</th><th>Detailed state</th><th>Healthy</th>"
-             "<th>Aggregate lag</th><th>Last publish</th><th>Rows</th><th>Segments</th><th>Actions</th></tr>"
+             "<th>Aggregate lag</th><th>Last publish</th><th>Rows</th><th>Segments</th>"
+             "<th>Lag at planning, recent runs</th><th>Actions</th></tr>"
              + "".join(rows) + "</table>") if rows else "<p>No datasources yet: one appears with its first run.</p>"
     return _page("Datasources", table)
+
+
+def _run_figures(p: RunPoint | None) -> str:
+    """A run's charted figures, exactly (the Recent runs table's cells)."""
+    if p is None:
+        return _cell("-") * 4
+    lag = "-" if p.lag is None else ("≥" if p.lag_capped else "") + f"{p.lag:,}"
+    return (_cell(lag, "n") + _cell(f"{p.rows:,}", "n") + _cell(p.segments, "n")
+            + _cell("-" if p.duration_s is None else seconds(p.duration_s), "n"))
 
 
 @app.get("/ui/datasources/{dag_id}", dependencies=READ, response_class=HTMLResponse)
@@ -213,8 +283,10 @@ def datasource_page(dag_id: str) -> HTMLResponse:
     offsets = "".join(
         "<tr>" + _cell(tp) + _cell(r.committed.get(tp, "-"), "n") + _cell((r.latest or {}).get(tp, "?"), "n")
         + _cell(lag.get(tp, "?"), "n") + "</tr>" for tp in sorted(set(r.committed) | set(r.latest or {})))
+    run_history = collect_run_history(store, dag_id)
+    charted = {p.run_id: p for p in run_history}
     runs = "".join(
-        "<tr>" + _cell(x.run_id) + _cell(x.status) + _cell(x.records, "n")
+        "<tr>" + _cell(x.run_id) + _cell(x.status) + _cell(x.records, "n") + _run_figures(charted.get(x.run_id))
         + _cell(", ".join(f"{k} {v}" for k, v in sorted(x.row_stats.items())) or "-") + _cell(x.error or "")
         + "</tr>" for x in r.recent_runs)
     active = "".join(
@@ -227,15 +299,20 @@ def datasource_page(dag_id: str) -> HTMLResponse:
                      + "</li>" for e in r.recent_errors)
     errors += "".join(f"<li>skipped (lost, <code>ingest skip</code>): {html.escape(str(tp))}: {n:,} records</li>"
                       for tp, n in sorted(r.skipped.items()))
+    lost = ("<p class='bad'>Lost records: " + f"{r.lost_records:,}" + " (read nowhere: "
+            + ", ".join(f"{html.escape(str(tp))} {n:,}" for tp, n in sorted(r.lost.items()))
+            + "; the recent errors say which offsets and why)</p>") if r.lost else ""
     history = store.spec_history(dag_id)
     spec = json.dumps(history[-1]["spec"], indent=2) if history else "(no spec registered yet)"
     body = (f"<p>State <b class='{'ok' if r.healthy else 'bad'}'>{html.escape(r.state)}</b> "
             f"({html.escape(r.detailed_state)}), stream <code>{html.escape(r.stream)}</code>, aggregate lag "
-            f"<b>{'?' if r.aggregate_lag is None else f'{r.aggregate_lag:,}'}</b></p>"
+            f"<b>{'?' if r.aggregate_lag is None else f'{r.aggregate_lag:,}'}</b></p>" + lost
+            + history_charts(run_history)
             + (("<h3>In flight</h3><table><tr><th>Run</th><th>Group</th><th>Records read</th><th>Records/s</th>"
                  f"<th>Lag</th><th>Splits done</th></tr>{active}</table>") if active else "")
             + "<h3>Offsets</h3><table><tr><th>Partition</th><th>Committed</th><th>Latest</th><th>Lag</th></tr>"
             f"{offsets}</table><h3>Recent runs</h3><table><tr><th>Run</th><th>Status</th><th>Records</th>"
+            "<th>Lag at planning</th><th>Rows published</th><th>Segments</th><th>Duration</th>"
             f"<th>Row stats</th><th>Error</th></tr>{runs}</table>"
             + (f"<h3>Recent errors</h3><ul>{errors}</ul>" if errors else "")
             + f"<h3>Spec (version {history[-1]['version'] if history else '-'})</h3><pre>{html.escape(spec)}</pre>")
