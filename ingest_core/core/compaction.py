@@ -122,3 +122,71 @@ class CompactedFile:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "CompactedFile":
         return cls(d["location"], int(d["rows"]), int(d["bytes"]))
+
+
+@dataclass(frozen=True)
+class IntervalStats:
+    """One interval's visible segments: how many, their rows and bytes."""
+
+    interval_start: datetime
+    interval_end: datetime
+    segments: int
+    rows: int
+    bytes: int
+
+    @property
+    def average_bytes(self) -> int:
+        return self.bytes // self.segments if self.segments else 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"interval": f"{format_datetime(self.interval_start)}/{format_datetime(self.interval_end)}",
+                "segments": self.segments, "rows": self.rows, "bytes": self.bytes,
+                "averageBytes": self.average_bytes}
+
+
+def interval_stats(visible: Iterable[SegmentLike]) -> list[IntervalStats]:
+    groups: dict[tuple[datetime, datetime], list[SegmentLike]] = {}
+    for s in visible:
+        groups.setdefault((s.interval_start, s.interval_end), []).append(s)
+    return [IntervalStats(start, end, len(members), sum(s.num_rows for s in members),
+                          sum(s.size_bytes for s in members)) for (start, end), members in sorted(groups.items())]
+
+
+@dataclass(frozen=True)
+class SegmentHealth:
+    """What `ingest segments` and `status` show of a datasource's segments: per interval, and what compaction
+    has left to do (None: the spec has no compaction)."""
+
+    intervals: list[IntervalStats]
+    compaction: CompactionSearch | None
+
+    @property
+    def segments(self) -> int:
+        return sum(i.segments for i in self.intervals)
+
+    @property
+    def bytes(self) -> int:
+        return sum(i.bytes for i in self.intervals)
+
+    def describe(self) -> str:
+        n = self.segments
+        text = (f"{n} segments in {len(self.intervals)} intervals, {self.bytes // n if n else 0:,} bytes on average"
+                if n else "no segments")
+        if self.compaction is not None:
+            c = self.compaction
+            text += (f"; compaction: {len(c.candidates)} intervals to compact "
+                     f"({sum(len(x.segment_ids) for x in c.candidates)} segments), {c.compacted} compacted, "
+                     f"{c.skipped_recent} segments newer than skipOffsetFromLatest wait")
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"segments": self.segments, "intervals": len(self.intervals), "bytes": self.bytes,
+                               "averageBytes": self.bytes // self.segments if self.segments else 0}
+        if self.compaction is not None:
+            c = self.compaction
+            out["compaction"] = {
+                "intervalsToCompact": len(c.candidates),
+                "segmentsToCompact": sum(len(x.segment_ids) for x in c.candidates),
+                "compactedIntervals": c.compacted, "segmentsWaiting": c.skipped_recent,
+                "horizon": format_datetime(c.horizon) if c.horizon else None}
+        return out

@@ -128,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = argument_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # it logs to stdout, where the summary goes
     try:
         spec, job = load(args)
     except IngestError as exc:

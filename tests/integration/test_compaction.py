@@ -201,3 +201,62 @@ def test_kill_deletes_what_compaction_made_unused_only_after_the_buffer_period(s
     assert sums(store) == (30, sum(range(30)))  # the visible rows never changed
     (audit,) = store.audit_log.records("wiki", action=KILL)
     assert sorted(audit.details["segments"]) == sorted(s.id for s in old)
+
+
+def test_compact_job_under_spark_submit_and_a_reader_sees_the_old_set_or_the_new_never_a_mix(pg_store, tmp_path):
+    """The job as the compaction DAG runs it in spark-submit mode, then its publish while readers read: each read
+    lists one visible set, all of one version, with every row (PostgreSQL: one spark-submit is enough)."""
+    store = pg_store
+    import json
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    from ingest_core.core.compaction import CompactionJob
+    from ingest_core.executor import deep_storage
+    from ingest_core.spark.compaction import read_report
+
+    three_runs(store, tmp_path)
+    spec = make_spec("127.0.0.1:9", "wiki", topic="edits", taskCount=2)
+    (candidate,) = candidates(store)
+    members = [s for s in DatasourceReader(store, "wiki").segments()]
+    job = CompactionJob("wiki", "compact-x", candidate.interval_start, candidate.interval_end,
+                        candidate.segment_ids, tuple(s.location for s in members), 1000, 1,
+                        (tmp_path / "out").as_uri())
+    (tmp_path / "spec.json").write_text(json.dumps(spec.to_raw()))
+    (tmp_path / "job.json").write_text(json.dumps(job.to_json()))
+    submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "spark_jobs", "compact_job.py")
+    done = subprocess.run([submit, "--master", "local[2]", "--conf", "spark.ui.enabled=false", script,
+                           "--spec", str(tmp_path / "spec.json"), "--job", str(tmp_path / "job.json")],
+                          capture_output=True, text=True, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"files": 1, "rows": 30}, done.stdout[-2000:]  # no two rows merge here
+    files = read_report(job.output_uri)
+    bad = subprocess.run([sys.executable, script, "--spec", str(tmp_path / "nope.json"), "--job", "x"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "compact_job:" in bad.stderr
+
+    seen, stop = [], threading.Event()
+
+    def read():
+        while not stop.is_set():
+            reader = DatasourceReader(store, "wiki")
+            listed = reader.segments()
+            seen.append(({s.version for s in listed}, len(listed), sum(s.num_rows for s in listed)))
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for t in readers:
+        t.start()
+    publish_compaction(store, "wiki", candidate.interval, candidate.segment_ids,
+                       [SegmentDescriptor(candidate.interval_start, candidate.interval_end, f.location, f.rows,
+                                          f.bytes) for f in files], job.task_id)
+    while not any(n == 1 for _, n, _ in seen):  # a read after the swap
+        threading.Event().wait(0.01)
+    stop.set()
+    for t in readers:
+        t.join()
+    assert {(len(v), n, rows) for v, n, rows in seen} <= {(1, 6, 30), (1, 1, 30)}
+    assert deep_storage.read_json(deep_storage.join(job.output_uri, "report.json"))["job"]["taskId"] == "compact-x"

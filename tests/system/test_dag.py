@@ -271,7 +271,19 @@ def test_the_compaction_dag_rewrites_segments_with_the_same_rows_and_iceberg_fol
     before, segments_before = sums(), reader.segments()
     intervals = {(s.interval_start, s.interval_end) for s in segments_before}
     assert before["edits"] == 400 and len(segments_before) > len(intervals)  # several segments per interval
+
+    def segment_health() -> dict:
+        done = subprocess.run([sys.executable, "-m", "ingest_core.service.cli", "status", "compacted", "--json",
+                               "--dags-folder", str(own_dags)], env=home.env, capture_output=True, text=True,
+                              timeout=120)
+        return json.loads(done.stdout)["payload"]["segments"]
+
+    health = segment_health()
+    assert health["segments"] == len(segments_before) and health["intervals"] == len(intervals)
+    assert health["compaction"]["intervalsToCompact"] == len(intervals)
     home.dags_test("compacted.compaction", "2026-01-03T00:00:00+00:00")
+    health = segment_health()
+    assert health["segments"] == len(intervals) and health["compaction"]["intervalsToCompact"] == 0
     after = reader.segments()
     assert sums() == before and len(after) == len(intervals)
     assert {(s.interval_start, s.interval_end) for s in after} == intervals

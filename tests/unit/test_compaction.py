@@ -106,3 +106,19 @@ def test_compaction_config_mistakes_are_named():
                      "compaction.granularitySpec.segmentGranularity: FIFTEEN_MINUTE does not hold whole HOUR",
                      "compaction.skipOfset: unknown field"):
         assert expected in text, text
+
+
+def test_segment_health_says_per_interval_and_what_is_left_to_compact():
+    from ingest_core.core.compaction import SegmentHealth, interval_stats
+
+    visible = segs(0, 3) + segs(1, 1) + segs(3, 2)
+    stats = interval_stats(visible)
+    assert [(i.interval_start.hour, i.segments, i.rows, i.average_bytes) for i in stats] == [
+        (0, 3, 30, 100), (1, 1, 10, 100), (3, 2, 20, 100)]
+    health = SegmentHealth(stats, search(visible))
+    assert health.describe() == ("6 segments in 3 intervals, 100 bytes on average; compaction: 1 intervals to "
+                                 "compact (3 segments), 1 compacted, 2 segments newer than skipOffsetFromLatest wait")
+    assert health.to_json()["compaction"] == {"intervalsToCompact": 1, "segmentsToCompact": 3,
+                                              "compactedIntervals": 1, "segmentsWaiting": 2,
+                                              "horizon": "2026-11-22T03:00:00.000Z"}
+    assert SegmentHealth([], None).describe() == "no segments"
