@@ -95,7 +95,7 @@ ACTIONS = ["suspend", "resume", "terminate", "reset", "set-offsets", "skip"]
 UNKNOWN_CLI = [["status", "wikj"], ["health", "wikj"], ["segments", "wikj"], ["dead-letters", "wikj"],
                ["suspend", "wikj"], ["resume", "wikj"], ["terminate", "wikj", "--yes"], ["reset", "wikj", "--yes"],
                ["reset", "wikj", "--to-latest", "--yes"], ["set-offsets", "wikj", "t:0=1", "--yes"],
-               ["skip", "wikj", "--yes"], ["cleanup", "wikj"], ["iceberg-sync", "wikj"]]
+               ["skip", "wikj", "--yes"], ["cleanup", "wikj"], ["iceberg-sync", "wikj"], ["sync-group", "wikj"]]
 assert {argv[0] for argv in UNKNOWN_CLI} == {name for name in cli.build_parser()._subparsers._group_actions[0].choices
                                             if name not in ("validate", "db", "plan", "query")}  # every one that takes one
 
