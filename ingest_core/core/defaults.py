@@ -18,3 +18,10 @@ PROGRESS_INTERVAL_S = 2.0
 # How a run's task groups are cut into splits (`microbatch.maxRecordsPerSplit`, `minSplitsPerGroup`).
 MAX_RECORDS_PER_SPLIT = 1_000_000
 MIN_SPLITS_PER_GROUP = 1
+
+# compaction (Druid's auto-compaction defaults): leave the latest day alone, segments of up to 5M rows
+COMPACTION_SKIP_OFFSET = "P1D"
+COMPACTION_MAX_ROWS_PER_SEGMENT = 5_000_000
+COMPACTION_SCHEDULE = "PT1H"
+# kill: how long after compaction made a segment unused its file and record are deleted
+KILL_BUFFER_PERIOD = "P1D"

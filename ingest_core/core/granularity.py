@@ -115,7 +115,27 @@ class Granularity:
             return None
         if unit == "month":
             return "month" if n == 1 else "year" if 12 % n == 0 else None
-        millis = n * {"millisecond": 1, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}[unit]
+        millis = _millis(n, unit)
         if 3_600_000 % millis == 0:
             return "hour"
         return "day" if 86_400_000 % millis == 0 else None
+
+    def holds(self, other: "Granularity") -> bool:
+        """Whether each bucket of this granularity is made of whole buckets of `other`: HOUR holds FIFTEEN_MINUTE
+        and DAY holds SIX_HOUR; MONTH holds DAY, but not WEEK (weeks cross months); ALL holds everything."""
+        if self.period is None or other.period is None:
+            return self.period is None  # ALL holds everything
+        n, unit = self.floor_unit()
+        m, other_unit = other.floor_unit()
+        day = 86_400_000
+        if unit in ("month", "week"):
+            if other_unit == unit:
+                return n % m == 0
+            return other_unit not in ("month", "week") and day % _millis(m, other_unit) == 0
+        if other_unit in ("month", "week"):
+            return False
+        return _millis(n, unit) % _millis(m, other_unit) == 0
+
+
+def _millis(n: int, unit: str) -> int:
+    return n * {"millisecond": 1, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}[unit]

@@ -210,11 +210,17 @@ class TransformSpec:
 _DATASOURCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,199}$")
 
 
+COMPACTION_DAG_SUFFIX = ".compaction"  # `<dataSource>.compaction` is a datasource's compaction DAG
+
+
 def datasource_name_problem(name: str) -> str | None:
     """Why `name` cannot be a datasource name (it becomes a DAG id and a storage path), or None."""
     if not _DATASOURCE_RE.match(name) or ".." in name or name.endswith("."):
         return (f"invalid datasource name {name!r}: use 1-200 letters, digits, '_', '-' or '.', starting with a "
                 "letter or digit, without '..' (it becomes the Airflow DAG id and a storage folder)")
+    if name.endswith(COMPACTION_DAG_SUFFIX):
+        return (f"invalid datasource name {name!r}: the suffix {COMPACTION_DAG_SUFFIX!r} names the compaction DAG "
+                f"of the datasource {name[:-len(COMPACTION_DAG_SUFFIX)]!r}")
     return None
 
 
@@ -738,6 +744,83 @@ class Microbatch:
                 ctx.error(join(path, "schedule"), problem)
 
 
+@dataclass(frozen=True)
+class PartitionsSpec:
+    type: str = "dynamic"
+    max_rows_per_segment: int = defaults.COMPACTION_MAX_ROWS_PER_SEGMENT
+    max_total_rows: int | None = spec_field(None, ignored_in_batch="a compaction run writes each interval apart")
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        if self.type != "dynamic":
+            ctx.error(join(path, "type"), f"partitionsSpec type {self.type!r} is not supported; use dynamic "
+                      "(segments of at most maxRowsPerSegment rows)")
+        check_range(ctx, join(path, "maxRowsPerSegment"), self.max_rows_per_segment, minimum=1)
+
+
+@dataclass(frozen=True)
+class CompactionTuning:
+    partitions_spec: PartitionsSpec = spec_field(default_factory=PartitionsSpec)
+
+
+@dataclass(frozen=True)
+class CompactionGranularity:
+    segment_granularity: Granularity | None = None  # default: the datasource's
+
+
+@dataclass(frozen=True)
+class Kill:
+    """Deleting the segments compaction made unused (Druid's kill), `bufferPeriod` after they became unused:
+    long enough for any reader that listed them before (a query, an Iceberg snapshot) to be done."""
+
+    enabled: bool = True
+    buffer_period: Period = spec_field(default_factory=lambda: Period.parse(defaults.KILL_BUFFER_PERIOD))
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        check_period(ctx, join(path, "bufferPeriod"), self.buffer_period, allow_zero=True)
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """Druid's auto-compaction, per datasource (its compaction config's field names): the visible segments of
+    each interval older than `skipOffsetFromLatest` are rewritten, rolled up again, into as few segments of at
+    most `maxRowsPerSegment` rows as they need, optionally of a coarser `segmentGranularity`, as a new version
+    that overshadows them. `schedule` (this system's own) is the compaction DAG's."""
+
+    enabled: bool = True
+    data_source: str | None = None  # Druid's config names it; here it must be the spec's, if given
+    skip_offset_from_latest: Period = spec_field(default_factory=lambda: Period.parse(defaults.COMPACTION_SKIP_OFFSET))
+    tuning_config: CompactionTuning = spec_field(default_factory=CompactionTuning)
+    granularity_spec: CompactionGranularity = spec_field(default_factory=CompactionGranularity)
+    max_rows_per_segment: int | None = None  # Druid's older top-level spelling of partitionsSpec's
+    schedule: str = defaults.COMPACTION_SCHEDULE
+    kill: Kill = spec_field(default_factory=Kill)
+    task_priority: int | None = spec_field(None, ignored_in_batch="compaction runs as its own Airflow DAG")
+    input_segment_size_bytes: int | None = spec_field(None, ignored_in_batch="each interval is compacted whole")
+    task_context: dict[str, Any] | None = spec_field(None, ignored_in_batch="no Druid task context")
+
+    @property
+    def target_rows(self) -> int:
+        return self.max_rows_per_segment or self.tuning_config.partitions_spec.max_rows_per_segment
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        check_period(ctx, join(path, "skipOffsetFromLatest"), self.skip_offset_from_latest, allow_zero=True,
+                     allow_calendar=True)
+        check_range(ctx, join(path, "maxRowsPerSegment"), self.max_rows_per_segment, minimum=1)
+        if self.schedule.upper().startswith(("P", "-P")):
+            try:
+                check_period(ctx, join(path, "schedule"), Period.parse(self.schedule), allow_calendar=True)
+            except ValueError as exc:
+                ctx.error(join(path, "schedule"), str(exc))
+        else:
+            problem = cron_problem(self.schedule)
+            if problem:
+                ctx.error(join(path, "schedule"), problem)
+        target = self.granularity_spec.segment_granularity
+        if target is not None and target.period is None:
+            ctx.error(join(join(path, "granularitySpec"), "segmentGranularity"),
+                      f"{target.name} is not supported: segments need a time bucket; use e.g. YEAR")
+
+
 # ---------------------------------------------------------------------------------------------- the spec
 
 
@@ -747,6 +830,7 @@ class DatasourceSpec:
     io_config: IOConfig
     tuning_config: TuningConfig = field(default_factory=TuningConfig)
     microbatch: Microbatch = field(default_factory=Microbatch)
+    compaction: Compaction | None = None
     suspended: bool = False
     source: str = "<spec>"
     warnings: tuple[SpecProblem, ...] = ()
@@ -764,6 +848,7 @@ class DatasourceSpec:
             "spec": {"dataSchema": to_raw(self.data_schema), "ioConfig": io, "tuningConfig": to_raw(self.tuning_config)},
             "suspended": self.suspended,
             "microbatch": to_raw(self.microbatch),
+            **({"compaction": to_raw(self.compaction)} if self.compaction is not None else {}),
         }
 
     @property
@@ -786,8 +871,9 @@ class DatasourceSpec:
         return hashlib.sha256(json.dumps(self.to_raw(), sort_keys=True).encode()).hexdigest()[:16]
 
 
-_TOP_KEYS_NESTED = {"type", "spec", "suspended", "microbatch", "context", "id"}
-_TOP_KEYS_FLAT = {"type", "dataSchema", "ioConfig", "tuningConfig", "suspended", "microbatch", "context", "id"}
+_TOP_KEYS_NESTED = {"type", "spec", "suspended", "microbatch", "compaction", "context", "id"}
+_TOP_KEYS_FLAT = {"type", "dataSchema", "ioConfig", "tuningConfig", "suspended", "microbatch", "compaction", "context",
+                  "id"}
 _SECTION_KEYS = {"dataSchema", "ioConfig", "tuningConfig"}
 
 
@@ -835,9 +921,24 @@ def parse_spec(raw: Any, source: str = "<spec>") -> DatasourceSpec:
         micro = bind_object(Microbatch, raw["microbatch"], "microbatch", ctx)
     else:
         micro = Microbatch()
+    compaction = None
+    if raw.get("compaction") is not None:
+        compaction = bind_object(Compaction, raw["compaction"], "compaction", ctx)
+        if (compaction is not MISSING_VALUE and data_schema is not MISSING_VALUE and compaction.data_source
+                not in (None, data_schema.data_source)):
+            ctx.error("compaction.dataSource", f"is {compaction.data_source!r}, but this spec's dataSource is "
+                      f"{data_schema.data_source!r}: a spec's compaction is its own datasource's")
+        target = compaction.granularity_spec.segment_granularity if compaction is not MISSING_VALUE else None
+        source_granularity = (data_schema.granularity_spec.segment_granularity
+                              if data_schema is not MISSING_VALUE else None)
+        if target is not None and target.period is not None and source_granularity is not None and not target.holds(
+                source_granularity):
+            ctx.error("compaction.granularitySpec.segmentGranularity",
+                      f"{target.name} does not hold whole {source_granularity.name} segments (the spec's "
+                      "segmentGranularity): compaction only coarsens, e.g. HOUR into DAY, DAY into MONTH")
     suspended = bind_value(bool, raw.get("suspended", False), "suspended", ctx)
 
-    if ctx.errors or MISSING_VALUE in (data_schema, io_config, tuning, micro, suspended):
+    if ctx.errors or MISSING_VALUE in (data_schema, io_config, tuning, micro, compaction, suspended):
         if not ctx.errors:  # pragma: no cover - a binder failure always records an error
             ctx.error("", "spec could not be bound")
         raise SpecError(source, ctx.errors)
@@ -846,6 +947,7 @@ def parse_spec(raw: Any, source: str = "<spec>") -> DatasourceSpec:
         io_config=io_config,
         tuning_config=tuning,
         microbatch=micro,
+        compaction=compaction,
         suspended=suspended,
         source=source,
         warnings=tuple(ctx.warnings),

@@ -17,6 +17,7 @@ a file that hides nothing, and cleared by Airflow as soon as every spec loads ag
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,6 +34,8 @@ from ingest_core.provider.operators.publish import publish_task
 from ingest_core.provider.operators.report import report_task
 from ingest_core.provider.operators.run import RunContext
 from ingest_core.provider.operators.spark_job import (
+    COMPACT_SCRIPT,
+    CompactionSparkOperator,
     IngestSparkSubmitOperator,
     operator_settings,
     run_replanned_jobs,
@@ -120,6 +123,52 @@ def build_dag(spec: DatasourceSpec) -> DAG:
     return dag
 
 
+def build_compaction_dag(spec: DatasourceSpec) -> DAG:
+    """`<dataSource>.compaction`: search -> one Spark job per interval to compact -> publish -> kill
+    (`provider.operators.compaction`), on the compaction section's schedule."""
+    from ingest_core.provider.operators import compaction as steps
+
+    assert spec.compaction is not None
+    micro = spec.microbatch
+    # the compaction's own schedule, read as the microbatch's is
+    schedule = schedule_of(dataclasses.replace(spec, microbatch=dataclasses.replace(
+        micro, schedule=spec.compaction.schedule)))
+    dag = DAG(
+        dag_id=steps.dag_id(spec),
+        description=f"Compaction of {spec.datasource}'s segments (spec {spec.source})",
+        schedule=schedule,
+        start_date=micro.start_date or DEFAULT_START,
+        catchup=False,
+        max_active_runs=1,  # two runs would rewrite the same intervals; the publish would refuse one anyway
+        default_args={"retries": micro.retries, "retry_delay": micro.retry_delay.to_timedelta(), "owner": "ingest"},
+        is_paused_upon_creation=spec.suspended,
+        tags=["ingest", "compaction"],
+        doc_md=f"Druid's auto-compaction for datasource `{spec.datasource}` (its spec's `compaction` section).",
+        auto_register=False,
+    )
+    with dag:
+        @task(task_id="search")
+        def search(**context: Any) -> list[list[str]]:
+            return steps.search_task(spec, context["dag_run"].run_id)
+
+        # publish what succeeded whatever happened to the other intervals' jobs
+        @task(task_id="publish", trigger_rule="all_done")
+        def publish(jobs: list[list[str]]) -> dict:
+            return steps.publish_task(spec, jobs)
+
+        # kill runs whatever the compaction did: it deletes only what became unused bufferPeriod ago
+        @task(task_id="kill", trigger_rule="all_done")
+        def kill() -> dict:
+            return steps.kill_task(spec)
+
+        jobs = search()
+        settings = {**operator_settings(spec), "application": str(COMPACT_SCRIPT),
+                    "name": f"ingest-compact-{spec.datasource}"}
+        compact = CompactionSparkOperator.partial(task_id="compact", **settings).expand(application_args=jobs)
+        compact >> publish(jobs) >> kill()
+    return dag
+
+
 class SpecFilesError(IngestError):
     """Datasource specs of the DAG folder that do not load: the import error of dags/ingest_spec_errors.py."""
 
@@ -152,6 +201,15 @@ def load_specs(folder: str | Path) -> tuple[dict[str, DAG], list[SpecError]]:
                                                                 f"{exc}")]))
             continue
         dags[spec.datasource] = dag
+        if spec.compaction is not None and spec.compaction.enabled:
+            try:
+                compaction = build_compaction_dag(spec)
+                compaction.validate()
+            except Exception as exc:  # noqa: BLE001 - this spec's problem alone
+                errors.append(SpecError(str(path), [SpecProblem("compaction", (
+                    f"the compaction DAG cannot be built: {type(exc).__name__}: {exc}"))]))
+                continue
+            dags[compaction.dag_id] = compaction
     return dags, errors
 
 

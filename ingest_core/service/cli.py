@@ -202,6 +202,8 @@ def cmd_status(args: argparse.Namespace) -> int:
           f"{'healthy' if r.healthy else 'UNHEALTHY'}")
     lag = r.lag or {}
     print(f"  aggregate lag: {'unknown' if r.aggregate_lag is None else f'{r.aggregate_lag:,}'}")
+    if r.segments is not None:
+        print(f"  segments: {r.segments.describe()}")
     print(f"  {'PARTITION':28} {'COMMITTED':>12} {'LATEST':>12} {'LAG':>10}")
     for tp in sorted(set(r.committed) | set(r.latest or {})):
         latest = (r.latest or {}).get(tp)
@@ -258,6 +260,14 @@ def cmd_segments(args: argparse.Namespace) -> int:
     for s in segs:
         print(f"{s.id}  rows {s.num_rows:,}  {s.size_bytes:,} B  {'used' if s.used else 'unused'}  {s.location}")
     print(f"{len(segs)} segments, {sum(s.num_rows for s in segs):,} rows")
+    from ingest_core.service.status import segment_health, spec_for, specs_in
+
+    health = segment_health(store, args.datasource, spec_for(store, args.datasource, specs_in(_dags_folder(args))))
+    print(f"\n{'VISIBLE, PER INTERVAL':49} {'SEGMENTS':>8} {'ROWS':>12} {'AVG BYTES':>12}")
+    for i in health.intervals:
+        interval = f"{format_datetime(i.interval_start)}/{format_datetime(i.interval_end)}"
+        print(f"{interval:49} {i.segments:>8} {i.rows:>12,} {i.average_bytes:>12,}")
+    print(health.describe())
     return 0
 
 
@@ -442,6 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("datasource")
     p.add_argument("--all", action="store_true", help="also unused (overshadowed or dropped) segments")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--dags-folder", help="the specs (their compaction section: what is left to compact)")
     p.set_defaults(func=cmd_segments)
 
     p = sub.add_parser("dead-letters", help="the dead letters of a datasource's published runs")

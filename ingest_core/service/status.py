@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ingest_core.core.compaction import SegmentHealth, find_candidates, interval_stats
 from ingest_core.core.errors import IngestError, SpecError
 from ingest_core.core.loss import RecordsLost, lost_per_partition
 from ingest_core.core.offsets import TopicPartition
@@ -163,6 +164,7 @@ class StatusReport:
     active: dict[str, list[GroupProgress]] = field(default_factory=dict)  # run id -> its groups, while running
     skipped: dict[TopicPartition, int] = field(default_factory=dict)  # records `ingest skip` skipped: lost
     lost: dict[TopicPartition, int] = field(default_factory=dict)  # every record lost, whatever the cause
+    segments: SegmentHealth | None = None  # per interval, and what compaction has left to do
 
     @property
     def lost_records(self) -> int:
@@ -207,6 +209,7 @@ class StatusReport:
                 "recentRuns": [r.to_json() for r in self.recent_runs],
                 "activeTasks": [{"id": f"{run_id}/group={g.group_id}", "runId": run_id, **g.to_json()}
                                 for run_id, groups in self.active.items() for g in groups],
+                "segments": self.segments.to_json() if self.segments else None,
             },
         }
 
@@ -228,7 +231,7 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
                  now: datetime | None = None, active: dict[str, list[GroupProgress]] | None = None,
                  failures: Mapping[str, Sequence[GroupReport]] | None = None,
                  skipped: Mapping[TopicPartition, int] | None = None,
-                 lost: Sequence[AuditRecord] = ()) -> StatusReport:
+                 lost: Sequence[AuditRecord] = (), segments: SegmentHealth | None = None) -> StatusReport:
     """`failures`: the failed task groups' reports, by run id; `skipped`: records skipped by `ingest skip`, per
     partition (lost on purpose); `lost`: every `records_lost` audit record (counted, the recent ones shown as
     errors)."""
@@ -258,7 +261,7 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
     return StatusReport(datasource, stream, state, detail, supervisor_ok and tasks_ok and not terminated,
                         suspended, terminated, committed, latest, offsets_last_updated,
                         errors[:MAX_RECENT_ERRORS], recent, now, active or {}, dict(skipped or {}),
-                        lost_per_partition(losses(lost)))
+                        lost_per_partition(losses(lost)), segments)
 
 
 def specs_in(dags_folder: str | Path | None) -> dict[str, DatasourceSpec]:
@@ -309,6 +312,22 @@ def collect_progress(spec: DatasourceSpec, run: RunRecord) -> list[GroupProgress
     return out
 
 
+def segment_health(store: MetadataStore, name: str, spec: DatasourceSpec | None) -> SegmentHealth:
+    """The visible segments per interval, and with the spec's compaction, what is left to compact."""
+    from ingest_core.executor import buckets
+    from ingest_core.store.reader import DatasourceReader
+
+    visible = DatasourceReader(store, name).segments()
+    search = None
+    if spec is not None and spec.compaction is not None and spec.compaction.enabled:
+        c = spec.compaction
+        search = find_candidates(visible, granularity=c.granularity_spec.segment_granularity
+                                 or spec.data_schema.granularity_spec.segment_granularity,
+                                 target_rows=c.target_rows, skip_offset=c.skip_offset_from_latest,
+                                 bucket=buckets.bucket)
+    return SegmentHealth(interval_stats(visible), search)
+
+
 def collect_status(store: MetadataStore, name: str, spec: DatasourceSpec | None, *, runs_limit: int = 10,
                    kafka_timeout_s: float = 10.0) -> StatusReport:
     """Read what `build_status` needs: the metadata store, and the latest offsets from the broker."""
@@ -345,4 +364,5 @@ def collect_status(store: MetadataStore, name: str, spec: DatasourceSpec | None,
                         thresholds=thresholds, broker_error=broker_error, now=utcnow(), active=active,
                         failures=failures,
                         skipped=skipped_records(store.audit_records(name, action=SKIP)),
-                        lost=store.audit_records(name, action=RECORDS_LOST))
+                        lost=store.audit_records(name, action=RECORDS_LOST),
+                        segments=segment_health(store, name, spec))

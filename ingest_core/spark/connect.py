@@ -237,6 +237,27 @@ def run_job(url: str, application_args: Sequence[str], *, timeout_s: float | Non
         return _run_job(url, application_args, timeout_s, on_session)
 
 
+def run_compaction(url: str, application_args: Sequence[str], *, timeout_s: float | None = None,
+                   on_session: Any = None) -> dict[str, Any]:
+    """Run one compaction job (`spark_jobs/compact_job.py`'s arguments) over Spark Connect."""
+    from ingest_core.spark.compaction import argument_parser, compact, load
+
+    with connect_mode():
+        spec, job = load(argument_parser().parse_args(list(application_args)))
+        spark = open_session(url, spec.datasource)
+        try:
+            with Interrupter(spark, timeout_s) as interrupter:
+                if on_session is not None:
+                    on_session(interrupter)
+                files = compact(spark, spec, job)
+        finally:
+            try:
+                spark.stop()
+            except Exception:  # noqa: BLE001 - a dead server has nothing to release
+                pass
+    return {"files": len(files), "rows": sum(f.rows for f in files)}
+
+
 def _run_job(url: str, application_args: Sequence[str], timeout_s: float | None, on_session: Any) -> dict[str, Any]:
     from ingest_core.spark.job import argument_parser, load_job, run_group, summary
 

@@ -302,7 +302,7 @@ def rollup(rows: Any, spec: DatasourceSpec) -> tuple[Any, list[str], list[str]]:
 
     With rollup the splits hand over partial rows (`ingest_core.executor.rollup`): this merges them. A longSum
     arrives as two sums (high and low 32 bits) that add up without overflow; a group whose exact sum passes the
-    long range is written as several rows whose values add up to it (`_exact_long_sums`), never wrapped, and
+    long range is written as several rows whose values add up to it (`exact_long_sums`), never wrapped, and
     never an overflow error (Spark's ANSI mode raises on one)."""
     F = sql_functions(rows)
     schema = spec.data_schema
@@ -329,7 +329,7 @@ def rollup(rows: Any, spec: DatasourceSpec) -> tuple[Any, list[str], list[str]]:
     keys = [TIME, SEGMENT, *dims]
     rolled = rows.groupBy(col(F, BUCKET).alias(TIME), col(F, SEGMENT), *[col(F, d) for d in dims]).agg(*aggs)
     if long_sums:
-        rolled = _exact_long_sums(F, rolled, keys, [a for a in aggregators(spec)], long_sums)
+        rolled = exact_long_sums(F, rolled, keys, [a for a in aggregators(spec)], long_sums)
     return rolled, dims, metrics
 
 
@@ -337,7 +337,7 @@ _HALF = 32  # a longSum's value = high * 2^32 + low (low unsigned), as the split
 _PART = 1 << 30  # the high part one output row holds when a sum passes the long range: |value| < 2^62 + 2^32
 
 
-def _exact_long_sums(F: Any, rolled: Any, keys: list[str], aggs: list[Any], long_sums: list[str]) -> Any:
+def exact_long_sums(F: Any, rolled: Any, keys: list[str], aggs: list[Any], long_sums: list[str]) -> Any:
     """Join each longSum's high and low sums into one long. A group whose sum fits (always, in practice) keeps
     one row. One whose sum passes the long range is exploded into as many rows as its largest sum needs: row j
     holds the j-th slice of 2^30 * 2^32 of each longSum (the low part on row 0), row 0 also holds the other

@@ -157,7 +157,9 @@ def _create(cat: Any, identifier: tuple[str, str], spec: DatasourceSpec, first_f
         if not cat.namespace_exists(identifier[0]):
             raise
     schema = _file_schema(first_file)
-    bucket = spec.data_schema.granularity_spec.segment_granularity.calendar_bucket()
+    # a coarser compaction makes coarser segments: partition by what holds those too
+    coarser = spec.compaction.granularity_spec.segment_granularity if spec.compaction is not None else None
+    bucket = (coarser or spec.data_schema.granularity_spec.segment_granularity).calendar_bucket()
     # pyiceberg's own retry would re-apply an append on top of a concurrent one (each file twice): a conflict
     # goes back to `sync`, which reads the table and the store again
     with cat.create_table_transaction(identifier, schema=schema, location=table_location(spec),

@@ -51,7 +51,7 @@ from ingest_core.store.main_line import MainLine
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.offsets import claim_row
 from ingest_core.store.records import GroupStatus, RunStatus
-from ingest_core.store.schema import published_ranges, segments, utcnow
+from ingest_core.store.schema import as_utc, published_ranges, segments, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -209,9 +209,9 @@ class Publisher:
             group_start = offsets_to_json({p.tp: p.start for p in g.partitions})
             group_end = offsets_to_json({p.tp: p.end for p in g.partitions})
             for seg in by_group[g.group_id].segments if g.group_id in by_group else ():
-                sid, seg_version, num = self._allocate(conn, datasource, seg, version)
+                sid, seg_version, num, start, end = self._allocate(conn, datasource, seg, version)
                 conn.execute(segments.insert().values(
-                    id=sid, datasource=datasource, interval_start=seg.interval_start, interval_end=seg.interval_end,
+                    id=sid, datasource=datasource, interval_start=start, interval_end=end,
                     version=seg_version, partition_num=num, location=seg.location, num_rows=seg.num_rows,
                     size_bytes=seg.size_bytes, used=True, run_id=run_id, group_id=g.group_id,
                     start_offsets=group_start, end_offsets=group_end, created_at=utcnow(), payload=seg.payload))
@@ -310,17 +310,25 @@ class Publisher:
             f"twice. Nothing was written.{fix}", run_id=run_id, superseded_by=claim.run_id)
 
     @staticmethod
-    def _allocate(conn: sa.Connection, datasource: str, seg: SegmentDescriptor, run_version: str) -> tuple[str, str, int]:
-        """Druid-style append: segments of an interval share its existing version and take the next
-        partition number, so appends never overshadow each other."""
+    def _allocate(conn: sa.Connection, datasource: str, seg: SegmentDescriptor,
+                  run_version: str) -> tuple[str, str, int, datetime, datetime]:
+        """Druid-style append: a segment joins the newest used set whose interval covers its own (its interval,
+        or a coarser one that compaction made), taking that set's version and next partition number, so appends
+        never overshadow each other and are never overshadowed. Returns (id, version, partition number,
+        interval start, interval end)."""
         row = conn.execute(
-            sa.select(segments.c.version, sa.func.max(segments.c.partition_num).label("top"))
+            sa.select(segments.c.interval_start, segments.c.interval_end, segments.c.version,
+                      sa.func.max(segments.c.partition_num).label("top"))
             .where((segments.c.datasource == datasource) & (segments.c.used == sa.true())
-                   & (segments.c.interval_start == seg.interval_start) & (segments.c.interval_end == seg.interval_end))
-            .group_by(segments.c.version).order_by(segments.c.version.desc()).limit(1)
+                   & (segments.c.interval_start <= seg.interval_start) & (segments.c.interval_end >= seg.interval_end))
+            .group_by(segments.c.interval_start, segments.c.interval_end, segments.c.version)
+            .order_by(segments.c.version.desc()).limit(1)
         ).first()
-        version, num = (row.version, int(row.top) + 1) if row else (run_version, 0)
-        return segment_id(datasource, seg.interval_start, seg.interval_end, version, num), version, num
+        if row is None:
+            start, end, version, num = seg.interval_start, seg.interval_end, run_version, 0
+        else:
+            start, end, version, num = as_utc(row.interval_start), as_utc(row.interval_end), row.version, int(row.top) + 1
+        return segment_id(datasource, start, end, version, num), version, num, start, end
 
     def _replay_result(self, conn: sa.Connection, plan: Plan) -> PublishResult:
         rows = conn.execute(sa.select(segments.c.id, segments.c.num_rows).where(

@@ -89,6 +89,7 @@ class SegmentRecord:
     end_offsets: dict
     created_at: datetime
     payload: dict
+    used_status_last_updated: datetime | None = None  # when `used` last changed (kill waits a while after)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from ingest_core.core.planner import Plan
 from ingest_core.core.states import DetailedState, State
 from ingest_core.store.records import RunStatus
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 Json = sa.JSON().with_variant(JSONB(), "postgresql")
 Timestamp = sa.DateTime(timezone=True)
@@ -87,6 +87,8 @@ segments = sa.Table(
     sa.Column("end_offsets", Json, nullable=False),
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Column("payload", Json, nullable=False),
+    # when `used` last changed (Druid's name): kill deletes a segment only a while after it became unused
+    sa.Column("used_status_last_updated", Timestamp),
     sa.UniqueConstraint("datasource", "interval_start", "interval_end", "version", "partition_num",
                         name="uq_ingest_segments_slot"),
 )
@@ -239,9 +241,18 @@ def _add_offset_topic_ids(conn: Connection) -> None:
                              f"{offsets.c.topic_id.type.compile(dialect=conn.dialect)}"))
 
 
+def _add_used_status_last_updated(conn: Connection) -> None:
+    """v6: when each segment's `used` last changed (compaction marks what it replaced unused; kill waits)."""
+    if "used_status_last_updated" not in {c["name"] for c in sa.inspect(conn).get_columns(segments.name)}:
+        column = segments.c.used_status_last_updated
+        conn.execute(sa.text(f"ALTER TABLE {segments.name} ADD COLUMN {column.name} "
+                             f"{column.type.compile(dialect=conn.dialect)}"))
+
+
 # Ordered schema steps; a new release appends (version, step). Each runs once (`migrate`).
 MIGRATIONS: list[tuple[int, Any]] = [(1, _create_schema_v1), (2, _add_published_ranges), (3, _add_run_deadlines),
-                                     (4, _add_dead_letter_files), (5, _add_offset_topic_ids)]
+                                     (4, _add_dead_letter_files), (5, _add_offset_topic_ids),
+                                     (6, _add_used_status_last_updated)]
 
 
 def installed_version(conn: Connection) -> int:

@@ -58,5 +58,5 @@ def _segment_record(row: Mapping[str, Any]) -> SegmentRecord:
         location=row["location"], num_rows=int(row["num_rows"]), size_bytes=int(row["size_bytes"]),
         used=bool(row["used"]), run_id=row["run_id"], group_id=int(row["group_id"]),
         start_offsets=row["start_offsets"], end_offsets=row["end_offsets"], created_at=as_utc(row["created_at"]),
-        payload=row["payload"],
+        payload=row["payload"], used_status_last_updated=as_utc(row["used_status_last_updated"]),
     )

@@ -150,11 +150,14 @@ def own_dags(tmp_path) -> Path:
     return folder
 
 
-def write_example_variant(folder: Path, name: str, topic: str, microbatch: dict | None = None, **io) -> None:
+def write_example_variant(folder: Path, name: str, topic: str, microbatch: dict | None = None,
+                          compaction: dict | None = None, **io) -> None:
     raw = yaml.safe_load((ROOT / "dags" / "datasources" / "wikipedia.yaml").read_text())
     raw["spec"]["dataSchema"]["dataSource"] = name
     raw["spec"]["ioConfig"].update(topic=topic, **io)
     raw["microbatch"].update(microbatch or {})
+    if compaction is not None:
+        raw["compaction"] = compaction
     (folder / "specs" / f"{name}.yaml").write_text(yaml.safe_dump(raw))
 
 
@@ -239,6 +242,67 @@ def test_a_missing_spark_connection_is_a_clear_error(tmp_path, own_dags, broker,
     done = home.airflow("dags", "test", "no_spark", "2026-01-01T00:00:00+00:00", check=False, env=env)
     assert done.returncode != 0
     assert "the Spark connection 'spark_default' does not exist" in done.stdout + done.stderr
+
+
+def test_the_compaction_dag_rewrites_segments_with_the_same_rows_and_iceberg_follows(tmp_path, own_dags, broker,
+                                                                                     metadata_url, spark_connect):
+    """`<dataSource>.compaction` under `airflow dags test`, Spark over Connect: the segments of two runs are
+    rewritten into one per interval, rolled up again; every metric sum is the same, the Iceberg table holds the
+    new files instead of the old, and kill deletes the old ones."""
+    import pyarrow.compute as pc
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    topic = broker.create_topic(partitions=2)
+    write_example_variant(own_dags, "compacted", topic, {"iceberg": {}},
+                          {"skipOffsetFromLatest": "PT0S", "kill": {"bufferPeriod": "PT0S"},
+                           "tuningConfig": {"partitionsSpec": {"type": "dynamic", "maxRowsPerSegment": 100000}}},
+                          taskCount=2)
+    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url, spark_connect.url)
+    store = MetadataStore(metadata_url)
+    for i in range(2):
+        produce_events(broker.bootstrap, topic, 200, seed=i)
+        home.dags_test("compacted", f"2026-01-0{i + 1}T00:00:00+00:00")
+    reader = DatasourceReader(store, "compacted")
+
+    def sums() -> dict:
+        """Per interval: rows' metric sums (the rows themselves may merge: the same minute and dimensions)."""
+        out = {}
+        for s in reader.segments():
+            table = reader.to_arrow(interval=(s.interval_start, s.interval_end))
+            out[s.interval_start] = {m: pc.sum(table.column(m)).as_py() for m in ("edits", "added", "deleted")}
+        return out
+
+    before, segments_before = sums(), reader.segments()
+    intervals = {(s.interval_start, s.interval_end) for s in segments_before}
+    assert sum(v["edits"] for v in before.values()) == 400 and len(segments_before) > len(intervals)
+
+    def segment_health() -> dict:
+        done = subprocess.run([sys.executable, "-m", "ingest_core.service.cli", "status", "compacted", "--json",
+                               "--dags-folder", str(own_dags)], env=home.env, capture_output=True, text=True,
+                              timeout=120)
+        return json.loads(done.stdout)["payload"]["segments"]
+
+    health = segment_health()
+    assert health["segments"] == len(segments_before) and health["intervals"] == len(intervals)
+    assert health["compaction"]["intervalsToCompact"] == len(intervals)
+    home.dags_test("compacted.compaction", "2026-01-03T00:00:00+00:00")
+    health = segment_health()
+    assert health["segments"] == len(intervals) and health["compaction"]["intervalsToCompact"] == 0
+    after = reader.segments()
+    assert sums() == before and len(after) == len(intervals)
+    assert {(s.interval_start, s.interval_end) for s in after} == intervals
+    # kill (bufferPeriod PT0S here) deleted the replaced segments' files and records at once
+    assert [s.id for s in store.segments("compacted", used_only=False)] == [s.id for s in after]
+    assert not any(Path(s.location.removeprefix("file://")).exists() for s in segments_before)
+    (audit,) = [a for a in store.audit_records("compacted") if a.action == "compact"][:1] or [None]
+    assert audit is not None and audit.details["rowsAfter"] == sum(s.num_rows for s in after)
+    table = SqlCatalog("ingest", uri=metadata_url).load_table(("ingest", "compacted"))
+    files = {t.file.file_path for t in table.scan().plan_files()}
+    assert files == {s.location for s in after}
+    assert sum(table.scan(selected_fields=("edits",)).to_arrow().column("edits").to_pylist()) == 400
+    # a second compaction run finds nothing left to do
+    home.dags_test("compacted.compaction", "2026-01-04T00:00:00+00:00")
+    assert [s.id for s in reader.segments()] == [s.id for s in after]
 
 
 def produce_events(bootstrap: str, topic: str, n: int, seed: int) -> None:

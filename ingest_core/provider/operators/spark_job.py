@@ -20,6 +20,7 @@ from ingest_core.store.metadata import utcnow
 log = logging.getLogger(__name__)
 
 JOB_SCRIPT = Path(__file__).resolve().parents[3] / "spark_jobs" / "ingest_job.py"
+COMPACT_SCRIPT = JOB_SCRIPT.with_name("compact_job.py")
 
 
 class IngestSparkSubmitOperator(SparkSubmitOperator):
@@ -41,16 +42,19 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
         run_id = context["dag_run"].run_id
         check_job_wanted(self.datasource, run_id)
         try:
-            if connection_type(self._conn_id) == "spark_connect":
-                return self._execute_over_connect()
-            env = dict(self.env_vars or {})
-            env.setdefault("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
-            env.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", sys.executable))
-            self.env_vars = env
-            return super().execute(context)
+            return self._run(context)
         except Exception:
             self._fail_for_good_if_a_retry_cannot_help(run_id)
             raise
+
+    def _run(self, context: Any) -> None:
+        if connection_type(self._conn_id) == "spark_connect":
+            return self._execute_over_connect()
+        env = dict(self.env_vars or {})
+        env.setdefault("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+        env.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", sys.executable))
+        self.env_vars = env
+        return super().execute(context)
 
     def _fail_for_good_if_a_retry_cannot_help(self, run_id: str) -> None:
         """A job that its own report says would fail the same way on the same records (maxParseExceptions) fails
@@ -71,15 +75,19 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
                                        f"same records: {failure.error_class}: {failure.message}")
 
     def _execute_over_connect(self) -> None:
-        from ingest_core.provider.hooks.spark_connect import connection_url
         from ingest_core.spark.connect import run_job
+
+        self._over_connect(run_job)
+
+    def _over_connect(self, runner: Any) -> None:
+        from ingest_core.provider.hooks.spark_connect import connection_url
 
         def keep(interrupter: Any) -> None:
             self._interrupter = interrupter
 
         timeout = self.execution_timeout.total_seconds() if self.execution_timeout else None
-        summary = run_job(connection_url(self._conn_id), [str(a) for a in self.application_args],
-                          timeout_s=timeout, on_session=keep)
+        summary = runner(connection_url(self._conn_id), [str(a) for a in self.application_args],
+                         timeout_s=timeout, on_session=keep)
         self.log.info("job summary: %s", json.dumps(summary))
 
     def on_kill(self) -> None:
@@ -93,6 +101,19 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
         if self.master:
             hook._connection["master"] = self.master
         return hook
+
+
+class CompactionSparkOperator(IngestSparkSubmitOperator):
+    """The compaction job of one interval (`ingest_core.spark.compaction`), over `spark-submit` or Spark
+    Connect as the datasource's jobs run."""
+
+    def execute(self, context: Any) -> None:
+        return self._run(context)
+
+    def _execute_over_connect(self) -> None:
+        from ingest_core.spark.connect import run_compaction
+
+        self._over_connect(run_compaction)
 
 
 def operator_settings(spec: DatasourceSpec) -> dict[str, Any]:
