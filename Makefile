@@ -51,6 +51,7 @@ bench: install
 	$(PY) benchmarks/ingest_job_throughput.py --records 1000000 4000000 --split 250000
 	$(PY) benchmarks/microbatch_fixed_cost.py --runs 5 --records 1000 --task-count 2 --scheduler-runs 3
 	$(PY) benchmarks/fault_soak.py --iterations 16 --seed 1
+	$(PY) benchmarks/compaction.py --minutes 1440 --rows 200
 
 clean:
 	rm -rf $(VENV) .ingest-home .jars

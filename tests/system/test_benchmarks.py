@@ -95,3 +95,18 @@ def test_microbatch_fixed_cost(tmp_path):
                   "scheduler ratio": rf"^  ratio connect / spark-submit \(medians\): {NUMBER}$",
                   "target": rf"^Target .*: wall {NUMBER} s \(.*\), CPU {NUMBER}x",
                   "floor": rf"^Airflow's own floor .*: {NUMBER} s and {NUMBER} CPU-s per run"})
+
+
+def test_compaction(tmp_path):
+    # SQLite and a local SparkSession of its own: nothing to share
+    out = run_benchmark("compaction.py", "--out", str(tmp_path / "compaction"), timeout=600)
+    got = figures(out, {
+        "published": rf"^  published {NUMBER} microbatches in {NUMBER} s \(publish median {NUMBER} ms\)$",
+        "compacted": rf"^  compacted {NUMBER} intervals in {NUMBER} s \(Spark local\[2\]\); query results identical: yes$",
+        "files": rf"^  files\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}x$",
+        "query": rf"^  group by channel, the day \(s\)\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}x$",
+        "to_arrow": rf"^  to_arrow \(s\)\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}x$",
+        "iceberg": rf"^  Iceberg commit per publish \(median of {NUMBER}\): publish {NUMBER} ms, sync {NUMBER} ms, "
+                   rf"sync / publish {NUMBER}x$",
+    })
+    assert got["published"][0] == 20 and got["files"][:2] == [40, 1]  # --tiny's size: one hour, compacted to one
