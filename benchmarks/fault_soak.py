@@ -46,7 +46,9 @@ not UTF-8, payloads that are not objects). None may stop a run; each must end as
 (unparseable) records never visible, rows ingested with an error visible exactly once.
 
 Afterwards: clean runs until the lag is 0 (at most --heal-runs; not healed otherwise), then the datasource is
-read (`DatasourceReader`, segment by segment) and every acknowledged uid must be there exactly once. After
+read (`DatasourceReader`, segment by segment) and every acknowledged uid must be there exactly once. With
+--iceberg the datasource also has an Iceberg table, and pyiceberg must read exactly the same rows from it: the
+kill_airflow fault at `published` is a SIGKILL between a publish and its Iceberg commit. After
 each iteration the soak also prints the lag, the runs the store still holds in flight, and the duplicates and
 unreadable segments found so far, so a broken invariant is pinned to the fault that broke it.
 
@@ -198,6 +200,9 @@ class Report:
     lost_but_visible: list[str] = field(default_factory=list)
     # acknowledged into a topic the operator deleted before any run read them: gone with the topic, nobody's loss
     destroyed: int = 0
+    # --iceberg: rows the Iceberg table holds other than the reader's (each uid as often), and its files
+    iceberg_mismatch: int | None = None
+    iceberg_files: int | None = None
     duplicated_by_run: dict = field(default_factory=dict)  # run id -> duplicate rows in its segments
     final_lag: int | None = None
     in_flight_at_end: list[str] = field(default_factory=list)
@@ -209,7 +214,8 @@ class Report:
     @property
     def ok(self) -> bool:
         return (self.healed and not self.lost and not self.duplicated and not self.unexpected
-                and not self.unreadable_segments and not self.hostile_wrong and self.loss_counted_exactly)
+                and not self.unreadable_segments and not self.hostile_wrong and self.loss_counted_exactly
+                and not self.iceberg_mismatch)
 
     @property
     def loss_counted_exactly(self) -> bool:
@@ -250,6 +256,8 @@ class Report:
             + (f"; visible though lost: {self.lost_but_visible[:5]}" if self.lost_but_visible else "")
             + (f"; {self.destroyed} unread records deleted with the re-created topic" if self.destroyed else ""),
             f"duplicated: {self.duplicated}" + (f" {self.duplicated_by_run}" if self.duplicated else ""),
+            *([f"iceberg: {self.iceberg_files} files, rows other than the reader's: {self.iceberg_mismatch}"]
+              if self.iceberg_mismatch is not None else []),
             f"unexpected: {self.unexpected}, unreadable segments: {len(self.unreadable_segments)}",
             f"hostile records: {self.hostile_produced} produced, {len(self.hostile_wrong)} not as Druid counts them"
             + (f" {self.hostile_wrong[:10]}" if self.hostile_wrong else ""),
@@ -790,7 +798,8 @@ class Soak:
                                  **({"resetOffsetAutomatically": True} if "operator" in self.args.faults else {})},
             },
             "microbatch": {"schedule": "PT10M", "retries": self.args.retries, "retryDelay": "PT2S",
-                           **({"deadLetter": {}} if self.args.hostile else {})},
+                           **({"deadLetter": {}} if self.args.hostile else {}),
+                           **({"iceberg": {}} if self.args.iceberg else {})},
         }
 
     def run_folder(self, run_id: str) -> Path:
@@ -1101,6 +1110,22 @@ class Soak:
         report.duplicated_by_run = dict(dup_runs)
         report.final_lag = self.lag()
         report.in_flight_at_end = self.in_flight()
+        if self.args.iceberg:
+            report.iceberg_files, report.iceberg_mismatch = self.iceberg_rows(counts)
+
+    def iceberg_rows(self, counts: Counter) -> tuple[int, int]:
+        """(files, rows whose uid the Iceberg table holds other than as often as the reader): the table is read
+        by pyiceberg alone, after the heal runs' reports synced it."""
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        catalog = SqlCatalog("ingest", uri=self.env["INGEST_METADATA_URL"])
+        try:
+            table = catalog.load_table(("ingest", DATASOURCE))
+            files = sum(1 for _ in table.scan().plan_files())
+            seen = Counter(table.scan(selected_fields=("uid",)).to_arrow().column("uid").to_pylist())
+        finally:
+            catalog.engine.dispose()
+        return files, sum((seen - counts).values()) + sum((counts - seen).values())
 
     @staticmethod
     def misplaced_hostile(counts: Counter, hostile: dict[str, str]) -> list[str]:
@@ -1173,6 +1198,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="the spec's completionTimeout in seconds (default 120)")
     ap.add_argument("--hostile", action="store_true",
                     help="each iteration also produces one record of every hostile kind (bad JSON, times and numbers)")
+    ap.add_argument("--iceberg", action="store_true",
+                    help="the datasource also has an Iceberg table (microbatch.iceberg): at the end it must hold every "
+                         "visible row exactly once, whatever killed the runs between their publish and its commit")
     ap.add_argument("--tiny", action="store_true",
                     help="one clean microbatch and its heal run, one task group: that the soak runs, no fault")
     args = ap.parse_args(argv)

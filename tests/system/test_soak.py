@@ -49,7 +49,7 @@ def test_a_short_fault_soak_loses_nothing_duplicates_nothing_and_heals(tmp_path)
     # task group keeps it short, and so does a completionTimeout of 60 s (the killed run expires sooner; a
     # run here takes about 20 s)
     args = soak.parse_args(["--iterations", "6", "--seed", "114", "--faults", FAULTS, "--task-count", "1", "--hostile",
-                            "--spark-connect", "--completion-timeout", "60", "--rate", "5", "--heal-runs", "3",
+                            "--spark-connect", "--iceberg", "--completion-timeout", "60", "--rate", "5", "--heal-runs", "3",
                             "--postgres", pg_base(), "--out", str(tmp_path / "soak")])
     report, out = soak.run_soak(args)
     summary = report.summary()
@@ -62,6 +62,8 @@ def test_a_short_fault_soak_loses_nothing_duplicates_nothing_and_heals(tmp_path)
                                                               - report.destroyed), summary
     # the operator's skips, deleted records and reset: each offset counted once by the store, none visible
     assert report.loss_counted_exactly and sum(report.lost_expected.values()) > 0, summary
+    # the Iceberg table holds exactly the reader's rows, though runs were killed between publish and its commit
+    assert report.iceberg_mismatch == 0 and report.iceberg_files, summary
     # hostile records (--hostile: one of every kind per iteration) never stopped a run, each visible as Druid
     # counts it, and the dead letters hold each failed one exactly once
     assert report.hostile_produced == 6 * len(soak.HOSTILE) and report.hostile_wrong == [], summary
