@@ -43,7 +43,7 @@ from ingest_core.core.errors import (
 )
 from ingest_core.core.periods import format_datetime, parse_datetime
 from ingest_core.core.settings import HOME_VAR, METADATA_URL_VAR, Settings
-from ingest_core.core.spec import find_spec_files, load_spec
+from ingest_core.core.spec import DatasourceSpec, find_spec_files, load_spec
 from ingest_core.kafka.config import LIBRDKAFKA_LOGGER
 from ingest_core.kafka.properties import load_checked_spec
 from ingest_core.store.engines import checked_url
@@ -303,14 +303,21 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_iceberg_sync(args: argparse.Namespace) -> int:
+def _store_and_spec(args: argparse.Namespace) -> tuple[MetadataStore, DatasourceSpec | None]:
+    """The store (schema checked) and the spec of `args.datasource`: the DAG folder's, else the last one the
+    store registered (None: neither)."""
     from ingest_core.service.status import spec_for, specs_in
-    from ingest_core.store import iceberg
 
     store = _store(args)
     store.check_schema()
     store.require_datasource(args.datasource)
-    spec = spec_for(store, args.datasource, specs_in(_dags_folder(args)))
+    return store, spec_for(store, args.datasource, specs_in(_dags_folder(args)))
+
+
+def cmd_iceberg_sync(args: argparse.Namespace) -> int:
+    from ingest_core.store import iceberg
+
+    store, spec = _store_and_spec(args)
     if spec is None or not spec.microbatch.iceberg_on:
         raise IngestError(f"datasource {args.datasource!r} has no Iceberg table: set microbatch.iceberg in its spec")
     done = iceberg.sync(store, spec)
@@ -323,13 +330,9 @@ def cmd_iceberg_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
-    from ingest_core.service.status import spec_for, specs_in
     from ingest_core.store.cleanup import find_orphans, remove_orphans
 
-    store = _store(args)
-    store.check_schema()
-    store.require_datasource(args.datasource)
-    spec = spec_for(store, args.datasource, specs_in(_dags_folder(args)))
+    store, spec = _store_and_spec(args)
     if spec is None:  # its deep storage is in the spec
         raise IngestError(f"no spec for datasource {args.datasource!r} in {_dags_folder(args)} or the metadata store")
     orphans = find_orphans(store, spec)
