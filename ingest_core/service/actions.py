@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import ContextManager, Iterable, Mapping, Protocol
 
 from ingest_core.core.errors import IngestError
-from ingest_core.core.loss import LossCause, LostRange, RecordsLost, moved_past, read_by_partition, subtract
+from ingest_core.core.loss import (
+    LossCause,
+    LostRange,
+    RecordsLost,
+    moved_past,
+    read_by_partition,
+    subtract,
+)
 from ingest_core.core.offsets import (
     EARLIEST_OFFSET,
     LATEST_OFFSET,

@@ -62,8 +62,7 @@ def publish_compaction(store: MetadataStore, datasource: str, interval: tuple[da
                              f"interval [{start}, {end}) it compacts")
     with MainLine.locked(store, datasource, planning_lock=False) as line:
         conn = line.conn
-        every = [s for s in store.segment_records.of(datasource, used_only=False, conn=conn)
-                 if s.interval_start < end and start < s.interval_end]
+        every = store.segment_records.of(datasource, used_only=False, overlapping=(start, end), conn=conn)
         current = visible_segments(every)
         found = tuple(sorted(s.id for s in current))
         mine = [s for s in current if s.run_id == task_id]

@@ -54,9 +54,10 @@ def kill(store: MetadataStore, spec: DatasourceSpec, buffer: timedelta, now: dat
            and s.used_status_last_updated <= cutoff]
     in_iceberg = _iceberg_files(store, spec, cutoff) if spec.microbatch.iceberg_on else set()
     kept = [s for s in due if deep_storage.normalize_uri(s.location) in in_iceberg]
+    kept_ids = {s.id for s in kept}
     killed = []
     for s in due:
-        if s.id in {k.id for k in kept}:
+        if s.id in kept_ids:
             continue
         fs, path = deep_storage.filesystem(s.location)
         try:

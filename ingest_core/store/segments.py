@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,9 +20,14 @@ class SegmentRecords:
         self.db = db
 
     def of(self, name: str, *, used_only: bool = True, run_id: str | None = None,
+           overlapping: tuple[datetime, datetime] | None = None,
            conn: sa.Connection | None = None) -> list[SegmentRecord]:
-        """By interval, version and partition number; `run_id`: only the segments that run published."""
+        """By interval, version and partition number; `run_id`: only the segments that run published;
+        `overlapping`: only those whose interval overlaps [start, end)."""
         query = sa.select(segments).where(segments.c.datasource == name)
+        if overlapping is not None:
+            query = query.where((segments.c.interval_start < overlapping[1])
+                                & (segments.c.interval_end > overlapping[0]))
         if used_only:
             query = query.where(segments.c.used == sa.true())
         if run_id is not None:
