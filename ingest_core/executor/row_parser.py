@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import logging
 import sys
 from dataclasses import dataclass, field
@@ -37,9 +36,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from ingest_core.core.json_path import JsonPath
 from ingest_core.core.periods import MAX_DATETIME, MIN_DATETIME
-from ingest_core.core.spec import DatasourceSpec, InputFormat
+from ingest_core.core.spec import DatasourceSpec
+from ingest_core.executor.decoders import decoder_for, json_text
 from ingest_core.executor.expressions import compile_expression, evaluate_to_array
 from ingest_core.executor.filters import compile_filter
 from ingest_core.executor.report import (
@@ -113,118 +112,6 @@ class _Rows:
         self.fields: list[dict[str, Any]] = []
 
 
-def _json_text(v: Any) -> str:
-    return json.dumps(v, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
-
-
-# ------------------------------------------------------------------------------------------ value decoders
-
-
-class _JsonDecoder:
-    """JSON values; a record may hold several concatenated objects (one row each), like Druid's JsonReader."""
-
-    _decoder = json.JSONDecoder()
-
-    def __init__(self, fmt: InputFormat):
-        self.paths: list[tuple[str, Callable[[Any], Any]]] = []
-        discovery = True
-        if fmt.flatten_spec is not None:
-            discovery = fmt.flatten_spec.use_field_discovery
-            for f in fmt.flatten_spec.fields:
-                if f.type == "root":
-                    key = f.expr or f.name
-                    self.paths.append((f.name, lambda doc, k=key: doc.get(k) if isinstance(doc, dict) else None))
-                else:
-                    self.paths.append((f.name, JsonPath.parse(f.expr or "").get))
-        self.discovery = discovery
-
-    def rows(self, data: bytes) -> list[dict[str, Any]]:
-        text = data.decode("utf-8")
-        escaped = "\\u" in text  # only an escape can decode to a lone surrogate
-        out, pos, n = [], 0, len(text)
-        while True:
-            while pos < n and text[pos] in " \t\r\n":
-                pos += 1
-            if pos >= n:
-                break
-            doc, pos = self._decoder.raw_decode(text, pos)
-            if not isinstance(doc, dict):
-                raise ValueError(f"expected a JSON object, got {type(doc).__name__}")
-            if escaped:
-                try:
-                    _json_text(doc).encode("utf-8")
-                except UnicodeEncodeError:
-                    raise ValueError("a string holds a lone UTF-16 surrogate escape (such as \\ud800): not "
-                                     "valid Unicode text") from None
-            out.append(self._flatten(doc))
-        if not out:
-            raise ValueError("no JSON object in record")
-        return out
-
-    def _flatten(self, doc: dict[str, Any]) -> dict[str, Any]:
-        row: dict[str, Any] = {}
-        if self.discovery:
-            # nested objects too: a dimension named in the spec stores one as its JSON text, and schemaless
-            # discovery skips them (`RowParser._discovered`), as Druid's field discovery does
-            row.update(doc)
-        for name, get in self.paths:
-            row[name] = get(doc)
-        return row
-
-
-class _TextDecoder:
-    """csv / tsv / delimited: each record is a small text file (optional header rows, then rows)."""
-
-    def __init__(self, fmt: InputFormat):
-        self.fmt = fmt
-        self.delimiter = fmt.effective_delimiter
-        self.list_delimiter = fmt.list_delimiter if fmt.list_delimiter is not None else "\u0001"
-        self.quoted = fmt.type == "csv"
-
-    def _split(self, lines: list[str]) -> list[list[str]]:
-        if self.quoted:
-            return list(csv.reader(lines, delimiter=self.delimiter, strict=True))
-        return [line.split(self.delimiter) for line in lines]
-
-    def rows(self, data: bytes) -> list[dict[str, Any]]:
-        lines = [ln for ln in data.decode("utf-8").splitlines() if ln != ""]
-        lines = lines[self.fmt.skip_header_rows:]
-        columns = self.fmt.columns or []
-        if self.fmt.columns_from_header:
-            if not lines:
-                raise ValueError("record has no header line (findColumnsFromHeader is true)")
-            columns = self._split(lines[:1])[0]
-            lines = lines[1:]
-        out = []
-        for values in self._split(lines):
-            if len(values) > len(columns):
-                raise ValueError(f"found {len(values)} values but only {len(columns)} columns {columns}")
-            row: dict[str, Any] = {}
-            for name, raw in zip(columns, values):
-                row[name] = self._value(raw)
-            out.append(row)
-        return out
-
-    def _value(self, raw: str) -> Any:
-        if raw == "":
-            return None
-        if self.list_delimiter and self.list_delimiter in raw:
-            return [v if v != "" else None for v in raw.split(self.list_delimiter)]
-        if self.fmt.try_parse_numbers and raw.isascii() and "_" not in raw:  # as Java's parsers read numbers
-            try:
-                return int(raw)
-            except ValueError:
-                try:
-                    return float(raw)
-                except ValueError:
-                    return raw
-        return raw
-
-
-def _decoder_for(fmt: InputFormat) -> Any:
-    return _JsonDecoder(fmt) if fmt.type == "json" else _TextDecoder(fmt)
-
-
 # ------------------------------------------------------------------------------------------ conversions
 
 
@@ -241,9 +128,9 @@ def _to_string_value(v: Any, multi: str) -> str | None:
         if multi in ("sorted_array", "sorted_set", "SORTED_ARRAY", "SORTED_SET"):
             items = sorted(set(items)) if multi.lower() == "sorted_set" else sorted(items)
         # Parquet has no multi-value strings: a multi-value dimension is stored as a JSON array
-        return items[0] if len(items) == 1 else _json_text(items)
+        return items[0] if len(items) == 1 else json_text(items)
     if isinstance(v, dict):
-        return _json_text(v)
+        return json_text(v)
     if isinstance(v, float) and v.is_integer():
         return repr(v)
     return str(v)
@@ -326,8 +213,8 @@ class RowParser:
         self.fmt = io.input_format
         self.value_fmt = self.fmt.value_format if self.fmt.type == "kafka" else self.fmt
         assert self.value_fmt is not None
-        self.decoder = _decoder_for(self.value_fmt)
-        self.key_decoder = _decoder_for(self.fmt.key_format) if self.fmt.type == "kafka" and self.fmt.key_format else None
+        self.decoder = decoder_for(self.value_fmt)
+        self.key_decoder = decoder_for(self.fmt.key_format) if self.fmt.type == "kafka" and self.fmt.key_format else None
         self.ts_spec = schema.timestamp_spec
         self.parse_ts = timestamp_parser(self.ts_spec.format)
         self.missing_ts = (int(self.ts_spec.missing_value.timestamp() * 1000)
@@ -744,7 +631,7 @@ class RowParser:
             for name in transformed - self.excluded:
                 value = columns[name][i].as_py()
                 dims[name] = _to_string_value(value, "sorted_array")
-            out.append(_json_text({k: v for k, v in dims.items() if v is not None}))
+            out.append(json_text({k: v for k, v in dims.items() if v is not None}))
         return pa.array(out, pa.string())
 
     def _exception(self, exceptions: list[ParseExceptionRecord], rejections: list[Rejection], stats: RowStats,

@@ -1,0 +1,141 @@
+"""Value decoders: one per `inputFormat` type, each turning one Kafka record's bytes into input rows.
+
+A decoder is built once per task from its `InputFormat` and is called per record: `rows(data) -> list of
+dicts` (a record may hold several rows). A record it cannot read raises ValueError (or UnicodeError,
+csv.Error) with a message that says why; the row parser counts it as unparseable, never failing the task.
+Decoders run on Spark executors: pyarrow and decoding libraries only.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from typing import Any, Callable, Protocol
+
+from ingest_core.core.json_path import JsonPath
+from ingest_core.core.spec import InputFormat
+
+
+class Decoder(Protocol):
+    def rows(self, data: bytes) -> list[dict[str, Any]]: ...
+
+
+def json_text(v: Any) -> str:
+    return json.dumps(v, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+# ------------------------------------------------------------------------------------------ value decoders
+
+
+class JsonDecoder:
+    """JSON values; a record may hold several concatenated objects (one row each), like Druid's JsonReader."""
+
+    _decoder = json.JSONDecoder()
+
+    def __init__(self, fmt: InputFormat):
+        self.paths: list[tuple[str, Callable[[Any], Any]]] = []
+        discovery = True
+        if fmt.flatten_spec is not None:
+            discovery = fmt.flatten_spec.use_field_discovery
+            for f in fmt.flatten_spec.fields:
+                if f.type == "root":
+                    key = f.expr or f.name
+                    self.paths.append((f.name, lambda doc, k=key: doc.get(k) if isinstance(doc, dict) else None))
+                else:
+                    self.paths.append((f.name, JsonPath.parse(f.expr or "").get))
+        self.discovery = discovery
+
+    def rows(self, data: bytes) -> list[dict[str, Any]]:
+        text = data.decode("utf-8")
+        escaped = "\\u" in text  # only an escape can decode to a lone surrogate
+        out, pos, n = [], 0, len(text)
+        while True:
+            while pos < n and text[pos] in " \t\r\n":
+                pos += 1
+            if pos >= n:
+                break
+            doc, pos = self._decoder.raw_decode(text, pos)
+            if not isinstance(doc, dict):
+                raise ValueError(f"expected a JSON object, got {type(doc).__name__}")
+            if escaped:
+                try:
+                    json_text(doc).encode("utf-8")
+                except UnicodeEncodeError:
+                    raise ValueError("a string holds a lone UTF-16 surrogate escape (such as \\ud800): not "
+                                     "valid Unicode text") from None
+            out.append(self._flatten(doc))
+        if not out:
+            raise ValueError("no JSON object in record")
+        return out
+
+    def _flatten(self, doc: dict[str, Any]) -> dict[str, Any]:
+        row: dict[str, Any] = {}
+        if self.discovery:
+            # nested objects too: a dimension named in the spec stores one as its JSON text, and schemaless
+            # discovery skips them (`RowParser._discovered`), as Druid's field discovery does
+            row.update(doc)
+        for name, get in self.paths:
+            row[name] = get(doc)
+        return row
+
+
+class TextDecoder:
+    """csv / tsv / delimited: each record is a small text file (optional header rows, then rows)."""
+
+    def __init__(self, fmt: InputFormat):
+        self.fmt = fmt
+        self.delimiter = fmt.effective_delimiter
+        self.list_delimiter = fmt.list_delimiter if fmt.list_delimiter is not None else "\u0001"
+        self.quoted = fmt.type == "csv"
+
+    def _split(self, lines: list[str]) -> list[list[str]]:
+        if self.quoted:
+            return list(csv.reader(lines, delimiter=self.delimiter, strict=True))
+        return [line.split(self.delimiter) for line in lines]
+
+    def rows(self, data: bytes) -> list[dict[str, Any]]:
+        lines = [ln for ln in data.decode("utf-8").splitlines() if ln != ""]
+        lines = lines[self.fmt.skip_header_rows:]
+        columns = self.fmt.columns or []
+        if self.fmt.columns_from_header:
+            if not lines:
+                raise ValueError("record has no header line (findColumnsFromHeader is true)")
+            columns = self._split(lines[:1])[0]
+            lines = lines[1:]
+        out = []
+        for values in self._split(lines):
+            if len(values) > len(columns):
+                raise ValueError(f"found {len(values)} values but only {len(columns)} columns {columns}")
+            row: dict[str, Any] = {}
+            for name, raw in zip(columns, values):
+                row[name] = self._value(raw)
+            out.append(row)
+        return out
+
+    def _value(self, raw: str) -> Any:
+        if raw == "":
+            return None
+        if self.list_delimiter and self.list_delimiter in raw:
+            return [v if v != "" else None for v in raw.split(self.list_delimiter)]
+        if self.fmt.try_parse_numbers and raw.isascii() and "_" not in raw:  # as Java's parsers read numbers
+            try:
+                return int(raw)
+            except ValueError:
+                try:
+                    return float(raw)
+                except ValueError:
+                    return raw
+        return raw
+
+
+# the decoder class of each inputFormat type (`kafka` wraps one of these for its value and key)
+DECODERS: dict[str, Callable[[InputFormat], Decoder]] = {
+    "json": JsonDecoder,
+    "csv": TextDecoder,
+    "tsv": TextDecoder,
+    "delimited": TextDecoder,
+}
+
+
+def decoder_for(fmt: InputFormat) -> Decoder:
+    return DECODERS[fmt.type](fmt)
