@@ -153,6 +153,9 @@ def _install_hooks():
         if not getattr(ingest_job, "_bench_hooked", False):
             ingest_job._bench_hooked = True
             _timed(ingest_job, "run_group", "run_group (the job)")
+            _timed(ingest_job, "_ingest", "Spark read, rollup, write (+ describe)")
+            _timed(ingest_job, "describe_segments", "segment files described")
+            _timed(ingest_job, "_check_topic_ids", "topic ids checked (Kafka admin)")
             _timed(ingest_job, "load_job", "load job (spec, plan)")
             _timed(SparkSession.Builder, "create", "session create (gRPC)")
             _timed(connect_session.SparkSession, "addArtifacts", "code upload (addArtifacts)")
@@ -451,10 +454,14 @@ def print_breakdown(warm: list[dict[str, Any]]) -> dict[str, float]:
         if task == "spark_job":
             for step in ("imports (Connect client, job)", "load job (spec, plan)", "session open (all)",
                          "session create (gRPC)", "code archive (hash/zip)", "code upload (addArtifacts)",
-                         "Python-version UDF check", "run_group (the job)", "session stop"):
+                         "Python-version UDF check", "run_group (the job)", "Spark read, rollup, write (+ describe)",
+                         "segment files described", "topic ids checked (Kafka admin)", "session stop"):
                 row(step, f"step {step}", 2 if step in ("session create (gRPC)", "code archive (hash/zip)",
                                                           "code upload (addArtifacts)",
-                                                          "Python-version UDF check") else 1)
+                                                          "Python-version UDF check",
+                                                          "Spark read, rollup, write (+ describe)",
+                                                          "segment files described",
+                                                          "topic ids checked (Kafka admin)") else 1)
     row("Airflow: task start/finish around the bodies (all tasks)", "airflow: task start/finish around the bodies")
     row("Airflow: between tasks", "airflow: between tasks")
     row("Airflow: last task to exit", "airflow: last task to exit")
