@@ -77,18 +77,20 @@ def read_conformed(segments: Sequence[SegmentRecord], columns: Sequence[str] | N
     return pa.concat_tables([conform(table, own, target) for table, own in parts], promote_options="permissive")
 
 
-def new_columns(segments: Iterable[SegmentRecord], run_id: str) -> list[str]:
-    """The columns first seen in run `run_id`: in its segments and in no segment of another run (any segment the
-    store still records, used or not), in the run's column order."""
-    mine: dict[str, None] = {}
+def new_columns(segments: Iterable[SegmentRecord], run_id: str) -> dict[str, str]:
+    """The columns first seen in run `run_id` (in its segments, in no segment of another run the store still
+    records, used or not), with their types there; none for the first run (every column is new then). From the
+    records alone: no file is read."""
+    mine: list[dict[str, str]] = []
     others: set[str] = set()
+    earlier = False
     for s in segments:
-        names = _column_names(s)
         if s.run_id == run_id:
-            mine.update(dict.fromkeys(names))
+            mine.append(recorded_types(s) or dict.fromkeys(_column_names(s), "?"))
         else:
-            others.update(names)
-    return [n for n in mine if n not in others]
+            earlier = True
+            others.update(_column_names(s))
+    return {n: t for n, t in merge_types(mine).items() if n not in others} if earlier else {}
 
 
 def _column_names(seg: SegmentRecord) -> list[str]:
