@@ -20,7 +20,7 @@ from ingest_core.core.timeline import visible_segments
 from ingest_core.executor import dead_letters
 from ingest_core.store.metadata import MetadataStore, SegmentRecord
 from ingest_core.executor.discovery import arrow_schema, conform_batches
-from ingest_core.store.segment_schema import merged_types, read_conformed, segment_types
+from ingest_core.store.segment_schema import merged_types, read_conformed, typed
 
 
 class DatasourceReader:
@@ -61,11 +61,10 @@ class DatasourceReader:
         segments = self.segments(interval)
         if not segments:
             return spark.createDataFrame([], "__time timestamp")
-        target = merged_types(segments)
+        owns, target = typed(segments)
         schema = from_arrow_schema(arrow_schema(target))
         by_types: dict[tuple, tuple[dict[str, str], list[str]]] = {}
-        for s in segments:
-            own = segment_types(s)
+        for s, own in zip(segments, owns):
             by_types.setdefault(tuple(own.items()), (own, []))[1].append(s.location)
         frames = []
         for own, locations in by_types.values():  # the files of one schema; a narrower one widened, in Python
