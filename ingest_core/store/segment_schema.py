@@ -79,14 +79,14 @@ def read_conformed(segments: Sequence[SegmentRecord], columns: Sequence[str] | N
 
 def new_columns(segments: Iterable[SegmentRecord], run_id: str) -> dict[str, str]:
     """The columns first seen in run `run_id` (in its segments, in no segment of another run the store still
-    records, used or not), with their types there; none for the first run (every column is new then). From the
-    records alone: no file is read."""
+    records, used or not), with their types there; none for the first run (every column is new then). Only the
+    run's own segments recorded before types were are read (their footers)."""
     mine: list[dict[str, str]] = []
     others: set[str] = set()
     earlier = False
     for s in segments:
         if s.run_id == run_id:
-            mine.append(recorded_types(s) or dict.fromkeys(_column_names(s), "?"))
+            mine.append(segment_types(s))
         else:
             earlier = True
             others.update(_column_names(s))
