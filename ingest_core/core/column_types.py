@@ -37,6 +37,9 @@ STRING, LONG, FLOAT, DOUBLE = "STRING", "LONG", "FLOAT", "DOUBLE"
 JSON = "COMPLEX<json>"
 TIMESTAMP = "TIMESTAMP"  # __time: not a Druid dimension type, shown as such
 UNTYPED_ARRAY = "ARRAY"  # an empty or all-null array: its element type is not known yet
+# a segment's discovered column that held nulls only: stored as STRING (Druid's type for it), but it narrows no
+# merged schema (one run's field of nulls does not make the datasource's DOUBLE column text)
+NULL = "NULL"
 LONG_MIN, LONG_MAX = -(2 ** 63), 2 ** 63 - 1
 
 
@@ -137,6 +140,8 @@ def widen(a: str | None, b: str | None) -> str | None:
         return b
     if b is None:
         return a
+    if NULL in (a, b):
+        return b if a == NULL else a
     if JSON in (a, b):
         return JSON
     if UNTYPED_ARRAY in (a, b):
@@ -153,9 +158,15 @@ def widen(a: str | None, b: str | None) -> str | None:
 def column_type(types: Iterable[str | None]) -> str:
     """A column's type from the types of its values (or of its segments)."""
     out = reduce(widen, types, None)
-    if out is None:
+    if out is None or out == NULL:
         return STRING  # nothing but nulls: "we didn't see anything, so we can be anything" (Druid)
     return array_of(LONG) if out == UNTYPED_ARRAY else out
+
+
+def discovered_type(types: Iterable[str | None]) -> str:
+    """A discovered column's type in one task group: `column_type`, but NULL for a column of nulls only."""
+    types = list(types)
+    return NULL if all(t is None or t == NULL for t in types) else column_type(types)
 
 
 def merge_types(schemas: Iterable[Mapping[str, str]]) -> dict[str, str]:

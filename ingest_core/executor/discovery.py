@@ -30,12 +30,13 @@ from ingest_core.core.column_types import (
     FLOAT,
     JSON,
     LONG,
+    NULL,
     STRING,
     TIMESTAMP,
     array_of,
     canonical,
     coerce,
-    column_type,
+    discovered_type,
     element_type,
     json_text,
     value_type,
@@ -79,10 +80,17 @@ def arrow_schema(types: Mapping[str, str]) -> pa.Schema:
     return pa.schema([(name, arrow_type(t)) for name, t in types.items()])
 
 
-def schema_types(schema: pa.Schema, json_columns: Iterable[str] = ()) -> dict[str, str]:
-    """A file's column types: from Arrow, with the COMPLEX<json> columns named."""
-    json_columns = set(json_columns)
-    return {f.name: JSON if f.name in json_columns else type_of_arrow(f.type) for f in schema}
+def schema_types(schema: pa.Schema, known: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A file's column types: from Arrow, but those that Arrow cannot tell (COMPLEX<json> and NULL are strings)
+    taken from `known`."""
+    known = {n: t for n, t in (known or {}).items() if t in (JSON, NULL)}
+    return {f.name: known.get(f.name) or type_of_arrow(f.type) for f in schema}
+
+
+def needs_conversion(own: Mapping[str, str], target: Mapping[str, str]) -> bool:
+    """Whether a file of types `own` must be converted (`conform`) to be read as `target` (a column it lacks
+    needs none: it reads as null)."""
+    return any(t != target[n] and not (t == NULL and target[n] == STRING) for n, t in own.items())
 
 
 # ------------------------------------------------------------------------------------------ the discovered column
@@ -111,11 +119,11 @@ def value_types(texts: pa.Array | pa.ChunkedArray) -> dict[str, set[str]]:
 
 def column_types(pairs: Iterable[tuple[str, str | None]], listed: Iterable[str] = ()) -> dict[str, str]:
     """(column, value type) pairs -> each column's type; `listed` (`type: auto` dimensions) are there even
-    when no value was seen (STRING, as Druid types a column of nulls)."""
+    when no value was seen (NULL: stored as STRING, as Druid types a column of nulls)."""
     seen: dict[str, list[str | None]] = {name: [] for name in listed}
     for name, t in pairs:
         seen.setdefault(name, []).append(t)
-    return {name: column_type(types) for name, types in seen.items()}
+    return {name: discovered_type(types) for name, types in seen.items()}
 
 
 def type_batches(batches: Iterator[pa.RecordBatch], column: str = AUTO_JSON) -> Iterator[pa.RecordBatch]:
@@ -182,7 +190,10 @@ def conform_batches(batches: Iterator[pa.RecordBatch], own: Mapping[str, str],
 
 
 def castable(have: str, want: str) -> bool:
-    """Arrow's cast gives what `coerce` would: numbers widen, numbers to text, arrays element-wise."""
+    """Arrow's cast gives what `coerce` would: numbers widen, a long to text, arrays element-wise (a double's
+    text is Python's repr, `1.0`, where Arrow writes `1`)."""
+    if have == NULL:
+        return element_type(want) is None  # nulls cast to any scalar type
     if want == JSON or have == JSON:
         return False
     he, we = element_type(have), element_type(want)
@@ -190,7 +201,9 @@ def castable(have: str, want: str) -> bool:
         return castable(he, we)
     if (he is None) != (we is None):
         return False
-    return want in (DOUBLE, FLOAT, LONG, TIMESTAMP) and have in (LONG, FLOAT, DOUBLE, TIMESTAMP) or want == STRING
+    if want == STRING:
+        return have in (STRING, LONG)
+    return want in (DOUBLE, FLOAT, LONG) and have in (LONG, FLOAT, DOUBLE)
 
 
 def _as_canonical(value: Any, have: str) -> Any:

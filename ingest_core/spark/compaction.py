@@ -23,12 +23,17 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from ingest_core.core.column_types import JSON, merge_types
+from ingest_core.core.column_types import merge_types
 from ingest_core.core.compaction import CompactedFile, CompactionJob
 from ingest_core.core.errors import IngestError
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor import deep_storage
-from ingest_core.executor.discovery import arrow_schema, conform_batches, schema_types
+from ingest_core.executor.discovery import (
+    arrow_schema,
+    conform_batches,
+    needs_conversion,
+    schema_types,
+)
 from ingest_core.executor.rollup import aggregators, long_sum_columns
 from ingest_core.executor.row_parser import TIME
 from ingest_core.spark.job import col, exact_long_sums, sql_functions
@@ -50,7 +55,7 @@ def compact(spark: Any, spec: DatasourceSpec, job: CompactionJob) -> list[Compac
     for order, location in enumerate(job.locations):
         frame = spark.read.parquet(location)
         own = job.types[order] if job.types else {}
-        if any(target[n] != t for n, t in own.items()):
+        if needs_conversion(own, target):
             frame = frame.mapInArrow(partial(conform_batches, own=own, target=target),
                                      from_arrow_schema(arrow_schema(target)))
         frames.append(frame.withColumn(ORDER, sql_functions(frame).lit(order)))
@@ -59,7 +64,7 @@ def compact(spark: Any, spec: DatasourceSpec, job: CompactionJob) -> list[Compac
     folder = deep_storage.join(job.output_uri, "segments")
     (rolled.repartition(job.target_segments).sortWithinPartitions(TIME)
      .write.option("maxRecordsPerFile", job.target_rows).parquet(folder))
-    files = describe(folder, [n for n, t in target.items() if t == JSON])
+    files = describe(folder, target)
     deep_storage.write_json(deep_storage.join(job.output_uri, REPORT),
                             {"job": job.to_json(), "files": [f.to_json() for f in files]})
     return files
@@ -94,9 +99,9 @@ def combine(rows: Any, spec: DatasourceSpec) -> Any:
     return rolled
 
 
-def describe(folder: str, json_columns: list[str] | None = None) -> list[CompactedFile]:
-    """The Parquet files a write left in `folder`, with their rows and column types (from the footer; the
-    `json_columns` hold COMPLEX<json>) and sizes."""
+def describe(folder: str, types: dict[str, str] | None = None) -> list[CompactedFile]:
+    """The Parquet files a write left in `folder`, with their rows and column types (from the footer, and
+    `types` for what a footer cannot tell: COMPLEX<json>) and sizes."""
     fs, _ = deep_storage.filesystem(folder)
     out = []
     for info in deep_storage.list_files(folder, ".parquet"):
@@ -104,7 +109,7 @@ def describe(folder: str, json_columns: list[str] | None = None) -> list[Compact
             meta = pq.ParquetFile(f).metadata
         if meta.num_rows:
             out.append(CompactedFile(deep_storage.to_uri(folder, info.path), meta.num_rows, info.size,
-                                     schema_types(meta.schema.to_arrow_schema(), json_columns or ())))
+                                     schema_types(meta.schema.to_arrow_schema(), types)))
     return sorted(out, key=lambda f: f.location)
 
 

@@ -31,7 +31,6 @@ from typing import Any, Collection
 import pyarrow.parquet as pq
 
 from ingest_core.core.defaults import PROGRESS_INTERVAL_S, STALL_TIMEOUT_S
-from ingest_core.core.column_types import JSON
 from ingest_core.core.errors import IngestError
 from ingest_core.core.planner import Plan, TaskGroup
 from ingest_core.core.spec import DatasourceSpec
@@ -301,7 +300,7 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
         last = report.saved_exceptions[-1] if report.saved_exceptions else None
         raise ParseExceptionLimitError(limit_exceeded_message(
             limit, report.stats.parse_exceptions, f"task group {job.group_id} of run {job.plan.run_id}", last))
-    report.segments = describe_segments(job, dims, metrics, [n for n, t in types.items() if t == JSON])
+    report.segments = describe_segments(job, dims, metrics, types)
     return report
 
 
@@ -421,9 +420,9 @@ def discover(rows: Any, spec: DatasourceSpec) -> tuple[Any, list[str], dict[str,
 
 
 def describe_segments(job: GroupJob, dims: list[str], metrics: list[str],
-                      json_columns: list[str] = ()) -> list[StagedSegment]:  # type: ignore[assignment]
-    """Each written segment's metadata, read from its Parquet footer; `json_columns`: the string columns that
-    hold JSON (COMPLEX<json>)."""
+                      discovered: dict[str, str] | None = None) -> list[StagedSegment]:
+    """Each written segment's metadata, read from its Parquet footer; `discovered`: the discovered columns'
+    types (what a footer cannot tell: COMPLEX<json>, NULL)."""
     gran = job.spec.data_schema.granularity_spec.segment_granularity
     ranges = tuple(sorted(p.range for p in job.group.partitions))
     fs, _ = deep_storage.filesystem(job.attempt_uri)
@@ -441,7 +440,7 @@ def describe_segments(job: GroupJob, dims: list[str], metrics: list[str],
         out.append(StagedSegment(
             interval_start, interval_end, shard, deep_storage.to_uri(job.attempt_uri, info.path),
             meta.num_rows, info.size, tmin, tmax, tuple(arrow.names), tuple(dims), tuple(metrics), ranges,
-            discovery.schema_types(arrow, json_columns)))
+            discovery.schema_types(arrow, discovered)))
     return sorted(out, key=lambda s: (s.interval_start, s.shard))
 
 

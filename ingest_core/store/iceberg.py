@@ -39,7 +39,7 @@ from ingest_core.core.offsets import offsets_to_json
 from ingest_core.core.timeline import visible_segments
 from ingest_core.core.column_types import DOUBLE, FLOAT
 from ingest_core.executor import deep_storage
-from ingest_core.executor.discovery import arrow_schema, arrow_type, conform
+from ingest_core.executor.discovery import arrow_schema, arrow_type, conform, needs_conversion
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.records import SegmentRecord
 from ingest_core.store.segment_schema import typed
@@ -188,7 +188,7 @@ def _table_file(table: Any, uri: str, own: dict[str, str], target: dict[str, str
     """The file the table holds for the segment file `uri`: that file, when Iceberg reads its columns as the
     merged schema types them (the same, or FLOAT as DOUBLE); else a copy brought to that schema
     (`executor.discovery.conform`), under the table's `data/`, named for the file and the schema."""
-    if all(t == target[n] or (t, target[n]) == (FLOAT, DOUBLE) for n, t in own.items()):
+    if not needs_conversion({n: t for n, t in own.items() if (t, target[n]) != (FLOAT, DOUBLE)}, target):
         return uri
     key = hashlib.sha256(json.dumps([uri, target], sort_keys=True).encode()).hexdigest()[:32]
     return deep_storage.normalize_uri(deep_storage.join(table.location(), "data", f"widened-{key}.parquet"))

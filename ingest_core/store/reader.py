@@ -19,7 +19,7 @@ import pyarrow as pa
 from ingest_core.core.timeline import visible_segments
 from ingest_core.executor import dead_letters
 from ingest_core.store.metadata import MetadataStore, SegmentRecord
-from ingest_core.executor.discovery import arrow_schema, conform_batches
+from ingest_core.executor.discovery import arrow_schema, conform_batches, needs_conversion
 from ingest_core.store.segment_schema import merged_types, read_conformed, typed
 
 
@@ -69,7 +69,7 @@ class DatasourceReader:
         frames = []
         for own, locations in by_types.values():  # the files of one schema; a narrower one widened, in Python
             frame = spark.read.parquet(*locations)
-            if any(target[n] != t for n, t in own.items()):
+            if needs_conversion(own, target):
                 frame = frame.mapInArrow(partial(conform_batches, own=own, target=target), schema)
             frames.append(frame)
         df = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)

@@ -13,13 +13,14 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ingest_core.core.column_types import (
     DOUBLE,
     JSON,
     LONG,
+    NULL,
     STRING,
     UNTYPED_ARRAY,
     canonical,
@@ -118,7 +119,7 @@ def test_a_value_coerced_to_its_column_type(value, target, expected):
     assert coerce(value, target) == expected
 
 
-types = st.sampled_from([None, STRING, LONG, DOUBLE, JSON, UNTYPED_ARRAY, "ARRAY<STRING>", "ARRAY<LONG>",
+types = st.sampled_from([None, NULL, STRING, LONG, DOUBLE, JSON, UNTYPED_ARRAY, "ARRAY<STRING>", "ARRAY<LONG>",
                          "ARRAY<DOUBLE>"])
 
 
@@ -134,6 +135,8 @@ def test_segment_schemas_merge_by_the_same_rules():
     old = {"__time": "TIMESTAMP", "a": LONG, "b": STRING, "c": "ARRAY<LONG>"}
     new = {"__time": "TIMESTAMP", "a": DOUBLE, "c": "ARRAY<DOUBLE>", "d": JSON, "b": JSON}
     assert merge_types([old, new]) == {"__time": "TIMESTAMP", "a": DOUBLE, "b": JSON, "c": "ARRAY<DOUBLE>", "d": JSON}
+    # a run whose field held nulls only does not narrow it; alone, such a column is STRING
+    assert merge_types([{"a": DOUBLE}, {"a": NULL, "z": NULL}]) == {"a": DOUBLE, "z": STRING}
 
 
 # ------------------------------------------------------------------------------------------ the parser
@@ -145,7 +148,7 @@ def test_every_field_is_ingested_with_the_type_seen():
             {"l": 2, "d": 2, "s": "y", "b": False, "al": [3], "ad": [2], "as": ["b", "c"], "o": {"k": 1}, "e": []}]
     types, table, parsed = ingest(DISCOVER, docs)
     assert types == {"al": "ARRAY<LONG>", "ad": "ARRAY<DOUBLE>", "as": "ARRAY<STRING>", "b": LONG, "d": DOUBLE,
-                     "e": "ARRAY<LONG>", "l": LONG, "m": JSON, "n": STRING, "o": JSON, "s": STRING}
+                     "e": "ARRAY<LONG>", "l": LONG, "m": JSON, "n": NULL, "o": JSON, "s": STRING}
     rows = table.to_pylist()
     assert [(r["l"], r["d"], r["s"], r["b"], r["al"], r["ad"], r["as"], r["o"], r["m"], r["e"], r["n"]) for r in rows] == [
         (1, 1.5, "x", 1, [1, 2], [1.5], ["a"], '{"k":{"z":[1]}}', '[1,{"x":1}]', [], None),
@@ -179,7 +182,7 @@ def test_a_type_auto_dimension_is_discovered_alone():
     s = spec({"dimensions": ["s", {"type": "auto", "name": "a"}, {"type": "auto", "name": "never"}]})
     docs = [{"s": "x", "a": 1, "other": 5}, {"s": "y", "a": [2.5], "other": 6}]
     types, table, _ = ingest(s, docs, listed=["a", "never"])
-    assert types == {"a": "ARRAY<DOUBLE>", "never": STRING}  # a listed column of nulls only is STRING
+    assert types == {"a": "ARRAY<DOUBLE>", "never": NULL}  # a listed column of nulls only: stored as STRING
     assert [(r["s"], r["a"], r["never"]) for r in table.to_pylist()] == [("x", [1.0], None), ("y", [2.5], None)]
     assert "other" not in table.column_names
 
@@ -271,3 +274,30 @@ def test_a_segment_is_brought_to_the_merged_schema():
     assert out.to_pylist() == [{"a": 1.0, "s": '"x"', "n": [3], "k": ["1"], "new": None},
                                {"a": 2.0, "s": None, "n": [4], "k": None, "new": None}]
     assert out.schema.field("a").type == pa.float64() and out.schema.field("n").type == pa.list_(pa.int64())
+
+
+flat = st.one_of(st.integers(-(2 ** 70), 2 ** 70), st.floats(allow_nan=False, allow_infinity=False), st.none(),
+                 st.lists(st.one_of(st.integers(-9, 9), st.floats(-1e20, 1e20), st.none()), max_size=2))
+
+
+@SETTINGS
+@given(st.lists(st.one_of(flat, flat, value), min_size=1, max_size=4),
+       st.lists(st.one_of(scalar, flat, value), min_size=1, max_size=4))
+@example(old=[0.5, 1], new=["a"]).via("a double read as text: Python's repr, not Arrow's `1`")
+@example(old=[[1.0]], new=[["x"]])
+@example(old=["x"], new=[{"a": 1}])
+def test_a_segment_read_in_a_wider_schema_holds_its_values_as_the_wider_type(old, new):
+    """Two runs' values of one column: the first run's segment, conformed to the merged type, holds each stored
+    value coerced to it, whether Arrow's cast or the Python coercion converts it (Arrow writes the double 1.0
+    as `1`: not for text)."""
+    old_types, old_table, _ = ingest(DISCOVER, [{"c": v} for v in old])
+    new_types, _, _ = ingest(DISCOVER, [{"c": v} for v in new])
+    own = old_types["c"]
+    merged = merge_types([{"c": own}, {"c": new_types["c"]}])
+    got = discovery.conform(old_table.select(["c"]), {"c": own}, merged).column("c").to_pylist()
+    stored = [coerce(canonical(v), own) for v in old]
+    want = [coerce(json.loads(v) if own == JSON and v is not None else v, merged["c"]) for v in stored]
+    if merged["c"] == JSON:
+        got = [None if g is None else json.loads(g) for g in got]
+        want = [None if w is None else json.loads(w) for w in want]
+    assert got == want
