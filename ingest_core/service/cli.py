@@ -250,7 +250,7 @@ def cmd_health(args: argparse.Namespace) -> int:
 
 def cmd_segments(args: argparse.Namespace) -> int:
     from ingest_core.store.reader import DatasourceReader
-    from ingest_core.store.segment_schema import segment_types
+    from ingest_core.store.segment_schema import recorded_types
 
     store = _store(args)
     store.check_schema()
@@ -260,7 +260,7 @@ def cmd_segments(args: argparse.Namespace) -> int:
                                                     f"{format_datetime(s.interval_end)}",
                            "version": s.version, "partitionNum": s.partition_num, "rows": s.num_rows,
                            "bytes": s.size_bytes, "used": s.used, "runId": s.run_id, "location": s.location,
-                           "types": segment_types(s)}
+                           "types": recorded_types(s)}
                           for s in segs], indent=2))
         return 0
     for s in segs:
