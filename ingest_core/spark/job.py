@@ -412,11 +412,24 @@ def discover(rows: Any, spec: DatasourceSpec) -> tuple[Any, list[str], dict[str,
     names = [d.name for d in listed if d.type != "auto" or d.name in found]
     order = [n for n in names if n in found] + sorted(n for n in found if n not in names)
     types = {n: found[n] for n in order}
+    check_case_clashes(spec, [*names, *order, *(a.name for a in spec.data_schema.metrics_spec)])
     log.info("discovered columns: %s", ", ".join(f"{n} {t}" for n, t in types.items()) or "none")
     fields = from_arrow_schema(pa.schema([(n, discovery.arrow_type(t)) for n, t in types.items()])).fields
     schema = StructType([f for f in rows.schema.fields if f.name != discovery.AUTO_JSON] + fields)
     typed = rows.mapInArrow(partial(discovery.expand_batches, types=types), schema)
     return typed, names + [n for n in order if n not in names], types
+
+
+def check_case_clashes(spec: DatasourceSpec, columns: list[str]) -> None:
+    """Spark (and SQL) tell no column names apart by case alone: say which fields clash and what to do, rather
+    than Spark's ambiguous reference."""
+    seen: dict[str, str] = {}
+    for name in columns:
+        other = seen.setdefault(name.lower(), name)
+        if other != name:
+            raise IngestError(f"datasource {spec.datasource!r}: the discovered field {name!r} and the column "
+                              f"{other!r} differ only in case, which Spark and SQL cannot tell apart: add one to "
+                              "dimensionsSpec.dimensionExclusions, or rename it with a transform")
 
 
 def describe_segments(job: GroupJob, dims: list[str], metrics: list[str],

@@ -301,3 +301,12 @@ def test_a_segment_read_in_a_wider_schema_holds_its_values_as_the_wider_type(old
         got = [None if g is None else json.loads(g) for g in got]
         want = [None if w is None else json.loads(w) for w in want]
     assert got == want
+
+
+def test_fields_that_differ_only_in_case_are_a_clear_error_not_spark_s_ambiguous_reference():
+    from ingest_core.core.errors import IngestError
+    from ingest_core.spark.job import check_case_clashes
+
+    check_case_clashes(DISCOVER, ["page", "user", "page"])  # a listed dimension that is also found: one column
+    with pytest.raises(IngestError, match="'Page' and the column 'page' differ only in case.*dimensionExclusions"):
+        check_case_clashes(DISCOVER, ["page", "user", "Page"])
