@@ -14,7 +14,7 @@ the append. Pure: no I/O; bucketing a time is given (`executor.buckets.bucket`),
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -96,18 +96,23 @@ class CompactionJob:
     target_rows: int
     target_segments: int
     output_uri: str
+    # each location's column types (`core.column_types`), to read segments of differing schemas as one; empty
+    # in jobs of before
+    types: tuple[dict[str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"datasource": self.datasource, "taskId": self.task_id,
                 "interval": f"{format_datetime(self.interval_start)}/{format_datetime(self.interval_end)}",
                 "segmentIds": list(self.segment_ids), "locations": list(self.locations),
-                "targetRows": self.target_rows, "targetSegments": self.target_segments, "output": self.output_uri}
+                "targetRows": self.target_rows, "targetSegments": self.target_segments, "output": self.output_uri,
+                **({"types": [dict(t) for t in self.types]} if self.types else {})}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "CompactionJob":
         start, end = d["interval"].split("/")
         return cls(d["datasource"], d["taskId"], parse_datetime(start), parse_datetime(end), tuple(d["segmentIds"]),
-                   tuple(d["locations"]), int(d["targetRows"]), int(d["targetSegments"]), d["output"])
+                   tuple(d["locations"]), int(d["targetRows"]), int(d["targetSegments"]), d["output"],
+                   tuple(dict(t) for t in d.get("types") or ()))
 
 
 @dataclass(frozen=True)
@@ -115,13 +120,15 @@ class CompactedFile:
     location: str
     rows: int
     bytes: int
+    types: dict[str, str] = field(default_factory=dict)  # its column types, for its segment record
 
     def to_json(self) -> dict[str, Any]:
-        return {"location": self.location, "rows": self.rows, "bytes": self.bytes}
+        return {"location": self.location, "rows": self.rows, "bytes": self.bytes,
+                **({"types": self.types} if self.types else {})}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "CompactedFile":
-        return cls(d["location"], int(d["rows"]), int(d["bytes"]))
+        return cls(d["location"], int(d["rows"]), int(d["bytes"]), dict(d.get("types") or {}))
 
 
 @dataclass(frozen=True)

@@ -268,6 +268,9 @@ class StagedSegment:
     dimensions: tuple[str, ...]
     metrics: tuple[str, ...]
     offsets: tuple[OffsetRange, ...]  # the task group's ranges: every segment of a group carries all of them
+    # column -> type (`core.column_types`: LONG, DOUBLE, ARRAY<LONG>, COMPLEX<json>, ...): what the file's
+    # Arrow schema cannot say (a string column holding JSON); empty in reports of before
+    types: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         def time(value: datetime | None) -> str | None:
@@ -280,6 +283,7 @@ class StagedSegment:
             "dimensions": list(self.dimensions), "metrics": list(self.metrics),
             "offsets": {"start": offsets_to_json({r.tp: r.start for r in self.offsets}),
                         "end": offsets_to_json({r.tp: r.end for r in self.offsets})},
+            **({"types": dict(self.types)} if self.types else {}),
         }
 
     @classmethod
@@ -293,7 +297,7 @@ class StagedSegment:
         return cls(parse_datetime(d["interval"][0]), parse_datetime(d["interval"][1]), int(d["shard"]),
                    d["location"], int(d["rows"]), int(d["bytes"]), time(d.get("minTime")), time(d.get("maxTime")),
                    tuple(d["columns"]), tuple(d["dimensions"]), tuple(d["metrics"]),
-                   tuple(OffsetRange(tp, start[tp], end[tp]) for tp in sorted(start)))
+                   tuple(OffsetRange(tp, start[tp], end[tp]) for tp in sorted(start)), dict(d.get("types") or {}))
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
+from ingest_core.core.column_types import canonical
 from ingest_core.core.periods import MAX_DATETIME, MIN_DATETIME
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor.decoders import decoder_for, json_text
+from ingest_core.executor.discovery import AUTO_JSON, encode
 from ingest_core.executor.expressions import compile_expression, evaluate_to_array
 from ingest_core.executor.filters import compile_filter
 from ingest_core.executor.report import (
@@ -196,7 +198,7 @@ class Target:
 
     column: str
     source: str
-    kind: str  # string, long, float, double (json/auto dimensions are stored as string)
+    kind: str  # string, long, float, double (json dimensions are stored as string; auto ones in AUTO_JSON)
     is_metric_input: bool
 
 
@@ -226,12 +228,23 @@ class RowParser:
                           else max_saved_exceptions)
 
         dims = schema.dimensions_spec
-        self.schemaless = not dims.dimensions
+        # type-aware discovery (`useSchemaDiscovery`, `type: auto`): values with their types in AUTO_JSON;
+        # without it and without dimensions, the legacy string discovery (DIMS_JSON)
+        self.discover_all = dims.use_schema_discovery
+        self.auto_names = [d.name for d in dims.dimensions if d.type == "auto"]
+        self.typed_discovery = self.discover_all or bool(self.auto_names)
+        self.schemaless = not dims.dimensions and not self.discover_all
         self.multi_value = {d.name: d.multi_value_handling for d in dims.dimensions}
         metric_fields = {a.field_name for a in schema.metrics_spec if a.field_name}
         self.excluded = set(dims.dimension_exclusions) | metric_fields | {self.ts_spec.column, TIME}
+        # discovery leaves out the listed dimensions, metric names and `__` names (this system's own columns)
+        self._not_discovered = (self.excluded | {d.name for d in dims.dimensions}
+                                | {a.name for a in schema.metrics_spec})
+        self._discoverable: dict[str, bool] = {name: True for name in self.auto_names}
         targets: list[Target] = []
         for d in dims.dimensions:
+            if d.type == "auto":
+                continue  # typed by discovery
             targets.append(Target(d.name, d.name, d.type if d.type in ("long", "float", "double") else "string", False))
         seen: set[str] = set()
         for a in schema.metrics_spec:
@@ -248,6 +261,7 @@ class RowParser:
             [(TIME, TIME_TYPE)]
             + [(t.column, DIM_TYPES[t.kind] if not t.is_metric_input else METRIC_INPUT_TYPES[t.kind]) for t in targets]
             + ([(DIMS_JSON, pa.string())] if self.schemaless else [])
+            + ([(AUTO_JSON, pa.string())] if self.typed_discovery else [])
             + [(PARTITION, pa.int32()), (OFFSET, pa.int64())])
         self._fast_schema = self._plan_fast_path()
 
@@ -255,7 +269,8 @@ class RowParser:
 
     def _plan_fast_path(self) -> pa.Schema | None:
         """The explicit schema for pyarrow's JSON reader, or None when this spec always decodes per record."""
-        if self.value_fmt.type != "json" or self.fmt.type == "kafka" or self.schemaless or self.decoder.paths:
+        if (self.value_fmt.type != "json" or self.fmt.type == "kafka" or self.schemaless or self.typed_discovery
+                or self.decoder.paths):
             return None
         ts_kind = self.ts_spec.format.lower()
         ts_type = pa.int64() if ts_kind in ("millis", "micro", "nano", "posix") else pa.string()
@@ -392,6 +407,8 @@ class RowParser:
             out[t.column] = self._typed(t, source, n, with_error)
         if self.schemaless:
             out[DIMS_JSON] = self._discovered(rows, columns, n)
+        if self.typed_discovery:
+            out[AUTO_JSON] = self._discovered_typed(rows, columns, with_error)
         out[PARTITION] = pa.repeat(pa.scalar(chunk.partition, pa.int32()), n)
         out[OFFSET] = offsets
         table = pa.Table.from_pydict(out, schema=self.output_schema)
@@ -633,6 +650,38 @@ class RowParser:
                 dims[name] = _to_string_value(value, "sorted_array")
             out.append(json_text({k: v for k, v in dims.items() if v is not None}))
         return pa.array(out, pa.string())
+
+    def is_discovered(self, name: str) -> bool:
+        """Whether type-aware discovery ingests field `name`."""
+        known = self._discoverable.get(name)
+        if known is None:
+            known = self._discoverable[name] = (self.discover_all and name not in self._not_discovered
+                                                and not name.startswith("__"))
+        return known
+
+    def _discovered_typed(self, rows: list[dict[str, Any]], columns: dict[str, Any],
+                          with_error: dict[int, str]) -> pa.Array:
+        """AUTO_JSON: each row's discovered fields with their values (`core.column_types.canonical`); a value
+        that cannot be kept (a number that is not finite) is null and its row processedWithError."""
+        transformed = {name: (columns[name].to_pylist() if hasattr(columns[name], "to_pylist") else columns[name])
+                       for name, _ in self.transforms if self.is_discovered(name)}
+        out = []
+        for i, r in enumerate(rows):
+            found: dict[str, Any] = {}
+            for name, value in r.items():
+                if name not in transformed and self.is_discovered(name):
+                    found[name] = value
+            for name, values in transformed.items():
+                found[name] = values[i]
+            for name, value in found.items():
+                try:
+                    found[name] = canonical(value)
+                except ValueError as exc:
+                    found[name] = None
+                    with_error.setdefault(i, f"could not ingest value [{_short(value)}] of discovered dimension "
+                                             f"'{name}' ({exc}); stored as null")
+            out.append(found)
+        return encode(out)
 
     def _exception(self, exceptions: list[ParseExceptionRecord], rejections: list[Rejection], stats: RowStats,
                    chunk: RecordChunk,

@@ -215,6 +215,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"  aggregate lag: {'unknown' if r.aggregate_lag is None else f'{r.aggregate_lag:,}'}")
     if r.segments is not None:
         print(f"  segments: {r.segments.describe()}")
+    if r.new_columns is not None:
+        print(f"  new columns: {r.new_columns.describe()}")
     print(f"  {'PARTITION':28} {'COMMITTED':>12} {'LATEST':>12} {'LAG':>10}")
     for tp in sorted(set(r.committed) | set(r.latest or {})):
         latest = (r.latest or {}).get(tp)
@@ -258,6 +260,9 @@ def cmd_health(args: argparse.Namespace) -> int:
 
 
 def cmd_segments(args: argparse.Namespace) -> int:
+    from ingest_core.store.reader import DatasourceReader
+    from ingest_core.store.segment_schema import recorded_types
+
     store = _store(args)
     store.check_schema()
     segs = store.segments(args.datasource, used_only=not args.all)
@@ -265,7 +270,8 @@ def cmd_segments(args: argparse.Namespace) -> int:
         print(json.dumps([{"id": s.id, "interval": f"{format_datetime(s.interval_start)}/"
                                                     f"{format_datetime(s.interval_end)}",
                            "version": s.version, "partitionNum": s.partition_num, "rows": s.num_rows,
-                           "bytes": s.size_bytes, "used": s.used, "runId": s.run_id, "location": s.location}
+                           "bytes": s.size_bytes, "used": s.used, "runId": s.run_id, "location": s.location,
+                           "types": recorded_types(s)}
                           for s in segs], indent=2))
         return 0
     for s in segs:
@@ -279,6 +285,11 @@ def cmd_segments(args: argparse.Namespace) -> int:
         interval = f"{format_datetime(i.interval_start)}/{format_datetime(i.interval_end)}"
         print(f"{interval:49} {i.segments:>8} {i.rows:>12,} {i.average_bytes:>12,}")
     print(health.describe())
+    schema = DatasourceReader(store, args.datasource).schema()
+    if schema:
+        print(f"\n{'SCHEMA (merged over the visible segments)':49} TYPE")
+        for column, t in schema.items():
+            print(f"{column:49} {t}")
     return 0
 
 

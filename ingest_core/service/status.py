@@ -165,6 +165,7 @@ class StatusReport:
     skipped: dict[TopicPartition, int] = field(default_factory=dict)  # records `ingest skip` skipped: lost
     lost: dict[TopicPartition, int] = field(default_factory=dict)  # every record lost, whatever the cause
     segments: SegmentHealth | None = None  # per interval, and what compaction has left to do
+    new_columns: NewColumns | None = None  # columns the latest published run brought (schema discovery)
 
     @property
     def lost_records(self) -> int:
@@ -210,8 +211,35 @@ class StatusReport:
                 "activeTasks": [{"id": f"{run_id}/group={g.group_id}", "runId": run_id, **g.to_json()}
                                 for run_id, groups in self.active.items() for g in groups],
                 "segments": self.segments.to_json() if self.segments else None,
+                "newColumns": self.new_columns.to_json() if self.new_columns else None,
             },
         }
+
+
+@dataclass(frozen=True)
+class NewColumns:
+    """The columns first seen in the latest published run, with their types (`store.segment_schema`)."""
+
+    run_id: str
+    columns: dict[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runId": self.run_id, "columns": self.columns}
+
+    def describe(self) -> str:
+        return f"{', '.join(f'{n} {t}' for n, t in self.columns.items())} (first seen in run {self.run_id})"
+
+
+def new_columns(store: MetadataStore, name: str, runs: Sequence[RunRecord]) -> NewColumns | None:
+    """The latest published run's new columns; None when it brought none (or nothing is published)."""
+    from ingest_core.store.segment_schema import new_columns as first_seen
+
+    published = [r for r in runs if r.status is RunStatus.PUBLISHED and r.published_at is not None]
+    if not published:
+        return None
+    latest = max(published, key=lambda r: r.published_at)
+    columns = first_seen(store.segments(name, used_only=False), latest.run_id)
+    return NewColumns(latest.run_id, columns) if columns else None
 
 
 def run_succeeded(run: RunRecord) -> bool | None:
@@ -231,7 +259,8 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
                  now: datetime | None = None, active: dict[str, list[GroupProgress]] | None = None,
                  failures: Mapping[str, Sequence[GroupReport]] | None = None,
                  skipped: Mapping[TopicPartition, int] | None = None,
-                 lost: Sequence[AuditRecord] = (), segments: SegmentHealth | None = None) -> StatusReport:
+                 lost: Sequence[AuditRecord] = (), segments: SegmentHealth | None = None,
+                 new_columns: NewColumns | None = None) -> StatusReport:
     """`failures`: the failed task groups' reports, by run id; `skipped`: records skipped by `ingest skip`, per
     partition (lost on purpose); `lost`: every `records_lost` audit record (counted, the recent ones shown as
     errors)."""
@@ -261,7 +290,7 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
     return StatusReport(datasource, stream, state, detail, supervisor_ok and tasks_ok and not terminated,
                         suspended, terminated, committed, latest, offsets_last_updated,
                         errors[:MAX_RECENT_ERRORS], recent, now, active or {}, dict(skipped or {}),
-                        lost_per_partition(losses(lost)), segments)
+                        lost_per_partition(losses(lost)), segments, new_columns)
 
 
 def specs_in(dags_folder: str | Path | None) -> dict[str, DatasourceSpec]:
@@ -365,4 +394,4 @@ def collect_status(store: MetadataStore, name: str, spec: DatasourceSpec | None,
                         failures=failures,
                         skipped=skipped_records(store.audit_records(name, action=SKIP)),
                         lost=store.audit_records(name, action=RECORDS_LOST),
-                        segments=segment_health(store, name, spec))
+                        segments=segment_health(store, name, spec), new_columns=new_columns(store, name, runs))

@@ -18,15 +18,22 @@ import argparse
 import json
 import logging
 import sys
-from functools import reduce
+from functools import partial, reduce
 from typing import Any
 
 import pyarrow.parquet as pq
 
+from ingest_core.core.column_types import merge_types
 from ingest_core.core.compaction import CompactedFile, CompactionJob
 from ingest_core.core.errors import IngestError
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor import deep_storage
+from ingest_core.executor.discovery import (
+    arrow_schema,
+    conform_batches,
+    needs_conversion,
+    schema_types,
+)
 from ingest_core.executor.rollup import aggregators, long_sum_columns
 from ingest_core.executor.row_parser import TIME
 from ingest_core.spark.job import col, exact_long_sums, sql_functions
@@ -38,17 +45,26 @@ REPORT = "report.json"
 
 
 def compact(spark: Any, spec: DatasourceSpec, job: CompactionJob) -> list[CompactedFile]:
-    """Rewrite the job's segments; returns the files written (also in `report.json` under the output)."""
+    """Rewrite the job's segments; returns the files written (also in `report.json` under the output). Segments
+    of differing schemas are read in their merged one (`executor.discovery.conform`: LONG and DOUBLE as DOUBLE,
+    a column a segment lacks as null)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    target = merge_types(job.types) if job.types else {}
     frames = []
     for order, location in enumerate(job.locations):
         frame = spark.read.parquet(location)
+        own = job.types[order] if job.types else {}
+        if needs_conversion(own, target):
+            frame = frame.mapInArrow(partial(conform_batches, own=own, target=target),
+                                     from_arrow_schema(arrow_schema(target)))
         frames.append(frame.withColumn(ORDER, sql_functions(frame).lit(order)))
     rows = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
     rolled = combine(rows, spec) if spec.data_schema.granularity_spec.rollup else rows.drop(ORDER)
     folder = deep_storage.join(job.output_uri, "segments")
     (rolled.repartition(job.target_segments).sortWithinPartitions(TIME)
      .write.option("maxRecordsPerFile", job.target_rows).parquet(folder))
-    files = describe(folder)
+    files = describe(folder, target)
     deep_storage.write_json(deep_storage.join(job.output_uri, REPORT),
                             {"job": job.to_json(), "files": [f.to_json() for f in files]})
     return files
@@ -83,15 +99,17 @@ def combine(rows: Any, spec: DatasourceSpec) -> Any:
     return rolled
 
 
-def describe(folder: str) -> list[CompactedFile]:
-    """The Parquet files a write left in `folder`, with their rows (from the footer) and sizes."""
+def describe(folder: str, types: dict[str, str] | None = None) -> list[CompactedFile]:
+    """The Parquet files a write left in `folder`, with their rows and column types (from the footer, and
+    `types` for what a footer cannot tell: COMPLEX<json>) and sizes."""
     fs, _ = deep_storage.filesystem(folder)
     out = []
     for info in deep_storage.list_files(folder, ".parquet"):
         with fs.open_input_file(info.path) as f:
-            rows = pq.ParquetFile(f).metadata.num_rows
-        if rows:
-            out.append(CompactedFile(deep_storage.to_uri(folder, info.path), rows, info.size))
+            meta = pq.ParquetFile(f).metadata
+        if meta.num_rows:
+            out.append(CompactedFile(deep_storage.to_uri(folder, info.path), meta.num_rows, info.size,
+                                     schema_types(meta.schema.to_arrow_schema(), types)))
     return sorted(out, key=lambda f: f.location)
 
 

@@ -34,7 +34,7 @@ from ingest_core.core.defaults import PROGRESS_INTERVAL_S, STALL_TIMEOUT_S
 from ingest_core.core.errors import IngestError
 from ingest_core.core.planner import Plan, TaskGroup
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor import buckets, deep_storage
+from ingest_core.executor import buckets, deep_storage, discovery
 from ingest_core.executor.report import (
     GroupReport,
     GroupState,
@@ -263,10 +263,16 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
             # the splits' consumers add the defaults (isolation.level, ...): KafkaClientConfig.consumer
             .option("secret.consumer.properties", json.dumps(dict(kafka.properties)))
             .load())
+    types: dict[str, str] = {}
     try:
-        rolled, dims, metrics = rollup(rows, spec)
-        if not spec.data_schema.dimensions_spec.dimensions:
-            rolled, dims = _expand_discovered(rolled, dims)
+        if discovery.type_aware(spec.data_schema.dimensions_spec):
+            rows = rows.persist()
+            typed, dims, types = discover(rows, spec)
+            rolled, dims, metrics = rollup(typed, spec, dims)
+        else:
+            rolled, dims, metrics = rollup(rows, spec)
+            if not spec.data_schema.dimensions_spec.dimensions:
+                rolled, dims = _expand_discovered(rolled, dims)
         F = sql_functions(rows)
         out = rolled.select(SEGMENT, TIME, *[col(F, c) for c in dims + metrics])
         # Each Spark task writes its rows of an interval as time-sorted files of at most maxRowsPerSegment rows:
@@ -276,6 +282,8 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
         (out.sortWithinPartitions(SEGMENT, TIME, *[col(F, d) for d in dims])
          .write.mode("error").option("maxRecordsPerFile", spec.tuning_config.max_rows_per_segment)
          .partitionBy(SEGMENT).parquet(deep_storage.join(job.attempt_uri, "segments")))
+        if types:
+            rows.unpersist()  # a Spark Connect session outlives the job
     except Exception as exc:
         raise _job_error(exc) from exc
 
@@ -292,21 +300,22 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
         last = report.saved_exceptions[-1] if report.saved_exceptions else None
         raise ParseExceptionLimitError(limit_exceeded_message(
             limit, report.stats.parse_exceptions, f"task group {job.group_id} of run {job.plan.run_id}", last))
-    report.segments = describe_segments(job, dims, metrics)
+    report.segments = describe_segments(job, dims, metrics, types)
     return report
 
 
-def rollup(rows: Any, spec: DatasourceSpec) -> tuple[Any, list[str], list[str]]:
+def rollup(rows: Any, spec: DatasourceSpec, dims: list[str] | None = None) -> tuple[Any, list[str], list[str]]:
     """Druid's rollup: group by (queryGranularity bucket, dimensions) and aggregate; without rollup, every row
     stays a row with its metrics computed from itself. `__time` becomes the bucket in both cases.
 
     With rollup the splits hand over partial rows (`ingest_core.executor.rollup`): this merges them. A longSum
     arrives as two sums (high and low 32 bits) that add up without overflow; a group whose exact sum passes the
     long range is written as several rows whose values add up to it (`exact_long_sums`), never wrapped, and
-    never an overflow error (Spark's ANSI mode raises on one)."""
+    never an overflow error (Spark's ANSI mode raises on one). `dims`: the dimensions, when the spec does not
+    list them all (type-aware discovery)."""
     F = sql_functions(rows)
     schema = spec.data_schema
-    dims = [d.name for d in schema.dimensions_spec.dimensions] or [DIMS_JSON]
+    dims = dims if dims is not None else [d.name for d in schema.dimensions_spec.dimensions] or [DIMS_JSON]
     metrics = [a.name for a in schema.metrics_spec]
     if not schema.granularity_spec.rollup:
         cols = [col(F, BUCKET).alias(TIME), col(F, SEGMENT), *[col(F, d) for d in dims]]
@@ -385,8 +394,48 @@ def _expand_discovered(rolled: Any, dims: list[str]) -> tuple[Any, list[str]]:
     return expanded, names
 
 
-def describe_segments(job: GroupJob, dims: list[str], metrics: list[str]) -> list[StagedSegment]:
-    """Each written segment's metadata, read from its Parquet footer."""
+def discover(rows: Any, spec: DatasourceSpec) -> tuple[Any, list[str], dict[str, str]]:
+    """Type-aware discovery (`executor.discovery`): the rows with AUTO_JSON replaced by typed columns, the
+    dimensions (listed ones in the spec's order, then the discovered ones by name) and the discovered columns'
+    types. One small pass over the (persisted) rows collects each column's value types first."""
+    from functools import partial
+
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StructType
+
+    F = sql_functions(rows)
+    listed = spec.data_schema.dimensions_spec.dimensions
+    pairs = (rows.select(col(F, discovery.AUTO_JSON))
+             .mapInArrow(discovery.type_batches, "name string, type string").collect())
+    found = discovery.column_types(((r[0], r[1]) for r in pairs), [d.name for d in listed if d.type == "auto"])
+    names = [d.name for d in listed if d.type != "auto" or d.name in found]
+    order = [n for n in names if n in found] + sorted(n for n in found if n not in names)
+    types = {n: found[n] for n in order}
+    check_case_clashes(spec, [*names, *order, *(a.name for a in spec.data_schema.metrics_spec)])
+    log.info("discovered columns: %s", ", ".join(f"{n} {t}" for n, t in types.items()) or "none")
+    fields = from_arrow_schema(pa.schema([(n, discovery.arrow_type(t)) for n, t in types.items()])).fields
+    schema = StructType([f for f in rows.schema.fields if f.name != discovery.AUTO_JSON] + fields)
+    typed = rows.mapInArrow(partial(discovery.expand_batches, types=types), schema)
+    return typed, names + [n for n in order if n not in names], types
+
+
+def check_case_clashes(spec: DatasourceSpec, columns: list[str]) -> None:
+    """Spark (and SQL) tell no column names apart by case alone: say which fields clash and what to do, rather
+    than Spark's ambiguous reference."""
+    seen: dict[str, str] = {}
+    for name in columns:
+        other = seen.setdefault(name.lower(), name)
+        if other != name:
+            raise IngestError(f"datasource {spec.datasource!r}: the discovered field {name!r} and the column "
+                              f"{other!r} differ only in case, which Spark and SQL cannot tell apart: add one to "
+                              "dimensionsSpec.dimensionExclusions, or rename it with a transform")
+
+
+def describe_segments(job: GroupJob, dims: list[str], metrics: list[str],
+                      discovered: dict[str, str] | None = None) -> list[StagedSegment]:
+    """Each written segment's metadata, read from its Parquet footer; `discovered`: the discovered columns'
+    types (what a footer cannot tell: COMPLEX<json>, NULL)."""
     gran = job.spec.data_schema.granularity_spec.segment_granularity
     ranges = tuple(sorted(p.range for p in job.group.partitions))
     fs, _ = deep_storage.filesystem(job.attempt_uri)
@@ -400,15 +449,16 @@ def describe_segments(job: GroupJob, dims: list[str], metrics: list[str]) -> lis
         with fs.open_input_file(info.path) as f:
             meta = pq.ParquetFile(f).metadata
         tmin, tmax = _time_range(meta)
+        arrow = meta.schema.to_arrow_schema()  # its names: a list column's Parquet leaf is named `element`
         out.append(StagedSegment(
             interval_start, interval_end, shard, deep_storage.to_uri(job.attempt_uri, info.path),
-            meta.num_rows, info.size, tmin, tmax,
-            tuple(meta.schema.column(i).name for i in range(meta.num_columns)), tuple(dims), tuple(metrics), ranges))
+            meta.num_rows, info.size, tmin, tmax, tuple(arrow.names), tuple(dims), tuple(metrics), ranges,
+            discovery.schema_types(arrow, discovered)))
     return sorted(out, key=lambda s: (s.interval_start, s.shard))
 
 
 def _time_range(meta: Any) -> tuple[datetime | None, datetime | None]:
-    idx = next(i for i in range(meta.num_columns) if meta.schema.column(i).name == TIME)
+    idx = next(i for i in range(meta.num_columns) if meta.schema.column(i).path == TIME)
     lows, highs = [], []
     for rg in range(meta.num_row_groups):
         stats = meta.row_group(rg).column(idx).statistics

@@ -85,11 +85,13 @@ def _spec_and_parser(job: ReadJob):
 def split_rollup(parser: Any) -> Any:
     """The partial rollup each split applies before handing rows to Spark, or None without rollup."""
     from ingest_core.executor.rollup import PartialRollup, aggregators
+    from ingest_core.executor.discovery import AUTO_JSON
     from ingest_core.executor.row_parser import DIMS_JSON, PARTITION
 
     if not parser.spec.data_schema.granularity_spec.rollup:
         return None
-    dims = [t.column for t in parser.targets if not t.is_metric_input] + ([DIMS_JSON] if parser.schemaless else [])
+    dims = ([t.column for t in parser.targets if not t.is_metric_input] + ([DIMS_JSON] if parser.schemaless else [])
+            + ([AUTO_JSON] if parser.typed_discovery else []))
     return PartialRollup([BUCKET, *dims, PARTITION], aggregators(parser.spec))
 
 

@@ -23,8 +23,11 @@ columns.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import posixpath
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,9 +37,12 @@ import pyarrow.parquet as pq
 from ingest_core.core.errors import IngestError
 from ingest_core.core.offsets import offsets_to_json
 from ingest_core.core.timeline import visible_segments
+from ingest_core.core.column_types import DOUBLE, FLOAT
 from ingest_core.executor import deep_storage
+from ingest_core.executor.discovery import arrow_schema, arrow_type, conform, needs_conversion
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.records import SegmentRecord
+from ingest_core.store.segment_schema import typed
 
 if TYPE_CHECKING:
     from ingest_core.core.spec import DatasourceSpec
@@ -178,6 +184,44 @@ def _create(cat: Any, identifier: tuple[str, str], spec: DatasourceSpec, first_f
                 update.add_field("__time", transform(), f"__time_{bucket}")
 
 
+def _table_file(table: Any, uri: str, own: dict[str, str], target: dict[str, str]) -> str:
+    """The file the table holds for the segment file `uri`: that file, when Iceberg reads its columns as the
+    merged schema types them (the same, or FLOAT as DOUBLE); else a copy brought to that schema
+    (`executor.discovery.conform`), under the table's `data/`, named for the file and the schema."""
+    if not needs_conversion({n: t for n, t in own.items() if (t, target[n]) != (FLOAT, DOUBLE)}, target):
+        return uri
+    key = hashlib.sha256(json.dumps([uri, target], sort_keys=True).encode()).hexdigest()[:32]
+    return deep_storage.normalize_uri(deep_storage.join(table.location(), "data", f"widened-{key}.parquet"))
+
+
+def _write_converted(uri: str, source: str, own: dict[str, str], target: dict[str, str]) -> None:
+    fs, path = deep_storage.filesystem(source)
+    converted = conform(pq.read_table(path, filesystem=fs), own, target)
+    fs, path = deep_storage.filesystem(uri)
+    fs.create_dir(posixpath.dirname(path), recursive=True)
+    tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
+    pq.write_table(converted, tmp, filesystem=fs)
+    fs.move(tmp, path)  # whole or not at all: a sync that died midway left no half file the next one adds
+
+
+def _changed_types(schema: Any, target: dict[str, str]) -> list[str]:
+    """The table's columns whose type the merged schema changes in a way Iceberg cannot promote."""
+    have = {f.name: f.field_type for f in schema.fields}
+    changed = []
+    for name, t in target.items():
+        if name in have:
+            have_type, want = str(have[name]), str(_iceberg_type(arrow_type(t)))  # `list<long>`: no field ids
+            if have_type != want and (have_type, want) != ("float", "double"):
+                changed.append(name)
+    return changed
+
+
+def _iceberg_type(t: pa.DataType) -> Any:
+    from pyiceberg.io.pyarrow import _ConvertToIcebergWithoutIDs, visit_pyarrow
+
+    return visit_pyarrow(pa.schema([("c", t)]), _ConvertToIcebergWithoutIDs()).fields[0].field_type
+
+
 def _file_schema(uri: str) -> pa.Schema:
     fs, path = deep_storage.filesystem(uri)
     return pq.read_schema(path, filesystem=fs)
@@ -190,18 +234,27 @@ def _commit(table: Any, name: str, state: PublishedState) -> IcebergSync:
     snapshot = table.current_snapshot()
     current = {deep_storage.normalize_uri(task.file.file_path): task.file
                for task in table.scan().plan_files()} if snapshot is not None else {}
-    add = [uri for uri in state.files if uri not in current]
-    remove = [f for uri, f in current.items() if uri not in state.files]
+    owns, target = typed(list(state.files.values()))
+    wanted = {_table_file(table, uri, own, target): (uri, own) for uri, own in zip(state.files, owns)}
+    add = [uri for uri in wanted if uri not in current]
+    remove = [f for uri, f in current.items() if uri not in wanted]
     recorded = snapshot.summary.additional_properties.get(COMMIT_VERSION) if snapshot is not None else None
     if not add and not remove and (recorded == str(state.commit_version) or snapshot is None):
         return IcebergSync(name, 0, 0, snapshot.snapshot_id if snapshot else None, state.commit_version)
     properties = {COMMIT_VERSION: str(state.commit_version), COMMITTED_OFFSETS: json.dumps(state.committed),
                   VISIBLE_SEGMENTS: str(len(state.files))}
+    for uri in add:
+        if uri not in state.files:  # a segment converted to the table's schema (`_table_file`)
+            _write_converted(uri, *wanted[uri], target)
     with table.transaction() as tx:
         if add:
-            widened = pa.unify_schemas([_file_schema(uri) for uri in add], promote_options="permissive")
+            changed = _changed_types(table.schema(), target)
+            if changed:  # Iceberg cannot promote these (LONG to DOUBLE, ...): the column is made anew
+                with tx.update_schema() as update:
+                    for column in changed:
+                        update.delete_column(column)
             with tx.update_schema() as update:
-                update.union_by_name(widened)
+                update.union_by_name(arrow_schema(target))
             # files without Iceberg field ids are read by name: the mapping must know every column
             tx.set_properties(**{TableProperties.DEFAULT_NAME_MAPPING:
                                  tx.table_metadata.schema().name_mapping.model_dump_json()})

@@ -11,14 +11,16 @@ table or a Spark DataFrame. Unpublished job output in deep storage is never read
 from __future__ import annotations
 
 from datetime import datetime
+from functools import reduce
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ingest_core.core.timeline import visible_segments
-from ingest_core.executor import dead_letters, deep_storage
+from ingest_core.executor import dead_letters
 from ingest_core.store.metadata import MetadataStore, SegmentRecord
+from ingest_core.executor.discovery import arrow_schema, conform_batches, needs_conversion
+from ingest_core.store.segment_schema import merged_types, read_conformed, typed
 
 
 class DatasourceReader:
@@ -34,13 +36,11 @@ class DatasourceReader:
         return visible
 
     def to_arrow(self, interval: tuple[datetime, datetime] | None = None, columns: list[str] | None = None) -> pa.Table:
-        tables = []
-        for seg in self.segments(interval):
-            fs, path = deep_storage.filesystem(seg.location)
-            tables.append(pq.read_table(path, filesystem=fs, columns=columns))
-        if not tables:
+        """The rows of the visible segments, in their merged schema (`store.segment_schema`): a column a segment
+        lacks is null there, a column typed LONG in one and DOUBLE in another is DOUBLE."""
+        table = read_conformed(self.segments(interval), columns)
+        if table is None:
             return pa.table({"__time": pa.array([], pa.timestamp("ms", tz="UTC"))})
-        table = pa.concat_tables(tables, promote_options="permissive")
         if interval is not None:
             import pyarrow.compute as pc
 
@@ -49,11 +49,30 @@ class DatasourceReader:
             table = table.filter(pc.and_(pc.greater_equal(t, lo), pc.less(t, hi)))
         return table.sort_by("__time") if "__time" in table.column_names else table
 
+    def schema(self) -> dict[str, str]:
+        """The merged schema of the visible segments: column -> type (`core.column_types`)."""
+        return merged_types(self.segments())
+
     def to_spark(self, spark: Any, interval: tuple[datetime, datetime] | None = None) -> Any:
-        locations = [s.location for s in self.segments(interval)]
-        if not locations:
+        from functools import partial
+
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        segments = self.segments(interval)
+        if not segments:
             return spark.createDataFrame([], "__time timestamp")
-        df = spark.read.option("mergeSchema", "true").parquet(*locations)
+        owns, target = typed(segments)
+        schema = from_arrow_schema(arrow_schema(target))
+        by_types: dict[tuple, tuple[dict[str, str], list[str]]] = {}
+        for s, own in zip(segments, owns):
+            by_types.setdefault(tuple(own.items()), (own, []))[1].append(s.location)
+        frames = []
+        for own, locations in by_types.values():  # the files of one schema; a narrower one widened, in Python
+            frame = spark.read.parquet(*locations)
+            if needs_conversion(own, target):
+                frame = frame.mapInArrow(partial(conform_batches, own=own, target=target), schema)
+            frames.append(frame)
+        df = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
         if interval is not None:
             from pyspark.sql import functions as F
 

@@ -27,8 +27,10 @@ import pyarrow.dataset as ds
 from ingest_core.core.errors import IngestError
 from ingest_core.core.timeline import visible_segments
 from ingest_core.executor import deep_storage
+from ingest_core.executor.discovery import arrow_schema, castable, conform
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.records import SegmentRecord
+from ingest_core.store.segment_schema import read_segment, typed
 
 DEFAULT_MAX_ROWS = 100_000
 DEFAULT_TIMEOUT_S = 300.0
@@ -140,15 +142,23 @@ def _walk(node: Any, tables: set[tuple[str, str]], ctes: set[str]) -> None:
 
 
 def _dataset(segments: list[SegmentRecord]) -> ds.Dataset:
-    """The segments as one Arrow dataset, its schema merged over every file (not only the first's)."""
+    """The segments as one Arrow dataset of their merged schema (`store.segment_schema`). Files are read where
+    they are, Arrow casting what widens by a cast (LONG to DOUBLE, a number to STRING); the rare segment that
+    needs more (STRING to COMPLEX<json>, a scalar to an array) is read and brought to the schema first."""
     if not segments:
         return ds.dataset(EMPTY.empty_table())
-    parts = []
-    for paths, fs in _by_filesystem(s.location for s in segments):
-        factory = ds.FileSystemDatasetFactory(fs, paths, ds.ParquetFileFormat())
-        parts.append((factory, factory.inspect(promote_options="permissive", fragments=None)))
-    schema = pa.unify_schemas([s for _, s in parts], promote_options="permissive")
-    datasets = [factory.finish(schema) for factory, _ in parts]
+    owns, target = typed(segments)
+    schema = arrow_schema(target)
+    files, tables = [], []
+    for seg, own in zip(segments, owns):
+        if all(t == target[n] or castable(t, target[n]) for n, t in own.items()):
+            files.append(seg.location)
+        else:
+            tables.append(conform(read_segment(seg)[0], own, target).cast(schema))
+    datasets = [ds.FileSystemDatasetFactory(fs, paths, ds.ParquetFileFormat()).finish(schema)
+                for paths, fs in _by_filesystem(files)]
+    if tables:
+        datasets.append(ds.dataset(pa.concat_tables(tables)))
     return datasets[0] if len(datasets) == 1 else ds.dataset(datasets)
 
 

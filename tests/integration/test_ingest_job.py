@@ -7,6 +7,8 @@ import random
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
 from helpers import (
@@ -211,6 +213,83 @@ def test_schemaless_dimensions_are_discovered(spark, broker, store, tmp_path):
     rows = sorted(rows_of(store), key=lambda r: r["y"])
     assert [(r["x"], r["y"], r["z"], r["n_sum"]) for r in rows] == [("1", "a", None, 5), (None, "b", "true", 7)]
     assert "skip" not in rows[0] and "n" not in rows[0]
+
+
+def test_schema_discovery_types_every_field_and_widens_across_runs(spark, broker, store, tmp_path):
+    """useSchemaDiscovery over two runs whose fields change: run 1 has n long, an array of longs and a nested
+    object; run 2 makes n a double, adds a field and an array of doubles. Every field reads back with its type
+    (n DOUBLE in old segments too, the new field null there) through the reader, SQL, to_spark, compaction of
+    both runs' segments and the Iceberg table; rows equal after typing (3 and 3.0, one object's keys in two
+    orders) roll up into one."""
+    from ingest_core.core.compaction import CompactionJob
+    from ingest_core.service.status import new_columns
+    from ingest_core.spark.compaction import compact
+    from ingest_core.store import iceberg
+    from ingest_core.store.segment_schema import segment_types
+    from ingest_core.store.sql import run_sql
+
+    topic = broker.create_topic()
+    spec = spec_from(broker.bootstrap, topic, {
+        "timestampSpec": {"column": "ts"}, "dimensionsSpec": {"useSchemaDiscovery": True},
+        "metricsSpec": [{"type": "count", "name": "cnt"}],
+        "granularitySpec": {"segmentGranularity": "DAY", "queryGranularity": "HOUR"}},
+        microbatch={"iceberg": {}, "deepStorage": {"uri": tmp_path.as_uri()}})
+    first = [{"ts": iso(T0), "n": 1, "s": "a", "arr": [1, 2], "obj": {"k": 1, "deep": {"x": [1]}}, "flag": True},
+             {"ts": iso(T0), "n": 2, "s": "b", "arr": [], "obj": {"k": 2}}]
+    broker.produce(topic, [json.dumps(e).encode() for e in first])
+    ingest_run(spark, store, spec, "r1", tmp_path.as_uri())
+    iceberg.sync(store, spec)
+    second = [{"ts": iso(T0), "n": 2.5, "s": "c", "arr": [0.5], "obj": {"k": 3}, "extra": "new"},
+              {"ts": iso(T0), "n": 3, "s": "d", "obj": {"k": 4, "z": 0}},
+              {"ts": iso(T0), "n": 3.0, "s": "d", "obj": {"z": 0, "k": 4}}]
+    broker.produce(topic, [json.dumps(e).encode() for e in second])
+    _, reports, _ = ingest_run(spark, store, spec, "r2", tmp_path.as_uri())
+    assert reports[0].stats.processed == 3
+
+    reader = DatasourceReader(store, "ds")
+    r1, r2 = sorted(reader.segments(), key=lambda s: s.run_id)
+    assert {k: segment_types(r1)[k] for k in ("n", "s", "arr", "obj", "flag")} == {
+        "n": "LONG", "s": "STRING", "arr": "ARRAY<LONG>", "obj": "COMPLEX<json>", "flag": "LONG"}
+    assert {k: segment_types(r2)[k] for k in ("n", "arr", "extra")} == {
+        "n": "DOUBLE", "arr": "ARRAY<DOUBLE>", "extra": "STRING"}
+    merged = reader.schema()
+    assert {k: merged[k] for k in ("n", "s", "arr", "obj", "flag", "extra", "cnt")} == {
+        "n": "DOUBLE", "s": "STRING", "arr": "ARRAY<DOUBLE>", "obj": "COMPLEX<json>", "flag": "LONG",
+        "extra": "STRING", "cnt": "LONG"}
+    assert new_columns(store, "ds", store.list_runs("ds")).columns == {"extra": "STRING"}
+
+    def typed(rows):
+        return sorted(((r["s"], r["n"], r["arr"], json.loads(r["obj"]), r["flag"], r["extra"], r["cnt"])
+                       for r in rows), key=lambda r: r[0])
+
+    want = [("a", 1.0, [1.0, 2.0], {"k": 1, "deep": {"x": [1]}}, 1, None, 1),
+            ("b", 2.0, [], {"k": 2}, None, None, 1),
+            ("c", 2.5, [0.5], {"k": 3}, None, "new", 1),
+            ("d", 3.0, None, {"k": 4, "z": 0}, None, None, 2)]  # 3 and 3.0, and the object's two key orders
+    table = reader.to_arrow()
+    assert table.schema.field("n").type == pa.float64() and table.schema.field("arr").type == pa.list_(pa.float64())
+    assert typed(table.to_pylist()) == want
+    assert typed(r.asDict() for r in reader.to_spark(spark).collect()) == want
+    sql = run_sql(store, "SELECT s, n, arr, obj, flag, extra, cnt, json_extract(obj, '$.k')::BIGINT AS k FROM ds")
+    assert typed(sql.table.to_pylist()) == want and sorted(r["k"] for r in sql.table.to_pylist()) == [1, 2, 3, 4]
+
+    job = CompactionJob("ds", "compact-1", r1.interval_start, r1.interval_end, (r1.id, r2.id),
+                        (r1.location, r2.location), 1000, 1, (tmp_path / "compacted").as_uri(),
+                        (segment_types(r1), segment_types(r2)))
+    (compacted,) = compact(spark, spec, job)
+    assert {k: compacted.types[k] for k in ("n", "arr", "obj", "extra")} == {
+        "n": "DOUBLE", "arr": "ARRAY<DOUBLE>", "obj": "COMPLEX<json>", "extra": "STRING"}
+    assert typed(pq.read_table(compacted.location.removeprefix("file://")).to_pylist()) == want
+
+    assert iceberg.sync(store, spec).added == 2  # r2's file, and r1's widened to the merged schema
+    cat = iceberg.catalog(store)
+    try:
+        ice = cat.load_table(iceberg.table_identifier(spec))
+        assert typed(ice.scan().to_arrow().to_pylist()) == want
+        assert str(ice.schema().find_field("n").field_type) == "double"
+    finally:
+        cat.engine.dispose()
+    assert not iceberg.sync(store, spec).changed  # level: nothing again
 
 
 # ------------------------------------------------------------------------------------------ offsets and errors

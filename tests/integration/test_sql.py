@@ -110,3 +110,14 @@ def test_ingest_query_prints_a_table_json_and_csv_and_errors_in_one_line(wiki, s
     bad = cli("SELECT * FROM wikk")
     assert bad.returncode == 1 and bad.stderr.strip().startswith("error: no datasource named 'wikk'")
     assert "Traceback" not in bad.stderr
+
+
+def test_ingest_segments_prints_the_merged_schema_and_status_the_new_columns(wiki, store_url, capsys):
+    assert main(["--metadata-url", store_url, "segments", "wiki"]) == 0
+    out = capsys.readouterr().out
+    schema = out[out.index("SCHEMA (merged over the visible segments)"):].splitlines()[1:]
+    assert [line.split() for line in schema] == [["__time", "TIMESTAMP"], ["page", "STRING"], ["added", "DOUBLE"],
+                                                 ["user", "STRING"]]
+    assert main(["--metadata-url", store_url, "status", "wiki", "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["payload"]["newColumns"] == {"runId": "r2", "columns": {"user": "STRING"}}

@@ -22,6 +22,7 @@ from ingest_core.provider.operators.run import store
 from ingest_core.store.compaction import CompactionConflictError, publish_compaction
 from ingest_core.store.publisher import SegmentDescriptor
 from ingest_core.store.reader import DatasourceReader
+from ingest_core.store.segment_schema import segment_types
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ def search_task(spec: DatasourceSpec, run_id: str) -> list[list[str]]:
         job = CompactionJob(spec.datasource, f"compact-{deep_storage.safe_name(run_id)}-{n}", candidate.interval_start,
                             candidate.interval_end, candidate.segment_ids, tuple(s.location for s in members),
                             compaction.target_rows, candidate.target_segments,
-                            deep_storage.join(folder, str(n)))
+                            deep_storage.join(folder, str(n)), tuple(segment_types(s) for s in members))
         job_uri = deep_storage.join(job.output_uri, "job.json")
         deep_storage.write_json(job_uri, job.to_json())
         out.append(["--spec", spec_uri, "--job", job_uri])
@@ -111,7 +112,8 @@ def publish_task(spec: DatasourceSpec, jobs: list[list[str]]) -> dict[str, Any]:
             failed.append(interval)
             continue
         rewritten = [SegmentDescriptor(job.interval_start, job.interval_end, f.location, f.rows, f.bytes,
-                                       {"compaction": job.task_id}) for f in files]
+                                       {"compaction": job.task_id, **({"types": f.types} if f.types else {})})
+                     for f in files]
         try:
             result = publish_compaction(metadata, spec.datasource, (job.interval_start, job.interval_end),
                                         job.segment_ids, rewritten, job.task_id)
