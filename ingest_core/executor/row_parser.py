@@ -46,6 +46,8 @@ from ingest_core.executor.report import (
     ParseExceptionRecord,
     Rejection,
     RowStats,
+    ServiceProblem,
+    ServiceUnavailableError,
 )
 from ingest_core.executor.timestamps import timestamp_parser
 
@@ -102,6 +104,7 @@ class ParsedChunk:
     stats: RowStats
     exceptions: list[ParseExceptionRecord] = field(default_factory=list)  # the last max(maxSaved, 1)
     rejections: list[Rejection] = field(default_factory=list)  # every row not ingested as sent, in offset order
+    problems: list[ServiceProblem] = field(default_factory=list)  # services a decoder needed that did not answer
 
 
 class _Rows:
@@ -310,6 +313,7 @@ class RowParser:
         stats = RowStats()
         exceptions: list[ParseExceptionRecord] = []
         rejections: list[Rejection] = []
+        self._problems: list[ServiceProblem] = []
         values = chunk.values
         if None not in values and b"" not in values:  # the usual case, checked without a Python loop
             live: list[int] = list(range(len(values)))
@@ -405,7 +409,7 @@ class RowParser:
         stats.processed += table.num_rows - sum(1 for row in with_error if kept[row])
         exceptions.sort(key=lambda e: e.offset)
         rejections.sort(key=lambda r: r.offset)
-        return ParsedChunk(table, stats, exceptions[-max(self.max_saved, 1):], rejections)
+        return ParsedChunk(table, stats, exceptions[-max(self.max_saved, 1):], rejections, self._problems)
 
     # ---------------------------------------------------------------------------------------- pieces
 
@@ -510,8 +514,11 @@ class RowParser:
                     extra = self._kafka_columns(chunk, i)
                     decoded = [{**extra, **r} for r in decoded]  # the value's fields win
             except (ValueError, UnicodeError, csv.Error, RecursionError, TypeError) as exc:
+                if isinstance(exc, ServiceUnavailableError):
+                    ServiceProblem.merge(self._problems, [ServiceProblem(exc.service, exc.url, str(exc), 1)])
+                preview = getattr(self.decoder, "preview", _preview)  # binary formats show hex
                 self._exception(exceptions, rejections, stats, chunk, pa.array([chunk.offsets[i]], pa.int64()), 0,
-                                f"Unable to parse row [{_preview(chunk.values[i])}]: {exc}", unparseable=True)
+                                f"Unable to parse row [{preview(chunk.values[i])}]: {exc}", unparseable=True)
                 continue
             rows.extend(decoded)
             row_record.extend([i] * len(decoded))
