@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import pyarrow as pa
 from fastavro import schemaless_reader
 
 from ingest_core.core.avro_schema import (
@@ -31,6 +32,7 @@ from ingest_core.core.avro_schema import (
 )
 from ingest_core.core.spec import InputFormat
 from ingest_core.executor import schema_registry
+from ingest_core.executor.avro_columns import ColumnarPlan, same_header
 from ingest_core.executor.decoders import Flattener
 
 
@@ -59,7 +61,10 @@ class AvroStreamDecoder:
         self._text: Callable[[bytes], str] = (
             (lambda b: b.decode("utf-8", "replace")) if fmt.binary_as_string  # Druid's StringUtils.fromUtf8
             else (lambda b: base64.b64encode(b).decode("ascii")))
+        self._binary_as_string = fmt.binary_as_string
+        self._plans: dict[int, ColumnarPlan | None] = {}  # by id() of a ReaderSchema, which the decoder keeps
         spec = fmt.avro_bytes_decoder
+        self._header_size = 0 if isinstance(spec, InlineSchemaDecoder) else 5
         self._schemas: dict[int, ReaderSchema | ValueError] = {}  # by schema id; a failure is kept too
         self._inline: ReaderSchema | None = None
         self._registry: schema_registry.SchemaRegistryClient | None = None
@@ -180,6 +185,26 @@ class AvroStreamDecoder:
         if isinstance(value, list):
             return [self._druid(v) for v in value]
         return value
+
+    def columns(self, values: list[bytes], needed: set[str]) -> dict[str, pa.Array] | None:
+        """The chunk as Arrow columns (the top-level fields in `needed`) in one columnar pass, or None: records
+        with different schemas or headers, a schema or a record the columnar path does not read, flattenSpec
+        fields. The row parser then decodes the chunk record by record (`rows`)."""
+        if self._flatten.paths or not self._flatten.discovery:
+            return None
+        header = same_header(values, self._header_size)
+        if header is None:
+            return None
+        try:
+            schema = self._split(header)[0]
+        except ValueError:
+            return None
+        if id(schema) not in self._plans:
+            self._plans[id(schema)] = ColumnarPlan.of(schema.parsed)
+        plan = self._plans[id(schema)]
+        if plan is None:
+            return None
+        return plan.read(values, needed, skip=self._header_size, text=self._binary_as_string)
 
     @staticmethod
     def preview(data: bytes | None, limit: int = 64) -> str:

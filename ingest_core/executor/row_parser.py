@@ -253,6 +253,7 @@ class RowParser:
             + ([(DIMS_JSON, pa.string())] if self.schemaless else [])
             + [(PARTITION, pa.int32()), (OFFSET, pa.int64())])
         self._fast_schema = self._plan_fast_path()
+        self._columnar = self._plan_columnar()
 
     # ---------------------------------------------------------------------------------------- fast path
 
@@ -279,6 +280,16 @@ class RowParser:
         if needed - set(fields) - {TIME} - transform_names:
             return None  # columns of unknown type for transforms or the filter
         return pa.schema(list(fields.items()))
+
+    def _plan_columnar(self) -> set[str] | None:
+        """The input columns to ask of a decoder that reads a whole chunk into typed columns itself (`columns`:
+        Avro, whose schema types them), or None when this spec decodes per record."""
+        if self.fmt.type == "kafka" or self.schemaless or not hasattr(self.decoder, "columns"):
+            return None
+        transform_names = {name for name, _ in self.transforms}
+        needed = {self.ts_spec.column} | {t.source for t in self.targets if t.source not in transform_names}
+        needed |= {c for _, e in self.transforms for c in e.columns}
+        return needed | _filter_columns(self.spec.data_schema.transform_spec.filter)
 
     def _decode_fast(self, chunk: RecordChunk, indexes: list[int]) -> dict[str, pa.Array] | None:
         assert self._fast_schema is not None
@@ -338,6 +349,9 @@ class RowParser:
         pyvalues: dict[str, list[Any]] = {}  # columns of mixed or nested values, as decoded
         if self._fast_schema is not None and live:
             columns = self._decode_fast(chunk, live)
+        elif self._columnar is not None and live:
+            columns = self.decoder.columns(  # type: ignore[attr-defined]
+                chunk.values if len(live) == len(chunk.values) else [chunk.values[i] for i in live], self._columnar)
         if columns is None:
             columns, row_record, rows, pyvalues = self._decode_slow(chunk, live, stats, exceptions, rejections)
         n = len(row_record)
