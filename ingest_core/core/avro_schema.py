@@ -60,16 +60,62 @@ def parse_avro_schema(schema: Any, named: dict[str, Any] | None = None) -> Any:
         raise ValueError(f"not a valid Avro schema: {type(exc).__name__}: {exc}") from None
 
 
+def zero_width_array(parsed: Any) -> str | None:
+    """The name of an array field whose items take no bytes (null, an empty record, fixed of size 0), or None.
+    A record of a few bytes could declare billions of them: the decoders refuse such a schema."""
+    named: dict[str, Any] = {}
+
+    def width_zero(schema: Any, seen: frozenset) -> bool:
+        if isinstance(schema, str):
+            if schema == "null":
+                return True
+            if schema in named and schema not in seen:
+                return width_zero(named[schema], seen | {schema})
+            return False
+        if isinstance(schema, dict):
+            kind = schema.get("type")
+            if kind == "record":
+                return all(width_zero(f["type"], seen) for f in schema.get("fields", []))
+            if kind == "fixed":
+                return int(schema.get("size", 1)) == 0
+            return kind == "null"
+        return False  # a union writes its branch index: at least a byte
+
+    def walk(schema: Any, at: str) -> str | None:
+        if isinstance(schema, list):
+            return next((found for s in schema if (found := walk(s, at))), None)
+        if not isinstance(schema, dict):
+            return None
+        if schema.get("name"):
+            named[schema["name"]] = schema
+        kind = schema.get("type")
+        if kind == "array":
+            if width_zero(schema.get("items"), frozenset()):
+                return at or "(the top level)"
+            return walk(schema.get("items"), at)
+        if kind == "map":
+            return walk(schema.get("values"), at)
+        if kind == "record":
+            return next((found for f in schema.get("fields", []) if (found := walk(f["type"], f["name"]))), None)
+        return walk(kind, at) if isinstance(kind, (dict, list)) else None
+
+    return walk(parsed, "")
+
+
 def _check_schema(schema: Any, path: str, ctx: BindContext) -> None:
     if not isinstance(schema, dict):
         ctx.error(path, "expected an Avro schema object such as {type: record, name: Event, fields: [{name: ts, "
                         "type: long}]}")
         return
     try:
-        parse_avro_schema(schema, {})
+        parsed = parse_avro_schema(schema, {})
     except ValueError as exc:
         ctx.error(path, f"{exc}; fix the schema (https://avro.apache.org/docs/current/specification/)")
         return
+    field = zero_width_array(parsed)
+    if field is not None:
+        ctx.error(path, f"field {field!r} is an array of items that take no bytes (null, an empty record): a "
+                        "record of a few bytes could hold billions of them; give the items a type with content")
     if schema.get("type") != "record":
         ctx.error(join(path, "type"), f"the schema is of type {schema.get('type')!r}; a row is read from an Avro "
                                       "record: use {type: record, fields: [...]}")

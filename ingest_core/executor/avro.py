@@ -29,6 +29,7 @@ from ingest_core.core.avro_schema import (
     InlineSchemasDecoder,
     SchemaRegistryDecoder,
     parse_avro_schema,
+    zero_width_array,
 )
 from ingest_core.core.spec import InputFormat
 from ingest_core.executor import schema_registry
@@ -47,6 +48,10 @@ class ReaderSchema:
     @classmethod
     def of(cls, schema: Any, what: str, named: dict[str, Any] | None = None) -> "ReaderSchema":
         parsed = parse_avro_schema(schema, {} if named is None else named)
+        field = zero_width_array(parsed)
+        if field is not None:
+            raise ValueError(f"{what} is refused: its field {field!r} is an array of items that take no bytes, so a "
+                             "record of a few bytes could hold billions of them")
         text = json.dumps(parsed)
         return cls(parsed, what, '"bytes"' in text or '"fixed"' in text)
 

@@ -139,3 +139,34 @@ def test_a_registry_that_does_not_answer_leaves_its_records_unparseable_and_is_n
     named = [e for e in errors if e["exceptionClass"] == "ServiceUnavailable"]
     assert named and named[0]["url"] == dead and named[0]["unparseableRecords"] == len(values)
     assert f"schema registry {dead} did not answer for schema id 3" in named[0]["message"]
+
+
+def test_the_decoder_reads_registry_schemas_with_references_and_names_an_unknown_id(schema_registry_url):
+    from confluent_kafka.schema_registry import Schema, SchemaReference
+
+    from ingest_core.core.spec import parse_spec
+    from ingest_core.executor.decoders import decoder_for
+
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    topic = broker_free_topic()
+    geo = {"type": "record", "name": "Geo", "namespace": "avrotest.ref", "fields": [{"name": "city", "type": "string"}]}
+    client.register_schema(f"{topic}-geo", Schema(json.dumps(geo), "AVRO"))
+    edit = {"type": "record", "name": "RefEdit", "namespace": "avrotest.ref", "fields": [
+        {"name": "page", "type": "string"}, {"name": "geo", "type": "avrotest.ref.Geo"}]}
+    schema = Schema(json.dumps(edit), "AVRO", [SchemaReference("avrotest.ref.Geo", f"{topic}-geo", 1)])
+    serialize = AvroSerializer(client, schema, conf={"auto.register.schemas": True})
+    data = serialize({"page": "P", "geo": {"city": "Lyon"}}, SerializationContext(topic, MessageField.VALUE))
+    fmt = {"type": "avro_stream", "avroBytesDecoder": {"type": "schema_registry", "url": schema_registry_url}}
+    spec = parse_spec({"type": "kafka", "spec": {
+        "dataSchema": {"dataSource": "ds", "timestampSpec": {"column": "ts"}, "granularitySpec": {}},
+        "ioConfig": {"topic": topic, "inputFormat": fmt, "consumerProperties": {"bootstrap.servers": "x:9092"}}}})
+    decoder = decoder_for(spec.io_config.input_format)
+    assert decoder.rows(data) == [{"page": "P", "geo": {"city": "Lyon"}}]
+    with pytest.raises(ValueError, match="schema id 2147483000 is not in schema registry"):
+        decoder.rows(b"\x00" + struct.pack(">i", 2147483000) + data[5:])
+
+
+def broker_free_topic() -> str:
+    import uuid
+
+    return f"avro-ref-{uuid.uuid4().hex[:8]}"

@@ -303,3 +303,17 @@ def test_hostile_bytes_are_per_record_errors_never_an_exception_and_both_paths_a
     assert a.table.equals(b.table) and a.stats == b.stats
     s = a.stats
     assert s.processed + s.unparseable + s.processed_with_error + s.thrown_away == len(values)  # empty: thrown away
+
+
+def test_a_schema_with_an_array_of_items_that_take_no_bytes_is_refused():
+    # a 6-byte record could otherwise declare 10^8 nulls (gigabytes in the executor): found by reading fastavro
+    schema = {"type": "record", "name": "Z", "fields": [
+        {"name": "ok", "type": {"type": "array", "items": "string"}},
+        {"name": "empty", "type": {"type": "record", "name": "Empty", "fields": []}},
+        {"name": "many", "type": ["null", {"type": "array", "items": "Empty"}]}]}
+    got = problems({"type": "avro_stream", "avroBytesDecoder": {"type": "schema_inline", "schema": schema}})
+    assert got[0][0] == "spec.ioConfig.inputFormat.avroBytesDecoder.schema" and "'many' is an array" in got[0][1]
+    from ingest_core.executor.avro import ReaderSchema
+
+    with pytest.raises(ValueError, match="schema id 4 is refused: its field 'many'"):
+        ReaderSchema.of(json.dumps(schema), "schema id 4")  # as a registry's schema arrives
