@@ -68,6 +68,7 @@ class AvroStreamDecoder:
             else (lambda b: base64.b64encode(b).decode("ascii")))
         self._binary_as_string = fmt.binary_as_string
         self._plans: dict[int, ColumnarPlan | None] = {}  # by id() of a ReaderSchema, which the decoder keeps
+        self._wanted: dict[frozenset, dict[tuple[str, ...], list[str]]] = {}
         spec = fmt.avro_bytes_decoder
         self._header_size = 0 if isinstance(spec, InlineSchemaDecoder) else 5
         self._schemas: dict[int, ReaderSchema | ValueError] = {}  # by schema id; a failure is kept too
@@ -192,10 +193,13 @@ class AvroStreamDecoder:
         return value
 
     def columns(self, values: list[bytes], needed: set[str]) -> dict[str, pa.Array] | None:
-        """The chunk as Arrow columns (the top-level fields in `needed`) in one columnar pass, or None: records
-        with different schemas or headers, a schema or a record the columnar path does not read, flattenSpec
-        fields. The row parser then decodes the chunk record by record (`rows`)."""
-        if self._flatten.paths or not self._flatten.discovery:
+        """The chunk as Arrow columns (those of `needed`) in one columnar pass, or None: records with different
+        schemas or headers, a schema, a record or a flattenSpec path the columnar path does not read. The row
+        parser then decodes the chunk record by record (`rows`)."""
+        wanted = self._wanted.get(frozenset(needed))
+        if wanted is None:
+            wanted = self._wanted[frozenset(needed)] = self._columns_wanted(needed)
+        if not wanted:
             return None
         header = same_header(values, self._header_size)
         if header is None:
@@ -209,7 +213,23 @@ class AvroStreamDecoder:
         plan = self._plans[id(schema)]
         if plan is None:
             return None
-        return plan.read(values, needed, skip=self._header_size, text=self._binary_as_string)
+        return plan.read(values, wanted, skip=self._header_size, text=self._binary_as_string)
+
+    def _columns_wanted(self, needed: set[str]) -> dict[tuple[str, ...], list[str]]:
+        """Each needed column's field path, as the flattener would find it (its fields win over the discovered
+        root fields); {} when a flattenSpec path takes a list index (the per-record path)."""
+        by_name: dict[str, tuple[str, ...]] = {}
+        if self._flatten.discovery:
+            by_name = {name: (name,) for name in needed}
+        for name, path in self._flatten.fields:
+            if any(not isinstance(step, str) for step in path):
+                return {}
+            by_name[name] = path
+        wanted: dict[tuple[str, ...], list[str]] = {}
+        for name, path in by_name.items():
+            if name in needed:
+                wanted.setdefault(path, []).append(name)
+        return wanted
 
     @staticmethod
     def preview(data: bytes | None, limit: int = 64) -> str:

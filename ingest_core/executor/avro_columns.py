@@ -83,32 +83,41 @@ class ColumnarPlan:
             return None
         return cls(top.fields)
 
-    def read(self, payloads: list[bytes | memoryview], needed: set[str], skip: int = 0,
+    def read(self, payloads: list[bytes | memoryview], wanted: dict[tuple[str, ...], list[str]], skip: int = 0,
              text: bool = False) -> dict[str, pa.Array] | None:
-        """Columns of the top-level fields in `needed`, or None when the chunk does not fit (see the module).
-        `skip`: header bytes before each payload. `text`: bytes fields as UTF-8 text (binaryAsString)."""
+        """The columns `wanted` names (a field's path, `("geo", "city")` for `$.geo.city` -> its columns' names),
+        or None when the chunk does not fit (see the module). A wanted path the schema does not have is a column
+        of nulls, as a flattenSpec path that finds nothing. `skip`: header bytes before each payload. `text`:
+        bytes fields as UTF-8 text (binaryAsString)."""
         data = b"".join(payloads)
         lengths = np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
         ends = np.cumsum(lengths)
-        reader = _Reader(np.frombuffer(data + bytes(_PAD), dtype=np.uint8), ends - lengths + skip, ends, text)
-        out: dict[str, pa.Array] = {}
+        reader = _Reader(np.frombuffer(data + bytes(_PAD), dtype=np.uint8), ends - lengths + skip, ends, text,
+                         set(wanted))
         try:
             everyone = np.arange(len(payloads))
+            found: dict[tuple[str, ...], pa.Array] = {}
             for f in self.fields:
-                column = reader.field(f, everyone, f.name in needed)
-                if column is not None:
-                    out[f.name] = column
+                found.update(reader.field(f, everyone, (f.name,)))
             if not np.array_equal(reader.pos, ends):
                 return None  # bytes left over: some record was written with another schema
         except _Misfit:
             return None
+        out: dict[str, pa.Array] = {}
+        for path, names in wanted.items():
+            column = found.get(path, pa.nulls(len(payloads)))
+            for name in names:
+                out[name] = column
         return out
 
 
 class _Reader:
-    def __init__(self, buf: np.ndarray, pos: np.ndarray, ends: np.ndarray, binary_as_string: bool):
+    def __init__(self, buf: np.ndarray, pos: np.ndarray, ends: np.ndarray, binary_as_string: bool,
+                 wanted: set[tuple[str, ...]]):
         self.buf, self.pos, self.ends = buf, pos, ends
         self.binary_as_string = binary_as_string
+        self.wanted = wanted
+        self.inner = {p[:i] for p in wanted for i in range(1, len(p))}  # paths that lead to a wanted one
 
     def _advance(self, rows: np.ndarray, by: np.ndarray) -> np.ndarray:
         start = self.pos[rows]
@@ -144,7 +153,31 @@ class _Reader:
             raise _Misfit()
         return self._advance(rows, size), size
 
-    def field(self, f: _Field, rows: np.ndarray, want: bool) -> pa.Array | None:
+    def field(self, f: _Field, rows: np.ndarray, path: tuple[str, ...]) -> dict[tuple[str, ...], pa.Array]:
+        """Reads field `f` at `path` for `rows` (advancing them): the wanted columns at or under `path`."""
+        want = path in self.wanted
+        if path in self.inner and f.kind not in ("record", "union"):
+            raise _Misfit()  # a path into a value that has no fields: the per-record path says null
+        kind = f.kind
+        if kind == "record":
+            if want:
+                raise _Misfit()  # a nested record as a column: the per-record path gives its JSON text
+            out: dict[tuple[str, ...], pa.Array] = {}
+            for sub in f.fields:
+                out.update(self.field(sub, rows, path + (sub.name,)))
+            return out
+        if kind == "union":
+            assert f.branch is not None
+            branch = self.varint(rows)
+            if ((branch != 0) & (branch != 1)).any():
+                raise _Misfit()
+            present = branch == f.branch_index
+            where = pa.array(np.cumsum(present) - 1, mask=~present)
+            return {p: values.take(where) for p, values in self.field(f.branch, rows[present], path).items()}
+        value = self._leaf(f, rows, want)
+        return {path: value} if value is not None else {}
+
+    def _leaf(self, f: _Field, rows: np.ndarray, want: bool) -> pa.Array | None:
         kind = f.kind
         if kind == "null":
             return pa.nulls(len(rows)) if want else None
@@ -176,28 +209,11 @@ class _Reader:
             if ((index < 0) | (index >= len(f.symbols))).any():
                 raise _Misfit()
             return pa.array(f.symbols, pa.string()).take(pa.array(index)) if want else None
-        if kind == "fixed":
-            self._advance(rows, np.full(len(rows), f.size))
-            if want:
-                raise _Misfit()
-            return None
-        if kind == "record":
-            if want:
-                raise _Misfit()  # a nested record as a column: the per-record path gives its JSON text
-            for sub in f.fields:
-                self.field(sub, rows, False)
-            return None
-        assert kind == "union" and f.branch is not None
-        branch = self.varint(rows)
-        if ((branch != 0) & (branch != 1)).any():
+        assert kind == "fixed"
+        self._advance(rows, np.full(len(rows), f.size))
+        if want:
             raise _Misfit()
-        present = branch == f.branch_index
-        values = self.field(f.branch, rows[present], want)
-        if not want:
-            return None
-        assert values is not None
-        where = np.cumsum(present) - 1
-        return values.take(pa.array(where, mask=~present))
+        return None
 
     def _text(self, start: np.ndarray, size: np.ndarray) -> pa.Array:
         offsets = np.zeros(len(size) + 1, dtype=np.int64)

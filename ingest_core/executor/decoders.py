@@ -33,6 +33,7 @@ class Flattener:
 
     def __init__(self, flatten_spec: FlattenSpec | None):
         self.paths: list[tuple[str, Callable[[Any], Any]]] = []
+        self.fields: list[tuple[str, tuple[str | int, ...]]] = []  # each field's steps from the root
         discovery = True
         if flatten_spec is not None:
             discovery = flatten_spec.use_field_discovery
@@ -40,8 +41,11 @@ class Flattener:
                 if f.type == "root":
                     key = f.expr or f.name
                     self.paths.append((f.name, lambda doc, k=key: doc.get(k) if isinstance(doc, dict) else None))
+                    self.fields.append((f.name, (key,)))
                 else:
-                    self.paths.append((f.name, JsonPath.parse(f.expr or "").get))
+                    path = JsonPath.parse(f.expr or "")
+                    self.paths.append((f.name, path.get))
+                    self.fields.append((f.name, path.steps))
         self.discovery = discovery
 
     def __call__(self, doc: dict[str, Any]) -> dict[str, Any]:

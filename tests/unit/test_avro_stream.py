@@ -4,6 +4,7 @@ the per-record one. Records are written with fastavro; hostile bytes are generat
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import struct
@@ -239,27 +240,37 @@ FLAT_SCHEMA = {"type": "record", "name": "F", "fields": [
     {"name": "l", "type": "long"}, {"name": "i", "type": ["int", "null"]}, {"name": "d", "type": "double"},
     {"name": "f", "type": "float"}, {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B", "C"]}},
     {"name": "flag", "type": "boolean"}, {"name": "blob", "type": "bytes"},
-    {"name": "sub", "type": {"type": "record", "name": "S", "fields": [{"name": "x", "type": "int"}]}}]}
+    {"name": "sub", "type": {"type": "record", "name": "S", "fields": [{"name": "x", "type": "int"}]}},
+    {"name": "opt", "type": ["null", {"type": "record", "name": "O", "fields": [
+        {"name": "y", "type": ["null", "string"]}, {"name": "z", "type": "double"}]}]}]}
 flat_records = st.fixed_dictionaries({
     "ts": st.integers(0, 2 ** 45), "s": st.text(max_size=6), "o": st.none() | st.text(max_size=4),
     "l": st.integers(-(2 ** 63), 2 ** 63 - 1), "i": st.none() | st.integers(-(2 ** 31), 2 ** 31 - 1),
     "d": st.floats(allow_nan=False, allow_infinity=False), "f": st.floats(width=32, allow_nan=False, allow_infinity=False),
     "e": st.sampled_from(["A", "B", "C"]), "flag": st.booleans(), "blob": st.binary(max_size=4),
-    "sub": st.fixed_dictionaries({"x": st.integers(-(2 ** 31), 2 ** 31 - 1)})})
+    "sub": st.fixed_dictionaries({"x": st.integers(-(2 ** 31), 2 ** 31 - 1)}),
+    "opt": st.none() | st.fixed_dictionaries({"y": st.none() | st.text(max_size=3), "z": st.floats(-1e9, 1e9)})})
 FLAT_FORMAT = {"type": "avro_stream", "avroBytesDecoder": {"type": "schema_registry", "url": "http://127.0.0.1:9"}}
 
 
-def flat_parsers(dimensions=("s", "o", "e")) -> tuple[RowParser, RowParser]:
+@functools.lru_cache(maxsize=None)  # parsers keep no state between chunks
+def flat_parsers(dimensions=("s", "o", "e", "x", "y")) -> tuple[RowParser, RowParser]:
     spec = parse_spec({"type": "kafka", "spec": {
         "dataSchema": {"dataSource": "ds", "timestampSpec": {"column": "ts", "format": "millis"},
                        "dimensionsSpec": {"dimensions": list(dimensions)},
                        "metricsSpec": [{"type": "longSum", "name": "l", "fieldName": "l"},
+                                       {"type": "doubleSum", "name": "z", "fieldName": "z"},
+                                       {"type": "doubleMax", "name": "d2", "fieldName": "d2"},
+                                       {"type": "longSum", "name": "gone", "fieldName": "gone"},
                                        {"type": "longSum", "name": "i", "fieldName": "i"},
                                        {"type": "doubleSum", "name": "d", "fieldName": "d"},
                                        {"type": "doubleSum", "name": "f", "fieldName": "f"}],
                        "granularitySpec": {"segmentGranularity": "HOUR", "queryGranularity": "NONE", "rollup": False}},
         "ioConfig": {"topic": "t", "inputFormat": {"type": "avro_stream", "avroBytesDecoder": {
-            "type": "multiple_schemas_inline", "schemas": {"1": FLAT_SCHEMA}}},
+            "type": "multiple_schemas_inline", "schemas": {"1": FLAT_SCHEMA}}, "flattenSpec": {"fields": [
+                {"type": "path", "name": "x", "expr": "$.sub.x"}, {"type": "path", "name": "y", "expr": "$.opt.y"},
+                {"type": "path", "name": "z", "expr": "$['opt']['z']"}, {"type": "root", "name": "d2", "expr": "d"},
+                {"type": "path", "name": "gone", "expr": "$.sub.nothing"}]}},
             "consumerProperties": {"bootstrap.servers": "localhost:9092"}}}})
     columnar, per_record = RowParser(spec, CREATED), RowParser(spec, CREATED)
     per_record._columnar = None
@@ -290,7 +301,7 @@ hostile = st.one_of(
 
 
 @SETTINGS
-@given(st.lists(hostile, min_size=1, max_size=8), st.sampled_from([("s", "o", "e"), ("s", "flag", "blob", "sub")]))
+@given(st.lists(hostile, min_size=1, max_size=8), st.sampled_from([("s", "o", "e", "y"), ("s", "flag", "blob", "sub")]))
 def test_hostile_bytes_are_per_record_errors_never_an_exception_and_both_paths_agree(values, dimensions):
     columnar, per_record = flat_parsers(dimensions)
     for v in values:
