@@ -55,7 +55,8 @@ def parse_avro_schema(schema: Any, named: dict[str, Any] | None = None) -> Any:
         except ValueError:
             schema = schema if isinstance(schema, str) else schema.decode("utf-8", "replace")  # e.g. "string"
     try:
-        return fastavro.parse_schema(without_logical_types(schema), named_schemas=named, _write_hint=False)
+        # parsed with fastavro's marks (named types included), so its readers do not parse it again per record
+        return fastavro.parse_schema(without_logical_types(schema), named_schemas=named)
     except Exception as exc:  # noqa: BLE001 - fastavro raises several types for a bad schema: all mean "invalid"
         raise ValueError(f"not a valid Avro schema: {type(exc).__name__}: {exc}") from None
 

@@ -78,7 +78,8 @@ class ColumnarPlan:
     @classmethod
     def of(cls, parsed_schema: Any) -> "ColumnarPlan | None":
         """The plan of a (fastavro-parsed) record schema, or None when it has a field this path cannot read."""
-        top = _field("", parsed_schema, {})
+        named = dict(parsed_schema.get("__named_schemas") or {}) if isinstance(parsed_schema, dict) else {}
+        top = _field("", parsed_schema, named)
         if top is None or top.kind != "record":
             return None
         return cls(top.fields)
