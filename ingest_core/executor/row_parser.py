@@ -254,6 +254,7 @@ class RowParser:
             + [(PARTITION, pa.int32()), (OFFSET, pa.int64())])
         self._fast_schema = self._plan_fast_path()
         self._columnar = self._plan_columnar()
+        self._problems: list[ServiceProblem] = []  # the current chunk's (`parse`)
 
     # ---------------------------------------------------------------------------------------- fast path
 
@@ -324,7 +325,7 @@ class RowParser:
         stats = RowStats()
         exceptions: list[ParseExceptionRecord] = []
         rejections: list[Rejection] = []
-        self._problems: list[ServiceProblem] = []
+        self._problems = []
         values = chunk.values
         if None not in values and b"" not in values:  # the usual case, checked without a Python loop
             live: list[int] = list(range(len(values)))
