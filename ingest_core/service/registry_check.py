@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from ingest_core.core.binding import did_you_mean
 from ingest_core.core.spec import DatasourceSpec
@@ -113,12 +114,12 @@ def _subject_problems(d: RegistryDecoder, url: str, client: SchemaRegistryClient
         wanted = [s for s in subjects if s.endswith(suffix) and re.fullmatch(topic_pattern, s[:-len(suffix)])]
         if not wanted:
             return [(f"{d.path}: no subject of schema registry {url} matches topicPattern {topic_pattern!r} "
-                     f"as '<topic>{suffix}' ({_listing(subjects)}). {_REGISTER_HINT}")]
+                     f"as '<topic>{suffix}'; {_listing(subjects)}. {_REGISTER_HINT}")]
     else:
         want = f"{topic}{suffix}"
         if want not in subjects:
             return [(f"{d.path}: subject {want!r} is not in schema registry {url}{did_you_mean(want, subjects)} "
-                     f"({_listing(subjects)}). {_REGISTER_HINT}")]
+                     f"; {_listing(subjects)}. {_REGISTER_HINT}")]
         wanted = [want]
     problems = []
     for subject in wanted:
@@ -144,7 +145,8 @@ def _listing(subjects: list[str]) -> str:
     if not subjects:
         return "it has no subjects"
     shown = sorted(subjects)[:10]
-    return f"it has {len(subjects)}: {', '.join(shown)}{', …' if len(subjects) > len(shown) else ''}"
+    return (f"it has {len(subjects)} subject{'s' if len(subjects) > 1 else ''}: {', '.join(shown)}"
+            f"{', …' if len(subjects) > len(shown) else ''}")
 
 
 def check_spec_registries(spec: DatasourceSpec) -> RegistryCheck:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
+import urllib.error
 import urllib.request
 import uuid
 
@@ -37,6 +39,7 @@ AVRO_SCHEMA = json.dumps({"type": "record", "name": "Edit", "namespace": "regist
     {"name": "page", "type": "string"}, {"name": "added", "type": "long"},
     {"name": "tags", "type": {"type": "array", "items": "string"}}]})
 EDIT = {"page": "Main_Page", "added": 17, "tags": ["a", "b"]}
+APICURIO = "/apis/ccompat/"  # Apicurio Registry's Confluent API, in the url of the embedded registry
 
 
 def _edit_proto():
@@ -86,7 +89,15 @@ def test_avro_is_registered_written_and_read_back_by_id(schema_registry_url):
     assert (found.schema_id, found.schema_type, json.loads(found.schema)) == (schema_id, "AVRO", json.loads(AVRO_SCHEMA))
 
 
-def test_protobuf_is_registered_written_and_read_back_by_id_also_as_a_serialized_descriptor(schema_registry_url):
+def _status_and_json(url: str):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, None
+
+
+def test_protobuf_is_registered_written_and_read_back_by_id(schema_registry_url):
     client = SchemaRegistryClient({"url": schema_registry_url})
     edit_class, fdp = _edit_proto()
     topic = _topic()
@@ -98,19 +109,38 @@ def test_protobuf_is_registered_written_and_read_back_by_id_also_as_a_serialized
     indexes, body = read_message_indexes(payload)
     assert indexes == [1]
     assert edit_class.FromString(bytes(body)) == message
+    assert f"{topic}-value" in _get(f"{schema_registry_url}/subjects")
+    assert _get(f"{schema_registry_url}/subjects/{topic}-value/versions") == [1]
     by_id = _get(f"{schema_registry_url}/schemas/ids/{schema_id}")
     assert by_id["schemaType"] == "PROTOBUF"
-    assert "message Edit" in by_id["schema"]  # the .proto text
-    # what confluent-kafka's ProtobufDeserializer asks for: the FileDescriptorProto, base64
-    serialized = _get(f"{schema_registry_url}/schemas/ids/{schema_id}?format=serialized")
-    got = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(serialized["schema"]))
+    found = executor_registry.SchemaRegistryClient(RegistryConfig.of(url=schema_registry_url)).schema(schema_id)
+    assert (found.schema_type, found.schema) == ("PROTOBUF", by_id["schema"])
+
+    # `?format=serialized`, which confluent-kafka's ProtobufDeserializer asks for: Confluent's registry answers
+    # with the FileDescriptorProto in base64 and its default is .proto text. Apicurio 3.3 keeps the schema as it
+    # was registered (confluent-kafka's Python serializer registers the descriptor, base64) and fails the
+    # serialized form of such a schema with a 500; this pins that, so an upgrade that fixes it shows here
+    status, serialized = _status_and_json(f"{schema_registry_url}/schemas/ids/{schema_id}?format=serialized")
+    if APICURIO in schema_registry_url:
+        assert status == 500
+        descriptor = by_id["schema"]
+        with pytest.raises(Exception, match="500"):
+            ProtobufDeserializer(edit_class, {"use.deprecated.format": False},
+                                 SchemaRegistryClient({"url": schema_registry_url, "max.retries": 0}))(data, ctx)
+    else:
+        assert status == 200 and "message Edit" in by_id["schema"]
+        descriptor = serialized["schema"]
+        assert ProtobufDeserializer(edit_class, {"use.deprecated.format": False},
+                                    SchemaRegistryClient({"url": schema_registry_url}))(data, ctx) == message
+    got = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(descriptor, validate=True))
     assert [m.name for m in got.message_type] == ["Other", "Edit"]
     assert [(f.name, f.number, f.type) for f in got.message_type[1].field] == [
         (f.name, f.number, f.type) for f in fdp.message_type[1].field]
-    assert ProtobufDeserializer(edit_class, {"use.deprecated.format": False}, client)(data, ctx) == message
-    found = executor_registry.SchemaRegistryClient(RegistryConfig.of(url=schema_registry_url)).schema(
-        schema_id, fmt="serialized")
-    assert found.schema_type == "PROTOBUF" and found.schema == serialized["schema"]
+
+    # a schema registered as .proto text (Java producers, curl) comes back as that text
+    text = 'syntax = "proto3";\npackage registrytest;\nmessage Page { string title = 1; }\n'
+    text_id = client.register_schema(f"{_topic()}-value", Schema(text, "PROTOBUF"))
+    assert "message Page" in _get(f"{schema_registry_url}/schemas/ids/{text_id}")["schema"]
 
 
 def test_the_executors_client_names_an_unknown_id_and_a_registry_that_does_not_answer(schema_registry_url):
@@ -147,7 +177,7 @@ def test_validate_connect_finds_the_subjects_and_says_what_is_missing_or_wrong(s
     proto = {"type": "protobuf", "protoBytesDecoder": _registry(schema_registry_url)}
 
     assert check_registries(registry_decoders(avro), topic, None).errors == []
-    assert check_registries(registry_decoders(avro), None, "edits-.*").errors == []
+    assert check_registries(registry_decoders(avro), None, re.escape(topic[:-2]) + "..").errors == []
     assert check_registries(registry_decoders({"type": "kafka", "valueFormat": avro, "keyFormat": proto}),
                             topic, None).errors == []
 
