@@ -57,9 +57,8 @@ class ReaderSchema:
 
 
 class AvroStreamDecoder:
-    """One decoder per task: schemas parsed once (per schema id), records decoded one by one."""
-
-    binary = True  # its records are not text: parse exceptions show them in hex
+    """One decoder per task: schemas parsed once (per schema id); records decoded one by one (`rows`), or a
+    chunk of one schema into columns at once (`columns`)."""
 
     def __init__(self, fmt: InputFormat):
         self._flatten = Flattener(fmt.flatten_spec)
