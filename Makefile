@@ -51,6 +51,8 @@ demo: install
 bench: install
 	$(PY) benchmarks/plan_10k_partitions.py --partitions 10000 --repeat 3 --naive-sample 200
 	$(PY) benchmarks/ingest_job_throughput.py --records 1000000 4000000 --split 250000
+	$(PY) benchmarks/ingest_job_throughput.py --records 1000000 --split 250000 --value-format avro
+	$(PY) benchmarks/row_parser_formats.py
 	$(PY) benchmarks/microbatch_fixed_cost.py --runs 5 --records 1000 --task-count 2 --scheduler-runs 3
 	$(PY) benchmarks/fault_soak.py --iterations 16 --seed 1
 	$(PY) benchmarks/compaction.py --minutes 1440 --rows 200

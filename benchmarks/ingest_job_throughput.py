@@ -23,6 +23,11 @@ included), and each Spark side's peak memory (PSS of the driver JVM plus the Pyt
     python benchmarks/ingest_job_throughput.py --quick    # 100k and 400k records, 2 rounds: a smoke run
     python benchmarks/ingest_job_throughput.py --tiny     # 4,000 records, 1 round: that it runs (the tests)
     python benchmarks/ingest_job_throughput.py --records 1000000 --bootstrap host:9092 --sides raw job
+    python benchmarks/ingest_job_throughput.py --value-format avro   # the same events as Avro (avro_stream)
+
+`--value-format avro` writes the same wiki events as Avro binaries (fastavro, `WIKI_AVRO_SCHEMA`) and reads them
+with an `avro_stream` inputFormat (`schema_inline`: the decoding is that of `schema_registry`, whose records carry
+5 more header bytes); the anchor (`spark-kafka`, `from_json`) has no Avro counterpart here and is left out.
 """
 
 from __future__ import annotations
@@ -64,19 +69,52 @@ SIDES = ("raw", "job", "spark-kafka", "jvm-reader")
 # Every side drops robots' edits (about 10% of the rows): the spec's filter, so the anchor applies it too.
 FILTER = {"type": "selector", "dimension": "isRobot", "value": "0"}
 BASE_TIME = time.time() - 1800  # every batch of events spans the same half hour
+VALUE_FORMATS = ("json", "avro")
+# the wiki events' Avro schema (--value-format avro): the JSON events' fields with their types
+WIKI_AVRO_SCHEMA = {"type": "record", "name": "WikiEdit", "namespace": "benchmark", "fields": [
+    {"name": "time", "type": "string"}, {"name": "channel", "type": "string"}, {"name": "page", "type": "string"},
+    {"name": "user", "type": "string"}, {"name": "namespace", "type": "string"}, {"name": "isRobot", "type": "int"},
+    {"name": "added", "type": "int"}, {"name": "deleted", "type": "int"}, {"name": "delta", "type": "int"}]}
 
 
-def produce(bootstrap: str, topic: str, n: int, partitions: int) -> None:
+def encode(events: list[dict[str, Any]], value_format: str) -> list[bytes]:
+    if value_format == "avro":
+        import io
+
+        import fastavro
+
+        parsed = fastavro.parse_schema(WIKI_AVRO_SCHEMA)
+        out = []
+        for e in events:
+            buffer = io.BytesIO()
+            fastavro.schemaless_writer(buffer, parsed, e)
+            out.append(buffer.getvalue())
+        return out
+    return [json.dumps(e).encode() for e in events]
+
+
+def input_format(value_format: str) -> dict:
+    if value_format == "json":
+        return {"type": "json"}
+    return {"type": "avro_stream", "avroBytesDecoder": {"type": "schema_inline", "schema": WIKI_AVRO_SCHEMA}}
+
+
+def wiki_events(n: int = 20_000) -> list[dict[str, Any]]:
+    """The benchmark's wiki edits (the same every run): the pool its topics cycle through."""
     rng = random.Random(7)
-    base = BASE_TIME
-    pool = []
-    for i in range(20_000):
+    events = []
+    for i in range(n):
         added, deleted = rng.randint(0, 500), rng.randint(0, 200)
-        t = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(base + i * 0.09)) + f".{i % 1000:03d}Z"
-        pool.append(json.dumps({"time": t, "channel": rng.choice(["#en", "#de", "#fr", "#ja"]),
-                                "page": f"Page_{rng.randint(1, 300)}", "user": f"user{rng.randint(1, 2000)}",
-                                "namespace": "Main", "isRobot": int(rng.random() < 0.1), "added": added,
-                                "deleted": deleted, "delta": added - deleted}).encode())
+        t = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(BASE_TIME + i * 0.09)) + f".{i % 1000:03d}Z"
+        events.append({"time": t, "channel": rng.choice(["#en", "#de", "#fr", "#ja"]),
+                       "page": f"Page_{rng.randint(1, 300)}", "user": f"user{rng.randint(1, 2000)}",
+                       "namespace": "Main", "isRobot": int(rng.random() < 0.1), "added": added,
+                       "deleted": deleted, "delta": added - deleted})
+    return events
+
+
+def produce(bootstrap: str, topic: str, n: int, partitions: int, value_format: str = "json") -> None:
+    pool = encode(wiki_events(), value_format)
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.num.messages": 10_000,
                   "queue.buffering.max.messages": 1_000_000})
     for i in range(n):
@@ -252,7 +290,9 @@ def main() -> None:
     ap.add_argument("--cores", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--split", type=int, help="maxRecordsPerSplit, and records per partition (default 250,000)")
     ap.add_argument("--repeat", type=int, help="rounds per size (default: 3 up to 1M records, 2 above)")
-    ap.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
+    ap.add_argument("--sides", nargs="+", choices=SIDES)
+    ap.add_argument("--value-format", choices=VALUE_FORMATS, default="json",
+                    help="the records' format: json (default) or avro (avro_stream; no spark-kafka anchor)")
     ap.add_argument("--quick", action="store_true", help="100k and 400k records, 25,000 per split, 2 rounds")
     ap.add_argument("--tiny", action="store_true",
                     help="4,000 records, 2,000 per split, 1 round: runs every side once, measures nothing")
@@ -267,7 +307,10 @@ def main() -> None:
         args.repeat = args.repeat or 2
     args.records = sorted(args.records or [1_000_000, 4_000_000])
     args.split = args.split or 250_000
-    sides = [s for s in SIDES if s in args.sides]
+    if args.value_format != "json" and args.sides and "spark-kafka" in args.sides:
+        ap.error("the spark-kafka anchor reads JSON (from_json): leave it out with --value-format avro")
+    default_sides = [s for s in SIDES if args.value_format == "json" or s != "spark-kafka"]
+    sides = [s for s in SIDES if s in (args.sides or default_sides)]
     work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     broker = None
     started = time.monotonic()
@@ -278,6 +321,8 @@ def main() -> None:
             bootstrap = broker.bootstrap
             print(f"embedded Apache Kafka (KRaft) at {bootstrap}; load average {os.getloadavg()[0]:.1f} on "
                   f"{os.cpu_count()} cores", flush=True)
+        print(f"value format: {args.value_format} ({json.dumps(input_format(args.value_format))[:60]}...)",
+              flush=True)
         store = MetadataStore(f"sqlite:///{work / 'md.db'}")
         store.upgrade()
         results = []
@@ -449,13 +494,14 @@ def prepare(bootstrap: str, store: MetadataStore, n: int, args: argparse.Namespa
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
     t0 = time.perf_counter()
-    produce(bootstrap, topic, n, partitions)
+    produce(bootstrap, topic, n, partitions, args.value_format)
     print(f"produced {n:,} records into {partitions} partitions in {time.perf_counter() - t0:.1f}s", flush=True)
     raw_spec = load_spec(ROOT / "dags" / "datasources" / "wikipedia.yaml").to_raw()
     raw_spec["spec"]["dataSchema"]["dataSource"] = f"wikipedia_{n}"
     raw_spec["spec"]["dataSchema"]["transformSpec"] = {"filter": FILTER}
     raw_spec["spec"]["ioConfig"].update(topic=topic, taskCount=1, useEarliestOffset=True,
-                                        consumerProperties={"bootstrap.servers": bootstrap})
+                                        consumerProperties={"bootstrap.servers": bootstrap},
+                                        inputFormat=input_format(args.value_format))
     raw_spec["spec"]["tuningConfig"]["maxRowsPerSegment"] = 5_000_000
     raw_spec["microbatch"].update(maxRecordsPerSplit=args.split, minSplitsPerGroup=args.cores)
     spec = parse_spec(raw_spec, "wikipedia (benchmark)")

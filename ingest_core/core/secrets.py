@@ -31,7 +31,9 @@ AIRFLOW_SENSITIVE_FIELDS = frozenset({
 })
 # Kafka's own: JAAS strings, SASL/OAUTHBEARER settings, credentials, and private keys by value (librdkafka's
 # ssl.key.pem and ssl_key, Java's ssl.keystore.key); a key *file's* path (ssl.key.location) is not a secret.
-_KAFKA_SECRET_RE = re.compile(r"(jaas|credential|sasl\.oauthbearer|private|(^|[._])key([._]pem)?$)", re.I)
+# Schema registry clients' `basic.auth.user.info` (user:password) too.
+_KAFKA_SECRET_RE = re.compile(r"(jaas|credential|sasl\.oauthbearer|private|user[._]info|(^|[._])key([._]pem)?$)",
+                              re.I)
 _CONNECTION_FIELDS = ("login", "password", "host", "port", "schema")
 ENDPOINT_KEYS = {"bootstrap.servers"}
 
@@ -129,8 +131,9 @@ def redact_properties(props: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def redact_spec_json(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored spec (JSON, either shape) as it may be shown: its consumerProperties redacted again under today's
-    rules, so that a spec stored by an older version (before a key was known to be secret) shows no literal."""
+    """A stored spec (JSON, either shape) as it may be shown: its consumerProperties and its schema registry
+    decoders' config and headers redacted again under today's rules, so that a spec stored by an older version
+    (before a key was known to be secret) shows no literal."""
     out = dict(raw)
     holder = out
     if isinstance(out.get("spec"), Mapping):  # the nested shape; else the flat one
@@ -139,7 +142,32 @@ def redact_spec_json(raw: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(io, Mapping) and isinstance(io.get("consumerProperties"), Mapping):
         props = {k: (parse_secret_ref(v)[0] or v) if isinstance(v, Mapping) else v
                  for k, v in io["consumerProperties"].items()}
-        holder["ioConfig"] = {**io, "consumerProperties": redact_properties(props)}
+        io = holder["ioConfig"] = {**io, "consumerProperties": redact_properties(props)}
+    if isinstance(io, Mapping) and isinstance(io.get("inputFormat"), Mapping):
+        holder["ioConfig"] = {**io, "inputFormat": _redact_input_format(io["inputFormat"])}
+    return out
+
+
+def _redact_input_format(fmt: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(fmt)
+    for key, value in fmt.items():
+        if key in ("valueFormat", "keyFormat") and isinstance(value, Mapping):
+            out[key] = _redact_input_format(value)
+        elif key.endswith("BytesDecoder") and isinstance(value, Mapping):  # avroBytesDecoder, protoBytesDecoder
+            out[key] = {k: redact_map(v) if k in ("config", "headers") and isinstance(v, Mapping) else v
+                        for k, v in value.items()}
+    return out
+
+
+def redact_map(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A schema registry decoder's `config` / `headers` as they may be stored or shown: secret-looking values
+    (`basic.auth.user.info`, an `Authorization` header) redacted, in a `mapString` dynamic provider too."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if key == DYNAMIC_PROVIDER_KEY and isinstance(value, Mapping) and isinstance(value.get("config"), Mapping):
+            out[key] = {**value, "config": redact_map(value["config"])}
+        else:
+            out[key] = REDACTED if is_secret_key(key) else value
     return out
 
 

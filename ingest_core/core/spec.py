@@ -23,6 +23,7 @@ import yaml
 
 from ingest_core.core import defaults
 from ingest_core.core import secrets as credentials
+from ingest_core.core.avro_schema import AvroBytesDecoder, SchemaRegistryDecoder
 from ingest_core.core.binding import (
     MISSING_VALUE,
     BindContext,
@@ -262,7 +263,7 @@ class DataSchema:
 
 # ---------------------------------------------------------------------------------------------- inputFormat
 
-INPUT_FORMAT_TYPES = ("json", "csv", "tsv", "delimited", "kafka")
+INPUT_FORMAT_TYPES = ("json", "csv", "tsv", "delimited", "avro_stream", "kafka")
 
 
 @dataclass(frozen=True)
@@ -304,7 +305,7 @@ class FlattenSpec:
 
 @dataclass(frozen=True)
 class InputFormat:
-    """`json`, `csv`, `tsv`/`delimited`, or `kafka` (which wraps a `valueFormat`)."""
+    """`json`, `csv`, `tsv`/`delimited`, `avro_stream`, or `kafka` (which wraps a `valueFormat`)."""
 
     type: str
     # json
@@ -321,6 +322,10 @@ class InputFormat:
     skip_header_rows: int = 0
     has_header_row: bool | None = None
     try_parse_numbers: bool = False
+    # avro_stream (and flattenSpec)
+    avro_bytes_decoder: AvroBytesDecoder | None = None
+    binary_as_string: bool = False
+    extract_unions_by_type: bool = False
     # kafka
     value_format: InputFormat | None = None
     key_format: InputFormat | None = None
@@ -335,6 +340,7 @@ class InputFormat:
         "csv": {"columns", "listDelimiter", "findColumnsFromHeader", "skipHeaderRows", "hasHeaderRow", "tryParseNumbers"},
         "tsv": {"columns", "listDelimiter", "delimiter", "findColumnsFromHeader", "skipHeaderRows", "hasHeaderRow",
                 "tryParseNumbers"},
+        "avro_stream": {"flattenSpec", "avroBytesDecoder", "binaryAsString", "extractUnionsByType"},
         "kafka": {"valueFormat", "keyFormat", "headerFormat", "headerColumnPrefix", "keyColumnName",
                   "timestampColumnName", "topicColumnName"},
     }
@@ -374,6 +380,24 @@ class InputFormat:
                 ctx.error(join(path, "valueFormat"), "the kafka input format needs a valueFormat, e.g. {type: json}")
             elif self.value_format.type == "kafka":
                 ctx.error(join(path, "valueFormat"), "valueFormat cannot itself be of type kafka")
+        if self.type == "avro_stream":
+            if self.avro_bytes_decoder is None:
+                ctx.error(join(path, "avroBytesDecoder"), "an avro_stream input format needs an avroBytesDecoder: "
+                          "{type: schema_registry, url: ...}, {type: schema_inline, schema: {...}} or "
+                          "{type: multiple_schemas_inline, schemas: {...}}")
+            if self.extract_unions_by_type:
+                ctx.error(join(path, "extractUnionsByType"), "is not supported: unions read as their value; "
+                          "remove it (or set it to false)")
+            for i, f in enumerate(self.flatten_spec.fields if self.flatten_spec else ()):
+                if f.type == "jq":
+                    ctx.error(join(join(join(path, "flattenSpec"), "fields"), i), "Avro takes root and path "
+                              "fields only, as in Druid")
+
+    @property
+    def has_literal_secrets(self) -> bool:
+        """Whether a redacted copy of this format lacks something the executors need (a registry password)."""
+        return any(f is not None and f.has_literal_secrets for f in (self.value_format, self.key_format)) or (
+            isinstance(self.avro_bytes_decoder, SchemaRegistryDecoder) and self.avro_bytes_decoder.has_literal_secrets)
 
     @property
     def effective_delimiter(self) -> str:
@@ -387,13 +411,15 @@ class InputFormat:
             return self.find_columns_from_header
         return bool(self.has_header_row)
 
-    def _to_raw(self) -> Any:
+    def _to_raw(self, redact: bool = True) -> Any:
+        """`redact=False`: with the registry credentials, for the executors' secret options only."""
         allowed = self._KEYS_BY_TYPE["tsv" if self.type == "delimited" else self.type]
         out: dict[str, Any] = {"type": self.type}
         for f in dataclasses.fields(self):
             key, value = json_key(f), getattr(self, f.name)
             if key in allowed and value != f.default:
-                out[key] = value._to_raw() if isinstance(value, InputFormat) else to_raw(value)
+                out[key] = (value._to_raw(redact) if isinstance(value, (InputFormat, AvroBytesDecoder))
+                            else to_raw(value))
         return out
 
 
@@ -853,7 +879,8 @@ class DatasourceSpec:
 
     @property
     def has_literal_secrets(self) -> bool:
-        return credentials.REDACTED in self.to_raw()["spec"]["ioConfig"]["consumerProperties"].values()
+        return (credentials.REDACTED in self.to_raw()["spec"]["ioConfig"]["consumerProperties"].values()
+                or self.io_config.input_format.has_literal_secrets)
 
     def with_secrets_from(self, original: "DatasourceSpec") -> "DatasourceSpec":
         """This spec (a redacted copy, e.g. staged for a Spark job) with the literal secrets of `original`, the
@@ -863,7 +890,11 @@ class DatasourceSpec:
                 f"is {original.datasource!r}, not {self.datasource!r}: not the spec this copy was made from"))])
         props = credentials.restore_literals(self.io_config.consumer_properties,
                                              original.io_config.consumer_properties, original.source)
-        return dataclasses.replace(self, io_config=dataclasses.replace(self.io_config, consumer_properties=props))
+        fmt = self.io_config.input_format
+        if original.io_config.input_format._to_raw() == fmt._to_raw():  # the same format, its credentials redacted
+            fmt = original.io_config.input_format
+        return dataclasses.replace(self, io_config=dataclasses.replace(self.io_config, consumer_properties=props,
+                                                                       input_format=fmt))
 
     def fingerprint(self) -> str:
         import hashlib

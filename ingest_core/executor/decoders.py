@@ -13,7 +13,7 @@ import json
 from typing import Any, Callable, Protocol
 
 from ingest_core.core.json_path import JsonPath
-from ingest_core.core.spec import InputFormat
+from ingest_core.core.spec import FlattenSpec, InputFormat
 
 
 class Decoder(Protocol):
@@ -27,23 +27,49 @@ def json_text(v: Any) -> str:
 # ------------------------------------------------------------------------------------------ value decoders
 
 
+class Flattener:
+    """A format's `flattenSpec` over a decoded document (nested dicts and lists): the discovered root fields,
+    then the root and path fields it names."""
+
+    def __init__(self, flatten_spec: FlattenSpec | None):
+        self.paths: list[tuple[str, Callable[[Any], Any]]] = []
+        self.fields: list[tuple[str, tuple[str | int, ...]]] = []  # each field's steps from the root
+        discovery = True
+        if flatten_spec is not None:
+            discovery = flatten_spec.use_field_discovery
+            for f in flatten_spec.fields:
+                if f.type == "root":
+                    key = f.expr or f.name
+                    self.paths.append((f.name, lambda doc, k=key: doc.get(k) if isinstance(doc, dict) else None))
+                    self.fields.append((f.name, (key,)))
+                else:
+                    path = JsonPath.parse(f.expr or "")
+                    self.paths.append((f.name, path.get))
+                    self.fields.append((f.name, path.steps))
+        self.discovery = discovery
+
+    def __call__(self, doc: dict[str, Any]) -> dict[str, Any]:
+        if not self.paths:
+            return doc if self.discovery else {}
+        row: dict[str, Any] = {}
+        if self.discovery:
+            # nested objects too: a dimension named in the spec stores one as its JSON text, and schemaless
+            # discovery skips them (`RowParser._discovered`), as Druid's field discovery does
+            row.update(doc)
+        for name, get in self.paths:
+            row[name] = get(doc)
+        return row
+
+
 class JsonDecoder:
     """JSON values; a record may hold several concatenated objects (one row each), like Druid's JsonReader."""
 
     _decoder = json.JSONDecoder()
 
     def __init__(self, fmt: InputFormat):
-        self.paths: list[tuple[str, Callable[[Any], Any]]] = []
-        discovery = True
-        if fmt.flatten_spec is not None:
-            discovery = fmt.flatten_spec.use_field_discovery
-            for f in fmt.flatten_spec.fields:
-                if f.type == "root":
-                    key = f.expr or f.name
-                    self.paths.append((f.name, lambda doc, k=key: doc.get(k) if isinstance(doc, dict) else None))
-                else:
-                    self.paths.append((f.name, JsonPath.parse(f.expr or "").get))
-        self.discovery = discovery
+        self._flatten = Flattener(fmt.flatten_spec)
+        self.paths = self._flatten.paths
+        self.discovery = self._flatten.discovery
 
     def rows(self, data: bytes) -> list[dict[str, Any]]:
         text = data.decode("utf-8")
@@ -67,16 +93,6 @@ class JsonDecoder:
         if not out:
             raise ValueError("no JSON object in record")
         return out
-
-    def _flatten(self, doc: dict[str, Any]) -> dict[str, Any]:
-        row: dict[str, Any] = {}
-        if self.discovery:
-            # nested objects too: a dimension named in the spec stores one as its JSON text, and schemaless
-            # discovery skips them (`RowParser._discovered`), as Druid's field discovery does
-            row.update(doc)
-        for name, get in self.paths:
-            row[name] = get(doc)
-        return row
 
 
 class TextDecoder:
@@ -134,7 +150,14 @@ DECODERS: dict[str, Callable[[InputFormat], Decoder]] = {
     "csv": TextDecoder,
     "tsv": TextDecoder,
     "delimited": TextDecoder,
+    "avro_stream": lambda fmt: _avro().AvroStreamDecoder(fmt),
 }
+
+
+def _avro() -> Any:
+    from ingest_core.executor import avro  # imports this module's Flattener
+
+    return avro
 
 
 def decoder_for(fmt: InputFormat) -> Decoder:

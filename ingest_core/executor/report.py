@@ -89,6 +89,44 @@ class ParseExceptionRecord:
         return f"{kind} at {self.topic}/{self.partition} offset {self.offset}: {self.message}"
 
 
+class ServiceUnavailableError(ValueError):
+    """A record unreadable because a service its decoder needs did not answer (a schema registry): unparseable
+    like any bad record, and also counted per service in the reports (`ServiceProblem`), so that `status`
+    names the service rather than leaving it to the parse exceptions."""
+
+    def __init__(self, message: str, service: str, url: str):
+        super().__init__(message)
+        self.service, self.url = service, url
+
+
+@dataclass
+class ServiceProblem:
+    """A service that did not answer while a split read: which (`service`, e.g. schemaRegistry, and its `url`),
+    the last error, and how many records it left unparseable."""
+
+    service: str
+    url: str
+    message: str
+    records: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"service": self.service, "url": self.url, "message": self.message, "records": self.records}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "ServiceProblem":
+        return cls(d["service"], d["url"], d["message"], int(d.get("records", 0)))
+
+    @staticmethod
+    def merge(into: list["ServiceProblem"], more: Iterable["ServiceProblem"]) -> None:
+        """Add `more` to `into`, one entry per service and url (the latest message, the records summed)."""
+        for p in more:
+            same = next((q for q in into if (q.service, q.url) == (p.service, p.url)), None)
+            if same is None:
+                into.append(ServiceProblem(p.service, p.url, p.message, p.records))
+            else:
+                same.message, same.records = p.message, same.records + p.records
+
+
 class Outcome(str, enum.Enum):
     """What became of a record the parser did not ingest exactly as sent (Druid's row stats' names)."""
 
@@ -173,6 +211,7 @@ class SplitReport:
     saved_exceptions: list[ParseExceptionRecord] = field(default_factory=list)
     seconds: float = 0.0
     dead_letters: "DeadLetterFile | None" = None  # when dead letters are on and the split had any
+    problems: list[ServiceProblem] = field(default_factory=list)  # services that did not answer
 
     def to_json(self) -> dict[str, Any]:
         out = {"index": self.index, "topic": self.topic, "partition": self.partition, "start": self.start,
@@ -181,6 +220,8 @@ class SplitReport:
                "unparseableEvents": [e.to_json() for e in self.saved_exceptions]}
         if self.dead_letters is not None:
             out["deadLetters"] = self.dead_letters.to_json()
+        if self.problems:
+            out["problems"] = [p.to_json() for p in self.problems]
         return out
 
     @classmethod
@@ -189,7 +230,8 @@ class SplitReport:
                    RowStats.from_json(d["rowStats"]), int(d.get("records", 0)), d.get("lastOffset"),
                    [ParseExceptionRecord.from_json(e) for e in d.get("unparseableEvents", [])],
                    float(d.get("seconds", 0.0)),
-                   DeadLetterFile.from_json(d["deadLetters"]) if d.get("deadLetters") else None)
+                   DeadLetterFile.from_json(d["deadLetters"]) if d.get("deadLetters") else None,
+                   [ServiceProblem.from_json(p) for p in d.get("problems", [])])
 
 
 def latest_split_reports(attempt_uri: str) -> tuple[dict[int, SplitReport], set[int]]:
@@ -369,6 +411,14 @@ class GroupReport:
     @property
     def succeeded(self) -> bool:
         return self.state is GroupState.SUCCESS
+
+    @property
+    def problems(self) -> list[ServiceProblem]:
+        """The services that did not answer while its splits read (from the splits)."""
+        out: list[ServiceProblem] = []
+        for s in self.splits:
+            ServiceProblem.merge(out, s.problems)
+        return out
 
     def to_json(self) -> dict[str, Any]:
         out = {

@@ -48,6 +48,8 @@ from ingest_core.executor.report import (
     ParseExceptionRecord,
     Rejection,
     RowStats,
+    ServiceProblem,
+    ServiceUnavailableError,
 )
 from ingest_core.executor.timestamps import timestamp_parser
 
@@ -104,6 +106,7 @@ class ParsedChunk:
     stats: RowStats
     exceptions: list[ParseExceptionRecord] = field(default_factory=list)  # the last max(maxSaved, 1)
     rejections: list[Rejection] = field(default_factory=list)  # every row not ingested as sent, in offset order
+    problems: list[ServiceProblem] = field(default_factory=list)  # services a decoder needed that did not answer
 
 
 class _Rows:
@@ -264,6 +267,8 @@ class RowParser:
             + ([(AUTO_JSON, pa.string())] if self.typed_discovery else [])
             + [(PARTITION, pa.int32()), (OFFSET, pa.int64())])
         self._fast_schema = self._plan_fast_path()
+        self._columnar = self._plan_columnar()
+        self._problems: list[ServiceProblem] = []  # the current chunk's (`parse`)
 
     # ---------------------------------------------------------------------------------------- fast path
 
@@ -291,6 +296,16 @@ class RowParser:
         if needed - set(fields) - {TIME} - transform_names:
             return None  # columns of unknown type for transforms or the filter
         return pa.schema(list(fields.items()))
+
+    def _plan_columnar(self) -> set[str] | None:
+        """The input columns to ask of a decoder that reads a whole chunk into typed columns itself (`columns`:
+        Avro, whose schema types them), or None when this spec decodes per record."""
+        if self.fmt.type == "kafka" or self.schemaless or not hasattr(self.decoder, "columns"):
+            return None
+        transform_names = {name for name, _ in self.transforms}
+        needed = {self.ts_spec.column} | {t.source for t in self.targets if t.source not in transform_names}
+        needed |= {c for _, e in self.transforms for c in e.columns}
+        return needed | _filter_columns(self.spec.data_schema.transform_spec.filter)
 
     def _decode_fast(self, chunk: RecordChunk, indexes: list[int]) -> dict[str, pa.Array] | None:
         assert self._fast_schema is not None
@@ -325,6 +340,7 @@ class RowParser:
         stats = RowStats()
         exceptions: list[ParseExceptionRecord] = []
         rejections: list[Rejection] = []
+        self._problems = []
         values = chunk.values
         if None not in values and b"" not in values:  # the usual case, checked without a Python loop
             live: list[int] = list(range(len(values)))
@@ -349,6 +365,9 @@ class RowParser:
         pyvalues: dict[str, list[Any]] = {}  # columns of mixed or nested values, as decoded
         if self._fast_schema is not None and live:
             columns = self._decode_fast(chunk, live)
+        elif self._columnar is not None and live:
+            columns = self.decoder.columns(  # type: ignore[attr-defined]
+                chunk.values if len(live) == len(chunk.values) else [chunk.values[i] for i in live], self._columnar)
         if columns is None:
             columns, row_record, rows, pyvalues = self._decode_slow(chunk, live, stats, exceptions, rejections)
         n = len(row_record)
@@ -422,7 +441,7 @@ class RowParser:
         stats.processed += table.num_rows - sum(1 for row in with_error if kept[row])
         exceptions.sort(key=lambda e: e.offset)
         rejections.sort(key=lambda r: r.offset)
-        return ParsedChunk(table, stats, exceptions[-max(self.max_saved, 1):], rejections)
+        return ParsedChunk(table, stats, exceptions[-max(self.max_saved, 1):], rejections, self._problems)
 
     # ---------------------------------------------------------------------------------------- pieces
 
@@ -527,8 +546,11 @@ class RowParser:
                     extra = self._kafka_columns(chunk, i)
                     decoded = [{**extra, **r} for r in decoded]  # the value's fields win
             except (ValueError, UnicodeError, csv.Error, RecursionError, TypeError) as exc:
+                if isinstance(exc, ServiceUnavailableError):
+                    ServiceProblem.merge(self._problems, [ServiceProblem(exc.service, exc.url, str(exc), 1)])
+                preview = getattr(self.decoder, "preview", _preview)  # binary formats show hex
                 self._exception(exceptions, rejections, stats, chunk, pa.array([chunk.offsets[i]], pa.int64()), 0,
-                                f"Unable to parse row [{_preview(chunk.values[i])}]: {exc}", unparseable=True)
+                                f"Unable to parse row [{preview(chunk.values[i])}]: {exc}", unparseable=True)
                 continue
             rows.extend(decoded)
             row_record.extend([i] * len(decoded))

@@ -25,6 +25,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ingest_core.executor.report import ServiceUnavailableError
+
 MAGIC_BYTE = 0
 HEADER_SIZE = 5  # magic byte + schema id
 RETRY_DELAYS = (0.5, 1.0, 2.0)  # seconds between attempts when the registry does not answer
@@ -40,12 +42,14 @@ class UnknownSchemaError(SchemaRegistryError):
     pass
 
 
-class RegistryUnavailableError(SchemaRegistryError):
-    def __init__(self, url: str, reason: str):
-        super().__init__(f"schema registry {url} did not answer ({reason}): check that it runs and is reachable "
-                         "from the Spark executors; the records read meanwhile are unparseable (dead letters "
-                         "keep them when deadLetter is on)")
-        self.url = url
+class RegistryUnavailableError(SchemaRegistryError, ServiceUnavailableError):
+    """Named in the run's report and in `status` (`ServiceProblem`), not only in its records' parse exceptions."""
+
+    def __init__(self, url: str, reason: str, what: str | None = None):
+        ServiceUnavailableError.__init__(
+            self, f"schema registry {url} did not answer{f' for {what}' if what else ''} ({reason}): check that it runs and is reachable from the "
+                  "Spark executors; the records read meanwhile are unparseable (dead letters keep them when "
+                  "deadLetter is on)", "schemaRegistry", url)
 
 
 @dataclass(frozen=True)
@@ -192,7 +196,7 @@ class SchemaRegistryClient:
                     last = (base, f"HTTP {exc.code}")
                 except (urllib.error.URLError, OSError, ValueError) as exc:
                     last = (base, str(getattr(exc, "reason", exc)))
-        raise RegistryUnavailableError(*last)
+        raise RegistryUnavailableError(*last, what)
 
     def _http_request(self, url: str) -> urllib.request.Request:
         req = urllib.request.Request(url, headers={"Accept": "application/vnd.schemaregistry.v1+json, "

@@ -150,6 +150,7 @@ def _listing(subjects: list[str]) -> str:
 
 
 def check_spec_registries(spec: DatasourceSpec) -> RegistryCheck:
-    """`check_registries` for the decoders of a loaded spec (read from its raw form: the decoders' own fields)."""
-    decoders = registry_decoders(spec.to_raw()["spec"]["ioConfig"].get("inputFormat"))
+    """`check_registries` for the decoders of a loaded spec (read from its raw form: the decoders' own fields,
+    credentials unredacted: `to_raw` redacts them)."""
+    decoders = registry_decoders(spec.io_config.input_format._to_raw(redact=False))
     return check_registries(decoders, spec.io_config.topic, spec.io_config.topic_pattern)

@@ -38,6 +38,7 @@ from ingest_core.executor.report import (
     GroupFailure,
     GroupProgress,
     GroupReport,
+    ServiceProblem,
     latest_split_reports,
 )
 from ingest_core.store.audit import RECORDS_LOST, SKIP, losses, skipped_records
@@ -86,6 +87,7 @@ class RecentError:
     group_id: int | None = None  # a failed task group's error: `failure` says which records, and why
     failure: GroupFailure | None = None
     lost: RecordsLost | None = None  # records the main line moved past unread: which, and why
+    service: ServiceProblem | None = None  # a service a decoder needed that did not answer (a schema registry)
 
     def to_json(self) -> dict[str, Any]:
         out = {"timestamp": format_datetime(self.timestamp), "exceptionClass": self.error_class,
@@ -98,7 +100,28 @@ class RecentError:
         if self.lost is not None:
             out |= {"cause": self.lost.cause.value, "lostRecords": self.lost.records,
                     "lostRanges": [r.to_json() for r in self.lost.ranges]}
+        if self.service is not None:
+            out |= {"service": self.service.service, "url": self.service.url,
+                    "unparseableRecords": self.service.records}
         return out
+
+
+def service_errors(run: RunRecord, problems: Sequence[ServiceProblem]) -> list[RecentError]:
+    """A run's services that did not answer (a schema registry), each named with the records it left
+    unparseable: the run itself succeeded, so nothing else in status would say why those rows are missing."""
+    at = run.published_at or run.created_at
+    return [RecentError(at, "ServiceUnavailable", f"run {run.run_id}: {p.service} {p.url} did not answer; "
+                                                  f"{p.records} records unparseable. {p.message}",
+                        False, run.run_id, service=p) for p in problems]
+
+
+def run_problems(reports: Sequence[GroupReport]) -> list[ServiceProblem]:
+    """The services that did not answer in a run's published task groups (the kept reports)."""
+    out: list[ServiceProblem] = []
+    for report in reports:
+        if report.succeeded:
+            ServiceProblem.merge(out, report.problems)
+    return out
 
 
 def loss_errors(records: Sequence[AuditRecord]) -> list[RecentError]:
@@ -260,7 +283,8 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
                  failures: Mapping[str, Sequence[GroupReport]] | None = None,
                  skipped: Mapping[TopicPartition, int] | None = None,
                  lost: Sequence[AuditRecord] = (), segments: SegmentHealth | None = None,
-                 new_columns: NewColumns | None = None) -> StatusReport:
+                 new_columns: NewColumns | None = None,
+                 problems: Mapping[str, Sequence[ServiceProblem]] | None = None) -> StatusReport:
     """`failures`: the failed task groups' reports, by run id; `skipped`: records skipped by `ingest skip`, per
     partition (lost on purpose); `lost`: every `records_lost` audit record (counted, the recent ones shown as
     errors)."""
@@ -281,6 +305,7 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
                           bool(a.details.get("streamException"))) for a in loop_errors]
     errors += [e for r in runs if run_succeeded(r) is False for e in run_errors(r, (failures or {}).get(r.run_id, ()))]
     errors += loss_errors(lost)
+    errors += [e for r in runs for e in service_errors(r, (problems or {}).get(r.run_id, ()))]
     if broker_error:
         errors.append(RecentError(now or utcnow(), "BrokerUnavailableError", broker_error, True))
     errors.sort(key=lambda e: e.timestamp, reverse=True)
@@ -387,6 +412,8 @@ def collect_status(store: MetadataStore, name: str, spec: DatasourceSpec | None,
               if spec is not None and r.status is RunStatus.RUNNING}
     failures = {r.run_id: [t for t in store.task_reports(name, r.run_id) if not t.succeeded]
                 for r in runs if run_succeeded(r) is False}
+    problems = {r.run_id: run_problems(store.task_reports(name, r.run_id))  # only runs with unparseable rows
+                for r in runs if stats.get(r.run_id, {}).get("unparseable")}
     return build_status(datasource=name, stream=stream, row=row, committed=committed, latest=latest,
                         offsets_last_updated=store.offsets_last_updated(name), runs=runs, row_stats=stats,
                         loop_errors=store.audit_records(name, action=LOOP_ERROR, limit=window),
@@ -394,4 +421,5 @@ def collect_status(store: MetadataStore, name: str, spec: DatasourceSpec | None,
                         failures=failures,
                         skipped=skipped_records(store.audit_records(name, action=SKIP)),
                         lost=store.audit_records(name, action=RECORDS_LOST),
-                        segments=segment_health(store, name, spec), new_columns=new_columns(store, name, runs))
+                        segments=segment_health(store, name, spec), new_columns=new_columns(store, name, runs),
+                        problems=problems)

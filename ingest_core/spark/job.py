@@ -258,11 +258,13 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
         batch_records=spec.tuning_config.max_records_per_poll or ReadJob.batch_records,
         progress_interval_s=job.progress_interval_s)
     register_source(spark)
-    rows = (spark.read.format(KafkaRangeDataSource.name())
-            .option("job", read_job.dumps())
-            # the splits' consumers add the defaults (isolation.level, ...): KafkaClientConfig.consumer
-            .option("secret.consumer.properties", json.dumps(dict(kafka.properties)))
-            .load())
+    reader = (spark.read.format(KafkaRangeDataSource.name())
+              .option("job", read_job.dumps())
+              # the splits' consumers add the defaults (isolation.level, ...): KafkaClientConfig.consumer
+              .option("secret.consumer.properties", json.dumps(dict(kafka.properties))))
+    if spec.io_config.input_format.has_literal_secrets:  # schema registry credentials, redacted in the job spec
+        reader = reader.option("secret.input.format", json.dumps(spec.io_config.input_format._to_raw(redact=False)))
+    rows = reader.load()
     types: dict[str, str] = {}
     try:
         if discovery.type_aware(spec.data_schema.dimensions_spec):

@@ -9,9 +9,10 @@ writes its row stats to deep storage (`splits/split-<i>.json`), which the job me
 A split ends when the consumer's position reaches `end`, never by waiting for the record at `end - 1`:
 transaction markers, aborted transactions and compaction leave holes in the offsets.
 
-Options (strings): `job` (JSON: the spec, the group's splits, creation time, output URI) and
-`secret.consumer.properties` (JSON: the resolved Kafka client properties; the key matches Spark's redaction
-pattern, so it never shows in plans or the UI).
+Options (strings): `job` (JSON: the spec, the group's splits, creation time, output URI),
+`secret.consumer.properties` (JSON: the resolved Kafka client properties) and, when the spec's inputFormat
+holds schema registry credentials, `secret.input.format` (JSON: the inputFormat unredacted). Their keys match
+Spark's redaction pattern, so they never show in plans or the UI.
 """
 
 from __future__ import annotations
@@ -70,12 +71,16 @@ class ReadJob:
         return cls(**json.loads(text))
 
 
-def _spec_and_parser(job: ReadJob):
+def _spec_and_parser(job: ReadJob, input_format: dict | None = None):
+    """`input_format`: the unredacted inputFormat (registry credentials) in place of the job spec's redacted one."""
     from ingest_core.core.periods import parse_datetime
     from ingest_core.core.spec import parse_spec
     from ingest_core.executor.row_parser import RowParser
 
-    spec = parse_spec(job.spec_raw, "<job spec>")
+    raw = job.spec_raw
+    if input_format:
+        raw = {**raw, "spec": {**raw["spec"], "ioConfig": {**raw["spec"]["ioConfig"], "inputFormat": input_format}}}
+    spec = parse_spec(raw, "<job spec>")
     dead_letter = spec.microbatch.dead_letter
     if spec.microbatch.dead_letters_on and dead_letter is not None and dead_letter.include_thrown_away:
         return spec, RowParser(spec, parse_datetime(job.created_at), keep_thrown_away=True)
@@ -84,8 +89,8 @@ def _spec_and_parser(job: ReadJob):
 
 def split_rollup(parser: Any) -> Any:
     """The partial rollup each split applies before handing rows to Spark, or None without rollup."""
-    from ingest_core.executor.rollup import PartialRollup, aggregators
     from ingest_core.executor.discovery import AUTO_JSON
+    from ingest_core.executor.rollup import PartialRollup, aggregators
     from ingest_core.executor.row_parser import DIMS_JSON, PARTITION
 
     if not parser.spec.data_schema.granularity_spec.rollup:
@@ -120,13 +125,15 @@ class KafkaRangeDataSource(DataSource):
 
     def reader(self, schema) -> "KafkaRangeReader":
         return KafkaRangeReader(ReadJob.loads(self.options["job"]),
-                                json.loads(self.options.get("secret.consumer.properties", "{}")))
+                                json.loads(self.options.get("secret.consumer.properties", "{}")),
+                                json.loads(self.options.get("secret.input.format", "null")))
 
 
 class KafkaRangeReader(DataSourceReader):
-    def __init__(self, job: ReadJob, consumer_properties: dict[str, Any]):
+    def __init__(self, job: ReadJob, consumer_properties: dict[str, Any], input_format: dict | None = None):
         self.job = job
         self.consumer_properties = consumer_properties
+        self.input_format = input_format
 
     def partitions(self) -> list[SplitPartition]:
         return [SplitPartition(i, s["topic"], int(s["partition"]), int(s["start"]), int(s["end"]))
@@ -134,11 +141,11 @@ class KafkaRangeReader(DataSourceReader):
 
     def read(self, partition: SplitPartition) -> Iterator[pa.RecordBatch]:
         from ingest_core.executor import dead_letters, deep_storage
-        from ingest_core.executor.report import SplitReport
+        from ingest_core.executor.report import ServiceProblem, SplitReport
         from ingest_core.executor.rollup import RollupBuffer
         from ingest_core.executor.row_parser import TIME
 
-        spec, parser = _spec_and_parser(self.job)
+        spec, parser = _spec_and_parser(self.job, self.input_format)
         gran = spec.data_schema.granularity_spec
         schema = output_arrow_schema(parser)
         rollup = split_rollup(parser)
@@ -166,6 +173,8 @@ class KafkaRangeReader(DataSourceReader):
             report.records += len(chunk)
             report.last_offset = chunk.offsets[-1]
             report.stats.add(parsed.stats)
+            if parsed.problems:
+                ServiceProblem.merge(report.problems, parsed.problems)
             if parser.max_saved and parsed.exceptions:
                 report.saved_exceptions = (report.saved_exceptions + parsed.exceptions)[-parser.max_saved:]
             if limit is not None and report.stats.parse_exceptions > limit:

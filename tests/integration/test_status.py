@@ -135,3 +135,21 @@ def test_a_status_read_expires_runs_past_their_deadline(store):
     assert "RunExpired" in [e.error_class for e in report.recent_errors]  # beside "no spec: lag unknown"
     assert [a.details["detectedBy"] for a in store.audit_records("wiki", action="run_expired")] == ["a status read"]
 
+
+
+def test_a_service_that_did_not_answer_is_named_in_recent_errors_though_its_run_published():
+    from ingest_core.executor.report import GroupReport, ServiceProblem, SplitReport
+
+    problem = ServiceProblem("schemaRegistry", "http://sr:8081", "schema registry http://sr:8081 did not answer", 3)
+    split = SplitReport(0, "edits", 0, 0, 10, problems=[problem])
+    report = GroupReport.merge("wiki", "r0", 0, 0, [split, SplitReport.from_json(split.to_json())], 0)
+    stored = GroupReport.from_json(report.to_json(), "test")
+    assert [(p.url, p.records) for p in stored.problems] == [("http://sr:8081", 6)]  # both splits' records
+    s = build_status(datasource="wiki", stream="edits", row=ROW, committed={P0: 10}, latest={P0: 10},
+                     offsets_last_updated=T0, runs=[run(0, RunStatus.PUBLISHED)], row_stats={}, loop_errors=[],
+                     thresholds=HealthConfig(), now=T0, problems={"r0": stored.problems})
+    (error,) = s.to_json()["payload"]["recentErrors"]
+    assert error["exceptionClass"] == "ServiceUnavailable" and error["runId"] == "r0"
+    assert (error["service"], error["url"], error["unparseableRecords"]) == ("schemaRegistry", "http://sr:8081", 6)
+    assert error["message"].startswith("run r0: schemaRegistry http://sr:8081 did not answer; 6 records unparseable")
+    assert s.healthy  # the run published: the records are parse exceptions, not a failed task

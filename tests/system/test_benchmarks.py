@@ -63,6 +63,21 @@ def test_ingest_job_throughput(broker):
                   "CPU bound": rf"^  job CPU bound: 2 cores / {NUMBER} us of CPU per record .* = {NUMBER} rec/s"})
 
 
+def test_ingest_job_throughput_avro(broker):
+    # the same events as Avro (avro_stream), the job's side only (the others read the same records as for JSON)
+    out = run_benchmark("ingest_job_throughput.py", "--bootstrap", broker.bootstrap, "--value-format", "avro",
+                        "--sides", "job", timeout=600)
+    assert re.search(r"^value format: avro ", out, re.MULTILINE), out[-4000:]
+    figures(out, {"job median": rf"^  job\s+{NUMBER} rec/s \| CPU\s+{NUMBER} us/record",
+                  "CPU bound": rf"^  job CPU bound: 2 cores / {NUMBER} us of CPU per record .* = {NUMBER} rec/s"})
+
+
+def test_row_parser_formats():
+    out = run_benchmark("row_parser_formats.py", timeout=300)
+    figures(out, {**{f"{f} median": rf"^  {f}\s+{NUMBER} rec/s\s+{NUMBER} us/record$" for f in ("json", "avro")},
+                  "ratio": rf"^  avro / json {NUMBER}   target >= 1.0$"})
+
+
 def test_fault_soak(tmp_path):
     # its own broker (a soak restarts it), its databases on the session's PostgreSQL; Connect mode, the cheaper
     out = run_benchmark("fault_soak.py", "--spark-connect", "--postgres", pg_base(), "--out", str(tmp_path / "soak"),
