@@ -33,17 +33,8 @@ class JsonDecoder:
     _decoder = json.JSONDecoder()
 
     def __init__(self, fmt: InputFormat):
-        self.paths: list[tuple[str, Callable[[Any], Any]]] = []
-        discovery = True
-        if fmt.flatten_spec is not None:
-            discovery = fmt.flatten_spec.use_field_discovery
-            for f in fmt.flatten_spec.fields:
-                if f.type == "root":
-                    key = f.expr or f.name
-                    self.paths.append((f.name, lambda doc, k=key: doc.get(k) if isinstance(doc, dict) else None))
-                else:
-                    self.paths.append((f.name, JsonPath.parse(f.expr or "").get))
-        self.discovery = discovery
+        self._flatten = Flattener(fmt)
+        self.paths = self._flatten.paths
 
     def rows(self, data: bytes) -> list[dict[str, Any]]:
         text = data.decode("utf-8")
@@ -68,7 +59,26 @@ class JsonDecoder:
             raise ValueError("no JSON object in record")
         return out
 
-    def _flatten(self, doc: dict[str, Any]) -> dict[str, Any]:
+
+class Flattener:
+    """A `flattenSpec` applied to one decoded document (JSON, or a Protobuf message as plain values): the
+    root fields (`useFieldDiscovery`), then each `root`/`path` field."""
+
+    def __init__(self, fmt: InputFormat):
+        self.paths: list[tuple[str, Callable[[Any], Any]]] = []
+        self.discovery = True
+        if fmt.flatten_spec is not None:
+            self.discovery = fmt.flatten_spec.use_field_discovery
+            for f in fmt.flatten_spec.fields:
+                if f.type == "root":
+                    key = f.expr or f.name
+                    self.paths.append((f.name, lambda doc, k=key: doc.get(k) if isinstance(doc, dict) else None))
+                else:
+                    self.paths.append((f.name, JsonPath.parse(f.expr or "").get))
+
+    def __call__(self, doc: dict[str, Any]) -> dict[str, Any]:
+        if not self.paths:
+            return doc if self.discovery else {}
         row: dict[str, Any] = {}
         if self.discovery:
             # nested objects too: a dimension named in the spec stores one as its JSON text, and schemaless
@@ -134,7 +144,14 @@ DECODERS: dict[str, Callable[[InputFormat], Decoder]] = {
     "csv": TextDecoder,
     "tsv": TextDecoder,
     "delimited": TextDecoder,
+    "protobuf": lambda fmt: _protobuf_decoder(fmt),
 }
+
+
+def _protobuf_decoder(fmt: InputFormat) -> Decoder:
+    from ingest_core.executor.protobuf import ProtobufDecoder  # imports protobuf only where a spec reads it
+
+    return ProtobufDecoder(fmt)
 
 
 def decoder_for(fmt: InputFormat) -> Decoder:

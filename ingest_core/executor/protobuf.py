@@ -1,0 +1,586 @@
+"""The `protobuf` input format: Druid's `protoBytesDecoder` types `file`, `inline` and `schema_registry`.
+
+A message becomes a row as Druid's ProtobufConverter makes it (Druid 24+; before, protobuf's JsonFormat):
+  - only the fields the message holds: an unset field, and in proto3 a scalar at its default (0, "", false),
+    is absent (null), as `getAllFields()` gives them;
+  - each field under its JSON name (`json_name`, lowerCamelCase: `http_method` reads as `httpMethod`);
+  - enums by their value's name (an unknown number as the number), bytes as base64 text, int64 as numbers,
+    float as the shortest decimal of the float32, maps as objects (keys as text), repeated as lists, nested
+    messages as objects;
+  - well-known types: Timestamp as RFC 3339 text, Duration as "1.5s", FieldMask as text, wrappers as their
+    value, Struct / Value / ListValue as the JSON they hold, Any as its JSON text.
+Then `flattenSpec` applies as to JSON. A record that cannot become a row raises ValueError saying why (the row
+parser keeps it as a parse exception / dead letter).
+
+`schema_registry`: each record is in Confluent's wire format (magic byte, schema id, message indexes); its
+schema is fetched by id with `?format=serialized` (the compiled FileDescriptorProto, what confluent-kafka's
+ProtobufDeserializer asks for: no .proto parser needed on the executors), its imports from the references and
+protobuf's own well-known types. A registry that returns .proto text instead is compiled with protoc from
+grpcio-tools when that is installed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import struct
+import threading
+import urllib.parse
+import urllib.request
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+
+from ingest_core.core.errors import SpecProblem
+from ingest_core.core.spec import DatasourceSpec, InputFormat, ProtoBytesDecoder
+from ingest_core.executor.decoders import Flattener, json_text
+from ingest_core.executor.schema_registry import (
+    RegisteredSchema,
+    RegistryConfig,
+    SchemaReference,
+    SchemaRegistryError,
+    client_for,
+    read_message_indexes,
+    split_wire_format,
+)
+
+# ------------------------------------------------------------------------------------------ message -> row
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_TIMESTAMP_SECONDS = (-62135596800, 253402300799)  # 0001-01-01 to 9999-12-31, as protobuf's JSON mapping
+_DURATION_SECONDS = 315576000000
+
+
+def _float32(v: float) -> float:
+    """The shortest decimal that reads back as the same float32 (what Java's Float.toString prints), so a
+    float field of 0.1 reads 0.1, not 0.10000000149011612."""
+    if v != v or v in (float("inf"), float("-inf")):
+        return v
+    for digits in range(6, 10):
+        short = float(f"{v:.{digits}g}")
+        if struct.unpack("<f", struct.pack("<f", short))[0] == v:
+            return short
+    return v
+
+
+def _fraction(nanos: int) -> str:
+    if nanos == 0:
+        return ""
+    if nanos % 1_000_000 == 0:
+        return f".{nanos // 1_000_000:03d}"
+    if nanos % 1000 == 0:
+        return f".{nanos // 1000:06d}"
+    return f".{nanos:09d}"
+
+
+def _timestamp(msg: Any) -> str:
+    seconds, nanos = msg.seconds, msg.nanos
+    if not _TIMESTAMP_SECONDS[0] <= seconds <= _TIMESTAMP_SECONDS[1] or not 0 <= nanos < 1_000_000_000:
+        raise ValueError(f"google.protobuf.Timestamp {seconds}s {nanos}ns is out of range (years 1 to 9999)")
+    t = _EPOCH + timedelta(seconds=seconds)
+    return t.strftime("%Y-%m-%dT%H:%M:%S").rjust(19, "0") + _fraction(nanos) + "Z"
+
+
+def _duration(msg: Any) -> str:
+    seconds, nanos = msg.seconds, msg.nanos
+    if abs(seconds) > _DURATION_SECONDS or abs(nanos) >= 1_000_000_000 or (seconds and nanos and
+                                                                         (seconds < 0) != (nanos < 0)):
+        raise ValueError(f"google.protobuf.Duration {seconds}s {nanos}ns is out of range or mixes signs")
+    sign = "-" if seconds < 0 or nanos < 0 else ""
+    return f"{sign}{abs(seconds)}{_fraction(abs(nanos))}s"
+
+
+def _camel(path: str) -> str:
+    head, *rest = path.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+class Converter:
+    """Message -> plain Python values, one plan per message type (the field's name and how its value reads),
+    built on first use."""
+
+    def __init__(self, pool: descriptor_pool.DescriptorPool):
+        self.pool = pool
+        self._plans: dict[Descriptor, dict[FieldDescriptor, tuple[str, Callable[[Any], Any] | None]]] = {}
+        self._special: dict[str, Callable[[Any], Any]] = {
+            "google.protobuf.Timestamp": _timestamp,
+            "google.protobuf.Duration": _duration,
+            "google.protobuf.FieldMask": lambda m: ",".join(_camel(p) for p in m.paths),
+            "google.protobuf.Struct": self._struct,
+            "google.protobuf.Value": self._value,
+            "google.protobuf.ListValue": lambda m: [self._value(v) for v in m.values],
+            "google.protobuf.Any": self._any,
+        }
+        for wrapper in ("Bool", "Int32", "UInt32", "Int64", "UInt64", "String", "Bytes", "Float", "Double"):
+            self._special[f"google.protobuf.{wrapper}Value"] = self._wrapper
+
+    def message(self, msg: Any) -> dict[str, Any]:
+        plan = self._plans.get(msg.DESCRIPTOR)
+        if plan is None:
+            plan = self._plans[msg.DESCRIPTOR] = {}
+        out: dict[str, Any] = {}
+        for fd, value in msg.ListFields():
+            step = plan.get(fd)
+            if step is None:
+                step = plan[fd] = (fd.json_name or _camel(fd.name), self._reader(fd))
+            name, read = step
+            out[name] = value if read is None else read(value)
+        return out
+
+    def _reader(self, fd: FieldDescriptor) -> Callable[[Any], Any] | None:
+        """How a field's value reads (None: as it is), for repeated and map fields the whole container."""
+        if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
+            key = self._single(fd.message_type.fields_by_name["key"])
+            value = self._single(fd.message_type.fields_by_name["value"])
+            return lambda m: {_map_key(k if key is None else key(k)): (v if value is None else value(v))
+                              for k, v in m.items()}
+        one = self._single(fd)
+        if _is_repeated(fd):
+            return list if one is None else (lambda vs: [one(v) for v in vs])
+        return one
+
+    def _single(self, fd: FieldDescriptor) -> Callable[[Any], Any] | None:
+        t = fd.type
+        if t == FieldDescriptor.TYPE_BYTES:
+            return lambda b: base64.b64encode(b).decode("ascii")
+        if t == FieldDescriptor.TYPE_FLOAT:
+            return _float32
+        if t == FieldDescriptor.TYPE_ENUM:
+            if fd.enum_type.full_name == "google.protobuf.NullValue":
+                return lambda _: None
+            names = {v.number: v.name for v in fd.enum_type.values}
+            return lambda n: names.get(n, n)
+        if t in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP):
+            return self._special.get(fd.message_type.full_name, self.message)
+        return None
+
+    def _wrapper(self, msg: Any) -> Any:
+        fd = msg.DESCRIPTOR.fields_by_name["value"]
+        read = self._single(fd)
+        value = getattr(msg, "value")
+        return value if read is None else read(value)
+
+    def _struct(self, msg: Any) -> dict[str, Any]:
+        return {k: self._value(v) for k, v in msg.fields.items()}
+
+    def _value(self, msg: Any) -> Any:
+        kind = msg.WhichOneof("kind")
+        if kind is None or kind == "null_value":
+            return None
+        if kind == "struct_value":
+            return self._struct(msg.struct_value)
+        if kind == "list_value":
+            return [self._value(v) for v in msg.list_value.values]
+        return getattr(msg, kind)
+
+    def _any(self, msg: Any) -> str:
+        from google.protobuf import json_format
+
+        try:
+            return json_text(json_format.MessageToDict(msg, descriptor_pool=self.pool))
+        except (json_format.Error, TypeError, KeyError) as exc:
+            raise ValueError(f"google.protobuf.Any of type {msg.type_url!r} cannot be read: {exc}") from None
+
+
+def _is_repeated(fd: FieldDescriptor) -> bool:
+    try:
+        return fd.is_repeated  # protobuf >= 6.31, which dropped `label`
+    except AttributeError:
+        return fd.label == FieldDescriptor.LABEL_REPEATED
+
+
+def _is_required(fd: FieldDescriptor) -> bool:
+    try:
+        return fd.is_required
+    except AttributeError:
+        return fd.label == FieldDescriptor.LABEL_REQUIRED
+
+
+def _map_key(k: Any) -> str:
+    return ("true" if k else "false") if isinstance(k, bool) else str(k)
+
+
+def _has_required(desc: Descriptor, seen: set[str] | None = None) -> bool:
+    seen = set() if seen is None else seen
+    if desc.full_name in seen:
+        return False
+    seen.add(desc.full_name)
+    for fd in desc.fields:
+        if _is_required(fd):
+            return True
+        if fd.message_type is not None and _has_required(fd.message_type, seen):
+            return True
+    return False
+
+
+@dataclasses.dataclass
+class MessageReader:
+    """Bytes of one message type -> its row: parse, check required fields (proto2, as Java's parser does),
+    convert."""
+
+    descriptor: Descriptor
+    converter: Converter
+    cls: Any = None
+    required: bool = False
+
+    def __post_init__(self) -> None:
+        self.cls = message_factory.GetMessageClass(self.descriptor)
+        self.required = _has_required(self.descriptor)
+
+    def read(self, data: bytes | memoryview, what: str = "") -> dict[str, Any]:
+        try:
+            msg = self.cls.FromString(bytes(data) if isinstance(data, memoryview) else data)
+        except (message.DecodeError, RuntimeError, ValueError, OverflowError) as exc:
+            raise ValueError(f"bytes do not parse as Protobuf message {self.descriptor.full_name}{what} "
+                             f"({exc}): a truncated record, or one written with another schema") from None
+        if self.required and not msg.IsInitialized():
+            missing = ", ".join(msg.FindInitializationErrors())
+            raise ValueError(f"Protobuf message {self.descriptor.full_name}{what} lacks required fields: "
+                             f"{missing}")
+        return self.converter.message(msg)
+
+
+# ------------------------------------------------------------------------------------------ descriptors
+
+# the well-known types an import may name without the set (or the registry) carrying them
+_WELL_KNOWN = ("any", "api", "duration", "empty", "field_mask", "source_context", "struct", "timestamp", "type",
+               "wrappers", "descriptor")
+
+
+def well_known_file(name: str) -> bytes | None:
+    """The serialized FileDescriptorProto of `google/protobuf/<x>.proto`, from the protobuf package itself."""
+    if not (name.startswith("google/protobuf/") and name.endswith(".proto")):
+        return None
+    stem = name[len("google/protobuf/"):-len(".proto")]
+    if stem not in _WELL_KNOWN:
+        return None
+    import importlib
+
+    module = importlib.import_module(f"google.protobuf.{stem}_pb2")
+    return module.DESCRIPTOR.serialized_pb
+
+
+def pool_of(files: list[descriptor_pb2.FileDescriptorProto],
+            find: Callable[[str], descriptor_pb2.FileDescriptorProto | None] = lambda name: None
+            ) -> descriptor_pool.DescriptorPool:
+    """A pool holding `files`, each after its imports: from `files`, protobuf's well-known types, or `find`."""
+    by_name = {f.name: f for f in files}
+    pool = descriptor_pool.DescriptorPool()
+    added: set[str] = set()
+
+    def add(name: str, stack: tuple[str, ...]) -> None:
+        if name in added:
+            return
+        if name in stack:
+            raise ValueError(f"the descriptor files import each other in a cycle: {' -> '.join(stack + (name,))}")
+        fdp = by_name.get(name)
+        if fdp is None:
+            known = well_known_file(name)
+            if known is not None:
+                pool.AddSerializedFile(known)
+                added.add(name)
+                return
+            fdp = find(name)
+            if fdp is None:
+                raise ValueError(f"{stack[-1] if stack else 'the descriptor'} imports {name!r}, which is not in "
+                                 "the descriptor set: compile with `protoc --include_imports -o ...`")
+        for dep in fdp.dependency:
+            add(dep, stack + (name,))
+        try:
+            pool.AddSerializedFile(fdp.SerializeToString())
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"descriptor file {name!r} is not valid: {exc}") from None
+        added.add(name)
+
+    for f in files:
+        add(f.name, ())
+    return pool
+
+
+def descriptor_set(data: bytes, where: str) -> list[descriptor_pb2.FileDescriptorProto]:
+    try:
+        files = list(descriptor_pb2.FileDescriptorSet.FromString(data).file)
+    except message.DecodeError as exc:
+        raise ValueError(f"{where} is not a descriptor set ({exc}): write it with `protoc -o metrics.desc "
+                         "metrics.proto` (--descriptor_set_out), not --python_out or a .proto file") from None
+    if not files:
+        raise ValueError(f"{where} holds no descriptor file: write it with `protoc -o metrics.desc metrics.proto`")
+    return files
+
+
+def _all_messages(desc_list: Any) -> list[Descriptor]:
+    out = []
+    for d in desc_list:
+        out.append(d)
+        out.extend(_all_messages(d.nested_types))
+    return out
+
+
+def find_message_type(pool: descriptor_pool.DescriptorPool, files: list[descriptor_pb2.FileDescriptorProto],
+                      name: str | None, where: str) -> Descriptor:
+    """Druid's rule: `protoMessageType` by full or short name (nested as `Outer.Inner` too); without it, the first
+    message of the file the set was compiled from (not of an import `--include_imports` put first)."""
+    imported = {dep for f in files for dep in f.dependency}
+    files = [f for f in files if f.name not in imported] + [f for f in files if f.name in imported]
+    candidates = [d for f in files for d in _all_messages(pool.FindFileByName(f.name).message_types_by_name.values())]
+    if not candidates:
+        raise ValueError(f"{where} defines no message type")
+    if not name:
+        return candidates[0]
+    for d in candidates:
+        full = d.full_name
+        if name in (full, d.name) or full.endswith("." + name):
+            return d
+    from ingest_core.core.binding import did_you_mean
+
+    names = sorted({d.full_name for d in candidates})
+    raise ValueError(f"protoMessageType {name!r} is not in {where}{did_you_mean(name, names)}; it defines: "
+                     f"{', '.join(names[:20])}")
+
+
+def read_descriptor_file(descriptor: str, relative_to: str | None = None) -> bytes:
+    """The bytes of a `file` decoder's descriptor: a path (relative: to the spec file's folder), a file:// url, an
+    http(s) url, or any url pyarrow reads (s3://, hdfs://, gs://)."""
+    parsed = urllib.parse.urlsplit(descriptor)
+    try:
+        if parsed.scheme in ("http", "https"):
+            with urllib.request.urlopen(descriptor, timeout=30) as resp:
+                return resp.read()
+        if parsed.scheme in ("", "file"):
+            path = Path(urllib.parse.unquote(parsed.path) if parsed.scheme else descriptor)
+            if not path.is_absolute() and relative_to and "://" not in relative_to:
+                path = Path(relative_to).parent / path
+            return path.read_bytes()
+        from ingest_core.executor import deep_storage
+
+        fs, path_in_fs = deep_storage.filesystem(descriptor)
+        with fs.open_input_stream(path_in_fs) as f:
+            return f.read()
+    except OSError as exc:
+        raise ValueError(f"descriptor {descriptor!r} cannot be read ({getattr(exc, 'strerror', None) or exc}): "
+                         "check the path (relative paths start at the spec file's folder) and that this machine "
+                         "can read it") from None
+
+
+def _decoder_of(fmt: InputFormat) -> ProtoBytesDecoder:
+    assert fmt.proto_bytes_decoder is not None
+    return fmt.proto_bytes_decoder
+
+
+def inline_descriptors(spec: DatasourceSpec) -> DatasourceSpec:
+    """`spec` with each `file` protoBytesDecoder's descriptor read here and carried inline (type `inline`): the
+    Spark executors then need no access to the path. Called where the spec is staged and by the job's driver."""
+    io = spec.io_config
+
+    def inlined(fmt: InputFormat | None) -> InputFormat | None:
+        if fmt is None:
+            return None
+        if fmt.type == "kafka":
+            return dataclasses.replace(fmt, value_format=inlined(fmt.value_format), key_format=inlined(fmt.key_format))
+        if fmt.type != "protobuf" or _decoder_of(fmt).type != "file":
+            return fmt
+        dec = _decoder_of(fmt)
+        data = read_descriptor_file(dec.descriptor or "", spec.source)
+        return dataclasses.replace(fmt, proto_bytes_decoder=ProtoBytesDecoder(
+            type="inline", descriptor_string=base64.b64encode(data).decode("ascii"),
+            proto_message_type=dec.proto_message_type))
+
+    fmt = inlined(io.input_format)
+    if fmt == io.input_format:
+        return spec
+    return dataclasses.replace(spec, io_config=dataclasses.replace(io, input_format=fmt))
+
+
+def descriptor_problems(spec: DatasourceSpec) -> list[SpecProblem]:
+    """`ingest validate` and the DAG factory: each `file` / `inline` decoder's descriptor set can be read,
+    parses, and holds its message type. Remote descriptors (http, s3, ...) are read when the run is staged."""
+    problems = []
+    for path, fmt in _protobuf_formats(spec.io_config.input_format, "spec.ioConfig.inputFormat"):
+        dec = _decoder_of(fmt)
+        where = f"{path}.protoBytesDecoder"
+        try:
+            if dec.type == "file":
+                if urllib.parse.urlsplit(dec.descriptor or "").scheme not in ("", "file"):
+                    continue
+                data = read_descriptor_file(dec.descriptor or "", spec.source)
+                what = f"descriptor {dec.descriptor!r}"
+            elif dec.type == "inline":
+                data = base64.b64decode(dec.descriptor_string or "")
+                what = "descriptorString"
+            else:
+                continue
+            files = descriptor_set(data, what)
+            find_message_type(pool_of(files), files, dec.proto_message_type, what)
+        except ValueError as exc:
+            field = "protoMessageType" if "protoMessageType" in str(exc) else (
+                "descriptor" if dec.type == "file" else "descriptorString")
+            problems.append(SpecProblem(f"{where}.{field}", str(exc)))
+    return problems
+
+
+def _protobuf_formats(fmt: InputFormat | None, path: str) -> list[tuple[str, InputFormat]]:
+    if fmt is None:
+        return []
+    if fmt.type == "kafka":
+        return (_protobuf_formats(fmt.value_format, f"{path}.valueFormat")
+                + _protobuf_formats(fmt.key_format, f"{path}.keyFormat"))
+    return [(path, fmt)] if fmt.type == "protobuf" and fmt.proto_bytes_decoder is not None else []
+
+
+# ------------------------------------------------------------------------------------------ schema registry
+
+_compile_lock = threading.Lock()
+
+
+def registry_file(schema: RegisteredSchema, what: str) -> descriptor_pb2.FileDescriptorProto:
+    """A registered Protobuf schema as a FileDescriptorProto: base64 of one (`?format=serialized`, Confluent's
+    and Apicurio's answer), else .proto text, compiled with protoc (grpcio-tools) where installed."""
+    text = schema.schema.strip()
+    try:
+        return descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text, validate=True))
+    except (binascii.Error, ValueError, message.DecodeError):
+        pass
+    return compile_proto_text(text, what)
+
+
+def compile_proto_text(text: str, what: str, imports: dict[str, str] | None = None
+                       ) -> descriptor_pb2.FileDescriptorProto:
+    """.proto text -> its FileDescriptorProto, by protoc itself (grpcio-tools bundles it): a maintained parser,
+    not a hand-written one. Its imports come from `imports` (name -> text) or protoc's well-known types."""
+    try:
+        from grpc_tools import protoc
+    except ImportError:
+        raise ValueError(f"{what} came back as .proto text, and this executor has no protoc to compile it: "
+                         "use a registry that serves ?format=serialized (Confluent 7+, Apicurio 2.5+), or "
+                         "install grpcio-tools on the Spark executors") from None
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ingest-proto-") as tmp, _compile_lock:
+        root = Path(tmp)
+        for name, source in {**(imports or {}), "schema.proto": text}.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(source)
+        import importlib.resources
+
+        includes = str(importlib.resources.files("grpc_tools") / "_proto")
+        out = root / "out.desc"
+        code = protoc.main(["protoc", f"-I{root}", f"-I{includes}", f"-o{out}", "schema.proto"])
+        if code != 0 or not out.exists():
+            raise ValueError(f"{what} is not valid .proto text (protoc exited {code})")
+        return descriptor_set(out.read_bytes(), what)[0]
+
+
+@dataclasses.dataclass
+class _RegistrySchema:
+    pool: descriptor_pool.DescriptorPool
+    file: Any  # the pool's FileDescriptor
+    converter: Converter
+    readers: dict[tuple[int, ...], MessageReader] = dataclasses.field(default_factory=dict)
+
+
+class RegistryDecoder:
+    """Records in Confluent's wire format, their schemas by id from the registry (cached per task; the client
+    caches per process and retries a registry that does not answer)."""
+
+    def __init__(self, dec: ProtoBytesDecoder):
+        self.client = client_for(RegistryConfig.of(url=dec.url, urls=dec.urls, config=dec.config,
+                                                   headers=dec.headers))
+        self._schemas: dict[int, _RegistrySchema | ValueError] = {}
+
+    def read(self, data: bytes) -> dict[str, Any]:
+        schema_id, payload = split_wire_format(data)
+        indexes, body = read_message_indexes(payload)
+        schema = self._schemas.get(schema_id)
+        if schema is None:
+            try:
+                schema = self._load(schema_id)
+            except SchemaRegistryError:
+                raise  # a registry that does not answer may answer for a later record: not cached here
+            except ValueError as exc:  # unknown to the registry, or not a usable Protobuf schema: for good
+                schema = exc
+            self._schemas[schema_id] = schema
+        if isinstance(schema, ValueError):
+            raise schema
+        reader = schema.readers.get(tuple(indexes))
+        if reader is None:
+            reader = schema.readers[tuple(indexes)] = MessageReader(
+                self._message(schema, indexes, schema_id), schema.converter)
+        return reader.read(body, f" (schema id {schema_id})")
+
+    def _load(self, schema_id: int) -> _RegistrySchema:
+        what = f"schema id {schema_id}"
+        found = self.client.schema(schema_id, fmt="serialized")
+        if found.schema_type.upper() != "PROTOBUF":
+            raise ValueError(f"{what} is an {found.schema_type} schema, not Protobuf: this topic's producers use "
+                             "another serializer (use the inputFormat that matches it, e.g. avro_stream)")
+        main = registry_file(found, what)
+        refs = {r.name: r for r in found.references}
+        main.name = main.name or "schema.proto"
+
+        def find(name: str) -> descriptor_pb2.FileDescriptorProto | None:
+            ref = refs.get(name)
+            if ref is None:
+                return None
+            imported = self.client.referenced(ref, fmt="serialized")
+            fdp = registry_file(imported, f"{what}'s import {name!r}")
+            fdp.name = name
+            refs.update({r.name: r for r in imported.references})
+            return fdp
+
+        try:
+            pool = pool_of([main], find)
+        except SchemaRegistryError:
+            raise
+        except ValueError as exc:
+            raise ValueError(f"{what}: {exc}") from None
+        return _RegistrySchema(pool, pool.FindFileByName(main.name), Converter(pool))
+
+    @staticmethod
+    def _message(schema: _RegistrySchema, indexes: list[int], schema_id: int) -> Descriptor:
+        types = list(schema.file.message_types_by_name.values())
+        desc = None
+        for depth, i in enumerate(indexes):
+            if not 0 <= i < len(types):
+                raise ValueError(f"message index {indexes} does not exist in schema id {schema_id} (level {depth} "
+                                 f"has {len(types)} message types): the record was written with another schema")
+            desc = types[i]
+            types = list(desc.nested_types)
+        assert desc is not None
+        return desc
+
+
+# ------------------------------------------------------------------------------------------ the decoder
+
+
+class ProtobufDecoder:
+    """`rows(data)`: one row per record, its fields as Druid names them, then the flattenSpec."""
+
+    def __init__(self, fmt: InputFormat):
+        dec = _decoder_of(fmt)
+        self.flatten = Flattener(fmt)
+        self.paths = self.flatten.paths
+        self._registry: RegistryDecoder | None = None
+        self._fixed: MessageReader | None = None
+        if dec.type == "schema_registry":
+            self._registry = RegistryDecoder(dec)
+            return
+        if dec.type == "file":
+            data, what = read_descriptor_file(dec.descriptor or ""), f"descriptor {dec.descriptor!r}"
+        else:
+            data, what = base64.b64decode(dec.descriptor_string or ""), "descriptorString"
+        files = descriptor_set(data, what)
+        pool = pool_of(files)
+        self._fixed = MessageReader(find_message_type(pool, files, dec.proto_message_type, what), Converter(pool))
+
+    def rows(self, data: bytes) -> list[dict[str, Any]]:
+        if self._fixed is not None:
+            doc = self._fixed.read(data)
+        else:
+            assert self._registry is not None
+            doc = self._registry.read(data)
+        return [self.flatten(doc)]
+
