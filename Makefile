@@ -1,6 +1,7 @@
 # Two commands on a fresh machine (Python 3.11, Java 17, Maven; as root the rest installs itself):
-#   make test    install everything (Python packages, Kafka's jars, PostgreSQL, Redis, headless Chromium), then run the
-#                whole suite against real services the tests start themselves (Apache Kafka, PostgreSQL, Spark)
+#   make test    install everything (Python packages, Kafka's jars, Apicurio Registry, PostgreSQL, Redis, headless
+#                Chromium), then run the whole suite against real services the tests start themselves (Apache Kafka,
+#                PostgreSQL, Spark, Apicurio Registry)
 #   make demo    install, start an embedded Apache Kafka, produce a sample stream, run the example DAG
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -14,7 +15,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-# Apache Kafka's jars (the embedded broker) and Spark's Kafka source (the benchmark's anchor), from Maven Central
+# Apache Kafka's jars (the embedded broker), Spark's Kafka source (the benchmark's anchor) and Apicurio Registry's
+# distribution (the tests' schema registry), from Maven Central
 jars: $(VENV)/.installed
 	$(PY) -m ingest_core.dev.jars
 

@@ -5,6 +5,9 @@
 - PostgreSQL: a private server started for the session (Debian's binaries, trust auth on 127.0.0.1), or the
   server at INGEST_TEST_POSTGRES=postgresql+psycopg2://user@host:port; each test module's databases are
   created and dropped here. SQLite: a file per test.
+- Schema registry: Apicurio Registry (Confluent's API at /apis/ccompat/v7, storage in memory), started the
+  first time a test asks for `schema_registry_url` (`ingest_core.dev.schema_registry`), or the registry at
+  INGEST_TEST_SCHEMA_REGISTRY=url.
 - Spark: one local SparkSession (local[2]) for the session, started before any Kafka client exists: forking
   the JVM launcher from a process that holds librdkafka threads can crash the child.
 A missing broker or PostgreSQL fails the run; nothing is skipped.
@@ -144,15 +147,41 @@ def broker(tmp_path_factory) -> Broker:
         _wait_for_broker(external)
         yield Broker(external)
         return
-    kafka = EmbeddedKafka(tmp_path_factory.mktemp("kafka"))
+    with _started(EmbeddedKafka(tmp_path_factory.mktemp("kafka"))) as kafka:
+        yield Broker(kafka.bootstrap)
+
+
+@contextlib.contextmanager
+def _started(server):
+    """An embedded server, started (a failed start fails the test with its reason) and stopped afterwards."""
     try:
-        kafka.start()
+        server.start()
     except RuntimeError as exc:
         pytest.fail(str(exc))
     try:
-        yield Broker(kafka.bootstrap)
+        yield server
     finally:
-        kafka.stop()
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def schema_registry_url(tmp_path_factory) -> str:
+    """The base url of Confluent's Schema Registry API for the session (the `url` of a `schema_registry`
+    decoder, and of confluent-kafka's SchemaRegistryClient)."""
+    from ingest_core.dev.schema_registry import EmbeddedSchemaRegistry, registry_answers
+
+    external = os.environ.get("INGEST_TEST_SCHEMA_REGISTRY")
+    if external:
+        deadline = time.monotonic() + 30
+        while not registry_answers(external):
+            if time.monotonic() > deadline:
+                pytest.fail(f"the schema registry at INGEST_TEST_SCHEMA_REGISTRY={external} does not answer "
+                            "GET /subjects: give the base of its Confluent-compatible API")
+            time.sleep(0.3)
+        yield external.rstrip("/")
+        return
+    with _started(EmbeddedSchemaRegistry(tmp_path_factory.mktemp("schema-registry"))) as registry:
+        yield registry.url
 
 
 @contextlib.contextmanager

@@ -4,7 +4,9 @@ Two sets, each a small pom under `ingest_core/maven/`:
 - `kafka`: Apache Kafka itself (`kafka_2.13`, KRaft) plus a log4j2 binding: the embedded broker of the tests,
   the demo and the benchmarks (`ingest_core.dev.embedded`);
 - `spark-kafka`: Spark's own Kafka source (`spark-sql-kafka-0-10`) for the pinned pyspark, with the jars it
-  needs beyond those pip's pyspark ships: the anchor of the job's benchmark.
+  needs beyond those pip's pyspark ships: the anchor of the job's benchmark;
+- `apicurio`: Apicurio Registry, the schema registry of the tests (`ingest_core.dev.schema_registry`): the
+  release's runnable Quarkus distribution (a `.tar.gz` on Maven Central), unpacked.
 
 The cache is `$INGEST_JARS_DIR/<set>` (default `.jars/<set>` in the checkout); a set is fetched again when its
 pom changes. `python -m ingest_core.dev.jars [SET...]` fetches ahead of time (the Makefile's install step does).
@@ -19,11 +21,12 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 POMS = Path(__file__).resolve().parent / "maven"
-SETS = ("kafka", "spark-kafka")
+SETS = ("kafka", "spark-kafka", "apicurio")
 
 
 def cache_dir() -> Path:
@@ -47,6 +50,12 @@ def ensure(name: str) -> list[Path]:
     return sorted(target.glob("*.jar"))
 
 
+def location(name: str) -> Path:
+    """The folder of set `name`, fetched first when missing or when its pom changed."""
+    ensure(name)
+    return cache_dir() / name
+
+
 def classpath(name: str) -> str:
     return os.pathsep.join(str(p) for p in ensure(name))
 
@@ -65,6 +74,10 @@ def _fetch(pom: Path, target: Path) -> None:
     if proc.returncode != 0:
         raise RuntimeError(f"fetching the jars of {pom.name} with Maven failed (exit {proc.returncode}):\n"
                            f"{(proc.stdout + proc.stderr)[-3000:]}")
+    for archive in staging.glob("*.tar.gz"):  # a distribution: Python's tarfile, as Maven's reads long names wrong
+        with tarfile.open(archive) as tar:
+            tar.extractall(staging, filter="data")
+        archive.unlink()
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
 

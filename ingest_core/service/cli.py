@@ -1,6 +1,7 @@
 """The `ingest` command line: a thin shell over the spine.
 
   ingest validate SPEC...            check spec files; exit 1 with every problem listed
+                                     (--connect: also the schema registries they name)
   ingest db upgrade                  create or upgrade the metadata store schema
   ingest plan SPEC --run-id ID       plan (or show the persisted plan of) one run
   ingest status [DATASOURCE]         state, health, offsets, lag, errors and recent runs (--json: Druid's shape)
@@ -46,6 +47,7 @@ from ingest_core.core.settings import HOME_VAR, METADATA_URL_VAR, Settings
 from ingest_core.core.spec import DatasourceSpec, find_spec_files, load_spec
 from ingest_core.kafka.config import LIBRDKAFKA_LOGGER
 from ingest_core.kafka.properties import load_checked_spec
+from ingest_core.service.registry_check import check_spec_registries
 from ingest_core.store.engines import checked_url
 from ingest_core.store.metadata import MetadataStore
 
@@ -116,8 +118,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
                   f"{seen[spec.datasource]}: each datasource has one spec", file=sys.stderr)
             continue
         seen[spec.datasource] = path
+        warnings = list(spec.warnings)
+        if args.connect:
+            registries = check_spec_registries(spec)
+            warnings += registries.warnings
+            if registries.errors:
+                failed += 1
+                for error in registries.errors:
+                    print(f"ERROR {path}: {error}", file=sys.stderr)
+                continue
         print(f"OK    {path}: datasource {spec.datasource!r}")
-        for warning in spec.warnings:
+        for warning in warnings:
             print(f"  warning: {warning}")
     if not paths:
         print("no spec files given", file=sys.stderr)
@@ -428,6 +439,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check datasource spec files (or folders of them)")
     p.add_argument("specs", nargs="+")
+    p.add_argument("--connect", action="store_true",
+                   help="also check that the schema registries the specs' decoders name answer and hold the "
+                        "subjects of their topics")
     p.set_defaults(func=cmd_validate)
 
     db = sub.add_parser("db", help="metadata store schema").add_subparsers(dest="db_command", required=True)
