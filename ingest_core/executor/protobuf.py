@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import math
 import struct
 import threading
 import urllib.parse
@@ -41,7 +42,7 @@ from ingest_core.executor.decoders import Flattener, json_text
 from ingest_core.executor.schema_registry import (
     RegisteredSchema,
     RegistryConfig,
-    SchemaReference,
+    RegistryUnavailableError,
     SchemaRegistryError,
     client_for,
     read_message_indexes,
@@ -58,7 +59,7 @@ _DURATION_SECONDS = 315576000000
 def _float32(v: float) -> float:
     """The shortest decimal that reads back as the same float32 (what Java's Float.toString prints), so a
     float field of 0.1 reads 0.1, not 0.10000000149011612."""
-    if v != v or v in (float("inf"), float("-inf")):
+    if not math.isfinite(v):
         return v
     for digits in range(6, 10):
         short = float(f"{v:.{digits}g}")
@@ -161,7 +162,7 @@ class Converter:
     def _wrapper(self, msg: Any) -> Any:
         fd = msg.DESCRIPTOR.fields_by_name["value"]
         read = self._single(fd)
-        value = getattr(msg, "value")
+        value = msg.value
         return value if read is None else read(value)
 
     def _struct(self, msg: Any) -> dict[str, Any]:
@@ -498,9 +499,9 @@ class RegistryDecoder:
         if schema is None:
             try:
                 schema = self._load(schema_id)
-            except SchemaRegistryError:
-                raise  # a registry that does not answer may answer for a later record: not cached here
-            except ValueError as exc:  # unknown to the registry, or not a usable Protobuf schema: for good
+            except RegistryUnavailableError:
+                raise  # may answer for a later record (the client fails fast meanwhile): not kept here
+            except ValueError as exc:  # unknown to the registry, or not a usable Protobuf schema: for the task
                 schema = exc
             self._schemas[schema_id] = schema
         if isinstance(schema, ValueError):
@@ -513,10 +514,11 @@ class RegistryDecoder:
 
     def _load(self, schema_id: int) -> _RegistrySchema:
         what = f"schema id {schema_id}"
+        kind = self.client.schema(schema_id).schema_type  # first its type: `format` means something else to Avro
+        if kind.upper() != "PROTOBUF":
+            raise ValueError(f"{what} is an {kind} schema, not Protobuf: this topic's producers use another "
+                             "serializer (use the inputFormat that matches it, e.g. avro_stream)")
         found = self.client.schema(schema_id, fmt="serialized")
-        if found.schema_type.upper() != "PROTOBUF":
-            raise ValueError(f"{what} is an {found.schema_type} schema, not Protobuf: this topic's producers use "
-                             "another serializer (use the inputFormat that matches it, e.g. avro_stream)")
         main = registry_file(found, what)
         refs = {r.name: r for r in found.references}
         main.name = main.name or "schema.proto"
@@ -534,7 +536,7 @@ class RegistryDecoder:
         try:
             pool = pool_of([main], find)
         except SchemaRegistryError:
-            raise
+            raise  # says which schema already
         except ValueError as exc:
             raise ValueError(f"{what}: {exc}") from None
         return _RegistrySchema(pool, pool.FindFileByName(main.name), Converter(pool))

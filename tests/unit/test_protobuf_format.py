@@ -10,7 +10,7 @@ import random
 from datetime import datetime, timezone
 
 import pytest
-from google.protobuf import json_format
+from google.protobuf import descriptor_pb2, json_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from protobuf_fixtures import (
@@ -25,9 +25,22 @@ from protobuf_fixtures import (
 from ingest_core.core.errors import SpecError
 from ingest_core.core.spec import load_spec, parse_spec
 from ingest_core.executor.decoders import decoder_for
-from ingest_core.executor.protobuf import descriptor_problems, inline_descriptors
+from ingest_core.executor.protobuf import (
+    Converter,
+    MessageReader,
+    RegistryDecoder,
+    _RegistrySchema,
+    descriptor_problems,
+    inline_descriptors,
+    pool_of,
+    registry_file,
+)
 from ingest_core.executor.row_parser import RecordChunk, RowParser
-from ingest_core.executor.schema_registry import RegistryConfig, client_for
+from ingest_core.executor.schema_registry import (
+    RegisteredSchema,
+    RegistryConfig,
+    client_for,
+)
 from ingest_core.kafka.properties import load_checked_spec
 
 CREATED = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -200,9 +213,9 @@ def test_descriptor_mistakes_are_named_at_their_field_with_what_to_do(protos, tm
     field = "spec.ioConfig.inputFormat.protoBytesDecoder"
     assert problems(str(desc)) == problems(desc.as_uri()) == problems(str(desc), None) == []
     missing = problems("/nowhere/metrics.desc")
-    assert missing == [f"{field}.descriptor: descriptor '/nowhere/metrics.desc' cannot be read (No such file or "
-                       "directory): check the path (relative paths start at the spec file's folder) and that this "
-                       "machine can read it"]
+    assert missing == [(f"{field}.descriptor: descriptor '/nowhere/metrics.desc' cannot be read (No such file or "
+                        "directory): check the path (relative paths start at the spec file's folder) and that this "
+                        "machine can read it")]
     proto_text = tmp_path / "metrics.proto"
     proto_text.write_text(METRICS_PROTO)
     [not_a_set] = problems(str(proto_text))
@@ -379,3 +392,36 @@ def test_the_wire_format_is_checked_before_the_registry_is_asked():
     got = parse_all(spec, [b"\x05junk", b"\x00\x00\x00\x00\x07\x00\x0a\x01x"])
     assert got.stats.unparseable == 2 and got.stats.processed == 0
     assert "magic byte" in got.exceptions[0].message and "did not answer" in got.exceptions[1].message
+
+
+NESTED_PROTO = """syntax = "proto3";
+package nest;
+import "google/protobuf/timestamp.proto";
+message First { string a = 1; }
+message Outer {
+  message Inner { message Deepest { string d = 1; google.protobuf.Timestamp at = 2; } string i = 1; }
+  string o = 1;
+}
+"""
+
+
+def test_a_registered_schema_as_serialized_descriptor_or_proto_text_and_its_message_indexes(tmp_path):
+    _, nest = compile_proto(tmp_path, "nest", NESTED_PROTO)
+    compiled = descriptor_pb2.FileDescriptorProto.FromString(nest.DESCRIPTOR.serialized_pb)
+    serialized = registry_file(RegisteredSchema(1, "PROTOBUF", base64.b64encode(compiled.SerializeToString()).decode()),
+                               "schema id 1")
+    from_text = registry_file(RegisteredSchema(1, "PROTOBUF", NESTED_PROTO), "schema id 1")  # protoc compiles it
+    assert [m.name for m in serialized.message_type] == [m.name for m in from_text.message_type] == ["First", "Outer"]
+    from_text.name = "nest.proto"
+    pool = pool_of([from_text])  # google/protobuf/timestamp.proto from the protobuf package itself
+    schema = _RegistrySchema(pool, pool.FindFileByName("nest.proto"), None)
+    assert RegistryDecoder._message(schema, [1, 0, 0], 1).full_name == "nest.Outer.Inner.Deepest"
+    assert RegistryDecoder._message(schema, [0], 1).full_name == "nest.First"
+    with pytest.raises(ValueError, match=r"message index \[1, 1\] does not exist in schema id 1 \(level 1 has 1 "):
+        RegistryDecoder._message(schema, [1, 1], 1)
+    deepest = nest.Outer.Inner.Deepest(d="x")
+    deepest.at.FromSeconds(0)
+    reader = MessageReader(RegistryDecoder._message(schema, [1, 0, 0], 1), Converter(pool))
+    assert reader.read(deepest.SerializeToString()) == {"d": "x", "at": "1970-01-01T00:00:00Z"}
+    with pytest.raises(ValueError, match="schema id 2 is not valid .proto text"):
+        registry_file(RegisteredSchema(2, "PROTOBUF", "message {"), "schema id 2")
