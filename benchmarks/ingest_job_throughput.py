@@ -23,11 +23,13 @@ included), and each Spark side's peak memory (PSS of the driver JVM plus the Pyt
     python benchmarks/ingest_job_throughput.py --quick    # 100k and 400k records, 2 rounds: a smoke run
     python benchmarks/ingest_job_throughput.py --tiny     # 4,000 records, 1 round: that it runs (the tests)
     python benchmarks/ingest_job_throughput.py --records 1000000 --bootstrap host:9092 --sides raw job
+    python benchmarks/ingest_job_throughput.py --value-format protobuf   # the same events as Protobuf
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import random
@@ -66,17 +68,53 @@ FILTER = {"type": "selector", "dimension": "isRobot", "value": "0"}
 BASE_TIME = time.time() - 1800  # every batch of events spans the same half hour
 
 
-def produce(bootstrap: str, topic: str, n: int, partitions: int) -> None:
+def wiki_events(n: int = 20_000) -> list[dict[str, Any]]:
     rng = random.Random(7)
     base = BASE_TIME
     pool = []
-    for i in range(20_000):
+    for i in range(n):
         added, deleted = rng.randint(0, 500), rng.randint(0, 200)
         t = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(base + i * 0.09)) + f".{i % 1000:03d}Z"
-        pool.append(json.dumps({"time": t, "channel": rng.choice(["#en", "#de", "#fr", "#ja"]),
-                                "page": f"Page_{rng.randint(1, 300)}", "user": f"user{rng.randint(1, 2000)}",
-                                "namespace": "Main", "isRobot": int(rng.random() < 0.1), "added": added,
-                                "deleted": deleted, "delta": added - deleted}).encode())
+        pool.append({"time": t, "channel": rng.choice(["#en", "#de", "#fr", "#ja"]),
+                     "page": f"Page_{rng.randint(1, 300)}", "user": f"user{rng.randint(1, 2000)}",
+                     "namespace": "Main", "isRobot": int(rng.random() < 0.1), "added": added,
+                     "deleted": deleted, "delta": added - deleted})
+    return pool
+
+
+def wiki_protobuf() -> tuple[Any, str]:
+    """The wiki events' message class and its descriptor set (base64, for an `inline` protoBytesDecoder).
+    Numbers are proto3 `optional`, so a zero is kept (a plain proto3 field at 0 would read as null)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    fdp = descriptor_pb2.FileDescriptorProto(name="wiki.proto", package="wiki", syntax="proto3")
+    edit = fdp.message_type.add(name="Edit")
+    T = descriptor_pb2.FieldDescriptorProto
+    for number, (name, kind) in enumerate([("time", T.TYPE_STRING), ("channel", T.TYPE_STRING),
+                                           ("page", T.TYPE_STRING), ("user", T.TYPE_STRING),
+                                           ("namespace", T.TYPE_STRING), ("isRobot", T.TYPE_INT32),
+                                           ("added", T.TYPE_INT64), ("deleted", T.TYPE_INT64),
+                                           ("delta", T.TYPE_INT64)], 1):
+        field = edit.field.add(name=name, number=number, type=kind, label=T.LABEL_OPTIONAL, json_name=name)
+        if kind != T.TYPE_STRING:
+            field.proto3_optional = True
+            field.oneof_index = len(edit.oneof_decl)
+            edit.oneof_decl.add(name=f"_{name}")
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(fdp.SerializeToString())
+    cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("wiki.Edit"))
+    return cls, base64.b64encode(descriptor_pb2.FileDescriptorSet(file=[fdp]).SerializeToString()).decode()
+
+
+def encode(events: list[dict[str, Any]], value_format: str) -> list[bytes]:
+    if value_format == "protobuf":
+        cls, _ = wiki_protobuf()
+        return [cls(**e).SerializeToString() for e in events]
+    return [json.dumps(e).encode() for e in events]
+
+
+def produce(bootstrap: str, topic: str, n: int, partitions: int, value_format: str = "json") -> None:
+    pool = encode(wiki_events(), value_format)
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.num.messages": 10_000,
                   "queue.buffering.max.messages": 1_000_000})
     for i in range(n):
@@ -256,6 +294,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="100k and 400k records, 25,000 per split, 2 rounds")
     ap.add_argument("--tiny", action="store_true",
                     help="4,000 records, 2,000 per split, 1 round: runs every side once, measures nothing")
+    ap.add_argument("--value-format", choices=("json", "protobuf"), default="json",
+                    help="the records' encoding (protobuf: an inline descriptor; no spark-kafka side, which reads "
+                         "JSON)")
     args = ap.parse_args()
     if args.tiny:
         args.records = args.records or [4_000]
@@ -267,7 +308,7 @@ def main() -> None:
         args.repeat = args.repeat or 2
     args.records = sorted(args.records or [1_000_000, 4_000_000])
     args.split = args.split or 250_000
-    sides = [s for s in SIDES if s in args.sides]
+    sides = [s for s in SIDES if s in args.sides and (args.value_format == "json" or s != "spark-kafka")]
     work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     broker = None
     started = time.monotonic()
@@ -449,7 +490,7 @@ def prepare(bootstrap: str, store: MetadataStore, n: int, args: argparse.Namespa
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
     t0 = time.perf_counter()
-    produce(bootstrap, topic, n, partitions)
+    produce(bootstrap, topic, n, partitions, args.value_format)
     print(f"produced {n:,} records into {partitions} partitions in {time.perf_counter() - t0:.1f}s", flush=True)
     raw_spec = load_spec(ROOT / "dags" / "datasources" / "wikipedia.yaml").to_raw()
     raw_spec["spec"]["dataSchema"]["dataSource"] = f"wikipedia_{n}"
@@ -457,6 +498,9 @@ def prepare(bootstrap: str, store: MetadataStore, n: int, args: argparse.Namespa
     raw_spec["spec"]["ioConfig"].update(topic=topic, taskCount=1, useEarliestOffset=True,
                                         consumerProperties={"bootstrap.servers": bootstrap})
     raw_spec["spec"]["tuningConfig"]["maxRowsPerSegment"] = 5_000_000
+    if args.value_format == "protobuf":
+        raw_spec["spec"]["ioConfig"]["inputFormat"] = {"type": "protobuf", "protoBytesDecoder": {
+            "type": "inline", "descriptorString": wiki_protobuf()[1], "protoMessageType": "wiki.Edit"}}
     raw_spec["microbatch"].update(maxRecordsPerSplit=args.split, minSplitsPerGroup=args.cores)
     spec = parse_spec(raw_spec, "wikipedia (benchmark)")
     supervisor = Supervisor(spec, store)

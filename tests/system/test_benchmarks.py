@@ -63,6 +63,14 @@ def test_ingest_job_throughput(broker):
                   "CPU bound": rf"^  job CPU bound: 2 cores / {NUMBER} us of CPU per record .* = {NUMBER} rec/s"})
 
 
+def test_ingest_job_throughput_of_protobuf(broker):
+    out = run_benchmark("ingest_job_throughput.py", "--bootstrap", broker.bootstrap, "--value-format", "protobuf",
+                        "--sides", "raw", "job", timeout=600)
+    figures(out, {"job median": rf"^  job\s+{NUMBER} rec/s \| CPU\s+{NUMBER} us/record \+ broker\s+{NUMBER}",
+                  "job / raw consume": rf"^  job / raw consume\s+{NUMBER}\s+\(per round: {NUMBER}\)",
+                  "outputs agree": rf"outputs agree \(job\): {NUMBER} rows kept by the filter"})
+
+
 def test_fault_soak(tmp_path):
     # its own broker (a soak restarts it), its databases on the session's PostgreSQL; Connect mode, the cheaper
     out = run_benchmark("fault_soak.py", "--spark-connect", "--postgres", pg_base(), "--out", str(tmp_path / "soak"),
