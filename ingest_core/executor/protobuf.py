@@ -61,10 +61,13 @@ def _float32(v: float) -> float:
     float field of 0.1 reads 0.1, not 0.10000000149011612."""
     if not math.isfinite(v):
         return v
-    for digits in range(6, 10):
+    for digits in range(1, 10):
         short = float(f"{v:.{digits}g}")
-        if struct.unpack("<f", struct.pack("<f", short))[0] == v:
-            return short
+        try:
+            if struct.unpack("<f", struct.pack("<f", short))[0] == v:
+                return short
+        except OverflowError:  # rounded past float32's largest: the next digit count fits
+            continue
     return v
 
 
