@@ -30,6 +30,8 @@ from ingest_core.executor.protobuf import (
     MessageReader,
     RegistryDecoder,
     _RegistrySchema,
+)
+from ingest_core.executor.protobuf_descriptors import (
     descriptor_problems,
     inline_descriptors,
     pool_of,
@@ -425,3 +427,10 @@ def test_a_registered_schema_as_serialized_descriptor_or_proto_text_and_its_mess
     assert reader.read(deepest.SerializeToString()) == {"d": "x", "at": "1970-01-01T00:00:00Z"}
     with pytest.raises(ValueError, match="schema id 2 is not valid .proto text"):
         registry_file(RegisteredSchema(2, "PROTOBUF", "message {"), "schema id 2")
+    # text that imports another registered schema: protoc gets the import's text too (the references')
+    dep = 'syntax = "proto3";\npackage dep;\nmessage D { string d = 1; }\n'
+    main = 'syntax = "proto3";\nimport "dep/d.proto";\nmessage M { dep.D d = 1; }\n'
+    fdp = registry_file(RegisteredSchema(3, "PROTOBUF", main), "schema id 3", lambda: {"dep/d.proto": dep})
+    assert list(fdp.dependency) == ["dep/d.proto"] and fdp.message_type[0].field[0].type_name == ".dep.D"
+    with pytest.raises(ValueError, match="imports '../x.proto', a path outside"):
+        registry_file(RegisteredSchema(4, "PROTOBUF", main), "schema id 4", lambda: {"../x.proto": dep})
