@@ -291,12 +291,12 @@ class RegistryDecoder:
 
     def _load(self, schema_id: int) -> _RegistrySchema:
         what = f"schema id {schema_id}"
-        kind = self.client.schema(schema_id).schema_type  # first its type: `format` means something else to Avro
+        plain = self.client.schema(schema_id)
+        kind = plain.schema_type
         if kind.upper() != "PROTOBUF":
             raise ValueError(f"{what} is an {kind} schema, not Protobuf: this topic's producers use another "
                              "serializer (use the inputFormat that matches it, e.g. avro_stream)")
-        found = self.client.schema(schema_id, fmt="serialized")
-        refs = {r.name: r for r in found.references}
+        refs = {r.name: r for r in plain.references}
 
         def texts(references: dict[str, Any]) -> dict[str, str]:
             """The .proto text of the imports, for a registry that answers text (protoc compiles them)."""
@@ -307,16 +307,18 @@ class RegistryDecoder:
                 out.update(texts({r.name: r for r in imported.references}))
             return out
 
-        main = registry_file(found, what, lambda: texts(refs))
+        main = registry_file(plain, what, lambda: self.client.schema(schema_id, fmt="serialized"),
+                             lambda: texts(refs))
         main.name = main.name or "schema.proto"
 
         def find(name: str) -> descriptor_pb2.FileDescriptorProto | None:
             ref = refs.get(name)
             if ref is None:
                 return None
-            imported = self.client.referenced(ref, fmt="serialized")
+            imported = self.client.referenced(ref)
             nested = {r.name: r for r in imported.references}
-            fdp = registry_file(imported, f"{what}'s import {name!r}", lambda: texts(nested))
+            fdp = registry_file(imported, f"{what}'s import {name!r}",
+                                lambda: self.client.referenced(ref, fmt="serialized"), lambda: texts(nested))
             fdp.name = name
             refs.update(nested)
             return fdp

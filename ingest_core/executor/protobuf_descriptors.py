@@ -24,7 +24,10 @@ from google.protobuf.descriptor import Descriptor
 from ingest_core.core.binding import did_you_mean
 from ingest_core.core.errors import SpecProblem
 from ingest_core.core.spec import DatasourceSpec, InputFormat, ProtoBytesDecoder
-from ingest_core.executor.schema_registry import RegisteredSchema
+from ingest_core.executor.schema_registry import (
+    RegisteredSchema,
+    RegistryUnavailableError,
+)
 
 # the well-known types an import may name without the set (or the registry) carrying them
 _WELL_KNOWN = ("any", "api", "duration", "empty", "field_mask", "source_context", "struct", "timestamp", "type",
@@ -214,29 +217,40 @@ def _protobuf_formats(fmt: InputFormat | None, path: str) -> list[tuple[str, Inp
 _compile_lock = threading.Lock()
 
 
-def registry_file(schema: RegisteredSchema, what: str, imports: Callable[[], dict[str, str]] = dict
-                  ) -> descriptor_pb2.FileDescriptorProto:
-    """A registered Protobuf schema as a FileDescriptorProto: base64 of one (the answer to `?format=serialized`),
-    else .proto text, compiled by protoc with the text of its imports (`imports()`, asked only then)."""
-    text = schema.schema.strip()
+def registry_file(schema: RegisteredSchema, what: str, serialized: Callable[[], RegisteredSchema],
+                  imports: Callable[[], dict[str, str]]) -> descriptor_pb2.FileDescriptorProto:
+    """A registered Protobuf schema as a FileDescriptorProto. The registry's plain answer is base64 of one when the
+    producer registered it so (confluent-kafka's serializers do); .proto text otherwise (Java's serializers),
+    then `serialized()` (`?format=serialized`: base64 from Confluent's registry) is asked, and if that is no
+    descriptor either (Apicurio 3 answers raw bytes as text, or fails) the text is compiled by protoc with the
+    text of its imports (`imports()`)."""
+    found = _serialized_file(schema.schema)
+    if found is not None:
+        return found
     try:
-        return descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text, validate=True))
+        found = _serialized_file(serialized().schema)
+    except RegistryUnavailableError:
+        found = None  # the plain answer came: a registry that cannot serialize, not one that is down
+    return found if found is not None else compile_proto_text(schema.schema, what, imports())
+
+
+def _serialized_file(text: str) -> descriptor_pb2.FileDescriptorProto | None:
+    try:
+        return descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text.strip(), validate=True))
     except (binascii.Error, ValueError, message.DecodeError):
-        pass
-    return compile_proto_text(text, what, imports())
+        return None
 
 
 def compile_proto_text(text: str, what: str, imports: dict[str, str] | None = None
                        ) -> descriptor_pb2.FileDescriptorProto:
     """.proto text -> its FileDescriptorProto, by protoc itself (grpcio-tools bundles it): the maintained parser,
-    not one of our own. Its imports come from `imports` (name -> text) or protoc's well-known types. Only for a
-    registry that does not serve `?format=serialized` (Confluent's and Apicurio's do)."""
+    not one of our own. Its imports come from `imports` (name -> text) or protoc's well-known types."""
     try:
         from grpc_tools import protoc
     except ImportError:
-        raise ValueError(f"{what} came back as .proto text, and this executor has no protoc to compile it: use "
-                         "a registry that serves ?format=serialized (as Confluent's does), or install "
-                         "grpcio-tools on the Spark executors") from None
+        raise ValueError(f"{what} came back as .proto text, and this executor has no protoc to compile it: "
+                         "install grpcio-tools on the Spark executors, or use a registry that serves "
+                         "?format=serialized (as Confluent's does)") from None
     import importlib.resources
     import tempfile
 

@@ -122,10 +122,12 @@ def test_the_documented_schema_registry_decoder_ingests_confluents_wire_format_a
     }
     broker.produce(topic, good[:N // 2] + list(bad.values()) + good[N // 2:])
     store = sqlite_store(tmp_path)
-    spec = parse_spec(druid_spec("metrics-registry", topic, broker.bootstrap, {
-        "type": "protobuf",
+    raw = druid_spec("metrics-registry", topic, broker.bootstrap, {
+        "type": "protobuf",  # Druid's documented schema_registry decoder
         "protoBytesDecoder": {"urls": [schema_registry_url], "type": "schema_registry", "capacity": 100,
-                              "headers": {"traceID": "b29c5de2-0db4-490b-b421"}}}), "<registry>")
+                              "headers": {"traceID": "b29c5de2-0db4-490b-b421"}}})
+    raw["spec"]["tuningConfig"]["maxSavedParseExceptions"] = 10  # Druid's default keeps none to look at
+    spec = parse_spec(raw, "<registry>")
     _, reports, _ = ingest_run(spark, store, spec, "r1", tmp_path.as_uri())
     [report] = reports
     assert report.stats.processed == N and report.stats.unparseable == len(bad)
