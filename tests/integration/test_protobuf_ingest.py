@@ -9,7 +9,11 @@ import json
 import struct
 
 import pytest
-from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry import (
+    Schema,
+    SchemaReference,
+    SchemaRegistryClient,
+)
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -17,7 +21,8 @@ from google.protobuf import json_format
 from helpers import T0, ingest_run, rows_of, sqlite_store
 from protobuf_fixtures import METRICS_PROTO, compile_proto, metrics_events
 
-from ingest_core.core.spec import parse_spec
+from ingest_core.core.spec import InputFormat, ProtoBytesDecoder, parse_spec
+from ingest_core.executor.decoders import decoder_for
 
 pytestmark = pytest.mark.kafka
 
@@ -135,3 +140,37 @@ def test_the_documented_schema_registry_decoder_ingests_confluents_wire_format_a
     saved = {e.offset: e.message for e in report.saved_exceptions}
     for offset, reason in enumerate(bad, start=N // 2):
         assert reason in saved[offset], (offset, saved.get(offset))
+
+
+DEP_PROTO = 'syntax = "proto3";\npackage dep;\nmessage D { string d = 1; }\n'
+WITHDEP_PROTO = """syntax = "proto3";
+package withdep;
+import "dep.proto";
+import "google/protobuf/timestamp.proto";
+message Outer {
+  message Inner { dep.D d = 1; google.protobuf.Timestamp at = 2; }
+  string o = 1;
+}
+"""
+
+
+def test_imports_nested_messages_and_java_style_text_schemas_of_the_registry(schema_registry_url, tmp_path):
+    """No Spark: the executors' decoder against the real registry, as confluent-kafka's serializer registers a
+    schema (the descriptor, base64, its imports as references) and as Java's does (.proto text)."""
+    compile_proto(tmp_path, "dep", DEP_PROTO)
+    _, withdep = compile_proto(tmp_path, "withdep", WITHDEP_PROTO)
+    inner = withdep.Outer.Inner(d={"d": "x"})
+    inner.at.FromSeconds(86400)
+    want = [{"d": {"d": "x"}, "at": "1970-01-02T00:00:00Z"}]
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    topic = f"withdep-{tmp_path.name}"
+    data = ProtobufSerializer(withdep.Outer.Inner, client, {"use.deprecated.format": False})(
+        inner, SerializationContext(topic, MessageField.VALUE))
+    assert data[5:7] == b"\x04\x00"  # message indexes [0, 0]: a nested message
+    decoder = decoder_for(InputFormat(type="protobuf", proto_bytes_decoder=ProtoBytesDecoder(url=schema_registry_url)))
+    assert decoder.rows(data) == want
+    # Java's serializer registers the .proto text, an import as a reference to another subject
+    client.register_schema(f"{topic}-dep", Schema(DEP_PROTO, "PROTOBUF"))
+    text_id = client.register_schema(f"{topic}-text", Schema(WITHDEP_PROTO, "PROTOBUF", [
+        SchemaReference("dep.proto", f"{topic}-dep", 1)]))
+    assert decoder.rows(b"\x00" + struct.pack(">I", text_id) + b"\x04\x00\x00" + inner.SerializeToString()) == want
