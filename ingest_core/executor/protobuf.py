@@ -14,9 +14,8 @@ Then `flattenSpec` applies as to JSON. A record that cannot become a row raises 
 parser keeps it as a parse exception / dead letter).
 
 `schema_registry`: each record is in Confluent's wire format (magic byte, schema id, message indexes); its
-schema is fetched by id with `?format=serialized` (the compiled FileDescriptorProto, what confluent-kafka's
-ProtobufDeserializer asks for: no .proto parser needed on the executors), its imports from the references and
-protobuf's own well-known types (`ingest_core.executor.protobuf_descriptors`).
+schema is looked up by id once per task (the client caches it per process) and becomes a descriptor as
+`protobuf_descriptors.registry_file` says, its imports from the references and protobuf's own well-known types.
 """
 
 from __future__ import annotations
