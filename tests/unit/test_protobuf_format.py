@@ -45,6 +45,7 @@ from ingest_core.executor.schema_registry import (
     client_for,
 )
 from ingest_core.kafka.properties import load_checked_spec
+from ingest_core.provider.operators.plan import stage_spec
 
 CREATED = datetime(2026, 1, 1, tzinfo=timezone.utc)
 SETTINGS = settings(max_examples=80, derandomize=True, deadline=None, database=None,
@@ -239,7 +240,10 @@ def test_the_descriptor_is_read_once_where_the_spec_is_and_shipped_inline(protos
     path = tmp_path / "spec.yaml"
     path.write_text(json.dumps(druid_example("m.desc")))
     spec = load_spec(path)
-    staged = inline_descriptors(spec).to_raw()  # what stage_spec writes and the executors parse
+    args = stage_spec(spec, (tmp_path / "run").as_uri())  # what the plan task writes for the run's jobs
+    staged = json.loads((tmp_path / "run" / "spec.json").read_text())
+    assert args == ["--spec", (tmp_path / "run" / "spec.json").as_uri()]
+    assert staged == inline_descriptors(spec).to_raw()  # the job's driver inlines the same way
     dec = staged["spec"]["ioConfig"]["inputFormat"]["protoBytesDecoder"]
     assert dec == {"type": "inline", "descriptorString": base64.b64encode(desc.read_bytes()).decode(),
                    "protoMessageType": "Metrics"}
