@@ -281,7 +281,7 @@ class RegistryDecoder:
                 schema = exc
             self._schemas[schema_id] = schema
         if isinstance(schema, ValueError):
-            raise schema
+            raise ValueError(str(schema))  # a new one per record: re-raising one object grows its traceback
         reader = schema.readers.get(tuple(indexes))
         if reader is None:
             reader = schema.readers[tuple(indexes)] = MessageReader(
