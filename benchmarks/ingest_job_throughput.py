@@ -23,6 +23,7 @@ included), and each Spark side's peak memory (PSS of the driver JVM plus the Pyt
     python benchmarks/ingest_job_throughput.py --quick    # 100k and 400k records, 2 rounds: a smoke run
     python benchmarks/ingest_job_throughput.py --tiny     # 4,000 records, 1 round: that it runs (the tests)
     python benchmarks/ingest_job_throughput.py --records 1000000 --bootstrap host:9092 --sides raw job
+    python benchmarks/ingest_job_throughput.py --value-format protobuf   # the same events as Protobuf
     python benchmarks/ingest_job_throughput.py --value-format avro   # the same events as Avro (avro_stream)
 
 `--value-format avro` writes the same wiki events as Avro binaries (fastavro, `WIKI_AVRO_SCHEMA`) and reads them
@@ -33,6 +34,7 @@ with an `avro_stream` inputFormat (`schema_inline`: the decoding is that of `sch
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import random
@@ -69,7 +71,7 @@ SIDES = ("raw", "job", "spark-kafka", "jvm-reader")
 # Every side drops robots' edits (about 10% of the rows): the spec's filter, so the anchor applies it too.
 FILTER = {"type": "selector", "dimension": "isRobot", "value": "0"}
 BASE_TIME = time.time() - 1800  # every batch of events spans the same half hour
-VALUE_FORMATS = ("json", "avro")
+VALUE_FORMATS = ("json", "avro", "protobuf")
 # the wiki events' Avro schema (--value-format avro): the JSON events' fields with their types
 WIKI_AVRO_SCHEMA = {"type": "record", "name": "WikiEdit", "namespace": "benchmark", "fields": [
     {"name": "time", "type": "string"}, {"name": "channel", "type": "string"}, {"name": "page", "type": "string"},
@@ -90,12 +92,18 @@ def encode(events: list[dict[str, Any]], value_format: str) -> list[bytes]:
             fastavro.schemaless_writer(buffer, parsed, e)
             out.append(buffer.getvalue())
         return out
+    if value_format == "protobuf":
+        cls, _ = wiki_protobuf()
+        return [cls(**e).SerializeToString() for e in events]
     return [json.dumps(e).encode() for e in events]
 
 
 def input_format(value_format: str) -> dict:
     if value_format == "json":
         return {"type": "json"}
+    if value_format == "protobuf":
+        return {"type": "protobuf", "protoBytesDecoder": {"type": "inline", "descriptorString": wiki_protobuf()[1],
+                                                          "protoMessageType": "wiki.Edit"}}
     return {"type": "avro_stream", "avroBytesDecoder": {"type": "schema_inline", "schema": WIKI_AVRO_SCHEMA}}
 
 
@@ -111,6 +119,30 @@ def wiki_events(n: int = 20_000) -> list[dict[str, Any]]:
                        "namespace": "Main", "isRobot": int(rng.random() < 0.1), "added": added,
                        "deleted": deleted, "delta": added - deleted})
     return events
+
+
+def wiki_protobuf() -> tuple[Any, str]:
+    """The wiki events' message class and its descriptor set (base64, for an `inline` protoBytesDecoder).
+    Numbers are proto3 `optional`, so a zero is kept (a plain proto3 field at 0 would read as null)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    fdp = descriptor_pb2.FileDescriptorProto(name="wiki.proto", package="wiki", syntax="proto3")
+    edit = fdp.message_type.add(name="Edit")
+    T = descriptor_pb2.FieldDescriptorProto
+    for number, (name, kind) in enumerate([("time", T.TYPE_STRING), ("channel", T.TYPE_STRING),
+                                           ("page", T.TYPE_STRING), ("user", T.TYPE_STRING),
+                                           ("namespace", T.TYPE_STRING), ("isRobot", T.TYPE_INT32),
+                                           ("added", T.TYPE_INT64), ("deleted", T.TYPE_INT64),
+                                           ("delta", T.TYPE_INT64)], 1):
+        field = edit.field.add(name=name, number=number, type=kind, label=T.LABEL_OPTIONAL, json_name=name)
+        if kind != T.TYPE_STRING:
+            field.proto3_optional = True
+            field.oneof_index = len(edit.oneof_decl)
+            edit.oneof_decl.add(name=f"_{name}")
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(fdp.SerializeToString())
+    cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("wiki.Edit"))
+    return cls, base64.b64encode(descriptor_pb2.FileDescriptorSet(file=[fdp]).SerializeToString()).decode()
 
 
 def produce(bootstrap: str, topic: str, n: int, partitions: int, value_format: str = "json") -> None:
@@ -292,7 +324,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, help="rounds per size (default: 3 up to 1M records, 2 above)")
     ap.add_argument("--sides", nargs="+", choices=SIDES)
     ap.add_argument("--value-format", choices=VALUE_FORMATS, default="json",
-                    help="the records' format: json (default) or avro (avro_stream; no spark-kafka anchor)")
+                    help="the records' format: json (default), avro (avro_stream) or protobuf (an inline "
+                         "descriptor); no spark-kafka anchor for the last two: it reads JSON")
     ap.add_argument("--quick", action="store_true", help="100k and 400k records, 25,000 per split, 2 rounds")
     ap.add_argument("--tiny", action="store_true",
                     help="4,000 records, 2,000 per split, 1 round: runs every side once, measures nothing")
@@ -308,7 +341,8 @@ def main() -> None:
     args.records = sorted(args.records or [1_000_000, 4_000_000])
     args.split = args.split or 250_000
     if args.value_format != "json" and args.sides and "spark-kafka" in args.sides:
-        ap.error("the spark-kafka anchor reads JSON (from_json): leave it out with --value-format avro")
+        ap.error("the spark-kafka anchor reads JSON (from_json): leave it out with --value-format "
+                 + args.value_format)
     default_sides = [s for s in SIDES if args.value_format == "json" or s != "spark-kafka"]
     sides = [s for s in SIDES if s in (args.sides or default_sides)]
     work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))

@@ -1,10 +1,10 @@
 """Benchmark: the row parser's records/s per value format, in-process (no Kafka, no Spark), in one run.
 
-The wiki events of `ingest_job_throughput.py` (the same pool, the same example spec and filter), encoded as JSON
-and as Avro (`avro_stream`, `schema_inline`; `schema_registry` records decode the same way after their 5-byte
-header), parsed by `RowParser` in chunks of --chunk records, as a split parses them. Each round parses every
-format once, in an order that rotates; the medians over --repeat rounds are compared (target: Avro >= JSON per
-record). Both formats must give the same table.
+The wiki events of `ingest_job_throughput.py` (the same pool, the same example spec and filter), encoded as JSON,
+as Avro (`avro_stream`, `schema_inline`; `schema_registry` records decode the same way after their 5-byte
+header) and as Protobuf (`protobuf`, an inline descriptor), parsed by `RowParser` in chunks of --chunk records,
+as a split parses them. Each round parses every format once, in an order that rotates; the medians over
+--repeat rounds are compared (target: Avro >= JSON per record). Every format must give the same table.
 
     python benchmarks/row_parser_formats.py            # 400,000 records per format, 5 rounds
     python benchmarks/row_parser_formats.py --tiny     # 4,000 records, 1 round: that it runs (the tests)
@@ -28,7 +28,7 @@ from ingest_job_throughput import FILTER, encode, input_format, wiki_events  # n
 from ingest_core.core.spec import load_spec, parse_spec  # noqa: E402
 from ingest_core.executor.row_parser import RecordChunk, RowParser  # noqa: E402
 
-FORMATS = ("json", "avro")
+FORMATS = ("json", "avro", "protobuf")
 
 
 def parser_for(value_format: str) -> RowParser:
@@ -55,14 +55,15 @@ def main() -> None:
                   for i in range(0, args.records, args.chunk)] for f, v in values.items()}
     parsers = {f: parser_for(f) for f in FORMATS}
     tables = {f: parsers[f].parse(chunks[f][0]).table for f in FORMATS}  # warm-up, and the same rows
-    if not tables["avro"].equals(tables["json"]):
-        raise AssertionError("Avro and JSON records of the same events gave different rows")
+    for f in FORMATS:
+        if not tables[f].equals(tables["json"]):
+            raise AssertionError(f"{f} and JSON records of the same events gave different rows")
     print(f"{args.records:,} records per format in chunks of {args.chunk:,}; {args.repeat} rounds; "
           f"bytes per record: " + ", ".join(f"{f} {sum(map(len, v)) / len(v):.0f}" for f, v in values.items()),
           flush=True)
     rates: dict[str, list[float]] = {f: [] for f in FORMATS}
     for r in range(args.repeat):
-        order = FORMATS[r % 2:] + FORMATS[:r % 2]
+        order = FORMATS[r % len(FORMATS):] + FORMATS[:r % len(FORMATS)]
         for f in order:
             started = time.perf_counter()
             for chunk in chunks[f]:
@@ -72,8 +73,9 @@ def main() -> None:
     med = {f: statistics.median(v) for f, v in rates.items()}
     print(f"median of {args.repeat} rounds:")
     for f in FORMATS:
-        print(f"  {f:<5} {med[f]:>12,.0f} rec/s  {1e6 / med[f]:6.2f} us/record")
-    print(f"  avro / json {med['avro'] / med['json']:.2f}   target >= 1.0", flush=True)
+        print(f"  {f:<8} {med[f]:>12,.0f} rec/s  {1e6 / med[f]:6.2f} us/record")
+    print(f"  avro / json {med['avro'] / med['json']:.2f}   target >= 1.0")
+    print(f"  protobuf / json {med['protobuf'] / med['json']:.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ bounded batch job load with a warning (`DatasourceSpec.warnings`).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import json
 import re
@@ -263,7 +265,7 @@ class DataSchema:
 
 # ---------------------------------------------------------------------------------------------- inputFormat
 
-INPUT_FORMAT_TYPES = ("json", "csv", "tsv", "delimited", "avro_stream", "kafka")
+INPUT_FORMAT_TYPES = ("json", "csv", "tsv", "delimited", "avro_stream", "protobuf", "kafka")
 
 
 @dataclass(frozen=True)
@@ -303,6 +305,79 @@ class FlattenSpec:
             seen.add(f.name)
 
 
+PROTO_DECODER_TYPES = ("file", "inline", "schema_registry")
+
+
+@dataclass(frozen=True)
+class ProtoBytesDecoder:
+    """Druid's `protoBytesDecoder`: `file` (a descriptor set compiled by protoc, at a path or URL, and the message
+    type in it), `inline` (the same set, base64, in `descriptorString`) or `schema_registry` (Confluent's wire
+    format; Druid's default when `type` is left out). A `file` descriptor is read where the spec is staged and
+    shipped to the executors inline (`ingest_core.executor.protobuf.inline_descriptors`)."""
+
+    type: str = "schema_registry"
+    descriptor: str | None = None
+    descriptor_string: str | None = None
+    proto_message_type: str | None = None  # short or full name; default: the first message of the set
+    url: str | None = None
+    urls: list[str] | None = None
+    capacity: int | None = None  # Druid's schema cache size: accepted; schemas are cached by id, never evicted
+    config: dict[str, Any] | None = None
+    headers: dict[str, str] | None = None
+
+    _KEYS_BY_TYPE: ClassVar[dict[str, set[str]]] = {
+        "file": {"descriptor", "protoMessageType"},
+        "inline": {"descriptorString", "protoMessageType"},
+        "schema_registry": {"url", "urls", "capacity", "config", "headers"},
+    }
+
+    @classmethod
+    def _from_raw(cls, raw: Any, path: str, ctx: BindContext) -> Any:
+        if not isinstance(raw, dict):
+            ctx.error(path, "expected a protoBytesDecoder object such as {type: file, descriptor: "
+                      f"file:///tmp/metrics.desc, protoMessageType: Metrics}}, got {raw!r}")
+            return MISSING_VALUE
+        kind = raw.get("type", "schema_registry")
+        if kind not in PROTO_DECODER_TYPES:
+            ctx.error(join(path, "type"), f"protoBytesDecoder type {kind!r} is not supported"
+                      f"{did_you_mean(str(kind), PROTO_DECODER_TYPES)}; supported: {', '.join(PROTO_DECODER_TYPES)}")
+            return MISSING_VALUE
+        return _bind_typed(cls, raw, path, ctx, cls._KEYS_BY_TYPE[kind], f"{kind} protoBytesDecoder")
+
+    def _check(self, path: str, ctx: BindContext) -> None:
+        if self.type == "file" and not (self.descriptor or "").strip():
+            ctx.error(join(path, "descriptor"), "a file protoBytesDecoder needs descriptor: the descriptor set "
+                      "`protoc -o metrics.desc metrics.proto` wrote, as a path or URL (file:///tmp/metrics.desc)")
+        if self.type == "inline":
+            try:
+                base64.b64decode(self.descriptor_string or "", validate=True)
+            except (binascii.Error, ValueError):
+                ctx.error(join(path, "descriptorString"), "is not base64: put the descriptor set `protoc -o` "
+                          "wrote here base64-encoded (`base64 -w0 metrics.desc`)")
+            if not self.descriptor_string:
+                ctx.error(join(path, "descriptorString"), "an inline protoBytesDecoder needs descriptorString: "
+                          "the descriptor set `protoc -o` wrote, base64-encoded")
+        if self.registry is not None:
+            self.registry._validate(path, ctx)
+
+    @property
+    def registry(self) -> SchemaRegistryDecoder | None:
+        """`schema_registry`: the same decoder settings (urls, config, headers, their credentials) as Avro's."""
+        if self.type != "schema_registry":
+            return None
+        return SchemaRegistryDecoder(self.type, self.url, self.urls, self.capacity, dict(self.config or {}),
+                                     dict(self.headers or {}))
+
+    @property
+    def has_literal_secrets(self) -> bool:
+        return self.registry is not None and self.registry.has_literal_secrets
+
+    def _to_raw(self, redact: bool = True) -> Any:
+        if self.registry is not None:
+            return self.registry._to_raw(redact)
+        return _typed_to_raw(self, self._KEYS_BY_TYPE[self.type])
+
+
 @dataclass(frozen=True)
 class InputFormat:
     """`json`, `csv`, `tsv`/`delimited`, `avro_stream`, or `kafka` (which wraps a `valueFormat`)."""
@@ -334,6 +409,8 @@ class InputFormat:
     key_column_name: str = "kafka.key"
     timestamp_column_name: str = "kafka.timestamp"
     topic_column_name: str = "kafka.topic"
+    # protobuf
+    proto_bytes_decoder: ProtoBytesDecoder | None = None
 
     _KEYS_BY_TYPE: ClassVar[dict[str, set[str]]] = {
         "json": {"flattenSpec", "featureSpec", "keepNullColumns", "assumeNewlineDelimited", "useJsonNodeReader"},
@@ -343,6 +420,7 @@ class InputFormat:
         "avro_stream": {"flattenSpec", "avroBytesDecoder", "binaryAsString", "extractUnionsByType"},
         "kafka": {"valueFormat", "keyFormat", "headerFormat", "headerColumnPrefix", "keyColumnName",
                   "timestampColumnName", "topicColumnName"},
+        "protobuf": {"flattenSpec", "protoBytesDecoder", "binaryAsString"},
     }
 
     @classmethod
@@ -356,14 +434,8 @@ class InputFormat:
             ctx.error(join(path, "type"), f"input format {kind!r} is not supported{hint}; supported: "
                       + ", ".join(INPUT_FORMAT_TYPES))
             return MISSING_VALUE
-        allowed = cls._KEYS_BY_TYPE["tsv" if kind == "delimited" else kind] | {"type"}
-        for key in raw:
-            if key not in allowed:
-                ctx.error(join(path, key), f"unknown field for a {kind} input format" + did_you_mean(key, allowed))
-        fmt = bind_object(cls, {k: v for k, v in raw.items() if k in allowed}, path, ctx, custom_hook=False)
-        if fmt is not MISSING_VALUE:
-            fmt._check(path, ctx)
-        return fmt
+        return _bind_typed(cls, raw, path, ctx, cls._KEYS_BY_TYPE["tsv" if kind == "delimited" else kind],
+                           f"{kind} input format")
 
     def _check(self, path: str, ctx: BindContext) -> None:
         if self.type in ("csv", "tsv", "delimited"):
@@ -393,11 +465,20 @@ class InputFormat:
                     ctx.error(join(join(join(path, "flattenSpec"), "fields"), i), "Avro takes root and path "
                               "fields only, as in Druid")
 
+        if self.type == "protobuf":
+            if self.proto_bytes_decoder is None:
+                ctx.error(join(path, "protoBytesDecoder"), "the protobuf input format needs protoBytesDecoder, e.g. "
+                          "{type: file, descriptor: file:///tmp/metrics.desc, protoMessageType: Metrics}")
+            if self.binary_as_string:
+                ctx.warn(join(path, "binaryAsString"), "has no effect on protobuf (Druid ignores it too): a bytes "
+                         "field reads as its base64 text")
+
     @property
     def has_literal_secrets(self) -> bool:
         """Whether a redacted copy of this format lacks something the executors need (a registry password)."""
         return any(f is not None and f.has_literal_secrets for f in (self.value_format, self.key_format)) or (
-            isinstance(self.avro_bytes_decoder, SchemaRegistryDecoder) and self.avro_bytes_decoder.has_literal_secrets)
+            isinstance(self.avro_bytes_decoder, SchemaRegistryDecoder) and self.avro_bytes_decoder.has_literal_secrets) or (
+            self.proto_bytes_decoder is not None and self.proto_bytes_decoder.has_literal_secrets)
 
     @property
     def effective_delimiter(self) -> str:
@@ -418,9 +499,30 @@ class InputFormat:
         for f in dataclasses.fields(self):
             key, value = json_key(f), getattr(self, f.name)
             if key in allowed and value != f.default:
-                out[key] = (value._to_raw(redact) if isinstance(value, (InputFormat, AvroBytesDecoder))
+                out[key] = (value._to_raw(redact) if isinstance(value, (InputFormat, AvroBytesDecoder, ProtoBytesDecoder))
                             else to_raw(value))
         return out
+
+
+def _bind_typed(cls: type, raw: dict[str, Any], path: str, ctx: BindContext, allowed: set[str], what: str) -> Any:
+    """An object whose `type` chose its fields (`allowed`): unknown keys are errors, then its `_check`."""
+    allowed = allowed | {"type"}
+    for key in raw:
+        if key not in allowed:
+            ctx.error(join(path, key), f"unknown field for a {what}" + did_you_mean(key, allowed))
+    obj = bind_object(cls, {k: v for k, v in raw.items() if k in allowed}, path, ctx, custom_hook=False)
+    if obj is not MISSING_VALUE:
+        obj._check(path, ctx)
+    return obj
+
+
+def _typed_to_raw(obj: Any, allowed: set[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": obj.type}
+    for f in dataclasses.fields(obj):
+        key, value = json_key(f), getattr(obj, f.name)
+        if key in allowed and value != f.default:
+            out[key] = to_raw(value)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- ioConfig

@@ -80,8 +80,7 @@ class AvroStreamDecoder:
             self._inline_schemas = spec.by_id
             self._split = self._split_versioned
         elif isinstance(spec, SchemaRegistryDecoder):
-            self._registry = schema_registry.client_for(schema_registry.RegistryConfig.of(
-                urls=spec.all_urls, config=spec.effective_config, headers=spec.effective_headers))
+            self._registry = schema_registry.client_for(schema_registry.RegistryConfig.of_decoder(spec))
             self._split = self._split_confluent
         else:
             raise TypeError(f"an avro_stream format needs an avroBytesDecoder, got {spec!r}")

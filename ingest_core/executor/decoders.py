@@ -151,6 +151,7 @@ DECODERS: dict[str, Callable[[InputFormat], Decoder]] = {
     "tsv": TextDecoder,
     "delimited": TextDecoder,
     "avro_stream": lambda fmt: _avro().AvroStreamDecoder(fmt),
+    "protobuf": lambda fmt: _protobuf_decoder(fmt),
 }
 
 
@@ -158,6 +159,12 @@ def _avro() -> Any:
     from ingest_core.executor import avro  # imports this module's Flattener
 
     return avro
+
+
+def _protobuf_decoder(fmt: InputFormat) -> Decoder:
+    from ingest_core.executor.protobuf import ProtobufDecoder  # imports protobuf only where a spec reads it
+
+    return ProtobufDecoder(fmt)
 
 
 def decoder_for(fmt: InputFormat) -> Decoder:

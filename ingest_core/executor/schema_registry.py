@@ -126,6 +126,12 @@ class RegistryConfig:
         return cls(all_urls, tuple(sorted((str(k), str(v)) for k, v in (config or {}).items())),
                    tuple(sorted((str(k), str(v)) for k, v in (headers or {}).items())))
 
+    @classmethod
+    def of_decoder(cls, decoder: Any) -> "RegistryConfig":
+        """From a spec's `schema_registry` decoder (`core.avro_schema.SchemaRegistryDecoder`, Avro's or
+        Protobuf's), with Druid's `mapString` config provider applied."""
+        return cls.of(urls=decoder.all_urls, config=decoder.effective_config, headers=decoder.effective_headers)
+
 
 @dataclass
 class SchemaRegistryClient:
@@ -143,11 +149,12 @@ class SchemaRegistryClient:
         return self._get(("id", schema_id, fmt), f"/schemas/ids/{schema_id}{query}", schema_id,
                          f"schema id {schema_id}")
 
-    def referenced(self, ref: SchemaReference) -> RegisteredSchema:
+    def referenced(self, ref: SchemaReference, fmt: str | None = None) -> RegisteredSchema:
         """A schema another one imports (Protobuf imports, Avro named types), by subject and version."""
         subject = urllib.parse.quote(ref.subject, safe="")
-        return self._get(("ref", ref.subject, ref.version), f"/subjects/{subject}/versions/{ref.version}", None,
-                         f"subject {ref.subject!r} version {ref.version}")
+        query = f"?format={urllib.parse.quote(fmt)}" if fmt else ""
+        return self._get(("ref", ref.subject, ref.version, fmt), f"/subjects/{subject}/versions/{ref.version}{query}",
+                         None, f"subject {ref.subject!r} version {ref.version}")
 
     def get_json(self, path: str) -> Any:
         """One GET against the registry (retried like the schema lookups); for validation."""

@@ -54,7 +54,8 @@ def registry_decoders(input_format: Any, path: str = "spec.ioConfig.inputFormat"
         return []
     key = DECODER_FIELDS[kind][0]
     decoder = input_format.get(key)
-    if not isinstance(decoder, Mapping) or decoder.get("type") != "schema_registry":
+    default = "schema_registry" if kind == "protobuf" else None  # Druid's default protoBytesDecoder
+    if not isinstance(decoder, Mapping) or decoder.get("type", default) != "schema_registry":
         return []
     return [RegistryDecoder(f"{path}.{key}", kind, part, decoder)]
 

@@ -74,8 +74,10 @@ def test_ingest_job_throughput_avro(broker):
 
 def test_row_parser_formats():
     out = run_benchmark("row_parser_formats.py", timeout=300)
-    figures(out, {**{f"{f} median": rf"^  {f}\s+{NUMBER} rec/s\s+{NUMBER} us/record$" for f in ("json", "avro")},
-                  "ratio": rf"^  avro / json {NUMBER}   target >= 1.0$"})
+    figures(out, {**{f"{f} median": rf"^  {f}\s+{NUMBER} rec/s\s+{NUMBER} us/record$"
+                     for f in ("json", "avro", "protobuf")},
+                  "ratio": rf"^  avro / json {NUMBER}   target >= 1.0$",
+                  "protobuf ratio": rf"^  protobuf / json {NUMBER}$"})
 
 
 def test_fault_soak(tmp_path):

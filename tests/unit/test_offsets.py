@@ -10,15 +10,15 @@ from ingest_core.core.offsets import (
     OffsetRequest,
     OffsetReset,
     PublishedRange,
-    check_duplicates_confirmed,
-    move_effect,
-    resolve_offset_requests,
     StartSource,
     TopicPartition,
+    check_duplicates_confirmed,
     clamp_to_log,
+    move_effect,
     offsets_from_json,
     offsets_to_json,
     pending_records,
+    resolve_offset_requests,
     resolve_start_offsets,
 )
 
