@@ -452,3 +452,20 @@ def test_a_registered_schema_as_serialized_descriptor_or_proto_text_and_its_mess
     with pytest.raises(ValueError, match="imports '../x.proto', a path outside"):
         registry_file(RegisteredSchema(4, "PROTOBUF", main), "schema id 4", answer("x")[2],
                       lambda: {"../x.proto": dep})
+
+
+def test_registry_credentials_are_redacted_where_stored_and_restored_for_the_job():
+    # the same settings as avro_stream's schema_registry decoder: a password never stored or shown
+    fmt = {"type": "protobuf", "protoBytesDecoder": {  # no type: Druid's default, schema_registry
+        "url": "http://registry:8081", "config": {"basic.auth.credentials.source": "USER_INFO",
+                                                  "basic.auth.user.info": "fred:letmein"},
+        "headers": {"Authorization": "Bearer abc"}}}
+    spec = spec_with(fmt)
+    shown = json.dumps(spec.to_raw())
+    assert "fred:letmein" not in shown and "Bearer abc" not in shown and spec.has_literal_secrets
+    staged = parse_spec(spec.to_raw())
+    restored = staged.with_secrets_from(spec).io_config.input_format
+    assert restored.proto_bytes_decoder.registry.effective_config["basic.auth.user.info"] == "fred:letmein"
+    assert "Bearer abc" in json.dumps(restored._to_raw(redact=False))
+    with pytest.raises(SpecError, match="not an http"):
+        spec_with({"type": "protobuf", "protoBytesDecoder": {"type": "schema_registry", "url": "registry:8081"}})
