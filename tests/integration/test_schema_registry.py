@@ -206,3 +206,43 @@ def test_validate_connect_finds_the_subjects_and_says_what_is_missing_or_wrong(s
     failover = check_registries(registry_decoders(
         {**avro, "avroBytesDecoder": _registry(urls=[dead_url, schema_registry_url])}), topic, None)
     assert failover.errors == [] and len(failover.warnings) == 1 and dead_url in failover.warnings[0]
+
+
+def test_ingest_validate_connect_on_a_spec_file(schema_registry_url, tmp_path):
+    """The command line end to end: a spec whose avro_stream reads a registered subject passes; one whose topic
+    has no subject fails with the subject named, exit 1; without --connect nothing is asked."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    topic = _topic()
+    AvroSerializer(client, AVRO_SCHEMA)(EDIT, SerializationContext(topic, MessageField.VALUE))
+
+    def spec_file(name, spec_topic):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({"type": "kafka", "spec": {
+            "dataSchema": {"dataSource": name, "timestampSpec": {"column": "time", "format": "auto"},
+                           "dimensionsSpec": {"dimensions": ["page"]},
+                           "granularitySpec": {"segmentGranularity": "HOUR"}},
+            "ioConfig": {"topic": spec_topic, "consumerProperties": {"bootstrap.servers": "localhost:9092"},
+                         "inputFormat": {"type": "avro_stream", "avroBytesDecoder": {
+                             "type": "schema_registry", "url": schema_registry_url,
+                             "config": {"basic.auth.credentials.source": "USER_INFO",
+                                        "basic.auth.user.info": "fred:letmein"}}}}}}))
+        return str(path)
+
+    def validate(*args):
+        return subprocess.run([sys.executable, "-m", "ingest_core.service.cli", "validate", *args],
+                              capture_output=True, text=True, timeout=120)
+
+    good, bad = spec_file("registered", topic), spec_file("unregistered", topic + "-nope")
+    ok = validate("--connect", good)
+    assert ok.returncode == 0 and "OK" in ok.stdout, ok.stderr
+    failed = validate("--connect", good, bad)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert f"subject '{topic}-nope-value' is not in schema registry {schema_registry_url}" in failed.stderr
+    assert "fred:letmein" not in failed.stdout + failed.stderr
+    offline = validate(spec_file("offline", topic + "-nope"))  # without --connect no registry is asked
+    assert offline.returncode == 0, offline.stderr
