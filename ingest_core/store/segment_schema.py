@@ -86,7 +86,10 @@ def new_columns(segments: Iterable[SegmentRecord], run_id: str) -> dict[str, str
     earlier = False
     for s in segments:
         if s.run_id == run_id:
-            mine.append(segment_types(s))
+            try:
+                mine.append(segment_types(s))
+            except (OSError, pa.ArrowInvalid):  # a file gone or unreadable: status shows what the others say
+                continue
         else:
             earlier = True
             others.update(_column_names(s))
