@@ -285,7 +285,11 @@ def cmd_segments(args: argparse.Namespace) -> int:
         interval = f"{format_datetime(i.interval_start)}/{format_datetime(i.interval_end)}"
         print(f"{interval:49} {i.segments:>8} {i.rows:>12,} {i.average_bytes:>12,}")
     print(health.describe())
-    schema = DatasourceReader(store, args.datasource).schema()
+    try:
+        schema = DatasourceReader(store, args.datasource).schema()
+    except (OSError, ValueError) as exc:  # a segment recorded before types were, its file gone or not Parquet
+        print(f"\nSCHEMA: not shown: a segment's file could not be read ({exc})")
+        return 0
     if schema:
         print(f"\n{'SCHEMA (merged over the visible segments)':49} TYPE")
         for column, t in schema.items():
