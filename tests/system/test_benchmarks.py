@@ -1,9 +1,10 @@
 """Benchmarks are code too: each script under benchmarks/ runs to the end at its tiny size (`--tiny`: every part
 once, on a few records) as `make bench` would run it, and prints its figures. Only that is checked: each figure
 line is there and reads as a number, never what the number is (a tiny run measures nothing, and a loaded machine
-would make any time or speed a race). Where a script takes a broker (`--bootstrap`) or a PostgreSQL server
-(`--postgres`) it gets the session's; the others start their own, as they do in `make bench`. fault_soak.py's
-tiny run is tests/system/test_soak.py's: the short soak, through the same command line."""
+would make any time or speed a race). Where a script takes a broker (`--bootstrap`), a Spark Connect server
+(`--spark-connect URL`) or a PostgreSQL server (`--postgres`) it gets the session's; the others start their own,
+as they do in `make bench`. fault_soak.py's tiny run is tests/system/test_soak.py's: the short soak, through the
+same command line."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import re
 
 import pytest
 from bench_cli import NUMBER, figures, run_benchmark
+from conftest import pg_base
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
@@ -39,10 +41,12 @@ def test_ingest_job_throughput(broker):
 
 
 @pytest.mark.timeout(2400)
-def test_microbatch_fixed_cost(tmp_path):
-    # its own broker, Spark Connect server and PostgreSQL (it measures their CPU); no large runs: they are the small
-    # runs' code on more records, and two more DAG runs
+def test_microbatch_fixed_cost(tmp_path, broker, spark_connect):
+    # the session's broker, Spark Connect server and PostgreSQL (in `make bench` it starts its own, to measure the
+    # server's cold start and CPU: a tiny run measures nothing); no large runs: they are the small runs' code on
+    # more records, and two more DAG runs
     out = run_benchmark("microbatch_fixed_cost.py", "--skip-large", "--out", str(tmp_path / "fixed-cost"),
+                        "--bootstrap", broker.bootstrap, "--spark-connect", spark_connect.url, "--postgres", pg_base(),
                         timeout=2300)
     runs = {f"{label} run": rf"^  {label}\s+run 0 \(cold\)\s*: +{NUMBER} s wall, +{NUMBER} CPU-s"
             for label in ("Spark Connect", "spark-submit", "Airflow alone")}
