@@ -12,6 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
+import airflow_db
 import pytest
 import yaml
 from conftest import postgres_database
@@ -39,7 +40,7 @@ class AirflowHome:
         self.root, self.dags_folder, self.metadata_url = root, dags_folder, metadata_url
         self.env = airflow_env(root, bootstrap, dags_folder=dags_folder, metadata_url=metadata_url,
                                spark_connect_url=spark_connect_url)
-        self.airflow("db", "migrate")
+        airflow_db.migrate(self.env)
         MetadataStore(metadata_url).upgrade()
 
     def airflow(self, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
