@@ -18,7 +18,7 @@ import yaml
 from conftest import postgres_database
 from helpers import group_offsets
 
-from ingest_core.dev.demo import airflow_env
+from ingest_core.dev.demo import airflow_env, spark_connection
 from ingest_core.dev.demo import produce as produce_wiki
 from ingest_core.executor.deep_storage import attempt_folders, group_uri
 from ingest_core.store.metadata import MetadataStore, RunStatus
@@ -406,10 +406,12 @@ def test_suspend_resume_and_terminate_drive_the_dag(tmp_path, own_dags, broker, 
         ("suspend", "carol"), ("resume", "carol"), ("terminate", "carol")]
 
 
-def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, own_dags, broker, metadata_url):
-    """SIGKILL a run's whole process group while its Spark job runs: its run stays RUNNING. Past its deadline
-    the next run's plan expires it and starts from the committed offsets: every record once, lag 0, nothing
-    done by hand. A re-executed spark_job of either run does nothing."""
+def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, own_dags, broker, metadata_url,
+                                                                       spark_connect):
+    """SIGKILL a run's whole process group while its Spark job (spark-submit) runs: its run stays RUNNING. Past
+    its deadline the next run's plan expires it and starts from the committed offsets: every record once, lag 0,
+    nothing done by hand. A re-executed spark_job of either run does nothing. (The next run's job runs over Spark
+    Connect: the healing is the plan's, whatever runs the job, and a warm server saves a JVM's start.)"""
     from datetime import timedelta
 
     from ingest_core.store.metadata import runs, utcnow
@@ -427,7 +429,8 @@ def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, 
         conn.execute(runs.update().where((runs.c.datasource == "crashy") & (runs.c.run_id == dead.run_id))
                      .values(deadline_at=utcnow() - timedelta(seconds=1)))
 
-    home.dags_test("crashy", "2026-01-02T00:00:00+00:00")
+    over_connect = {**home.env, "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connection(spark_connect.url))}
+    home.dags_test("crashy", "2026-01-02T00:00:00+00:00", env=over_connect)
     assert edits(store, "crashy") == 120  # every record once
     healed, dead = store.list_runs("crashy")
     assert healed.status is RunStatus.PUBLISHED
