@@ -379,8 +379,12 @@ def test_suspend_resume_and_terminate_drive_the_dag(tmp_path, own_dags, broker, 
         return done
 
     def paused() -> bool:
-        dags = json.loads(_json_tail(home.airflow("dags", "list", "-o", "json").stdout))
-        return next(str(d["is_paused"]).lower() == "true" for d in dags if d["dag_id"] == "operated")
+        """As Airflow's database holds it (what `airflow dags list` prints, without a CLI process per look)."""
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(home.root / "airflow" / "airflow.db")) as db:
+            (is_paused,) = db.execute("SELECT is_paused FROM dag WHERE dag_id = 'operated'").fetchone()
+        return bool(is_paused)
 
     assert not paused()
     ingest("suspend", "operated", "--actor", "carol")
