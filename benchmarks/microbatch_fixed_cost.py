@@ -27,6 +27,10 @@ The Connect server's cold start is printed, not counted in any run. Target (issu
     PYTHONPATH=$PWD python benchmarks/microbatch_fixed_cost.py [--runs 5] [--records 1000] [--skip-scheduler]
         [--scheduler-runs 3] [--skip-large | --large | --large-records N ...] [--task-count 2] [--out DIR]
     PYTHONPATH=$PWD python benchmarks/microbatch_fixed_cost.py --tiny    # every part once, tiny: that it runs
+        [--bootstrap HOST:PORT] [--spark-connect sc://HOST:PORT] [--postgres URL]   # servers already running
+
+Given servers (the tests give theirs) are used instead of starting the benchmark's own: the Connect server's cold
+start and CPU are then not measured (printed as 0), so its figures are for a tiny run only.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -217,6 +222,8 @@ def server_python(connect: EmbeddedSparkConnect) -> tuple[int, float]:
     """The Connect server's Python daemons (Spark keeps one per worker module and session environment) and
     their PSS with their forked workers, MiB."""
     daemons, pss = 0, 0
+    if connect.proc is None:
+        return daemons, pss
     with contextlib.suppress(psutil.Error):
         for child in psutil.Process(connect.proc.pid).children():
             with contextlib.suppress(psutil.Error):
@@ -228,6 +235,15 @@ def server_python(connect: EmbeddedSparkConnect) -> tuple[int, float]:
                         with open(f"/proc/{p.pid}/smaps_rollup") as f:
                             pss += next(int(ln.split()[1]) for ln in f if ln.startswith("Pss:"))
     return daemons, pss / 1024
+
+
+class ExternalConnect:
+    """A Spark Connect server the benchmark did not start (--spark-connect): its CPU and processes are not seen."""
+
+    proc = None
+
+    def __init__(self, url: str):
+        self.url = url
 
 
 class CpuGroup:
@@ -351,7 +367,8 @@ class DagsTest:
         self.env = bench_env(out, bootstrap, out / "dags", connect.url)
         self.connect = connect
         self.server_group = CpuGroup.make("connect-server")
-        if self.server_group is not None:  # the server's tree from now on, its exited Python workers included
+        # the server's tree from now on, its exited Python workers included (a given server's is not seen)
+        if self.server_group is not None and connect.proc is not None:
             for p in [psutil.Process(connect.proc.pid), *psutil.Process(connect.proc.pid).children(recursive=True)]:
                 with contextlib.suppress(OSError, psutil.Error):
                     self.server_group.add(p.pid)
@@ -399,6 +416,8 @@ class DagsTest:
                 "timings": [json.loads(ln) for ln in timings.read_text().splitlines()] if timings.exists() else []}
 
     def server_cpu(self) -> float:
+        if self.connect.proc is None:
+            return 0.0
         return self.server_group.usage() if self.server_group else tree_cpu(self.connect.proc.pid)
 
     def last_run(self, dag_id: str) -> tuple[str, float, float, list[dict[str, Any]]]:
@@ -635,20 +654,24 @@ def scheduler_runs(args: argparse.Namespace, out: Path, bootstrap: str, connect:
                    admin: AdminClient) -> dict[str, Any]:
     import sqlalchemy as sa
 
-    topics = {m: f"fs_{m}" for m in MODES}
+    topics = {m: f"fs_{m}{args.tag}" for m in MODES}
     create_topics(admin, topics.values())
     rng = random.Random(17)
     print(f"\n== under the scheduler (airflow standalone, LocalExecutor, Airflow DB on PostgreSQL): "
           f"{args.scheduler_runs} triggered runs per mode (load {load()})")
-    with EmbeddedPostgres() as pg:
-        admin_engine = sa.create_engine(f"{pg.url}/postgres", isolation_level="AUTOCOMMIT")
+    with contextlib.ExitStack() as stack:
+        pg_base = args.postgres.rstrip("/") if args.postgres else stack.enter_context(EmbeddedPostgres()).url
+        databases = [f"airflow_fc{args.tag}", f"ingest_fc{args.tag}"]
+        admin_engine = sa.create_engine(f"{pg_base}/postgres", isolation_level="AUTOCOMMIT")
+        stack.callback(admin_engine.dispose)
         with admin_engine.connect() as conn:
-            conn.execute(sa.text("CREATE DATABASE airflow_fc"))
-            conn.execute(sa.text("CREATE DATABASE ingest_fc"))
-        admin_engine.dispose()
+            for name in databases:
+                conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        if args.postgres:  # another's server: its databases go again (a private server goes whole)
+            stack.callback(drop_databases, admin_engine, databases)
         started = time.monotonic()
-        sched = Standalone(out / "standalone", bootstrap, connect, topics, args.task_count, f"{pg.url}/airflow_fc",
-                           f"{pg.url}/ingest_fc")
+        sched = Standalone(out / "standalone", bootstrap, connect, topics, args.task_count,
+                           f"{pg_base}/{databases[0]}", f"{pg_base}/{databases[1]}")
         try:
             sched.wait_healthy()
             print(f"  standalone healthy after {time.monotonic() - started:.0f} s (not counted)", flush=True)
@@ -679,6 +702,16 @@ def scheduler_runs(args: argparse.Namespace, out: Path, bootstrap: str, connect:
     summary["ratio"] = summary["connect"]["wall"][0] / summary["submit"]["wall"][0]
     print(f"  ratio connect / spark-submit (medians): {summary['ratio']:.3f}")
     return summary
+
+
+def drop_databases(admin_engine: Any, names: list[str]) -> None:
+    import sqlalchemy as sa
+
+    with admin_engine.connect() as conn:
+        for name in names:
+            conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                 "WHERE datname = :n AND pid <> pg_backend_pid()"), {"n": name})
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
 
 
 def large_runs(args: argparse.Namespace, bench: DagsTest, bootstrap: str, topics: dict[str, str]) -> list[dict]:
@@ -813,6 +846,12 @@ def main() -> None:
                     help="1 run per mode of 50 records, 1 task group, 1 triggered run per mode, 2,000-record large "
                          "runs, 1 probe session of each kind: every part once, measures nothing")
     ap.add_argument("--out", type=Path, help="keep everything (logs, Airflow homes, results.json) here")
+    ap.add_argument("--bootstrap", help="a running Kafka broker to use instead of starting one (topics of its own)")
+    ap.add_argument("--spark-connect", metavar="URL",
+                    help="a running Spark Connect server (sc://host:port) to use instead of starting one: its cold "
+                         "start and CPU are then not measured")
+    ap.add_argument("--postgres", help="a PostgreSQL server, postgresql+psycopg2://user@host:port, for the scheduler "
+                                       "part's databases (created and dropped again) instead of a private one")
     ap.add_argument("--probe", metavar="URL", help=argparse.SUPPRESS)  # internal: the session probe's process
     ap.add_argument("--probe-rounds", type=int, default=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -821,6 +860,7 @@ def main() -> None:
         args = ap.parse_args()
     if args.probe:
         return probe(args.probe, args.probe_rounds)
+    args.tag = f"_{uuid.uuid4().hex[:6]}" if args.bootstrap or args.postgres else ""  # names on a shared server
     out = (args.out or Path(tempfile.mkdtemp(prefix="bench-fixedcost-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
     load_start = load()
@@ -843,27 +883,36 @@ def main() -> None:
     try:
         with contextlib.ExitStack() as services:
             started = time.monotonic()
-            kafka = services.enter_context(EmbeddedKafka(out / "kafka"))
-            print(f"  Apache Kafka up in {time.monotonic() - started:.1f} s ({kafka.bootstrap})")
+            if args.bootstrap:
+                bootstrap = args.bootstrap
+                print(f"  Apache Kafka at {bootstrap} (given)")
+            else:
+                bootstrap = services.enter_context(EmbeddedKafka(out / "kafka")).bootstrap
+                print(f"  Apache Kafka up in {time.monotonic() - started:.1f} s ({bootstrap})")
             started = time.monotonic()
-            connect = services.enter_context(EmbeddedSparkConnect(out / "spark-connect"))
-            results["connect_cold_start"] = time.monotonic() - started
-            print(f"  Spark Connect server cold start: {results['connect_cold_start']:.1f} s (not counted in any "
-                  f"run) at {connect.url}", flush=True)
-            admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-            topics = {m: f"fc_{m}" for m in MODES}
+            if args.spark_connect:
+                connect = ExternalConnect(args.spark_connect)
+                results["connect_cold_start"] = 0.0
+                print(f"  Spark Connect server at {connect.url} (given: its cold start and CPU not measured)")
+            else:
+                connect = services.enter_context(EmbeddedSparkConnect(out / "spark-connect"))
+                results["connect_cold_start"] = time.monotonic() - started
+                print(f"  Spark Connect server cold start: {results['connect_cold_start']:.1f} s (not counted in "
+                      f"any run) at {connect.url}", flush=True)
+            admin = AdminClient({"bootstrap.servers": bootstrap})
+            topics = {m: f"fc_{m}{args.tag}" for m in MODES}
             create_topics(admin, topics.values())
-            bench = DagsTest(out, kafka.bootstrap, connect, topics, args.task_count)
-            results["dags_test"] = small = small_runs(args, bench, kafka.bootstrap, topics)
+            bench = DagsTest(out, bootstrap, connect, topics, args.task_count)
+            results["dags_test"] = small = small_runs(args, bench, bootstrap, topics)
             save(out, results)
             daemons, pss = results["server_python_after_small"] = server_python(connect)
             print(f"  the Connect server now keeps {daemons} Python daemons, {pss:,.0f} MiB PSS with their workers "
                   f"(after {args.runs} Connect runs of {args.task_count} sessions each)")
             part("session_probe", lambda: session_probe(bench.env, connect.url, args.probe_sessions))
             if not args.skip_scheduler:
-                part("scheduler", lambda: scheduler_runs(args, out, kafka.bootstrap, connect, admin))
+                part("scheduler", lambda: scheduler_runs(args, out, bootstrap, connect, admin))
             if not args.skip_large:
-                part("large", lambda: large_runs(args, bench, kafka.bootstrap, topics))
+                part("large", lambda: large_runs(args, bench, bootstrap, topics))
             daemons, pss = results["server_python_at_end"] = server_python(connect)
             print(f"  at the end the Connect server keeps {daemons} Python daemons, {pss:,.0f} MiB PSS")
             wall, cpu_ratio = small["connect"]["wall"][0], small["ratio"]["cpu"]

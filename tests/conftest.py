@@ -31,6 +31,25 @@ from ingest_core.store.metadata import MetadataStore, meta, schema_version
 _private_postgres: EmbeddedPostgres | None = None
 
 
+def _reproducible_hypothesis() -> None:
+    """Generated data is the same on every run of one commit, whatever tests are selected: derandomized, no
+    example database, no deadline (a loaded CI machine is slow, not wrong). Hypothesis (6.131+) also draws
+    constants from whichever of the project's modules happen to be imported, which the test selection decides:
+    that pool stays empty, the strategies name their edge values themselves."""
+    from hypothesis import settings
+
+    settings.register_profile("ingest", derandomize=True, database=None, deadline=None)
+    settings.load_profile("ingest")
+    with contextlib.suppress(ImportError, AttributeError):
+        from hypothesis.internal.conjecture import providers
+
+        empty = type(providers._local_constants)()
+        providers._get_local_constants = lambda: empty
+
+
+_reproducible_hypothesis()
+
+
 def pg_base() -> str:
     """The PostgreSQL server of the tests (no database): INGEST_TEST_POSTGRES, else a private one, started
     the first time a test needs it and stopped when the session ends."""

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import airflow_db
 import yaml
 
 from ingest_core.dev.demo import airflow_env
@@ -31,7 +32,7 @@ class Airflow:
     def __init__(self, root: Path, dags: Path):
         self.root = root
         self.env = airflow_env(root, "localhost:9", dags_folder=dags)
-        self("db", "migrate")
+        airflow_db.migrate(self.env)
 
     def __call__(self, *args: str) -> str:
         done = subprocess.run([AIRFLOW, *args], env=self.env, capture_output=True, text=True, timeout=600)

@@ -1,43 +1,20 @@
 """Benchmarks are code too: each script under benchmarks/ runs to the end at its tiny size (`--tiny`: every part
 once, on a few records) as `make bench` would run it, and prints its figures. Only that is checked: each figure
 line is there and reads as a number, never what the number is (a tiny run measures nothing, and a loaded machine
-would make any time or speed a race). Where a script takes a broker (`--bootstrap`) or a PostgreSQL server
-(`--postgres`) it gets the session's; the others start their own, as they do in `make bench`."""
+would make any time or speed a race). Where a script takes a broker (`--bootstrap`), a Spark Connect server
+(`--spark-connect URL`) or a PostgreSQL server (`--postgres`) it gets the session's; the others start their own,
+as they do in `make bench`. fault_soak.py's tiny run is tests/system/test_soak.py's: the short soak, through the
+same command line."""
 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from bench_cli import NUMBER, figures, run_benchmark
 from conftest import pg_base
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
-
-ROOT = Path(__file__).resolve().parents[2]
-NUMBER = r"(-?[\d,]*\d(?:\.\d+)?)"  # as the scripts print them: 1,234 or 0.48
-
-
-def run_benchmark(script: str, *args: str, timeout: float) -> str:
-    """`python benchmarks/<script> --tiny <args>`: its stdout, once it exited 0."""
-    command = [sys.executable, str(ROOT / "benchmarks" / script), "--tiny", *args]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, (f"{' '.join(command[1:])} exited {done.returncode}\nstdout: ...{done.stdout[-4000:]}"
-                                  f"\nstderr: ...{done.stderr[-4000:]}")
-    return done.stdout
-
-
-def figures(out: str, lines: dict[str, str]) -> dict[str, list[float]]:
-    """{name: the numbers of its line}: each pattern (a regular expression whose groups are numbers) must match a
-    line of `out`."""
-    found = {}
-    for name, pattern in lines.items():
-        match = re.search(pattern, out, re.MULTILINE)
-        assert match, f"no {name} line (/{pattern}/) in the output:\n{out[-4000:]}"
-        found[name] = [float(g.replace(",", "")) for g in match.groups()]
-    return found
 
 
 def test_plan_10k_partitions(broker):
@@ -78,28 +55,13 @@ def test_row_parser_formats():
                      for f in ("json", "avro", "protobuf")},
                   "ratio": rf"^  avro / json {NUMBER}   target >= 1.0$",
                   "protobuf ratio": rf"^  protobuf / json {NUMBER}$"})
-
-
-def test_fault_soak(tmp_path):
-    # its own broker (a soak restarts it), its databases on the session's PostgreSQL; Connect mode, the cheaper
-    out = run_benchmark("fault_soak.py", "--spark-connect", "--postgres", pg_base(), "--out", str(tmp_path / "soak"),
-                        timeout=900)
-    got = figures(out, {
-        "runs": rf"^runs: {NUMBER} \({NUMBER} DAG runs",
-        "faults": rf"^faults: clean {NUMBER} \(fired {NUMBER}\)$",
-        "produced": rf"^produced: {NUMBER} acknowledged records \({NUMBER} not acknowledged\); visible rows: {NUMBER}",
-        "lost": rf"^lost: {NUMBER}$",
-        "duplicated": rf"^duplicated: {NUMBER}$",
-        "median run time": rf"^median run time: {NUMBER} s$",
-    })
-    assert got["faults"] == [1, 1] and got["lost"] == got["duplicated"] == [0], out
-
-
 @pytest.mark.timeout(2400)
-def test_microbatch_fixed_cost(tmp_path):
-    # its own broker, Spark Connect server and PostgreSQL (it measures their CPU); no large runs: they are the small
-    # runs' code on more records, and two more DAG runs
+def test_microbatch_fixed_cost(tmp_path, broker, spark_connect):
+    # the session's broker, Spark Connect server and PostgreSQL (in `make bench` it starts its own, to measure the
+    # server's cold start and CPU: a tiny run measures nothing); no large runs: they are the small runs' code on
+    # more records, and two more DAG runs
     out = run_benchmark("microbatch_fixed_cost.py", "--skip-large", "--out", str(tmp_path / "fixed-cost"),
+                        "--bootstrap", broker.bootstrap, "--spark-connect", spark_connect.url, "--postgres", pg_base(),
                         timeout=2300)
     runs = {f"{label} run": rf"^  {label}\s+run 0 \(cold\)\s*: +{NUMBER} s wall, +{NUMBER} CPU-s"
             for label in ("Spark Connect", "spark-submit", "Airflow alone")}

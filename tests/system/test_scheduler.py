@@ -16,6 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import sqlalchemy as sa
 import yaml
 from confluent_kafka import Producer
 from conftest import postgres_database
@@ -86,6 +87,7 @@ class Standalone:
             AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL="2", **env)
         self.airflow("db", "migrate")
         MetadataStore(metadata_url).upgrade()
+        self.db = sa.create_engine(airflow_db_url)
         self.procs: dict[str, subprocess.Popen] = {}
         try:
             for name, (args, own_env) in self.processes().items():
@@ -122,10 +124,18 @@ class Standalone:
         assert done.returncode == 0, f"airflow {' '.join(args)}: {done.stdout[-3000:]}{done.stderr[-3000:]}"
         return done.stdout
 
+    def query(self, sql: str, **params) -> list:
+        """Rows of Airflow's own database, where the scheduler keeps its state (what `airflow dags list-runs`,
+        `dags list` and `tasks state` print, without a CLI process of seconds per look)."""
+        with self.db.connect() as conn:
+            return list(conn.execute(sa.text(sql), params))
+
     def runs(self, dag_id: str) -> dict[str, dict]:
-        out = self.airflow("dags", "list-runs", dag_id, "-o", "json")
-        line = next((ln for ln in reversed(out.splitlines()) if ln.startswith("[")), "[]")
-        return {r["run_id"]: r for r in json.loads(line)}
+        """{run id: the run's state and dates (ISO, UTC)}, as `airflow dags list-runs` shows them."""
+        rows = self.query("SELECT run_id, state, run_after, logical_date, start_date, end_date FROM dag_run "
+                          "WHERE dag_id = :d", d=dag_id)
+        return {r.run_id: {k: v.astimezone(timezone.utc).isoformat() if isinstance(v, datetime) else v
+                           for k, v in r._mapping.items()} for r in rows}
 
     def wait_for(self, dag_id: str, predicate, timeout: float = 420) -> dict[str, dict]:
         deadline = time.monotonic() + timeout
@@ -136,7 +146,7 @@ class Standalone:
                 return runs
             failed = [r for r in runs.values() if r["state"] == "failed"]
             assert not failed, f"runs failed: {failed}"
-            time.sleep(3)
+            time.sleep(1)
         raise AssertionError(f"timed out waiting on {dag_id}: {runs}")
 
     def token(self) -> str:
@@ -164,8 +174,9 @@ class Standalone:
         return "\n".join(parts)
 
     def task_state(self, dag_id: str, run_id: str, task_id: str) -> str:
-        out = self.airflow("tasks", "state", dag_id, task_id, run_id)
-        return out.strip().splitlines()[-1].strip()
+        rows = self.query("SELECT state FROM task_instance WHERE dag_id = :d AND run_id = :r AND task_id = :t "
+                          "AND map_index = -1", d=dag_id, r=run_id, t=task_id)
+        return str(rows[0].state if rows else None)
 
     def descendants(self) -> list[psutil.Process]:
         """Every process under the Airflow processes (scheduler, LocalExecutor workers, task runners, Spark)."""
@@ -189,9 +200,9 @@ class Standalone:
     def add_spec(self, name: str, topic: str, task_count: int = 1, **microbatch) -> None:
         self.write_spec(name, topic, task_count, **microbatch)
         deadline = time.monotonic() + 120
-        while name not in self.airflow("dags", "list", "-o", "plain"):
+        while not self.query("SELECT dag_id FROM dag WHERE dag_id = :d", d=name):
             assert time.monotonic() < deadline, f"DAG {name} was not parsed"
-            time.sleep(2)
+            time.sleep(1)
 
     def write_spec(self, name: str, topic: str, task_count: int = 1, **microbatch) -> None:
         raw = yaml.safe_load((ROOT / "dags" / "datasources" / "wikipedia.yaml").read_text())
@@ -210,6 +221,7 @@ class Standalone:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=30)
+        self.db.dispose()
 
 
 @pytest.fixture(scope="module")

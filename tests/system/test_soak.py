@@ -2,7 +2,9 @@
 test`, its jobs on a Spark Connect server of the soak's own, a broker and PostgreSQL of its own, and an operator's
 commands between two of them), each under a different fault, then clean runs until the lag is 0; every produced
 record must be visible exactly once. Connect mode is the default one (the demo's); the full soak in BENCHMARKS.md
-ran both modes.
+ran both modes. It runs through the script's own command line at its tiny size (`--tiny`, with the soak's faults
+and iterations given): this is also the benchmark's never-rots run (tests/system/test_benchmarks.py), and what it
+checks are the figures the script prints.
 
 Seed 114 draws, in this order: a published run's spark_job executed again (`airflow tasks test`), the broker
 SIGKILLed and restarted once a spark_job task runs, an operator between runs (`ingest reset --to-latest`, `ingest
@@ -21,49 +23,64 @@ heal runs deal with it."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
-from pathlib import Path
 
 import pytest
+from bench_cli import NUMBER, ROOT, figures, run_benchmark
 from conftest import pg_base
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
-ROOT = Path(__file__).resolve().parents[2]
 FAULTS = "kill_spark,kill_airflow,rerun_published,broker_restart,partition_growth,operator"
+ITERATIONS = 6
 
 
-def fault_soak():
+def hostile_kinds() -> int:
     spec = importlib.util.spec_from_file_location("fault_soak", ROOT / "benchmarks" / "fault_soak.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["fault_soak"] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
-    return module
+    return len(module.HOSTILE)
 
 
 # a run that waits on a predecessor may take a few completionTimeouts: the soak bounds each run itself
 @pytest.mark.timeout(3600)
 def test_a_short_fault_soak_loses_nothing_duplicates_nothing_and_heals(tmp_path):
-    soak = fault_soak()
-    # its own broker and Spark Connect server (it restarts both), its databases on the tests' PostgreSQL; one
-    # task group keeps it short, and so does a completionTimeout of 60 s (the killed run expires sooner; a
-    # run here takes about 20 s)
-    args = soak.parse_args(["--iterations", "6", "--seed", "114", "--faults", FAULTS, "--task-count", "1", "--hostile",
-                            "--spark-connect", "--iceberg", "--completion-timeout", "60", "--rate", "5", "--heal-runs", "3",
-                            "--postgres", pg_base(), "--out", str(tmp_path / "soak")])
-    report, out = soak.run_soak(args)
-    summary = report.summary()
-    print(summary)
-    assert dict(report.faults) == dict(report.fired) == {kind: 1 for kind in FAULTS.split(",")}, summary
-    assert report.lost == 0 and report.duplicated == 0 and report.unexpected == 0, f"{summary}\nevidence in {out}"
-    assert report.unreadable_segments == [], f"{summary}\n{report.unreadable_segments}\nevidence in {out}"
-    assert report.healed, f"{summary}\nevidence in {out}"
-    assert report.produced > 0 and report.visible_rows == (report.produced - report.lost_on_purpose
-                                                              - report.destroyed), summary
-    # the operator's skips, deleted records and reset: each offset counted once by the store, none visible
-    assert report.loss_counted_exactly and sum(report.lost_expected.values()) > 0, summary
-    # the Iceberg table holds exactly the reader's rows, though runs were killed between publish and its commit
-    assert report.iceberg_mismatch == 0 and report.iceberg_files, summary
-    # hostile records (--hostile: one of every kind per iteration) never stopped a run, each visible as Druid
-    # counts it, and the dead letters hold each failed one exactly once
-    assert report.hostile_produced == 6 * len(soak.HOSTILE) and report.hostile_wrong == [], summary
+    # its own broker and Spark Connect server (it restarts both), its databases on the tests' PostgreSQL; --tiny's
+    # one task group, completionTimeout of 60 s (the killed run expires sooner; a run here takes about 20 s) and
+    # 5 background records/s keep it short. It exits 0 only when nothing was lost (but what the operator skipped,
+    # counted exactly), duplicated or unexpected, every segment reads, every hostile record is as Druid counts
+    # it, the Iceberg table holds exactly the reader's rows and the datasource healed.
+    out = run_benchmark("fault_soak.py", "--iterations", str(ITERATIONS), "--seed", "114", "--faults", FAULTS,
+                        "--hostile", "--spark-connect", "--iceberg", "--heal-runs", "3", "--postgres", pg_base(),
+                        "--out", str(tmp_path / "soak"), timeout=3500)
+    got = figures(out, {
+        "runs": rf"^runs: {NUMBER} \({NUMBER} DAG runs, {NUMBER} task re-executions\)$",
+        "heal": rf"^runs to heal: {NUMBER}$",
+        "produced": rf"^produced: {NUMBER} acknowledged records \({NUMBER} not acknowledged\); visible rows: {NUMBER}$",
+        "lost": rf"^lost: {NUMBER}$",
+        # the operator's skips, deleted records and reset: each offset counted once by the store, none visible
+        "lost on purpose": rf"^lost on purpose \(operator\): {NUMBER} offsets .*\({NUMBER} acknowledged records, "
+                           rf"{NUMBER} of them good\); the store counted .*: exact",
+        "duplicated": rf"^duplicated: {NUMBER}$",
+        # the Iceberg table holds exactly the reader's rows, though runs were killed between publish and its commit
+        "iceberg": rf"^iceberg: {NUMBER} files, rows other than the reader's: {NUMBER}$",
+        "unexpected": rf"^unexpected: {NUMBER}, unreadable segments: {NUMBER}$",
+        # hostile records (one of every kind per iteration) never stopped a run, each visible as Druid counts it,
+        # and the dead letters hold each failed one exactly once
+        "hostile": rf"^hostile records: {NUMBER} produced, {NUMBER} not as Druid counts them$",
+        "median run time": rf"^median run time: {NUMBER} s$",
+    })
+    summary = out[out.rindex("\nseed 114"):]
+    faults = re.search(r"^faults: (.*)$", out, re.MULTILINE).group(1)
+    assert {kind: (int(n), int(fired)) for kind, n, fired in re.findall(r"(\w+) (\d+) \(fired (\d+)\)", faults)} \
+        == {kind: (1, 1) for kind in FAULTS.split(",")}, summary
+    assert got["lost"] == got["duplicated"] == [0] and got["unexpected"] == [0, 0], summary
+    offsets_skipped, _, lost_on_purpose = got["lost on purpose"]
+    destroyed = re.search(rf"; {NUMBER} unread records deleted with the re-created topic", out)
+    produced, _, visible = got["produced"]
+    assert offsets_skipped > 0 and produced > 0, summary
+    assert visible == produced - lost_on_purpose - (float(destroyed.group(1)) if destroyed else 0), summary
+    assert got["iceberg"][0] > 0 and got["iceberg"][1] == 0, summary
+    assert got["hostile"] == [ITERATIONS * hostile_kinds(), 0], summary
