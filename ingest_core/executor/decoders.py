@@ -151,20 +151,21 @@ DECODERS: dict[str, Callable[[InputFormat], Decoder]] = {
     "tsv": TextDecoder,
     "delimited": TextDecoder,
     "avro_stream": lambda fmt: _avro().AvroStreamDecoder(fmt),
-    "protobuf": lambda fmt: _protobuf_decoder(fmt),
+    "protobuf": lambda fmt: _protobuf().ProtobufDecoder(fmt),
 }
 
 
+# imported where a spec reads the format: they import this module's Flattener, and their decoding libraries
 def _avro() -> Any:
-    from ingest_core.executor import avro  # imports this module's Flattener
+    from ingest_core.executor import avro
 
     return avro
 
 
-def _protobuf_decoder(fmt: InputFormat) -> Decoder:
-    from ingest_core.executor.protobuf import ProtobufDecoder  # imports protobuf only where a spec reads it
+def _protobuf() -> Any:
+    from ingest_core.executor import protobuf
 
-    return ProtobufDecoder(fmt)
+    return protobuf
 
 
 def decoder_for(fmt: InputFormat) -> Decoder:

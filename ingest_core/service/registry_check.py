@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ingest_core.core.avro_schema import SchemaRegistryDecoder
 from ingest_core.core.binding import did_you_mean
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor.schema_registry import (
@@ -72,8 +73,10 @@ def check_registries(decoders: list[RegistryDecoder], topic: str | None, topic_p
     check = RegistryCheck()
     for d in decoders:
         try:
-            registry = RegistryConfig.of(d.decoder.get("url"), d.decoder.get("urls"), d.decoder.get("config"),
-                                         d.decoder.get("headers"))
+            # the executors' settings exactly (mapString provider included): what validates is what reads
+            registry = RegistryConfig.of_decoder(SchemaRegistryDecoder(
+                "schema_registry", d.decoder.get("url"), d.decoder.get("urls"), None,
+                dict(d.decoder.get("config") or {}), dict(d.decoder.get("headers") or {})))
         except (ValueError, TypeError, AttributeError) as exc:
             check.errors.append(f"{d.path}: {exc}")
             continue

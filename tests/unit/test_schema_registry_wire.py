@@ -88,7 +88,7 @@ def test_the_client_caches_by_id_sends_basic_auth_and_reports_404_and_a_dead_reg
     finally:
         server.shutdown()
         server.server_close()
-    dead = SchemaRegistryClient(RegistryConfig.of(url=url), retry_delays=(0.0, 0.0))
+    dead = SchemaRegistryClient(RegistryConfig.of(url=url), retry_delays=(0.0, 0.0), down_seconds=3600)
     with pytest.raises(RegistryUnavailableError, match=f"schema registry {url} did not answer") as caught:
         dead.schema(1)
     calls = len(_Registry.seen)
