@@ -221,3 +221,28 @@ def recreate_topic(broker, topic: str, partitions: int) -> None:
             return
         assert time.monotonic() < deadline, f"{topic} did not appear again"
         time.sleep(0.1)
+
+
+# The tests' own schema-registry clients: every request has a deadline, and the serializers name subjects by
+# Confluent's documented TopicNameStrategy. (confluent-kafka's default strategy now first asks the registry for
+# `associations`, an endpoint Apicurio never answers: without a deadline that wait was the test's whole limit.)
+REGISTRY_TIMEOUT_S = 10
+SERDE_CONF = {"use.deprecated.format": False, "subject.name.strategy.type": "TOPIC"}
+
+
+def registry_client(url: str, **conf):
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    return SchemaRegistryClient({"url": url, "timeout": REGISTRY_TIMEOUT_S, "max.retries": 1, **conf})
+
+
+def avro_serializer(client, schema: str, **conf):
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+
+    return AvroSerializer(client, schema, conf={"subject.name.strategy.type": "TOPIC", **conf})
+
+
+def protobuf_serializer(message_class, client, **conf):
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+
+    return ProtobufSerializer(message_class, client, {**SERDE_CONF, **conf})

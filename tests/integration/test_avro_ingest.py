@@ -13,10 +13,8 @@ import struct
 import fastavro
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from helpers import ingest_run, rows_of, spec_from, sqlite_store
+from helpers import avro_serializer, ingest_run, registry_client, rows_of, spec_from, sqlite_store
 
 from ingest_core.dev.embedded import free_port
 from ingest_core.service.status import collect_status
@@ -89,8 +87,8 @@ def sorted_rows(store, name: str) -> list[dict]:
 
 def test_druids_avro_specs_ingest_the_rows_of_the_same_events_sent_as_json(spark, broker, schema_registry_url,
                                                                             tmp_path):
-    registry = SchemaRegistryClient({"url": schema_registry_url})
-    serialize = AvroSerializer(registry, json.dumps(EDIT))  # registers the schema under <topic>-value
+    registry = registry_client(schema_registry_url)
+    serialize = avro_serializer(registry, json.dumps(EDIT))  # registers the schema under <topic>-value
     topic_probe = broker.create_topic()
     confluent = [serialize(e, SerializationContext(topic_probe, MessageField.VALUE)) for e in EDITS]
     edit_id = struct.unpack(">i", confluent[0][1:5])[0]
@@ -147,14 +145,14 @@ def test_the_decoder_reads_registry_schemas_with_references_and_names_an_unknown
     from ingest_core.core.spec import parse_spec
     from ingest_core.executor.decoders import decoder_for
 
-    client = SchemaRegistryClient({"url": schema_registry_url})
+    client = registry_client(schema_registry_url)
     topic = broker_free_topic()
     geo = {"type": "record", "name": "Geo", "namespace": "avrotest.ref", "fields": [{"name": "city", "type": "string"}]}
     client.register_schema(f"{topic}-geo", Schema(json.dumps(geo), "AVRO"))
     edit = {"type": "record", "name": "RefEdit", "namespace": "avrotest.ref", "fields": [
         {"name": "page", "type": "string"}, {"name": "geo", "type": "avrotest.ref.Geo"}]}
     schema = Schema(json.dumps(edit), "AVRO", [SchemaReference("avrotest.ref.Geo", f"{topic}-geo", 1)])
-    serialize = AvroSerializer(client, schema, conf={"auto.register.schemas": True})
+    serialize = avro_serializer(client, schema, **{"auto.register.schemas": True})
     data = serialize({"page": "P", "geo": {"city": "Lyon"}}, SerializationContext(topic, MessageField.VALUE))
     fmt = {"type": "avro_stream", "avroBytesDecoder": {"type": "schema_registry", "url": schema_registry_url}}
     spec = parse_spec({"type": "kafka", "spec": {

@@ -12,13 +12,10 @@ import pytest
 from confluent_kafka.schema_registry import (
     Schema,
     SchemaReference,
-    SchemaRegistryClient,
 )
-from confluent_kafka.schema_registry.avro import AvroSerializer
-from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import json_format
-from helpers import T0, ingest_run, rows_of, sqlite_store
+from helpers import T0, avro_serializer, ingest_run, protobuf_serializer, registry_client, rows_of, sqlite_store
 from protobuf_fixtures import METRICS_PROTO, compile_proto, metrics_events
 
 from ingest_core.core.spec import InputFormat, ProtoBytesDecoder, parse_spec
@@ -104,13 +101,13 @@ def test_the_documented_file_spec_ingests_what_generated_classes_write_as_json_w
 def test_the_documented_schema_registry_decoder_ingests_confluents_wire_format_and_keeps_bad_records_apart(
         spark, broker, metrics, json_rows, schema_registry_url, tmp_path):
     _, metrics_pb2, messages = metrics
-    client = SchemaRegistryClient({"url": schema_registry_url})
+    client = registry_client(schema_registry_url)
     topic = broker.create_topic()
     ctx = SerializationContext(topic, MessageField.VALUE)
-    serialize = ProtobufSerializer(metrics_pb2.Metrics, client, {"use.deprecated.format": False})
+    serialize = protobuf_serializer(metrics_pb2.Metrics, client)
     good = [serialize(m, ctx) for m in messages]
     schema_id = struct.unpack(">I", good[0][1:5])[0]
-    avro_record = AvroSerializer(client, json.dumps({"type": "record", "name": "M", "fields": [
+    avro_record = avro_serializer(client, json.dumps({"type": "record", "name": "M", "fields": [
         {"name": "unit", "type": "string"}]}))({"unit": "ms"}, SerializationContext(topic + "-avro", MessageField.VALUE))
     avro_id = struct.unpack(">I", avro_record[1:5])[0]
     body = good[0][6:]  # after the magic byte, the id and the message indexes [0]
@@ -162,9 +159,9 @@ def test_imports_nested_messages_and_java_style_text_schemas_of_the_registry(sch
     inner = withdep.Outer.Inner(d={"d": "x"})
     inner.at.FromSeconds(86400)
     want = [{"d": {"d": "x"}, "at": "1970-01-02T00:00:00Z"}]
-    client = SchemaRegistryClient({"url": schema_registry_url})
+    client = registry_client(schema_registry_url)
     topic = f"withdep-{tmp_path.name}"
-    data = ProtobufSerializer(withdep.Outer.Inner, client, {"use.deprecated.format": False})(
+    data = protobuf_serializer(withdep.Outer.Inner, client)(
         inner, SerializationContext(topic, MessageField.VALUE))
     assert data[5:7] == b"\x04\x00"  # message indexes [0, 0]: a nested message
     decoder = decoder_for(InputFormat(type="protobuf", proto_bytes_decoder=ProtoBytesDecoder(url=schema_registry_url)))

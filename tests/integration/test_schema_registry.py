@@ -14,15 +14,13 @@ import uuid
 
 import fastavro
 import pytest
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
-from confluent_kafka.schema_registry.protobuf import (
-    ProtobufDeserializer,
-    ProtobufSerializer,
-)
+from confluent_kafka.schema_registry import Schema
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.message_factory import GetMessageClass
+from helpers import SERDE_CONF, avro_serializer, protobuf_serializer, registry_client
 
 from ingest_core.dev.embedded import free_port
 from ingest_core.executor import schema_registry as executor_registry
@@ -68,15 +66,15 @@ def _topic() -> str:
 
 
 def test_avro_is_registered_written_and_read_back_by_id(schema_registry_url):
-    client = SchemaRegistryClient({"url": schema_registry_url})
+    client = registry_client(schema_registry_url)
     topic = _topic()
     ctx = SerializationContext(topic, MessageField.VALUE)
-    data = AvroSerializer(client, AVRO_SCHEMA)(EDIT, ctx)
+    data = avro_serializer(client, AVRO_SCHEMA)(EDIT, ctx)
 
     schema_id, payload = split_wire_format(data)
     assert fastavro.schemaless_reader(io.BytesIO(bytes(payload)),
                                       fastavro.parse_schema(json.loads(AVRO_SCHEMA))) == EDIT
-    assert AvroDeserializer(client)(data, ctx) == EDIT
+    assert AvroDeserializer(client, conf={"subject.name.strategy.type": "TOPIC"})(data, ctx) == EDIT
     # the routes the clients and the decoders call
     assert f"{topic}-value" in _get(f"{schema_registry_url}/subjects")
     assert _get(f"{schema_registry_url}/subjects/{topic}-value/versions") == [1]
@@ -98,12 +96,12 @@ def _status_and_json(url: str):
 
 
 def test_protobuf_is_registered_written_and_read_back_by_id(schema_registry_url):
-    client = SchemaRegistryClient({"url": schema_registry_url})
+    client = registry_client(schema_registry_url)
     edit_class, fdp = _edit_proto()
     topic = _topic()
     ctx = SerializationContext(topic, MessageField.VALUE)
     message = edit_class(page="Main_Page", added=17)
-    data = ProtobufSerializer(edit_class, client, {"use.deprecated.format": False})(message, ctx)
+    data = protobuf_serializer(edit_class, client)(message, ctx)
 
     schema_id, payload = split_wire_format(data)
     indexes, body = read_message_indexes(payload)
@@ -125,13 +123,13 @@ def test_protobuf_is_registered_written_and_read_back_by_id(schema_registry_url)
         assert status == 500
         descriptor = by_id["schema"]
         with pytest.raises(Exception, match="500"):
-            ProtobufDeserializer(edit_class, {"use.deprecated.format": False},
-                                 SchemaRegistryClient({"url": schema_registry_url, "max.retries": 0}))(data, ctx)
+            ProtobufDeserializer(edit_class, SERDE_CONF,
+                                 registry_client(schema_registry_url, **{"max.retries": 0}))(data, ctx)
     else:
         assert status == 200 and "message Edit" in by_id["schema"]
         descriptor = serialized["schema"]
-        assert ProtobufDeserializer(edit_class, {"use.deprecated.format": False},
-                                    SchemaRegistryClient({"url": schema_registry_url}))(data, ctx) == message
+        assert ProtobufDeserializer(edit_class, SERDE_CONF,
+                                    registry_client(schema_registry_url))(data, ctx) == message
     got = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(descriptor, validate=True))
     assert [m.name for m in got.message_type] == ["Other", "Edit"]
     assert [(f.name, f.number, f.type) for f in got.message_type[1].field] == [
@@ -144,7 +142,7 @@ def test_protobuf_is_registered_written_and_read_back_by_id(schema_registry_url)
 
 
 def test_the_executors_client_names_an_unknown_id_and_a_registry_that_does_not_answer(schema_registry_url):
-    known = SchemaRegistryClient({"url": schema_registry_url}).register_schema(f"{_topic()}-value",
+    known = registry_client(schema_registry_url).register_schema(f"{_topic()}-value",
                                                                            Schema(AVRO_SCHEMA, "AVRO"))
     live = executor_registry.SchemaRegistryClient(RegistryConfig.of(url=schema_registry_url), retry_delays=(0.05,))
     with pytest.raises(UnknownSchemaError, match=f"schema id {known + 100000} is not in schema registry"):
@@ -167,11 +165,11 @@ def _registry(url=None, urls=None):
 
 
 def test_validate_connect_finds_the_subjects_and_says_what_is_missing_or_wrong(schema_registry_url):
-    client = SchemaRegistryClient({"url": schema_registry_url})
+    client = registry_client(schema_registry_url)
     topic = _topic()
-    AvroSerializer(client, AVRO_SCHEMA)(EDIT, SerializationContext(topic, MessageField.VALUE))
+    avro_serializer(client, AVRO_SCHEMA)(EDIT, SerializationContext(topic, MessageField.VALUE))
     edit_class, _ = _edit_proto()
-    ProtobufSerializer(edit_class, client, {"use.deprecated.format": False})(
+    protobuf_serializer(edit_class, client)(
         edit_class(page="p"), SerializationContext(topic, MessageField.KEY))
     avro = {"type": "avro_stream", "avroBytesDecoder": _registry(schema_registry_url)}
     proto = {"type": "protobuf", "protoBytesDecoder": _registry(schema_registry_url)}
@@ -216,9 +214,9 @@ def test_ingest_validate_connect_on_a_spec_file(schema_registry_url, tmp_path):
 
     import yaml
 
-    client = SchemaRegistryClient({"url": schema_registry_url})
+    client = registry_client(schema_registry_url)
     topic = _topic()
-    AvroSerializer(client, AVRO_SCHEMA)(EDIT, SerializationContext(topic, MessageField.VALUE))
+    avro_serializer(client, AVRO_SCHEMA)(EDIT, SerializationContext(topic, MessageField.VALUE))
 
     def spec_file(name, spec_topic):
         path = tmp_path / f"{name}.yaml"
