@@ -13,7 +13,7 @@ Everything lives in one folder, $INGEST_HOME (default ./demo-data): the broker's
 metadata store, deep storage and the runs' logs. Rerunning continues from there.
 
     python -m ingest_core.dev.demo          # the demo
-    python -m ingest_core.dev.demo --ui     # the same broker and DAG in the Airflow UI (airflow standalone)
+    python -m ingest_core.dev.demo --ui     # the same broker and DAG in the Airflow UI, on 127.0.0.1:8080
 """
 
 from __future__ import annotations
@@ -121,7 +121,10 @@ def run_dag(env: dict[str, str], log_path: Path) -> float:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m ingest_core.dev.demo", description="the one-command demo")
     ap.add_argument("--runs", type=int, default=3, help="microbatches to run")
-    ap.add_argument("--ui", action="store_true", help="start the Airflow UI (airflow standalone) on the demo")
+    ap.add_argument("--ui", action="store_true", help="run Airflow's components (what `airflow standalone` runs) on "
+                    "the demo's broker and DAG, with the UI on http://HOST:8080")
+    ap.add_argument("--host", default="127.0.0.1", help="the address the UI listens on with --ui (default "
+                    "127.0.0.1: this machine only; 0.0.0.0 opens it to the network)")
     ap.add_argument("--spark-submit", action="store_true",
                     help="one spark-submit per task group instead of a local Spark Connect server")
     args = ap.parse_args(argv)
@@ -135,9 +138,7 @@ def main(argv: list[str] | None = None) -> None:
         spark = f"Spark Connect {connect.url}" if connect else "spark-submit (local[2])"
         print(f"broker {kafka.bootstrap}; {spark}; metadata {store.safe_url}; Airflow home {env['AIRFLOW_HOME']}")
         if args.ui:
-            print("Airflow UI: http://localhost:8080 (user admin, password in "
-                  f"{env['AIRFLOW_HOME']}/simple_auth_manager_passwords.json.generated); Ctrl-C stops it")
-            subprocess.run([str(Path(sys.executable).parent / "airflow"), "standalone"], env=env)
+            run_ui(env, args.host, home)
             return
         os.environ["INGEST_KAFKA_BOOTSTRAP"] = kafka.bootstrap  # the example spec's bootstrap.servers
         spec = load_spec(ROOT / "dags" / "datasources" / "wikipedia.yaml")
@@ -153,6 +154,60 @@ def main(argv: list[str] | None = None) -> None:
             print(f"run {run.run_id}: {run.status.value}, {run.plan.records} records in {len(run.plan.groups)} "
                   f"task groups, {seconds:.0f}s (log {log_path.relative_to(home)})")
         _summary(spec, store, home, produced, produced_before)
+
+
+UI_PORT = 8080
+
+
+def ui_commands(host: str) -> dict[str, list[str]]:
+    """What `--ui` runs: the four components `airflow standalone` runs, the api-server bound to `host`. The
+    scheduler's and triggerer's log servers are left out: Airflow binds them to every interface and has no setting
+    for it, and the api-server reads the task logs from this machine's files without them."""
+    return {
+        "api-server": ["api-server", "--host", host, "--port", str(UI_PORT)],
+        "scheduler": ["scheduler", "--skip-serve-logs"],
+        "dag-processor": ["dag-processor"],
+        "triggerer": ["triggerer", "--skip-serve-logs"],
+    }
+
+
+def ui_env(env: dict[str, str], host: str) -> dict[str, str]:
+    """`airflow standalone`'s settings (LocalExecutor, the simple auth manager with a generated admin password)."""
+    return {**env, "AIRFLOW__CORE__EXECUTOR": "LocalExecutor", "AIRFLOW__API__HOST": host,
+            "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager."
+                                           "SimpleAuthManager"}
+
+
+def run_ui(env: dict[str, str], host: str, home: Path) -> None:
+    """Airflow's components until Ctrl-C, each logging to `home/logs/<component>.log`."""
+    airflow = str(Path(sys.executable).parent / "airflow")
+    shown = "localhost" if host == "127.0.0.1" else host
+    print(f"Airflow UI: http://{shown}:{UI_PORT} (user admin, password in "
+          f"{env['AIRFLOW_HOME']}/simple_auth_manager_passwords.json.generated), listening on {host} only"
+          if host != "0.0.0.0" else f"Airflow UI: http://<this machine>:{UI_PORT}, open to the network")
+    print(f"running: {', '.join(ui_commands(host))} (LocalExecutor; logs in {home / 'logs'}). The scheduler runs "
+          f"the {DATASOURCE} DAG on its schedule: suspend it with `ingest suspend {DATASOURCE}` or pause it in the UI. "
+          "Ctrl-C stops everything.")
+    procs: list[subprocess.Popen] = []
+    try:
+        for name, args in ui_commands(host).items():
+            log = open(home / "logs" / f"{name}.log", "ab")  # noqa: SIM115 - held open for the process's life
+            procs.append(subprocess.Popen([airflow, *args], env=ui_env(env, host), stdout=log,
+                                          stderr=subprocess.STDOUT))
+        while all(p.poll() is None for p in procs):
+            time.sleep(1)
+        failed = [name for name, p in zip(ui_commands(host), procs) if p.poll() is not None]
+        raise SystemExit(f"Airflow's {', '.join(failed)} exited; see {home / 'logs'}")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
 
 
 def cli_lines(home: Path, cwd: Path) -> list[str]:

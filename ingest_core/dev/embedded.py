@@ -348,7 +348,9 @@ class EmbeddedSparkConnect:
 
     def start(self, timeout: float = 180) -> "EmbeddedSparkConnect":
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+        # SPARK_LOCAL_IP: the driver's and block manager's ports on this machine only, like the Connect port
+        env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+               "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
         with open(self.log_path, "ab") as out:
             logged = out.tell()  # a restart appends: only what this start logs tells it is up
             self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
