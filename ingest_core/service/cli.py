@@ -184,10 +184,9 @@ def _names(args: argparse.Namespace, store: MetadataStore) -> list[str]:
 
 
 def _statuses(args: argparse.Namespace, store: MetadataStore) -> list:
-    from ingest_core.service.status import collect_status, spec_for, specs_in
+    from ingest_core.service.status import collect_statuses, specs_in
 
-    specs = specs_in(_dags_folder(args))
-    return [collect_status(store, name, spec_for(store, name, specs)) for name in _names(args, store)]
+    return collect_statuses(store, _names(args, store), specs_in(_dags_folder(args)))
 
 
 def cmd_status(args: argparse.Namespace) -> int:

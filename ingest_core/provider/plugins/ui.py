@@ -39,7 +39,7 @@ from ingest_core.provider.plugins.charts import history_charts, lag_sparkline, s
 from ingest_core.provider.plugins.permissions import REFUSED, readable, requires_datasource
 from ingest_core.service.actions import DatasourceActions
 from ingest_core.service.run_history import RunPoint, collect_run_history
-from ingest_core.service.status import StatusReport, collect_status, spec_for, specs_in
+from ingest_core.service.status import StatusReport, collect_status, collect_statuses, spec_for, specs_in
 from ingest_core.store.metadata import MetadataStore
 
 app = FastAPI(title="Ingest datasources", description=__doc__)
@@ -105,10 +105,21 @@ def _http_error(exc: IngestError, status: int) -> HTTPException:
     return HTTPException(404 if isinstance(exc, UnknownDatasourceError) else status, str(exc))
 
 
+KAFKA_TIMEOUT_S = 5.0  # a page waits at most this long on a broker that does not answer
+
+
 def _status(store: MetadataStore, name: str, specs: dict | None = None) -> StatusReport:
     specs = _specs() if specs is None else specs
     try:
-        return collect_status(store, name, spec_for(store, name, specs), kafka_timeout_s=5.0)
+        return collect_status(store, name, spec_for(store, name, specs), kafka_timeout_s=KAFKA_TIMEOUT_S)
+    except IngestError as exc:
+        raise _http_error(exc, 404) from None
+
+
+def _statuses(store: MetadataStore, names: list[str]) -> list[StatusReport]:
+    """Several datasources' status, their brokers asked at once (`collect_statuses`)."""
+    try:
+        return collect_statuses(store, names, _specs(), kafka_timeout_s=KAFKA_TIMEOUT_S)
     except IngestError as exc:
         raise _http_error(exc, 404) from None
 
@@ -137,8 +148,7 @@ def list_supervisors(user: GetUserDep, full: bool = False) -> Any:
     names = readable(user, (r["name"] for r in store.list_datasources()))
     if not full:
         return names
-    specs = _specs()
-    return [_status(store, n, specs).to_json() for n in names]
+    return [r.to_json() for r in _statuses(store, names)]
 
 
 @app.get("/api/v1/supervisor/{dag_id}/status", dependencies=READ)
@@ -288,8 +298,7 @@ def _cell(value: Any, cls: str = "") -> str:
 def datasources_page(user: GetUserDep) -> HTMLResponse:
     store = _store()
     rows = []
-    specs = _specs()
-    for r in (_status(store, n, specs) for n in readable(user, (d["name"] for d in store.list_datasources()))):
+    for r in _statuses(store, readable(user, (d["name"] for d in store.list_datasources()))):
         segs = store.segments(r.datasource)
         published = next((x.published_at for x in r.recent_runs if x.published_at), None)
         name = html.escape(r.datasource)
