@@ -2,11 +2,9 @@
 
 One metadata transaction:
   1. lock the datasource row (its `commit_version` is the compare-and-swap token);
-  2. check that every partition the run publishes starts where the committed offsets end
-     (or, for a first start from earliest/latest, that nothing was committed since it was planned);
-  3. check that no offset it publishes was published already (claimed ranges: a backfill has no committed
-     offset to compare with, and an operator may move the main line back into a backfilled range), and claim
-     its own;
+  2. ask `core.commit_rules.decide` whether the run may commit onto what the store holds now (every partition
+     starts where the committed offsets end, in order after the runs it continues from, and no offset it
+     publishes was published already), then claim its ranges;
   4. insert the segment records, and the records of the published attempts' dead-letter files;
   5. advance the committed offsets to the run's planned end offsets (not a backfill's) and bump the
      `commit_version`: the move of the main line that operator actions make too (`main_line.MainLine`);
@@ -26,21 +24,10 @@ from typing import Sequence
 
 import sqlalchemy as sa
 
-from ingest_core.core.errors import (
-    IngestError,
-    NothingSucceededError,
-    PredecessorGoneError,
-    PublishPendingError,
-    RunExpiredError,
-    StaleRunError,
-)
+from ingest_core.core.commit_rules import LineState, Predecessor, Proposal, decide
+from ingest_core.core.errors import RunExpiredError, StaleRunError
 from ingest_core.core.loss import LossCause, RecordsLost, read_by_partition, subtract
-from ingest_core.core.offsets import (
-    OffsetRange,
-    PublishedRange,
-    find_overlap,
-    offsets_to_json,
-)
+from ingest_core.core.offsets import OffsetRange, PublishedRange, offsets_to_json
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.planner import PartitionPlan, Plan
 from ingest_core.executor.report import DeadLetterFile, GroupReport
@@ -169,37 +156,12 @@ class Publisher:
             raise RunExpiredError(f"run {run_id} of {datasource!r} was not published: {reason}", run_id=run_id)
 
         by_group = {r.group_id: r for r in results}
-        unknown = set(by_group) - {g.group_id for g in plan.groups}
-        if unknown:
-            raise ValueError(f"run {run_id} has no task groups {sorted(unknown)}")
-        # Empty groups read nothing, so they "succeed" without a job; their offsets advance too.
-        publishing = [g for g in plan.groups if g.group_id in by_group or g.is_empty]
-        failed = [g for g in plan.groups if g not in publishing]
-        parts = [p for g in publishing for p in g.partitions]
-        if failed and not any(g.group_id in by_group for g in publishing):
-            # only its empty groups "succeeded": publishing them would mark a run that ingested nothing PUBLISHED
-            raise NothingSucceededError(
-                f"run {run_id} of {datasource!r} was not published: every task group with records failed "
-                f"({[g.group_id for g in failed]}); nothing was written and the committed offsets stay. `ingest "
-                f"status {datasource}` shows why (recentErrors); the next run reads the same offsets again.")
-
-        if plan.is_backfill:
-            if failed:  # its range lies behind the main line: a part left out would never be read again
-                raise IngestError(
-                    f"backfill run {run_id} of {datasource!r}: task groups {[g.group_id for g in failed]} failed; "
-                    "a backfill publishes whole, so nothing was published. Re-run it (clear the run in Airflow).")
-        else:
-            committed = line.committed()
-            for p in parts:
-                self._check_order(conn, datasource, run_id, p, committed)
-                self._check_start(datasource, run_id, p, committed)
-        # A backfill has no committed offset to compare-and-swap on, and the main line's offsets may be moved
-        # back into a backfilled range: every publish claims its ranges, and none publishes a claimed one.
-        ranges = [p.range for p in parts]
+        committed = line.committed()
         claims = self.store.offsets.claims(datasource, conn=conn)
-        overlap = find_overlap(ranges, claims)
-        if overlap is not None:
-            raise self._claimed(datasource, run_id, plan.is_backfill, *overlap)
+        state = LineState(datasource, committed, claims, self._predecessors(conn, datasource, plan))
+        decision = decide(Proposal(plan, frozenset(by_group)), state)
+        publishing, failed, parts = decision.publishing, decision.failed, decision.proposal.parts
+        ranges = list(decision.ranges)
         claim_ranges(conn, datasource, ranges, run_id, backfill=plan.is_backfill, claims=claims)
 
         seg_ids: list[str] = []
@@ -223,7 +185,7 @@ class Publisher:
 
         new_offsets = {p.tp: p.end for p in parts}
         commit_version = None
-        if not plan.is_backfill:  # the main line's offsets: compare-and-swap, advance
+        if not plan.is_backfill:  # the main line's offsets: compare-and-swap, advance (`decision.new_offsets`)
             for event in self._losses(line, run_id, parts, committed, claims):
                 self.store.audit_log.write_loss(datasource, event, conn=conn)
             commit_version = line.move(new_offsets, by=run_id, topic_ids=plan.topic_ids).commit_version
@@ -239,27 +201,15 @@ class Publisher:
         return PublishResult(run_id, False, tuple(g.group_id for g in publishing), tuple(g.group_id for g in failed),
                              tuple(seg_ids), rows, offsets_to_json(new_offsets), commit_version)
 
-    def _check_order(self, conn: sa.Connection, datasource: str, run_id: str, p: PartitionPlan,
-                     committed: dict) -> None:
-        """Pipelining: a run planned from the end of a run still in flight publishes after that run (Druid's
-        ordered publishes); if that run fails or is superseded, this one is stale (`_check_start`)."""
-        current = committed.get(p.tp)
-        if p.after_run is None or (current.offset if current else None) == p.expected_commit:
-            return
-        before = self.store.runs.get(datasource, p.after_run, conn=conn)
-        if before is not None and before.status.in_flight:
-            raise PublishPendingError(
-                f"run {run_id} of {datasource!r} continues from run {p.after_run} (partition {p.tp} from offset "
-                f"{p.start}), which has not published yet ({before.status.value}): it publishes after it",
-                run_id=run_id, waiting_for=p.after_run)
-        if before is not None and before.status is not RunStatus.PUBLISHED and (
-                current is None or current.offset < p.start):
-            # nobody committed its predecessor's range: this run is not stale, it must read from further back
-            raise PredecessorGoneError(
-                f"run {run_id} of {datasource!r} continues from run {p.after_run} (partition {p.tp} from offset "
-                f"{p.start}), which will never publish ({before.status.value}: {before.error or 'no reason kept'}); "
-                f"its range was never committed, so this run's commit is refused and it plans again from the "
-                f"committed offsets", run_id=run_id, predecessor=p.after_run)
+    def _predecessors(self, conn: sa.Connection, datasource: str, plan: Plan) -> dict[str, Predecessor]:
+        """The runs `plan`'s partitions continue from, as they stand now (`commit_rules.PublishesInOrder`)."""
+        out = {}
+        for run_id in {p.after_run for g in plan.groups for p in g.partitions if p.after_run}:
+            run = self.store.runs.get(datasource, run_id, conn=conn)
+            if run is not None:
+                out[run_id] = Predecessor(run_id, run.status.value, run.status.in_flight,
+                                          run.status is RunStatus.PUBLISHED, run.error)
+        return out
 
     def _losses(self, line: MainLine, run_id: str, parts: list[PartitionPlan], committed: dict,
                 claims: list[PublishedRange]) -> list[RecordsLost]:
@@ -276,38 +226,6 @@ class Publisher:
                        for r in subtract(p.tp, cleared[p.tp], p.start, read.get(p.tp, ()))]
         return [RecordsLost(cause, tuple(ranges), run_id) for cause, ranges in
                 ((LossCause.AUTO_RESET, auto), (LossCause.RESET, after_reset)) if ranges]
-
-    @staticmethod
-    def _check_start(datasource: str, run_id: str, p: PartitionPlan, committed: dict) -> None:
-        current = committed.get(p.tp)
-        found = current.offset if current else None
-        if found == p.expected_commit:
-            return
-        if current is None:
-            why = (f"it continues from run {p.after_run}, which never committed this partition"
-                   if p.after_run else "the committed offsets were cleared after it was planned")
-            superseded_by = p.after_run
-        else:
-            why = (f"run {current.run_id} committed offset {current.offset}, but this run was planned to continue "
-                   f"from {p.expected_commit if p.expected_commit is not None else 'a first start'}")
-            superseded_by = current.run_id
-        raise StaleRunError(
-            f"run {run_id} of {datasource!r} is stale and was not published: partition {p.tp} was planned to "
-            f"start at offset {p.start}, but {why}. Nothing was written; plan a new run to ingest from the "
-            f"committed offsets.",
-            run_id=run_id, superseded_by=superseded_by)
-
-    @staticmethod
-    def _claimed(datasource: str, run_id: str, backfill: bool, r: OffsetRange, claim: PublishedRange) -> StaleRunError:
-        holder = (f"backfill run {claim.run_id}" if claim.backfill
-                  else f"the main line (its latest run there: {claim.run_id})")
-        where = f"{datasource} {r.tp.topic}:{r.tp.partition}"
-        fix = "" if backfill else (f" To go on after them: `ingest set-offsets {where}={claim.end}`; to ingest them "
-                                   f"again: `ingest set-offsets {where}={r.start}` (which releases them).")
-        return StaleRunError(
-            f"run {run_id} of {datasource!r} was not published: partition {r.tp} offsets [{r.start}, {r.end}) "
-            f"overlap offsets [{claim.start}, {claim.end}) already published by {holder}; they would be ingested "
-            f"twice. Nothing was written.{fix}", run_id=run_id, superseded_by=claim.run_id)
 
     @staticmethod
     def _allocate(conn: sa.Connection, datasource: str, seg: SegmentDescriptor,
