@@ -44,6 +44,7 @@ from ingest_core.core.errors import SpecError, SpecProblem
 from ingest_core.core.granularity import GRANULARITY_PERIODS, Granularity  # noqa: F401 (re-exported)
 from ingest_core.core.ignore_file import ignore_syntax_from_env, unignored_files
 from ingest_core.core.json_path import JsonPath, JsonPathError
+from ingest_core.core.legacy_parser import convert_parser
 from ingest_core.core.periods import Period
 from ingest_core.core.planner import ASSIGNMENTS, MODULO
 from ingest_core.core.regex_format import RegexFormatError, compile_pattern
@@ -1063,6 +1064,12 @@ def parse_spec(raw: Any, source: str = "<spec>") -> DatasourceSpec:
     ctx = BindContext()
     if not isinstance(raw, dict):
         raise SpecError(source, [SpecProblem("", "a datasource spec must be an object with type: kafka and spec")])
+    legacy = convert_parser(raw)  # Druid's deprecated dataSchema.parser, in today's form
+    if legacy is not None:
+        raw = legacy.raw
+        ctx.errors.extend(legacy.problems)
+        if legacy.warning:
+            ctx.warn(legacy.path, legacy.warning)
     kind = raw.get("type")
     if kind != "kafka":
         ctx.error("type", f"supervisor type must be 'kafka', got {kind!r}")
@@ -1122,7 +1129,7 @@ def parse_spec(raw: Any, source: str = "<spec>") -> DatasourceSpec:
     if ctx.errors or MISSING_VALUE in (data_schema, io_config, tuning, micro, compaction, suspended):
         if not ctx.errors:  # pragma: no cover - a binder failure always records an error
             ctx.error("", "spec could not be bound")
-        raise SpecError(source, ctx.errors)
+        raise SpecError(source, legacy.traced(ctx.errors) if legacy is not None else ctx.errors)
     return DatasourceSpec(
         data_schema=data_schema,
         io_config=io_config,
