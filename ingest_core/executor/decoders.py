@@ -161,7 +161,8 @@ class RegexDecoder:
     def __init__(self, fmt: InputFormat):
         self.text = fmt.pattern or ""
         self.pattern = compile_pattern(self.text)
-        self.columns = fmt.columns or default_columns(self.pattern.groups)
+        # not `columns`: a decoder's `columns` is its whole-chunk columnar reader (`RowParser._plan_columnar`)
+        self.names = fmt.columns or default_columns(self.pattern.groups)
         self.list_delimiter = fmt.list_delimiter if fmt.list_delimiter is not None else DEFAULT_LIST_DELIMITER
 
     def rows(self, data: bytes) -> list[dict[str, Any]]:
@@ -172,7 +173,7 @@ class RegexDecoder:
             m = self.pattern.fullmatch(line)
             if m is None:
                 raise ValueError(f"line {_shown(line)} does not match the pattern {self.text!r}")
-            out.append({name: text_value(value, self.list_delimiter) for name, value in zip(self.columns, m.groups())})
+            out.append({name: text_value(value, self.list_delimiter) for name, value in zip(self.names, m.groups())})
         return out
 
 

@@ -355,6 +355,17 @@ def test_regex_reads_each_line_whole_its_groups_the_columns_as_druid_s_regex_rea
     assert named.rows(b"") == []
 
 
+def test_regex_as_the_value_format_through_the_row_parser():
+    raw = {"type": "kafka", "spec": {
+        "dataSchema": {"dataSource": "logs", "timestampSpec": {"column": "ts", "format": "iso"},
+                       "dimensionsSpec": {"dimensions": ["level"]}},
+        "ioConfig": {"topic": "t", "consumerProperties": BOOTSTRAP, "inputFormat": {
+            "type": "regex", "pattern": r"(\S+) (\w+)", "columns": ["ts", "level"]}}}}
+    parser = RowParser(parse_spec(raw), datetime(2026, 1, 1, tzinfo=timezone.utc))
+    out = parser.parse(RecordChunk("t", 0, [0, 1], [b"2026-01-01T00:00:01Z INFO", b"2026-01-01T00:00:02Z WARN"]))
+    assert out.table.column("level").to_pylist() == ["INFO", "WARN"] and out.stats.processed == 2
+
+
 def test_regex_as_a_kafka_value_and_key_format_through_the_row_parser():
     raw = {"type": "kafka", "spec": {
         "dataSchema": {"dataSource": "logs", "timestampSpec": {"column": "ts", "format": "iso"},
