@@ -80,12 +80,12 @@ class Conversion:
         null` (nothing to convert)."""
         if not self.converted and not self.notes:
             return None
-        parts = "; ".join(f"{where}: {json.dumps(value, ensure_ascii=False)}" for where, value in self.converted.items())
-        said = f"is Druid's deprecated parser form, read as today's form: {parts}" if parts else (
-            "is Druid's deprecated parser form")
         notes = "".join(f"; {note}" for note in self.notes)
-        return (f"{said}{notes}. Write these in place of the parser (`ingest convert FILE` prints the whole spec "
-                "converted)")
+        if not self.converted:
+            return f"is Druid's deprecated parser form, and none of it is used{notes}. Remove the parser"
+        parts = "; ".join(f"{where}: {json.dumps(value, ensure_ascii=False)}" for where, value in self.converted.items())
+        return (f"is Druid's deprecated parser form, read as today's form: {parts}{notes}. Write these in place of "
+                "the parser (`ingest convert FILE` prints the whole spec converted)")
 
     def traced(self, problems: list[SpecProblem]) -> list[SpecProblem]:
         """`problems`, those in a converted part saying which part of the parser it came from."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 from typing import Any, Callable, Protocol
 
 from ingest_core.core.regex_format import compile_pattern, default_columns
@@ -155,8 +154,8 @@ def text_value(raw: str | None, list_delimiter: str, try_parse_numbers: bool = F
 
 class RegexDecoder:
     """regex: each line of a record is one row, the pattern's groups its columns (Druid's RegexReader). A line
-    the pattern does not match whole makes the record unparseable; without `columns` the groups are column_1,
-    column_2, ...; groups past the named columns are left out, as Druid does."""
+    the pattern does not match whole (an empty one too) makes the record unparseable; without `columns` the groups
+    are column_1, column_2, ...; groups past the named columns are left out, as Druid does."""
 
     def __init__(self, fmt: InputFormat):
         self.text = fmt.pattern or ""
@@ -167,17 +166,17 @@ class RegexDecoder:
 
     def rows(self, data: bytes) -> list[dict[str, Any]]:
         out = []
-        for line in _LINE_BREAK.split(data.decode("utf-8")):
-            if line == "":
-                continue
-            m = self.pattern.fullmatch(line)
+        lines = data.decode("utf-8").split("\n")  # Druid's FastLineIterator: LF or CR LF ends a line, CR alone not
+        if lines[-1] == "":
+            lines.pop()  # a final line break ends the last line; it starts none
+        for line in lines:
+            line = line.removesuffix("\r")
+            m = self.pattern.fullmatch(line)  # an empty line is a line too: unparseable unless the pattern matches it
             if m is None:
                 raise ValueError(f"line {_shown(line)} does not match the pattern {self.text!r}")
             out.append({name: text_value(value, self.list_delimiter) for name, value in zip(self.names, m.groups())})
         return out
 
-
-_LINE_BREAK = re.compile(r"\r\n|[\r\n]")  # Java's line ends; str.splitlines would also split at \x1c, \u2028, ...
 
 
 def _shown(line: str, limit: int = 100) -> str:

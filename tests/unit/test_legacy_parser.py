@@ -105,6 +105,12 @@ def test_with_both_parser_and_input_format_the_input_format_reads_the_records_as
     (warning,) = parser_warnings(spec)
     assert "ioConfig.inputFormat is given, so it reads the records" in warning
     assert "ioConfig.inputFormat:" not in warning.split(";")[0]  # nothing was converted into it
+    # Druid's own stream template gives the dataSchema's parts too: nothing of the parser is used
+    unused = parse_spec(stream_spec(druid("stream/csv/input_row_parser.json"), druid("stream/json/input_format.json")))
+    assert unused.io_config.input_format.type == "json"
+    assert parser_warnings(unused) == ["is Druid's deprecated parser form, and none of it is used; ioConfig.inputFormat "
+                                       "is given, so it reads the records, as in Druid: the parser's record format is "
+                                       "unused. Remove the parser"]
     # a broken parser is still an error, inputFormat or not
     found = refused(with_parser({"type": "string", "parseSpec": {"format": "javascript"}},
                                 io={"inputFormat": {"type": "json"}}))
@@ -342,13 +348,17 @@ def regex_format(**fields) -> InputFormat:
 
 def test_regex_reads_each_line_whole_its_groups_the_columns_as_druid_s_regex_reader():
     decoder = decoder_for(regex_format(pattern=r"(?<host>\S+) \[([^\]]*)\] (\w*)(?: (.*))?", listDelimiter=","))
-    rows = decoder.rows(b"h1 [2026-01-01] GET a,b\r\nh2 [x] \n\nh3 [y] POST only")
+    rows = decoder.rows(b"h1 [2026-01-01] GET a,b\r\nh2 [x] \nh3 [y] POST only\n")
     # no columns: Druid's names column_1..; an empty group is null, an unmatched optional one too
     assert rows == [{"column_1": "h1", "column_2": "2026-01-01", "column_3": "GET", "column_4": ["a", "b"]},
                     {"column_1": "h2", "column_2": "x", "column_3": None, "column_4": None},
                     {"column_1": "h3", "column_2": "y", "column_3": "POST", "column_4": "only"}]
     with pytest.raises(ValueError, match=r"line 'h4 x' does not match the pattern"):
         decoder.rows(b"h1 [t] GET\nh4 x")  # not a whole-line match: the record is unparseable
+    with pytest.raises(ValueError, match=r"line '' does not match"):
+        decoder.rows(b"h1 [t] GET\n\nh2 [t] GET")  # an empty line is a line, as Druid's line iterator reads it
+    with pytest.raises(ValueError, match=r"does not match"):
+        decoder.rows(b"h1 [t] GET\rh2 [t] GET")  # CR alone ends no line: one line, which does not match
     # named columns: groups past them are left out, as Druid's zipMapPartial does
     named = decoder_for(regex_format(pattern=r"(\w+)-(\w+)-(\w+)", columns=["a", "b"]))
     assert named.rows(b"x-y-z") == [{"a": "x", "b": "y"}]
