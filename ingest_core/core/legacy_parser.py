@@ -137,7 +137,8 @@ def convert_parser(raw: Any) -> Conversion | None:
     rebuilt: dict[str, Any] = {}
     for key, value in data_schema.items():
         if key != "parser":
-            rebuilt[key] = value
+            if not (value is None and key in rebuilt):  # a `timestampSpec: null` after the parser: the parser's
+                rebuilt[key] = value
             continue
         for part in ("timestampSpec", "dimensionsSpec"):  # where the parser was, for a readable converted file
             if part not in spec_parts:

@@ -173,6 +173,16 @@ def test_a_problem_in_a_converted_part_names_the_parser_it_came_from():
         "(converted from spec.dataSchema.parser.parseSpec.timestampSpec)")
 
 
+@pytest.mark.parametrize("before", [True, False])
+def test_a_null_timestamp_spec_beside_the_parser_is_no_timestamp_spec(before):
+    parser = string_parser(format="json", timestampSpec={"column": "when"})
+    data_schema = ({"dataSource": "d", "timestampSpec": None, "parser": parser} if before else
+                   {"dataSource": "d", "parser": parser, "timestampSpec": None})
+    spec = parse_spec({"type": "kafka", "dataSchema": data_schema,
+                       "ioConfig": {"topic": "t", "consumerProperties": BOOTSTRAP}})
+    assert spec.data_schema.timestamp_spec.column == "when"
+
+
 def test_missing_parser_type_and_format_take_druid_s_defaults_string_and_tsv():
     spec = parse_spec(with_parser({"parseSpec": {"columns": ["ts", "a"], "timestampSpec": {"column": "ts"}}}))
     assert spec.io_config.input_format.type == "tsv" and spec.io_config.input_format.columns == ["ts", "a"]
