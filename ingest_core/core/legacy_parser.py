@@ -83,7 +83,7 @@ class Conversion:
         notes = "".join(f"; {note}" for note in self.notes)
         if not self.converted:
             return f"is Druid's deprecated parser form, and none of it is used{notes}. Remove the parser"
-        parts = "; ".join(f"{where}: {json.dumps(value, ensure_ascii=False)}" for where, value in self.converted.items())
+        parts = "; ".join(f"{where}: {_json(value)}" for where, value in self.converted.items())
         return (f"is Druid's deprecated parser form, read as today's form: {parts}{notes}. Write these in place of "
                 "the parser (`ingest convert FILE` prints the whole spec converted)")
 
@@ -185,6 +185,9 @@ class _Converter:
                        "give ioConfig.inputFormat")
             return None, {}
         kind = parser.get("type", "string")  # Druid's default parser
+        if not isinstance(kind, str):
+            self.error(join(self.path, "type"), f"expected a parser type such as string, got {_shown(kind)}")
+            return None, {}
         if kind in _NOT_FOR_STREAMS:
             self.error(join(self.path, "type"), f"parser type {kind!r} {_NOT_FOR_STREAMS[kind]}")
             return None, {}
@@ -203,6 +206,9 @@ class _Converter:
             return None, {}
         spec_parts = {k: parse_spec[k] for k in ("timestampSpec", "dimensionsSpec") if parse_spec.get(k) is not None}
         fmt_name = parse_spec.get("format", "tsv")  # Druid's default parseSpec
+        if not isinstance(fmt_name, str):
+            self.error(join(spec_path, "format"), f"expected a format such as json, got {_shown(fmt_name)}")
+            return None, spec_parts
         if kind == "string":
             fmt = self._text(parse_spec, fmt_name, spec_path, parser.get("encoding"))
         elif kind == "avro_stream":
@@ -276,11 +282,11 @@ def _as_path_fields(flatten: Any) -> Any:
         return flatten
     fields = []
     for f in flatten["fields"]:
-        if isinstance(f, dict) and f.get("type") in ("jq", "tree"):
+        if isinstance(f, dict) and (f.get("type") == "jq" or f.get("type") == "tree" and f.get("nodes")):
             try:
                 path = (JsonPath.from_jq(str(f.get("expr") or "")) if f["type"] == "jq"
-                        else JsonPath.from_nodes([str(n) for n in f.get("nodes") or ()]))
-            except JsonPathError:
+                        else JsonPath.from_nodes([str(n) for n in f["nodes"]]))
+            except (JsonPathError, TypeError):
                 fields.append(f)  # left as written: validation refuses it, saying why
                 continue
             f = {k: v for k, v in f.items() if k not in ("nodes",)} | {"type": "path", "expr": path.text}
@@ -288,6 +294,10 @@ def _as_path_fields(flatten: Any) -> Any:
     return {**flatten, "fields": fields}
 
 
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)  # YAML reads some values as dates
+
+
 def _shown(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+    text = _json(value) if not isinstance(value, str) else repr(value)
     return text if len(text) <= 80 else text[:77] + "..."

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ingest_core.core.errors import SpecError
 from ingest_core.core.json_path import JsonPath, JsonPathError
@@ -186,6 +188,27 @@ def test_a_null_timestamp_spec_beside_the_parser_is_no_timestamp_spec(before):
 def test_missing_parser_type_and_format_take_druid_s_defaults_string_and_tsv():
     spec = parse_spec(with_parser({"parseSpec": {"columns": ["ts", "a"], "timestampSpec": {"column": "ts"}}}))
     assert spec.io_config.input_format.type == "tsv" and spec.io_config.input_format.columns == ["ts", "a"]
+
+
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from(
+    ["", "string", "json", "csv", "tsv", "regex", "avro", "protobuf", "avro_stream", "timeAndDims", "(", ".a", "$.a"]))
+_KEYS = st.sampled_from(["type", "parseSpec", "format", "columns", "pattern", "flattenSpec", "fields", "expr",
+                         "nodes", "timestampSpec", "dimensionsSpec", "column", "protoBytesDecoder", "descriptor",
+                         "avroBytesDecoder", "listDelimiter", "encoding", "hasHeaderRow", "name"])
+_VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=4),
+                       max_leaves=12)
+
+
+@settings(max_examples=300, derandomize=True, deadline=None, database=None)
+@given(parser=_VALUES, input_format=st.one_of(st.none(), st.just({"type": "json"})))
+def test_any_parser_loads_or_is_refused_with_its_problems_never_a_crash(parser, input_format):
+    raw = with_parser(parser, io={"inputFormat": input_format} if input_format else {})
+    try:
+        spec = parse_spec(raw)
+    except SpecError as exc:
+        assert exc.problems and all(p.message for p in exc.problems)
+    else:
+        assert len(parser_warnings(spec)) <= 1
 
 
 # ------------------------------------------------------------------------------------------ Druid's own specs
