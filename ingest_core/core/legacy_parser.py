@@ -43,6 +43,8 @@ _REFUSED_FORMATS = {
     "jsonLowercase": "jsonLowercase lower-cases every field name, which no inputFormat does: use format json and "
                      "name the fields as the records spell them (or rename them with transformSpec.transforms)",
     "timeAndDims": "timeAndDims names no record format: a string parser needs format json, csv, tsv or regex",
+    "avro": "an avro parseSpec goes with parser type avro_stream and its avroBytesDecoder",
+    "protobuf": "Protobuf records are read by parser type protobuf (with protoBytesDecoder) and a json parseSpec",
 }
 _SPEC_PARTS = {"format", "timestampSpec", "dimensionsSpec"}
 # each parseSpec format's own keys (besides _SPEC_PARTS), and the inputFormat key each becomes

@@ -136,6 +136,7 @@ def test_parser_null_is_no_parser():
     ({"format": "javascript", "function": "function(s) {}"}, "parseSpec.format", "transformSpec.transforms"),
     ({"format": "jsonLowercase"}, "parseSpec.format", "lower-cases every field name"),
     ({"format": "timeAndDims"}, "parseSpec.format", "names no record format"),
+    ({"format": "avro"}, "parseSpec.format", "goes with parser type avro_stream"),
     ({"format": "json", "flattenSpc": {}}, "parseSpec.flattenSpc", "did you mean 'flattenSpec'"),
     ({"format": "csv", "columns": ["ts"], "delimiter": ";"}, "parseSpec.delimiter", "unknown field for a csv parseSpec"),
 ])
