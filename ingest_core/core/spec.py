@@ -44,8 +44,10 @@ from ingest_core.core.errors import SpecError, SpecProblem
 from ingest_core.core.granularity import GRANULARITY_PERIODS, Granularity  # noqa: F401 (re-exported)
 from ingest_core.core.ignore_file import ignore_syntax_from_env, unignored_files
 from ingest_core.core.json_path import JsonPath, JsonPathError
+from ingest_core.core.legacy_parser import convert_parser
 from ingest_core.core.periods import Period
 from ingest_core.core.planner import ASSIGNMENTS, MODULO
+from ingest_core.core.regex_format import RegexFormatError, compile_pattern
 
 # ---------------------------------------------------------------------------------------------- dataSchema
 
@@ -265,30 +267,57 @@ class DataSchema:
 
 # ---------------------------------------------------------------------------------------------- inputFormat
 
-INPUT_FORMAT_TYPES = ("json", "csv", "tsv", "delimited", "avro_stream", "protobuf", "kafka")
+INPUT_FORMAT_TYPES = ("json", "csv", "tsv", "delimited", "regex", "avro_stream", "protobuf", "kafka")
+
+
+FLATTEN_FIELD_TYPES = ("root", "path", "jq", "tree")
 
 
 @dataclass(frozen=True)
 class FlattenField:
+    """A flattenSpec field: `root` (a top-level field), `path` (a JSONPath), `jq` (a jq path such as `.a.b`,
+    read as the JSONPath it names) or `tree` (`nodes`, the field names from the root)."""
+
     type: str
     name: str
     expr: str | None = None
+    nodes: list[str] | None = None
+
+    @property
+    def json_path(self) -> JsonPath | None:
+        """The path a `path`, `jq` or `tree` field follows from the record's root (None for `root`); raises
+        JsonPathError for one validation refuses."""
+        if self.type == "path":
+            return JsonPath.parse(self.expr or "")
+        if self.type == "jq":
+            return JsonPath.from_jq(self.expr or "")
+        if self.type == "tree":
+            return JsonPath.from_nodes(list(self.nodes or ()))
+        return None
 
     def _validate(self, path: str, ctx: BindContext) -> None:
-        if self.type not in ("root", "path", "jq", "tree"):
-            ctx.error(join(path, "type"), f"unknown flattenSpec field type {self.type!r}; use root or path")
-        elif self.type in ("jq", "tree"):
-            ctx.error(join(path, "type"), f"flattenSpec field type {self.type!r} is not supported; use 'path' "
-                      "with a JSONPath expression such as '$.a.b[0]'")
-        elif self.type == "path" and not self.expr:
-            ctx.error(join(path, "expr"), "a 'path' field needs expr, a JSONPath such as '$.user.name'")
-        elif self.type == "path":
+        if self.type not in FLATTEN_FIELD_TYPES:
+            ctx.error(join(path, "type"), f"unknown flattenSpec field type {self.type!r}"
+                      f"{did_you_mean(self.type, FLATTEN_FIELD_TYPES)}; use {', '.join(FLATTEN_FIELD_TYPES)}")
+        elif self.type in ("path", "jq") and not self.expr:
+            example = "a JSONPath such as '$.user.name'" if self.type == "path" else "a jq path such as '.user.name'"
+            ctx.error(join(path, "expr"), f"a '{self.type}' field needs expr, {example}")
+        elif self.type == "tree" and not self.nodes:
+            ctx.error(join(path, "nodes"), "a 'tree' field needs nodes, the field names from the root, e.g. "
+                      "[user, name]")
+        else:
             try:
-                JsonPath.parse(self.expr)
+                self.json_path
             except JsonPathError as exc:
                 ctx.error(join(path, "expr"), str(exc))
+        if self.nodes is not None and self.type != "tree":
+            ctx.error(join(path, "nodes"), f"only 'tree' fields take nodes; a '{self.type}' field reads expr")
         if not self.name.strip():
             ctx.error(join(path, "name"), "a flattenSpec field needs a name: the column it produces")
+
+    def _to_raw(self) -> Any:
+        out: dict[str, Any] = {"type": self.type, "name": self.name, "expr": self.expr}
+        return out if self.nodes is None else {**out, "nodes": list(self.nodes)}
 
 
 @dataclass(frozen=True)
@@ -380,7 +409,8 @@ class ProtoBytesDecoder:
 
 @dataclass(frozen=True)
 class InputFormat:
-    """`json`, `csv`, `tsv`/`delimited`, `avro_stream`, or `kafka` (which wraps a `valueFormat`)."""
+    """`json`, `csv`, `tsv`/`delimited`, `regex`, `avro_stream`, `protobuf`, or `kafka` (which wraps a
+    `valueFormat`)."""
 
     type: str
     # json
@@ -397,6 +427,8 @@ class InputFormat:
     skip_header_rows: int = 0
     has_header_row: bool | None = None
     try_parse_numbers: bool = False
+    # regex (and columns, listDelimiter)
+    pattern: str | None = None
     # avro_stream (and flattenSpec)
     avro_bytes_decoder: AvroBytesDecoder | None = None
     binary_as_string: bool = False
@@ -417,6 +449,7 @@ class InputFormat:
         "csv": {"columns", "listDelimiter", "findColumnsFromHeader", "skipHeaderRows", "hasHeaderRow", "tryParseNumbers"},
         "tsv": {"columns", "listDelimiter", "delimiter", "findColumnsFromHeader", "skipHeaderRows", "hasHeaderRow",
                 "tryParseNumbers"},
+        "regex": {"pattern", "columns", "listDelimiter"},
         "avro_stream": {"flattenSpec", "avroBytesDecoder", "binaryAsString", "extractUnionsByType"},
         "kafka": {"valueFormat", "keyFormat", "headerFormat", "headerColumnPrefix", "keyColumnName",
                   "timestampColumnName", "topicColumnName"},
@@ -447,6 +480,15 @@ class InputFormat:
                           "or findColumnsFromHeader: true")
             if from_header and self.columns:
                 ctx.error(join(path, "columns"), "columns and findColumnsFromHeader: true contradict each other")
+        if self.type == "regex":
+            if not self.pattern:
+                ctx.error(join(path, "pattern"), "a regex input format needs pattern, a regular expression whose "
+                          "groups are the columns, matching each line whole, e.g. '(\\S+) (\\S+) (.*)'")
+            else:
+                try:
+                    compile_pattern(self.pattern)
+                except RegexFormatError as exc:
+                    ctx.error(join(path, "pattern"), str(exc))
         if self.type == "kafka":
             if self.value_format is None:
                 ctx.error(join(path, "valueFormat"), "the kafka input format needs a valueFormat, e.g. {type: json}")
@@ -460,11 +502,18 @@ class InputFormat:
             if self.extract_unions_by_type:
                 ctx.error(join(path, "extractUnionsByType"), "is not supported: unions read as their value; "
                           "remove it (or set it to false)")
-            for i, f in enumerate(self.flatten_spec.fields if self.flatten_spec else ()):
-                if f.type == "jq":
-                    ctx.error(join(join(join(path, "flattenSpec"), "fields"), i), "Avro takes root and path "
-                              "fields only, as in Druid")
 
+        if self.type in ("avro_stream", "protobuf"):
+            what = "Avro" if self.type == "avro_stream" else "Protobuf"
+            for i, f in enumerate(self.flatten_spec.fields if self.flatten_spec else ()):
+                if f.type in ("jq", "tree"):
+                    try:
+                        same = f.json_path
+                    except JsonPathError:
+                        same = None
+                    instead = f" (here {{type: path, name: {f.name}, expr: '{same.text}'}})" if same else ""
+                    ctx.error(join(join(join(path, "flattenSpec"), "fields"), i), f"{what} takes root and path "
+                              f"fields only, as in Druid: write a path field with a JSONPath{instead}")
         if self.type == "protobuf":
             if self.proto_bytes_decoder is None:
                 ctx.error(join(path, "protoBytesDecoder"), "the protobuf input format needs protoBytesDecoder, e.g. "
@@ -1015,6 +1064,12 @@ def parse_spec(raw: Any, source: str = "<spec>") -> DatasourceSpec:
     ctx = BindContext()
     if not isinstance(raw, dict):
         raise SpecError(source, [SpecProblem("", "a datasource spec must be an object with type: kafka and spec")])
+    legacy = convert_parser(raw)  # Druid's deprecated dataSchema.parser, in today's form
+    if legacy is not None:
+        raw = legacy.raw
+        ctx.errors.extend(legacy.problems)
+        if legacy.warning:
+            ctx.warn(legacy.path, legacy.warning)
     kind = raw.get("type")
     if kind != "kafka":
         ctx.error("type", f"supervisor type must be 'kafka', got {kind!r}")
@@ -1074,7 +1129,7 @@ def parse_spec(raw: Any, source: str = "<spec>") -> DatasourceSpec:
     if ctx.errors or MISSING_VALUE in (data_schema, io_config, tuning, micro, compaction, suspended):
         if not ctx.errors:  # pragma: no cover - a binder failure always records an error
             ctx.error("", "spec could not be bound")
-        raise SpecError(source, ctx.errors)
+        raise SpecError(source, legacy.traced(ctx.errors) if legacy is not None else ctx.errors)
     return DatasourceSpec(
         data_schema=data_schema,
         io_config=io_config,

@@ -12,8 +12,10 @@ import csv
 import json
 from typing import Any, Callable, Protocol
 
-from ingest_core.core.json_path import JsonPath
+from ingest_core.core.regex_format import compile_pattern, default_columns
 from ingest_core.core.spec import FlattenSpec, InputFormat
+
+DEFAULT_LIST_DELIMITER = "\u0001"  # Druid's: ctrl-A
 
 
 class Decoder(Protocol):
@@ -42,8 +44,9 @@ class Flattener:
                     key = f.expr or f.name
                     self.paths.append((f.name, lambda doc, k=key: doc.get(k) if isinstance(doc, dict) else None))
                     self.fields.append((f.name, (key,)))
-                else:
-                    path = JsonPath.parse(f.expr or "")
+                else:  # path, jq and tree fields: the JSONPath validation read them as
+                    path = f.json_path
+                    assert path is not None
                     self.paths.append((f.name, path.get))
                     self.fields.append((f.name, path.steps))
         self.discovery = discovery
@@ -101,7 +104,7 @@ class TextDecoder:
     def __init__(self, fmt: InputFormat):
         self.fmt = fmt
         self.delimiter = fmt.effective_delimiter
-        self.list_delimiter = fmt.list_delimiter if fmt.list_delimiter is not None else "\u0001"
+        self.list_delimiter = fmt.list_delimiter if fmt.list_delimiter is not None else DEFAULT_LIST_DELIMITER
         self.quoted = fmt.type == "csv"
 
     def _split(self, lines: list[str]) -> list[list[str]]:
@@ -129,19 +132,55 @@ class TextDecoder:
         return out
 
     def _value(self, raw: str) -> Any:
-        if raw == "":
-            return None
-        if self.list_delimiter and self.list_delimiter in raw:
-            return [v if v != "" else None for v in raw.split(self.list_delimiter)]
-        if self.fmt.try_parse_numbers and raw.isascii() and "_" not in raw:  # as Java's parsers read numbers
+        return text_value(raw, self.list_delimiter, self.fmt.try_parse_numbers)
+
+
+def text_value(raw: str | None, list_delimiter: str, try_parse_numbers: bool = False) -> Any:
+    """One value of a text format: empty is null, a value holding `list_delimiter` a multi-value list."""
+    if raw is None or raw == "":
+        return None
+    if list_delimiter and list_delimiter in raw:
+        return [v if v != "" else None for v in raw.split(list_delimiter)]
+    if try_parse_numbers and raw.isascii() and "_" not in raw:  # as Java's parsers read numbers
+        try:
+            return int(raw)
+        except ValueError:
             try:
-                return int(raw)
+                return float(raw)
             except ValueError:
-                try:
-                    return float(raw)
-                except ValueError:
-                    return raw
-        return raw
+                return raw
+    return raw
+
+
+class RegexDecoder:
+    """regex: each line of a record is one row, the pattern's groups its columns (Druid's RegexReader). A line
+    the pattern does not match whole (an empty one too) makes the record unparseable; without `columns` the groups
+    are column_1, column_2, ...; groups past the named columns are left out, as Druid does."""
+
+    def __init__(self, fmt: InputFormat):
+        self.text = fmt.pattern or ""
+        self.pattern = compile_pattern(self.text)
+        # not `columns`: a decoder's `columns` is its whole-chunk columnar reader (`RowParser._plan_columnar`)
+        self.names = fmt.columns or default_columns(self.pattern.groups)
+        self.list_delimiter = fmt.list_delimiter if fmt.list_delimiter is not None else DEFAULT_LIST_DELIMITER
+
+    def rows(self, data: bytes) -> list[dict[str, Any]]:
+        out = []
+        lines = data.decode("utf-8").split("\n")  # Druid's FastLineIterator: LF or CR LF ends a line, CR alone not
+        if lines[-1] == "":
+            lines.pop()  # a final line break ends the last line; it starts none
+        for line in lines:
+            line = line.removesuffix("\r")
+            m = self.pattern.fullmatch(line)  # an empty line is a line too: unparseable unless the pattern matches it
+            if m is None:
+                raise ValueError(f"line {_shown(line)} does not match the pattern {self.text!r}")
+            out.append({name: text_value(value, self.list_delimiter) for name, value in zip(self.names, m.groups())})
+        return out
+
+
+
+def _shown(line: str, limit: int = 100) -> str:
+    return repr(line if len(line) <= limit else line[:limit] + "...")
 
 
 # the decoder class of each inputFormat type (`kafka` wraps one of these for its value and key)
@@ -150,6 +189,7 @@ DECODERS: dict[str, Callable[[InputFormat], Decoder]] = {
     "csv": TextDecoder,
     "tsv": TextDecoder,
     "delimited": TextDecoder,
+    "regex": RegexDecoder,
     "avro_stream": lambda fmt: _avro().AvroStreamDecoder(fmt),
     "protobuf": lambda fmt: _protobuf().ProtobufDecoder(fmt),
 }

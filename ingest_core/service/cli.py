@@ -2,6 +2,8 @@
 
   ingest validate SPEC...            check spec files; exit 1 with every problem listed
                                      (--connect: also the schema registries they name)
+  ingest convert SPEC                print the spec in today's form: Druid's deprecated dataSchema.parser
+                                     rewritten as ioConfig.inputFormat, timestampSpec and dimensionsSpec
   ingest db upgrade                  create or upgrade the metadata store schema
   ingest plan SPEC --run-id ID       plan (or show the persisted plan of) one run
   ingest status [DATASOURCE]         state, health, offsets, lag, errors and recent runs (--json: Druid's shape)
@@ -134,6 +136,33 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print("no spec files given", file=sys.stderr)
         return 2
     return 1 if failed else 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    """The spec file as written, its `dataSchema.parser` replaced by today's fields, as YAML or JSON like the file:
+    checked first, so what it prints loads (YAML comments are not kept)."""
+    import yaml
+
+    from ingest_core.core.legacy_parser import convert_parser
+
+    path = Path(args.spec)
+    try:
+        load_checked_spec(path)
+    except SpecError as exc:
+        print(f"ERROR {exc}", file=sys.stderr)
+        return 1
+    raw = yaml.safe_load(path.read_text(encoding="utf-8-sig"))  # it loaded above: readable, well-formed text
+    conversion = convert_parser(raw)
+    if conversion is None or conversion.warning is None:
+        print(f"{path}: no dataSchema.parser to convert: the spec is already in today's form", file=sys.stderr)
+    for note in conversion.notes if conversion is not None else ():
+        print(f"note: {note}", file=sys.stderr)
+    converted = conversion.raw if conversion is not None else raw
+    if path.suffix == ".json":
+        print(json.dumps(converted, indent=2, ensure_ascii=False))
+    else:
+        print(yaml.safe_dump(converted, sort_keys=False, allow_unicode=True, width=120), end="")
+    return 0
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
@@ -457,6 +486,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also check that the schema registries the specs' decoders name answer and hold the "
                         "subjects of their topics")
     p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("convert", help="print a spec in today's form (Druid's deprecated parser rewritten)")
+    p.add_argument("spec")
+    p.set_defaults(func=cmd_convert)
 
     db = sub.add_parser("db", help="metadata store schema").add_subparsers(dest="db_command", required=True)
     p = db.add_parser("upgrade", help="create or upgrade the schema")

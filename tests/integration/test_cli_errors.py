@@ -97,7 +97,7 @@ UNKNOWN_CLI = [["status", "wikj"], ["health", "wikj"], ["segments", "wikj"], ["d
                ["reset", "wikj", "--to-latest", "--yes"], ["set-offsets", "wikj", "t:0=1", "--yes"],
                ["skip", "wikj", "--yes"], ["cleanup", "wikj"], ["iceberg-sync", "wikj"], ["sync-group", "wikj"]]
 assert {argv[0] for argv in UNKNOWN_CLI} == {name for name in cli.build_parser()._subparsers._group_actions[0].choices
-                                            if name not in ("validate", "db", "plan", "query")}  # every one that takes one
+                                            if name not in ("validate", "convert", "db", "plan", "query")}  # every one that takes one
 
 
 def test_an_unknown_datasource_is_exit_2_with_a_did_you_mean_in_every_command(store_url, capsys):
