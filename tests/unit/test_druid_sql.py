@@ -314,14 +314,14 @@ def test_quantiles_sketches_match_the_package():
     merged = dsk.quantiles_doubles_sketch.deserialize(
         one("SELECT DS_QUANTILES_SKETCH(q) FROM t", pa.table({"q": pa.array(big, pa.binary())})))
     assert merged.n == 10_000 and merged.get_min_value() == 0 and merged.get_max_value() == 9999
-    error = merged.get_normalized_rank_error(False)
+    error = merged.normalized_rank_error(False)
     assert abs(merged.get_rank(5000, True) - 0.5) <= error
     # raw numbers and k
     raw = pa.table({"v": [float(i) for i in range(1000)]})
     sketch = dsk.quantiles_doubles_sketch(64)
     sketch.update(np.arange(1000, dtype=np.float64))
     p95 = one("SELECT APPROX_QUANTILE_DS(v, 0.95, 64) FROM t", raw)
-    assert abs(p95 - sketch.get_quantile(0.95, True)) <= 1000 * 2 * sketch.get_normalized_rank_error(False)
+    assert abs(p95 - sketch.get_quantile(0.95, True)) <= 1000 * 2 * sketch.normalized_rank_error(False)
 
 
 def test_sketch_aggregates_per_group_with_filter_and_in_a_subquery(theta_rows):
