@@ -582,32 +582,36 @@ UNSUPPORTED = {
     "DS_QUANTILES_SKETCH_TO_STRING", "EARLIEST_BY_TIME", "TIME_IN_INTERVALS", "ARRAY_CONCAT_AGG",
 }
 
-# The DuckDB macros the rewrites call (created on each connection by `register`)
-MACROS = [
+# The DuckDB macros the rewrites call (created by `register` on a connection whose query calls them)
+MACROS = {
     # TIME_CEIL / CEIL(.. TO ..): the floor itself when already on a boundary, else one period later (in the zone)
-    "CREATE TEMP MACRO druid_ceil(t, fl, step, tz) AS CASE WHEN fl = t THEN fl "
-    "ELSE timezone(tz, timezone(tz, fl) + CAST(step AS INTERVAL)) END",
-    "CREATE TEMP MACRO druid_shift(t, step, n, tz) AS "
-    "timezone(tz, timezone(tz, t) + CAST(n AS BIGINT) * CAST(step AS INTERVAL))",
+    "druid_ceil": "(t, fl, step, tz) AS CASE WHEN fl = t THEN fl "
+                  "ELSE timezone(tz, timezone(tz, fl) + CAST(step AS INTERVAL)) END",
+    "druid_shift": "(t, step, n, tz) AS timezone(tz, timezone(tz, t) + CAST(n AS BIGINT) * CAST(step AS INTERVAL))",
     # the zone's offset from UTC at `t`, in seconds, then as Joda prints it (Z: +0800, ZZ: +08:00; `zulu`: 'Z'
     # for a zero offset, as ISO-8601 output does)
-    "CREATE TEMP MACRO druid_offset_seconds(t, tz) AS CAST(epoch(timezone(tz, t)) - epoch(CAST(t AS TIMESTAMP)) "
-    "AS BIGINT)",
-    "CREATE TEMP MACRO druid_offset(t, tz, sep, zulu) AS CASE WHEN zulu AND druid_offset_seconds(t, tz) = 0 "
-    "THEN 'Z' ELSE printf('%s%02d%s%02d', CASE WHEN druid_offset_seconds(t, tz) < 0 THEN '-' ELSE '+' END, "
-    "abs(druid_offset_seconds(t, tz)) // 3600, sep, abs(druid_offset_seconds(t, tz)) % 3600 // 60) END",
+    "druid_offset_seconds": "(t, tz) AS CAST(epoch(timezone(tz, t)) - epoch(CAST(t AS TIMESTAMP)) AS BIGINT)",
+    "druid_offset": "(t, tz, sep, zulu) AS CASE WHEN zulu AND druid_offset_seconds(t, tz) = 0 THEN 'Z' "
+                    "ELSE printf('%s%02d%s%02d', CASE WHEN druid_offset_seconds(t, tz) < 0 THEN '-' ELSE '+' END, "
+                    "abs(druid_offset_seconds(t, tz)) // 3600, sep, abs(druid_offset_seconds(t, tz)) % 3600 // 60) "
+                    "END",
     # ISO-8601 text: an offset in the text wins, else the text is wall-clock time in `tz`
-    "CREATE TEMP MACRO druid_parse_iso(s, tz) AS CASE "
-    r"WHEN regexp_matches(trim(s), '\d[T ]\d.*(Z|[+-]\d\d(:?\d\d)?)$') THEN TRY_CAST(trim(s) AS TIMESTAMPTZ) "
-    "ELSE timezone(tz, TRY_CAST(trim(s) AS TIMESTAMP)) END",
+    "druid_parse_iso": "(s, tz) AS CASE "
+                       r"WHEN regexp_matches(trim(s), '\d[T ]\d.*(Z|[+-]\d\d(:?\d\d)?)$') "
+                       "THEN TRY_CAST(trim(s) AS TIMESTAMPTZ) ELSE timezone(tz, TRY_CAST(trim(s) AS TIMESTAMP)) END",
     # JSON_VALUE: a scalar at the path as text; an object or array is null
-    "CREATE TEMP MACRO druid_json_value(j, p) AS CASE WHEN json_type(j, p) IN ('OBJECT', 'ARRAY') THEN NULL "
-    "ELSE json_extract_string(j, p) END",
-]
+    "druid_json_value": "(j, p) AS CASE WHEN json_type(j, p) IN ('OBJECT', 'ARRAY') THEN NULL "
+                        "ELSE json_extract_string(j, p) END",
+}
 
 
-def register(con) -> None:
-    """The macros and the sketch UDFs the translated SQL calls, on a DuckDB connection."""
-    for macro in MACROS:
-        con.execute(macro)
-    sk.register(con)
+def register(con, sql: str) -> None:
+    """The macros and sketch UDFs that DuckDB `sql` calls, on its connection (each costs a little to create:
+    a query that calls none gets none)."""
+    text = sql.lower()
+    needed = {name for name in MACROS if name in text}
+    needed |= {other for name in needed for other in MACROS if other in MACROS[name]}  # the macros it calls
+    for name in MACROS:  # in order: a macro after those it calls
+        if name in needed:
+            con.execute(f"CREATE TEMP MACRO {name}{MACROS[name]}")
+    sk.register(con, {name for name in sk.FUNCTIONS if name in text})

@@ -294,7 +294,8 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], pa.DataType, str]] = {
 }
 
 
-def register(con: Any) -> None:
-    """Each function on a DuckDB connection (`FUNCTIONS`)."""
-    for name, (row, arrow_type, duck_type) in FUNCTIONS.items():
+def register(con: Any, names: set[str]) -> None:
+    """The functions of `names` (of `FUNCTIONS`) on a DuckDB connection."""
+    for name in sorted(names):
+        row, arrow_type, duck_type = FUNCTIONS[name]
         con.create_function(name, _udf(arrow_type, row), None, duck_type, type="arrow", null_handling="special")

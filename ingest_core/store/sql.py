@@ -70,8 +70,8 @@ def run_sql(store: MetadataStore, sql: str, *, may_read: Callable[[str], bool] |
                                              "autoload_known_extensions": False})
     segments: dict[str, int] = {}
     try:
-        druid_sql.register(con)
         statement = _one_read_only_statement(con, _druid_to_duckdb(sql))
+        druid_sql.register(con, statement)
         names = _datasources_named(con, store, statement)
         if may_read is not None:
             refused = sorted(n for n in names if not may_read(n))

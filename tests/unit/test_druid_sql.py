@@ -27,7 +27,7 @@ def con():
     """One connection for the module (registering the UDFs and macros takes a while), set up as `store.sql` does."""
     connection = duckdb.connect(":memory:")
     connection.execute("SET TimeZone = 'UTC'")
-    druid_sql.register(connection)
+    druid_sql.register(connection, " ".join([*druid_sql.MACROS, *druid_sql.sk.FUNCTIONS]))  # all of them
     _CON.append(connection)
     yield connection
     _CON.clear()
@@ -386,3 +386,23 @@ def test_druid_sql_outside_what_runs_here_is_refused_in_one_line(sql, message):
 def test_an_unknown_function_is_named_by_duckdb_in_one_line():
     with pytest.raises(duckdb.CatalogException, match="(?i)time_floorr"):
         run("SELECT TIME_FLOORR(__time, 'PT1H') FROM t")
+
+
+def test_a_connection_gets_the_macros_and_functions_its_query_calls_and_no_others():
+    def druid_functions(sql: str) -> tuple[list[str], list]:
+        connection = duckdb.connect(":memory:")
+        try:
+            connection.execute("SET TimeZone = 'UTC'")
+            druid_sql.register(connection, sql)
+            connection.register("t", pa.table({"__time": pa.array([T], TIME), "u": ["a"]}))
+            names = sorted(r[0] for r in connection.execute(
+                "SELECT DISTINCT function_name FROM duckdb_functions() WHERE function_name LIKE 'druid_%'").fetchall())
+            return names, connection.sql(sql).fetchall()
+        finally:
+            connection.close()
+
+    assert druid_functions("SELECT count(*) FROM t") == ([], [(1,)])
+    names, rows = druid_functions(to_duckdb("SELECT TIME_FORMAT(__time, NULL, 'Asia/Tokyo'), DS_THETA(u) FROM t "
+                                            "GROUP BY __time"))
+    assert names == ["druid_ds_theta", "druid_offset", "druid_offset_seconds"]  # druid_offset calls the other
+    assert rows[0][0] == "2026-11-22T19:47:31.250+09:00"
