@@ -48,7 +48,14 @@ def to_duckdb(sql: str) -> str:
     """The query as DuckDB SQL: unchanged when it uses no Druid function (or sqlglot cannot read it)."""
     try:
         trees = sqlglot.parse(sql, read=DruidDialect)
-    except sqlglot.errors.SqlglotError:
+    except sqlglot.errors.SqlglotError as exc:
+        called = [n for n in _REWRITES if n not in _DUCKDB_HAS and re.search(rf"\b{n}\s*\(", sql, re.IGNORECASE)]
+        if called:  # DuckDB would only say it has no such function
+            errors = getattr(exc, "errors", None) or [{}]
+            where = f" (line {errors[0]['line']}, column {errors[0]['col']})" if "line" in errors[0] else ""
+            reason = errors[0].get("description") or str(exc).splitlines()[0]
+            raise DruidSqlError(f"the query calls Druid SQL's {called[0]} but does not read as Druid SQL: "
+                                f"{reason}{where}") from None
         return sql
     if len(trees) != 1 or trees[0] is None:
         return sql
@@ -82,8 +89,6 @@ def _druid_name(node: exp.Expression) -> str | None:
         return "FLOOR_TO" if isinstance(node, exp.Floor) else "CEIL_TO"
     if isinstance(node, exp.ApproxDistinct):
         return "APPROX_COUNT_DISTINCT"
-    if isinstance(node, exp.AnyValue):
-        return "ANY_VALUE"
     if isinstance(node, exp.JSONValue):
         return "JSON_VALUE"
     if isinstance(node, exp.Func) and node.sql_name() in UNSUPPORTED:  # one sqlglot parses to its own node
@@ -567,6 +572,7 @@ _REWRITES: dict[str, Callable[[str, list], exp.Expression]] = {
     "DS_HISTOGRAM": _with_list("druid_ds_histogram"), "DS_QUANTILE_SUMMARY": _rename("druid_ds_quantile_summary", 1, 1),
     "JSON_VALUE": _json_value, "JSON_QUERY": _json_query,
 }
+_DUCKDB_HAS = {"ANY_VALUE", "APPROX_COUNT_DISTINCT", "JSON_VALUE", "JSON_QUERY", "FLOOR_TO", "CEIL_TO"}  # by name
 _AGGREGATES = {"LATEST", "EARLIEST", "LATEST_BY", "EARLIEST_BY", "ANY_VALUE", "APPROX_COUNT_DISTINCT",
                "APPROX_COUNT_DISTINCT_BUILTIN", "APPROX_COUNT_DISTINCT_DS_HLL", "DS_HLL",
                "APPROX_COUNT_DISTINCT_DS_THETA", "DS_THETA", "DS_QUANTILES_SKETCH", "APPROX_QUANTILE_DS"}

@@ -376,6 +376,8 @@ def test_duckdb_sql_without_druid_functions_is_passed_on_as_written(sql):
     ("SELECT DS_HLL(x, 30) FROM t", "DS_HLL: lgK must be from 4 to 21, not 30"),
     ("SELECT FLOOR(__time TO FORTNIGHT) FROM t", "FLOOR: unknown time unit 'FORTNIGHT'"),
     ("SELECT LATEST() FROM t", "LATEST takes 1 to 2 arguments, not 0"),
+    ("SELECT TIME_FLOOR(__time, 'PT1H') FROM t WHERE x ==== 3",
+     "the query calls Druid SQL's TIME_FLOOR but does not read as Druid SQL: "),
 ])
 def test_druid_sql_outside_what_runs_here_is_refused_in_one_line(sql, message):
     with pytest.raises(DruidSqlError) as info:
