@@ -231,6 +231,61 @@ def test_theta_sketch_queries_as_druids_tutorial_writes_them(theta_rows):
     assert bounds == {"estimate": 5000.0, "highBound": 5000.0, "lowBound": 5000.0, "numStdDev": 2}
 
 
+# Druid's theta-sketch tutorial (apache/druid docs/tutorials/tutorial-sketches-theta.md, Apache-2.0): its data
+TUTORIAL_CSV = """date,uid,show,episode
+2022-05-19,alice,Game of Thrones,S1E1
+2022-05-19,alice,Game of Thrones,S1E2
+2022-05-19,alice,Game of Thrones,S1E1
+2022-05-19,bob,Bridgerton,S1E1
+2022-05-20,alice,Game of Thrones,S1E1
+2022-05-20,carol,Bridgerton,S1E2
+2022-05-20,dan,Bridgerton,S1E1
+2022-05-21,alice,Game of Thrones,S1E1
+2022-05-21,carol,Bridgerton,S1E1
+2022-05-21,erin,Game of Thrones,S1E1
+2022-05-21,alice,Bridgerton,S1E1
+2022-05-22,bob,Game of Thrones,S1E1
+2022-05-22,bob,Bridgerton,S1E1
+2022-05-22,carol,Bridgerton,S1E2
+2022-05-22,bob,Bridgerton,S1E1
+2022-05-22,erin,Game of Thrones,S1E1
+2022-05-22,erin,Bridgerton,S1E2
+2022-05-23,erin,Game of Thrones,S1E1
+2022-05-23,alice,Game of Thrones,S1E1"""
+
+
+def test_druids_theta_tutorial_queries_as_it_writes_them():
+    """Its rollup (day, show, episode; a thetaSketch of uid) built here with the package, then its queries, verbatim,
+    give its answers: exact, as sketches of a few users are."""
+    groups: dict[tuple, list[str]] = {}
+    for line in TUTORIAL_CSV.splitlines()[1:]:
+        day, uid, show, episode = line.split(",")
+        groups.setdefault((day, show, episode), []).append(uid)
+    table = pa.table({"__time": pa.array([datetime.fromisoformat(d).replace(tzinfo=UTC) for d, _, _ in groups], TIME),
+                      "show": [s for _, s, _ in groups], "episode": [e for _, _, e in groups],
+                      "theta_uid": pa.array([theta_bytes(uids) for uids in groups.values()], pa.binary())})
+    per_group = run("""SELECT __time,
+       "show",
+       "episode",
+       APPROX_COUNT_DISTINCT_DS_THETA(theta_uid) AS users
+FROM   t
+GROUP  BY 1, 2, 3""", table)
+    assert sorted(per_group) == sorted((at(*map(int, d.split("-"))), s, e, len(set(u)))
+                                       for (d, s, e), u in groups.items())
+    assert one("""SELECT THETA_SKETCH_ESTIMATE(
+         DS_THETA(theta_uid) FILTER(WHERE "show" = 'Bridgerton')
+       ) AS users
+FROM t""", table) == 5.0
+    for op, users in (("INTERSECT", 1.0), ("UNION", 5.0), ("NOT", 3.0)):
+        assert one(f"""SELECT THETA_SKETCH_ESTIMATE(
+         THETA_SKETCH_{op}(
+           DS_THETA(theta_uid) FILTER(WHERE "show" = 'Bridgerton' AND "episode" = 'S1E1'),
+           DS_THETA(theta_uid) FILTER(WHERE "show" = 'Bridgerton' AND "episode" = 'S1E2')
+         )
+       ) AS users
+FROM t""", table) == users, op
+
+
 def test_theta_over_raw_values_and_estimation_mode_match_the_package():
     values = [f"user-{i}" for i in range(60_000)]
     table = pa.table({"u": values, "n": list(range(60_000))})
