@@ -34,10 +34,11 @@ class DruidSqlError(IngestError):
 
 class _Parser(DruidParser):
     # kept as written, rewritten below: sqlglot's generic builders read TIMESTAMPADD / TIMESTAMPDIFF in another
-    # argument order than Calcite's (unit first), and take no maxBytesPerString in ANY_VALUE
+    # argument order than Calcite's (unit first), take no maxBytesPerString in ANY_VALUE, read REGEXP_EXTRACT's
+    # third argument as a position (Druid's is the capture group, as DuckDB's)
     FUNCTIONS = {**DruidParser.FUNCTIONS,
                  **{name: (lambda name: lambda args: exp.Anonymous(this=name, expressions=args))(name)
-                    for name in ("TIMESTAMPADD", "TIMESTAMPDIFF", "ANY_VALUE")}}
+                    for name in ("TIMESTAMPADD", "TIMESTAMPDIFF", "ANY_VALUE", "REGEXP_EXTRACT")}}
 
 
 class DruidDialect(Druid):
@@ -550,6 +551,33 @@ def _json_query(fn: str, args: list) -> exp.Expression:
     return _call("json_extract", *args)
 
 
+# ------------------------------------------------------------------------------------------ string and number
+
+
+def _icontains(fn: str, args: list) -> exp.Expression:
+    _arity(fn, args, 2, 2)
+    return _call("contains", _call("lower", args[0]), _call("lower", args[1]))
+
+
+def _parse_long(fn: str, args: list) -> exp.Expression:
+    _arity(fn, args, 1, 2)
+    if int(_number(fn, args[1] if len(args) > 1 else None, "radix", 10)) != 10:
+        raise DruidSqlError(f"{fn}: only radix 10 is supported here")
+    return exp.TryCast(this=args[0], to=exp.DataType.build("BIGINT"))
+
+
+def _operator(node: type[exp.Expression]) -> Callable[[str, list], exp.Expression]:
+    def rewrite(fn: str, args: list) -> exp.Expression:
+        _arity(fn, args, 2, 2)
+        return exp.Paren(this=node(this=args[0], expression=args[1]))
+    return rewrite
+
+
+def _complement(fn: str, args: list) -> exp.Expression:
+    _arity(fn, args, 1, 1)
+    return exp.BitwiseNot(this=exp.Paren(this=args[0]))
+
+
 _REWRITES: dict[str, Callable[[str, list], exp.Expression]] = {
     "TIME_FLOOR": _time_floor, "TIME_CEIL": _time_ceil, "TIME_SHIFT": _time_shift,
     "TIME_EXTRACT": _time_extract, "TIME_FORMAT": _time_format, "TIME_PARSE": _time_parse,
@@ -571,8 +599,15 @@ _REWRITES: dict[str, Callable[[str, list], exp.Expression]] = {
     "DS_RANK": _rename("druid_ds_rank", 2, 2), "DS_CDF": _with_list("druid_ds_cdf"),
     "DS_HISTOGRAM": _with_list("druid_ds_histogram"), "DS_QUANTILE_SUMMARY": _rename("druid_ds_quantile_summary", 1, 1),
     "JSON_VALUE": _json_value, "JSON_QUERY": _json_query,
+    "TEXTCAT": _rename("concat", 2, 2), "CONTAINS_STRING": _rename("contains", 2, 2), "ICONTAINS_STRING": _icontains,
+    "BTRIM": _rename("trim", 1, 2), "PARSE_LONG": _parse_long,
+    "REGEXP_EXTRACT": _rename("regexp_extract", 2, 3), "BITWISE_AND": _operator(exp.BitwiseAnd),
+    "BITWISE_OR": _operator(exp.BitwiseOr), "BITWISE_XOR": _operator(exp.BitwiseXor),
+    "BITWISE_SHIFT_LEFT": _operator(exp.BitwiseLeftShift), "BITWISE_SHIFT_RIGHT": _operator(exp.BitwiseRightShift),
+    "BITWISE_COMPLEMENT": _complement,
 }
-_DUCKDB_HAS = {"ANY_VALUE", "APPROX_COUNT_DISTINCT", "JSON_VALUE", "JSON_QUERY", "FLOOR_TO", "CEIL_TO"}  # by name
+_DUCKDB_HAS = {"ANY_VALUE", "APPROX_COUNT_DISTINCT", "JSON_VALUE", "JSON_QUERY", "FLOOR_TO", "CEIL_TO",  # by name
+               "REGEXP_EXTRACT"}
 _AGGREGATES = {"LATEST", "EARLIEST", "LATEST_BY", "EARLIEST_BY", "ANY_VALUE", "APPROX_COUNT_DISTINCT",
                "APPROX_COUNT_DISTINCT_BUILTIN", "APPROX_COUNT_DISTINCT_DS_HLL", "DS_HLL",
                "APPROX_COUNT_DISTINCT_DS_THETA", "DS_THETA", "DS_QUANTILES_SKETCH", "APPROX_QUANTILE_DS"}
