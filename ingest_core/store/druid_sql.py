@@ -50,7 +50,7 @@ def to_duckdb(sql: str) -> str:
     try:
         trees = sqlglot.parse(sql, read=DruidDialect)
     except sqlglot.errors.SqlglotError as exc:
-        called = [n for n in _REWRITES if n not in _DUCKDB_HAS and re.search(rf"\b{n}\s*\(", sql, re.IGNORECASE)]
+        called = [n for n in _REWRITES if n not in _DUCKDB_HAS and _calls(sql, n)]
         if called:  # DuckDB would only say it has no such function
             errors = getattr(exc, "errors", None) or [{}]
             where = f" (line {errors[0]['line']}, column {errors[0]['col']})" if "line" in errors[0] else ""
@@ -80,7 +80,17 @@ def to_duckdb(sql: str) -> str:
         if node is tree:
             tree = new
         changed = True
-    return tree.sql(dialect="duckdb") if changed else sql
+    if changed or any(_calls(sql, name) for name in _SQLGLOT_SPELLS):
+        return tree.sql(dialect="duckdb")
+    return sql
+
+
+def _calls(sql: str, name: str) -> bool:
+    return re.search(rf"\b{name}\s*\(", sql, re.IGNORECASE) is not None
+
+
+# Druid functions DuckDB lacks that sqlglot's DuckDB output spells DuckDB's way by itself
+_SQLGLOT_SPELLS = ("NVL", "REGEXP_LIKE", "SAFE_DIVIDE", "TRUNCATE")
 
 
 def _druid_name(node: exp.Expression) -> str | None:
