@@ -477,3 +477,13 @@ def test_a_connection_gets_the_macros_and_functions_its_query_calls_and_no_other
                                             "GROUP BY __time"))
     assert names == ["druid_ds_theta", "druid_offset", "druid_offset_seconds"]  # druid_offset calls the other
     assert rows[0][0] == "2026-11-22T19:47:31.250+09:00"
+
+
+def test_the_readmes_druid_sql_example_reads_as_druid_sql():
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (example,) = re.findall(r"^```sql\n(.*?)^```", readme, flags=re.S | re.M)
+    duck = to_duckdb(example)
+    assert "druid_ds_theta_count(list(theta_uid)" in duck.lower() and "TIME_FLOOR" not in duck
