@@ -1,14 +1,15 @@
 """Druid SQL for the DuckDB that runs `ingest query` and the SQL endpoint (`store.sql`).
 
     duckdb_sql = to_duckdb("SELECT TIME_FLOOR(__time, 'PT1H') AS h, APPROX_COUNT_DISTINCT_DS_THETA(uid) FROM t GROUP BY 1")
-    register(con)   # the macros and sketch UDFs the translated text calls, on each connection
+    register(con, duckdb_sql)   # on the query's connection: the macros and sketch UDFs that text calls
 
 sqlglot reads the text (its `druid` dialect) and the functions Druid spells its own way are rewritten to DuckDB:
 time functions to DuckDB's, through the `druid_*` macros below (Druid's time zone and origin rules); LATEST /
 EARLIEST to `arg_max_null` / `arg_min_null` over `__time`; DataSketches aggregates to `list(x)` (FILTER and OVER
 kept) finished by a UDF of `sketch_functions`. A query without any of them is passed on as written, so DuckDB's
-own SQL keeps working unchanged; one that sqlglot cannot read is passed on too (DuckDB then says what is wrong).
-A Druid function this server does not have is refused in one line naming it (`DruidSqlError`).
+own SQL keeps working unchanged; one that sqlglot cannot read is passed on too (DuckDB then says what is wrong),
+unless it calls a Druid function. A Druid function this server does not have, or a literal argument Druid would
+refuse, is refused in one line naming the function (`DruidSqlError`).
 """
 
 from __future__ import annotations
