@@ -57,6 +57,7 @@ bench: install
 	$(PY) benchmarks/microbatch_fixed_cost.py --runs 5 --records 1000 --task-count 2 --scheduler-runs 3
 	$(PY) benchmarks/fault_soak.py --iterations 16 --seed 1
 	$(PY) benchmarks/compaction.py --minutes 1440 --rows 200
+	$(PY) benchmarks/sketch_query.py --hours 24 --rows-per-hour 2000 --users-per-row 40
 
 clean:
 	rm -rf $(VENV) .ingest-home .jars

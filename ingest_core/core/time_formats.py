@@ -26,39 +26,46 @@ _STRFTIME_TO_JODA = {"%Y": "yyyy", "%y": "yy", "%m": "MM", "%d": "dd", "%H": "HH
 
 def joda_to_strptime(pattern: str) -> str:
     """Translate a Joda-Time pattern; ValueError naming the letter it cannot translate."""
+    return "".join(dict(_JODA_TOKENS)[text] if letter else text.replace("%", "%%")
+                   for text, letter in joda_tokens(pattern, [t for t, _ in _JODA_TOKENS]))
+
+
+def joda_tokens(pattern: str, letters: list[str]) -> list[tuple[str, bool]]:
+    """A Joda-Time pattern as its pieces: (token, True) for a run of pattern letters out of `letters` (longest
+    tokens first), (text, False) for literal text ('quoted' or not a letter). ValueError naming the letter that is
+    not in `letters`."""
     if not pattern.strip():
         raise ValueError("the timestamp pattern is empty")
     if _STRFTIME.search(pattern):
         joda = _STRFTIME.sub(lambda m: _STRFTIME_TO_JODA.get(m.group(0), m.group(0)), pattern)
         raise ValueError(f"{pattern!r} is a strftime pattern; timestamp patterns are Joda-Time patterns, as in "
                          f"Druid: write {joda!r}")
-    out, i, letters = [], 0, False
+    out: list[tuple[str, bool]] = []
+    i = 0
     while i < len(pattern):
         ch = pattern[i]
         if ch == "'":
             end = pattern.find("'", i + 1)
             if end < 0:
                 raise ValueError(f"unterminated quote in timestamp pattern {pattern!r}")
-            out.append("'" if end == i + 1 else pattern[i + 1:end].replace("%", "%%"))
+            out.append(("'" if end == i + 1 else pattern[i + 1:end], False))
             i = end + 1
             continue
         if ch.isalpha():
-            for token, directive in _JODA_TOKENS:
+            for token in letters:
                 if pattern.startswith(token, i):
-                    out.append(directive)
+                    out.append((token, True))
                     i += len(token)
-                    letters = True
                     break
             else:
                 raise ValueError(f"timestamp pattern letter {ch!r} in {pattern!r} is not supported; supported: "
-                                 "yyyy yy MMMM MMM MM M dd d DDD EEEE EEE HH H hh h a mm m ss s S... Z ZZ ZZZ, "
-                                 "text in 'quotes'")
+                                 f"{' '.join(letters)}, text in 'quotes'")
             continue
-        out.append("%%" if ch == "%" else ch)
+        out.append((ch, False))
         i += 1
-    if not letters:
+    if not any(letter for _, letter in out):
         raise ValueError(f"timestamp pattern {pattern!r} holds no date or time letters")
-    return "".join(out)
+    return out
 
 
 def timestamp_format_problem(fmt: str) -> str | None:

@@ -28,6 +28,7 @@ from ingest_core.core.errors import IngestError
 from ingest_core.core.timeline import visible_segments
 from ingest_core.executor import deep_storage
 from ingest_core.executor.discovery import arrow_schema, castable, conform
+from ingest_core.store import druid_sql
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.records import SegmentRecord
 from ingest_core.store.segment_schema import read_segment, typed
@@ -69,7 +70,8 @@ def run_sql(store: MetadataStore, sql: str, *, may_read: Callable[[str], bool] |
                                              "autoload_known_extensions": False})
     segments: dict[str, int] = {}
     try:
-        statement = _one_read_only_statement(con, sql)
+        statement = _one_read_only_statement(con, _druid_to_duckdb(sql))
+        druid_sql.register(con, statement)
         names = _datasources_named(con, store, statement)
         if may_read is not None:
             refused = sorted(n for n in names if not may_read(n))
@@ -90,6 +92,13 @@ def run_sql(store: MetadataStore, sql: str, *, may_read: Callable[[str], bool] |
         raise SqlError(f"the query failed: {_first_line(exc)}{hint}") from exc
     finally:
         con.close()
+
+
+def _druid_to_duckdb(sql: str) -> str:
+    try:
+        return druid_sql.to_duckdb(sql)
+    except druid_sql.DruidSqlError as exc:
+        raise SqlError(str(exc)) from exc
 
 
 def _one_read_only_statement(con, sql: str) -> str:

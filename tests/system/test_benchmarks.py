@@ -89,3 +89,17 @@ def test_compaction(tmp_path):
                    rf"sync / publish {NUMBER}x$",
     })
     assert got["published"][0] == 20 and got["files"][:2] == [40, 1]  # --tiny's size: one hour, compacted to one
+
+
+def test_sketch_query():
+    # SQLite and DuckDB in-process: nothing to share
+    out = run_benchmark("sketch_query.py", timeout=300)
+    got = figures(out, {
+        "built": rf"^built and published in {NUMBER} s: views_rollup {NUMBER} rows with a theta sketch in "
+                 rf"{NUMBER} hourly segments; views_raw {NUMBER} rows$",
+        **{name: rf"^  {name}\s+.{{40}}\s+{NUMBER}\s+{NUMBER}$"
+           for name in ("sketch day", "sketch by channel", "exact day", "exact by channel", "raw sketch day")},
+        "estimate": rf"^distinct users, the day: sketches {NUMBER}, exact {NUMBER}, error {NUMBER}%",
+        "ratio": rf"^ratio sketches / COUNT\(DISTINCT\) over raw rows, the day: wall {NUMBER}x, CPU {NUMBER}x$",
+    })
+    assert got["built"][1:3] == [40, 2]  # --tiny's size
