@@ -326,6 +326,25 @@ class OffsetProblem:
     forcible: bool = True
 
 
+LONG_MAX = 2**63 - 1  # Kafka's offsets are Java longs
+INT32_MAX = 2**31 - 1  # and its partitions ints
+
+
+def request_problem(req: OffsetRequest) -> str | None:
+    """What no `--force` may override in a request: a value no Kafka log can have."""
+    if not isinstance(req.topic, str) or not req.topic:
+        return f"a topic is a non-empty name, got {req.topic!r}"
+    if isinstance(req.offset, int) and req.offset < 0:
+        return "an offset is never negative"
+    if isinstance(req.offset, int) and req.offset > LONG_MAX:
+        return f"an offset is at most {LONG_MAX} (a 64-bit long)"
+    if req.partition is not None and req.partition < 0:
+        return "a partition is never negative"
+    if req.partition is not None and req.partition > INT32_MAX:
+        return f"a partition is at most {INT32_MAX}"
+    return None
+
+
 def resolve_offset_requests(datasource: str, requests: Iterable[OffsetRequest], *, broker_partitions: Mapping[str, int],
                             in_spec: Callable[[str], bool], earliest: Mapping[TopicPartition, int],
                             latest: Mapping[TopicPartition, int]) -> tuple[dict[TopicPartition, int], list[OffsetProblem]]:
@@ -335,12 +354,11 @@ def resolve_offset_requests(datasource: str, requests: Iterable[OffsetRequest], 
     partition count per topic on the broker; `earliest` / `latest`: of the partitions that exist."""
     out: dict[TopicPartition, int] = {}
     problems: list[OffsetProblem] = []
+    given: dict[TopicPartition, OffsetRequest] = {}  # which request asked for each partition
     for req in requests:
-        if isinstance(req.offset, int) and req.offset < 0:
-            problems.append(OffsetProblem(f"{req}: an offset is never negative", forcible=False))
-            continue
-        if req.partition is not None and req.partition < 0:
-            problems.append(OffsetProblem(f"{req}: a partition is never negative", forcible=False))
+        problem = request_problem(req)
+        if problem:
+            problems.append(OffsetProblem(f"{req}: {problem}", forcible=False))
             continue
         if not in_spec(req.topic):
             problems.append(OffsetProblem(f"{req}: topic {req.topic!r} is not one datasource {datasource!r} reads "
@@ -360,6 +378,11 @@ def resolve_offset_requests(datasource: str, requests: Iterable[OffsetRequest], 
                 if isinstance(req.offset, int):
                     out[tp] = req.offset
                 continue
+            if tp in given:  # never keep one of two values silently
+                problems.append(OffsetProblem(f"{tp.topic}:{tp.partition} is given twice ({given[tp]}, {req}): give one offset per "
+                                              "partition", forcible=False))
+                continue
+            given[tp] = req
             lo, hi = earliest[tp], latest[tp]
             if req.offset == EARLIEST_OFFSET:
                 offset = lo

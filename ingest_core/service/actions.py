@@ -47,6 +47,7 @@ from ingest_core.core.offsets import (
     clamp_to_log,
     move_effect,
     offsets_to_json,
+    request_problem,
     recreated_topics,
     resolve_offset_requests,
     resolve_start_offsets,
@@ -114,6 +115,15 @@ class DatasourceActions:
 
     def _require(self, name: str) -> dict:
         return self.store.require_datasource(name)
+
+    def _require_live(self, name: str, action: str) -> dict:
+        """Offsets move only on a datasource that exists for Druid: a terminated supervisor has none to move (and
+        a move would re-create the consumer group `terminate` deleted)."""
+        row = self._require(name)
+        if row["terminated"]:
+            raise IngestError(f"{action} of {name!r} refused, nothing was changed: the datasource is terminated; "
+                              f"`ingest resume {name}` restarts it, then move its offsets")
+        return row
 
     def _pause(self, name: str, paused: bool) -> None:
         if self.dags is not None:
@@ -216,7 +226,7 @@ class DatasourceActions:
         """Druid's hard reset: forget the committed offsets; the next run starts from earliest or latest
         (useEarliestOffset). From earliest it ingests again what was published: it runs only when that number of
         duplicates is confirmed (`confirm_duplicates`); from latest the records in between are skipped (counted)."""
-        self._require(name)
+        self._require_live(name, "reset")
         spec = self._spec(name, spec)
         stored = set(self.store.committed_offsets(name)) | {c.tp for c in self.store.published_ranges(name)}
         view = self._broker(spec, {tp.topic for tp in stored}, reader)
@@ -245,7 +255,7 @@ class DatasourceActions:
         and their publish is refused. A publish that got in first (it holds the same lock) simply moves the
         backfill's start. So every offset is ingested once: Druid's own reset-to-latest admits duplicates.
         `reader`: the caller's (it stays open); else one of its own, closed once it has answered."""
-        self._require(name)
+        self._require_live(name, "reset --to-latest")
         io = spec.io_config
         own_reader = reader is None
         reader = reader or KafkaOffsetReader.for_spec(spec)
@@ -332,11 +342,14 @@ class DatasourceActions:
         `forced`); a negative offset always. Moving back over published records ingests them again: it runs only
         when their number is confirmed (`confirm_duplicates`). The topic ids are recorded with the offsets, so
         this is also how a re-created topic is taken up again (`TopicRecreatedError`)."""
-        self._require(name)
+        self._require_live(name, "set-offsets")
         requests = [OffsetRequest(tp.topic, tp.partition, off) for tp, off in new.items()] if isinstance(
             new, Mapping) else list(new)
         if not requests:
             raise IngestError("no offsets given: use TOPIC:PARTITION=OFFSET")
+        malformed = [f"{r}: {problem}" for r in requests if (problem := request_problem(r))]
+        if malformed:  # before the broker is asked about them: no Kafka log has such a topic or offset
+            raise IngestError(f"set-offsets of {name!r} refused, nothing was changed: " + "; ".join(malformed) + ".")
         spec = self._spec(name, spec)
         view = self._broker(spec, {r.topic for r in requests}, reader)
         target, problems = resolve_offset_requests(name, requests, broker_partitions=view.partitions,
@@ -394,7 +407,7 @@ class DatasourceActions:
         the lock, superseding the runs in flight. The records skipped are lost: audited (`skippedRanges`) and
         counted in status (`skippedRecords`). `expect`: the ranges the operator confirmed; anything else (a
         run published or failed since) refuses, so nothing is skipped that was not shown."""
-        self._require(name)
+        self._require_live(name, "skip")
         failed = failed_group_ranges(self.store, name)
         with self._main_line(name) as line:
             ranges = skippable(failed, line.committed())

@@ -41,6 +41,7 @@ from ingest_core.core.errors import (
     IngestError,
     MetadataStoreError,
     MetadataUrlError,
+    RunNotFoundError,
     SpecError,
     UnknownDatasourceError,
 )
@@ -594,9 +595,9 @@ def _add_global_options(parser: argparse.ArgumentParser, *, sub: bool = False) -
 
 
 # exit codes: 1 an error (broker, store, a refused action), 2 a usage error (argparse's own, a malformed
-# metadata URL, an unknown datasource), 141 the reader of stdout went away (128 + SIGPIPE, as a shell reports
+# metadata URL, an unknown datasource or run), 141 the reader of stdout went away (128 + SIGPIPE, as a shell reports
 # a Unix tool that SIGPIPE ended)
-USAGE_ERRORS = (MetadataUrlError, UnknownDatasourceError)
+USAGE_ERRORS = (MetadataUrlError, UnknownDatasourceError, RunNotFoundError)
 EXIT_BROKEN_PIPE = 141
 
 

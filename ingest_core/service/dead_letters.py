@@ -54,8 +54,11 @@ def _b64(value: bytes | None) -> str | None:
 
 def dead_letters(store: MetadataStore, datasource: str, run_id: str | None = None,
                  limit: int | None = None) -> tuple[list[DeadLetterView], int]:
-    """The last `limit` dead letters (all: None), oldest first, and how many there are."""
+    """The last `limit` dead letters (all: None), oldest first, and how many there are. A `run_id` the datasource
+    never planned is `RunNotFoundError`, not "0 dead letters"."""
     store.require_datasource(datasource)
+    if run_id is not None:
+        store.require_run(datasource, run_id)
     table = DatasourceReader(store, datasource).dead_letters(run_id)
     total = table.num_rows
     if limit is not None:

@@ -17,7 +17,7 @@ from confluent_kafka import TopicPartition as KTP
 from helpers import recreate_topic, spec_from
 
 from ingest_core.core.errors import IngestError, OffsetOutOfRangeError, TopicRecreatedError
-from ingest_core.core.offsets import StartSource, TopicPartition
+from ingest_core.core.offsets import OffsetRequest, StartSource, TopicPartition
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
 from ingest_core.service.actions import DatasourceActions, parse_offset_assignments
 from ingest_core.store.main_line import MainLine
@@ -197,3 +197,37 @@ def test_set_offsets_is_checked_against_the_broker_and_force_is_audited(broker, 
     assert audit.actor == "carol" and audit.details["forced"] == [
         f"{topic}:1=12: partition {topic}-1 ends at offset 10 (log 0..10); offset 12 lies beyond it, so runs would "
         "plan nothing and lag would read 0 until the log grows past it"]
+
+
+def test_operator_input_no_log_can_hold_is_refused_with_nothing_changed(broker, pg_url, pg_store, tmp_path):
+    """Typed at the door (issue 33): offsets past Java's long (even with --force), one partition given two values,
+    a stream that is not a topic name, a terminated datasource's offsets, an unknown run's dead letters."""
+    topic = broker.create_topic(partitions=1)
+    broker.produce(topic, events(10), partition=0)
+    spec, cli = datasource(broker, pg_url, tmp_path, "door", topic)
+    run(pg_store, spec, "r1")
+    before = committed(pg_store, "door")
+    for args, says in (
+            ([f"{topic}:0=99999999999999999999999", "--force"], "an offset is at most 9223372036854775807"),
+            ([f"{topic}:0=1", f"{topic}:0=2"], f"{topic}:0 is given twice ({topic}:0=1, {topic}:0=2)")):
+        done = cli("set-offsets", "door", *args, "--yes")
+        assert done.returncode == 1 and "Traceback" not in done.stderr and says in done.stderr, done.stderr
+    actions = DatasourceActions(pg_store, None, "dave")
+    for stream in (None, ["x"], 123, ""):  # REST's `stream`, as a client may send it
+        with pytest.raises(IngestError, match="a topic is a non-empty name") as info:
+            actions.set_offsets("door", [OffsetRequest(stream, 0, 5)], spec, force=True)
+        assert "nothing was changed" in str(info.value)
+    assert committed(pg_store, "door") == before and not pg_store.audit_records("door", action="set_offsets")
+
+    done = subprocess.run([sys.executable, "-m", "ingest_core.service.cli", "--metadata-url", pg_url, "dead-letters",
+                           "door", "--run", "nosuch"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "has no planned run 'nosuch'" in done.stderr, (done.returncode, done.stderr)
+
+    actions.terminate("door")
+    for act in (lambda: actions.set_offsets("door", {TopicPartition(topic, 0): 5}, spec),
+                lambda: actions.reset("door", spec, confirm_duplicates=10),
+                lambda: actions.reset_to_latest("door", spec, backfill=False),
+                lambda: actions.skip("door")):
+        with pytest.raises(IngestError, match="the datasource is terminated; `ingest resume door` restarts it"):
+            act()
+    assert committed(pg_store, "door") == before

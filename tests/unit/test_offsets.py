@@ -162,6 +162,24 @@ def test_offset_requests_resolve_symbols_and_name_every_problem():
     assert len(problems) == 1 and "topic 'other' is not one datasource 'ds' reads" in problems[0].message
 
 
+def test_offset_requests_out_of_range_or_given_twice_are_refused_even_with_force():
+    """Typed at the door (issue 33): no `--force` stores an offset past Java's long, a partition past Kafka's int,
+    or keeps one of two values given for the same partition."""
+    _, problems = requests_resolve(OffsetRequest("t", 0, 10**23))
+    assert len(problems) == 1 and not problems[0].forcible
+    assert "t:0=100000000000000000000000: an offset is at most 9223372036854775807" in problems[0].message
+    _, problems = requests_resolve(OffsetRequest("t", 2**31, 0))
+    assert [p.forcible for p in problems] == [False] and "a partition is at most 2147483647" in problems[0].message
+    _, problems = requests_resolve(OffsetRequest("t", 0, 20), OffsetRequest("t", 0, 30), OffsetRequest("u", 0, 3))
+    assert [p.forcible for p in problems] == [False]
+    assert "t:0 is given twice (t:0=20, t:0=30): give one offset per partition" in problems[0].message
+    _, problems = requests_resolve(OffsetRequest("t", None, "latest"), OffsetRequest("t", 1, 50))
+    assert [p.forcible for p in problems] == [False] and "t:1 is given twice (t=latest, t:1=50)" in problems[0].message
+    for topic in ("", None, 123, ["x"]):
+        _, problems = requests_resolve(OffsetRequest(topic, 0, 1))
+        assert [p.forcible for p in problems] == [False] and "a topic is a non-empty name" in problems[0].message
+
+
 def test_move_effect_counts_published_records_read_again_and_records_skipped():
     committed = {A: KnownOffset(60, "r1"), B: KnownOffset(20, "r1")}
     backfilled = [PublishedRange(B, 30, 40, "bf", True)]

@@ -8,7 +8,7 @@ datasource name): `permissions`. Lists show only the datasources the user may re
   GET  /ingest/api/v1/supervisor                    datasource names (?full: their status reports)
   GET  /ingest/api/v1/supervisor/{id}/status        Druid's status report
   GET  /ingest/api/v1/supervisor/{id}/health        200 healthy, 503 not
-  POST /ingest/api/v1/supervisor/{id}/suspend | resume | terminate | reset
+  POST /ingest/api/v1/supervisor/{id}/suspend | resume | terminate (or shutdown, Druid's older name) | reset
   POST /ingest/api/v1/supervisor/{id}/resetOffsets  Druid's body: {"type": "kafka", "partitions": {"type":
        "end", "stream": TOPIC, "partitionOffsetMap": {"0": 100}}}; an offset may be "earliest" or "latest";
        "force": true sets offsets the broker check refuses, "confirmDuplicates": N runs a move that ingests N
@@ -216,9 +216,10 @@ async def supervisor_reset(dag_id: str, request: Request, user: GetUserDep) -> d
 
 
 @app.post("/api/v1/supervisor/{dag_id}/{action}", dependencies=WRITE)
-def supervisor_action(dag_id: str, action: Literal["suspend", "resume", "terminate"],
+def supervisor_action(dag_id: str, action: Literal["suspend", "resume", "terminate", "shutdown"],
                       user: GetUserDep) -> dict:
-    return _act(lambda: getattr(_actions(_store(), user), action)(dag_id))
+    method = "terminate" if action == "shutdown" else action  # Druid's older name for terminate
+    return _act(lambda: getattr(_actions(_store(), user), method)(dag_id))
 
 
 @app.post("/api/v1/sql")
