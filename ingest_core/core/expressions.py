@@ -4,7 +4,9 @@ tree of small value objects, with every problem found before any record is read.
 Parsing lives here, with no I/O library, so that `ingest validate` and DAG parsing refuse what the Spark job
 could not run; `ingest_core.executor.expressions` compiles the tree to vectorized pyarrow code.
 
-  literals     123, 1.5, 'text', null
+  literals     123, 1.5, 1e3, NaN, Infinity, 'text' (Java escapes: \n, \u00e9, \'), null
+  arrays       [1, 2], [1.5, null], ['a', 'b'], typed <LONG>[], <DOUBLE>[1], <STRING>['a', 1], ARRAY<LONG>[1]
+  lambdas      (x) -> x + 1, x -> x, (x, acc) -> x + acc, () -> 1: only as the first argument of map, filter...
   columns      name, "quoted name"; `__time` is the row timestamp in epoch milliseconds
   operators    unary - and !, ^, * / %, + -, < <= > >= == !=, &&, ||  (Druid's precedence)
   functions    FUNCTIONS below, each with its arity and the arguments that must be constants
@@ -16,6 +18,7 @@ types, time units and timestamp formats are known, regexp_extract's group exists
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Union
@@ -59,7 +62,24 @@ class Call:
     args: tuple["Node", ...]
 
 
-Node = Union[Literal, Column, Unary, Binary, Call]
+@dataclass(frozen=True)
+class ArrayLiteral:
+    """`[1, 2]`, `<STRING>[]`: constant elements of one type (LONG, DOUBLE or STRING), nulls allowed."""
+
+    element_type: str
+    items: tuple[int | float | str | None, ...]
+
+
+@dataclass(frozen=True)
+class Lambda:
+    """`(x, y) -> body`: only as the first argument of an apply function (map, filter, fold...). Its
+    parameters hide columns of the same name inside the body; other names in the body are columns."""
+
+    params: tuple[str, ...]
+    body: "Node"
+
+
+Node = Union[Literal, Column, Unary, Binary, Call, ArrayLiteral, Lambda]
 
 
 @dataclass(frozen=True)
@@ -290,12 +310,26 @@ def check_call(name: str, args: tuple[Node, ...], text: str) -> None:
 
 _TOKEN = re.compile(r"""
     \s*(?:
-      (?P<num>\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|\d+(?:[eE][-+]?\d+)?)
+      (?P<atype>ARRAY<(?:LONG|DOUBLE|STRING)>|<(?:LONG|DOUBLE|STRING)>)
+     |(?P<num>\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|\d+(?:[eE][-+]?\d+)?)
      |(?P<str>'(?:[^'\\]|\\.)*')
      |(?P<qid>"(?:[^"\\]|\\.)*")
      |(?P<id>[A-Za-z_$][A-Za-z0-9_$.]*)
-     |(?P<op><=|>=|==|!=|&&|\|\||[-+*/%^<>!(),])
+     |(?P<op>->|<=|>=|==|!=|&&|\|\||[-+*/%^<>!(),\[\]])
     )""", re.VERBOSE)
+
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.S)
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
+
+
+def _unescape(text: str) -> str:
+    """A quoted string's or identifier's text as Druid reads it (Java's escapes: \\n, \\t, \\u00e9, \\', \\\\;
+    a backslash before any other character keeps that character)."""
+    def one(m: re.Match[str]) -> str:
+        e = m.group(1)
+        return chr(int(e[1:], 16)) if len(e) == 5 else _ESCAPES.get(e, e)
+    return _ESCAPE.sub(one, text) if "\\" in text else text
+
 
 # An expression nested deeper than this is refused: the parser recurses (about ten frames a level), and no
 # real transform nests so far.
@@ -322,6 +356,7 @@ class _Parser:
         self.i = 0
         self.depth = 0
         self.columns: set[str] = set()
+        self.scopes: list[tuple[str, ...]] = []  # the parameters of the lambdas being read
 
     def peek(self) -> tuple[str, str] | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -399,20 +434,82 @@ class _Parser:
         if kind == "num":
             return Literal(float(value) if any(c in value for c in ".eE") else int(value))
         if kind == "str":
-            return Literal(re.sub(r"\\(.)", r"\1", value[1:-1]))
+            return Literal(_unescape(value[1:-1]))
         if kind == "op" and value == "(":
             inner = self.or_()
             self.take(")")
             return inner
+        if kind == "atype" or (kind == "op" and value == "["):
+            return self.array(kind == "atype" and value or None)
         if kind in ("id", "qid"):
-            name = re.sub(r"\\(.)", r"\1", value[1:-1]) if kind == "qid" else value
+            name = _unescape(value[1:-1]) if kind == "qid" else value
             if kind == "id" and name == "null":
                 return Literal(None)
+            if kind == "id" and name in _SPECIAL_DOUBLES:
+                return Literal(_SPECIAL_DOUBLES[name])
             if kind == "id" and self.at("("):
                 return self.call(name)
-            self.columns.add(name)
+            if not any(name in params for params in self.scopes):
+                self.columns.add(name)
             return Column(name)
         raise ExpressionError(f"in expression {self.text!r}: unexpected {value!r}")
+
+    def array(self, typed: str | None) -> ArrayLiteral:
+        """An array literal, after its `[` (or its type, `<LONG>` / `ARRAY<LONG>`)."""
+        if typed is not None:
+            self.take("[")
+        items: list[Node] = []
+        if not self.at("]"):
+            items.append(self.or_())
+            while self.at(","):
+                self.take()
+                items.append(self.or_())
+        self.take("]")
+        if any(not isinstance(item, Literal) for item in items):
+            raise ExpressionError(f"in expression {self.text!r}: array literal elements must be constants "
+                                  "(numbers, 'text' or null); build an array of other values with array(...)")
+        values = [item.value for item in items]  # type: ignore[union-attr]
+        element = typed.strip("<>").removeprefix("ARRAY<") if typed else _literal_element_type(values)
+        try:
+            return ArrayLiteral(element, tuple(_array_element(v, element, typed is not None) for v in values))
+        except (TypeError, ValueError) as exc:
+            raise ExpressionError(f"in expression {self.text!r}: {exc}") from None
+
+    def lambda_ahead(self) -> bool:
+        """Whether the tokens ahead are a lambda's parameters and `->`: `x ->`, `() ->`, `(x, y) ->`."""
+        toks = self.tokens[self.i:self.i + 2]
+        if len(toks) == 2 and toks[0][0] in ("id", "qid") and toks[1] == ("op", "->"):
+            return True
+        if not toks or toks[0] != ("op", "("):
+            return False
+        j = self.i + 1
+        while j < len(self.tokens) and self.tokens[j][0] in ("id", "qid"):
+            j += 1
+            if j < len(self.tokens) and self.tokens[j] == ("op", ","):
+                j += 1
+        return self.tokens[j:j + 2] == [("op", ")"), ("op", "->")]
+
+    def lambda_(self) -> Lambda:
+        params: list[str] = []
+        parenthesized = self.at("(")
+        if parenthesized:
+            self.take("(")
+        while self.peek() is not None and self.peek()[0] in ("id", "qid"):  # type: ignore[index]
+            kind, value = self.take()
+            params.append(_unescape(value[1:-1]) if kind == "qid" else value)
+            if parenthesized and self.at(","):
+                self.take()
+        if parenthesized:
+            self.take(")")
+        self.take("->")
+        if len(set(params)) != len(params):
+            raise ExpressionError(f"in expression {self.text!r}: a lambda names a parameter twice: {params}")
+        self.scopes.append(tuple(params))
+        try:
+            body = self.or_()
+        finally:
+            self.scopes.pop()
+        return Lambda(tuple(params), body)
 
     def call(self, name: str) -> Node:
         key = name.lower()
@@ -424,13 +521,45 @@ class _Parser:
         self.take("(")
         args: list[Node] = []
         if not self.at(")"):
-            args.append(self.or_())
+            args.append(self.lambda_() if self.lambda_ahead() else self.or_())
             while self.at(","):
                 self.take()
                 args.append(self.or_())
         self.take(")")
         check_call(key, tuple(args), self.text)
+        if args and isinstance(args[0], Lambda) and key not in APPLY_FUNCTIONS:
+            raise ExpressionError(f"in expression {self.text!r}: {name}() takes no lambda; only "
+                                  f"{', '.join(sorted(APPLY_FUNCTIONS))} do")
         return Call(key, tuple(args))
+
+
+_SPECIAL_DOUBLES = {"NaN": math.nan, "Infinity": math.inf}
+
+
+def _literal_element_type(values: list[Any]) -> str:
+    """An untyped array literal's element type, as Druid's grammar gives it: text (or only nulls, or nothing)
+    is STRING, whole numbers LONG, numbers with a fraction DOUBLE; text and numbers together are an error."""
+    kinds = {type(v) for v in values if v is not None}
+    if not kinds or kinds == {str}:
+        return "STRING"
+    if str in kinds:
+        raise ExpressionError(f"an array literal mixes text and numbers: {values}; write <STRING>[...] for text")
+    return "LONG" if kinds == {int} else "DOUBLE"
+
+
+def _array_element(value: Any, element: str, typed: bool) -> int | float | str | None:
+    if value is None:
+        return None
+    if element == "STRING":
+        return value if isinstance(value, str) else (repr(value) if isinstance(value, float) else str(value))
+    if isinstance(value, str) and not typed:
+        raise ValueError(f"{value!r} is not a number")
+    number = float(value) if isinstance(value, str) else value
+    if element == "LONG":
+        if isinstance(number, float) and not math.isfinite(number):
+            raise ValueError(f"{value!r} is not a LONG")
+        return int(number)
+    return float(number)
 
 
 def parse_expression(text: str) -> Expression:
@@ -440,3 +569,134 @@ def parse_expression(text: str) -> Expression:
     parser = _Parser(text)
     root = parser.parse()
     return Expression(text, root, frozenset(parser.columns))
+
+
+# ------------------------------------------------------------------------------------------------ arrays, lambdas, JSON
+# Druid's non-scalar functions, in their own tables (merged into FUNCTIONS below). Arrays are values of one element
+# type (LONG, DOUBLE, STRING or JSON); apply functions take a lambda first; JSON functions read COMPLEX<json> values
+# (nested input fields, parse_json's results) with the JSONPath subset of `core.json_path` ($, .name, ['name'], [0]).
+
+JSON_TYPES = ("LONG", "DOUBLE", "STRING", "ARRAY<LONG>", "ARRAY<DOUBLE>", "ARRAY<STRING>")
+
+
+def _check_lambda_count(arrays: Callable[[int], int]) -> Callable[[str, tuple[Node, ...]], None]:
+    """An apply function's first argument is a lambda taking `arrays(argument count)` parameters."""
+    def check(name: str, args: tuple[Node, ...]) -> None:
+        if not isinstance(args[0], Lambda):
+            raise ExpressionError(f"{name}(): argument 1 must be a lambda, such as (x) -> x + 1")
+        wanted = arrays(len(args))
+        if len(args[0].params) != wanted:
+            raise ExpressionError(f"{name}(): lambda expression argument count of {len(args[0].params)} does not "
+                                  f"match the {wanted} arguments passed to it")
+    return check
+
+
+def _check_split_pattern(name: str, args: tuple[Node, ...]) -> None:
+    if isinstance(args[1], Literal) and args[1].value is not None:
+        compile_regex(str(args[1].value))
+
+
+def _check_json_path(index: int) -> Callable[[str, tuple[Node, ...]], None]:
+    def check(name: str, args: tuple[Node, ...]) -> None:
+        from ingest_core.core.json_path import JsonPathError
+
+        if index < len(args) and isinstance(args[index], Literal) and args[index].value is not None:  # type: ignore[union-attr]
+            try:
+                json_path(str(args[index].value))  # type: ignore[union-attr]
+            except JsonPathError as exc:
+                raise ExpressionError(f"{name}(): {exc}") from None
+    return check
+
+
+def json_path(text: str) -> "Any":
+    """A JSON function's path: Druid's subset of JSONPath (`$`, `$.`, `.name`, `['name']`, `[0]`)."""
+    from ingest_core.core.json_path import JsonPath
+
+    return JsonPath.parse("$" if text == "$." else text)
+
+
+def _check_json_value(name: str, args: tuple[Node, ...]) -> None:
+    _check_json_path(1)(name, args)
+    if len(args) > 2:
+        to = str(_constant(args, 2)).upper()
+        if to not in JSON_TYPES:
+            raise ExpressionError(f"{name}(): returning type {_constant(args, 2)!r} is not supported; use one of "
+                                  f"{', '.join(repr(t) for t in JSON_TYPES)}")
+
+
+def _check_json_object(name: str, args: tuple[Node, ...]) -> None:
+    if len(args) % 2:
+        raise ExpressionError(f"{name}(): takes alternating keys and values, got {len(args)} arguments")
+    for i in range(0, len(args), 2):
+        if isinstance(args[i], Literal) and not isinstance(args[i].value, str):  # type: ignore[union-attr]
+            raise ExpressionError(f"{name}(): key {i // 2 + 1} must be text, got {args[i].value!r}")  # type: ignore[union-attr]
+
+
+def _check_parse_json(name: str, args: tuple[Node, ...]) -> None:
+    """parse_json of a constant that is no JSON is refused up front, as Druid's parser refuses it."""
+    import json
+
+    if isinstance(args[0], Literal) and isinstance(args[0].value, str):
+        try:
+            json.loads(args[0].value)
+        except ValueError as exc:
+            raise ExpressionError(f"{name}(): {args[0].value!r} is not JSON ({exc})") from None
+
+
+def _check_array_to_mv(name: str, args: tuple[Node, ...]) -> None:
+    if isinstance(args[0], Lambda):
+        raise ExpressionError(f"{name}(): takes an array, not a lambda")
+
+
+_ARR = Param("array")
+ARRAY_FUNCTIONS: dict[str, Function] = {
+    "array": Function((), Param("value")),
+    "array_length": Function((_ARR,)),
+    "array_offset": Function((_ARR, Param("index", _N))),
+    "array_ordinal": Function((_ARR, Param("index", _N))),
+    "array_contains": Function((_ARR, Param("values"))),
+    "array_overlap": Function((_ARR, Param("other"))),
+    "scalar_in_array": Function((Param("value"), _ARR)),
+    "array_offset_of": Function((_ARR, Param("value"))),
+    "array_ordinal_of": Function((_ARR, Param("value"))),
+    "array_prepend": Function((Param("value"), _ARR)),
+    "array_append": Function((_ARR, Param("value"))),
+    "array_concat": Function((_ARR, Param("other"))),
+    "array_set_add": Function((_ARR, Param("value"))),
+    "array_set_add_all": Function((_ARR, Param("other"))),
+    "array_slice": Function((_ARR, Param("start", _N), Param("end", _N, optional=True))),
+    "array_to_string": Function((_ARR, Param("delimiter", _S))),
+    "string_to_array": Function((Param("s", _S), Param("pattern", _S)), check=_check_split_pattern),
+    "array_to_mv": Function((_ARR,), check=_check_array_to_mv),
+}
+
+_LAMBDA = Param("lambda")
+APPLY_FUNCTIONS: dict[str, Function] = {
+    "map": Function((_LAMBDA, _ARR), check=_check_lambda_count(lambda n: 1)),
+    "cartesian_map": Function((_LAMBDA, _ARR), Param("more arrays"), check=_check_lambda_count(lambda n: n - 1)),
+    "filter": Function((_LAMBDA, _ARR), check=_check_lambda_count(lambda n: 1)),
+    "fold": Function((_LAMBDA, _ARR, Param("accumulator")), check=_check_lambda_count(lambda n: 2)),
+    "cartesian_fold": Function((_LAMBDA, _ARR, Param("arrays, then the accumulator")), Param("more"),
+                               check=_check_lambda_count(lambda n: n - 1)),
+    "any": Function((_LAMBDA, _ARR), check=_check_lambda_count(lambda n: 1)),
+    "all": Function((_LAMBDA, _ARR), check=_check_lambda_count(lambda n: 1)),
+}
+
+JSON_FUNCTIONS: dict[str, Function] = {
+    "json_value": Function((Param("json"), Param("path", _S), Param("type", _S, True, True)),
+                           check=_check_json_value),
+    "json_query": Function((Param("json"), Param("path", _S)), check=_check_json_path(1)),
+    "json_query_array": Function((Param("json"), Param("path", _S)), check=_check_json_path(1)),
+    "json_object": Function((Param("key"), Param("value")), Param("more keys and values"),
+                            check=_check_json_object),
+    "json_keys": Function((Param("json"), Param("path", _S)), check=_check_json_path(1)),
+    "json_paths": Function((Param("json"),)),
+    "json_merge": Function((Param("json"), Param("other")), Param("more")),
+    "parse_json": Function((Param("s", _S),), check=_check_parse_json),
+    "try_parse_json": Function((Param("s", _S),)),
+    "to_json_string": Function((Param("json"),)),
+}
+
+FUNCTIONS.update(ARRAY_FUNCTIONS)
+FUNCTIONS.update(APPLY_FUNCTIONS)
+FUNCTIONS.update(JSON_FUNCTIONS)
