@@ -19,11 +19,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest_core.core.expressions import (
+    ArrayLiteral,
     Binary,
     Call,
     Column,
     Expression,
     ExpressionError,
+    Lambda,
     Literal,
     Node,
     Unary,
@@ -31,6 +33,8 @@ from ingest_core.core.expressions import (
     parse_expression,
 )
 from ingest_core.executor import buckets
+from ingest_core.executor.array_functions import APPLY_COMPILERS, ARRAY_IMPLEMENTATIONS, compile_array_literal
+from ingest_core.executor.json_functions import JSON_IMPLEMENTATIONS
 
 Columns = Mapping[str, pa.Array]
 Compiled = Callable[[Columns, int], Any]  # (columns, row count) -> pa.Array or a Python scalar
@@ -426,6 +430,10 @@ IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "timestamp_extract": _f_timestamp_extract,
 }
 
+# arrays, lambdas, JSON: ingest_core.executor.array_functions and json_functions
+IMPLEMENTATIONS.update(ARRAY_IMPLEMENTATIONS)
+IMPLEMENTATIONS.update(JSON_IMPLEMENTATIONS)
+
 
 # ------------------------------------------------------------------------------------ the compiler
 
@@ -480,7 +488,13 @@ def _compile(node: Node, text: str) -> Compiled:
         else:
             op = _arith(node.op)
         return lambda cols, n: op(left(cols, n), right(cols, n))
+    if isinstance(node, ArrayLiteral):
+        return compile_array_literal(node)
+    if isinstance(node, Lambda):
+        raise ExpressionError(f"in expression {text!r}: a lambda is only an apply function's first argument")
     assert isinstance(node, Call)
+    if node.name in APPLY_COMPILERS:
+        return APPLY_COMPILERS[node.name](node, text, _compile)
     fn = IMPLEMENTATIONS[node.name]
     name = node.name
     args = [_compile(a, text) for a in node.args]

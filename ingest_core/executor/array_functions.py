@@ -1,0 +1,433 @@
+"""Druid's array functions (array, array_length, array_contains, ..., string_to_array) and apply functions
+(map, cartesian_map, filter, fold, cartesian_fold, any, all) on the executors.
+
+Array functions run row by row on Python values (`expr_values`), with Druid's semantics (Function.java):
+a null array gives null, a scalar where an array is expected is a one-element array, an added element is
+cast to the array's element type. Apply functions evaluate their lambda's body with the vectorized compiler
+of `executor.expressions`: over every element of every row at once (map, filter, any, all, cartesian_map),
+or one element position at a time across the rows (fold, cartesian_fold, whose accumulator is sequential).
+The body sees the lambda's parameters as columns, over the row's other columns of the same names.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any, Callable, Mapping
+
+import pyarrow as pa
+
+from ingest_core.core.expressions import (
+    ArrayLiteral,
+    Call,
+    Column,
+    ExpressionError,
+    Lambda,
+    Node,
+    Unary,
+    Binary,
+)
+from ingest_core.executor.expr_values import (
+    Arr,
+    as_array,
+    build,
+    cast,
+    common_type,
+    from_values,
+    to_long,
+    to_string,
+    to_values,
+    truthy,
+    type_of,
+)
+
+Columns = Mapping[str, Any]
+Compiled = Callable[[Columns, int], Any]
+CompileNode = Callable[[Node, str], Compiled]
+
+
+def rowwise(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A function of Python values, applied to each row of its (array or constant) arguments."""
+    def apply(n: int, *args: Any) -> pa.Array:
+        columns = [to_values(a, n) for a in args]
+        return from_values([fn(*row) for row in zip(*columns)] if columns else [fn() for _ in range(n)], n)
+    return apply
+
+
+# ------------------------------------------------------------------------------------------ array functions
+
+
+def _array(*values: Any) -> Arr:
+    """array(...): the type of the first (non-null) argument, the others cast to it."""
+    element = next((type_of(v) for v in values if v is not None), "STRING") or "STRING"
+    return Arr(element, tuple(cast(v, element) for v in values))
+
+
+def _length(arr: Any) -> int | None:
+    a = as_array(arr)
+    return None if a is None else len(a)
+
+
+def _offset(arr: Any, index: Any, base: int = 0) -> Any:
+    a, i = as_array(arr), to_long(index)
+    if a is None or i is None:
+        return None
+    i -= base
+    return a.items[i] if 0 <= i < len(a) else None
+
+
+def _element_of_array(a: Arr, value: Any, name: str) -> Any:
+    if isinstance(value, Arr):
+        raise ExpressionError(f"{name}(): the second argument must be a scalar, got an array")
+    return cast(value, a.element)
+
+
+def _offset_of(arr: Any, value: Any, base: int = 0, name: str = "array_offset_of") -> int | None:
+    a = as_array(arr)
+    if a is None:
+        return None
+    wanted = _element_of_array(a, value, name)
+    for i, x in enumerate(a.items):
+        if x == wanted and (x is not None or wanted is None):
+            return i + base
+    return None
+
+
+def _contains(arr: Any, values: Any) -> int | None:
+    """array_contains: every element of `values` (or the one scalar; null is an element too) is in `arr`."""
+    a = as_array(arr)
+    if a is None:
+        return None
+    wanted = as_array(values) if values is not None else Arr(a.element, (None,))
+    have = set(a.items)
+    return int(all(cast(x, a.element) in have for x in wanted.items))  # type: ignore[union-attr]
+
+
+def _overlap(arr: Any, other: Any) -> int | None:
+    a, b = as_array(arr), as_array(other)
+    if a is None:
+        return None
+    if b is None:
+        return 0
+    have = set(a.items)
+    return int(any(cast(x, a.element) in have for x in b.items))
+
+
+def _scalar_in_array(value: Any, arr: Any) -> int | None:
+    """scalar_in_array: null for a null value; else 1 when the array holds it, 0 when not (or no array)."""
+    if value is None:
+        return None
+    a = as_array(arr)
+    if a is None:
+        return None
+    return int(_element_of_array(a, value, "scalar_in_array") in set(a.items))
+
+
+def _append(arr: Any, value: Any) -> Arr | None:
+    a = as_array(arr)
+    return None if a is None else Arr(a.element, a.items + (cast(value, a.element),))
+
+
+def _prepend(value: Any, arr: Any) -> Arr | None:
+    a = as_array(arr)
+    return None if a is None else Arr(a.element, (cast(value, a.element),) + a.items)
+
+
+def _merge(arr: Any, other: Any) -> tuple[Arr, Arr] | None:
+    a, b = as_array(arr), as_array(other)
+    if a is None or b is None:
+        return None
+    return a, cast(b, f"ARRAY<{a.element}>")
+
+
+def _concat(arr: Any, other: Any) -> Arr | None:
+    pair = _merge(arr, other)
+    return None if pair is None else Arr(pair[0].element, pair[0].items + pair[1].items)
+
+
+def _sorted_set(element: str, items: tuple[Any, ...]) -> Arr:
+    """Druid's TreeSet of the element type's order, nulls first."""
+    unique = set(items)
+    ordered = sorted((x for x in unique if x is not None),
+                     key=lambda x: to_string(x) if element in ("JSON",) or element.startswith("ARRAY") else x)
+    return Arr(element, ((None,) if None in unique else ()) + tuple(ordered))
+
+
+def _set_add(arr: Any, value: Any) -> Arr | None:
+    a = _append(arr, value)
+    return None if a is None else _sorted_set(a.element, a.items)
+
+
+def _set_add_all(arr: Any, other: Any) -> Arr | None:
+    pair = _merge(arr, other)
+    return None if pair is None else _sorted_set(pair[0].element, pair[0].items + pair[1].items)
+
+
+def _slice(arr: Any, start: Any, end: Any = None) -> Arr | None:
+    """array_slice: null when start is negative, past the end or after `end`; an `end` past the array pads with
+    nulls (Java's Arrays.copyOfRange)."""
+    a, s = as_array(arr), to_long(start)
+    if a is None or s is None:
+        return None
+    e = len(a) if end is None else to_long(end)
+    if e is None or s < 0 or s > len(a) or s > e:
+        return None
+    items = a.items[s:e]
+    return Arr(a.element, items + (None,) * (e - s - len(items)))
+
+
+def _array_to_string(arr: Any, delimiter: Any) -> str | None:
+    a = as_array(arr)
+    if a is None or a.items == (None,):
+        return None
+    return ("" if delimiter is None else str(delimiter)).join("null" if x is None else str(to_string(x))
+                                                             for x in a.items)
+
+
+_PATTERNS: dict[str, re.Pattern[str]] = {}
+
+
+def java_split(text: str, pattern: str) -> list[str]:
+    """Java's String.split(regex): no leading empty piece for a zero-width match at the start, trailing empty
+    pieces removed."""
+    rx = _PATTERNS.get(pattern)
+    if rx is None:
+        from ingest_core.core.expressions import compile_regex
+
+        rx = _PATTERNS.setdefault(pattern, compile_regex(pattern))
+    if text == "":
+        return [""]
+    pieces, last = [], 0
+    for m in rx.finditer(text):
+        if m.end() == 0:
+            continue  # a zero-width match at the start gives no leading empty piece
+        if m.start() == m.end() and m.start() >= len(text):
+            break
+        pieces.append(text[last:m.start()])
+        last = m.end()
+    pieces.append(text[last:])
+    while len(pieces) > 1 and pieces[-1] == "":
+        pieces.pop()
+    return pieces if pieces != [""] or text == "" else [text]
+
+
+def _string_to_array(s: Any, pattern: Any) -> Arr | None:
+    if s is None or isinstance(s, Arr):
+        return None if s is None else cast(s, "ARRAY<STRING>")
+    return Arr("STRING", tuple(java_split(str(to_string(s)), "" if pattern is None else str(pattern))))
+
+
+ARRAY_IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
+    "array": rowwise(_array),
+    "array_length": rowwise(_length),
+    "array_offset": rowwise(_offset),
+    "array_ordinal": rowwise(lambda arr, index: _offset(arr, index, 1)),
+    "array_contains": rowwise(_contains),
+    "array_overlap": rowwise(_overlap),
+    "scalar_in_array": rowwise(_scalar_in_array),
+    "array_offset_of": rowwise(_offset_of),
+    "array_ordinal_of": rowwise(lambda arr, value: _offset_of(arr, value, 1, "array_ordinal_of")),
+    "array_prepend": rowwise(_prepend),
+    "array_append": rowwise(_append),
+    "array_concat": rowwise(_concat),
+    "array_set_add": rowwise(_set_add),
+    "array_set_add_all": rowwise(_set_add_all),
+    "array_slice": rowwise(_slice),
+    "array_to_string": rowwise(_array_to_string),
+    "string_to_array": rowwise(_string_to_array),
+    "array_to_mv": rowwise(lambda arr: cast(as_array(arr), "ARRAY<STRING>")),
+}
+
+
+def compile_array_literal(node: ArrayLiteral) -> Compiled:
+    value = Arr(node.element_type, node.items)
+    return lambda cols, n: build([value] * n, f"ARRAY<{node.element_type}>")
+
+
+# ------------------------------------------------------------------------------------------ apply functions
+
+
+def body_columns(node: Node) -> set[str]:
+    """The column names a lambda body reads (its parameters included)."""
+    if isinstance(node, Column):
+        return {node.name}
+    if isinstance(node, Unary):
+        return body_columns(node.operand)
+    if isinstance(node, Binary):
+        return body_columns(node.left) | body_columns(node.right)
+    if isinstance(node, Call):
+        return set().union(*(body_columns(a) for a in node.args)) if node.args else set()
+    if isinstance(node, Lambda):
+        return body_columns(node.body)
+    return set()
+
+
+def _evaluate(body: Compiled, outer: Columns, reads: set[str], rows: list[int], bound: dict[str, pa.Array]) -> list[Any]:
+    """The body over len(rows) evaluations: evaluation k sees row rows[k] of the outer columns and element k of
+    each bound parameter."""
+    index = pa.array(rows, pa.int64())
+    cols: dict[str, Any] = {name: outer[name].take(index) for name in reads if name in outer and name not in bound}
+    cols.update(bound)
+    return to_values(body(cols, len(rows)), len(rows))
+
+
+def _elements(values: list[Any], element: str) -> pa.Array:
+    return build(values, element)
+
+
+def compile_apply(node: Call, text: str, compile_node: CompileNode) -> Compiled:
+    """An apply function's call: its lambda's body compiled once, applied to the arrays' elements."""
+    lam = node.args[0]
+    assert isinstance(lam, Lambda)
+    body = compile_node(lam.body, text)
+    args = [compile_node(a, text) for a in node.args[1:]]
+    reads = body_columns(lam.body)
+    run = _APPLY[node.name]
+
+    def apply(cols: Columns, n: int) -> Any:
+        values = [to_values(a(cols, n), n) for a in args]
+        try:
+            return run(lam.params, body, cols, reads, values, n)
+        except ExpressionError as exc:
+            if str(exc).startswith("in expression"):
+                raise
+            raise ExpressionError(f"in expression {text!r}: {node.name}(): {exc}") from None
+    return apply
+
+
+def _flatten(arrays: list[Arr | None]) -> tuple[list[int], list[Any], str]:
+    rows: list[int] = []
+    items: list[Any] = []
+    for i, a in enumerate(arrays):
+        if a is not None:
+            rows.extend([i] * len(a))
+            items.extend(a.items)
+    element = common_type(a.element for a in arrays if a is not None and a.element != "?") or "STRING"
+    return rows, items, element
+
+
+def _map_results(arrays: list[Arr | None], rows: list[int], out: list[Any], empty: Callable[[Arr], Any]) -> pa.Array:
+    """Per row: null for a null array, `empty(array)` for an empty one, else its elements' results."""
+    element = common_type(type_of(v) for v in out) or "STRING"
+    grouped: list[list[Any]] = [[] for _ in arrays]
+    for row, value in zip(rows, out):
+        grouped[row].append(value)
+    result = [None if a is None else (empty(a) if len(a) == 0 else Arr(element, tuple(cast(v, element) for v in g)))
+              for a, g in zip(arrays, grouped)]
+    return from_values(result, len(arrays))
+
+
+def _map(params: tuple[str, ...], body: Compiled, cols: Columns, reads: set[str], values: list[list[Any]],
+         n: int) -> pa.Array:
+    arrays = [as_array(v) for v in values[0]]
+    rows, items, element = _flatten(arrays)
+    out = _evaluate(body, cols, reads, rows, {params[0]: _elements(items, element)}) if rows else []
+    return _map_results(arrays, rows, out, lambda a: a)
+
+
+def _product(values: list[list[Any]], n: int) -> tuple[list[Arr | None], list[list[tuple[Any, ...]]], list[str]]:
+    """Per row: the cartesian product of its arrays (null when one is null, empty when one is empty)."""
+    products: list[list[tuple[Any, ...]]] = []
+    marks: list[Arr | None] = []
+    elements = ["STRING"] * len(values)
+    for row in range(n):
+        arrays = [as_array(v[row]) for v in values]
+        if any(a is None for a in arrays):
+            marks.append(None)
+            products.append([])
+            continue
+        for k, a in enumerate(arrays):
+            if a is not None and a.element != "?":
+                elements[k] = a.element
+        combos = list(itertools.product(*(a.items for a in arrays)))  # type: ignore[union-attr]
+        marks.append(Arr("STRING", tuple(range(len(combos)))))  # a stand-in of the right length
+        products.append(combos)
+    return marks, products, elements
+
+
+def _cartesian_map(params: tuple[str, ...], body: Compiled, cols: Columns, reads: set[str],
+                   values: list[list[Any]], n: int) -> pa.Array:
+    marks, products, elements = _product(values, n)
+    rows = [row for row, combos in enumerate(products) for _ in combos]
+    flat = [combo for combos in products for combo in combos]
+    bound = {p: _elements([c[k] for c in flat], elements[k]) for k, p in enumerate(params)}
+    out = _evaluate(body, cols, reads, rows, bound) if rows else []
+    return _map_results(marks, rows, out, lambda a: Arr("STRING", ()))
+
+
+def _filter(params: tuple[str, ...], body: Compiled, cols: Columns, reads: set[str], values: list[list[Any]],
+            n: int) -> pa.Array:
+    """filter: the elements the lambda holds true for; null when none do (or the array is null)."""
+    arrays = [as_array(v) for v in values[0]]
+    rows, items, element = _flatten(arrays)
+    out = _evaluate(body, cols, reads, rows, {params[0]: _elements(items, element)}) if rows else []
+    kept: list[list[Any]] = [[] for _ in arrays]
+    for row, item, keep in zip(rows, items, out):
+        if truthy(keep):
+            kept[row].append(item)
+    return from_values([Arr(a.element, tuple(k)) if a is not None and k else None for a, k in zip(arrays, kept)], n)
+
+
+def _match(every: bool) -> Callable[..., pa.Array]:
+    """any / all: 1 or 0; a null array is 0 for both, as Druid's."""
+    def run(params: tuple[str, ...], body: Compiled, cols: Columns, reads: set[str], values: list[list[Any]],
+            n: int) -> pa.Array:
+        arrays = [as_array(v) for v in values[0]]
+        rows, items, element = _flatten(arrays)
+        out = _evaluate(body, cols, reads, rows, {params[0]: _elements(items, element)}) if rows else []
+        result = [0 if a is None else int(every) for a in arrays]
+        for row, value in zip(rows, out):
+            if truthy(value) != every:
+                result[row] = int(not every)
+        return pa.array(result, pa.int64())
+    return run
+
+
+def _fold_steps(params: tuple[str, ...], body: Compiled, cols: Columns, reads: set[str],
+                steps: list[list[tuple[Any, ...]] | None], elements: list[str], initial: list[Any], n: int) -> pa.Array:
+    """Fold each row's steps (tuples of lambda arguments) into its accumulator, position by position across the
+    rows; the accumulator is read as its initial value's type at each step and in the result (Druid's)."""
+    acc_type = [type_of(v) or "STRING" for v in initial]
+    acc = list(initial)
+    longest = max((len(s) for s in steps if s is not None), default=0)
+    for k in range(longest):
+        active = [row for row, s in enumerate(steps) if s is not None and len(s) > k]
+        bound = {p: _elements([steps[row][k][j] for row in active], elements[j])  # type: ignore[index]
+                 for j, p in enumerate(params[:-1])}
+        bound[params[-1]] = from_values([cast(acc[row], acc_type[row]) for row in active], len(active))
+        for row, value in zip(active, _evaluate(body, cols, reads, active, bound)):
+            acc[row] = value
+    return from_values([None if s is None else cast(a, t) for s, a, t in zip(steps, acc, acc_type)], n)
+
+
+def _fold(params: tuple[str, ...], body: Compiled, cols: Columns, reads: set[str], values: list[list[Any]],
+          n: int) -> pa.Array:
+    arrays = [as_array(v) for v in values[0]]
+    element = common_type(a.element for a in arrays if a is not None and a.element != "?") or "STRING"
+    steps = [None if a is None else [(x,) for x in a.items] for a in arrays]
+    return _fold_steps(params, body, cols, reads, steps, [element], values[1], n)
+
+
+def _cartesian_fold(params: tuple[str, ...], body: Compiled, cols: Columns, reads: set[str],
+                    values: list[list[Any]], n: int) -> pa.Array:
+    marks, products, elements = _product(values[:-1], n)
+    # an empty input array gives an empty array (not the accumulator), as Druid's cartesian_fold
+    empty = [m is not None and not p for m, p in zip(marks, products)]
+    folded = _fold_steps(params, body, cols, reads, [None if m is None or e else p for m, p, e in
+                                                     zip(marks, products, empty)], elements, values[-1], n)
+    if not any(empty):
+        return folded
+    out = to_values(folded, n)
+    return from_values([Arr("STRING", ()) if e else v for v, e in zip(out, empty)], n)
+
+
+_APPLY: dict[str, Callable[..., pa.Array]] = {
+    "map": _map,
+    "cartesian_map": _cartesian_map,
+    "filter": _filter,
+    "fold": _fold,
+    "cartesian_fold": _cartesian_fold,
+    "any": _match(False),
+    "all": _match(True),
+}
+APPLY_COMPILERS = {name: compile_apply for name in _APPLY}
