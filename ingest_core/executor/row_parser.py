@@ -41,6 +41,7 @@ from ingest_core.core.periods import MAX_DATETIME, MIN_DATETIME
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor.decoders import decoder_for, json_text
 from ingest_core.executor.discovery import AUTO_JSON, encode
+from ingest_core.executor.expr_values import concat_arrays, expression_input
 from ingest_core.executor.expressions import compile_expression, evaluate_to_array
 from ingest_core.executor.filters import compile_filter
 from ingest_core.executor.report import (
@@ -389,7 +390,7 @@ class RowParser:
         for name, expr in self.transforms:
             columns[name] = self._per_row(lambda cols, m, e=expr: evaluate_to_array(e, cols, m), columns, n, bad,
                                           chunk, offsets, f"transform {name!r} ({expr.text})", expr.columns,
-                                          raw_values)
+                                          raw_values, nested=True)
             raw_values.pop(name, None)
         time_col = self._row_times(columns[TIME], n, bad)
 
@@ -447,12 +448,13 @@ class RowParser:
 
     def _per_row(self, evaluate: Callable[[dict[str, pa.Array], int], pa.Array], columns: dict[str, pa.Array],
                  n: int, bad: dict[int, str], chunk: RecordChunk, offsets: pa.Array, what: str,
-                 inputs: Any, raw_values: dict[str, list[Any]]) -> pa.Array:
+                 inputs: Any, raw_values: dict[str, list[Any]], nested: bool = False) -> pa.Array:
         """`evaluate(columns, n)` over the chunk, vectorized, such that each row gets the value it gets in a
         chunk of its own kind, whatever its neighbours:
         - an input column that mixes types in the chunk (text for the whole chunk) is evaluated per group of
           rows whose values have one type, each typed from its values (a number stays a number, and is not
-          read as text because another record sent text there);
+          read as text because another record sent text there); with `nested` (transforms), a list is an
+          array and an object a JSON value, as Druid's ExpressionTransform reads them, else they are text;
         - when an evaluation raises, its rows are halved and evaluated again until the rows at fault are found
           (a few evaluations per bad row); those rows are null and unparseable in `bad`."""
         mixed = sorted(set(inputs or ()) & raw_values.keys())
@@ -466,7 +468,10 @@ class RowParser:
 
         def walk(rows: np.ndarray, part: dict[str, pa.Array]) -> None:
             for c in mixed:
-                typed = _plain_array([raw_values[c][r] for r in rows])
+                values = [raw_values[c][r] for r in rows]
+                typed = _plain_array(values)
+                if typed is None and nested:
+                    typed = expression_input(values)
                 if typed is not None:
                     part[c] = typed
             try:
@@ -764,6 +769,8 @@ def _type_groups(columns: list[list[Any]], n: int) -> list[np.ndarray]:
             return None
         if isinstance(v, int) and not isinstance(v, bool):
             return "int" if LONG_MIN <= v <= LONG_MAX else "big"
+        if isinstance(v, list):  # a list's type is its elements' (an array's element type)
+            return "list[" + ",".join(sorted({str(kind(x)) for x in v if x is not None})) + "]"
         return type(v).__name__
 
     keys = [tuple(kind(col[row]) for col in columns) for row in range(n)]
@@ -790,6 +797,8 @@ def _concat(pieces: list[pa.Array]) -> pa.Array:
     whole numbers only, may have evaluated to a narrower type)."""
     pieces = [p.combine_chunks() if isinstance(p, pa.ChunkedArray) else p for p in pieces]
     types = {p.type for p in pieces if not pa.types.is_null(p.type)}
+    if any(pa.types.is_list(t) or isinstance(t, pa.ExtensionType) for t in types):
+        return concat_arrays(pieces)  # arrays or JSON values: their common expression type
     if not types:
         return pa.concat_arrays(pieces) if len(pieces) > 1 else pieces[0]
     if len(types) == 1:
