@@ -700,3 +700,48 @@ JSON_FUNCTIONS: dict[str, Function] = {
 FUNCTIONS.update(ARRAY_FUNCTIONS)
 FUNCTIONS.update(APPLY_FUNCTIONS)
 FUNCTIONS.update(JSON_FUNCTIONS)
+
+# The arguments each non-scalar function reads as arrays (Druid's getArrayInputs); a JSON function takes any value
+_ALL: Callable[[int], range] = range
+ARRAY_INPUTS: dict[str, Callable[[int], Any]] = {
+    "array_length": lambda n: (0,), "array_offset": lambda n: (0,), "array_ordinal": lambda n: (0,),
+    "array_contains": _ALL, "array_overlap": _ALL, "scalar_in_array": lambda n: (1,),
+    "array_offset_of": lambda n: (0,), "array_ordinal_of": lambda n: (0,), "array_prepend": lambda n: (1,),
+    "array_append": lambda n: (0,), "array_concat": _ALL, "array_set_add": lambda n: (0,),
+    "array_set_add_all": _ALL, "array_slice": lambda n: (0,), "array_to_string": lambda n: (0,),
+    "array_to_mv": _ALL, "map": lambda n: (1,), "filter": lambda n: (1,), "any": lambda n: (1,),
+    "all": lambda n: (1,), "fold": lambda n: (1,), "cartesian_map": lambda n: range(1, n),
+    "cartesian_fold": lambda n: range(1, n - 1), **{name: _ALL for name in JSON_FUNCTIONS},
+}
+
+
+def implicit_apply_candidates(root: Node) -> tuple[str, ...]:
+    """The columns Druid maps a scalar expression over when they hold multi-value (list) values: those read as
+    scalars (an operand, a scalar function's argument) and nowhere as arrays, nor inside a lambda (Druid lifts
+    those into the apply function, which is not done here: such a column is passed as its array)."""
+    scalar: dict[str, None] = {}  # in the order they appear, the order of a cartesian product
+    array: set[str] = set()
+    in_lambda: set[str] = set()
+
+    def walk(node: Node, as_array: bool, bound: frozenset[str] | None) -> None:
+        """`bound`: inside a lambda, the parameters in scope (None outside any lambda)."""
+        if isinstance(node, Column):
+            if bound is None and as_array:
+                array.add(node.name)
+            elif bound is None:
+                scalar.setdefault(node.name)
+            elif node.name not in bound:
+                in_lambda.add(node.name)
+        elif isinstance(node, Unary):
+            walk(node.operand, False, bound)
+        elif isinstance(node, Binary):
+            walk(node.left, False, bound)
+            walk(node.right, False, bound)
+        elif isinstance(node, Lambda):
+            walk(node.body, False, (bound or frozenset()) | frozenset(node.params))
+        elif isinstance(node, Call):
+            arrays = set(ARRAY_INPUTS[node.name](len(node.args))) if node.name in ARRAY_INPUTS else set()
+            for i, arg in enumerate(node.args):
+                walk(arg, i in arrays, bound)
+    walk(root, False, None)
+    return tuple(name for name in scalar if name not in array and name not in in_lambda)

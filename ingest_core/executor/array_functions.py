@@ -21,11 +21,13 @@ from ingest_core.core.expressions import (
     ArrayLiteral,
     Call,
     Column,
+    Expression,
     ExpressionError,
     Lambda,
     Node,
     Unary,
     Binary,
+    implicit_apply_candidates,
 )
 from ingest_core.executor.expr_values import (
     Arr,
@@ -431,3 +433,24 @@ _APPLY: dict[str, Callable[..., pa.Array]] = {
     "all": _match(True),
 }
 APPLY_COMPILERS = {name: compile_apply for name in _APPLY}
+
+
+# ------------------------------------------------------------------------------------------ multi-value columns
+
+
+def with_implicit_apply(expression: Expression, evaluate: Compiled) -> Compiled:
+    """Druid's implicit apply: an expression that reads a multi-value (list) column as a scalar is mapped over its
+    values, `upper(tags)` as `map((tags) -> upper(tags), tags)`; over two such columns, their cartesian product
+    (cartesian_map). Which columns are lists is known per chunk, so it is decided when evaluating."""
+    candidates = implicit_apply_candidates(expression.root)
+    if not candidates:
+        return evaluate
+    reads = set(expression.columns)
+
+    def run(cols: Columns, n: int) -> Any:
+        multi = tuple(c for c in candidates if c in cols and pa.types.is_list(cols[c].type))
+        if not multi:
+            return evaluate(cols, n)
+        values = [to_values(cols[c], n) for c in multi]
+        return (_map if len(multi) == 1 else _cartesian_map)(multi, evaluate, cols, reads, values, n)
+    return run

@@ -344,3 +344,19 @@ def expression_input(values: list[Any]) -> pa.Array:
     """An input field's decoded values as an expression reads them (Druid's ExpressionTransform): a list is an
     array (its elements' common type), an object a JSON value, a scalar itself."""
     return from_values([from_json(v) for v in values], len(values))
+
+
+def scalar_view(v: Any) -> Any:
+    """A JSON or array column where a scalar operator or function reads it. JSON: its scalars as themselves
+    (numbers as numbers when the column holds only numbers), objects and lists as JSON text. An array: Druid's
+    text of it, `[a, b]`. Any other value unchanged."""
+    t = getattr(v, "type", None)
+    if t is not None and (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        return pa.array([to_string(x) for x in to_values(v, len(v))], pa.string())
+    if not isinstance(t, JsonType):
+        return v
+    values = v.to_pylist()
+    kinds = {type(x) for x in values if x is not None}
+    if kinds and kinds <= {int, float}:
+        return pa.array(values, pa.int64() if kinds == {int} else pa.float64())
+    return pa.array([x if x is None or isinstance(x, str) else to_json_text(x) for x in values], pa.string())

@@ -33,7 +33,13 @@ from ingest_core.core.expressions import (
     parse_expression,
 )
 from ingest_core.executor import buckets
-from ingest_core.executor.array_functions import APPLY_COMPILERS, ARRAY_IMPLEMENTATIONS, compile_array_literal
+from ingest_core.executor.array_functions import (
+    APPLY_COMPILERS,
+    ARRAY_IMPLEMENTATIONS,
+    compile_array_literal,
+    with_implicit_apply,
+)
+from ingest_core.executor.expr_values import scalar_view
 from ingest_core.executor.json_functions import JSON_IMPLEMENTATIONS
 
 Columns = Mapping[str, pa.Array]
@@ -433,6 +439,9 @@ IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
 # arrays, lambdas, JSON: ingest_core.executor.array_functions and json_functions
 IMPLEMENTATIONS.update(ARRAY_IMPLEMENTATIONS)
 IMPLEMENTATIONS.update(JSON_IMPLEMENTATIONS)
+# functions that take arrays and JSON values as they are; the others read them as scalars (`scalar_view`)
+_AS_IS = frozenset(ARRAY_IMPLEMENTATIONS) | frozenset(JSON_IMPLEMENTATIONS) | {"nvl", "if", "case_searched",
+                                                                                "coalesce", "case_simple"}
 
 
 # ------------------------------------------------------------------------------------ the compiler
@@ -474,10 +483,10 @@ def _compile(node: Node, text: str) -> Compiled:
         inner = _compile(node.operand, text)
         if node.op == "-":
             def negate(cols: Columns, n: int) -> Any:
-                v = _numeric(inner(cols, n))
+                v = _numeric(scalar_view(inner(cols, n)))
                 return _lift(pc.negate_checked if pa.types.is_integer(_type_of(v)) else pc.negate)(v)
             return negate
-        return lambda cols, n: _as_long(_lift(pc.invert)(_as_bool(inner(cols, n), n)))
+        return lambda cols, n: _as_long(_lift(pc.invert)(_as_bool(scalar_view(inner(cols, n)), n)))
     if isinstance(node, Binary):
         left, right = _compile(node.left, text), _compile(node.right, text)
         if node.op in ("&&", "||"):
@@ -487,7 +496,7 @@ def _compile(node: Node, text: str) -> Compiled:
             op = lambda a, b: _as_long(cmp(a, b))  # noqa: E731 - comparisons yield 1 or 0
         else:
             op = _arith(node.op)
-        return lambda cols, n: op(left(cols, n), right(cols, n))
+        return lambda cols, n: op(scalar_view(left(cols, n)), scalar_view(right(cols, n)))
     if isinstance(node, ArrayLiteral):
         return compile_array_literal(node)
     if isinstance(node, Lambda):
@@ -500,9 +509,10 @@ def _compile(node: Node, text: str) -> Compiled:
     args = [_compile(a, text) for a in node.args]
     constant = [a.value if isinstance(a, Literal) else None for a in node.args]
     is_constant = [isinstance(a, Literal) for a in node.args]
+    view = (lambda v: v) if name in _AS_IS else scalar_view
 
     def apply(cols: Columns, n: int) -> Any:
-        values = [c if k else a(cols, n) for a, c, k in zip(args, constant, is_constant)]
+        values = [c if k else view(a(cols, n)) for a, c, k in zip(args, constant, is_constant)]
         try:
             return fn(n, *values)
         except ExpressionError as exc:
@@ -516,7 +526,7 @@ def _compile(node: Node, text: str) -> Compiled:
 def compile_expression(source: str | Expression) -> CompiledExpression:
     """Compile an expression (its text, checked first, or an already checked tree)."""
     expression = parse_expression(source) if isinstance(source, str) else source
-    return CompiledExpression(expression, _compile(expression.root, expression.text))
+    return CompiledExpression(expression, with_implicit_apply(expression, _compile(expression.root, expression.text)))
 
 
 def evaluate_to_array(expr: CompiledExpression, columns: Columns, num_rows: int) -> pa.Array:

@@ -91,7 +91,8 @@ APPLY = [  # ApplyFunctionTest
 ARRAY = [  # FunctionTest, and the doc's table
 
  ("array(1, 2, 3, 4)", [1,2,3,4]), ("array(1, 2, 3, 'bar')", [1,2,3,None]), ("array(1.0)", [1.0]), ("array('foo', 'bar')", ["foo","bar"]),
- ("array(a, b)", [["foo","bar","baz","foobar"],["1","2","3","4","5"]]),
+ # Druid's test binds a and b as typed arrays; list columns here are multi-value, so array(a, b) would be mapped
+ ("array(['foo', 'bar', 'baz', 'foobar'], [1, 2, 3, 4, 5])", [["foo","bar","baz","foobar"],["1","2","3","4","5"]]),
  ("array_length([1,2,3])", 3), ("array_length(a)", 4),
  ("array_offset([1, 2, 3], 2)", 3), ("array_offset([1, 2, 3], 3)", None), ("array_offset(a, 2)", "baz"),
  ("array_ordinal([1, 2, 3], 3)", 3), ("array_ordinal([1, 2, 3], 4)", None), ("array_ordinal(a, 3)", "baz"),
@@ -305,3 +306,27 @@ def test_row_parser_gives_transforms_nested_objects_and_arrays():
     ]
     assert json.loads(rows[0]["user"]) == records[0]["user"]
     assert parsed.stats.unparseable == 1 and "parse_json" in parsed.exceptions[0].message
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("upper(tags)", [["A", "B"], ["C"], None, []]),  # map((tags) -> upper(tags), tags)
+    ("concat(tags, s)", [["ap", "bp"], ["cq"], None, []]),
+    ("tags + '!'", [["a!", "b!"], ["c!"], None, []]),
+    ("concat(tags, other)", [["ax", "ay", "bx", "by"], ["cz"], None, []]),  # two: their cartesian product
+    ("array_length(tags)", [2, 1, None, 0]),  # read as an array: not mapped
+    ("concat(tags, array_length(tags))", ["[a, b]2", "[c]1", None, "[]0"]),  # both: Druid's text of the array
+    ("strlen(s)", [1, 1, 1, 1]),
+])
+def test_a_multi_value_column_read_as_a_scalar_is_mapped(text, expected):
+    """Druid's rule for multi-value columns (math-expr.md): a scalar use is mapped over the values."""
+    columns = {"tags": expression_input([["a", "b"], ["c"], None, []]), "s": pa.array(["p", "q", "r", "s"]),
+               "other": expression_input([["x", "y"], ["z"], ["w"], ["v"]])}
+    assert evaluate_to_array(compile_expression(text), columns, 4).to_pylist() == expected
+
+
+def test_a_json_value_read_as_a_scalar():
+    columns = {"j": expression_input([{"a": 1, "n": 5}, {"a": "x", "n": 6}])}
+    assert evaluate_to_array(compile_expression("concat(j, '')"), columns, 2).to_pylist() == \
+        ['{"a":1,"n":5}', '{"a":"x","n":6}']
+    assert evaluate_to_array(compile_expression("json_query(j, '$.n') + 1"), columns, 2).to_pylist() == [6, 7]
+    assert evaluate_to_array(compile_expression("json_query(j, '$.a') == 'x'"), columns, 2).to_pylist() == [0, 1]
