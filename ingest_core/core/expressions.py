@@ -127,7 +127,10 @@ class Function:
         return self.params[index] if index < len(self.params) else self.variadic  # type: ignore[return-value]
 
 
-CAST_TYPES = ("LONG", "DOUBLE", "FLOAT", "STRING")
+# array types, with Druid's legacy names (LONG_ARRAY ...): the section "arrays, lambdas, JSON" below
+ARRAY_CAST_TYPES = {"ARRAY<LONG>": "LONG", "ARRAY<DOUBLE>": "DOUBLE", "ARRAY<STRING>": "STRING",
+                    "LONG_ARRAY": "LONG", "DOUBLE_ARRAY": "DOUBLE", "STRING_ARRAY": "STRING"}
+CAST_TYPES = ("LONG", "DOUBLE", "FLOAT", "STRING", *ARRAY_CAST_TYPES)
 TIME_UNITS = ("EPOCH", "SECOND", "MINUTE", "HOUR", "DAY", "DOW", "DOY", "WEEK", "MONTH", "QUARTER", "YEAR")
 
 # Regular-expression syntax Python's `re` accepts but RE2 (pyarrow's engine, used for like/regexp_like and
@@ -702,16 +705,31 @@ FUNCTIONS.update(APPLY_FUNCTIONS)
 FUNCTIONS.update(JSON_FUNCTIONS)
 
 # The arguments each non-scalar function reads as arrays (Druid's getArrayInputs); a JSON function takes any value
-_ALL: Callable[[int], range] = range
-ARRAY_INPUTS: dict[str, Callable[[int], Any]] = {
-    "array_length": lambda n: (0,), "array_offset": lambda n: (0,), "array_ordinal": lambda n: (0,),
-    "array_contains": _ALL, "array_overlap": _ALL, "scalar_in_array": lambda n: (1,),
-    "array_offset_of": lambda n: (0,), "array_ordinal_of": lambda n: (0,), "array_prepend": lambda n: (1,),
-    "array_append": lambda n: (0,), "array_concat": _ALL, "array_set_add": lambda n: (0,),
-    "array_set_add_all": _ALL, "array_slice": lambda n: (0,), "array_to_string": lambda n: (0,),
-    "array_to_mv": _ALL, "map": lambda n: (1,), "filter": lambda n: (1,), "any": lambda n: (1,),
-    "all": lambda n: (1,), "fold": lambda n: (1,), "cartesian_map": lambda n: range(1, n),
-    "cartesian_fold": lambda n: range(1, n - 1), **{name: _ALL for name in JSON_FUNCTIONS},
+def _all(args: tuple[Node, ...]) -> range:
+    return range(len(args))
+
+
+def _first(args: tuple[Node, ...]) -> tuple[int, ...]:
+    return (0,)
+
+
+def _second(args: tuple[Node, ...]) -> tuple[int, ...]:
+    return (1,)
+
+
+def _cast_inputs(args: tuple[Node, ...]) -> tuple[int, ...]:
+    """cast to an array type reads its value as an array."""
+    return (0,) if str(_constant(args, 1)).upper() in ARRAY_CAST_TYPES else ()
+
+
+ARRAY_INPUTS: dict[str, Callable[[tuple[Node, ...]], Any]] = {
+    "array_length": _first, "array_offset": _first, "array_ordinal": _first, "array_contains": _all,
+    "array_overlap": _all, "scalar_in_array": _second, "array_offset_of": _first, "array_ordinal_of": _first,
+    "array_prepend": _second, "array_append": _first, "array_concat": _all, "array_set_add": _first,
+    "array_set_add_all": _all, "array_slice": _first, "array_to_string": _first, "array_to_mv": _all,
+    "map": _second, "filter": _second, "any": _second, "all": _second, "fold": _second,
+    "cartesian_map": lambda args: range(1, len(args)), "cartesian_fold": lambda args: range(1, len(args) - 1),
+    "cast": _cast_inputs, **{name: _all for name in JSON_FUNCTIONS},
 }
 
 
@@ -740,7 +758,7 @@ def implicit_apply_candidates(root: Node) -> tuple[str, ...]:
         elif isinstance(node, Lambda):
             walk(node.body, False, (bound or frozenset()) | frozenset(node.params))
         elif isinstance(node, Call):
-            arrays = set(ARRAY_INPUTS[node.name](len(node.args))) if node.name in ARRAY_INPUTS else set()
+            arrays = set(ARRAY_INPUTS[node.name](node.args)) if node.name in ARRAY_INPUTS else set()
             for i, arg in enumerate(node.args):
                 walk(arg, i in arrays, bound)
     walk(root, False, None)

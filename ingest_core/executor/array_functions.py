@@ -241,6 +241,11 @@ ARRAY_IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
 }
 
 
+def cast_to_array(n: int, v: Any, element: str) -> pa.Array:
+    """cast(x, 'ARRAY<LONG>') (or LONG_ARRAY...): each element cast; a scalar is a one-element array."""
+    return build([cast(x, f"ARRAY<{element}>") for x in to_values(v, n)], f"ARRAY<{element}>")
+
+
 def compile_array_literal(node: ArrayLiteral) -> Compiled:
     value = Arr(node.element_type, node.items)
     return lambda cols, n: build([value] * n, f"ARRAY<{node.element_type}>")

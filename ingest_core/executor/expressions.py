@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest_core.core.expressions import (
+    ARRAY_CAST_TYPES,
     ArrayLiteral,
     Binary,
     Call,
@@ -36,6 +37,7 @@ from ingest_core.executor import buckets
 from ingest_core.executor.array_functions import (
     APPLY_COMPILERS,
     ARRAY_IMPLEMENTATIONS,
+    cast_to_array,
     compile_array_literal,
     with_implicit_apply,
 )
@@ -288,6 +290,9 @@ def _f_case_searched(n: int, *args: Any) -> Any:
 
 def _f_cast(n: int, v: Any, to: str) -> Any:
     kind = str(to).upper()
+    if kind in ARRAY_CAST_TYPES:
+        return cast_to_array(n, v, ARRAY_CAST_TYPES[kind])
+    v = scalar_view(v)
     if kind == "LONG":
         return to_long(v)
     if kind in ("DOUBLE", "FLOAT"):
@@ -440,8 +445,8 @@ IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
 IMPLEMENTATIONS.update(ARRAY_IMPLEMENTATIONS)
 IMPLEMENTATIONS.update(JSON_IMPLEMENTATIONS)
 # functions that take arrays and JSON values as they are; the others read them as scalars (`scalar_view`)
-_AS_IS = frozenset(ARRAY_IMPLEMENTATIONS) | frozenset(JSON_IMPLEMENTATIONS) | {"nvl", "if", "case_searched",
-                                                                                "coalesce", "case_simple"}
+_AS_IS = frozenset(ARRAY_IMPLEMENTATIONS) | frozenset(JSON_IMPLEMENTATIONS) | {
+    "nvl", "if", "case_searched", "coalesce", "case_simple", "cast"}
 
 
 # ------------------------------------------------------------------------------------ the compiler

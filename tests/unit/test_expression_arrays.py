@@ -124,7 +124,12 @@ ARRAY = [  # FunctionTest, and the doc's table
  ("array_prepend(1, <LONG>[])", [1]), ("array_prepend(1, <DOUBLE>[])", [1.0]),
  ("scalar_in_array(2, [1, 2])", 1), ("scalar_in_array(3, [1, 2])", 0), ("scalar_in_array(null, [1, 2])", None),
  ("array_to_mv([1, 2])", ["1","2"]), ("string_to_array('a1b22c', '[0-9]+')", ["a","b","c"]), ("string_to_array('abc', '')", ["a","b","c"]),
- ("string_to_array('a,b,,', ',')", ["a","b"]), ("array_to_string([1.0, null], '-')", "1.0-null"),
+ ("string_to_array('a,b,,', ',')", ["a","b"]), ("array_to_string([1.0, null], '-')", "1.0-null"), # casts to array types (FunctionTest's testArrayCast / testArrayCastLegacy)
+ ("cast([1, 2, 3], 'STRING_ARRAY')", ["1", "2", "3"]), ("cast([1, 2, 3], 'DOUBLE_ARRAY')", [1.0, 2.0, 3.0]),
+ ("cast(c, 'LONG_ARRAY')", [3, 4, 5]), ("cast(['1.0', '2.0', '3.0'], 'LONG_ARRAY')", [1, 2, 3]),
+ ("cast(string_to_array(array_to_string(b, ','), ','), 'ARRAY<LONG>')", [1, 2, 3, 4, 5]),
+ ("cast([1, 2, 3], 'ARRAY<STRING>')", ["1", "2", "3"]), ("cast(c, 'ARRAY<LONG>')", [3, 4, 5]),
+ ("cast(5, 'ARRAY<LONG>')", [5]), ("cast(null, 'ARRAY<LONG>')", None),
 ]
 
 NEST = {"x": 100, "y": 200, "z": 300}
