@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Iterable
@@ -148,10 +147,6 @@ def java_double(d: float) -> str:
     return f"{'-' if sign else ''}{mantissa[0]}.{mantissa[1:] or '0'}E{power}"
 
 
-_LONG_TEXT = re.compile(r"^\s*[-+]?\d+\s*$")
-_DOUBLE_TEXT = re.compile(r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$")
-
-
 def to_string(v: Any) -> str | None:
     if v is None:
         return None
@@ -166,33 +161,24 @@ def to_string(v: Any) -> str | None:
     return str(v)
 
 
-def to_long(v: Any) -> int | None:
-    """Druid's cast to LONG of one value: text read as a number (null when it is none), fractions truncated."""
+def _unwrapped(v: Any) -> Any:
+    """A value a number can be read from: a JSON value's own; null for an array or an object."""
     if isinstance(v, Json):
         v = v.value
-    if v is None or isinstance(v, (Arr, list, dict)):
-        return None
-    if isinstance(v, str):
-        if _LONG_TEXT.match(v):
-            return int(v)
-        if not _DOUBLE_TEXT.match(v):
-            return None
-        v = float(v)
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            raise ExpressionError(f"cannot cast {v!r} to LONG")
-        return int(v)
-    return int(v)
+    return None if isinstance(v, (Arr, list, dict)) else v
+
+
+def to_long(v: Any) -> int | None:
+    """Druid's cast to LONG of one value (`executor.expressions.to_long`, which imports this module)."""
+    from ingest_core.executor.expressions import to_long as cast_long
+
+    return cast_long(_unwrapped(v))
 
 
 def to_double(v: Any) -> float | None:
-    if isinstance(v, Json):
-        v = v.value
-    if v is None or isinstance(v, (Arr, list, dict)):
-        return None
-    if isinstance(v, str):
-        return float(v) if _DOUBLE_TEXT.match(v) else None
-    return float(v)
+    from ingest_core.executor.expressions import to_double as cast_double
+
+    return cast_double(_unwrapped(v))
 
 
 def cast(v: Any, to: str) -> Any:
