@@ -36,6 +36,9 @@ class JsonType(pa.ExtensionType):
     def __arrow_ext_scalar_class__(self) -> type:
         return JsonScalar
 
+    def __hash__(self) -> int:  # types are set members (a chunk's pieces' types)
+        return hash(self.extension_name)
+
 
 class JsonScalar(pa.ExtensionScalar):
     def as_py(self, *args: Any, **kwargs: Any) -> Any:

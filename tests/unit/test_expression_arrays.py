@@ -290,9 +290,10 @@ def test_row_parser_gives_transforms_nested_objects_and_arrays():
         {"type": "expression", "name": "total", "expression": "fold((x, acc) -> x + acc, scores, 0)"},
         {"type": "expression", "name": "keys", "expression": "json_keys(user, '$')"},
         {"type": "expression", "name": "parsed", "expression": "json_value(parse_json(raw), '$.k')"},
+        {"type": "expression", "name": "address", "expression": "json_query(user, '$.address')"},
     ]
     dims = ["city", {"type": "long", "name": "age"}, "first_tag", "upper_tags", {"type": "long", "name": "total"},
-            "keys", "parsed", {"type": "json", "name": "user"}]
+            "keys", "parsed", {"type": "json", "name": "user"}, {"type": "json", "name": "address"}]
     parser = RowParser(_nested_spec(transforms, dims), datetime(2026, 1, 1, tzinfo=timezone.utc))
     records = [
         {"ts": "2026-01-01T00:00:00Z", "user": {"age": 41, "address": {"city": "Oslo"}}, "tags": ["b", "a"],
@@ -310,6 +311,7 @@ def test_row_parser_gives_transforms_nested_objects_and_arrays():
         (None, 8, "solo", "SOLO", 9, "age", None),  # a text field is a one-element array for array functions
     ]
     assert json.loads(rows[0]["user"]) == records[0]["user"]
+    assert [r["address"] for r in rows] == ['{"city":"Oslo"}', None, None]
     assert parsed.stats.unparseable == 1 and "parse_json" in parsed.exceptions[0].message
 
 
