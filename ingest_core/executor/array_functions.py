@@ -121,7 +121,7 @@ def _scalar_in_array(value: Any, arr: Any) -> int | None:
         return None
     a = as_array(arr)
     if a is None:
-        return None
+        return 0
     return int(_element_of_array(a, value, "scalar_in_array") in set(a.items))
 
 

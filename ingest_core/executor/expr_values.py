@@ -157,8 +157,8 @@ def to_string(v: Any) -> str | None:
         return "true" if v else "false"
     if isinstance(v, float):
         return java_double(v)
-    if isinstance(v, Json):
-        return to_json_text(v.value)
+    if isinstance(v, Json) or isinstance(v, (dict, list)):  # a JSON value, or an element of an ARRAY<JSON>
+        return to_json_text(v)
     if isinstance(v, Arr):
         return "[" + ", ".join("null" if x is None else str(to_string(x)) for x in v.items) + "]"
     return str(v)

@@ -122,7 +122,7 @@ ARRAY = [  # FunctionTest, and the doc's table
  ("array_slice([1, 2, 3, 4], 5, 7)", None), ("array_slice([1, 2, 3, 4], 2, 1)", None),
  ("array_prepend(4, [1, 2, 3])", [4,1,2,3]), ("array_prepend('bar', [1, 2, 3])", [None,1,2,3]), ("array_prepend(1, [])", ["1"]),
  ("array_prepend(1, <LONG>[])", [1]), ("array_prepend(1, <DOUBLE>[])", [1.0]),
- ("scalar_in_array(2, [1, 2])", 1), ("scalar_in_array(3, [1, 2])", 0), ("scalar_in_array(null, [1, 2])", None),
+ ("scalar_in_array(2, [1, 2])", 1), ("scalar_in_array(3, [1, 2])", 0), ("scalar_in_array(null, [1, 2])", None), ("scalar_in_array(1, null)", 0),
  ("array_to_mv([1, 2])", ["1","2"]), ("string_to_array('a1b22c', '[0-9]+')", ["a","b","c"]), ("string_to_array('abc', '')", ["a","b","c"]),
  ("string_to_array('a,b,,', ',')", ["a","b"]), ("array_to_string([1.0, null], '-')", "1.0-null"), # casts to array types (FunctionTest's testArrayCast / testArrayCastLegacy)
  ("cast([1, 2, 3], 'STRING_ARRAY')", ["1", "2", "3"]), ("cast([1, 2, 3], 'DOUBLE_ARRAY')", [1.0, 2.0, 3.0]),
@@ -169,6 +169,7 @@ JSON_CASES = [  # NestedDataExpressionsTest
  ("json_value(parse_json('{\"x\":100,\"y\":200,\"z\":300}'), '$.x')", 100),
  ("to_json_string(json_object('x', nest))", '{"x":{"x":100,"y":200,"z":300}}'),
  ("to_json_string(json_object('xs', array(nest, nest)))", '{"xs":[{"x":100,"y":200,"z":300},{"x":100,"y":200,"z":300}]}'),
+ ("array_to_string(json_query_array(nesterer, '$.y'), ';')", '{"x":1,"y":1.1};{"x":2,"y":2.2};{"x":3,"y":3.3}'),
  ("json_merge('{\"a\":1}', parse_json('{\"b\":2}'), json_object('a', 3))", {"a": 3, "b": 2}),
  ("map((o) -> json_value(o, '$.x'), json_query_array(nesterer, '$.y'))", [1, 2, 3]),
  ("json_value(string, '$')", "abcdef"), ("json_value(string, '$.a')", None), ("json_value(null, '$.a')", None),
