@@ -15,7 +15,9 @@ import itertools
 import re
 from typing import Any, Callable, Mapping
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ingest_core.core.expressions import (
     ArrayLiteral,
@@ -219,9 +221,15 @@ def _string_to_array(s: Any, pattern: Any) -> Arr | None:
     return Arr("STRING", tuple(java_split(str(to_string(s)), "" if pattern is None else str(pattern))))
 
 
+def _array_length(n: int, arr: Any) -> Any:
+    if isinstance(arr, (pa.Array, pa.ChunkedArray)) and pa.types.is_list(arr.type):
+        return pc.cast(pc.list_value_length(arr), pa.int64())  # a list column: vectorized
+    return rowwise(_length)(n, arr)
+
+
 ARRAY_IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "array": rowwise(_array),
-    "array_length": rowwise(_length),
+    "array_length": _array_length,
     "array_offset": rowwise(_offset),
     "array_ordinal": rowwise(lambda arr, index: _offset(arr, index, 1)),
     "array_contains": rowwise(_contains),
@@ -291,10 +299,14 @@ def compile_apply(node: Call, text: str, compile_node: CompileNode) -> Compiled:
     reads = body_columns(lam.body)
     run = _APPLY[node.name]
 
+    fast = _FAST.get(node.name)
+
     def apply(cols: Columns, n: int) -> Any:
-        values = [to_values(a(cols, n), n) for a in args]
+        raw = [a(cols, n) for a in args]
         try:
-            return run(lam.params, body, cols, reads, values, n)
+            if fast is not None and _is_list(raw[0]):
+                return fast(lam.params[0], body, cols, reads, _whole(raw[0]))
+            return run(lam.params, body, cols, reads, [to_values(r, n) for r in raw], n)
         except ExpressionError as exc:
             if str(exc).startswith("in expression"):
                 raise
@@ -428,6 +440,80 @@ def _cartesian_fold(params: tuple[str, ...], body: Compiled, cols: Columns, read
     return from_values([Arr("STRING", ()) if e else v for v, e in zip(out, empty)], n)
 
 
+# ------------------------------------------------------------------------------------------ list arrays, vectorized
+# map, filter, any and all of a list column (the usual case): the body over the flattened elements at once, the
+# results put back in the lists' shape with Arrow, no Python value per element. Same results as the paths above.
+
+
+def _is_list(v: Any) -> bool:
+    return isinstance(v, (pa.Array, pa.ChunkedArray)) and pa.types.is_list(v.type)
+
+
+def _whole(v: Any) -> pa.ListArray:
+    return v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v
+
+
+def _flat_body(param: str, body: Compiled, cols: Columns, reads: set[str], arr: pa.ListArray) -> tuple[pa.Array, Any]:
+    """The body over every element of `arr`; its result as an array (constants broadcast, null type as text)."""
+    flat = arr.flatten()
+    parents = pc.list_parent_indices(arr)
+    bound = {name: cols[name].take(parents) for name in reads if name in cols and name != param}
+    bound[param] = flat
+    out = body(bound, len(flat))
+    if isinstance(out, pa.ChunkedArray):
+        out = out.combine_chunks()
+    if not isinstance(out, pa.Array):
+        out = build([out] * len(flat), type_of(out) or "STRING")
+    if pa.types.is_boolean(out.type):
+        out = pc.cast(out, pa.int64())
+    if pa.types.is_null(out.type):
+        out = pa.nulls(len(out), pa.string())
+    return out, parents
+
+
+def _lists(lengths: np.ndarray, values: pa.Array, nulls: pa.Array) -> pa.ListArray:
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), values, mask=nulls)
+
+
+def _fast_map(param: str, body: Compiled, cols: Columns, reads: set[str], arr: pa.ListArray) -> pa.Array:
+    out, _ = _flat_body(param, body, cols, reads, arr)
+    lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
+    return _lists(lengths, out, arr.is_null())
+
+
+def _truthy(out: pa.Array) -> np.ndarray:
+    """Druid's asBoolean of each result: a number is true when positive, text when it is 'true'."""
+    if pa.types.is_integer(out.type) or pa.types.is_floating(out.type):
+        mask = pc.greater(out, 0)
+    elif pa.types.is_string(out.type) or pa.types.is_large_string(out.type):
+        mask = pc.equal(pc.utf8_lower(out), "true")
+    else:
+        mask = pa.array([truthy(v) for v in to_values(out, len(out))])
+    return pc.fill_null(mask, False).to_numpy(zero_copy_only=False)
+
+
+def _fast_filter(param: str, body: Compiled, cols: Columns, reads: set[str], arr: pa.ListArray) -> pa.Array:
+    out, parents = _flat_body(param, body, cols, reads, arr)
+    keep = _truthy(out)
+    kept = np.bincount(parents.to_numpy(zero_copy_only=False)[keep], minlength=len(arr))
+    return _lists(kept, arr.flatten().filter(pa.array(keep)), pa.array(kept == 0))  # none kept: null
+
+
+def _fast_match(every: bool) -> Callable[..., pa.Array]:
+    def run(param: str, body: Compiled, cols: Columns, reads: set[str], arr: pa.ListArray) -> pa.Array:
+        out, parents = _flat_body(param, body, cols, reads, arr)
+        hits = np.bincount(parents.to_numpy(zero_copy_only=False)[_truthy(out)], minlength=len(arr))
+        lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
+        result = (hits == lengths) if every else (hits > 0)
+        return pa.array(np.where(arr.is_null().to_numpy(zero_copy_only=False), 0, result.astype(np.int64)))
+    return run
+
+
+_FAST: dict[str, Callable[..., pa.Array]] = {"map": _fast_map, "filter": _fast_filter, "any": _fast_match(False),
+                                             "all": _fast_match(True)}
+
 _APPLY: dict[str, Callable[..., pa.Array]] = {
     "map": _map,
     "cartesian_map": _cartesian_map,
@@ -453,9 +539,11 @@ def with_implicit_apply(expression: Expression, evaluate: Compiled) -> Compiled:
     reads = set(expression.columns)
 
     def run(cols: Columns, n: int) -> Any:
-        multi = tuple(c for c in candidates if c in cols and pa.types.is_list(cols[c].type))
+        multi = tuple(c for c in candidates if c in cols and _is_list(cols[c]))
         if not multi:
             return evaluate(cols, n)
+        if len(multi) == 1:
+            return _fast_map(multi[0], evaluate, cols, reads, _whole(cols[multi[0]]))
         values = [to_values(cols[c], n) for c in multi]
         return (_map if len(multi) == 1 else _cartesian_map)(multi, evaluate, cols, reads, values, n)
     return run

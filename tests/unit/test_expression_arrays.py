@@ -15,7 +15,7 @@ import pytest
 from ingest_core.core.errors import SpecError
 from ingest_core.core.expressions import ArrayLiteral, Column, Literal, parse_expression
 from ingest_core.core.spec import parse_spec
-from ingest_core.executor.expr_values import expression_input
+from ingest_core.executor.expr_values import Json, build, expression_input
 from ingest_core.executor.expressions import ExpressionError, compile_expression, evaluate_to_array
 from ingest_core.executor.row_parser import RecordChunk, RowParser
 
@@ -338,3 +338,15 @@ def test_a_json_value_read_as_a_scalar():
         ['{"a":1,"n":5}', '{"a":"x","n":6}']
     assert evaluate_to_array(compile_expression("json_query(j, '$.n') + 1"), columns, 2).to_pylist() == [6, 7]
     assert evaluate_to_array(compile_expression("json_query(j, '$.a') == 'x'"), columns, 2).to_pylist() == [0, 1]
+
+
+@pytest.mark.parametrize("text", ["map(x -> concat(x, n), v)", "filter(x -> x > 'b', v)", "any(x -> x == 'c', v)",
+                                  "all(x -> notnull(x), v)", "map(x -> x > 'a', v)", "array_length(v)"])
+def test_list_columns_take_the_vectorized_path_with_the_same_results(text):
+    """A list column is mapped with Arrow (its elements flattened); other arrays (here JSON lists) row by row in
+    Python: the same values either way."""
+    lists = [["a", "b"], None, [], ["c", None, "d"], ["b"]]
+    n = pa.array([1, 2, 3, None, 5])
+    vectorized = evaluate_to_array(compile_expression(text), {"n": n, "v": pa.array(lists)}, 5).to_pylist()
+    json_lists = build([None if x is None else Json(x) for x in lists], "JSON")
+    assert vectorized == evaluate_to_array(compile_expression(text), {"n": n, "v": json_lists}, 5).to_pylist()
