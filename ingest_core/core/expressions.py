@@ -733,33 +733,54 @@ ARRAY_INPUTS: dict[str, Callable[[tuple[Node, ...]], Any]] = {
 }
 
 
-def implicit_apply_candidates(root: Node) -> tuple[str, ...]:
-    """The columns Druid maps a scalar expression over when they hold multi-value (list) values: those read as
-    scalars (an operand, a scalar function's argument) and nowhere as arrays, nor inside a lambda (Druid lifts
-    those into the apply function, which is not done here: such a column is passed as its array)."""
+def node_columns(node: Node) -> set[str]:
+    """Every column name `node` reads (a lambda's parameters among them, where its body uses them)."""
+    if isinstance(node, Column):
+        return {node.name}
+    if isinstance(node, Unary):
+        return node_columns(node.operand)
+    if isinstance(node, Binary):
+        return node_columns(node.left) | node_columns(node.right)
+    if isinstance(node, Lambda):
+        return node_columns(node.body)
+    if isinstance(node, Call):
+        return set().union(*(node_columns(a) for a in node.args))
+    return set()
+
+
+def mapped_arguments(node: Call) -> tuple[int, ...]:
+    """The arguments of `node` that Druid's implicit apply rewrites on their own (Parser's
+    rewriteUnappliedSubExpressions): an expression (not a bare column) where an array function takes an array,
+    and every argument of an apply function."""
+    if node.name in APPLY_FUNCTIONS:
+        return tuple(range(1, len(node.args)))
+    if node.name in ARRAY_INPUTS:
+        return tuple(i for i in ARRAY_INPUTS[node.name](node.args) if i < len(node.args))
+    return ()
+
+
+def implicit_apply_candidates(root: Node, params: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The columns Druid maps `root` over when they hold multi-value (list) values (Parser.applyUnappliedBindings):
+    those read as scalars (an operand, a scalar function's argument) and nowhere as arrays: not as an array
+    function's array, nor inside an argument mapped on its own (`mapped_arguments`), nor in a lambda's body (Druid
+    lifts those into the apply function). `params`: a lambda's parameters, when `root` is its body."""
     scalar: dict[str, None] = {}  # in the order they appear, the order of a cartesian product
     array: set[str] = set()
-    in_lambda: set[str] = set()
 
-    def walk(node: Node, as_array: bool, bound: frozenset[str] | None) -> None:
-        """`bound`: inside a lambda, the parameters in scope (None outside any lambda)."""
+    def walk(node: Node) -> None:
         if isinstance(node, Column):
-            if bound is None and as_array:
-                array.add(node.name)
-            elif bound is None:
-                scalar.setdefault(node.name)
-            elif node.name not in bound:
-                in_lambda.add(node.name)
+            scalar.setdefault(node.name)
         elif isinstance(node, Unary):
-            walk(node.operand, False, bound)
+            walk(node.operand)
         elif isinstance(node, Binary):
-            walk(node.left, False, bound)
-            walk(node.right, False, bound)
-        elif isinstance(node, Lambda):
-            walk(node.body, False, (bound or frozenset()) | frozenset(node.params))
+            walk(node.left)
+            walk(node.right)
         elif isinstance(node, Call):
-            arrays = set(ARRAY_INPUTS[node.name](node.args)) if node.name in ARRAY_INPUTS else set()
+            mapped = mapped_arguments(node)
             for i, arg in enumerate(node.args):
-                walk(arg, i in arrays, bound)
-    walk(root, False, None)
-    return tuple(name for name in scalar if name not in array and name not in in_lambda)
+                if i in mapped or isinstance(arg, Lambda):
+                    array.update(node_columns(arg))
+                else:
+                    walk(arg)
+    walk(root)
+    return tuple(name for name in scalar if name not in array and name not in params)

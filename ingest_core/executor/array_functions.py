@@ -23,13 +23,15 @@ from ingest_core.core.expressions import (
     ArrayLiteral,
     Call,
     Column,
-    Expression,
     ExpressionError,
     Lambda,
+    Literal,
     Node,
     Unary,
     Binary,
     implicit_apply_candidates,
+    mapped_arguments,
+    node_columns,
 )
 from ingest_core.executor.expr_values import (
     Arr,
@@ -262,21 +264,6 @@ def compile_array_literal(node: ArrayLiteral) -> Compiled:
 # ------------------------------------------------------------------------------------------ apply functions
 
 
-def body_columns(node: Node) -> set[str]:
-    """The column names a lambda body reads (its parameters included)."""
-    if isinstance(node, Column):
-        return {node.name}
-    if isinstance(node, Unary):
-        return body_columns(node.operand)
-    if isinstance(node, Binary):
-        return body_columns(node.left) | body_columns(node.right)
-    if isinstance(node, Call):
-        return set().union(*(body_columns(a) for a in node.args)) if node.args else set()
-    if isinstance(node, Lambda):
-        return body_columns(node.body)
-    return set()
-
-
 def _evaluate(body: Compiled, outer: Columns, reads: set[str], rows: list[int], bound: dict[str, pa.Array]) -> list[Any]:
     """The body over len(rows) evaluations: evaluation k sees row rows[k] of the outer columns and element k of
     each bound parameter."""
@@ -290,20 +277,39 @@ def _elements(values: list[Any], element: str) -> pa.Array:
     return build(values, element)
 
 
+def compile_arguments(node: Call, text: str, compile_node: CompileNode) -> list[Compiled]:
+    """A call's arguments compiled (a lambda left out); those Druid's implicit apply rewrites on their own (`mapped_arguments`, e.g.
+    `concat(tags, '!')` in `array_to_string(concat(tags, '!'), ',')`) mapped over their own multi-value columns."""
+    mapped = mapped_arguments(node)
+    out: list[Compiled] = []
+    for i, arg in enumerate(node.args):
+        if isinstance(arg, Lambda):  # compiled by compile_apply
+            continue
+        compiled = compile_node(arg, text)
+        own = i in mapped and not isinstance(arg, (Column, Literal, ArrayLiteral))
+        out.append(with_implicit_apply(arg, compiled) if own else compiled)
+    return out
+
+
 def compile_apply(node: Call, text: str, compile_node: CompileNode) -> Compiled:
-    """An apply function's call: its lambda's body compiled once, applied to the arrays' elements."""
+    """An apply function's call: its lambda's body compiled once, applied to the arrays' elements. A multi-value
+    column the body reads as a scalar is lifted into the function, as Druid's liftApplyLambda: map(x -> x + y, x)
+    runs as cartesian_map((x, y) -> x + y, x, y)."""
     lam = node.args[0]
     assert isinstance(lam, Lambda)
     body = compile_node(lam.body, text)
-    args = [compile_node(a, text) for a in node.args[1:]]
-    reads = body_columns(lam.body)
+    args = compile_arguments(node, text, compile_node)
+    reads = node_columns(lam.body)
+    lift = implicit_apply_candidates(lam.body, lam.params)
     run = _APPLY[node.name]
-
     fast = _FAST.get(node.name)
 
     def apply(cols: Columns, n: int) -> Any:
         raw = [a(cols, n) for a in args]
+        lifted = tuple(c for c in lift if c in cols and _is_list(cols[c]))
         try:
+            if lifted:
+                return _lifted(node.name, lam.params, lifted, body, cols, reads, raw, n)
             if fast is not None and _is_list(raw[0]):
                 return fast(lam.params[0], body, cols, reads, _whole(raw[0]))
             return run(lam.params, body, cols, reads, [to_values(r, n) for r in raw], n)
@@ -312,6 +318,24 @@ def compile_apply(node: Call, text: str, compile_node: CompileNode) -> Compiled:
                 raise
             raise ExpressionError(f"in expression {text!r}: {node.name}(): {exc}") from None
     return apply
+
+
+def _lifted(name: str, params: tuple[str, ...], lifted: tuple[str, ...], body: Compiled, cols: Columns,
+            reads: set[str], raw: list[Any], n: int) -> pa.Array:
+    """An apply function whose body reads multi-value columns `lifted` as scalars, as Druid rewrites it: map and
+    cartesian_map take them as more arrays (cartesian_map); fold and cartesian_fold too, before the accumulator
+    (cartesian_fold); filter, any and all apply to cartesian_map's results with an identity lambda, as Druid's
+    rewrite does (filter then keeps the true results, not the elements)."""
+    extra = [to_values(cols[c], n) for c in lifted]
+    values = [to_values(r, n) for r in raw]
+    if name in ("fold", "cartesian_fold"):
+        return _cartesian_fold(params[:-1] + lifted + params[-1:], body, cols, reads,
+                               values[:-1] + extra + values[-1:], n)
+    mapped = _cartesian_map(params + lifted, body, cols, reads, values + extra, n)
+    if name in ("map", "cartesian_map"):
+        return mapped
+    identity: Compiled = lambda c, m: c["_"]  # noqa: E731 - Druid's `_ -> _`
+    return _APPLY[name](("_",), identity, {}, set(), [to_values(mapped, n)], n)
 
 
 def _flatten(arrays: list[Arr | None]) -> tuple[list[int], list[Any], str]:
@@ -529,14 +553,14 @@ APPLY_COMPILERS = {name: compile_apply for name in _APPLY}
 # ------------------------------------------------------------------------------------------ multi-value columns
 
 
-def with_implicit_apply(expression: Expression, evaluate: Compiled) -> Compiled:
+def with_implicit_apply(root: Node, evaluate: Compiled) -> Compiled:
     """Druid's implicit apply: an expression that reads a multi-value (list) column as a scalar is mapped over its
     values, `upper(tags)` as `map((tags) -> upper(tags), tags)`; over two such columns, their cartesian product
     (cartesian_map). Which columns are lists is known per chunk, so it is decided when evaluating."""
-    candidates = implicit_apply_candidates(expression.root)
+    candidates = implicit_apply_candidates(root)
     if not candidates:
         return evaluate
-    reads = set(expression.columns)
+    reads = node_columns(root)
 
     def run(cols: Columns, n: int) -> Any:
         multi = tuple(c for c in candidates if c in cols and _is_list(cols[c]))
@@ -544,6 +568,5 @@ def with_implicit_apply(expression: Expression, evaluate: Compiled) -> Compiled:
             return evaluate(cols, n)
         if len(multi) == 1:
             return _fast_map(multi[0], evaluate, cols, reads, _whole(cols[multi[0]]))
-        values = [to_values(cols[c], n) for c in multi]
-        return (_map if len(multi) == 1 else _cartesian_map)(multi, evaluate, cols, reads, values, n)
+        return _cartesian_map(multi, evaluate, cols, reads, [to_values(cols[c], n) for c in multi], n)
     return run

@@ -184,11 +184,14 @@ def to_double(v: Any) -> float | None:
     return cast_double(_unwrapped(v))
 
 
+_SAME = {"LONG": int, "DOUBLE": float, "STRING": str}
+
+
 def cast(v: Any, to: str) -> Any:
     """One value as expression type `to` (LONG, DOUBLE, STRING, JSON, ARRAY<...>), as ExprEval.castTo:
     a scalar cast to an array is a one-element array; an array cast to a scalar keeps its only element."""
-    if v is None:
-        return None
+    if v is None or type(v) is _SAME.get(to):  # already of the type (the usual case), nothing to read
+        return v
     if to.startswith("ARRAY<"):
         element = to[6:-1]
         if isinstance(v, Json) and isinstance(v.value, list):
@@ -270,6 +273,8 @@ def to_values(v: Any, n: int) -> list[Any]:
     if isinstance(v, pa.ChunkedArray):
         v = v.combine_chunks()
     if isinstance(v, pa.Array):
+        if isinstance(v.type, JsonType):  # parsed from the storage's text: no pyarrow scalar per value
+            return [None if x is None else Json(json.loads(x)) for x in v.storage.to_pylist()]
         return _python(v.to_pylist(), v.type)
     if isinstance(v, list):  # a constant array
         return [Arr(common_type(type_of(x) for x in v) or "STRING", tuple(v))] * n

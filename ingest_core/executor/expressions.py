@@ -38,6 +38,7 @@ from ingest_core.executor.array_functions import (
     APPLY_COMPILERS,
     ARRAY_IMPLEMENTATIONS,
     cast_to_array,
+    compile_arguments,
     compile_array_literal,
     with_implicit_apply,
 )
@@ -511,7 +512,7 @@ def _compile(node: Node, text: str) -> Compiled:
         return APPLY_COMPILERS[node.name](node, text, _compile)
     fn = IMPLEMENTATIONS[node.name]
     name = node.name
-    args = [_compile(a, text) for a in node.args]
+    args = compile_arguments(node, text, _compile)
     constant = [a.value if isinstance(a, Literal) else None for a in node.args]
     is_constant = [isinstance(a, Literal) for a in node.args]
     view = (lambda v: v) if name in _AS_IS else scalar_view
@@ -531,7 +532,8 @@ def _compile(node: Node, text: str) -> Compiled:
 def compile_expression(source: str | Expression) -> CompiledExpression:
     """Compile an expression (its text, checked first, or an already checked tree)."""
     expression = parse_expression(source) if isinstance(source, str) else source
-    return CompiledExpression(expression, with_implicit_apply(expression, _compile(expression.root, expression.text)))
+    return CompiledExpression(expression, with_implicit_apply(expression.root,
+                                                              _compile(expression.root, expression.text)))
 
 
 def evaluate_to_array(expr: CompiledExpression, columns: Columns, num_rows: int) -> pa.Array:

@@ -350,3 +350,18 @@ def test_list_columns_take_the_vectorized_path_with_the_same_results(text):
     vectorized = evaluate_to_array(compile_expression(text), {"n": n, "v": pa.array(lists)}, 5).to_pylist()
     json_lists = build([None if x is None else Json(x) for x in lists], "JSON")
     assert vectorized == evaluate_to_array(compile_expression(text), {"n": n, "v": json_lists}, 5).to_pylist()
+
+
+@pytest.mark.parametrize("text,expected", [  # Druid's ParserTest.testApplyUnapplied rewrites, evaluated
+    ("array_to_string(concat(x, 'hello'), ',')", ["ahello,bhello", "chello"]),  # the argument mapped on its own
+    ("map(v -> concat(v, y), x)", [["a1", "a2", "b1", "b2"], ["c3"]]),  # y lifted: cartesian_map((v, y) -> ...)
+    ("map(v -> v, concat(x, '!'))", [["a!", "b!"], ["c!"]]),
+    ("fold((v, acc) -> concat(acc, v, y), x, '')", ["a1a2b1b2", "c3"]),  # cartesian_fold((v, y, acc) -> ...)
+    ("filter(v -> v > y, x)", [[1, 1, 1, 1], [1]]),  # filter(_ -> _, cartesian_map(...)): Druid's rewrite
+    ("array_overlap(nvl(x, 'other'), ['a', 'b', 'other'])", [1, 0]),
+    ("case_searched((x == 'b'), 'b', (x == 'g'), 'g', 'Other')", [["Other", "b"], ["Other"]]),
+    ("cast(x, 'LONG_ARRAY')", [[None, None], [None]]),  # an array cast reads the column as an array
+])
+def test_druid_rewrites_of_multi_value_columns(text, expected):
+    columns = {"x": expression_input([["a", "b"], ["c"]]), "y": expression_input([["1", "2"], ["3"]])}
+    assert evaluate_to_array(compile_expression(text), columns, 2).to_pylist() == expected
