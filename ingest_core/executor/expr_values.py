@@ -327,11 +327,13 @@ def _plain(v: Any) -> Any:
 
 
 def concat_arrays(pieces: list[pa.Array]) -> pa.Array:
-    """Arrays evaluated on slices of a chunk as one array of their common type."""
+    """Arrays evaluated on slices of a chunk as one array. Of one type, that type; of several (a LONG array for
+    some rows, a DOUBLE array for others), JSON values, so that each row keeps its own values (2 stays 2)."""
     values: list[Any] = []
     for p in pieces:
         values.extend(to_values(p, len(p)))
-    return from_values(values, len(values))
+    kinds = {element_of(p.type) for p in pieces if not pa.types.is_null(p.type)}
+    return from_values(values, len(values)) if len(kinds) <= 1 else build(values, "JSON")
 
 
 def expression_input(values: list[Any]) -> pa.Array:

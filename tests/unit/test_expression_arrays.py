@@ -292,9 +292,10 @@ def test_row_parser_gives_transforms_nested_objects_and_arrays():
         {"type": "expression", "name": "keys", "expression": "json_keys(user, '$')"},
         {"type": "expression", "name": "parsed", "expression": "json_value(parse_json(raw), '$.k')"},
         {"type": "expression", "name": "address", "expression": "json_query(user, '$.address')"},
+        {"type": "expression", "name": "doubled", "expression": "map(x -> x * 2, scores)"},
     ]
     dims = ["city", {"type": "long", "name": "age"}, "first_tag", "upper_tags", {"type": "long", "name": "total"},
-            "keys", "parsed", {"type": "json", "name": "user"}, {"type": "json", "name": "address"}]
+            "keys", "parsed", {"type": "json", "name": "user"}, {"type": "json", "name": "address"}, "doubled"]
     parser = RowParser(_nested_spec(transforms, dims), datetime(2026, 1, 1, tzinfo=timezone.utc))
     records = [
         {"ts": "2026-01-01T00:00:00Z", "user": {"age": 41, "address": {"city": "Oslo"}}, "tags": ["b", "a"],
@@ -313,6 +314,8 @@ def test_row_parser_gives_transforms_nested_objects_and_arrays():
     ]
     assert json.loads(rows[0]["user"]) == records[0]["user"]
     assert [r["address"] for r in rows] == ['{"city":"Oslo"}', None, None]
+    # each row's own array type, whatever its neighbours' (a LONG array beside a DOUBLE one)
+    assert [r["doubled"] for r in rows] == ['["2","4","6"]', '["3.0","5.0"]', "18"]
     assert parsed.stats.unparseable == 1 and "parse_json" in parsed.exceptions[0].message
 
 
