@@ -360,6 +360,7 @@ class _Parser:
         self.depth = 0
         self.columns: set[str] = set()
         self.scopes: list[tuple[str, ...]] = []  # the parameters of the lambdas being read
+        self.past_long = 0  # whole-number literals of 2^63, legal only negated (-9223372036854775808)
 
     def peek(self) -> tuple[str, str] | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -382,6 +383,9 @@ class _Parser:
         node = self.or_()
         if self.peek() is not None:
             raise ExpressionError(f"in expression {self.text!r}: unexpected {self.peek()[1]!r}")  # type: ignore[index]
+        if self.past_long:
+            raise ExpressionError(f"in expression {self.text!r}: the number 9223372036854775808 is outside the "
+                                  "LONG range; write it with a '.' for a DOUBLE")
         return node
 
     def _binary(self, sub: Callable[[], Node], ops: tuple[str, ...]) -> Node:
@@ -424,6 +428,8 @@ class _Parser:
             finally:
                 self.depth -= 1
             if op == "-" and isinstance(operand, Literal) and isinstance(operand.value, (int, float)):
+                if isinstance(operand.value, int):  # 2^63 fits once negated, and no longer if negated again
+                    self.past_long += (-operand.value == 2 ** 63) - (operand.value == 2 ** 63)
                 return Literal(-operand.value)  # a negative constant, so constant arguments may be negative
             return Unary(op, operand)
         base = self.primary()
@@ -435,7 +441,13 @@ class _Parser:
     def primary(self) -> Node:
         kind, value = self.take()
         if kind == "num":
-            return Literal(float(value) if any(c in value for c in ".eE") else int(value))
+            if any(c in value for c in ".eE"):
+                return Literal(float(value))
+            if int(value) > 2 ** 63:
+                raise ExpressionError(f"in expression {self.text!r}: the number {value} is outside the LONG range; "
+                                      "write it with a '.' for a DOUBLE")
+            self.past_long += int(value) == 2 ** 63
+            return Literal(int(value))
         if kind == "str":
             return Literal(_unescape(value[1:-1]))
         if kind == "op" and value == "(":

@@ -215,7 +215,7 @@ def test_rows_of_arrays_with_nulls_and_outer_columns():
     ("ARRAY<LONG>[1, '2']", ArrayLiteral("LONG", (1, 2))),
     ("'a\\'b\\n\\u00e9\\\\'", Literal("a'b\né\\")),
     ("1e3", Literal(1000.0)), ("1.", Literal(1.0)), ("Infinity", Literal(math.inf)),
-    ('"a b"', Column("a b")),
+    ('"a b"', Column("a b")), ("-9223372036854775808", Literal(-2 ** 63)), ("NULL", Column("NULL")),
 ])
 def test_the_grammar(text, root):
     assert parse_expression(text).root == root
@@ -247,6 +247,7 @@ def test_lambda_parameters_are_not_columns():
     ("json_object(1, 2)", r"key 1 must be text"),
     ("parse_json('{')", r"is not JSON"),
     ("array_length()", r"array_length\(\) takes 1 argument, got 0"),
+    ("9223372036854775808", r"outside the LONG range"), ("--9223372036854775808", r"outside the LONG range"),
 ])
 def test_validation_refuses(text, message):
     with pytest.raises(ExpressionError, match=message):
