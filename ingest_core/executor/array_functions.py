@@ -5,8 +5,10 @@ Array functions run row by row on Python values (`expr_values`), with Druid's se
 a null array gives null, a scalar where an array is expected is a one-element array, an added element is
 cast to the array's element type. Apply functions evaluate their lambda's body with the vectorized compiler
 of `executor.expressions`: over every element of every row at once (map, filter, any, all, cartesian_map),
-or one element position at a time across the rows (fold, cartesian_fold, whose accumulator is sequential).
-The body sees the lambda's parameters as columns, over the row's other columns of the same names.
+or one element position at a time across the rows (fold, cartesian_fold, whose accumulator is sequential);
+map, filter, any and all of a list column with Arrow alone (its elements flattened). The body sees the
+lambda's parameters as columns, over the row's other columns of the same names. Multi-value (list) columns
+read as scalars are mapped as Druid's Parser rewrites them (`with_implicit_apply`, `compile_arguments`).
 """
 
 from __future__ import annotations
@@ -27,8 +29,6 @@ from ingest_core.core.expressions import (
     Lambda,
     Literal,
     Node,
-    Unary,
-    Binary,
     implicit_apply_candidates,
     mapped_arguments,
     node_columns,
@@ -273,13 +273,10 @@ def _evaluate(body: Compiled, outer: Columns, reads: set[str], rows: list[int], 
     return to_values(body(cols, len(rows)), len(rows))
 
 
-def _elements(values: list[Any], element: str) -> pa.Array:
-    return build(values, element)
-
-
 def compile_arguments(node: Call, text: str, compile_node: CompileNode) -> list[Compiled]:
-    """A call's arguments compiled (a lambda left out); those Druid's implicit apply rewrites on their own (`mapped_arguments`, e.g.
-    `concat(tags, '!')` in `array_to_string(concat(tags, '!'), ',')`) mapped over their own multi-value columns."""
+    """A call's arguments compiled (a lambda left out). Those Druid's implicit apply rewrites on their own
+    (`mapped_arguments`: `concat(tags, '!')` in `array_to_string(concat(tags, '!'), ',')`) are mapped over their
+    own multi-value columns."""
     mapped = mapped_arguments(node)
     out: list[Compiled] = []
     for i, arg in enumerate(node.args):
@@ -364,7 +361,7 @@ def _map(params: tuple[str, ...], body: Compiled, cols: Columns, reads: set[str]
          n: int) -> pa.Array:
     arrays = [as_array(v) for v in values[0]]
     rows, items, element = _flatten(arrays)
-    out = _evaluate(body, cols, reads, rows, {params[0]: _elements(items, element)}) if rows else []
+    out = _evaluate(body, cols, reads, rows, {params[0]: build(items, element)}) if rows else []
     return _map_results(arrays, rows, out, lambda a: a)
 
 
@@ -393,7 +390,7 @@ def _cartesian_map(params: tuple[str, ...], body: Compiled, cols: Columns, reads
     marks, products, elements = _product(values, n)
     rows = [row for row, combos in enumerate(products) for _ in combos]
     flat = [combo for combos in products for combo in combos]
-    bound = {p: _elements([c[k] for c in flat], elements[k]) for k, p in enumerate(params)}
+    bound = {p: build([c[k] for c in flat], elements[k]) for k, p in enumerate(params)}
     out = _evaluate(body, cols, reads, rows, bound) if rows else []
     return _map_results(marks, rows, out, lambda a: Arr("STRING", ()))
 
@@ -403,7 +400,7 @@ def _filter(params: tuple[str, ...], body: Compiled, cols: Columns, reads: set[s
     """filter: the elements the lambda holds true for; null when none do (or the array is null)."""
     arrays = [as_array(v) for v in values[0]]
     rows, items, element = _flatten(arrays)
-    out = _evaluate(body, cols, reads, rows, {params[0]: _elements(items, element)}) if rows else []
+    out = _evaluate(body, cols, reads, rows, {params[0]: build(items, element)}) if rows else []
     kept: list[list[Any]] = [[] for _ in arrays]
     for row, item, keep in zip(rows, items, out):
         if truthy(keep):
@@ -417,7 +414,7 @@ def _match(every: bool) -> Callable[..., pa.Array]:
             n: int) -> pa.Array:
         arrays = [as_array(v) for v in values[0]]
         rows, items, element = _flatten(arrays)
-        out = _evaluate(body, cols, reads, rows, {params[0]: _elements(items, element)}) if rows else []
+        out = _evaluate(body, cols, reads, rows, {params[0]: build(items, element)}) if rows else []
         result = [0 if a is None else int(every) for a in arrays]
         for row, value in zip(rows, out):
             if truthy(value) != every:
@@ -435,7 +432,7 @@ def _fold_steps(params: tuple[str, ...], body: Compiled, cols: Columns, reads: s
     longest = max((len(s) for s in steps if s is not None), default=0)
     for k in range(longest):
         active = [row for row, s in enumerate(steps) if s is not None and len(s) > k]
-        bound = {p: _elements([steps[row][k][j] for row in active], elements[j])  # type: ignore[index]
+        bound = {p: build([steps[row][k][j] for row in active], elements[j])  # type: ignore[index]
                  for j, p in enumerate(params[:-1])}
         bound[params[-1]] = from_values([cast(acc[row], acc_type[row]) for row in active], len(active))
         for row, value in zip(active, _evaluate(body, cols, reads, active, bound)):
