@@ -397,8 +397,10 @@ class RowParser:
         # 4. filter, then late/early rejection
         mask = _keep_mask(n, bad)
         if self.filter is not None:
-            passed = self._per_row(self.filter, columns, n, bad, chunk, offsets, "transformSpec.filter",
-                                   _filter_columns(self.spec.data_schema.transform_spec.filter), raw_values)
+            flt = self.filter
+            passed = self._per_row(lambda cols, m: flt(_as_text(cols), m), columns, n, bad, chunk, offsets,
+                                   "transformSpec.filter", _filter_columns(self.spec.data_schema.transform_spec.filter),
+                                   raw_values)
             if bad:
                 mask = _keep_mask(n, bad)
             passed = pc.fill_null(passed, False)
@@ -840,6 +842,16 @@ def _numeric(t: Target, raw: pa.Array, target_type: pa.DataType, with_error: dic
     if t.kind == "long":
         return pc.cast(pc.trunc(raw), pa.int64(), safe=False)  # in range: truncated like Druid's (long) cast
     return raw if raw.type == target_type else pc.cast(raw, target_type, safe=False)
+
+
+def _as_text(columns: dict[str, pa.Array]) -> dict[str, pa.Array]:
+    """Columns for the filter: a transform's array or JSON result as the text its dimension stores (the filter
+    reads input lists and objects as that text too)."""
+    nested = [k for k, v in columns.items() if pa.types.is_list(v.type) or isinstance(v.type, pa.ExtensionType)]
+    if not nested:
+        return columns
+    return {**columns, **{k: pa.array([_to_string_value(x, "sorted_array") for x in columns[k].to_pylist()],
+                                      pa.string()) for k in nested}}
 
 
 def _plain_array(values: list[Any]) -> pa.Array | None:

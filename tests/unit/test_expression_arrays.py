@@ -362,11 +362,11 @@ def test_a_value_a_function_cannot_take_fails_by_name(text):
         evaluate_to_array(compile_expression(text), {"s": pa.array(["{"]), "j": expression_input([{"a": 1}])}, 1)
 
 
-def _nested_spec(transforms: list[dict], dimensions: list) -> object:
+def _nested_spec(transforms: list[dict], dimensions: list, flt: dict | None = None) -> object:
     return parse_spec({"type": "kafka", "spec": {
         "dataSchema": {"dataSource": "n", "timestampSpec": {"column": "ts", "format": "auto"},
                        "dimensionsSpec": {"dimensions": dimensions},
-                       "transformSpec": {"transforms": transforms},
+                       "transformSpec": {"transforms": transforms, **({"filter": flt} if flt else {})},
                        "granularitySpec": {"segmentGranularity": "HOUR"}},
         "ioConfig": {"topic": "t", "inputFormat": {"type": "json"},
                      "consumerProperties": {"bootstrap.servers": "x:1"}}}})
@@ -461,3 +461,17 @@ def test_list_columns_take_the_vectorized_path_with_the_same_results(text):
 def test_druid_rewrites_of_multi_value_columns(text, expected):
     columns = {"x": expression_input([["a", "b"], ["c"]]), "y": expression_input([["1", "2"], ["3"]])}
     assert evaluate_to_array(compile_expression(text), columns, 2).to_pylist() == expected
+
+
+def test_the_filter_reads_a_transforms_array_as_its_dimension_text():
+    transforms = [{"type": "expression", "name": "up", "expression": "upper(tags)"},
+                  {"type": "expression", "name": "first", "expression": "json_value(user, '$.name')"}]
+    flt = {"type": "or", "fields": [{"type": "selector", "dimension": "up", "value": "A"},
+                                    {"type": "selector", "dimension": "first", "value": "bo"}]}
+    records = [{"ts": "2026-01-01T00:00:00Z", "tags": ["a"], "user": {"name": "al"}},
+               {"ts": "2026-01-01T00:00:01Z", "tags": ["a", "b"], "user": {"name": "bo"}},
+               {"ts": "2026-01-01T00:00:02Z", "tags": ["c", "d"], "user": {"name": "cy"}}]
+    parsed = RowParser(_nested_spec(transforms, ["up", "first"], flt), datetime(2026, 1, 1, tzinfo=timezone.utc)).parse(
+        RecordChunk("t", 0, range(3), [json.dumps(r).encode() for r in records]))
+    assert [(r["up"], r["first"]) for r in parsed.table.to_pylist()] == [("A", "al"), ('["A","B"]', "bo")]
+    assert parsed.stats.unparseable == 0 and parsed.stats.thrown_away == 1
