@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Union
 
 from ingest_core.core.errors import IngestError
+from ingest_core.core.json_path import JsonPath, JsonPathError
 
 
 class ExpressionError(IngestError, ValueError):
@@ -613,20 +614,17 @@ def _check_split_pattern(name: str, args: tuple[Node, ...]) -> None:
 
 def _check_json_path(index: int) -> Callable[[str, tuple[Node, ...]], None]:
     def check(name: str, args: tuple[Node, ...]) -> None:
-        from ingest_core.core.json_path import JsonPathError
-
-        if index < len(args) and isinstance(args[index], Literal) and args[index].value is not None:  # type: ignore[union-attr]
+        path = _constant(args, index)
+        if path is not None:
             try:
-                json_path(str(args[index].value))  # type: ignore[union-attr]
+                json_path(str(path))
             except JsonPathError as exc:
                 raise ExpressionError(f"{name}(): {exc}") from None
     return check
 
 
-def json_path(text: str) -> "Any":
+def json_path(text: str) -> JsonPath:
     """A JSON function's path: Druid's subset of JSONPath (`$`, `$.`, `.name`, `['name']`, `[0]`)."""
-    from ingest_core.core.json_path import JsonPath
-
     return JsonPath.parse("$" if text == "$." else text)
 
 
@@ -643,8 +641,9 @@ def _check_json_object(name: str, args: tuple[Node, ...]) -> None:
     if len(args) % 2:
         raise ExpressionError(f"{name}(): takes alternating keys and values, got {len(args)} arguments")
     for i in range(0, len(args), 2):
-        if isinstance(args[i], Literal) and not isinstance(args[i].value, str):  # type: ignore[union-attr]
-            raise ExpressionError(f"{name}(): key {i // 2 + 1} must be text, got {args[i].value!r}")  # type: ignore[union-attr]
+        key = args[i]
+        if isinstance(key, Literal) and not isinstance(key.value, str):
+            raise ExpressionError(f"{name}(): key {i // 2 + 1} must be text, got {key.value!r}")
 
 
 def _check_parse_json(name: str, args: tuple[Node, ...]) -> None:
@@ -656,11 +655,6 @@ def _check_parse_json(name: str, args: tuple[Node, ...]) -> None:
             json.loads(args[0].value)
         except ValueError as exc:
             raise ExpressionError(f"{name}(): {args[0].value!r} is not JSON ({exc})") from None
-
-
-def _check_array_to_mv(name: str, args: tuple[Node, ...]) -> None:
-    if isinstance(args[0], Lambda):
-        raise ExpressionError(f"{name}(): takes an array, not a lambda")
 
 
 _ARR = Param("array")
@@ -682,7 +676,7 @@ ARRAY_FUNCTIONS: dict[str, Function] = {
     "array_slice": Function((_ARR, Param("start", _N), Param("end", _N, optional=True))),
     "array_to_string": Function((_ARR, Param("delimiter", _S))),
     "string_to_array": Function((Param("s", _S), Param("pattern", _S)), check=_check_split_pattern),
-    "array_to_mv": Function((_ARR,), check=_check_array_to_mv),
+    "array_to_mv": Function((_ARR,)),
 }
 
 _LAMBDA = Param("lambda")
@@ -716,7 +710,12 @@ FUNCTIONS.update(ARRAY_FUNCTIONS)
 FUNCTIONS.update(APPLY_FUNCTIONS)
 FUNCTIONS.update(JSON_FUNCTIONS)
 
-# The arguments each non-scalar function reads as arrays (Druid's getArrayInputs); a JSON function takes any value
+
+# Druid's implicit apply (math-expr.md: a multi-value column read as a scalar maps the expression over its values)
+# needs to know which arguments each function reads as arrays (Druid's getArrayInputs): ARRAY_INPUTS; a JSON
+# function takes any value as it is; an apply function's arguments are all rewritten on their own.
+
+
 def _all(args: tuple[Node, ...]) -> range:
     return range(len(args))
 
@@ -739,8 +738,6 @@ ARRAY_INPUTS: dict[str, Callable[[tuple[Node, ...]], Any]] = {
     "array_overlap": _all, "scalar_in_array": _second, "array_offset_of": _first, "array_ordinal_of": _first,
     "array_prepend": _second, "array_append": _first, "array_concat": _all, "array_set_add": _first,
     "array_set_add_all": _all, "array_slice": _first, "array_to_string": _first, "array_to_mv": _all,
-    "map": _second, "filter": _second, "any": _second, "all": _second, "fold": _second,
-    "cartesian_map": lambda args: range(1, len(args)), "cartesian_fold": lambda args: range(1, len(args) - 1),
     "cast": _cast_inputs, **{name: _all for name in JSON_FUNCTIONS},
 }
 

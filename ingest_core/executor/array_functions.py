@@ -264,7 +264,8 @@ def compile_array_literal(node: ArrayLiteral) -> Compiled:
 # ------------------------------------------------------------------------------------------ apply functions
 
 
-def _evaluate(body: Compiled, outer: Columns, reads: set[str], rows: list[int], bound: dict[str, pa.Array]) -> list[Any]:
+def _evaluate(body: Compiled, outer: Columns, reads: set[str], rows: list[int],
+              bound: dict[str, pa.Array]) -> list[Any]:
     """The body over len(rows) evaluations: evaluation k sees row rows[k] of the outer columns and element k of
     each bound parameter."""
     index = pa.array(rows, pa.int64())

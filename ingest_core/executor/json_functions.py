@@ -12,14 +12,14 @@ import re
 from typing import Any, Callable
 
 from ingest_core.core.expressions import ExpressionError, json_path
-from ingest_core.core.json_path import JsonPathError
+from ingest_core.core.json_path import JsonPath, JsonPathError
 from ingest_core.executor.array_functions import rowwise
 from ingest_core.executor.expr_values import Arr, Json, cast, from_json, to_json_text, to_json_value
 
-_PATHS: dict[str, Any] = {}
+_PATHS: dict[str, JsonPath] = {}
 
 
-def _path(text: Any) -> Any:
+def _path(text: Any) -> JsonPath:
     """A parsed path (cached: a path is usually a constant); ExpressionError for one Druid cannot read."""
     key = str(text)
     found = _PATHS.get(key)
