@@ -624,8 +624,40 @@ def _check_json_path(index: int) -> Callable[[str, tuple[Node, ...]], None]:
 
 
 def json_path(text: str) -> JsonPath:
-    """A JSON function's path: Druid's subset of JSONPath (`$`, `$.`, `.name`, `['name']`, `[0]`)."""
-    return JsonPath.parse("$" if text == "$." else text)
+    """A JSON function's path, read as Druid's NestedPathFinder.parseJsonPath reads it: `$` (or `$.`) the root,
+    `.name` a field (any character but `.` and `[`), `['name']` a field, `[0]` a list element. JsonPathError
+    says what is wrong, as flattenSpec's paths (`core.json_path`, which evaluates both)."""
+    def bad(why: str) -> JsonPathError:
+        return JsonPathError(f"JSONPath {text!r}: {why}; write e.g. $.a.b, $.a[0] or $['a b']")
+
+    if not text.startswith("$"):
+        raise bad("it must start with '$'")
+    steps: list[str | int] = []
+    i = 1
+    while i < len(text):
+        if text[i] == ".":
+            end = min((j for j in (text.find(".", i + 1), text.find("[", i + 1)) if j >= 0), default=len(text))
+            if end == i + 1 and end < len(text):
+                raise bad(f"an empty name at position {i + 1}")
+            if end > i + 1:
+                steps.append(text[i + 1:end])
+            i = end
+        elif text.startswith("['", i):
+            end = text.find("']", i + 2)
+            if end < 0:
+                raise bad("an unterminated ['")
+            steps.append(text[i + 2:end])
+            i = end + 2
+        elif text[i] == "[":
+            end = text.find("]", i)
+            index = text[i + 1:end] if end > 0 else ""
+            if not index.isdigit():
+                raise bad(f"[{index}] is not a list index (0, 1, ...; a name is written ['name'])")
+            steps.append(int(index))
+            i = end + 1
+        else:
+            raise bad(f"path parts must be separated with '.' (position {i})")
+    return JsonPath(text, tuple(steps))
 
 
 def _check_json_value(name: str, args: tuple[Node, ...]) -> None:

@@ -8,7 +8,6 @@ JSONPath subset (`core.json_path`); any other value is a document of itself (jso
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Callable
 
 from ingest_core.core.expressions import ExpressionError, json_path
@@ -80,11 +79,9 @@ def _json_keys(doc: Any, path: Any) -> Arr | None:
     return None
 
 
-_PLAIN_NAME = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
-
-
 def _step(name: str) -> str:
-    return f".{name}" if _PLAIN_NAME.match(name) else "['" + name.replace("\\", "\\\\").replace("'", "\\'") + "']"
+    """A field in Druid's normalized JSONPath (NestedPathFinder.toNormalizedJsonPath)."""
+    return f"['{name}']" if any(c in name for c in ".'\"[]") else f".{name}"
 
 
 def _json_paths(doc: Any) -> Arr | None:
@@ -101,7 +98,7 @@ def _json_paths(doc: Any) -> Arr | None:
             for i, inner in enumerate(value):
                 walk(inner, f"{path}[{i}]")
         else:
-            out.append(path)
+            out.append(path if path != "$" else "$.")
     walk(to_json_value(doc), "$")
     return Arr("STRING", tuple(out))
 

@@ -475,3 +475,26 @@ def test_the_filter_reads_a_transforms_array_as_its_dimension_text():
         RecordChunk("t", 0, range(3), [json.dumps(r).encode() for r in records]))
     assert [(r["up"], r["first"]) for r in parsed.table.to_pylist()] == [("A", "al"), ('["A","B"]', "bo")]
     assert parsed.stats.unparseable == 0 and parsed.stats.thrown_away == 1
+
+
+@pytest.mark.parametrize("path,expected", [  # Druid's NestedPathFinder.parseJsonPath
+    ("$", {"a b": {"c.d": [10, 20]}, "x-y": 1}), ("$.", {"a b": {"c.d": [10, 20]}, "x-y": 1}),
+    ("$.x-y", 1), ("$.a b", {"c.d": [10, 20]}), ("$['a b']['c.d'][1]", 20), ("$.a b['c.d']", [10, 20]),
+    ("$.nope[3]", None),
+])
+def test_json_paths_as_druid_reads_them(path, expected):
+    columns = {"j": expression_input([{"a b": {"c.d": [10, 20]}, "x-y": 1}])}
+    quoted = path.replace("'", "\\'")  # a quote in an expression's string literal is escaped
+    assert one(f"json_query(j, '{quoted}')", columns) == expected
+
+
+@pytest.mark.parametrize("path", ["$.a..b", "$.a[-1]", "$.a[x]", "$x", "$['a", "$.a[0]b"])
+def test_json_paths_druid_refuses_are_refused_when_validated(path):
+    with pytest.raises(ExpressionError, match="JSONPath"):
+        compile_expression("json_value(j, '" + path.replace("'", "\\'") + "')")
+
+
+def test_json_paths_names_fields_as_druid_normalizes_them():
+    columns = {"j": expression_input([{"a b": {"c.d": [10, 20]}, "l": [{"k": 1}, 2]}]), "n": pa.array([5])}
+    assert one("json_paths(j)", columns) == ["$.a b['c.d']", "$.l[0].k", "$.l[1]"]
+    assert one("json_paths(n)", columns) == ["$."]
