@@ -282,7 +282,7 @@ def to_values(v: Any, n: int) -> list[Any]:
 
 
 def _python(values: list[Any], t: pa.DataType) -> list[Any]:
-    if isinstance(t, JsonType):
+    if isinstance(t, JsonType) or pa.types.is_struct(t):  # a record a decoder typed (Avro): a JSON object
         return [None if x is None else Json(x) for x in values]
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         element = element_of(t.value_type)
