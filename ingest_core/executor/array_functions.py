@@ -38,6 +38,7 @@ from ingest_core.executor.expr_values import (
     as_array,
     build,
     cast,
+    cast_element,
     common_type,
     from_values,
     to_long,
@@ -66,7 +67,7 @@ def rowwise(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _array(*values: Any) -> Arr:
     """array(...): the type of the first (non-null) argument, the others cast to it."""
     element = next((type_of(v) for v in values if v is not None), "STRING") or "STRING"
-    return Arr(element, tuple(cast(v, element) for v in values))
+    return Arr(element, tuple(cast_element(v, element) for v in values))
 
 
 def _length(arr: Any) -> int | None:
@@ -85,7 +86,7 @@ def _offset(arr: Any, index: Any, base: int = 0) -> Any:
 def _element_of_array(a: Arr, value: Any, name: str) -> Any:
     if isinstance(value, Arr):
         raise ExpressionError(f"{name}(): the second argument must be a scalar, got an array")
-    return cast(value, a.element)
+    return cast_element(value, a.element)
 
 
 def _offset_of(arr: Any, value: Any, base: int = 0, name: str = "array_offset_of") -> int | None:
@@ -99,14 +100,22 @@ def _offset_of(arr: Any, value: Any, base: int = 0, name: str = "array_offset_of
     return None
 
 
+def _members(items: tuple[Any, ...]) -> Any:
+    """`items` for `in` tests: a set, or the tuple itself when they are JSON objects or lists (unhashable)."""
+    try:
+        return set(items)
+    except TypeError:
+        return items
+
+
 def _contains(arr: Any, values: Any) -> int | None:
     """array_contains: every element of `values` (or the one scalar; null is an element too) is in `arr`."""
     a = as_array(arr)
     if a is None:
         return None
     wanted = as_array(values) if values is not None else Arr(a.element, (None,))
-    have = set(a.items)
-    return int(all(cast(x, a.element) in have for x in wanted.items))  # type: ignore[union-attr]
+    have = _members(a.items)
+    return int(all(cast_element(x, a.element) in have for x in wanted.items))  # type: ignore[union-attr]
 
 
 def _overlap(arr: Any, other: Any) -> int | None:
@@ -115,8 +124,8 @@ def _overlap(arr: Any, other: Any) -> int | None:
         return None
     if b is None:
         return 0
-    have = set(a.items)
-    return int(any(cast(x, a.element) in have for x in b.items))
+    have = _members(a.items)
+    return int(any(cast_element(x, a.element) in have for x in b.items))
 
 
 def _scalar_in_array(value: Any, arr: Any) -> int | None:
@@ -126,17 +135,17 @@ def _scalar_in_array(value: Any, arr: Any) -> int | None:
     a = as_array(arr)
     if a is None:
         return 0
-    return int(_element_of_array(a, value, "scalar_in_array") in set(a.items))
+    return int(_element_of_array(a, value, "scalar_in_array") in _members(a.items))
 
 
 def _append(arr: Any, value: Any) -> Arr | None:
     a = as_array(arr)
-    return None if a is None else Arr(a.element, a.items + (cast(value, a.element),))
+    return None if a is None else Arr(a.element, a.items + (cast_element(value, a.element),))
 
 
 def _prepend(value: Any, arr: Any) -> Arr | None:
     a = as_array(arr)
-    return None if a is None else Arr(a.element, (cast(value, a.element),) + a.items)
+    return None if a is None else Arr(a.element, (cast_element(value, a.element),) + a.items)
 
 
 def _merge(arr: Any, other: Any) -> tuple[Arr, Arr] | None:
@@ -152,11 +161,11 @@ def _concat(arr: Any, other: Any) -> Arr | None:
 
 
 def _sorted_set(element: str, items: tuple[Any, ...]) -> Arr:
-    """Druid's TreeSet of the element type's order, nulls first."""
-    unique = set(items)
-    ordered = sorted((x for x in unique if x is not None),
-                     key=lambda x: to_string(x) if element in ("JSON",) or element.startswith("ARRAY") else x)
-    return Arr(element, ((None,) if None in unique else ()) + tuple(ordered))
+    """Druid's TreeSet of the element type's order, nulls first (JSON values and arrays by their text)."""
+    by_text = element == "JSON" or element.startswith("ARRAY")
+    unique = {(to_string(x) if by_text else x): x for x in items if x is not None}
+    ordered = tuple(unique[k] for k in sorted(unique))
+    return Arr(element, ((None,) if None in items else ()) + ordered)
 
 
 def _set_add(arr: Any, value: Any) -> Arr | None:
@@ -353,7 +362,7 @@ def _map_results(arrays: list[Arr | None], rows: list[int], out: list[Any], empt
     grouped: list[list[Any]] = [[] for _ in arrays]
     for row, value in zip(rows, out):
         grouped[row].append(value)
-    result = [None if a is None else (empty(a) if len(a) == 0 else Arr(element, tuple(cast(v, element) for v in g)))
+    result = [None if a is None else (empty(a) if len(a) == 0 else Arr(element, tuple(cast_element(v, element) for v in g)))
               for a, g in zip(arrays, grouped)]
     return from_values(result, len(arrays))
 

@@ -197,7 +197,7 @@ def cast(v: Any, to: str) -> Any:
         if isinstance(v, Json) and isinstance(v.value, list):
             v = Arr("JSON", tuple(v.value))
         items = v.items if isinstance(v, Arr) else (v,)
-        return Arr(element, tuple(cast(x, element) for x in items))
+        return Arr(element, tuple(cast_element(x, element) for x in items))
     if to == "JSON":
         return v if isinstance(v, Json) else Json(to_json_value(v))
     if isinstance(v, Arr):
@@ -209,6 +209,12 @@ def cast(v: Any, to: str) -> Any:
     if to == "DOUBLE":
         return to_double(v)
     return to_string(v)
+
+
+def cast_element(v: Any, element: str) -> Any:
+    """One array element as `element`: as `cast`, but a JSON element is its plain document (an ARRAY<JSON>
+    holds documents, not `Json` values)."""
+    return to_json_value(v) if element == "JSON" else cast(v, element)
 
 
 def truthy(v: Any) -> bool:

@@ -498,3 +498,14 @@ def test_json_paths_names_fields_as_druid_normalizes_them():
     columns = {"j": expression_input([{"a b": {"c.d": [10, 20]}, "l": [{"k": 1}, 2]}]), "n": pa.array([5])}
     assert one("json_paths(j)", columns) == ["$.a b['c.d']", "$.l[0].k", "$.l[1]"]
     assert one("json_paths(n)", columns) == ["$."]
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("array_contains(json_query_array(j, '$.y'), json_query(j, '$.y[0]'))", 1),
+    ("array_set_add_all(json_query_array(j, '$.y'), json_query_array(j, '$.y'))", [{"x": 1}, {"x": 2}]),
+    ("array_append(json_query_array(j, '$.y'), json_object('z', 3))", [{"x": 1}, {"x": 2}, {"x": 1}, {"z": 3}]),
+    ("map(o -> json_value(o, '$.x') * 10, json_query_array(j, '$.y'))", [10, 20, 10]),
+    ("array_length(filter(o -> json_value(o, '$.x') > 1, json_query_array(j, '$.y')))", 1),
+])
+def test_arrays_of_json_objects(text, expected):
+    assert one(text, {"j": expression_input([{"y": [{"x": 1}, {"x": 2}, {"x": 1}]}])}) == expected
