@@ -4,7 +4,9 @@ tree of small value objects, with every problem found before any record is read.
 Parsing lives here, with no I/O library, so that `ingest validate` and DAG parsing refuse what the Spark job
 could not run; `ingest_core.executor.expressions` compiles the tree to vectorized pyarrow code.
 
-  literals     123, 1.5, 'text', null
+  literals     123, 1.5, 1e3, NaN, Infinity, 'text' (Java escapes: \n, \u00e9, \'), null
+  arrays       [1, 2], [1.5, null], ['a', 'b'], typed <LONG>[], <DOUBLE>[1], <STRING>['a', 1], ARRAY<LONG>[1]
+  lambdas      (x) -> x + 1, x -> x, (x, acc) -> x + acc, () -> 1: only as the first argument of map, filter...
   columns      name, "quoted name"; `__time` is the row timestamp in epoch milliseconds
   operators    unary - and !, ^, * / %, + -, < <= > >= == !=, &&, ||  (Druid's precedence)
   functions    FUNCTIONS below, each with its arity and the arguments that must be constants
@@ -16,11 +18,13 @@ types, time units and timestamp formats are known, regexp_extract's group exists
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
 from ingest_core.core.errors import IngestError
+from ingest_core.core.json_path import JsonPath, JsonPathError
 
 
 class ExpressionError(IngestError, ValueError):
@@ -59,7 +63,24 @@ class Call:
     args: tuple["Node", ...]
 
 
-Node = Union[Literal, Column, Unary, Binary, Call]
+@dataclass(frozen=True)
+class ArrayLiteral:
+    """`[1, 2]`, `<STRING>[]`: constant elements of one type (LONG, DOUBLE or STRING), nulls allowed."""
+
+    element_type: str
+    items: tuple[int | float | str | None, ...]
+
+
+@dataclass(frozen=True)
+class Lambda:
+    """`(x, y) -> body`: only as the first argument of an apply function (map, filter, fold...). Its
+    parameters hide columns of the same name inside the body; other names in the body are columns."""
+
+    params: tuple[str, ...]
+    body: "Node"
+
+
+Node = Union[Literal, Column, Unary, Binary, Call, ArrayLiteral, Lambda]
 
 
 @dataclass(frozen=True)
@@ -107,7 +128,10 @@ class Function:
         return self.params[index] if index < len(self.params) else self.variadic  # type: ignore[return-value]
 
 
-CAST_TYPES = ("LONG", "DOUBLE", "FLOAT", "STRING")
+# array types, with Druid's legacy names (LONG_ARRAY ...): the section "arrays, lambdas, JSON" below
+ARRAY_CAST_TYPES = {"ARRAY<LONG>": "LONG", "ARRAY<DOUBLE>": "DOUBLE", "ARRAY<STRING>": "STRING",
+                    "LONG_ARRAY": "LONG", "DOUBLE_ARRAY": "DOUBLE", "STRING_ARRAY": "STRING"}
+CAST_TYPES = ("LONG", "DOUBLE", "FLOAT", "STRING", *ARRAY_CAST_TYPES)
 TIME_UNITS = ("EPOCH", "SECOND", "MINUTE", "HOUR", "DAY", "DOW", "DOY", "WEEK", "MONTH", "QUARTER", "YEAR")
 
 # Regular-expression syntax Python's `re` accepts but RE2 (pyarrow's engine, used for like/regexp_like and
@@ -290,12 +314,26 @@ def check_call(name: str, args: tuple[Node, ...], text: str) -> None:
 
 _TOKEN = re.compile(r"""
     \s*(?:
-      (?P<num>\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|\d+(?:[eE][-+]?\d+)?)
+      (?P<atype>ARRAY<(?:LONG|DOUBLE|STRING)>|<(?:LONG|DOUBLE|STRING)>)
+     |(?P<num>\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|\d+(?:[eE][-+]?\d+)?)
      |(?P<str>'(?:[^'\\]|\\.)*')
      |(?P<qid>"(?:[^"\\]|\\.)*")
      |(?P<id>[A-Za-z_$][A-Za-z0-9_$.]*)
-     |(?P<op><=|>=|==|!=|&&|\|\||[-+*/%^<>!(),])
+     |(?P<op>->|<=|>=|==|!=|&&|\|\||[-+*/%^<>!(),\[\]])
     )""", re.VERBOSE)
+
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.S)
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
+
+
+def _unescape(text: str) -> str:
+    """A quoted string's or identifier's text as Druid reads it (Java's escapes: \\n, \\t, \\u00e9, \\', \\\\;
+    a backslash before any other character keeps that character)."""
+    def one(m: re.Match[str]) -> str:
+        e = m.group(1)
+        return chr(int(e[1:], 16)) if len(e) == 5 else _ESCAPES.get(e, e)
+    return _ESCAPE.sub(one, text) if "\\" in text else text
+
 
 # An expression nested deeper than this is refused: the parser recurses (about ten frames a level), and no
 # real transform nests so far.
@@ -322,6 +360,8 @@ class _Parser:
         self.i = 0
         self.depth = 0
         self.columns: set[str] = set()
+        self.scopes: list[tuple[str, ...]] = []  # the parameters of the lambdas being read
+        self.past_long = 0  # whole-number literals of 2^63, legal only negated (-9223372036854775808)
 
     def peek(self) -> tuple[str, str] | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -344,6 +384,9 @@ class _Parser:
         node = self.or_()
         if self.peek() is not None:
             raise ExpressionError(f"in expression {self.text!r}: unexpected {self.peek()[1]!r}")  # type: ignore[index]
+        if self.past_long:
+            raise ExpressionError(f"in expression {self.text!r}: the number 9223372036854775808 is outside the "
+                                  "LONG range; write it with a '.' for a DOUBLE")
         return node
 
     def _binary(self, sub: Callable[[], Node], ops: tuple[str, ...]) -> Node:
@@ -386,6 +429,8 @@ class _Parser:
             finally:
                 self.depth -= 1
             if op == "-" and isinstance(operand, Literal) and isinstance(operand.value, (int, float)):
+                if isinstance(operand.value, int):  # 2^63 fits once negated, and no longer if negated again
+                    self.past_long += (-operand.value == 2 ** 63) - (operand.value == 2 ** 63)
                 return Literal(-operand.value)  # a negative constant, so constant arguments may be negative
             return Unary(op, operand)
         base = self.primary()
@@ -397,22 +442,90 @@ class _Parser:
     def primary(self) -> Node:
         kind, value = self.take()
         if kind == "num":
-            return Literal(float(value) if any(c in value for c in ".eE") else int(value))
+            if any(c in value for c in ".eE"):
+                return Literal(float(value))
+            if int(value) > 2 ** 63:
+                raise ExpressionError(f"in expression {self.text!r}: the number {value} is outside the LONG range; "
+                                      "write it with a '.' for a DOUBLE")
+            self.past_long += int(value) == 2 ** 63
+            return Literal(int(value))
         if kind == "str":
-            return Literal(re.sub(r"\\(.)", r"\1", value[1:-1]))
+            return Literal(_unescape(value[1:-1]))
         if kind == "op" and value == "(":
             inner = self.or_()
             self.take(")")
             return inner
+        if kind == "atype" or (kind == "op" and value == "["):
+            return self.array(kind == "atype" and value or None)
         if kind in ("id", "qid"):
-            name = re.sub(r"\\(.)", r"\1", value[1:-1]) if kind == "qid" else value
+            name = _unescape(value[1:-1]) if kind == "qid" else value
             if kind == "id" and name == "null":
                 return Literal(None)
+            if kind == "id" and name in _SPECIAL_DOUBLES:
+                return Literal(_SPECIAL_DOUBLES[name])
             if kind == "id" and self.at("("):
                 return self.call(name)
-            self.columns.add(name)
+            if not any(name in params for params in self.scopes):
+                self.columns.add(name)
             return Column(name)
         raise ExpressionError(f"in expression {self.text!r}: unexpected {value!r}")
+
+    def array(self, typed: str | None) -> ArrayLiteral:
+        """An array literal, after its `[` (or its type, `<LONG>` / `ARRAY<LONG>`)."""
+        if typed is not None:
+            self.take("[")
+        items: list[Node] = []
+        if not self.at("]"):
+            items.append(self.or_())
+            while self.at(","):
+                self.take()
+                items.append(self.or_())
+        self.take("]")
+        if any(not isinstance(item, Literal) for item in items):
+            raise ExpressionError(f"in expression {self.text!r}: array literal elements must be constants "
+                                  "(numbers, 'text' or null); build an array of other values with array(...)")
+        values = [item.value for item in items]  # type: ignore[union-attr]
+        element = typed.strip("<>").removeprefix("ARRAY<") if typed else _literal_element_type(values)
+        try:
+            return ArrayLiteral(element, tuple(_array_element(v, element, typed is not None) for v in values))
+        except (TypeError, ValueError) as exc:
+            raise ExpressionError(f"in expression {self.text!r}: {exc}") from None
+
+    def lambda_ahead(self) -> bool:
+        """Whether the tokens ahead are a lambda's parameters and `->`: `x ->`, `() ->`, `(x, y) ->`."""
+        toks = self.tokens[self.i:self.i + 2]
+        if len(toks) == 2 and toks[0][0] in ("id", "qid") and toks[1] == ("op", "->"):
+            return True
+        if not toks or toks[0] != ("op", "("):
+            return False
+        j = self.i + 1
+        while j < len(self.tokens) and self.tokens[j][0] in ("id", "qid"):
+            j += 1
+            if j < len(self.tokens) and self.tokens[j] == ("op", ","):
+                j += 1
+        return self.tokens[j:j + 2] == [("op", ")"), ("op", "->")]
+
+    def lambda_(self) -> Lambda:
+        params: list[str] = []
+        parenthesized = self.at("(")
+        if parenthesized:
+            self.take("(")
+        while self.peek() is not None and self.peek()[0] in ("id", "qid"):  # type: ignore[index]
+            kind, value = self.take()
+            params.append(_unescape(value[1:-1]) if kind == "qid" else value)
+            if parenthesized and self.at(","):
+                self.take()
+        if parenthesized:
+            self.take(")")
+        self.take("->")
+        if len(set(params)) != len(params):
+            raise ExpressionError(f"in expression {self.text!r}: a lambda names a parameter twice: {params}")
+        self.scopes.append(tuple(params))
+        try:
+            body = self.or_()
+        finally:
+            self.scopes.pop()
+        return Lambda(tuple(params), body)
 
     def call(self, name: str) -> Node:
         key = name.lower()
@@ -424,13 +537,45 @@ class _Parser:
         self.take("(")
         args: list[Node] = []
         if not self.at(")"):
-            args.append(self.or_())
+            args.append(self.lambda_() if self.lambda_ahead() else self.or_())
             while self.at(","):
                 self.take()
                 args.append(self.or_())
         self.take(")")
         check_call(key, tuple(args), self.text)
+        if args and isinstance(args[0], Lambda) and key not in APPLY_FUNCTIONS:
+            raise ExpressionError(f"in expression {self.text!r}: {name}() takes no lambda; only "
+                                  f"{', '.join(sorted(APPLY_FUNCTIONS))} do")
         return Call(key, tuple(args))
+
+
+_SPECIAL_DOUBLES = {"NaN": math.nan, "Infinity": math.inf}
+
+
+def _literal_element_type(values: list[Any]) -> str:
+    """An untyped array literal's element type, as Druid's grammar gives it: text (or only nulls, or nothing)
+    is STRING, whole numbers LONG, numbers with a fraction DOUBLE; text and numbers together are an error."""
+    kinds = {type(v) for v in values if v is not None}
+    if not kinds or kinds == {str}:
+        return "STRING"
+    if str in kinds:
+        raise ExpressionError(f"an array literal mixes text and numbers: {values}; write <STRING>[...] for text")
+    return "LONG" if kinds == {int} else "DOUBLE"
+
+
+def _array_element(value: Any, element: str, typed: bool) -> int | float | str | None:
+    if value is None:
+        return None
+    if element == "STRING":
+        return value if isinstance(value, str) else (repr(value) if isinstance(value, float) else str(value))
+    if isinstance(value, str) and not typed:
+        raise ValueError(f"{value!r} is not a number")
+    number = float(value) if isinstance(value, str) else value
+    if element == "LONG":
+        if isinstance(number, float) and not math.isfinite(number):
+            raise ValueError(f"{value!r} is not a LONG")
+        return int(number)
+    return float(number)
 
 
 def parse_expression(text: str) -> Expression:
@@ -440,3 +585,243 @@ def parse_expression(text: str) -> Expression:
     parser = _Parser(text)
     root = parser.parse()
     return Expression(text, root, frozenset(parser.columns))
+
+
+# ------------------------------------------------------------------------------------------------ arrays, lambdas, JSON
+# Druid's non-scalar functions, in their own tables (merged into FUNCTIONS below). Arrays are values of one element
+# type (LONG, DOUBLE, STRING or JSON); apply functions take a lambda first; JSON functions read COMPLEX<json> values
+# (nested input fields, parse_json's results) with the JSONPath subset of `core.json_path` ($, .name, ['name'], [0]).
+
+JSON_TYPES = ("LONG", "DOUBLE", "STRING", "ARRAY<LONG>", "ARRAY<DOUBLE>", "ARRAY<STRING>")
+
+
+def _check_lambda_count(arrays: Callable[[int], int]) -> Callable[[str, tuple[Node, ...]], None]:
+    """An apply function's first argument is a lambda taking `arrays(argument count)` parameters."""
+    def check(name: str, args: tuple[Node, ...]) -> None:
+        if not isinstance(args[0], Lambda):
+            raise ExpressionError(f"{name}(): argument 1 must be a lambda, such as (x) -> x + 1")
+        wanted = arrays(len(args))
+        if len(args[0].params) != wanted:
+            raise ExpressionError(f"{name}(): lambda expression argument count of {len(args[0].params)} does not "
+                                  f"match the {wanted} arguments passed to it")
+    return check
+
+
+def _check_split_pattern(name: str, args: tuple[Node, ...]) -> None:
+    if isinstance(args[1], Literal) and args[1].value is not None:
+        compile_regex(str(args[1].value))
+
+
+def _check_json_path(index: int) -> Callable[[str, tuple[Node, ...]], None]:
+    def check(name: str, args: tuple[Node, ...]) -> None:
+        path = _constant(args, index)
+        if path is not None:
+            try:
+                json_path(str(path))
+            except JsonPathError as exc:
+                raise ExpressionError(f"{name}(): {exc}") from None
+    return check
+
+
+def json_path(text: str) -> JsonPath:
+    """A JSON function's path, read as Druid's NestedPathFinder.parseJsonPath reads it: `$` (or `$.`) the root,
+    `.name` a field (any character but `.` and `[`), `['name']` a field, `[0]` a list element. JsonPathError
+    says what is wrong, as flattenSpec's paths (`core.json_path`, which evaluates both)."""
+    def bad(why: str) -> JsonPathError:
+        return JsonPathError(f"JSONPath {text!r}: {why}; write e.g. $.a.b, $.a[0] or $['a b']")
+
+    if not text.startswith("$"):
+        raise bad("it must start with '$'")
+    steps: list[str | int] = []
+    i = 1
+    while i < len(text):
+        if text[i] == ".":
+            end = min((j for j in (text.find(".", i + 1), text.find("[", i + 1)) if j >= 0), default=len(text))
+            if end == i + 1 and end < len(text):
+                raise bad(f"an empty name at position {i + 1}")
+            if end > i + 1:
+                steps.append(text[i + 1:end])
+            i = end
+        elif text.startswith("['", i):
+            end = text.find("']", i + 2)
+            if end < 0:
+                raise bad("an unterminated ['")
+            steps.append(text[i + 2:end])
+            i = end + 2
+        elif text[i] == "[":
+            end = text.find("]", i)
+            index = text[i + 1:end] if end > 0 else ""
+            if not index.isdigit():
+                raise bad(f"[{index}] is not a list index (0, 1, ...; a name is written ['name'])")
+            steps.append(int(index))
+            i = end + 1
+        else:
+            raise bad(f"path parts must be separated with '.' (position {i})")
+    return JsonPath(text, tuple(steps))
+
+
+def _check_json_value(name: str, args: tuple[Node, ...]) -> None:
+    _check_json_path(1)(name, args)
+    if len(args) > 2:
+        to = str(_constant(args, 2)).upper()
+        if to not in JSON_TYPES:
+            raise ExpressionError(f"{name}(): returning type {_constant(args, 2)!r} is not supported; use one of "
+                                  f"{', '.join(repr(t) for t in JSON_TYPES)}")
+
+
+def _check_json_object(name: str, args: tuple[Node, ...]) -> None:
+    if len(args) % 2:
+        raise ExpressionError(f"{name}(): takes alternating keys and values, got {len(args)} arguments")
+    for i in range(0, len(args), 2):
+        key = args[i]
+        if isinstance(key, Literal) and not isinstance(key.value, str):
+            raise ExpressionError(f"{name}(): key {i // 2 + 1} must be text, got {key.value!r}")
+
+
+def _check_parse_json(name: str, args: tuple[Node, ...]) -> None:
+    """parse_json of a constant that is no JSON is refused up front, as Druid's parser refuses it."""
+    import json
+
+    if isinstance(args[0], Literal) and isinstance(args[0].value, str):
+        try:
+            json.loads(args[0].value)
+        except ValueError as exc:
+            raise ExpressionError(f"{name}(): {args[0].value!r} is not JSON ({exc})") from None
+
+
+_ARR = Param("array")
+ARRAY_FUNCTIONS: dict[str, Function] = {
+    "array": Function((), Param("value")),
+    "array_length": Function((_ARR,)),
+    "array_offset": Function((_ARR, Param("index", _N))),
+    "array_ordinal": Function((_ARR, Param("index", _N))),
+    "array_contains": Function((_ARR, Param("values"))),
+    "array_overlap": Function((_ARR, Param("other"))),
+    "scalar_in_array": Function((Param("value"), _ARR)),
+    "array_offset_of": Function((_ARR, Param("value"))),
+    "array_ordinal_of": Function((_ARR, Param("value"))),
+    "array_prepend": Function((Param("value"), _ARR)),
+    "array_append": Function((_ARR, Param("value"))),
+    "array_concat": Function((_ARR, Param("other"))),
+    "array_set_add": Function((_ARR, Param("value"))),
+    "array_set_add_all": Function((_ARR, Param("other"))),
+    "array_slice": Function((_ARR, Param("start", _N), Param("end", _N, optional=True))),
+    "array_to_string": Function((_ARR, Param("delimiter", _S))),
+    "string_to_array": Function((Param("s", _S), Param("pattern", _S)), check=_check_split_pattern),
+    "array_to_mv": Function((_ARR,)),
+}
+
+_LAMBDA = Param("lambda")
+APPLY_FUNCTIONS: dict[str, Function] = {
+    "map": Function((_LAMBDA, _ARR), check=_check_lambda_count(lambda n: 1)),
+    "cartesian_map": Function((_LAMBDA, _ARR), Param("more arrays"), check=_check_lambda_count(lambda n: n - 1)),
+    "filter": Function((_LAMBDA, _ARR), check=_check_lambda_count(lambda n: 1)),
+    "fold": Function((_LAMBDA, _ARR, Param("accumulator")), check=_check_lambda_count(lambda n: 2)),
+    "cartesian_fold": Function((_LAMBDA, _ARR, Param("arrays, then the accumulator")), Param("more"),
+                               check=_check_lambda_count(lambda n: n - 1)),
+    "any": Function((_LAMBDA, _ARR), check=_check_lambda_count(lambda n: 1)),
+    "all": Function((_LAMBDA, _ARR), check=_check_lambda_count(lambda n: 1)),
+}
+
+JSON_FUNCTIONS: dict[str, Function] = {
+    "json_value": Function((Param("json"), Param("path", _S), Param("type", _S, True, True)),
+                           check=_check_json_value),
+    "json_query": Function((Param("json"), Param("path", _S)), check=_check_json_path(1)),
+    "json_query_array": Function((Param("json"), Param("path", _S)), check=_check_json_path(1)),
+    "json_object": Function((Param("key"), Param("value")), Param("more keys and values"),
+                            check=_check_json_object),
+    "json_keys": Function((Param("json"), Param("path", _S)), check=_check_json_path(1)),
+    "json_paths": Function((Param("json"),)),
+    "json_merge": Function((Param("json"), Param("other")), Param("more")),
+    "parse_json": Function((Param("s", _S),), check=_check_parse_json),
+    "try_parse_json": Function((Param("s", _S),)),
+    "to_json_string": Function((Param("json"),)),
+}
+
+FUNCTIONS.update(ARRAY_FUNCTIONS)
+FUNCTIONS.update(APPLY_FUNCTIONS)
+FUNCTIONS.update(JSON_FUNCTIONS)
+
+
+# Druid's implicit apply (math-expr.md: a multi-value column read as a scalar maps the expression over its values)
+# needs to know which arguments each function reads as arrays (Druid's getArrayInputs): ARRAY_INPUTS; a JSON
+# function takes any value as it is; an apply function's arguments are all rewritten on their own.
+
+
+def _all(args: tuple[Node, ...]) -> range:
+    return range(len(args))
+
+
+def _first(args: tuple[Node, ...]) -> tuple[int, ...]:
+    return (0,)
+
+
+def _second(args: tuple[Node, ...]) -> tuple[int, ...]:
+    return (1,)
+
+
+def _cast_inputs(args: tuple[Node, ...]) -> tuple[int, ...]:
+    """cast to an array type reads its value as an array."""
+    return (0,) if str(_constant(args, 1)).upper() in ARRAY_CAST_TYPES else ()
+
+
+ARRAY_INPUTS: dict[str, Callable[[tuple[Node, ...]], Any]] = {
+    "array_length": _first, "array_offset": _first, "array_ordinal": _first, "array_contains": _all,
+    "array_overlap": _all, "scalar_in_array": _second, "array_offset_of": _first, "array_ordinal_of": _first,
+    "array_prepend": _second, "array_append": _first, "array_concat": _all, "array_set_add": _first,
+    "array_set_add_all": _all, "array_slice": _first, "array_to_string": _first, "array_to_mv": _all,
+    "cast": _cast_inputs, **{name: _all for name in JSON_FUNCTIONS},
+}
+
+
+def node_columns(node: Node) -> set[str]:
+    """Every column name `node` reads (a lambda's parameters among them, where its body uses them)."""
+    if isinstance(node, Column):
+        return {node.name}
+    if isinstance(node, Unary):
+        return node_columns(node.operand)
+    if isinstance(node, Binary):
+        return node_columns(node.left) | node_columns(node.right)
+    if isinstance(node, Lambda):
+        return node_columns(node.body)
+    if isinstance(node, Call):
+        return set().union(*(node_columns(a) for a in node.args))
+    return set()
+
+
+def mapped_arguments(node: Call) -> tuple[int, ...]:
+    """The arguments of `node` that Druid's implicit apply rewrites on their own (Parser's
+    rewriteUnappliedSubExpressions): an expression (not a bare column) where an array function takes an array,
+    and every argument of an apply function."""
+    if node.name in APPLY_FUNCTIONS:
+        return tuple(range(1, len(node.args)))
+    if node.name in ARRAY_INPUTS:
+        return tuple(i for i in ARRAY_INPUTS[node.name](node.args) if i < len(node.args))
+    return ()
+
+
+def implicit_apply_candidates(root: Node, params: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The columns Druid maps `root` over when they hold multi-value (list) values (Parser.applyUnappliedBindings):
+    those read as scalars (an operand, a scalar function's argument) and nowhere as arrays: not as an array
+    function's array, nor inside an argument mapped on its own (`mapped_arguments`), nor in a lambda's body (Druid
+    lifts those into the apply function). `params`: a lambda's parameters, when `root` is its body."""
+    scalar: dict[str, None] = {}  # in the order they appear, the order of a cartesian product
+    array: set[str] = set()
+
+    def walk(node: Node) -> None:
+        if isinstance(node, Column):
+            scalar.setdefault(node.name)
+        elif isinstance(node, Unary):
+            walk(node.operand)
+        elif isinstance(node, Binary):
+            walk(node.left)
+            walk(node.right)
+        elif isinstance(node, Call):
+            mapped = mapped_arguments(node)
+            for i, arg in enumerate(node.args):
+                if i in mapped or isinstance(arg, Lambda):
+                    array.update(node_columns(arg))
+                else:
+                    walk(arg)
+    walk(root)
+    return tuple(name for name in scalar if name not in array and name not in params)

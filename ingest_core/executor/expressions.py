@@ -19,11 +19,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest_core.core.expressions import (
+    ARRAY_CAST_TYPES,
+    ArrayLiteral,
     Binary,
     Call,
     Column,
     Expression,
     ExpressionError,
+    Lambda,
     Literal,
     Node,
     Unary,
@@ -31,6 +34,16 @@ from ingest_core.core.expressions import (
     parse_expression,
 )
 from ingest_core.executor import buckets
+from ingest_core.executor.array_functions import (
+    APPLY_COMPILERS,
+    ARRAY_IMPLEMENTATIONS,
+    cast_to_array,
+    compile_arguments,
+    compile_array_literal,
+    with_implicit_apply,
+)
+from ingest_core.executor.expr_values import scalar_view
+from ingest_core.executor.json_functions import JSON_IMPLEMENTATIONS
 
 Columns = Mapping[str, pa.Array]
 Compiled = Callable[[Columns, int], Any]  # (columns, row count) -> pa.Array or a Python scalar
@@ -278,6 +291,9 @@ def _f_case_searched(n: int, *args: Any) -> Any:
 
 def _f_cast(n: int, v: Any, to: str) -> Any:
     kind = str(to).upper()
+    if kind in ARRAY_CAST_TYPES:
+        return cast_to_array(n, v, ARRAY_CAST_TYPES[kind])
+    v = scalar_view(v)
     if kind == "LONG":
         return to_long(v)
     if kind in ("DOUBLE", "FLOAT"):
@@ -426,6 +442,13 @@ IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "timestamp_extract": _f_timestamp_extract,
 }
 
+# arrays, lambdas, JSON: ingest_core.executor.array_functions and json_functions
+IMPLEMENTATIONS.update(ARRAY_IMPLEMENTATIONS)
+IMPLEMENTATIONS.update(JSON_IMPLEMENTATIONS)
+# functions that take arrays and JSON values as they are; the others read them as scalars (`scalar_view`)
+_AS_IS = frozenset(ARRAY_IMPLEMENTATIONS) | frozenset(JSON_IMPLEMENTATIONS) | {
+    "nvl", "if", "case_searched", "coalesce", "case_simple", "cast"}
+
 
 # ------------------------------------------------------------------------------------ the compiler
 
@@ -466,10 +489,10 @@ def _compile(node: Node, text: str) -> Compiled:
         inner = _compile(node.operand, text)
         if node.op == "-":
             def negate(cols: Columns, n: int) -> Any:
-                v = _numeric(inner(cols, n))
+                v = _numeric(scalar_view(inner(cols, n)))
                 return _lift(pc.negate_checked if pa.types.is_integer(_type_of(v)) else pc.negate)(v)
             return negate
-        return lambda cols, n: _as_long(_lift(pc.invert)(_as_bool(inner(cols, n), n)))
+        return lambda cols, n: _as_long(_lift(pc.invert)(_as_bool(scalar_view(inner(cols, n)), n)))
     if isinstance(node, Binary):
         left, right = _compile(node.left, text), _compile(node.right, text)
         if node.op in ("&&", "||"):
@@ -479,16 +502,23 @@ def _compile(node: Node, text: str) -> Compiled:
             op = lambda a, b: _as_long(cmp(a, b))  # noqa: E731 - comparisons yield 1 or 0
         else:
             op = _arith(node.op)
-        return lambda cols, n: op(left(cols, n), right(cols, n))
+        return lambda cols, n: op(scalar_view(left(cols, n)), scalar_view(right(cols, n)))
+    if isinstance(node, ArrayLiteral):
+        return compile_array_literal(node)
+    if isinstance(node, Lambda):
+        raise ExpressionError(f"in expression {text!r}: a lambda is only an apply function's first argument")
     assert isinstance(node, Call)
+    if node.name in APPLY_COMPILERS:
+        return APPLY_COMPILERS[node.name](node, text, _compile)
     fn = IMPLEMENTATIONS[node.name]
     name = node.name
-    args = [_compile(a, text) for a in node.args]
+    args = compile_arguments(node, text, _compile)
     constant = [a.value if isinstance(a, Literal) else None for a in node.args]
     is_constant = [isinstance(a, Literal) for a in node.args]
+    view = (lambda v: v) if name in _AS_IS else scalar_view
 
     def apply(cols: Columns, n: int) -> Any:
-        values = [c if k else a(cols, n) for a, c, k in zip(args, constant, is_constant)]
+        values = [c if k else view(a(cols, n)) for a, c, k in zip(args, constant, is_constant)]
         try:
             return fn(n, *values)
         except ExpressionError as exc:
@@ -502,7 +532,8 @@ def _compile(node: Node, text: str) -> Compiled:
 def compile_expression(source: str | Expression) -> CompiledExpression:
     """Compile an expression (its text, checked first, or an already checked tree)."""
     expression = parse_expression(source) if isinstance(source, str) else source
-    return CompiledExpression(expression, _compile(expression.root, expression.text))
+    return CompiledExpression(expression, with_implicit_apply(expression.root,
+                                                              _compile(expression.root, expression.text)))
 
 
 def evaluate_to_array(expr: CompiledExpression, columns: Columns, num_rows: int) -> pa.Array:

@@ -41,6 +41,7 @@ from ingest_core.core.periods import MAX_DATETIME, MIN_DATETIME
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor.decoders import decoder_for, json_text
 from ingest_core.executor.discovery import AUTO_JSON, encode
+from ingest_core.executor.expr_values import concat_arrays, expression_input
 from ingest_core.executor.expressions import compile_expression, evaluate_to_array
 from ingest_core.executor.filters import compile_filter
 from ingest_core.executor.report import (
@@ -389,15 +390,17 @@ class RowParser:
         for name, expr in self.transforms:
             columns[name] = self._per_row(lambda cols, m, e=expr: evaluate_to_array(e, cols, m), columns, n, bad,
                                           chunk, offsets, f"transform {name!r} ({expr.text})", expr.columns,
-                                          raw_values)
+                                          raw_values, nested=True)
             raw_values.pop(name, None)
         time_col = self._row_times(columns[TIME], n, bad)
 
         # 4. filter, then late/early rejection
         mask = _keep_mask(n, bad)
         if self.filter is not None:
-            passed = self._per_row(self.filter, columns, n, bad, chunk, offsets, "transformSpec.filter",
-                                   _filter_columns(self.spec.data_schema.transform_spec.filter), raw_values)
+            flt = self.filter
+            passed = self._per_row(lambda cols, m: flt(_as_text(cols), m), columns, n, bad, chunk, offsets,
+                                   "transformSpec.filter", _filter_columns(self.spec.data_schema.transform_spec.filter),
+                                   raw_values)
             if bad:
                 mask = _keep_mask(n, bad)
             passed = pc.fill_null(passed, False)
@@ -447,12 +450,13 @@ class RowParser:
 
     def _per_row(self, evaluate: Callable[[dict[str, pa.Array], int], pa.Array], columns: dict[str, pa.Array],
                  n: int, bad: dict[int, str], chunk: RecordChunk, offsets: pa.Array, what: str,
-                 inputs: Any, raw_values: dict[str, list[Any]]) -> pa.Array:
+                 inputs: Any, raw_values: dict[str, list[Any]], nested: bool = False) -> pa.Array:
         """`evaluate(columns, n)` over the chunk, vectorized, such that each row gets the value it gets in a
         chunk of its own kind, whatever its neighbours:
         - an input column that mixes types in the chunk (text for the whole chunk) is evaluated per group of
           rows whose values have one type, each typed from its values (a number stays a number, and is not
-          read as text because another record sent text there);
+          read as text because another record sent text there); with `nested` (transforms), a list is an
+          array and an object a JSON value, as Druid's ExpressionTransform reads them, else they are text;
         - when an evaluation raises, its rows are halved and evaluated again until the rows at fault are found
           (a few evaluations per bad row); those rows are null and unparseable in `bad`."""
         mixed = sorted(set(inputs or ()) & raw_values.keys())
@@ -466,7 +470,10 @@ class RowParser:
 
         def walk(rows: np.ndarray, part: dict[str, pa.Array]) -> None:
             for c in mixed:
-                typed = _plain_array([raw_values[c][r] for r in rows])
+                values = [raw_values[c][r] for r in rows]
+                typed = _plain_array(values)
+                if typed is None and nested:
+                    typed = expression_input(values)
                 if typed is not None:
                     part[c] = typed
             try:
@@ -764,6 +771,8 @@ def _type_groups(columns: list[list[Any]], n: int) -> list[np.ndarray]:
             return None
         if isinstance(v, int) and not isinstance(v, bool):
             return "int" if LONG_MIN <= v <= LONG_MAX else "big"
+        if isinstance(v, list):  # a list's type is its elements' (an array's element type)
+            return "list[" + ",".join(sorted({str(kind(x)) for x in v if x is not None})) + "]"
         return type(v).__name__
 
     keys = [tuple(kind(col[row]) for col in columns) for row in range(n)]
@@ -790,6 +799,8 @@ def _concat(pieces: list[pa.Array]) -> pa.Array:
     whole numbers only, may have evaluated to a narrower type)."""
     pieces = [p.combine_chunks() if isinstance(p, pa.ChunkedArray) else p for p in pieces]
     types = {p.type for p in pieces if not pa.types.is_null(p.type)}
+    if any(pa.types.is_list(t) or isinstance(t, pa.ExtensionType) for t in types):
+        return concat_arrays(pieces)  # arrays or JSON values: their common expression type
     if not types:
         return pa.concat_arrays(pieces) if len(pieces) > 1 else pieces[0]
     if len(types) == 1:
@@ -831,6 +842,16 @@ def _numeric(t: Target, raw: pa.Array, target_type: pa.DataType, with_error: dic
     if t.kind == "long":
         return pc.cast(pc.trunc(raw), pa.int64(), safe=False)  # in range: truncated like Druid's (long) cast
     return raw if raw.type == target_type else pc.cast(raw, target_type, safe=False)
+
+
+def _as_text(columns: dict[str, pa.Array]) -> dict[str, pa.Array]:
+    """Columns for the filter: a transform's array or JSON result as the text its dimension stores (the filter
+    reads input lists and objects as that text too)."""
+    nested = [k for k, v in columns.items() if pa.types.is_list(v.type) or isinstance(v.type, pa.ExtensionType)]
+    if not nested:
+        return columns
+    return {**columns, **{k: pa.array([_to_string_value(x, "sorted_array") for x in columns[k].to_pylist()],
+                                      pa.string()) for k in nested}}
 
 
 def _plain_array(values: list[Any]) -> pa.Array | None:
