@@ -55,8 +55,8 @@ class Granularity:
                 return cls.named(kind.upper())
             if kind in ("period", "duration"):
                 allowed = {"type", "period", "timeZone", "origin"} if kind == "period" else {"type", "duration", "origin"}
-                for key in set(raw) - allowed:
-                    ctx.error(join(path, key), "unknown field" + did_you_mean(key, allowed))
+                for key in sorted(set(raw) - allowed):
+                    ctx.unknown(join(path, key), "unknown field" + did_you_mean(key, allowed))
                 if raw.get("timeZone") not in (None, "UTC", "Etc/UTC"):
                     ctx.error(join(path, "timeZone"), "only UTC is supported")
                 if raw.get("origin") is not None:
