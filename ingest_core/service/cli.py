@@ -1,7 +1,8 @@
 """The `ingest` command line: a thin shell over the spine.
 
-  ingest validate SPEC...            check spec files; exit 1 with every problem listed
-                                     (--connect: also the schema registries they name)
+  ingest validate SPEC...            check spec files; exit 1 with every problem listed, warnings shown
+                                     (--connect: also the schema registries they name; --strict: unknown
+                                     fields are errors, not warnings)
   ingest db upgrade                  create or upgrade the metadata store schema
   ingest plan SPEC --run-id ID       plan (or show the persisted plan of) one run
   ingest status [DATASOURCE]         state, health, offsets, lag, errors and recent runs (--json: Druid's shape)
