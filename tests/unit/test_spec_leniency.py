@@ -291,3 +291,18 @@ def test_a_copy_of_the_export_with_an_unknown_field_warns_only_about_that_field(
     assert list(warnings_of(raw)) == ["ioConfig", "spec.ioConfig.pollTimout"]
     assert yaml.safe_load(yaml.safe_dump(raw)) == raw  # the same spec as YAML loads the same way
     assert [w.path for w in parse_spec_text(yaml.safe_dump(raw)).warnings] == ["ioConfig", "spec.ioConfig.pollTimout"]
+
+
+def test_validate_points_at_the_typo_and_fails_only_when_strict(tmp_path, monkeypatch, capsys):
+    from ingest_core.service import cli
+
+    path = tmp_path / "wiki.json"
+    path.write_text(json.dumps(minimal(taskCout=2), indent="\t"))
+    monkeypatch.delenv("INGEST_STRICT_SPECS", raising=False)
+    assert cli.main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "warning: spec.ioConfig.taskCout: unknown field (did you mean 'taskCount'?)" in out
+    assert cli.main(["validate", "--strict", str(path)]) == 1
+    assert "spec.ioConfig.taskCout: unknown field (did you mean 'taskCount'?)" in capsys.readouterr().err
+    monkeypatch.setenv("INGEST_STRICT_SPECS", "true")  # what DAG parsing refuses, validate refuses too
+    assert cli.main(["validate", str(path)]) == 1
