@@ -97,7 +97,13 @@ class Dimension:
             return MISSING_VALUE
         kind = obj.type.lower()
         if kind not in DIMENSION_TYPES:
-            ctx.error(join(path, "type"), f"unknown dimension type {obj.type!r}{did_you_mean(obj.type, DIMENSION_TYPES)}")
+            # Druid reads a dimension type it does not know as a string dimension (DimensionSchema's defaultImpl)
+            problem = f"unknown dimension type {obj.type!r}{did_you_mean(obj.type, DIMENSION_TYPES)}"
+            if ctx.strict:
+                ctx.error(join(path, "type"), problem)
+            else:
+                ctx.warn(join(path, "type"), f"{problem}: read as a string dimension, as Druid reads it")
+            kind = "string"
         elif kind != obj.type:
             # Druid's type names are lower case; an unknown one silently becomes a string dimension there
             ctx.warn(join(path, "type"), f"read as {kind!r} (Druid would take {obj.type!r} for an unknown type and "
@@ -189,6 +195,8 @@ class GranularitySpec:
     @classmethod
     def _from_raw(cls, raw: Any, path: str, ctx: BindContext) -> Any:
         obj = bind_object(cls, raw, path, ctx, custom_hook=False)
+        if obj is not MISSING_VALUE and obj.type not in ("uniform", "arbitrary"):
+            obj = dataclasses.replace(obj, type="uniform")  # as Druid reads it (warned in _validate)
         if obj is not MISSING_VALUE and obj.query_granularity.name == "ALL" and obj.segment_granularity.period:
             # Druid truncates a row's time by ALL to the start of all time, then raises it to its segment's
             # start (IncrementalIndex: max(bucketStart, minTimestamp)): every row is at its segment's start
@@ -197,7 +205,12 @@ class GranularitySpec:
 
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.type not in ("uniform", "arbitrary"):
-            ctx.error(join(path, "type"), f"unknown granularitySpec type {self.type!r}; use 'uniform'")
+            # Druid reads a granularitySpec type it does not know as uniform (GranularitySpec's defaultImpl)
+            problem = f"unknown granularitySpec type {self.type!r}{did_you_mean(self.type, ('uniform', 'arbitrary'))}"
+            if ctx.strict:
+                ctx.error(join(path, "type"), f"{problem}; use 'uniform'")
+            else:
+                ctx.warn(join(path, "type"), f"{problem}: read as 'uniform', as Druid reads it")
         if self.segment_granularity.name in ("NONE",):
             ctx.error(join(path, "segmentGranularity"), "segmentGranularity cannot be NONE; use e.g. HOUR or DAY")
         for key, gran in (("segmentGranularity", self.segment_granularity), ("queryGranularity", self.query_granularity)):
@@ -306,6 +319,12 @@ class FlattenField:
     type: str
     name: str
     expr: str | None = None
+
+    @classmethod
+    def _from_raw(cls, raw: Any, path: str, ctx: BindContext) -> Any:
+        if isinstance(raw, dict) and isinstance(raw.get("type"), str):
+            raw = {**raw, "type": raw["type"].lower()}  # Druid's JSONPathFieldType reads any case
+        return bind_object(cls, raw, path, ctx, custom_hook=False)
 
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.type not in ("root", "path", "jq", "tree"):

@@ -213,6 +213,17 @@ def test_enum_like_values_read_in_any_case():
     assert "sorted_array" in errors_of(raw)["spec.dataSchema.dimensionsSpec.dimensions[0].multiValueHandling"]
 
 
+def test_an_unknown_type_druid_reads_as_its_default_is_read_so_with_a_word():
+    raw = minimal(inputFormat={"type": "json", "flattenSpec": {"fields": [
+        {"type": "PATH", "name": "lang", "expr": "$.meta.lang"}, {"type": "Root", "name": "page"}]}})
+    raw["spec"]["dataSchema"]["granularitySpec"] = {"type": "uniformm", "segmentGranularity": "HOUR"}
+    spec = parse_spec(raw)
+    assert [f.type for f in spec.io_config.input_format.flatten_spec.fields] == ["path", "root"]
+    assert spec.data_schema.granularity_spec.type == "uniform"
+    assert "read as 'uniform'" in warnings_of(raw)["spec.dataSchema.granularitySpec.type"]
+    assert "did you mean 'uniform'?" in errors_of(raw, strict=True)["spec.dataSchema.granularitySpec.type"]
+
+
 @pytest.mark.parametrize("query", ["ALL", "all", {"type": "all"}])
 def test_query_granularity_all_puts_each_row_at_its_segments_start_as_druid_does(query):
     raw = minimal()
