@@ -53,3 +53,29 @@ def test_a_datasource_is_idle_once_nothing_new_came_for_inactive_after_millis(st
                               thresholds=HealthConfig(), now=T0)
         assert (report.state, report.detailed_state) == (shown, shown)
         assert report.to_json()["payload"]["state"] == shown
+
+
+def test_the_publish_of_a_run_that_found_nothing_leaves_the_idle_config_state(store_url, tmp_path, monkeypatch):
+    from ingest_core.provider.operators.publish import publish_task
+    from ingest_core.provider.operators.run import RunContext
+    from ingest_core.store.metadata import MetadataStore, utcnow
+
+    monkeypatch.setenv("INGEST_METADATA_URL", store_url)
+    monkeypatch.setenv("INGEST_DEEP_STORAGE", (tmp_path / "deep").as_uri())
+    store = MetadataStore(store_url)
+    day_ago = utcnow() - timedelta(days=1)  # far from any threshold below: no race with the clock
+    cases = {"no_idle_config": ({}, "IDLE"),  # this system's default: IDLE at once
+             "idle_after_an_hour": ({"enabled": True, "inactiveAfterMillis": 3_600_000}, "IDLE"),
+             "idle_after_two_days": ({"enabled": True, "inactiveAfterMillis": 172_800_000}, "RUNNING"),
+             "idle_disabled": ({"enabled": False}, "RUNNING")}
+    for name, (idle, shown) in cases.items():
+        spec = make_spec("localhost:9", name, topic="edits", completionTimeout="PT10S",
+                         **({"idleConfig": idle} if idle else {}))
+        # the first run ever found nothing: the idle clock starts at its planning, a day ago
+        empty = plan_run(PlanRequest(datasource=name, run_id="r0", created_at=day_ago,
+                                     starts={P0: StartOffset(0, StartSource.EARLIEST)}, latest={P0: 0}, task_count=1))
+        store.insert_run(empty)
+        store.set_state(name, Event.PLANNED)
+        publish_task(spec, RunContext("r0", "manual", None), run_jobs=lambda plan: None)
+        assert store.datasource_row(name)["state"] == shown, name
+    store.dispose()
