@@ -2,7 +2,8 @@
 
 Spec classes are plain dataclasses whose fields are snake_case; the JSON key is the camelCase form unless
 `key=` says otherwise. Fields marked `ignored_in_batch=...` are Druid settings that have no meaning for a
-bounded batch job: they are accepted (a Druid spec must load as-is) and produce a warning when set.
+bounded batch job: they are accepted (a Druid spec must load as-is) and produce a warning when set to other
+than their default (Druid's export writes every default: no news).
 
 Unknown fields follow Druid, whose JSON reader ignores them: a warning naming the field (with a did-you-mean),
 not an error; an error in strict mode (`BindContext(strict=True)`) and inside this system's own sections
@@ -18,9 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from contextlib import contextmanager
 import types
 import typing
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Iterator, Union
 

@@ -8,8 +8,9 @@ Accepted shapes (JSON is YAML, so a Druid supervisor JSON loads as-is):
 Leniency follows Druid's: a field Druid does not know is ignored there, so here it is a warning with its path and a
 did-you-mean (`spec.ioConfig.taskCout: unknown field (did you mean 'taskCount'?)`), and an error with
 `strict=True` and in this system's own sections (`microbatch`, `compaction`). Fields Druid writes when it exports
-a spec load without a word (`_IGNORED`, `_EXPORT_ALIASES`); Druid fields that mean nothing to a bounded batch
-job load with a warning when set (`DatasourceSpec.warnings`). An explicit `null` is the field left out.
+a spec load without a word (`_IGNORED`, `_export_aliases`, `_exported_copies`); Druid fields that mean nothing
+to a bounded batch job load with a warning when set (`DatasourceSpec.warnings`). An explicit `null` is the field
+left out. A `.json` file is read as JSON, others as YAML; both refuse a key given twice.
 """
 
 from __future__ import annotations
@@ -673,7 +674,7 @@ class IOConfig:
     server_priority_to_replicas: dict[str, Any] | None = spec_field(None, ignored_in_batch="no Druid servers")
 
     # Druid writes these when it exports a spec, or reads and ignores them (a batch ioConfig's appendToExisting);
-    # `stream` and `useEarliestSequenceNumber`, its export copies of topic and useEarliestOffset: _EXPORT_ALIASES
+    # `stream` and `useEarliestSequenceNumber`, its export copies of topic and useEarliestOffset: _export_aliases
     _IGNORED: ClassVar[frozenset[str]] = frozenset({"multiTopic", "lagAggregator", "appendToExisting", "taskType",
                                                     "autoScalerEnabled"})
 
