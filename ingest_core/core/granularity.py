@@ -51,7 +51,9 @@ class Granularity:
     def _from_raw(cls, raw: Any, path: str, ctx: BindContext) -> Any:
         if isinstance(raw, dict):
             kind = str(raw.get("type", "")).lower()
-            if kind in ("none", "all") and set(raw) <= {"type"}:
+            if kind in ("none", "all"):
+                for key in sorted(k for k in raw if k != "type" and raw[k] is not None):
+                    ctx.unknown(join(path, key), "unknown field for a granularity of type " + kind)
                 return cls.named(kind.upper())
             if kind in ("period", "duration"):
                 allowed = {"type", "period", "timeZone", "origin"} if kind == "period" else {"type", "duration", "origin"}

@@ -317,3 +317,11 @@ def test_validate_points_at_the_typo_and_fails_only_when_strict(tmp_path, monkey
     assert "spec.ioConfig.taskCout: unknown field (did you mean 'taskCount'?)" in capsys.readouterr().err
     monkeypatch.setenv("INGEST_STRICT_SPECS", "true")  # what DAG parsing refuses, validate refuses too
     assert cli.main(["validate", str(path)]) == 1
+
+
+def test_a_named_granularity_object_with_a_stray_field_is_still_read():
+    raw = minimal()
+    raw["spec"]["dataSchema"]["granularitySpec"] = {"queryGranularity": {"type": "none", "period": "PT1H"}}
+    assert parse_spec(raw).data_schema.granularity_spec.query_granularity.name == "NONE"
+    assert "unknown field for a granularity of type none" in warnings_of(raw)[
+        "spec.dataSchema.granularitySpec.queryGranularity.period"]
