@@ -66,7 +66,8 @@ def publish_task(spec: DatasourceSpec, run: RunContext, run_jobs: Callable[[Plan
         for reports in successful_reports(spec, plans[-1]).values():
             for report in reports:
                 metadata.add_task_report(report)
-    metadata.set_state(spec.datasource, state_event(spec, record.plan, metadata.last_active(spec.datasource)))
+    last_active = metadata.last_active(spec.datasource) if record.plan.is_empty else None  # idleConfig's clock
+    metadata.set_state(spec.datasource, state_event(spec, record.plan, last_active))
     summary = publish_summary(result, plans[-1])
     log.info("publish: %s", json.dumps(summary))
     return summary
