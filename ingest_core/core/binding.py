@@ -2,8 +2,15 @@
 
 Spec classes are plain dataclasses whose fields are snake_case; the JSON key is the camelCase form unless
 `key=` says otherwise. Fields marked `ignored_in_batch=...` are Druid settings that have no meaning for a
-bounded batch job: they are accepted (a Druid spec must load as-is) and produce a warning when set.
+bounded batch job: they are accepted (a Druid spec must load as-is) and produce a warning when set to other
+than their default (Druid's export writes every default: no news).
+
+Unknown fields follow Druid, whose JSON reader ignores them: a warning naming the field (with a did-you-mean),
+not an error; an error in strict mode (`BindContext(strict=True)`) and inside this system's own sections
+(`BindContext.own_section`). An explicit `null` is the field left out, as in Druid.
 A class may define:
+  - `_IGNORED` (ClassVar of JSON keys): fields Druid writes when it exports a spec, or reads and ignores, that
+    mean nothing here: accepted without a word;
   - `_from_raw(raw, path, ctx)` (classmethod) to take over binding entirely (polymorphic `type` objects);
   - `_validate(self, path, ctx)` for range checks and contradictions between fields.
 """
@@ -14,8 +21,9 @@ import dataclasses
 import difflib
 import types
 import typing
+from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Union
+from typing import Any, Iterator, Union
 
 from ingest_core.core.errors import SpecProblem
 from ingest_core.core.periods import Period, PeriodError, parse_datetime
@@ -46,12 +54,41 @@ def json_key(f: dataclasses.Field) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-class BindContext:
-    """Collects errors and warnings while a spec is bound."""
+UNKNOWN_IGNORED = "ignored, as Druid ignores fields it does not know (`ingest validate --strict` refuses them)"
 
-    def __init__(self) -> None:
+
+class BindContext:
+    """Collects errors and warnings while a spec is bound. `strict`: unknown fields are errors everywhere."""
+
+    def __init__(self, strict: bool = False) -> None:
         self.errors: list[SpecProblem] = []
         self.warnings: list[SpecProblem] = []
+        self.strict = strict
+        self._own_depth = 0
+
+    def child(self) -> "BindContext":
+        """A context to try a binding in, with this one's rules."""
+        trial = BindContext(self.strict)
+        trial._own_depth = self._own_depth
+        return trial
+
+    @contextmanager
+    def own_section(self) -> Iterator[None]:
+        """Inside this system's own sections (`microbatch`, `compaction`) nothing is Druid's to ignore: an
+        unknown field there is an error."""
+        self._own_depth += 1
+        try:
+            yield
+        finally:
+            self._own_depth -= 1
+
+    def unknown(self, path: str, message: str) -> None:
+        """A field nothing here reads: an error in strict mode or an own section, else a warning (Druid ignores
+        it)."""
+        if self.strict or self._own_depth:
+            self.error(path, message)
+        else:
+            self.warn(path, f"{message}: {UNKNOWN_IGNORED}")
 
     def error(self, path: str, message: str) -> None:
         self.errors.append(SpecProblem(path, message))
@@ -110,7 +147,7 @@ def bind_value(tp: Any, raw: Any, path: str, ctx: BindContext) -> Any:
             return bind_value(args[0], raw, path, ctx)
         # Union of several types: the first that binds without error wins.
         for arg in args:
-            trial = BindContext()
+            trial = ctx.child()
             value = bind_value(arg, raw, path, trial)
             if not trial.errors:
                 ctx.warnings.extend(trial.warnings)
@@ -190,8 +227,9 @@ def bind_value(tp: Any, raw: Any, path: str, ctx: BindContext) -> Any:
 
 
 def bind_object(cls: type, raw: Any, path: str, ctx: BindContext, *, custom_hook: bool = True) -> Any:
-    """Bind a dict onto dataclass `cls`: unknown keys are errors, missing required fields are errors.
-    A class's own `_from_raw` calls this with `custom_hook=False` for the field-by-field part."""
+    """Bind a dict onto dataclass `cls`: unknown keys are `ctx.unknown`, missing required fields are errors, a
+    `null` is the field left out. A class's own `_from_raw` calls this with `custom_hook=False` for the
+    field-by-field part."""
     custom = cls.__dict__.get("_from_raw") if custom_hook else None
     if custom is not None:
         return custom.__get__(None, cls)(raw, path, ctx)
@@ -200,25 +238,24 @@ def bind_object(cls: type, raw: Any, path: str, ctx: BindContext, *, custom_hook
         return _MISSING_VALUE
     hints = typing.get_type_hints(cls)
     fields = {json_key(f): f for f in dataclasses.fields(cls) if f.init}
+    ignored = getattr(cls, "_IGNORED", frozenset())
     for key in raw:
-        if key not in fields:
-            ctx.error(join(path, str(key)), "unknown field" + did_you_mean(str(key), fields))
+        if key not in fields and key not in ignored and raw[key] is not None:  # a null says nothing: absent
+            ctx.unknown(join(path, str(key)), "unknown field" + did_you_mean(str(key), fields))
     kwargs: dict[str, Any] = {}
     ok, constructible = True, True
     for key, f in fields.items():
         fpath = join(path, key)
         required = f.default is _NO_DEFAULT and f.default_factory is _NO_DEFAULT
-        if key not in raw:
+        if raw.get(key) is None:  # left out, or Druid's explicit null: the default
             if required:
-                ctx.error(fpath, "required field is missing")
+                ctx.error(fpath, "required field is missing" if key not in raw else "is null, but required")
                 ok = constructible = False
             continue
         reason = f.metadata.get("ignored_in_batch")
-        if reason:
+        if reason and raw[key] not in ([], {}) and not _is_default(f, hints[f.name], raw[key]):
+            # a value Druid writes on every export (its default) changes nothing: only a setting is worth a word
             ctx.warn(fpath, f"accepted but has no effect in batch ingestion: {reason}")
-        if raw[key] is None and f.default is None:
-            kwargs[f.name] = None
-            continue
         value = bind_value(hints[f.name], raw[key], fpath, ctx)
         if value is _MISSING_VALUE:
             ok = False
@@ -238,6 +275,12 @@ def bind_object(cls: type, raw: Any, path: str, ctx: BindContext, *, custom_hook
         except Exception as exc:  # a check that broke is still this field's problem, never a crash
             ctx.error(path, f"cannot be checked: {type(exc).__name__}: {exc}")
     return obj if ok else _MISSING_VALUE
+
+
+def _is_default(f: dataclasses.Field, tp: Any, raw: Any) -> bool:
+    default = f.default_factory() if f.default_factory is not _NO_DEFAULT else f.default
+    value = bind_value(tp, raw, "", BindContext())
+    return value == default
 
 
 def check_range(ctx: BindContext, path: str, value: int | float | None, *, minimum: float | None = None,

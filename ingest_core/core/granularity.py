@@ -51,12 +51,14 @@ class Granularity:
     def _from_raw(cls, raw: Any, path: str, ctx: BindContext) -> Any:
         if isinstance(raw, dict):
             kind = str(raw.get("type", "")).lower()
-            if kind in ("none", "all") and set(raw) <= {"type"}:
+            if kind in ("none", "all"):
+                for key in sorted(k for k in raw if k != "type" and raw[k] is not None):
+                    ctx.unknown(join(path, key), "unknown field for a granularity of type " + kind)
                 return cls.named(kind.upper())
             if kind in ("period", "duration"):
                 allowed = {"type", "period", "timeZone", "origin"} if kind == "period" else {"type", "duration", "origin"}
-                for key in set(raw) - allowed:
-                    ctx.error(join(path, key), "unknown field" + did_you_mean(key, allowed))
+                for key in sorted(set(raw) - allowed):
+                    ctx.unknown(join(path, key), "unknown field" + did_you_mean(key, allowed))
                 if raw.get("timeZone") not in (None, "UTC", "Etc/UTC"):
                     ctx.error(join(path, "timeZone"), "only UTC is supported")
                 if raw.get("origin") is not None:

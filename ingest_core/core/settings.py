@@ -5,6 +5,8 @@
                        (production: postgresql+psycopg2://user@host:5432/db)
   INGEST_DEEP_STORAGE  default deep storage URI for specs that do not set microbatch.deepStorage.uri;
                        default file://$INGEST_HOME/deep-storage
+  INGEST_STRICT_SPECS  true: unknown spec fields are errors in DAG parsing and `ingest validate` (default
+                       false: warnings, as Druid ignores them)
 """
 
 from __future__ import annotations
@@ -14,6 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HOME_VAR, METADATA_URL_VAR, DEEP_STORAGE_VAR = "INGEST_HOME", "INGEST_METADATA_URL", "INGEST_DEEP_STORAGE"
+STRICT_SPECS_VAR = "INGEST_STRICT_SPECS"
+
+
+def strict_specs(env: dict[str, str] | None = None) -> bool:
+    """Whether unknown spec fields are errors (`INGEST_STRICT_SPECS`: true/1/yes) rather than warnings."""
+    value = (os.environ if env is None else env).get(STRICT_SPECS_VAR, "")
+    return value.strip().lower() in ("true", "1", "yes", "on")
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,13 @@ Accepted shapes (JSON is YAML, so a Druid supervisor JSON loads as-is):
   - current: `{type: kafka, spec: {dataSchema, ioConfig, tuningConfig}, suspended, microbatch}`
   - older flat shape: `{type: kafka, dataSchema, ioConfig, tuningConfig, microbatch}`
 
-`load_spec(path)` returns a `DatasourceSpec` or raises `SpecError` listing every problem with its field path
-(`spec.ioConfig.taskCout: unknown field (did you mean 'taskCount'?)`). Druid fields that mean nothing to a
-bounded batch job load with a warning (`DatasourceSpec.warnings`).
+`load_spec(path)` returns a `DatasourceSpec` or raises `SpecError` listing every problem with its field path.
+Leniency follows Druid's: a field Druid does not know is ignored there, so here it is a warning with its path and a
+did-you-mean (`spec.ioConfig.taskCout: unknown field (did you mean 'taskCount'?)`), and an error with
+`strict=True` and in this system's own sections (`microbatch`, `compaction`). Fields Druid writes when it exports
+a spec load without a word (`_IGNORED`, `_export_aliases`, `_exported_copies`); Druid fields that mean nothing
+to a bounded batch job load with a warning when set (`DatasourceSpec.warnings`). An explicit `null` is the field
+left out. A `.json` file is read as JSON, others as YAML; both refuse a key given twice.
 """
 
 from __future__ import annotations
@@ -71,12 +75,18 @@ TIME_COLUMN = "__time"
 INT32_MAX = 2**31 - 1  # Druid's int settings (Integer.MAX_VALUE): the largest value they take
 
 
+MULTI_VALUE_HANDLING = ("sorted_array", "sorted_set", "array")
+
+
 @dataclass(frozen=True)
 class Dimension:
     name: str
     type: str = "string"
-    create_bitmap_index: bool = spec_field(True, ignored_in_batch="Parquet segments have no bitmap indexes")
+    create_bitmap_index: bool = True  # Parquet segments have no bitmap indexes; Druid exports false for numbers
     multi_value_handling: str = "sorted_array"
+
+    # Druid's export writes a dimension's column format; a flattenSpec inside a dimension is ignored by Druid too
+    _IGNORED: ClassVar[frozenset[str]] = frozenset({"flattenSpec", "columnFormat"})
 
     @classmethod
     def _from_raw(cls, raw: Any, path: str, ctx: BindContext) -> Any:
@@ -88,9 +98,24 @@ class Dimension:
         obj = bind_object(cls, raw, path, ctx, custom_hook=False)
         if obj is MISSING_VALUE:
             return MISSING_VALUE
-        if obj.type not in DIMENSION_TYPES:
-            ctx.error(join(path, "type"), f"unknown dimension type {obj.type!r}{did_you_mean(obj.type, DIMENSION_TYPES)}")
-        return obj
+        kind = obj.type.lower()
+        if kind not in DIMENSION_TYPES:
+            # Druid reads a dimension type it does not know as a string dimension (DimensionSchema's defaultImpl)
+            problem = f"unknown dimension type {obj.type!r}{did_you_mean(obj.type, DIMENSION_TYPES)}"
+            if ctx.strict:
+                ctx.error(join(path, "type"), problem)
+            else:
+                ctx.warn(join(path, "type"), f"{problem}: read as a string dimension, as Druid reads it")
+            kind = "string"
+        elif kind != obj.type:
+            # Druid's type names are lower case; an unknown one silently becomes a string dimension there
+            ctx.warn(join(path, "type"), f"read as {kind!r} (Druid would take {obj.type!r} for an unknown type and "
+                     "make a string dimension): write it in lower case")
+        handling = obj.multi_value_handling.lower()  # Druid reads the enum in any case (SORTED_ARRAY on export)
+        if handling not in MULTI_VALUE_HANDLING:
+            ctx.error(join(path, "multiValueHandling"), f"must be one of {', '.join(MULTI_VALUE_HANDLING)}, got "
+                      f"{obj.multi_value_handling!r}{did_you_mean(handling, MULTI_VALUE_HANDLING)}")
+        return dataclasses.replace(obj, type=kind, multi_value_handling=handling)
 
     def _to_raw(self) -> Any:
         return self.name if self.type == "string" else {"type": self.type, "name": self.name}
@@ -157,6 +182,11 @@ class Aggregator:
             ctx.error(join(path, "fieldName"), f"aggregator {self.name!r} of type {self.type} needs a fieldName")
 
 
+SEGMENT_ALL = ("Druid makes one segment spanning all of time (-146136543-09-08 to 146140482-04-24) for ALL; "
+               "segments here are time buckets of dates in years 1 to 9999 (deep storage folders, Iceberg "
+               "partitions), which such a span does not fit: use a coarse granularity such as YEAR")
+
+
 @dataclass(frozen=True)
 class GranularitySpec:
     type: str = "uniform"
@@ -165,14 +195,31 @@ class GranularitySpec:
     rollup: bool = True
     intervals: list[str] | None = spec_field(None, ignored_in_batch="a stream has no fixed intervals")
 
+    @classmethod
+    def _from_raw(cls, raw: Any, path: str, ctx: BindContext) -> Any:
+        obj = bind_object(cls, raw, path, ctx, custom_hook=False)
+        if obj is not MISSING_VALUE and obj.type not in ("uniform", "arbitrary"):
+            obj = dataclasses.replace(obj, type="uniform")  # as Druid reads it (warned in _validate)
+        if obj is not MISSING_VALUE and obj.query_granularity.name == "ALL" and obj.segment_granularity.period:
+            # Druid truncates a row's time by ALL to the start of all time, then raises it to its segment's
+            # start (IncrementalIndex: max(bucketStart, minTimestamp)): every row is at its segment's start
+            return dataclasses.replace(obj, query_granularity=obj.segment_granularity)
+        return obj
+
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.type not in ("uniform", "arbitrary"):
-            ctx.error(join(path, "type"), f"unknown granularitySpec type {self.type!r}; use 'uniform'")
+            # Druid reads a granularitySpec type it does not know as uniform (GranularitySpec's defaultImpl)
+            problem = f"unknown granularitySpec type {self.type!r}{did_you_mean(self.type, ('uniform', 'arbitrary'))}"
+            if ctx.strict:
+                ctx.error(join(path, "type"), f"{problem}; use 'uniform'")
+            else:
+                ctx.warn(join(path, "type"), f"{problem}: read as 'uniform', as Druid reads it")
         if self.segment_granularity.name in ("NONE",):
             ctx.error(join(path, "segmentGranularity"), "segmentGranularity cannot be NONE; use e.g. HOUR or DAY")
         for key, gran in (("segmentGranularity", self.segment_granularity), ("queryGranularity", self.query_granularity)):
             if gran.name == "ALL":
-                ctx.error(join(path, key), "ALL is not supported: segments and rows need a time bucket; use e.g. YEAR")
+                if key == "segmentGranularity":
+                    ctx.error(join(path, key), f"ALL is not supported: {SEGMENT_ALL}")
             elif gran.period is not None:
                 try:
                     gran.floor_unit()
@@ -294,6 +341,12 @@ class FlattenField:
         if self.type == "tree":
             return JsonPath.from_nodes(list(self.nodes or ()))
         return None
+
+    @classmethod
+    def _from_raw(cls, raw: Any, path: str, ctx: BindContext) -> Any:
+        if isinstance(raw, dict) and isinstance(raw.get("type"), str):
+            raw = {**raw, "type": raw["type"].lower()}  # Druid's JSONPathFieldType reads any case
+        return bind_object(cls, raw, path, ctx, custom_hook=False)
 
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.type not in FLATTEN_FIELD_TYPES:
@@ -467,6 +520,8 @@ class InputFormat:
             ctx.error(join(path, "type"), f"input format {kind!r} is not supported{hint}; supported: "
                       + ", ".join(INPUT_FORMAT_TYPES))
             return MISSING_VALUE
+        if kind == "kafka" and "headerLabelPrefix" in raw:
+            raw = _renamed(raw, "headerLabelPrefix", "headerColumnPrefix", path, ctx)
         return _bind_typed(cls, raw, path, ctx, cls._KEYS_BY_TYPE["tsv" if kind == "delimited" else kind],
                            f"{kind} input format")
 
@@ -554,15 +609,27 @@ class InputFormat:
 
 
 def _bind_typed(cls: type, raw: dict[str, Any], path: str, ctx: BindContext, allowed: set[str], what: str) -> Any:
-    """An object whose `type` chose its fields (`allowed`): unknown keys are errors, then its `_check`."""
+    """An object whose `type` chose its fields (`allowed`): other keys are `ctx.unknown` (a `null` one is left
+    out, as Druid does: its export writes other types' fields as null), then its `_check`."""
     allowed = allowed | {"type"}
     for key in raw:
-        if key not in allowed:
-            ctx.error(join(path, key), f"unknown field for a {what}" + did_you_mean(key, allowed))
+        if key not in allowed and raw[key] is not None:
+            ctx.unknown(join(path, key), f"unknown field for a {what}" + did_you_mean(key, allowed))
     obj = bind_object(cls, {k: v for k, v in raw.items() if k in allowed}, path, ctx, custom_hook=False)
     if obj is not MISSING_VALUE:
         obj._check(path, ctx)
     return obj
+
+
+def _renamed(raw: dict[str, Any], old: str, new: str, path: str, ctx: BindContext) -> dict[str, Any]:
+    """`raw` with Druid's older name `old` of field `new` read as `new` (Druid's own tutorials still write the
+    older one); both, with different values, is a warning: `new` wins, as in Druid."""
+    out = {k: v for k, v in raw.items() if k != old}
+    if raw.get(new) is None:
+        out[new] = raw[old]
+    elif raw[old] is not None and raw[old] != raw[new]:
+        ctx.warn(join(path, old), f"ignored: the older name of {new}, which is also set (to {raw[new]!r}) and wins")
+    return out
 
 
 def _typed_to_raw(obj: Any, allowed: set[str]) -> dict[str, Any]:
@@ -579,8 +646,14 @@ def _typed_to_raw(obj: Any, allowed: set[str]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class IdleConfig:
+    """Druid's idle supervisor: with `enabled`, a datasource whose stream has had nothing new for longer than
+    `inactiveAfterMillis` reads IDLE (`states.after_nothing_to_read`); a run that finds records makes it RUNNING."""
+
     enabled: bool = False
-    inactive_after_millis: int = 600_000
+    inactive_after_millis: int = 600_000  # Druid's druid.supervisor.idleConfig.inactiveAfterMillis default
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        check_range(ctx, join(path, "inactiveAfterMillis"), self.inactive_after_millis, minimum=1)
 
 
 @dataclass(frozen=True)
@@ -603,6 +676,10 @@ class AutoScalerConfig:
     scale_out_step: int = 2
     lag_aggregate: str = "SUM"
     stop_task_count_ratio: float | None = None
+
+    # the older names of the trigger fractions (triggerScale*FractionThreshold), read by older Druid only
+    _IGNORED: ClassVar[frozenset[str]] = frozenset({"triggerScaleOutThresholdFrequency",
+                                                    "triggerScaleInThresholdFrequency"})
 
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.enable_task_auto_scaler:
@@ -644,6 +721,11 @@ class IOConfig:
     config_overrides: dict[str, Any] | None = spec_field(None, ignored_in_batch="no task overrides in Spark jobs")
     emit_time_lag_metrics: bool = spec_field(False, ignored_in_batch="lag is reported by `ingest status`")
     server_priority_to_replicas: dict[str, Any] | None = spec_field(None, ignored_in_batch="no Druid servers")
+
+    # Druid writes these when it exports a spec, or reads and ignores them (a batch ioConfig's appendToExisting);
+    # `stream` and `useEarliestSequenceNumber`, its export copies of topic and useEarliestOffset: _export_aliases
+    _IGNORED: ClassVar[frozenset[str]] = frozenset({"multiTopic", "lagAggregator", "appendToExisting", "taskType",
+                                                    "autoScalerEnabled"})
 
     def reads_topic(self, name: str) -> bool:
         """Whether this datasource reads topic `name`: its `topic`, or a whole-name match of `topicPattern`
@@ -714,8 +796,9 @@ class TuningConfig:
     intermediate_persist_period: Period = spec_field(default_factory=lambda: Period.parse("PT10M"),
                                                      ignored_in_batch=_NO_PERSIST)
     max_pending_persists: int = spec_field(0, ignored_in_batch=_NO_PERSIST)
-    index_spec: dict[str, Any] | None = spec_field(None, ignored_in_batch="segments are Parquet files")
-    index_spec_for_intermediate_persists: dict[str, Any] | None = spec_field(None, ignored_in_batch=_NO_PERSIST)
+    # Druid's segment format settings, written on every export: segments here are Parquet files (no warning)
+    index_spec: dict[str, Any] | None = None
+    index_spec_for_intermediate_persists: dict[str, Any] | None = None
     report_parse_exceptions: bool = False
     handoff_condition_timeout: int = spec_field(900_000, ignored_in_batch="segments are visible once published")
     reset_offset_automatically: bool = False
@@ -727,7 +810,7 @@ class TuningConfig:
     shutdown_timeout: Period = spec_field(default_factory=lambda: Period.parse("PT80S"), ignored_in_batch=_NO_CHAT)
     offset_fetch_period: Period = spec_field(default_factory=lambda: Period.parse("PT30S"),
                                              ignored_in_batch="offsets are read when a run is planned and by `ingest status`")
-    segment_write_out_medium_factory: dict[str, Any] | None = spec_field(None, ignored_in_batch="segments are Parquet files")
+    segment_write_out_medium_factory: dict[str, Any] | None = None  # as indexSpec: segments are Parquet files
     num_persist_threads: int = spec_field(1, ignored_in_batch=_NO_PERSIST)
     max_columns_to_merge: int = spec_field(-1, ignored_in_batch=_NO_PERSIST)
     base_persist_directory: str | None = spec_field(None, ignored_in_batch=_NO_PERSIST)
@@ -737,6 +820,11 @@ class TuningConfig:
     max_saved_parse_exceptions: int = 0
     partitions_spec: dict[str, Any] | None = spec_field(None, ignored_in_batch="segments split by maxRowsPerSegment")
     max_records_per_poll: int | None = None  # records per consumer poll, one parsed chunk; default 20,000
+
+    # Druid writes these when it exports a spec (appendableIndexSpec, Kinesis' skipSequenceNumberAvailabilityCheck
+    # and repartitionTransitionDuration on every seekable-stream tuningConfig) or reads and ignores them
+    _IGNORED: ClassVar[frozenset[str]] = frozenset({"appendableIndexSpec", "skipSequenceNumberAvailabilityCheck",
+                                                    "repartitionTransitionDuration", "workerCategory"})
 
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.type != "kafka":
@@ -1053,15 +1141,14 @@ class DatasourceSpec:
         return hashlib.sha256(json.dumps(self.to_raw(), sort_keys=True).encode()).hexdigest()[:16]
 
 
-_TOP_KEYS_NESTED = {"type", "spec", "suspended", "microbatch", "compaction", "context", "id"}
-_TOP_KEYS_FLAT = {"type", "dataSchema", "ioConfig", "tuningConfig", "suspended", "microbatch", "compaction", "context",
-                  "id"}
+_TOP_KEYS = {"type", "spec", "suspended", "microbatch", "compaction", "context", "id"}  # context, id: no effect
 _SECTION_KEYS = {"dataSchema", "ioConfig", "tuningConfig"}
 
 
-def parse_spec(raw: Any, source: str = "<spec>") -> DatasourceSpec:
-    """Bind a raw supervisor spec (already parsed from JSON/YAML). Raises SpecError with every problem."""
-    ctx = BindContext()
+def parse_spec(raw: Any, source: str = "<spec>", *, strict: bool = False) -> DatasourceSpec:
+    """Bind a raw supervisor spec (already parsed from JSON/YAML). Raises SpecError with every problem.
+    `strict`: unknown fields are errors in Druid's sections too (they are warnings there otherwise)."""
+    ctx = BindContext(strict)
     if not isinstance(raw, dict):
         raise SpecError(source, [SpecProblem("", "a datasource spec must be an object with type: kafka and spec")])
     legacy = convert_parser(raw)  # Druid's deprecated dataSchema.parser, in today's form
@@ -1073,24 +1160,20 @@ def parse_spec(raw: Any, source: str = "<spec>") -> DatasourceSpec:
     kind = raw.get("type")
     if kind != "kafka":
         ctx.error("type", f"supervisor type must be 'kafka', got {kind!r}")
-    if "spec" in raw:
-        top_keys, prefix = _TOP_KEYS_NESTED, "spec"
+    if raw.get("spec") is not None:
+        prefix = "spec"
         sections = raw["spec"]
         if not isinstance(sections, dict):
             raise SpecError(source, [SpecProblem("spec", "expected an object with dataSchema, ioConfig, tuningConfig")])
         for key in sections:
-            if key not in _SECTION_KEYS:
-                ctx.error(join("spec", str(key)), "unknown field" + did_you_mean(str(key), _SECTION_KEYS))
-        stray = _SECTION_KEYS & set(raw)
-        for key in stray:
-            ctx.error(key, f"{key} must be inside spec (or drop 'spec' and use the flat shape)")
+            if key not in _SECTION_KEYS and sections[key] is not None:
+                ctx.unknown(join("spec", str(key)), "unknown field" + did_you_mean(str(key), _SECTION_KEYS))
+        _exported_copies(raw, sections, ctx)
     else:
-        top_keys, prefix, sections = _TOP_KEYS_FLAT, "", raw
+        prefix, sections = "", raw
     for key in raw:
-        if key not in top_keys and key not in _SECTION_KEYS:
-            ctx.error(str(key), "unknown field" + did_you_mean(str(key), top_keys))
-    if "context" in raw:
-        ctx.warn("context", "accepted but has no effect in batch ingestion: no Druid task context")
+        if key not in _TOP_KEYS and key not in _SECTION_KEYS and raw[key] is not None:
+            ctx.unknown(str(key), "unknown field" + did_you_mean(str(key), _TOP_KEYS | _SECTION_KEYS))
 
     data_schema = _bind_section(DataSchema, sections, "dataSchema", prefix, ctx)
     io_raw = sections.get("ioConfig")
@@ -1099,19 +1182,18 @@ def parse_spec(raw: Any, source: str = "<spec>") -> DatasourceSpec:
         props = _bind_consumer_properties(io_raw.get("consumerProperties"), join(io_path, "consumerProperties"), ctx)
         # Secret references are bound above; a failure there is already reported, so bind the rest with a
         # placeholder to report the other fields' problems too.
-        io_raw = {**io_raw, "consumerProperties": props if props is not MISSING_VALUE else {"bootstrap.servers": ""}}
-        if "stream" in io_raw and "topic" not in io_raw:
-            ctx.error(join(io_path, "stream"), "this is a Kinesis field; Kafka uses 'topic'")
+        io_raw = {**_export_aliases(io_raw, io_path, ctx),
+                  "consumerProperties": props if props is not MISSING_VALUE else {"bootstrap.servers": ""}}
     io_config = _bind_section(IOConfig, {**sections, "ioConfig": io_raw}, "ioConfig", prefix, ctx)
     tuning = _bind_section(TuningConfig, sections, "tuningConfig", prefix, ctx, required=False) or TuningConfig()
-    micro = MISSING_VALUE
-    if raw.get("microbatch") is not None:
-        micro = bind_object(Microbatch, raw["microbatch"], "microbatch", ctx)
-    else:
+    with ctx.own_section():  # this system's own sections: nothing in them is Druid's to ignore
         micro = Microbatch()
-    compaction = None
-    if raw.get("compaction") is not None:
-        compaction = bind_object(Compaction, raw["compaction"], "compaction", ctx)
+        if raw.get("microbatch") is not None:
+            micro = bind_object(Microbatch, raw["microbatch"], "microbatch", ctx)
+        compaction = None
+        if raw.get("compaction") is not None:
+            compaction = bind_object(Compaction, raw["compaction"], "compaction", ctx)
+    if compaction is not None:
         if (compaction is not MISSING_VALUE and data_schema is not MISSING_VALUE and compaction.data_source
                 not in (None, data_schema.data_source)):
             ctx.error("compaction.dataSource", f"is {compaction.data_source!r}, but this spec's dataSource is "
@@ -1124,7 +1206,7 @@ def parse_spec(raw: Any, source: str = "<spec>") -> DatasourceSpec:
             ctx.error("compaction.granularitySpec.segmentGranularity",
                       f"{target.name} does not hold whole {source_granularity.name} segments (the spec's "
                       "segmentGranularity): compaction only coarsens, e.g. HOUR into DAY, DAY into MONTH")
-    suspended = bind_value(bool, raw.get("suspended", False), "suspended", ctx)
+    suspended = bind_value(bool, False if raw.get("suspended") is None else raw["suspended"], "suspended", ctx)
 
     if ctx.errors or MISSING_VALUE in (data_schema, io_config, tuning, micro, compaction, suspended):
         if not ctx.errors:  # pragma: no cover - a binder failure always records an error
@@ -1140,6 +1222,45 @@ def parse_spec(raw: Any, source: str = "<spec>") -> DatasourceSpec:
         source=source,
         warnings=tuple(ctx.warnings),
     )
+
+
+def _exported_copies(raw: dict[str, Any], sections: dict[str, Any], ctx: BindContext) -> None:
+    """Druid's `GET /druid/indexer/v1/supervisor/<id>` writes dataSchema, ioConfig and tuningConfig twice: inside
+    `spec` and beside it. With `spec` present Druid reads only spec's (KafkaSupervisorSpec), so an equal copy is
+    nothing to mention and a different one is ignored, with a word."""
+    for key in sorted(_SECTION_KEYS & set(raw)):
+        if raw[key] is None or raw[key] == sections.get(key):
+            continue
+        if key in sections:
+            ctx.warn(key, f"ignored: differs from spec.{key}, which is the one Druid reads (an exported spec holds "
+                     "two equal copies): remove this one")
+        else:
+            ctx.warn(key, f"ignored: with `spec` present Druid reads spec.{key} only: move it inside spec (or drop "
+                     "'spec' and use the flat shape)")
+
+
+def _export_aliases(io_raw: dict[str, Any], path: str, ctx: BindContext) -> dict[str, Any]:
+    """ioConfig without the copies Druid's export writes beside the Kafka fields: `stream` (the topic, or the
+    topicPattern) and `useEarliestSequenceNumber` (useEarliestOffset). An equal copy loads without a word; a
+    `stream` that names another topic is an error (which one was meant?)."""
+    out = {k: v for k, v in io_raw.items() if k not in ("stream", "useEarliestSequenceNumber")}
+    stream = io_raw.get("stream")
+    named = io_raw.get("topic") if io_raw.get("topic") is not None else io_raw.get("topicPattern")
+    if stream is not None and named is None:
+        ctx.error(join(path, "stream"), "this is a Kinesis field; Kafka uses 'topic'")
+    elif stream is not None and stream != named:
+        ctx.error(join(path, "stream"), f"is {stream!r}, but the topic is {named!r}: Druid writes stream as a copy of "
+                  "topic (or topicPattern) when it exports a spec; remove it, or make it the topic")
+    alias = io_raw.get("useEarliestSequenceNumber")
+    given = io_raw.get("useEarliestOffset")
+    if alias is not None and str(alias).lower() != str(False if given is None else given).lower():
+        if given is None:
+            ctx.warn(join(path, "useEarliestSequenceNumber"), "ignored: Kafka's field is useEarliestOffset (Druid "
+                     "ignores useEarliestSequenceNumber for Kafka too): rename it")
+        else:
+            ctx.warn(join(path, "useEarliestSequenceNumber"), f"ignored: useEarliestOffset ({given}) is the field "
+                     "Kafka reads; an exported spec holds two equal copies")
+    return out
 
 
 def _bind_section(cls: type, sections: dict, key: str, prefix: str, ctx: BindContext, required: bool = True) -> Any:
@@ -1198,9 +1319,38 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: b
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def parse_spec_text(text: str, source: str = "<spec>") -> DatasourceSpec:
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refusing a key given twice (a silent overwrite hides typos; Druid keeps the last)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def parse_spec_text(text: str, source: str = "<spec>", *, strict: bool = False, is_json: bool = False
+                    ) -> DatasourceSpec:
+    """`is_json`: read `text` as JSON (a `.json` file: JSON allows what YAML refuses, such as tab indentation),
+    else as YAML, which reads JSON too. Either refuses a key given twice in one object."""
     try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)
+        if is_json:
+            raw = json.loads(text, object_pairs_hook=_unique_keys)
+        else:
+            raw = yaml.load(text, Loader=_UniqueKeyLoader)
+    except _DuplicateKey as exc:
+        raise SpecError(source, [SpecProblem("", f"duplicate key {exc.args[0]!r} in one object: remove one (Druid "
+                                             "would silently keep the last)")]) from None
+    except json.JSONDecodeError as exc:
+        if not exc.doc.strip():
+            raw = None
+        else:
+            raise SpecError(source, [SpecProblem("", f"not valid JSON: {exc.msg} at line {exc.lineno} column "
+                                                 f"{exc.colno}")]) from None
     except yaml.YAMLError as exc:
         raise SpecError(source, [SpecProblem("", f"not valid YAML/JSON: {exc}")]) from None
     except RecursionError:
@@ -1209,7 +1359,7 @@ def parse_spec_text(text: str, source: str = "<spec>") -> DatasourceSpec:
         raise SpecError(source, [SpecProblem("", "the file is empty: a spec needs at least type: kafka and spec "
                                              "(see dags/datasources/wikipedia.yaml)")])
     try:
-        return parse_spec(raw, source)
+        return parse_spec(raw, source, strict=strict)
     except RecursionError:
         raise SpecError(source, [SpecProblem("", _TOO_DEEP)]) from None
 
@@ -1218,9 +1368,10 @@ _TOO_DEEP = ("nested too deeply to read (a spec is a dozen levels deep at most):
              "runaway brackets")
 
 
-def load_spec(path: str | Path) -> DatasourceSpec:
-    """The spec in file `path`; any file that is not one (binary, not UTF-8, empty, unreadable) is a SpecError
-    naming the file and what to do, never another exception."""
+def load_spec(path: str | Path, *, strict: bool = False) -> DatasourceSpec:
+    """The spec in file `path` (a `.json` file read as JSON, others as YAML); any file that is not one (binary,
+    not UTF-8, empty, unreadable) is a SpecError naming the file and what to do, never another exception.
+    `strict`: unknown fields are errors everywhere (`parse_spec`)."""
     p = Path(path)
     try:
         data = p.read_bytes()
@@ -1234,7 +1385,7 @@ def load_spec(path: str | Path) -> DatasourceSpec:
     if "\x00" in text:
         raise SpecError(str(p), [SpecProblem("", _NOT_TEXT.format(
             what=f"byte {text.index(chr(0))} is a NUL", name=p.name))]) from None
-    return parse_spec_text(text.removeprefix("\ufeff"), str(p))
+    return parse_spec_text(text.removeprefix("\ufeff"), str(p), strict=strict, is_json=p.suffix.lower() == ".json")
 
 
 _NOT_TEXT = ("not a text file ({what}): a spec is YAML or JSON saved as UTF-8; if {name} is not a spec, move "

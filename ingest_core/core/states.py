@@ -4,6 +4,7 @@ Stored transitions (`transition`), written by the loop's steps and by operator a
 
     PENDING --first loop--> RUNNING/CONNECTING_TO_STREAM --planned--> RUNNING
     RUNNING --published nothing--> IDLE --published rows--> RUNNING
+    RUNNING --nothing new, not yet idle (idleConfig)--> RUNNING
     any --suspend--> SUSPENDED --resume--> RUNNING;  any --terminate--> TERMINATED --resume--> RUNNING
 
 Derived states (`effective_state`), never stored: `status` shows UNHEALTHY_SUPERVISOR (detailed
@@ -15,6 +16,7 @@ suspending takes effect before the next one).
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 
@@ -51,7 +53,8 @@ class Event(StrEnum):
     CONNECTING = "connecting"  # the first loop asks the broker for partitions
     PLANNED = "planned"  # a loop planned a run
     PUBLISHED = "published"  # a run published rows
-    PUBLISHED_NOTHING = "published_nothing"  # a run had nothing to read
+    PUBLISHED_NOTHING = "published_nothing"  # a run had nothing to read: the datasource is idle
+    NOTHING_NEW = "nothing_new"  # a run had nothing to read, but idleConfig does not make it idle (yet)
     SUSPEND = "suspend"
     RESUME = "resume"
     TERMINATE = "terminate"
@@ -62,6 +65,7 @@ _TRANSITIONS: dict[Event, tuple[State, DetailedState]] = {
     Event.PLANNED: (State.RUNNING, DetailedState.RUNNING),
     Event.PUBLISHED: (State.RUNNING, DetailedState.RUNNING),
     Event.PUBLISHED_NOTHING: (State.IDLE, DetailedState.IDLE),
+    Event.NOTHING_NEW: (State.RUNNING, DetailedState.RUNNING),
     Event.SUSPEND: (State.SUSPENDED, DetailedState.SUSPENDED),
     Event.RESUME: (State.RUNNING, DetailedState.RUNNING),
     Event.TERMINATE: (State.TERMINATED, DetailedState.TERMINATED),
@@ -76,6 +80,20 @@ LOOP_ERROR = "loop_error"  # the audit action of a failed loop (a plan step that
 def transition(event: Event) -> tuple[State, DetailedState]:
     """The stored (state, detailed state) after `event`."""
     return _TRANSITIONS[event]
+
+
+def after_nothing_to_read(idle_enabled: bool | None, inactive_after: timedelta, last_active: datetime | None,
+                          now: datetime) -> Event:
+    """The event of a run that found nothing to read. With `ioConfig.idleConfig` (`idle_enabled` not None), Druid's
+    rule (`SeekableStreamSupervisor.checkIfStreamInactiveAndTurnSupervisorIdle`): IDLE only when enabled and the
+    stream has had nothing new for longer than `inactive_after` since `last_active` (the latest loop that found
+    something, else the first loop); until then, and always when disabled, RUNNING. Without idleConfig this
+    system's default: IDLE at once."""
+    if idle_enabled is None:
+        return Event.PUBLISHED_NOTHING
+    if not idle_enabled or last_active is None or now - last_active <= inactive_after:
+        return Event.NOTHING_NEW
+    return Event.PUBLISHED_NOTHING
 
 
 def loop_error_state(stream_error: bool, first_loop: bool) -> DetailedState:

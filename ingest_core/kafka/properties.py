@@ -225,6 +225,7 @@ def check_spec(spec: DatasourceSpec) -> DatasourceSpec:
     return dataclasses.replace(spec, warnings=spec.warnings + tuple(warnings)) if warnings else spec
 
 
-def load_checked_spec(path: str | Path) -> DatasourceSpec:
-    """`load_spec` plus the librdkafka check: what `ingest validate` and the DAG factory load."""
-    return check_spec(load_spec(path))
+def load_checked_spec(path: str | Path, *, strict: bool = False) -> DatasourceSpec:
+    """`load_spec` plus the librdkafka check: what `ingest validate` and the DAG factory load. `strict`:
+    unknown fields are errors (`load_spec`)."""
+    return check_spec(load_spec(path, strict=strict))

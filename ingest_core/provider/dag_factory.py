@@ -27,6 +27,7 @@ from airflow.sdk import DAG, Asset, task
 
 from ingest_core.core.errors import IngestError, SpecError, SpecProblem
 from ingest_core.core.periods import Period
+from ingest_core.core.settings import strict_specs
 from ingest_core.core.spec import DatasourceSpec, find_spec_files
 from ingest_core.kafka.properties import load_checked_spec
 from ingest_core.provider.operators.plan import plan_task
@@ -182,12 +183,14 @@ class SpecFilesError(IngestError):
 
 def load_specs(folder: str | Path) -> tuple[dict[str, DAG], list[SpecError]]:
     """Each spec under `folder` on its own: ({dag_id: DAG} of those that load, the SpecError of each that does
-    not). Nothing a spec holds can make this raise, so one spec never takes the others down."""
+    not). Nothing a spec holds can make this raise, so one spec never takes the others down. Unknown fields are
+    warnings (logged), errors with INGEST_STRICT_SPECS=true."""
+    strict = strict_specs()
     dags: dict[str, DAG] = {}
     errors: list[SpecError] = []
     for path in find_spec_files(folder, _ignore_syntax()):
         try:
-            spec = load_checked_spec(path)
+            spec = load_checked_spec(path, strict=strict)
             if spec.datasource in dags:
                 raise SpecError(str(path), [SpecProblem("spec.dataSchema.dataSource", (
                     f"{spec.datasource!r} is already defined by another spec: each datasource has one spec"))])
@@ -201,6 +204,8 @@ def load_specs(folder: str | Path) -> tuple[dict[str, DAG], list[SpecError]]:
                                                                 f"{exc}")]))
             continue
         dags[spec.datasource] = dag
+        for warning in spec.warnings:  # the DAG processor's log; `ingest validate` and `ingest status` show them too
+            log.warning("%s: %s", path, warning)
         if spec.compaction is not None and spec.compaction.enabled:
             try:
                 compaction = build_compaction_dag(spec)

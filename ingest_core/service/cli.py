@@ -1,7 +1,8 @@
 """The `ingest` command line: a thin shell over the spine.
 
-  ingest validate SPEC...            check spec files; exit 1 with every problem listed
-                                     (--connect: also the schema registries they name)
+  ingest validate SPEC...            check spec files; exit 1 with every problem listed, warnings shown
+                                     (--connect: also the schema registries they name; --strict: unknown
+                                     fields are errors, not warnings)
   ingest convert SPEC                print the spec in today's form: Druid's deprecated dataSchema.parser
                                      rewritten as ioConfig.inputFormat, timestampSpec and dimensionsSpec
   ingest db upgrade                  create or upgrade the metadata store schema
@@ -46,7 +47,7 @@ from ingest_core.core.errors import (
     UnknownDatasourceError,
 )
 from ingest_core.core.periods import format_datetime, parse_datetime
-from ingest_core.core.settings import HOME_VAR, METADATA_URL_VAR, Settings
+from ingest_core.core.settings import HOME_VAR, METADATA_URL_VAR, Settings, strict_specs
 from ingest_core.core.spec import DatasourceSpec, find_spec_files, load_spec
 from ingest_core.kafka.config import LIBRDKAFKA_LOGGER
 from ingest_core.kafka.properties import load_checked_spec
@@ -105,7 +106,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     seen: dict[str, Path] = {}
     for path in paths:
         try:
-            spec = load_checked_spec(path)
+            spec = load_checked_spec(path, strict=args.strict or strict_specs())
         except SpecError as exc:
             failed += 1
             print(f"ERROR {exc}", file=sys.stderr)
@@ -246,6 +247,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"  segments: {r.segments.describe()}")
     if r.new_columns is not None:
         print(f"  new columns: {r.new_columns.describe()}")
+    if r.spec_warnings:
+        print("  spec warnings (`ingest validate` the spec file):")
+        for warning in r.spec_warnings:
+            print(f"    {warning}")
     print(f"  {'PARTITION':28} {'COMMITTED':>12} {'LATEST':>12} {'LAG':>10}")
     for tp in sorted(set(r.committed) | set(r.latest or {})):
         latest = (r.latest or {}).get(tp)
@@ -486,6 +491,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--connect", action="store_true",
                    help="also check that the schema registries the specs' decoders name answer and hold the "
                         "subjects of their topics")
+    p.add_argument("--strict", action="store_true",
+                   help="unknown fields are errors (as DAG parsing with INGEST_STRICT_SPECS=true); without it "
+                        "they are warnings, as Druid ignores them")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("convert", help="print a spec in today's form (Druid's deprecated parser rewritten)")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ingest_core.core.compaction import SegmentHealth, find_candidates, interval_stats
-from ingest_core.core.errors import IngestError, SpecError
+from ingest_core.core.errors import IngestError, SpecError, SpecProblem
 from ingest_core.core.loss import RecordsLost, lost_per_partition
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.core.periods import format_datetime
@@ -189,6 +189,7 @@ class StatusReport:
     lost: dict[TopicPartition, int] = field(default_factory=dict)  # every record lost, whatever the cause
     segments: SegmentHealth | None = None  # per interval, and what compaction has left to do
     new_columns: NewColumns | None = None  # columns the latest published run brought (schema discovery)
+    spec_warnings: tuple[SpecProblem, ...] = ()  # the current spec's (an ignored unknown field, a batch no-op)
 
     @property
     def lost_records(self) -> int:
@@ -235,6 +236,7 @@ class StatusReport:
                                 for run_id, groups in self.active.items() for g in groups],
                 "segments": self.segments.to_json() if self.segments else None,
                 "newColumns": self.new_columns.to_json() if self.new_columns else None,
+                "specWarnings": [str(w) for w in self.spec_warnings],
             },
         }
 
@@ -284,7 +286,8 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
                  skipped: Mapping[TopicPartition, int] | None = None,
                  lost: Sequence[AuditRecord] = (), segments: SegmentHealth | None = None,
                  new_columns: NewColumns | None = None,
-                 problems: Mapping[str, Sequence[ServiceProblem]] | None = None) -> StatusReport:
+                 problems: Mapping[str, Sequence[ServiceProblem]] | None = None,
+                 spec_warnings: Sequence[SpecProblem] = ()) -> StatusReport:
     """`failures`: the failed task groups' reports, by run id; `skipped`: records skipped by `ingest skip`, per
     partition (lost on purpose); `lost`: every `records_lost` audit record (counted, the recent ones shown as
     errors)."""
@@ -315,7 +318,7 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
     return StatusReport(datasource, stream, state, detail, supervisor_ok and tasks_ok and not terminated,
                         suspended, terminated, committed, latest, offsets_last_updated,
                         errors[:MAX_RECENT_ERRORS], recent, now, active or {}, dict(skipped or {}),
-                        lost_per_partition(losses(lost)), segments, new_columns)
+                        lost_per_partition(losses(lost)), segments, new_columns, tuple(spec_warnings))
 
 
 def specs_in(dags_folder: str | Path | None) -> dict[str, DatasourceSpec]:
@@ -450,4 +453,4 @@ def collect_status(store: MetadataStore, name: str, spec: DatasourceSpec | None,
                         skipped=skipped_records(store.audit_records(name, action=SKIP)),
                         lost=store.audit_records(name, action=RECORDS_LOST),
                         segments=segment_health(store, name, spec), new_columns=new_columns(store, name, runs),
-                        problems=problems)
+                        problems=problems, spec_warnings=spec.warnings if spec is not None else ())

@@ -151,6 +151,9 @@ class MetadataStore(Database):
     def list_runs(self, name: str, limit: int | None = 20) -> list[RunRecord]:
         return self.runs.recent(name, limit)
 
+    def last_active(self, name: str) -> datetime | None:
+        return self.runs.last_active(name)
+
     def inflight_end_offsets(self, name: str) -> dict[TopicPartition, KnownOffset]:
         return self.runs.inflight_end_offsets(name)
 

@@ -95,6 +95,16 @@ class Runs:
             rows = conn.execute(query if limit is None else query.limit(limit)).mappings().all()
             return [_run_record(r) for r in rows]
 
+    def last_active(self, name: str) -> datetime | None:
+        """When the stream last had something new for the datasource (Druid's idle clock): the planning of its
+        latest run that found records, else of its first run (the first look at the stream); None: no run yet."""
+        with self.db.session() as conn:
+            ours = runs.c.datasource == name
+            at = conn.execute(sa.select(sa.func.max(runs.c.created_at)).where(ours & (runs.c.records > 0))).scalar()
+            if at is None:
+                at = conn.execute(sa.select(sa.func.min(runs.c.created_at)).where(ours)).scalar()
+        return as_utc(at) if at is not None else None
+
     def in_flight(self, name: str, *, conn: Connection | None = None) -> list[RunRecord]:
         """PLANNED or RUNNING, in planning order."""
         with self.db.within(conn) as c:

@@ -72,6 +72,9 @@ def test_each_bad_spec_is_an_import_error_naming_its_field_and_every_good_dag_st
     bad_props["spec"]["ioConfig"]["consumerProperties"]["ssl.truststore.location"] = "/etc/kafka/truststore.jks"
     (specs / "bad_props.yaml").write_text(yaml.safe_dump(bad_props))
     (specs / "twin.yaml").write_text(yaml.safe_dump(variant("good_one")))  # a second spec for one datasource
+    typo = variant("typo")
+    typo["spec"]["ioConfig"]["taskCout"] = 2  # Druid ignores a field it does not know: a warning, the DAG loads
+    (specs / "typo.json").write_text(json.dumps(typo, indent="\t"))  # tabs: JSON, not YAML
     # .airflowignore'd: neither a DAG nor an error
     (specs / "drafts").mkdir()
     (specs / "drafts" / "draft.yaml").write_text("not: [a spec\n")
@@ -81,9 +84,9 @@ def test_each_bad_spec_is_an_import_error_naming_its_field_and_every_good_dag_st
     airflow = Airflow(tmp_path, dags)
     airflow("dags", "reserialize")
 
-    assert sorted(d["dag_id"] for d in airflow.json("dags", "list")) == ["good_one", "good_two"]
+    assert sorted(d["dag_id"] for d in airflow.json("dags", "list")) == ["good_one", "good_two", "typo"]
     # the scheduler's and the UI's view: neither hidden (stale) nor flagged by the errors of other specs
-    assert airflow.stored_dags() == {"good_one": (False, False), "good_two": (False, False)}
+    assert airflow.stored_dags() == {"good_one": (False, False), "good_two": (False, False), "typo": (False, False)}
     errors = airflow.json("dags", "list-import-errors")
     assert [e["filepath"] for e in errors] == ["ingest_spec_errors.py"]
     text = errors[0]["error"]
@@ -102,11 +105,18 @@ def test_each_bad_spec_is_an_import_error_naming_its_field_and_every_good_dag_st
     for name, says in expected.items():
         assert name in blocks and says in blocks[name], (name, text)
     assert "7 datasource specs do not load" in text
-    assert "draft" not in text and "ignored_too" not in text
+    assert "draft" not in text and "ignored_too" not in text and "typo.json" not in text
 
     # once every spec loads again, Airflow clears the error on the next parse
     for name in expected:
         (specs / name).unlink()
     airflow("dags", "reserialize")
     assert airflow.json("dags", "list-import-errors") == []
-    assert airflow.stored_dags() == {"good_one": (False, False), "good_two": (False, False)}
+    assert airflow.stored_dags() == {"good_one": (False, False), "good_two": (False, False), "typo": (False, False)}
+
+    # INGEST_STRICT_SPECS=true: an unknown field is the spec's error, as `ingest validate --strict` says
+    airflow.env["INGEST_STRICT_SPECS"] = "true"
+    airflow("dags", "reserialize")
+    (error,) = airflow.json("dags", "list-import-errors")
+    assert "typo.json" in error["error"] and "spec.ioConfig.taskCout: unknown field (did you mean 'taskCount'?)" \
+        in error["error"], error

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from datetime import datetime, timedelta
 from typing import Any, Callable
 
 from ingest_core.core.errors import (
@@ -20,7 +21,7 @@ from ingest_core.core.errors import (
 from ingest_core.core.offsets import OffsetRange, TopicPartition
 from ingest_core.core.planner import Plan, TaskGroup
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.core.states import Event
+from ingest_core.core.states import Event, after_nothing_to_read
 from ingest_core.executor import deep_storage
 from ingest_core.executor.report import AttemptReport, GroupReport, successful_attempts
 from ingest_core.provider.operators.run import RunContext, final_reason, store
@@ -65,10 +66,21 @@ def publish_task(spec: DatasourceSpec, run: RunContext, run_jobs: Callable[[Plan
         for reports in successful_reports(spec, plans[-1]).values():
             for report in reports:
                 metadata.add_task_report(report)
-    metadata.set_state(spec.datasource, Event.PUBLISHED_NOTHING if record.plan.is_empty else Event.PUBLISHED)
+    last_active = metadata.last_active(spec.datasource) if record.plan.is_empty else None  # idleConfig's clock
+    metadata.set_state(spec.datasource, state_event(spec, record.plan, last_active))
     summary = publish_summary(result, plans[-1])
     log.info("publish: %s", json.dumps(summary))
     return summary
+
+
+def state_event(spec: DatasourceSpec, plan: Plan, last_active: datetime | None, now: datetime | None = None) -> Event:
+    """The state a published run leaves: RUNNING after rows; after nothing, IDLE or not by ioConfig.idleConfig."""
+    if not plan.is_empty:
+        return Event.PUBLISHED
+    idle = spec.io_config.idle_config
+    return after_nothing_to_read(None if idle is None else idle.enabled,
+                                 timedelta(milliseconds=idle.inactive_after_millis if idle else 0), last_active,
+                                 now or utcnow())
 
 
 def results_of(spec: DatasourceSpec, plan: Plan) -> list[GroupResult]:

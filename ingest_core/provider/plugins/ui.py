@@ -356,6 +356,8 @@ def datasource_page(dag_id: str) -> HTMLResponse:
     lost = ("<p class='bad'>Lost records: " + f"{r.lost_records:,}" + " (read nowhere: "
             + ", ".join(f"{html.escape(str(tp))} {n:,}" for tp, n in sorted(r.lost.items()))
             + "; the recent errors say which offsets and why)</p>") if r.lost else ""
+    warnings = "".join(f"<li><code>{html.escape(w.path)}</code>: {html.escape(w.message)}</li>"
+                       for w in r.spec_warnings)
     history = store.spec_history(dag_id)
     spec = json.dumps(history[-1]["spec"], indent=2) if history else "(no spec registered yet)"
     body = (f"<p>State <b class='{'ok' if r.healthy else 'bad'}'>{html.escape(r.state)}</b> "
@@ -369,5 +371,6 @@ def datasource_page(dag_id: str) -> HTMLResponse:
             "<th>Lag at planning</th><th>Rows published</th><th>Segments</th><th>Duration</th>"
             f"<th>Row stats</th><th>Error</th></tr>{runs}</table>"
             + (f"<h3>Recent errors</h3><ul>{errors}</ul>" if errors else "")
+            + (f"<h3>Spec warnings</h3><ul>{warnings}</ul>" if warnings else "")
             + f"<h3>Spec (version {history[-1]['version'] if history else '-'})</h3><pre>{html.escape(spec)}</pre>")
     return _page(f"Datasource {dag_id}", body)

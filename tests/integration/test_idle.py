@@ -1,0 +1,81 @@
+"""Druid's idleConfig against the metadata store: the idle clock (`last_active`: the latest run that found
+records, else the first run) and the state a run that found nothing leaves (`publish.state_event`). The rule
+itself is pure: tests/unit/test_spec_leniency.py."""
+
+from datetime import datetime, timedelta, timezone
+
+from helpers import make_spec
+
+from ingest_core.core.offsets import StartOffset, StartSource, TopicPartition
+from ingest_core.core.planner import PlanRequest, plan_run
+from ingest_core.core.spec import HealthConfig
+from ingest_core.core.states import Event
+from ingest_core.provider.operators.publish import state_event
+from ingest_core.service.status import build_status
+
+T0 = datetime(2026, 11, 26, 12, tzinfo=timezone.utc)
+P0 = TopicPartition("edits", 0)
+
+
+def plan(run_id: str, minute: int, start: int, latest: int):
+    return plan_run(PlanRequest(datasource="wiki", run_id=run_id, created_at=T0 + timedelta(minutes=minute),
+                                starts={P0: StartOffset(start, StartSource.COMMITTED)}, latest={P0: latest},
+                                task_count=1))
+
+
+def test_a_datasource_is_idle_once_nothing_new_came_for_inactive_after_millis(store):
+    idle = make_spec("localhost:9", topic="edits", idleConfig={"enabled": True, "inactiveAfterMillis": 600_000})
+    disabled = make_spec("localhost:9", topic="edits", idleConfig={"enabled": False})
+    default = make_spec("localhost:9", topic="edits")
+    assert store.last_active("wiki") is None
+    first = plan("r0", 0, 0, 0)  # the topic is empty: the first look starts the clock
+    store.insert_run(first)
+    assert store.last_active("wiki") == first.created_at
+    assert state_event(idle, first, store.last_active("wiki"), first.created_at) is Event.NOTHING_NEW
+
+    store.insert_run(plan("r1", 5, 0, 10))  # records: the stream is active
+    empty = plan("r2", 15, 10, 10)
+    store.insert_run(empty)
+    assert store.last_active("wiki") == T0 + timedelta(minutes=5)
+    # 10 minutes with nothing new is not yet more than inactiveAfterMillis; a minute later it is
+    assert state_event(idle, empty, store.last_active("wiki"), empty.created_at) is Event.NOTHING_NEW
+    assert state_event(idle, empty, store.last_active("wiki"), T0 + timedelta(minutes=16)) is Event.PUBLISHED_NOTHING
+    assert state_event(disabled, empty, store.last_active("wiki"), T0 + timedelta(days=1)) is Event.NOTHING_NEW
+    assert state_event(default, empty, store.last_active("wiki"), empty.created_at) is Event.PUBLISHED_NOTHING
+    assert state_event(idle, plan("r3", 20, 10, 11), None, T0) is Event.PUBLISHED
+
+    # status shows the stored state: IDLE after the idle run, RUNNING while not yet idle
+    for event, shown in ((Event.PUBLISHED_NOTHING, "IDLE"), (Event.NOTHING_NEW, "RUNNING")):
+        store.set_state("wiki", event)
+        row = store.datasource_row("wiki")
+        report = build_status(datasource="wiki", stream="edits", row=row, committed={P0: 10}, latest={P0: 10},
+                              offsets_last_updated=T0, runs=[], row_stats={}, loop_errors=[],
+                              thresholds=HealthConfig(), now=T0)
+        assert (report.state, report.detailed_state) == (shown, shown)
+        assert report.to_json()["payload"]["state"] == shown
+
+
+def test_the_publish_of_a_run_that_found_nothing_leaves_the_idle_config_state(store_url, tmp_path, monkeypatch):
+    from ingest_core.provider.operators.publish import publish_task
+    from ingest_core.provider.operators.run import RunContext
+    from ingest_core.store.metadata import MetadataStore, utcnow
+
+    monkeypatch.setenv("INGEST_METADATA_URL", store_url)
+    monkeypatch.setenv("INGEST_DEEP_STORAGE", (tmp_path / "deep").as_uri())
+    store = MetadataStore(store_url)
+    day_ago = utcnow() - timedelta(days=1)  # far from any threshold below: no race with the clock
+    cases = {"no_idle_config": ({}, "IDLE"),  # this system's default: IDLE at once
+             "idle_after_an_hour": ({"enabled": True, "inactiveAfterMillis": 3_600_000}, "IDLE"),
+             "idle_after_two_days": ({"enabled": True, "inactiveAfterMillis": 172_800_000}, "RUNNING"),
+             "idle_disabled": ({"enabled": False}, "RUNNING")}
+    for name, (idle, shown) in cases.items():
+        spec = make_spec("localhost:9", name, topic="edits", completionTimeout="PT10S",
+                         **({"idleConfig": idle} if idle else {}))
+        # the first run ever found nothing: the idle clock starts at its planning, a day ago
+        empty = plan_run(PlanRequest(datasource=name, run_id="r0", created_at=day_ago,
+                                     starts={P0: StartOffset(0, StartSource.EARLIEST)}, latest={P0: 0}, task_count=1))
+        store.insert_run(empty)
+        store.set_state(name, Event.PLANNED)
+        publish_task(spec, RunContext("r0", "manual", None), run_jobs=lambda plan: None)
+        assert store.datasource_row(name)["state"] == shown, name
+    store.dispose()
