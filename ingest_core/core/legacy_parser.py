@@ -75,6 +75,7 @@ class Conversion:
     converted: dict[str, Any] = field(default_factory=dict)  # field path -> the JSON put there
     notes: tuple[str, ...] = ()  # what Druid's rules left unused
     problems: tuple[SpecProblem, ...] = ()
+    unknown: tuple[SpecProblem, ...] = ()  # fields Druid ignores: warnings, errors only in strict mode
 
     @property
     def warning(self) -> str | None:
@@ -154,7 +155,8 @@ def convert_parser(raw: Any) -> Conversion | None:
     sections_out = {**sections, "dataSchema": rebuilt}
     if isinstance(io_raw, dict):
         sections_out["ioConfig"] = io_raw
-    return Conversion(_replace(raw, nested, sections_out), path, converted, tuple(notes), tuple(converter.problems))
+    return Conversion(_replace(raw, nested, sections_out), path, converted, tuple(notes), tuple(converter.problems),
+                      tuple(converter.unknown))
 
 
 def _meaningful(value: Any) -> Any:
@@ -175,6 +177,7 @@ class _Converter:
     def __init__(self, path: str):
         self.path = path
         self.problems: list[SpecProblem] = []
+        self.unknown: list[SpecProblem] = []
 
     def error(self, path: str, message: str) -> None:
         self.problems.append(SpecProblem(path, message))
@@ -276,7 +279,8 @@ class _Converter:
     def _unknown(self, obj: dict[str, Any], allowed: set[str], path: str, what: str) -> None:
         for key in obj:
             if key not in allowed:
-                self.error(join(path, str(key)), f"unknown field for a {what}" + did_you_mean(str(key), allowed))
+                self.unknown.append(SpecProblem(join(path, str(key)),
+                                                f"unknown field for a {what}" + did_you_mean(str(key), allowed)))
 
 
 def _as_path_fields(flatten: Any) -> Any:

@@ -1155,6 +1155,8 @@ def parse_spec(raw: Any, source: str = "<spec>", *, strict: bool = False) -> Dat
     if legacy is not None:
         raw = legacy.raw
         ctx.errors.extend(legacy.problems)
+        for unknown in legacy.unknown:
+            ctx.unknown(unknown.path, unknown.message)
         if legacy.warning:
             ctx.warn(legacy.path, legacy.warning)
     kind = raw.get("type")

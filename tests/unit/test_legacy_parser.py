@@ -51,9 +51,9 @@ def parser_warnings(spec) -> list[str]:
     return [w.message for w in spec.warnings if w.path.endswith("dataSchema.parser")]
 
 
-def refused(raw) -> dict[str, str]:
+def refused(raw, strict: bool = False) -> dict[str, str]:
     with pytest.raises(SpecError) as info:
-        parse_spec(raw, "specs/x.json")
+        parse_spec(raw, "specs/x.json", strict=strict)
     return {p.path: p.message for p in info.value.problems}
 
 
@@ -128,8 +128,7 @@ def test_a_parser_that_is_not_an_object_is_refused(parser):
 def test_parser_null_is_no_parser():
     spec = parse_spec(with_parser(None, io={"inputFormat": {"type": "json"}}))
     assert parser_warnings(spec) == [] and spec.io_config.input_format.type == "json"
-    assert "expected an inputFormat object" in refused(with_parser(None, io={"inputFormat": None}))[
-        "ioConfig.inputFormat"]
+    assert "is null, but required" in refused(with_parser(None, io={"inputFormat": None}))["ioConfig.inputFormat"]
 
 
 @pytest.mark.parametrize("parse_spec_fields, path, says", [
@@ -137,12 +136,24 @@ def test_parser_null_is_no_parser():
     ({"format": "jsonLowercase"}, "parseSpec.format", "lower-cases every field name"),
     ({"format": "timeAndDims"}, "parseSpec.format", "names no record format"),
     ({"format": "avro"}, "parseSpec.format", "goes with parser type avro_stream"),
-    ({"format": "json", "flattenSpc": {}}, "parseSpec.flattenSpc", "did you mean 'flattenSpec'"),
-    ({"format": "csv", "columns": ["ts"], "delimiter": ";"}, "parseSpec.delimiter", "unknown field for a csv parseSpec"),
 ])
 def test_parse_specs_druid_cannot_be_followed_in_are_refused_saying_what_to_write(parse_spec_fields, path, says):
     found = refused(with_parser(string_parser(**parse_spec_fields)))
     assert says in found[f"dataSchema.parser.{path}"], found
+
+
+@pytest.mark.parametrize("parse_spec_fields, path, says", [
+    ({"format": "json", "flattenSpc": {}}, "parseSpec.flattenSpc", "did you mean 'flattenSpec'"),
+    ({"format": "csv", "columns": ["ts"], "delimiter": ";"}, "parseSpec.delimiter", "unknown field for a csv parseSpec"),
+    ({"format": "json"}, "parseSpecs", "did you mean 'parseSpec'"),
+])
+def test_unknown_parse_spec_fields_are_warnings_as_druid_ignores_them_and_errors_when_strict(parse_spec_fields, path,
+                                                                                              says):
+    raw = with_parser({**string_parser(**parse_spec_fields), "parseSpecs": {}} if path == "parseSpecs"
+                      else string_parser(**parse_spec_fields))
+    warned = {w.path: w.message for w in parse_spec(raw).warnings}
+    assert says in warned[f"dataSchema.parser.{path}"] and "--strict" in warned[f"dataSchema.parser.{path}"]
+    assert says in refused(raw, strict=True)[f"dataSchema.parser.{path}"]
 
 
 @pytest.mark.parametrize("parser, path, says", [
@@ -159,7 +170,6 @@ def test_parse_specs_druid_cannot_be_followed_in_are_refused_saying_what_to_writ
       "parseSpec": {"format": "timeAndDims"}}, "parseSpec.format", "protobuf parser no longer reads it"),
     ({"type": "avro_stream", "avroBytesDecoder": {"type": "schema_registry", "url": REGISTRY},
       "parseSpec": {"format": "json"}}, "parseSpec.format", "takes a parseSpec of format avro or timeAndDims"),
-    ({"type": "string", "parseSpec": {"format": "json"}, "parseSpecs": {}}, "parseSpecs", "did you mean 'parseSpec'"),
 ])
 def test_parsers_that_cannot_read_kafka_records_are_refused_by_name(parser, path, says):
     found = refused(with_parser(parser))
@@ -284,8 +294,12 @@ def test_druid_s_docs_parse_spec_samples():
     assert csv.io_config.input_format.type == "csv" and len(csv.io_config.input_format.columns) == 16
     tsv = parse_spec(with_parser({"type": "string", "parseSpec": json.loads(druid("docs/parseSpec-tsv.json"))}))
     assert tsv.io_config.input_format.effective_delimiter == "|"
-    # the docs' JSON sample spells dimensionSpec: named, with the spelling that works
-    found = refused(with_parser({"type": "string", "parseSpec": json.loads(druid("docs/parseSpec-json.json"))}))
+    # the docs' JSON sample spells dimensionSpec: Druid ignores it (and discovers the dimensions); named, with the
+    # spelling that works, as a warning (an error with --strict)
+    docs_json = with_parser({"type": "string", "parseSpec": json.loads(druid("docs/parseSpec-json.json"))})
+    warned = {w.path: w.message for w in parse_spec(docs_json).warnings}
+    assert "did you mean 'dimensionsSpec'" in warned["dataSchema.parser.parseSpec.dimensionSpec"]
+    found = refused(docs_json, strict=True)
     assert "did you mean 'dimensionsSpec'" in found["dataSchema.parser.parseSpec.dimensionSpec"]
     found = refused(with_parser({"type": "string", "parseSpec": json.loads(druid("docs/parseSpec-javascript.json"))}))
     assert "JavaScript parsing is not supported" in found["dataSchema.parser.parseSpec.format"]
