@@ -386,7 +386,7 @@ class InputFormat:
     # json
     flatten_spec: FlattenSpec | None = None
     feature_spec: dict[str, Any] | None = None
-    keep_null_columns: bool = False
+    keep_null_columns: bool | None = None  # None: Druid's default, `keeps_null_columns`
     assume_newline_delimited: bool = False
     use_json_node_reader: bool = False
     # csv / tsv / delimited
@@ -485,6 +485,19 @@ class InputFormat:
         if self.type == "csv":
             return ","
         return self.delimiter if self.delimiter is not None else "\t"
+
+    @property
+    def keeps_null_columns(self) -> bool:
+        """Whether a field whose value is null is still discovered (a column of nulls when it is null in every
+        row). Druid's JsonInputFormat.isKeepNullColumns: `keepNullColumns`, else true with a flattenSpec that
+        discovers fields; csv and tsv rows hold every column, whatever its value."""
+        if self.type in ("csv", "tsv", "delimited"):
+            return True
+        if self.type != "json":
+            return False
+        if self.keep_null_columns is not None:
+            return self.keep_null_columns
+        return self.flatten_spec is not None and self.flatten_spec.use_field_discovery
 
     @property
     def columns_from_header(self) -> bool:
