@@ -116,6 +116,11 @@ def same(value: Any) -> Any:
     return value
 
 
+def table(columns: tuple[str, ...], *values: tuple) -> list[dict]:
+    """A table as the documentation prints it: its columns, then its rows."""
+    return [dict(zip(columns, row)) for row in values]
+
+
 def rows(answer: list[dict], *, ordered: bool = False) -> list[dict]:
     """The answer's rows (`SELECT *` has no order in SQL: compared as a multiset unless the query orders)."""
     out = [{k: same(v) for k, v in r.items()} for r in answer]
@@ -134,13 +139,13 @@ ROLLUP_SCHEMA = {
     "granularitySpec": {"type": "uniform", "segmentGranularity": "week", "queryGranularity": "minute",
                         "intervals": ["2018-01-01/2018-01-03"], "rollup": True},
 }
-ROLLUP_ROWS = [  # dsql> select * from "rollup-tutorial";
-    {"__time": "2018-01-01T01:01:00.000Z", "bytes": 35937, "count": 3, "dstIP": "2.2.2.2", "packets": 286, "srcIP": "1.1.1.1"},
-    {"__time": "2018-01-01T01:02:00.000Z", "bytes": 366260, "count": 2, "dstIP": "2.2.2.2", "packets": 415, "srcIP": "1.1.1.1"},
-    {"__time": "2018-01-01T01:03:00.000Z", "bytes": 10204, "count": 1, "dstIP": "2.2.2.2", "packets": 49, "srcIP": "1.1.1.1"},
-    {"__time": "2018-01-02T21:33:00.000Z", "bytes": 100288, "count": 2, "dstIP": "8.8.8.8", "packets": 161, "srcIP": "7.7.7.7"},
-    {"__time": "2018-01-02T21:35:00.000Z", "bytes": 2818, "count": 1, "dstIP": "8.8.8.8", "packets": 12, "srcIP": "7.7.7.7"},
-]
+ROLLUP_ROWS = table(  # dsql> select * from "rollup-tutorial";
+    ("__time", "bytes", "count", "dstIP", "packets", "srcIP"),
+    ("2018-01-01T01:01:00.000Z", 35937, 3, "2.2.2.2", 286, "1.1.1.1"),
+    ("2018-01-01T01:02:00.000Z", 366260, 2, "2.2.2.2", 415, "1.1.1.1"),
+    ("2018-01-01T01:03:00.000Z", 10204, 1, "2.2.2.2", 49, "1.1.1.1"),
+    ("2018-01-02T21:33:00.000Z", 100288, 2, "8.8.8.8", 161, "7.7.7.7"),
+    ("2018-01-02T21:35:00.000Z", 2818, 1, "8.8.8.8", 12, "7.7.7.7"))
 
 
 def test_rollup_tutorial(docs, capsys):
@@ -167,11 +172,11 @@ TRANSFORM_SCHEMA = {
             {"type": "selector", "dimension": "triple-number", "value": "300"},
             {"type": "selector", "dimension": "location", "value": "3"}]}},
 }
-TRANSFORM_ROWS = [  # dsql> select * from "transform-tutorial";
-    {"__time": "2018-01-01T05:01:00.000Z", "animal": "super-mongoose", "count": 1, "location": 2, "number": 200, "triple-number": 600},
-    {"__time": "2018-01-01T06:01:00.000Z", "animal": "super-snake", "count": 1, "location": 3, "number": 300, "triple-number": 900},
-    {"__time": "2018-01-01T07:01:00.000Z", "animal": "super-octopus", "count": 1, "location": 1, "number": 100, "triple-number": 300},
-]
+TRANSFORM_ROWS = table(  # dsql> select * from "transform-tutorial";
+    ("__time", "animal", "count", "location", "number", "triple-number"),
+    ("2018-01-01T05:01:00.000Z", "super-mongoose", 1, 2, 200, 600),
+    ("2018-01-01T06:01:00.000Z", "super-snake", 1, 3, 300, 900),
+    ("2018-01-01T07:01:00.000Z", "super-octopus", 1, 1, 100, 300))
 
 
 def test_transform_tutorial(docs, capsys):
@@ -194,13 +199,13 @@ INGESTION_SCHEMA = {  # the final spec; its `parser.parseSpec` holds timestampSp
     "granularitySpec": {"type": "uniform", "segmentGranularity": "HOUR", "queryGranularity": "MINUTE",
                         "intervals": ["2018-01-01/2018-01-02"], "rollup": True},
 }
-INGESTION_ROWS = [  # dsql> select * from "ingestion-tutorial";
-    {"__time": "2018-01-01T01:01:00.000Z", "bytes": 6000, "cost": 4.9, "count": 3, "dstIP": "2.2.2.2", "dstPort": 3000, "packets": 60, "protocol": "6", "srcIP": "1.1.1.1", "srcPort": 2000},
-    {"__time": "2018-01-01T01:02:00.000Z", "bytes": 9000, "cost": 18.1, "count": 2, "dstIP": "2.2.2.2", "dstPort": 7000, "packets": 90, "protocol": "6", "srcIP": "1.1.1.1", "srcPort": 5000},
-    {"__time": "2018-01-01T01:03:00.000Z", "bytes": 6000, "cost": 4.3, "count": 1, "dstIP": "2.2.2.2", "dstPort": 7000, "packets": 60, "protocol": "6", "srcIP": "1.1.1.1", "srcPort": 5000},
-    {"__time": "2018-01-01T02:33:00.000Z", "bytes": 30000, "cost": 56.9, "count": 2, "dstIP": "8.8.8.8", "dstPort": 5000, "packets": 300, "protocol": "17", "srcIP": "7.7.7.7", "srcPort": 4000},
-    {"__time": "2018-01-01T02:35:00.000Z", "bytes": 30000, "cost": 46.3, "count": 1, "dstIP": "8.8.8.8", "dstPort": 5000, "packets": 300, "protocol": "17", "srcIP": "7.7.7.7", "srcPort": 4000},
-]
+INGESTION_ROWS = table(  # dsql> select * from "ingestion-tutorial";
+    ("__time", "bytes", "cost", "count", "dstIP", "dstPort", "packets", "protocol", "srcIP", "srcPort"),
+    ("2018-01-01T01:01:00.000Z", 6000, 4.9, 3, "2.2.2.2", 3000, 60, "6", "1.1.1.1", 2000),
+    ("2018-01-01T01:02:00.000Z", 9000, 18.1, 2, "2.2.2.2", 7000, 90, "6", "1.1.1.1", 5000),
+    ("2018-01-01T01:03:00.000Z", 6000, 4.3, 1, "2.2.2.2", 7000, 60, "6", "1.1.1.1", 5000),
+    ("2018-01-01T02:33:00.000Z", 30000, 56.9, 2, "8.8.8.8", 5000, 300, "17", "7.7.7.7", 4000),
+    ("2018-01-01T02:35:00.000Z", 30000, 46.3, 1, "8.8.8.8", 5000, 300, "17", "7.7.7.7", 4000))
 
 
 def test_ingestion_spec_tutorial(docs, capsys):
@@ -228,10 +233,12 @@ def test_update_tutorial_as_a_stream_appends(docs, capsys):
     topic = produce(docs, "updates-data2.json")
     docs.run(docs.spec(topic, UPDATES_SCHEMA, compaction={"skipOffsetFromLatest": "PT0S"}), "updates-1")
     select = 'select * from "updates-tutorial"'
-    assert rows(docs.query(capsys, select)) == rows([
-        {"__time": "2018-01-01T01:01:00.000Z", "animal": "lion", "count": 1, "number": 100},
-        {"__time": "2018-01-01T03:01:00.000Z", "animal": "aardvark", "count": 1, "number": 9999},
-        {"__time": "2018-01-01T04:01:00.000Z", "animal": "bear", "count": 1, "number": 111}])
+    columns = ("__time", "animal", "count", "number")
+    assert rows(docs.query(capsys, select)) == rows(table(
+        columns,
+        ("2018-01-01T01:01:00.000Z", "lion", 1, 100),
+        ("2018-01-01T03:01:00.000Z", "aardvark", 1, 9999),
+        ("2018-01-01T04:01:00.000Z", "bear", 1, 111)))
 
     # updates-data3.json names its time `__time` (the reindex read it beside the datasource's own rows)
     docs.broker.produce(topic, records("updates-data3.json"))
@@ -239,29 +246,35 @@ def test_update_tutorial_as_a_stream_appends(docs, capsys):
     docs.run(docs.spec(topic, reindex, compaction={"skipOffsetFromLatest": "PT0S"}), "updates-2")
     spec = docs.spec(topic, UPDATES_SCHEMA, compaction={"skipOffsetFromLatest": "PT0S"})
     assert docs.compact(spec, "compact-1")["compacted"]
-    combined = [  # "Note that roll-up occurred for the "lion" row"
-        {"__time": "2018-01-01T01:01:00.000Z", "animal": "lion", "count": 2, "number": 400},
-        {"__time": "2018-01-01T03:01:00.000Z", "animal": "aardvark", "count": 1, "number": 9999},
-        {"__time": "2018-01-01T04:01:00.000Z", "animal": "bear", "count": 1, "number": 111},
-        {"__time": "2018-01-01T05:01:00.000Z", "animal": "mongoose", "count": 1, "number": 737},
-        {"__time": "2018-01-01T06:01:00.000Z", "animal": "snake", "count": 1, "number": 1234},
-        {"__time": "2018-01-01T07:01:00.000Z", "animal": "octopus", "count": 1, "number": 115}]
+    combined = table(  # "Note that roll-up occurred for the "lion" row"
+        columns,
+        ("2018-01-01T01:01:00.000Z", "lion", 2, 400),
+        ("2018-01-01T03:01:00.000Z", "aardvark", 1, 9999),
+        ("2018-01-01T04:01:00.000Z", "bear", 1, 111),
+        ("2018-01-01T05:01:00.000Z", "mongoose", 1, 737),
+        ("2018-01-01T06:01:00.000Z", "snake", 1, 1234),
+        ("2018-01-01T07:01:00.000Z", "octopus", 1, 115))
     assert rows(docs.query(capsys, select)) == rows(combined)
 
     # the append: its bear row stays apart from the bear row before it (another segment), until query time
     docs.broker.produce(topic, records("updates-data4.json"))
     docs.run(spec, "updates-3")
-    assert rows(docs.query(capsys, select)) == rows(combined + [
-        {"__time": "2018-01-01T04:01:00.000Z", "animal": "bear", "count": 1, "number": 222},
-        {"__time": "2018-01-01T09:01:00.000Z", "animal": "falcon", "count": 1, "number": 1241}])
+    assert rows(docs.query(capsys, select)) == rows(combined + table(
+        columns,
+        ("2018-01-01T04:01:00.000Z", "bear", 1, 222),
+        ("2018-01-01T09:01:00.000Z", "falcon", 1, 1241)))
     grouped = docs.query(capsys, 'select __time, animal, SUM("count"), SUM("number") from "updates-tutorial" '
                                  'group by __time, animal')
-    assert rows([dict(zip(("__time", "animal", "EXPR$2", "EXPR$3"), r.values())) for r in grouped]) == rows([
-        {"__time": t, "animal": a, "EXPR$2": c, "EXPR$3": n} for t, a, c, n in [
-            ("2018-01-01T01:01:00.000Z", "lion", 2, 400), ("2018-01-01T03:01:00.000Z", "aardvark", 1, 9999),
-            ("2018-01-01T04:01:00.000Z", "bear", 2, 333), ("2018-01-01T05:01:00.000Z", "mongoose", 1, 737),
-            ("2018-01-01T06:01:00.000Z", "snake", 1, 1234), ("2018-01-01T07:01:00.000Z", "octopus", 1, 115),
-            ("2018-01-01T09:01:00.000Z", "falcon", 1, 1241)]])
+    printed = ("__time", "animal", "EXPR$2", "EXPR$3")  # Druid's names of unnamed expressions; DuckDB's differ
+    assert rows([dict(zip(printed, r.values())) for r in grouped]) == rows(table(
+        printed,
+        ("2018-01-01T01:01:00.000Z", "lion", 2, 400),
+        ("2018-01-01T03:01:00.000Z", "aardvark", 1, 9999),
+        ("2018-01-01T04:01:00.000Z", "bear", 2, 333),
+        ("2018-01-01T05:01:00.000Z", "mongoose", 1, 737),
+        ("2018-01-01T06:01:00.000Z", "snake", 1, 1234),
+        ("2018-01-01T07:01:00.000Z", "octopus", 1, 115),
+        ("2018-01-01T09:01:00.000Z", "falcon", 1, 1241)))
 
 
 # ------------------------------------------------------------------------------------------ nested-columns.md
@@ -274,35 +287,27 @@ NESTED_SCHEMA = {
                                       {"type": "json", "name": "details"}]},
     "transformSpec": {},
 }
+NESTED_ANSWERS = ("nested-select-star.json", "nested-json-value.json")
 
 
 def test_nested_columns(docs, capsys):
     """`json` columns hold JSON text (a string column, read with DuckDB's JSON functions), keys in sorted order:
     compared as JSON values, as the order of an object's keys is not part of its value."""
     docs.run(docs.spec(produce(docs, "nested-example-data.json"), NESTED_SCHEMA), "nested-1")
-    printed = [  # SELECT * FROM nested_data_example (its JSON answer, shipTo and details as JSON text)
-        ["2022-06-13T07:52:29.000Z", "Sports", "{\"color\":\"sky blue\",\"price\":542.0}", "Bike", "{\"firstName\":\"Russ\",\"lastName\":\"Cole\",\"address\":{\"street\":\"77173 Rusty Station\",\"city\":\"South Yeseniabury\",\"state\":\"WA\",\"country\":\"BL\",\"postalCode\":\"01893\"},\"phoneNumbers\":[{\"type\":\"primary\",\"number\":\"891-374-6188 x74568\"},{\"type\":\"secondary\",\"number\":\"1-248-998-4426 x33037\"}]}"],
-        ["2022-06-13T10:10:35.000Z", "Sports", "{\"color\":\"ivory\",\"price\":955.0}", "Bike", "{\"firstName\":\"Henry\",\"lastName\":\"Wuckert\",\"address\":{\"street\":\"5643 Jan Walk\",\"city\":\"Lake Bridget\",\"state\":\"HI\",\"country\":\"ME\",\"postalCode\":\"70204-2939\"},\"phoneNumbers\":[{\"type\":\"primary\",\"number\":\"593.475.0449 x86733\"},{\"type\":\"secondary\",\"number\":\"638-372-1210\"}]}"],
-        ["2022-06-13T13:57:38.000Z", "Grocery", "{\"price\":8.0}", "Sausages", "{\"firstName\":\"Forrest\",\"lastName\":\"Brekke\",\"address\":{\"street\":\"41548 Collier Divide\",\"city\":\"Wintheiserborough\",\"state\":\"WA\",\"country\":\"AD\",\"postalCode\":\"27577-6784\"},\"phoneNumbers\":[{\"type\":\"primary\",\"number\":\"(904) 890-0696 x581\"},{\"type\":\"secondary\",\"number\":\"676.895.6759\"}]}"],
-        ["2022-06-13T21:37:06.000Z", "Computers", "{\"color\":\"olive\",\"price\":90.0}", "Mouse", "{\"firstName\":\"Rickey\",\"lastName\":\"Rempel\",\"address\":{\"street\":\"6232 Green Glens\",\"city\":\"New Fermin\",\"state\":\"HI\",\"country\":\"CW\",\"postalCode\":\"98912-1195\"},\"phoneNumbers\":[{\"type\":\"primary\",\"number\":\"(689) 766-4272 x60778\"},{\"type\":\"secondary\",\"number\":\"375.662.4737 x24707\"}]}"],
-        ["2022-06-14T10:32:08.000Z", "Computers", "{\"color\":\"plum\",\"price\":40.0}", "Keyboard", "{\"firstName\":\"Sandra\",\"lastName\":\"Beatty\",\"address\":{\"street\":\"293 Grant Well\",\"city\":\"Loischester\",\"state\":\"FL\",\"country\":\"TV\",\"postalCode\":\"88845-0066\"},\"phoneNumbers\":[{\"type\":\"primary\",\"number\":\"1-788-771-7028 x8627\"},{\"type\":\"secondary\",\"number\":\"1-460-496-4884 x887\"}]}"],
-    ]
-    columns = ["__time", "department", "details", "product", "shipTo"]
 
     def parsed(row: dict) -> dict:
         return {k: json.loads(v) if k in ("details", "shipTo") else v for k, v in row.items()}
 
+    # the answers the page prints: Druid's JSON result format (a header of names, of native types, of SQL types)
+    select_star, select_values = (json.loads((DOCS / name).read_text()) for name in NESTED_ANSWERS)
     got = docs.query(capsys, "SELECT * FROM nested_data_example")
-    assert rows([parsed(r) for r in got]) == rows([parsed(dict(zip(columns, r))) for r in printed])
-    assert got[0]["details"] == printed[0][2]  # the text itself where key order agrees
+    assert rows([parsed(r) for r in got]) == rows([parsed(r) for r in table(*select_star[:1], *select_star[3:])])
+    assert got[0]["details"] == select_star[3][2]  # the text itself, where key order agrees
     extracted = docs.query(capsys, "SELECT product, department, "  # JSON_VALUE(x, path) is json_extract_string
                                    "json_extract_string(shipTo, '$.address.country') as country, "
                                    "json_extract_string(shipTo, '$.phoneNumbers[0].number') as primaryPhone, "
                                    "json_extract_string(details, '$.price') as price FROM nested_data_example")
-    assert rows(extracted) == rows([dict(zip(["product", "department", "country", "primaryPhone", "price"], r)) for r in [
-        ["Bike", "Sports", "BL", "891-374-6188 x74568", "542.0"], ["Bike", "Sports", "ME", "593.475.0449 x86733", "955.0"],
-        ["Sausages", "Grocery", "AD", "(904) 890-0696 x581", "8.0"], ["Mouse", "Computers", "CW", "(689) 766-4272 x60778", "90.0"],
-        ["Keyboard", "Computers", "TV", "1-788-771-7028 x8627", "40.0"]]])
+    assert rows(extracted) == rows(table(*select_values[:1], *select_values[3:]))
 
 
 # ------------------------------------------------------------------------------------------ data-formats.md, kafka
@@ -313,7 +318,8 @@ def test_kafka_input_format_example(docs, capsys):
     read the example's ISO time (Druid would count the record unparseable and print no row): `auto` here. The
     topic is the test's own (the doc's `wiki-edits` would collide on a shared broker)."""
     topic = docs.broker.create_topic(partitions=1)
-    payload = b'{"channel":"#sv.wikipedia","timestamp":"2016-06-27T00:00:11.080Z","page":"Salo Toraut","delta":31,"namespace":"Main"}'
+    payload = (b'{"channel":"#sv.wikipedia","timestamp":"2016-06-27T00:00:11.080Z","page":"Salo Toraut","delta":31,'
+               b'"namespace":"Main"}')
     docs.broker.produce(topic, [payload], key=b"wiki-edit", headers=[("env", b"development"), ("zone", b"z1")],
                         timestamp_ms=1680795276351)
     schema = {"dataSource": "wikiticker", "timestampSpec": {"column": "timestamp", "format": "auto"},
@@ -322,6 +328,7 @@ def test_kafka_input_format_example(docs, capsys):
     input_format = {"type": "kafka", "valueFormat": {"type": "json"}, "headerFormat": {"type": "string"},
                     "keyFormat": {"type": "tsv", "findColumnsFromHeader": False, "columns": ["x"]}}
     docs.run(docs.spec(topic, schema, input_format), "kafka-1")
-    got = docs.query(capsys, 'SELECT "kafka.header.env", "kafka.key", "kafka.timestamp", "kafka.topic" FROM "wikiticker"')
+    got = docs.query(capsys, 'SELECT "kafka.header.env", "kafka.key", "kafka.timestamp", "kafka.topic" '
+                             'FROM "wikiticker"')
     assert got == [{"kafka.header.env": "development", "kafka.key": "wiki-edit", "kafka.timestamp": 1680795276351,
                     "kafka.topic": topic}]
