@@ -5,9 +5,10 @@ Steps, in Druid's order:
   1. decode each record's value with `inputFormat` (json with flattenSpec, csv, tsv/delimited; `kafka` adds
      the key, headers, Kafka timestamp and topic as columns; value fields win on a name clash);
   2. read the row timestamp (`timestampSpec`, `missingValue`);
-  3. apply `transforms` (they may rewrite `__time` or any field);
-  4. drop rows the `filter` rejects, and late or early rows (lateMessageRejection*/earlyMessageRejectionPeriod,
-     relative to the task group's creation time);
+  3. apply `transforms`, each to the row as parsed, never to another's output (they may rewrite `__time` or any
+     field, one they read too);
+  4. drop rows the `filter` (which reads the transformed row) rejects, and late or early rows
+     (lateMessageRejection*/earlyMessageRejectionPeriod, relative to the task group's creation time);
   5. type the dimensions and the aggregators' input fields.
 
 Well-formed JSON chunks decode in one vectorized pass (pyarrow's JSON reader). Anything unusual (a malformed
@@ -40,6 +41,7 @@ from ingest_core.core.column_types import canonical
 from ingest_core.core.periods import MAX_DATETIME, MIN_DATETIME
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor.decoders import decoder_for, json_text
+from ingest_core.executor import discovery
 from ingest_core.executor.discovery import AUTO_JSON, encode
 from ingest_core.executor.expressions import compile_expression, evaluate_to_array
 from ingest_core.executor.filters import compile_filter
@@ -680,7 +682,7 @@ class RowParser:
             for name, values in transformed.items():
                 if name not in r and values[i] is not None:
                     dims[name] = _to_string_value(values[i], "sorted_array")
-            out.append(json_text({k: v for k, v in dims.items() if v is not None or k in r}))
+            out.append(json_text(dims))
         return pa.array(out, pa.string())
 
     def is_discovered(self, name: str) -> bool:
@@ -740,7 +742,7 @@ def discovers_strings(dimensions_spec: Any) -> bool:
     """Whether a spec discovers string dimensions (DIMS_JSON): none listed (schemaless) or includeAllDimensions,
     and no type-aware discovery (`useSchemaDiscovery`, `type: auto`), which types what it discovers instead."""
     return ((not dimensions_spec.dimensions or dimensions_spec.include_all_dimensions)
-            and not dimensions_spec.use_schema_discovery and not any(d.type == "auto" for d in dimensions_spec.dimensions))
+            and not discovery.type_aware(dimensions_spec))
 
 
 def _flat(value: Any) -> bool:
