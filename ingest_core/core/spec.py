@@ -203,11 +203,20 @@ class TransformSpec:
                 parse_filter(self.filter)
             except FilterError as exc:
                 ctx.error(join(path, "filter"), str(exc))
+        names = {t.name for t in self.transforms}
         for i, t in enumerate(self.transforms):
             try:
-                parse_expression(t.expression)
+                read = parse_expression(t.expression).columns
             except ExpressionError as exc:
                 ctx.error(join(join(path, "transforms"), i), f"transform {t.name!r}: {exc}")
+                continue
+            # Druid evaluates every transform on the input row: a chain of transforms reads the input's field
+            others = sorted(read & names - {t.name})
+            if others:
+                ctx.warn(join(join(path, "transforms"), i),
+                         f"transform {t.name!r} reads {', '.join(others)} from the input row, not the output of the "
+                         f"transform of that name (transforms never read each other's outputs, as in Druid): "
+                         "repeat that transform's expression here to build on it")
 
 
 _DATASOURCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,199}$")

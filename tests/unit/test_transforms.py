@@ -125,3 +125,18 @@ def test_keep_null_columns_makes_a_column_of_a_field_null_in_every_row(input_for
     dims = discovered(parse(schema, records, input_format))
     assert all(("empty" in d) == kept for d in dims) and all(d.get("empty") is None for d in dims)
     assert [d["a"] for d in dims] == ["x", "y"]
+
+
+def test_a_transform_reading_another_transforms_name_is_a_warning():
+    chained = spec({"timestampSpec": {"column": "ts"}, "granularitySpec": {"segmentGranularity": "DAY"},
+                    "transformSpec": {"transforms": [
+                        {"type": "expression", "name": "page", "expression": "lower(page)"},
+                        {"type": "expression", "name": "page_len", "expression": "strlen(page) + 0 * __time"},
+                        {"type": "expression", "name": "__time", "expression": "__time + 1"}]}})
+    assert [(w.path, w.message) for w in chained.warnings] == [
+        ("spec.dataSchema.transformSpec.transforms[1]",
+         "transform 'page_len' reads __time, page from the input row, not the output of the transform of that name "
+         "(transforms never read each other's outputs, as in Druid): repeat that transform's expression here to "
+         "build on it")]
+    assert spec(TUTORIAL_SCHEMA).warnings == ()  # a transform reading the field it replaces is Druid's in-place form
+
