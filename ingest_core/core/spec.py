@@ -252,11 +252,20 @@ class TransformSpec:
                 parse_filter(self.filter)
             except FilterError as exc:
                 ctx.error(join(path, "filter"), str(exc))
+        names = {t.name for t in self.transforms}
         for i, t in enumerate(self.transforms):
             try:
-                parse_expression(t.expression)
+                read = parse_expression(t.expression).columns
             except ExpressionError as exc:
                 ctx.error(join(join(path, "transforms"), i), f"transform {t.name!r}: {exc}")
+                continue
+            # Druid evaluates every transform on the input row: a chain of transforms reads the input's field
+            others = sorted(read & names - {t.name})
+            if others:
+                ctx.warn(join(join(path, "transforms"), i),
+                         f"transform {t.name!r} reads {', '.join(others)} from the input row, not the output of the "
+                         f"transform of that name (transforms never read each other's outputs, as in Druid): "
+                         "repeat that transform's expression here to build on it")
 
 
 _DATASOURCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,199}$")
@@ -469,7 +478,7 @@ class InputFormat:
     # json
     flatten_spec: FlattenSpec | None = None
     feature_spec: dict[str, Any] | None = None
-    keep_null_columns: bool = False
+    keep_null_columns: bool | None = None  # None: Druid's default, `keeps_null_columns`
     assume_newline_delimited: bool = False
     use_json_node_reader: bool = False
     # csv / tsv / delimited
@@ -589,6 +598,19 @@ class InputFormat:
         if self.type == "csv":
             return ","
         return self.delimiter if self.delimiter is not None else "\t"
+
+    @property
+    def keeps_null_columns(self) -> bool:
+        """Whether a field whose value is null is still discovered (a column of nulls when it is null in every
+        row). Druid's JsonInputFormat.isKeepNullColumns: `keepNullColumns`, else true with a flattenSpec that
+        discovers fields; csv and tsv rows hold every column, whatever its value."""
+        if self.type in ("csv", "tsv", "delimited"):
+            return True
+        if self.type != "json":
+            return False
+        if self.keep_null_columns is not None:
+            return self.keep_null_columns
+        return self.flatten_spec is not None and self.flatten_spec.use_field_discovery
 
     @property
     def columns_from_header(self) -> bool:

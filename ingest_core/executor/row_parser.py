@@ -5,9 +5,10 @@ Steps, in Druid's order:
   1. decode each record's value with `inputFormat` (json with flattenSpec, csv, tsv/delimited; `kafka` adds
      the key, headers, Kafka timestamp and topic as columns; value fields win on a name clash);
   2. read the row timestamp (`timestampSpec`, `missingValue`);
-  3. apply `transforms` (they may rewrite `__time` or any field);
-  4. drop rows the `filter` rejects, and late or early rows (lateMessageRejection*/earlyMessageRejectionPeriod,
-     relative to the task group's creation time);
+  3. apply `transforms`, each to the row as parsed, never to another's output (they may rewrite `__time` or any
+     field, one they read too);
+  4. drop rows the `filter` (which reads the transformed row) rejects, and late or early rows
+     (lateMessageRejection*/earlyMessageRejectionPeriod, relative to the task group's creation time);
   5. type the dimensions and the aggregators' input fields.
 
 Well-formed JSON chunks decode in one vectorized pass (pyarrow's JSON reader). Anything unusual (a malformed
@@ -40,6 +41,7 @@ from ingest_core.core.column_types import canonical
 from ingest_core.core.periods import MAX_DATETIME, MIN_DATETIME
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor.decoders import decoder_for, json_text
+from ingest_core.executor import discovery
 from ingest_core.executor.discovery import AUTO_JSON, encode
 from ingest_core.executor.expr_values import concat_arrays, expression_input
 from ingest_core.executor.expressions import compile_expression, evaluate_to_array
@@ -233,17 +235,19 @@ class RowParser:
 
         dims = schema.dimensions_spec
         # type-aware discovery (`useSchemaDiscovery`, `type: auto`): values with their types in AUTO_JSON;
-        # without it and without dimensions, the legacy string discovery (DIMS_JSON)
-        self.discover_all = dims.use_schema_discovery
+        # without it, and without dimensions or with includeAllDimensions, the legacy string discovery (DIMS_JSON)
         self.auto_names = [d.name for d in dims.dimensions if d.type == "auto"]
+        # includeAllDimensions beside `type: auto` dimensions: the others are discovered with their types too
+        self.discover_all = dims.use_schema_discovery or (dims.include_all_dimensions and bool(self.auto_names))
         self.typed_discovery = self.discover_all or bool(self.auto_names)
-        self.schemaless = not dims.dimensions and not self.discover_all
+        self.schemaless = discovers_strings(dims)
+        self.keep_nulls = self.value_fmt.keeps_null_columns
         self.multi_value = {d.name: d.multi_value_handling for d in dims.dimensions}
         metric_fields = {a.field_name for a in schema.metrics_spec if a.field_name}
-        self.excluded = set(dims.dimension_exclusions) | metric_fields | {self.ts_spec.column, TIME}
-        # discovery leaves out the listed dimensions, metric names and `__` names (this system's own columns)
-        self._not_discovered = (self.excluded | {d.name for d in dims.dimensions}
-                                | {a.name for a in schema.metrics_spec})
+        # Druid's schemaless exclusions (ingestion-spec.md, "Inclusions and exclusions"); the listed dimensions,
+        # which includeAllDimensions puts first, are not discovered again
+        self.excluded = (set(dims.dimension_exclusions) | metric_fields | {a.name for a in schema.metrics_spec}
+                         | {d.name for d in dims.dimensions} | {self.ts_spec.column, TIME})
         self._discoverable: dict[str, bool] = {name: True for name in self.auto_names}
         targets: list[Target] = []
         for d in dims.dimensions:
@@ -282,8 +286,9 @@ class RowParser:
         ts_type = pa.int64() if ts_kind in ("millis", "micro", "nano", "posix") else pa.string()
         fields: dict[str, pa.DataType] = {self.ts_spec.column: ts_type}
         transform_names = {name for name, _ in self.transforms}
+        # transforms read the input's fields (one of their own name too); the filter reads transformed ones
         needed = {c for _, e in self.transforms for c in e.columns}
-        needed |= _filter_columns(self.spec.data_schema.transform_spec.filter)
+        needed |= _filter_columns(self.spec.data_schema.transform_spec.filter) - transform_names
         for t in self.targets:
             typ = {"string": pa.string(), "long": pa.int64(), "float": pa.float64(), "double": pa.float64()}[t.kind]
             if t.source in transform_names:
@@ -294,7 +299,7 @@ class RowParser:
                     return None  # read as text and as a number: decode per record
                 typ = pa.int64()  # long and double inputs: exact longs; a fractional value falls back
             fields[t.source] = typ
-        if needed - set(fields) - {TIME} - transform_names:
+        if needed - set(fields) - {TIME}:
             return None  # columns of unknown type for transforms or the filter
         return pa.schema(list(fields.items()))
 
@@ -384,15 +389,18 @@ class RowParser:
         bad.update(bad_ts)
         columns[TIME] = ts_millis
 
-        # 3. transforms (Druid applies them to the parsed row; they may replace __time). A transform that fails
-        # fails its rows (Druid's Transformer throws a ParseException), never the chunk.
-        raw_values = dict(pyvalues)  # mixed columns as decoded, while no transform has replaced them
-        for name, expr in self.transforms:
-            columns[name] = self._per_row(lambda cols, m, e=expr: evaluate_to_array(e, cols, m), columns, n, bad,
-                                          chunk, offsets, f"transform {name!r} ({expr.text})", expr.columns,
-                                          raw_values, nested=True)
-            raw_values.pop(name, None)
+        # 3. transforms, as Druid's TransformedInputRow evaluates them: each on the row as parsed (a field of its
+        # own name too, `__time` the parsed timestamp), none on another's output; they may replace __time. A
+        # transform that fails fails its rows (Druid's Transformer throws a ParseException), never the chunk.
+        parsed = dict(columns)
+        outputs = {name: self._per_row(lambda cols, m, e=expr: evaluate_to_array(e, cols, m), parsed, n, bad,
+                                       chunk, offsets, f"transform {name!r} ({expr.text})", expr.columns, pyvalues,
+                                       nested=True)
+                   for name, expr in self.transforms}
+        columns.update(outputs)
+        raw_values = {k: v for k, v in pyvalues.items() if k not in outputs}  # mixed columns no transform replaced
         time_col = self._row_times(columns[TIME], n, bad)
+        columns[TIME] = time_col  # the filter reads the transformed row: its time in epoch millis
 
         # 4. filter, then late/early rejection
         mask = _keep_mask(n, bad)
@@ -669,23 +677,28 @@ class RowParser:
         return pa.array(values, target_type)
 
     def _discovered(self, rows: list[dict[str, Any]], columns: dict[str, Any], n: int) -> pa.Array:
-        transformed = {name for name, _ in self.transforms}
+        """DIMS_JSON: each row's discovered fields as strings. As Druid's field discovery: not objects nor lists
+        holding objects or lists; a null only with `keepNullColumns` (then the field is a column, of nulls if
+        need be). A transform of an input field's name gives its value; one of a new name is discovered too
+        when it is not null (Druid leaves it out: apache/druid#7952)."""
+        transformed = {name: columns[name].to_pylist() for name, _ in self.transforms if name not in self.excluded}
         out = []
         for i, r in enumerate(rows):
-            dims = {k: _to_string_value(v, "sorted_array") for k, v in r.items()
-                    if k not in self.excluded and not isinstance(v, dict)}  # discovery skips nested objects
-            for name in transformed - self.excluded:
-                value = columns[name][i].as_py()
-                dims[name] = _to_string_value(value, "sorted_array")
-            out.append(json_text({k: v for k, v in dims.items() if v is not None}))
+            dims = {k: _to_string_value(transformed[k][i] if k in transformed else v, "sorted_array")
+                    for k, v in r.items()
+                    if k not in self.excluded and (v is not None or self.keep_nulls) and _flat(v)}
+            for name, values in transformed.items():
+                if name not in r and values[i] is not None:
+                    dims[name] = _to_string_value(values[i], "sorted_array")
+            out.append(json_text(dims))
         return pa.array(out, pa.string())
 
     def is_discovered(self, name: str) -> bool:
         """Whether type-aware discovery ingests field `name`."""
         known = self._discoverable.get(name)
         if known is None:
-            known = self._discoverable[name] = (self.discover_all and name not in self._not_discovered
-                                                and not name.startswith("__"))
+            known = self._discoverable[name] = (self.discover_all and name not in self.excluded
+                                                and not name.startswith("__"))  # `__`: our own columns
         return known
 
     def _discovered_typed(self, rows: list[dict[str, Any]], columns: dict[str, Any],
@@ -731,6 +744,20 @@ class RowParser:
         exceptions.append(record)
         if len(exceptions) > keep * 2:
             del exceptions[:-keep]
+
+
+def discovers_strings(dimensions_spec: Any) -> bool:
+    """Whether a spec discovers string dimensions (DIMS_JSON): none listed (schemaless) or includeAllDimensions,
+    and no type-aware discovery (`useSchemaDiscovery`, `type: auto`), which types what it discovers instead."""
+    return ((not dimensions_spec.dimensions or dimensions_spec.include_all_dimensions)
+            and not discovery.type_aware(dimensions_spec))
+
+
+def _flat(value: Any) -> bool:
+    """Whether field discovery takes a value: not an object, nor a list holding objects or lists."""
+    if isinstance(value, dict):
+        return False
+    return not isinstance(value, list) or not any(isinstance(v, (dict, list)) for v in value)
 
 
 def _offsets_array(offsets: Sequence[int]) -> pa.Array:

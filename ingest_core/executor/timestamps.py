@@ -35,7 +35,19 @@ def parse_iso(text: str) -> int:
     m = re.search(r"\.(\d{7,})", s)
     if m:
         s = s[:m.start(1)] + m.group(1)[:6] + s[m.end(1):]
-    return _millis_of(datetime.fromisoformat(s))
+    try:
+        return _millis_of(datetime.fromisoformat(s))
+    except ValueError as exc:
+        # Joda's ISO parser (Druid's) reads one-digit fields too: 2022-6-14T1:02:03Z (Druid's nested-columns
+        # example data has one)
+        padded = _ONE_DIGIT_FIELD.sub(r"0\1", s)
+        try:
+            return _millis_of(datetime.fromisoformat(padded))
+        except ValueError:
+            raise exc from None
+
+
+_ONE_DIGIT_FIELD = re.compile(r"(?<=\d[-T:])(\d)(?=$|[-T:.+Z]|-\d)")
 
 
 def _number(value: Any) -> float | int:

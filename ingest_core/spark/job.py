@@ -51,7 +51,7 @@ from ingest_core.executor.rollup import (
     aggregators,
     long_sum_columns,
 )
-from ingest_core.executor.row_parser import DIMS_JSON, PARTITION, TIME
+from ingest_core.executor.row_parser import DIMS_JSON, PARTITION, TIME, discovers_strings
 from ingest_core.kafka.config import KafkaClientConfig
 from ingest_core.spark.kafka_source import (
     BUCKET,
@@ -276,7 +276,7 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
             rolled, dims, metrics = rollup(typed, spec, dims)
         else:
             rolled, dims, metrics = rollup(rows, spec)
-            if not spec.data_schema.dimensions_spec.dimensions:
+            if DIMS_JSON in dims:
                 rolled, dims = _expand_discovered(rolled, dims)
         F = sql_functions(rows)
         out = rolled.select(SEGMENT, TIME, *[col(F, c) for c in dims + metrics])
@@ -320,7 +320,9 @@ def rollup(rows: Any, spec: DatasourceSpec, dims: list[str] | None = None) -> tu
     list them all (type-aware discovery)."""
     F = sql_functions(rows)
     schema = spec.data_schema
-    dims = dims if dims is not None else [d.name for d in schema.dimensions_spec.dimensions] or [DIMS_JSON]
+    if dims is None:
+        dims = ([d.name for d in schema.dimensions_spec.dimensions]
+                + ([DIMS_JSON] if discovers_strings(schema.dimensions_spec) else []))
     metrics = [a.name for a in schema.metrics_spec]
     if not schema.granularity_spec.rollup:
         cols = [col(F, BUCKET).alias(TIME), col(F, SEGMENT), *[col(F, d) for d in dims]]
@@ -391,12 +393,13 @@ def exact_long_sums(F: Any, rolled: Any, keys: list[str], aggs: list[Any], long_
 
 
 def _expand_discovered(rolled: Any, dims: list[str]) -> tuple[Any, list[str]]:
-    """Schemaless: turn the discovered-dimensions JSON into string columns, sorted by name."""
+    """Schemaless or includeAllDimensions: turn the discovered-dimensions JSON into string columns, sorted by
+    name, after the listed dimensions."""
     F = sql_functions(rolled)
     rolled = rolled.withColumn(DIMS_JSON, F.from_json(col(F, DIMS_JSON), "map<string,string>")).persist()
     names = sorted(r[0] for r in rolled.select(F.explode(F.map_keys(col(F, DIMS_JSON)))).distinct().collect())
     expanded = rolled.select("*", *[col(F, DIMS_JSON).getItem(n).alias(n) for n in names]).drop(DIMS_JSON)
-    return expanded, names
+    return expanded, [d for d in dims if d != DIMS_JSON] + names
 
 
 def discover(rows: Any, spec: DatasourceSpec) -> tuple[Any, list[str], dict[str, str]]:

@@ -215,6 +215,26 @@ def test_schemaless_dimensions_are_discovered(spark, broker, store, tmp_path):
     assert "skip" not in rows[0] and "n" not in rows[0]
 
 
+def test_include_all_dimensions_and_keep_null_columns(spark, broker, store, tmp_path):
+    """The listed dimensions first, typed as listed, then the discovered ones as strings by name; a field null in
+    every row is a column of nulls (keepNullColumns); a transform reads the field it replaces."""
+    topic = broker.create_topic()
+    broker.produce(topic, [json.dumps({"ts": iso(T0), "page": "p", "n": 1, "user": "u", "gone": None}).encode(),
+                           json.dumps({"ts": iso(T0), "page": "q", "n": 2, "city": "c", "gone": None}).encode()])
+    spec = spec_from(broker.bootstrap, topic, {
+        "timestampSpec": {"column": "ts"},
+        "dimensionsSpec": {"dimensions": ["page", {"type": "long", "name": "n"}], "includeAllDimensions": True},
+        "transformSpec": {"transforms": [{"type": "expression", "name": "page", "expression": "upper(page)"}]},
+        "metricsSpec": [{"type": "count", "name": "cnt"}],
+        "granularitySpec": {"segmentGranularity": "DAY", "queryGranularity": "HOUR"}},
+        io={"inputFormat": {"type": "json", "keepNullColumns": True}})
+    _, reports, _ = ingest_run(spark, store, spec, "r1", tmp_path.as_uri())
+    assert list(reports[0].segments[0].dimensions) == ["page", "n", "city", "gone", "user"]
+    rows = sorted(rows_of(store), key=lambda r: r["page"])
+    assert [(r["page"], r["n"], r["city"], r["gone"], r["user"]) for r in rows] == [
+        ("P", 1, None, None, "u"), ("Q", 2, "c", None, None)]
+
+
 def test_schema_discovery_types_every_field_and_widens_across_runs(spark, broker, store, tmp_path):
     """useSchemaDiscovery over two runs whose fields change: run 1 has n long, an array of longs and a nested
     object; run 2 makes n a double, adds a field and an array of doubles. Every field reads back with its type
