@@ -48,7 +48,8 @@ DEFAULT_MAX_ROWS = 100_000
 DEFAULT_TIMEOUT_S = 300.0
 READ_ONLY = ("SELECT",)
 EMPTY = pa.schema([("__time", pa.timestamp("ms", tz="UTC"))])  # a datasource with nothing published yet
-TIME_LIMIT, CLIENT_GONE = "time limit", "client gone"  # why a query was stopped (`QueryCancel.reason`)
+# why a query was stopped (`QueryCancel.reason`)
+TIME_LIMIT, CLIENT_GONE, CANCELLED = "time limit", "its client went away", "cancelled by its sqlQueryId"
 INTERRUPT_EVERY_S = 0.05  # a stopped query is interrupted again this often until it ends (an interrupt that lands
 # between two of DuckDB's steps is forgotten): the CPU it uses ends within about that after the stop
 
@@ -85,10 +86,11 @@ class SqlLimits:
     temp_directory: str = ""  # where a query spills past memory_limit; "" a folder under the system's temp folder
     max_temp_directory_size: str = "4GB"
     max_timeout_s: float = DEFAULT_TIMEOUT_S  # a request's own time limit (Druid's context.timeout) is capped here
+    max_rows: int = DEFAULT_MAX_ROWS  # rows a response holds at most (the rest are cut, and the response says so)
 
     ENV = {"threads": "INGEST_SQL_THREADS", "memory_limit": "INGEST_SQL_MEMORY_LIMIT",
            "temp_directory": "INGEST_SQL_TEMP_DIRECTORY", "max_temp_directory_size": "INGEST_SQL_MAX_TEMP_SIZE",
-           "max_timeout_s": "INGEST_SQL_MAX_TIMEOUT_S"}
+           "max_timeout_s": "INGEST_SQL_MAX_TIMEOUT_S", "max_rows": "INGEST_SQL_MAX_ROWS"}
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "SqlLimits":
@@ -165,7 +167,7 @@ def _watch(con, cancel: QueryCancel, deadline: float | None, done: threading.Eve
 def _stopped(cancel: QueryCancel, timeout_s: float | None) -> SqlError:
     if cancel.reason == TIME_LIMIT:
         return SqlTimeLimitError(f"the query ran past its time limit of {timeout_s:g} s and was stopped")
-    return SqlCancelledError("the query was cancelled: its client went away")
+    return SqlCancelledError(f"the query was cancelled: {cancel.reason}")
 
 
 def _connect(limits: SqlLimits | None):
@@ -176,7 +178,9 @@ def _connect(limits: SqlLimits | None):
               "autoload_known_extensions": False, **(limits.duckdb_config() if limits else {})}
     if limits:
         os.makedirs(config["temp_directory"], mode=0o700, exist_ok=True)
-    return duckdb.connect(":memory:", config=config)
+    con = duckdb.connect(":memory:", config=config)
+    con.execute("SET enable_progress_bar = false")  # no bar in a server's log
+    return con
 
 
 def _run(con, store: MetadataStore, sql: str, may_read: Callable[[str], bool] | None, max_rows: int | None,
