@@ -94,6 +94,8 @@ class SqlLimits:
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "SqlLimits":
+        """The limits the environment sets (`ENV`), the defaults for the rest. A value that is not of its type
+        is an `IngestError` (the server's configuration, not the query, is wrong)."""
         env = dict(os.environ if env is None else env)
         values: dict[str, Any] = {}
         for name, var in cls.ENV.items():
@@ -102,7 +104,8 @@ class SqlLimits:
                 try:
                     values[name] = kind(env[var])
                 except ValueError:
-                    raise SqlError(f"{var}={env[var]!r} is not a {kind.__name__}") from None
+                    raise IngestError(f"{var}={env[var]!r} is not {'a whole number' if kind is int else 'a number'}"
+                                      if kind is not str else f"{var}={env[var]!r}") from None
         return cls(**values)
 
     def duckdb_config(self) -> dict[str, Any]:
@@ -180,6 +183,7 @@ def _connect(limits: SqlLimits | None):
         os.makedirs(config["temp_directory"], mode=0o700, exist_ok=True)
     con = duckdb.connect(":memory:", config=config)
     con.execute("SET enable_progress_bar = false")  # no bar in a server's log
+    con.execute("SET python_enable_replacements = false")  # a table name never reads a Python variable of ours
     return con
 
 
@@ -261,6 +265,13 @@ def _pivot(sql: str) -> tuple[str, str]:
                        *(e.copy() for e in (group.expressions if group else []))).from_(tree.this.copy())
     if tree.args.get("with"):
         check.set("with", tree.args["with"].copy())
+
+    def reads(node: exp.Expression) -> set[str]:  # every table, function and subquery in a tree
+        return {n.sql("duckdb") for n in node.find_all(exp.Table, exp.Func, exp.Subquery, exp.Query)} - {
+            node.sql("duckdb")}
+
+    if reads(tree) - reads(check):  # a part of the PIVOT that the check would not see: never run unchecked
+        raise SqlError(f"a PIVOT without IN (...) with more than a source, ON, USING and GROUP BY: {hint}")
     return check.sql("duckdb"), tree.sql("duckdb")
 
 

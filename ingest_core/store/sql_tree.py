@@ -83,9 +83,7 @@ def _walk(node: Any, ctes: frozenset[str], out: QueryTree) -> None:
         _show(node, out)
     elif kind == "TABLE_FUNCTION" and isinstance(node.get("function"), dict):
         out.table_functions.add(node["function"].get("function_name", "").lower())
-        _walk(node["function"].get("children"), ctes, out)
-        return
-    elif node.get("class") == "FUNCTION":
+    if node.get("class") == "FUNCTION":
         out.functions.add(node.get("function_name", "").lower())
     for key, value in node.items():
         if key != "cte_map" and isinstance(value, (dict, list)):

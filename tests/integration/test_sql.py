@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 from helpers import plan_next, publish_segments
 
+from ingest_core.core.errors import IngestError
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.service.cli import main
 from ingest_core.store.sql import DatasourceNotReadable, SqlError, run_sql
@@ -201,6 +202,9 @@ def test_sql_pivot_show_tables_information_schema_and_druids_schema_work(wiki_an
     ("SELECT * FROM pg_catalog.pg_settings", "no datasource named 'pg_catalog.pg_settings'"),
     ("SELECT * FROM information_schema.views", "no datasource named 'information_schema.views'"),
     ("SHOW temp_directory", "SHOW temp_directory is not available here"),
+    ("PIVOT (SELECT * FROM read_csv('x.csv')) ON a USING count(*)", "read_csv(): not available here"),
+    ("PIVOT (FROM duckdb_settings()) ON name USING first(value)", "duckdb_settings(): not available here"),
+    ("PIVOT wiki ON page USING count(*) ORDER BY 1", "a PIVOT without IN (...) that could not be read"),
     ("SHOW databases", "SHOW databases is not available here"),
     ("SHOW ALL TABLES", "is not available here"),
     ("SELECT * FROM 'segments/*.parquet'", "no datasource named 'segments/*.parquet'"),
@@ -275,7 +279,7 @@ def test_sql_limits_bound_threads_memory_and_spill(tmp_path):
                                  "INGEST_SQL_MAX_TEMP_SIZE": "50MB", "INGEST_SQL_MAX_TIMEOUT_S": "30",
                                  "INGEST_SQL_MAX_ROWS": "500"})
     assert limits == SqlLimits(1, "100MB", str(tmp_path / "spill"), "50MB", 30.0, 500)
-    with pytest.raises(SqlError, match="INGEST_SQL_THREADS='many' is not a int"):
+    with pytest.raises(IngestError, match="INGEST_SQL_THREADS='many' is not a whole number"):
         SqlLimits.from_env({"INGEST_SQL_THREADS": "many"})
     con = _connect(limits)
     try:

@@ -23,6 +23,7 @@ datasource name): `permissions`. Lists show only the datasources the user may re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import html
@@ -227,13 +228,32 @@ _RUNNING: dict[str, list[tuple[str, QueryCancel]]] = {}
 _RUNNING_LOCK = threading.Lock()
 
 
-class _Readable:
-    """Whether the user may read a datasource, asked of the auth manager once per name in a request."""
+@contextlib.contextmanager
+def _running(query_id: str, who: str, cancel: QueryCancel):
+    """The query in `_RUNNING` while it runs."""
+    with _RUNNING_LOCK:
+        _RUNNING.setdefault(query_id, []).append((who, cancel))
+    try:
+        yield
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING[query_id].remove((who, cancel))
+            if not _RUNNING[query_id]:
+                del _RUNNING[query_id]
 
-    def __init__(self, user: Any):
-        self.user, self.known = user, {}
+
+class _Readable:
+    """Whether the user may read a datasource: the store's datasources asked of the auth manager at once (a
+    listing asks of each), any other name on its own."""
+
+    def __init__(self, user: Any, store: MetadataStore):
+        self.user, self.store, self.known = user, store, {}
 
     def __call__(self, name: str) -> bool:
+        if not self.known:
+            names = [d["name"] for d in self.store.list_datasources()]
+            allowed = set(readable(self.user, names))
+            self.known = {n: n in allowed for n in names}
         if name not in self.known:
             self.known[name] = bool(readable(self.user, [name]))
         return self.known[name]
@@ -294,18 +314,16 @@ async def sql_query(request: Request, user: GetUserDep) -> Response:
     query_id = ""
     try:
         sql = await _sql_request(request, limits)
-        query_id, cancel, who = sql.query_id, QueryCancel(), user.get_name()
-        with _RUNNING_LOCK:
-            _RUNNING.setdefault(query_id, []).append((who, cancel))
-        try:
-            result: SqlResult = await _until_done_or_gone(request, cancel, lambda: run_sql(
-                _store(), sql.query, may_read=_Readable(user), max_rows=limits.max_rows, timeout_s=sql.timeout_s,
-                parameters=sql.parameters, time_zone=sql.time_zone, limits=limits, cancel=cancel))
-        finally:
-            with _RUNNING_LOCK:
-                _RUNNING[query_id].remove((who, cancel))
-                if not _RUNNING[query_id]:
-                    del _RUNNING[query_id]
+        query_id, cancel = sql.query_id, QueryCancel()
+
+        def run() -> SqlResult:  # in a worker thread: the store's calls block
+            store = _store()
+            return run_sql(store, sql.query, may_read=_Readable(user, store), max_rows=limits.max_rows,
+                           timeout_s=sql.timeout_s, parameters=sql.parameters, time_zone=sql.time_zone,
+                           limits=limits, cancel=cancel)
+
+        with _running(query_id, user.get_name(), cancel):
+            result = await _until_done_or_gone(request, cancel, run)
     except SqlError as exc:
         error = _api_error(exc)
         return JSONResponse(error.to_json(), status_code=error.status, headers={"X-Druid-SQL-Query-Id": query_id})
@@ -495,7 +513,7 @@ def query_page(dag_id: str) -> HTMLResponse:
     limits = SqlLimits.from_env()
     name = html.escape(dag_id)
     default = html.escape(f'SELECT *\nFROM "{dag_id}"\nORDER BY __time DESC\nLIMIT 100')
-    body = (f"<p><a href='/ingest/ui/datasources/{name}'>&larr; {name}</a> &middot; Druid SQL (DuckDB) over the "
+    body = (f"<p><a href='/ingest/ui/datasources/{name}'>&larr; {name}</a> &middot; SQL over the "
             "visible segments of the datasources you may read; <code>SHOW TABLES</code> lists them, "
             "<code>DESCRIBE \"name\"</code> gives a datasource's columns.</p>"
             f"<p>Time limit <b id='time-limit'>{limits.max_timeout_s:g} s</b> &middot; row limit "
