@@ -87,10 +87,12 @@ class SqlLimits:
     max_temp_directory_size: str = "4GB"
     max_timeout_s: float = DEFAULT_TIMEOUT_S  # a request's own time limit (Druid's context.timeout) is capped here
     max_rows: int = DEFAULT_MAX_ROWS  # rows a response holds at most (the rest are cut, and the response says so)
+    max_concurrent: int = 4  # queries a server runs at once; one more is refused (Druid's 429), not queued
 
     ENV = {"threads": "INGEST_SQL_THREADS", "memory_limit": "INGEST_SQL_MEMORY_LIMIT",
            "temp_directory": "INGEST_SQL_TEMP_DIRECTORY", "max_temp_directory_size": "INGEST_SQL_MAX_TEMP_SIZE",
-           "max_timeout_s": "INGEST_SQL_MAX_TIMEOUT_S", "max_rows": "INGEST_SQL_MAX_ROWS"}
+           "max_timeout_s": "INGEST_SQL_MAX_TIMEOUT_S", "max_rows": "INGEST_SQL_MAX_ROWS",
+           "max_concurrent": "INGEST_SQL_MAX_CONCURRENT"}
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "SqlLimits":

@@ -277,8 +277,8 @@ def test_sql_limits_bound_threads_memory_and_spill(tmp_path):
     limits = SqlLimits.from_env({"INGEST_SQL_THREADS": "1", "INGEST_SQL_MEMORY_LIMIT": "100MB",
                                  "INGEST_SQL_TEMP_DIRECTORY": str(tmp_path / "spill"),
                                  "INGEST_SQL_MAX_TEMP_SIZE": "50MB", "INGEST_SQL_MAX_TIMEOUT_S": "30",
-                                 "INGEST_SQL_MAX_ROWS": "500"})
-    assert limits == SqlLimits(1, "100MB", str(tmp_path / "spill"), "50MB", 30.0, 500)
+                                 "INGEST_SQL_MAX_ROWS": "500", "INGEST_SQL_MAX_CONCURRENT": "2"})
+    assert limits == SqlLimits(1, "100MB", str(tmp_path / "spill"), "50MB", 30.0, 500, 2)
     with pytest.raises(IngestError, match="INGEST_SQL_THREADS='many' is not a whole number"):
         SqlLimits.from_env({"INGEST_SQL_THREADS": "many"})
     con = _connect(limits)

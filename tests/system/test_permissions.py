@@ -88,7 +88,8 @@ class FabApiServer:
                                # SQL within small bounds, to see them hold (`store.sql.SqlLimits`)
                                INGEST_SQL_THREADS="1", INGEST_SQL_MEMORY_LIMIT="100MB",
                                INGEST_SQL_MAX_TEMP_SIZE="20MB", INGEST_SQL_TEMP_DIRECTORY=str(root / "spill"),
-                               INGEST_SQL_MAX_TIMEOUT_S="60", INGEST_SQL_MAX_ROWS="1000")
+                               INGEST_SQL_MAX_TIMEOUT_S="60", INGEST_SQL_MAX_ROWS="1000",
+                               INGEST_SQL_MAX_CONCURRENT="2")
         done = subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=self.env, capture_output=True, text=True,
                               timeout=600)  # with FAB's tables (the auth manager's database manager)
         assert done.returncode == 0, f"airflow db migrate: {done.stdout[-3000:]}{done.stderr[-3000:]}"
@@ -355,25 +356,36 @@ def test_sql_time_limit_cancel_and_memory_bound_end_in_druids_one_line_errors(se
     assert status == 504 and body == {"error": "druidException", "errorCode": "timeout", "persona": "USER",
                                       "category": "TIMEOUT", "context": {}, "errorMessage":
                                       "the query ran past its time limit of 0.5 s and was stopped"}, body
-    # the server's cap: a request's timeout above INGEST_SQL_MAX_TIMEOUT_S (60 s) is cut to it, not refused
     # bounded memory and spill (100MB, 20MB of spill): a query needing more is a one-line error, not the machine
     status, body = sql_json(server, "reader", "SELECT count(DISTINCT range::VARCHAR) AS n FROM range(30000000)")
     assert status == 400 and body["errorMessage"].startswith("the query failed: Out of Memory Error"), body
     assert "\n" not in body["errorMessage"] and str(server.root) not in json.dumps(body)
-    # Druid's cancel: only its sender can; the query ends in Druid's CANCELED error
-    answer: dict = {}
-    sender = threading.Thread(target=lambda: answer.update(r=sql_json(server, "reader", ENDLESS, context={
-        "sqlQueryId": "to-cancel"})))
-    sender.start()
+    # Druid's cancel: only its sender can; the query ends in Druid's CANCELED error. And at most
+    # INGEST_SQL_MAX_CONCURRENT (2) queries at once: a third is Druid's 429, not a third core's worth of work
+    answers: dict = {}
+    senders = [threading.Thread(target=lambda i=i: answers.update({i: sql_json(server, "reader", ENDLESS, context={
+        "sqlQueryId": f"to-cancel-{i}"})})) for i in range(2)]
+    for sender in senders:
+        sender.start()
     deadline = time.monotonic() + 60
-    assert server.http("DELETE", f"{SQL}/to-cancel", "editor")[0] == 404  # not its query, running or not
-    while server.http("DELETE", f"{SQL}/to-cancel", "reader")[0] != 202:  # 404 until the query runs
-        assert time.monotonic() < deadline, "the query never ran"
+    assert server.http("DELETE", f"{SQL}/to-cancel-0", "editor")[0] == 404  # not its query, running or not
+    while True:  # a 429 once both run
+        status, body = sql_json(server, "reader", "SELECT 1 AS one")
+        if status == 429:
+            break
+        assert status == 200 and time.monotonic() < deadline, (status, body)
         time.sleep(0.2)
-    sender.join(timeout=60)
-    status, body = answer["r"]
-    assert status == 500 and body["category"] == "CANCELED" and body["errorMessage"] == (
-        "the query was cancelled: cancelled by its sqlQueryId"), body
+    assert body["category"] == "CAPACITY_EXCEEDED" and body["errorMessage"].startswith(
+        "2 queries are running, as many as this server runs at once"), body
+    for i in range(2):
+        assert server.http("DELETE", f"{SQL}/to-cancel-{i}", "reader")[0] == 202
+    for sender in senders:
+        sender.join(timeout=60)
+    for i in range(2):
+        status, body = answers[i]
+        assert status == 500 and body["category"] == "CANCELED" and body["errorMessage"] == (
+            "the query was cancelled: cancelled by its sqlQueryId"), body
+    assert sql_json(server, "reader", "SELECT 1 AS one") == (200, [{"one": 1}])  # the slots are free again
 
 
 def test_sql_errors_and_listings_name_only_datasources_the_user_may_read(server):

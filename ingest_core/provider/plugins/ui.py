@@ -229,9 +229,13 @@ _RUNNING_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def _running(query_id: str, who: str, cancel: QueryCancel):
-    """The query in `_RUNNING` while it runs."""
+def _running(query_id: str, who: str, cancel: QueryCancel, max_concurrent: int):
+    """The query in `_RUNNING` while it runs; refused (Druid's 429) when `max_concurrent` already run."""
     with _RUNNING_LOCK:
+        if sum(map(len, _RUNNING.values())) >= max_concurrent:
+            raise SqlApiError(429, "capacityExceeded", "CAPACITY_EXCEEDED",
+                              f"{max_concurrent} queries are running, as many as this server runs at once "
+                              "(INGEST_SQL_MAX_CONCURRENT): try again when one has ended")
         _RUNNING.setdefault(query_id, []).append((who, cancel))
     try:
         yield
@@ -322,7 +326,7 @@ async def sql_query(request: Request, user: GetUserDep) -> Response:
                            timeout_s=sql.timeout_s, parameters=sql.parameters, time_zone=sql.time_zone,
                            limits=limits, cancel=cancel)
 
-        with _running(query_id, user.get_name(), cancel):
+        with _running(query_id, user.get_name(), cancel, limits.max_concurrent):
             result = await _until_done_or_gone(request, cancel, run)
     except SqlError as exc:
         error = _api_error(exc)
