@@ -335,42 +335,35 @@ def _quoted(name: str) -> str:
 
 def _register_catalog(con, store: MetadataStore, tree: QueryTree, may_read: Callable[[str], bool] | None) -> None:
     """The listings the query asks for, of the datasources the caller may read: SHOW TABLES (`name`) and Druid's
-    INFORMATION_SCHEMA tables (Druid's columns: TABLE_CATALOG 'druid', TABLE_SCHEMA 'druid', ...)."""
+    INFORMATION_SCHEMA tables, with Druid's columns (TABLE_CATALOG and TABLE_SCHEMA 'druid', ...)."""
     names = _listed(store, may_read)
-    con.register(SHOW_TABLES, pa.table({"name": pa.array(names, pa.string())}))
-    schemata = pa.table({"CATALOG_NAME": ["druid"] * 2, "SCHEMA_NAME": [DRUID_SCHEMA, "INFORMATION_SCHEMA"],
-                         "SCHEMA_OWNER": [None, None], "DEFAULT_CHARACTER_SET_CATALOG": [None, None],
-                         "DEFAULT_CHARACTER_SET_SCHEMA": [None, None], "DEFAULT_CHARACTER_SET_NAME": [None, None],
-                         "SQL_PATH": [None, None]}, schema=pa.schema([(c, pa.string()) for c in (
-                             "CATALOG_NAME", "SCHEMA_NAME", "SCHEMA_OWNER", "DEFAULT_CHARACTER_SET_CATALOG",
-                             "DEFAULT_CHARACTER_SET_SCHEMA", "DEFAULT_CHARACTER_SET_NAME", "SQL_PATH")]))
-    con.register(CATALOG_TABLES["schemata"], schemata)
     n = len(names)
-    con.register(CATALOG_TABLES["tables"], pa.table({
+    con.register(SHOW_TABLES, _strings({"name": names}))
+    unset = ("SCHEMA_OWNER", "DEFAULT_CHARACTER_SET_CATALOG", "DEFAULT_CHARACTER_SET_SCHEMA",
+             "DEFAULT_CHARACTER_SET_NAME", "SQL_PATH")
+    con.register(CATALOG_TABLES["schemata"], _strings({"CATALOG_NAME": ["druid"] * 2, "SCHEMA_NAME": [
+        DRUID_SCHEMA, "INFORMATION_SCHEMA"], **{c: [None] * 2 for c in unset}}))
+    con.register(CATALOG_TABLES["tables"], _strings({
         "TABLE_CATALOG": ["druid"] * n, "TABLE_SCHEMA": [DRUID_SCHEMA] * n, "TABLE_NAME": names,
-        "TABLE_TYPE": ["TABLE"] * n, "IS_JOINABLE": ["NO"] * n, "IS_BROADCAST": ["NO"] * n},
-        schema=pa.schema([(c, pa.string()) for c in ("TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "TABLE_TYPE",
-                                                      "IS_JOINABLE", "IS_BROADCAST")])))
-    columns: dict[str, list] = {c: [] for c in ("TABLE_NAME", "COLUMN_NAME", "ORDINAL_POSITION", "DATA_TYPE")}
-    if "columns" in tree.catalog:
+        "TABLE_TYPE": ["TABLE"] * n, "IS_JOINABLE": ["NO"] * n, "IS_BROADCAST": ["NO"] * n}))
+    columns: list[tuple[str, str, int, str]] = []  # table, column, position, type
+    if "columns" in tree.catalog:  # each datasource's merged schema (its segment records, not its files)
         for name in names:
             visible = visible_segments(store.segments(name, used_only=True))
             types = typed(visible)[1] if visible else {"__time": "TIMESTAMP"}
-            for position, (column, kind) in enumerate(types.items(), 1):
-                columns["TABLE_NAME"].append(name)
-                columns["COLUMN_NAME"].append(column)
-                columns["ORDINAL_POSITION"].append(position)
-                columns["DATA_TYPE"].append(druid_sql_type(kind))
-    rows = len(columns["TABLE_NAME"])
-    con.register(CATALOG_TABLES["columns"], pa.table({
-        "TABLE_CATALOG": pa.array(["druid"] * rows, pa.string()),
-        "TABLE_SCHEMA": pa.array([DRUID_SCHEMA] * rows, pa.string()),
-        "TABLE_NAME": pa.array(columns["TABLE_NAME"], pa.string()),
-        "COLUMN_NAME": pa.array(columns["COLUMN_NAME"], pa.string()),
-        "ORDINAL_POSITION": pa.array(columns["ORDINAL_POSITION"], pa.int64()),
-        "COLUMN_DEFAULT": pa.array([None] * rows, pa.string()),
-        "IS_NULLABLE": pa.array(["NO" if c == "__time" else "YES" for c in columns["COLUMN_NAME"]], pa.string()),
-        "DATA_TYPE": pa.array(columns["DATA_TYPE"], pa.string())}))
+            columns += [(name, c, i, druid_sql_type(t)) for i, (c, t) in enumerate(types.items(), 1)]
+    table, column, position, kind = (list(x) for x in zip(*columns)) if columns else ([], [], [], [])
+    rows = len(columns)
+    con.register(CATALOG_TABLES["columns"], _strings({
+        "TABLE_CATALOG": ["druid"] * rows, "TABLE_SCHEMA": [DRUID_SCHEMA] * rows, "TABLE_NAME": table,
+        "COLUMN_NAME": column}).append_column("ORDINAL_POSITION", pa.array(position, pa.int64())).append_column(
+        "COLUMN_DEFAULT", pa.nulls(rows, pa.string())).append_column(
+        "IS_NULLABLE", pa.array(["NO" if c == "__time" else "YES" for c in column], pa.string())).append_column(
+        "DATA_TYPE", pa.array(kind, pa.string())))
+
+
+def _strings(columns: dict[str, list]) -> pa.Table:
+    return pa.table({name: pa.array(values, pa.string()) for name, values in columns.items()})
 
 
 def druid_sql_type(kind: str) -> str:
