@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pyarrow as pa
 
@@ -150,12 +151,10 @@ def _parameter(p: Any, where: str, zone: str) -> Any:
 def _timestamp(value: Any, zone: str) -> datetime:
     """Milliseconds since the epoch, or text as Druid's TIMESTAMP literals ('2000-01-01 00:00:00', in the
     query's time zone unless it names its own)."""
-    import zoneinfo
-
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return datetime.fromtimestamp(value / 1000, timezone.utc)
     parsed = datetime.fromisoformat(value)
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=zoneinfo.ZoneInfo(zone))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=ZoneInfo(zone))
 
 
 def druid_types(t: pa.DataType) -> tuple[str, str]:
