@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from typing import Any
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pyarrow as pa
 
@@ -86,8 +86,11 @@ class SqlRequest:
         if not isinstance(context, dict):
             raise invalid(f"context: expected a JSON object, not {context!r}")
         zone = context.get("sqlTimeZone", "UTC")
-        if not isinstance(zone, str):
-            raise invalid(f"context.sqlTimeZone: expected a time zone name such as 'UTC', not {zone!r}")
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError, TypeError):
+            raise invalid(f"context.sqlTimeZone: {zone!r} is not a time zone name (an IANA name such as 'UTC' or "
+                          "'America/Los_Angeles')") from None
         query_id = context.get("sqlQueryId") or str(uuid.uuid4())
         if not isinstance(query_id, str):
             raise invalid(f"context.sqlQueryId: expected a string, not {query_id!r}")
