@@ -164,7 +164,8 @@ def test_sql_pivot_show_tables_information_schema_and_druids_schema_work(wiki_an
 
     pivot = run_sql(wiki_and_secret, "PIVOT (SELECT page FROM wiki) ON page USING count(*)").table
     assert pivot.column_names == ["p0", "p1", "p2"] and pivot.to_pylist() == [{"p0": 10, "p1": 10, "p2": 10}]
-    assert rows("SELECT * FROM (PIVOT (SELECT page, added FROM wiki) ON page IN ('p1') USING sum(added))") == [(17.0,)]  # 12 + 4 + 1
+    in_list = "SELECT * FROM (PIVOT (SELECT page, added FROM wiki) ON page IN ('p1') USING sum(added))"
+    assert rows(in_list) == [(17.0,)]  # 12 + 4 + 1
     assert rows("SELECT * FROM (SELECT page FROM wiki) PIVOT (count(*) FOR page IN ('p0', 'p2'))") == [(10, 10)]
     assert rows("UNPIVOT (SELECT 1 AS a, 2 AS b) ON a, b INTO NAME k VALUE v") == [("a", 1), ("b", 2)]
     assert rows("SHOW TABLES") == [("secret",), ("wiki",)]

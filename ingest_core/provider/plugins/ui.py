@@ -48,8 +48,8 @@ from ingest_core.service.run_history import RunPoint, collect_run_history
 from ingest_core.service.sql_api import CONTENT_TYPES, SqlApiError, SqlRequest, invalid, write_result
 from ingest_core.service.status import StatusReport, collect_status, spec_for, specs_in
 from ingest_core.store.metadata import MetadataStore
-from ingest_core.store.sql import (CANCELLED, CLIENT_GONE, DatasourceNotReadable, QueryCancel, SqlCancelledError, SqlError,
-                                   SqlLimits, SqlResult, SqlTimeLimitError, run_sql)
+from ingest_core.store.sql import (CANCELLED, CLIENT_GONE, DatasourceNotReadable, QueryCancel, SqlCancelledError,
+                                   SqlError, SqlLimits, SqlResult, SqlTimeLimitError, run_sql)
 
 app = FastAPI(title="Ingest datasources", description=__doc__)
 
@@ -475,7 +475,9 @@ def datasource_page(dag_id: str, user: GetUserDep) -> HTMLResponse:
 # (never as HTML), so a value cannot inject markup. Ctrl+Enter runs; Cancel is Druid's DELETE of the sqlQueryId.
 _QUERY_JS = """
 let running = null;
-function show(text, cls) { const s = document.getElementById("sql-status"); s.textContent = text; s.className = cls || ""; }
+function show(text, cls) {
+  const s = document.getElementById("sql-status"); s.textContent = text; s.className = cls || "";
+}
 async function runSql() {
   const id = "ui-" + Date.now().toString(36) + "-" + Math.random().toString(36).slice(2, 10);
   const out = document.getElementById("sql-result");
@@ -495,11 +497,16 @@ async function runSql() {
   const [names, types, ...rows] = body;
   const table = document.createElement("table"); table.id = "sql-table";
   const head = table.insertRow();
-  names.forEach((n, i) => { const th = document.createElement("th"); th.textContent = n; th.title = types[i]; head.appendChild(th); });
+  names.forEach((n, i) => {
+    const th = document.createElement("th"); th.textContent = n; th.title = types[i]; head.appendChild(th);
+  });
   for (const row of rows) {
     const tr = table.insertRow();
-    row.forEach(v => { const td = tr.insertCell(); td.textContent = v === null ? "null" : typeof v === "object" ? JSON.stringify(v) : String(v);
-                       if (typeof v === "number") td.className = "n"; });
+    row.forEach(v => {
+      const td = tr.insertCell();
+      td.textContent = v === null ? "null" : typeof v === "object" ? JSON.stringify(v) : String(v);
+      if (typeof v === "number") td.className = "n";
+    });
   }
   out.appendChild(table);
   const cut = r.headers.get("X-Ingest-Truncated") === "true";
@@ -507,7 +514,9 @@ async function runSql() {
        (cut ? ` (stopped at the row limit: the query has more rows)` : ""), cut ? "bad" : "ok");
 }
 async function cancelSql() { if (running) await fetch(`/ingest/api/v1/sql/${running}`, {method: "DELETE"}); }
-document.getElementById("sql").addEventListener("keydown", e => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) runSql(); });
+document.getElementById("sql").addEventListener("keydown", e => {
+  if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) runSql();
+});
 """
 
 
