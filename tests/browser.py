@@ -1,5 +1,6 @@
-"""Headless Chromium driven over the DevTools protocol: set the session cookie, open a page, read its text and
-take a screenshot. (Chromium's `--screenshot` flag cannot send a cookie, and every page here needs one.)"""
+"""Headless Chromium driven over the DevTools protocol: set the session cookie, open a page, act on it (a script,
+as a user's typing and clicks), read its text and take a screenshot. (Chromium's `--screenshot` flag cannot send a
+cookie, and every page here needs one.)"""
 
 from __future__ import annotations
 
@@ -44,7 +45,9 @@ class Page:
 
 
 def open_page(url: str, cookies: dict[str, str], *, width: int = 1400, height: int = 900,
-              settle_s: float = 1.0, wait_for_text: str | None = None, timeout_s: float = 60) -> Page:
+              settle_s: float = 1.0, wait_for_text: str | None = None, timeout_s: float = 60,
+              script: str | None = None) -> Page:
+    """`script`: JavaScript run once the page has loaded (before waiting for `wait_for_text`)."""
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:  # Chromium may still write
         proc = subprocess.Popen([chromium(), "--headless=new", "--no-sandbox", "--disable-gpu",
                                  "--disable-dev-shm-usage", "--remote-debugging-port=0", f"--user-data-dir={profile}",
@@ -59,14 +62,14 @@ def open_page(url: str, cookies: dict[str, str], *, width: int = 1400, height: i
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
                 target = next(t for t in json.load(r) if t["type"] == "page")
             return asyncio.run(_drive(target["webSocketDebuggerUrl"], url, cookies, width, height, settle_s,
-                                      wait_for_text, timeout_s))
+                                      wait_for_text, timeout_s, script))
         finally:
             proc.kill()
             proc.wait()
 
 
 async def _drive(ws_url: str, url: str, cookies: dict[str, str], width: int, height: int, settle_s: float,
-                 wait_for_text: str | None, timeout_s: float) -> Page:
+                 wait_for_text: str | None, timeout_s: float, script: str | None) -> Page:
     ids = itertools.count(1)
     async with websockets.connect(ws_url, max_size=64 * 1024 * 1024) as ws:
         async def call(method: str, **params):
@@ -90,6 +93,10 @@ async def _drive(ws_url: str, url: str, cookies: dict[str, str], width: int, hei
             await asyncio.sleep(0.5)
             result = await call("Runtime.evaluate", expression=_PAGE_TEXT, returnByValue=True)
             state, _, text = result["result"]["value"].partition("\n")
+            if state == "complete" and script is not None:
+                await call("Runtime.evaluate", expression=script)
+                script = None
+                continue
             if state == "complete" and (wait_for_text is None or wait_for_text in text):
                 break
         await asyncio.sleep(settle_s)

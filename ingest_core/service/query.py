@@ -9,17 +9,23 @@ import json
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pyarrow as pa
 
 from ingest_core.core.periods import format_datetime
 
 
-def json_value(value: Any) -> Any:
-    """A SQL value as JSON: timestamps as Druid writes them (ISO-8601, milliseconds, UTC), exact integers
-    (DuckDB sums longs into 128-bit decimals), bytes in base64."""
+def json_value(value: Any, zone: str = "UTC") -> Any:
+    """A SQL value as JSON: timestamps as Druid writes them (ISO-8601, milliseconds; in UTC with a `Z`, or in
+    `zone` with its offset, as Druid's sqlTimeZone), exact integers (DuckDB sums longs into 128-bit decimals),
+    bytes in base64."""
     if isinstance(value, datetime):
-        return format_datetime(value) if value.tzinfo is not None else value.isoformat()
+        if value.tzinfo is None:
+            return value.isoformat()
+        if zone == "UTC":
+            return format_datetime(value)
+        return value.astimezone(ZoneInfo(zone)).isoformat(timespec="milliseconds")
     if isinstance(value, (date, time)):
         return value.isoformat()
     if isinstance(value, timedelta):
@@ -29,9 +35,9 @@ def json_value(value: Any) -> Any:
     if isinstance(value, bytes):
         return base64.b64encode(value).decode()
     if isinstance(value, dict):
-        return {k: json_value(v) for k, v in value.items()}
+        return {k: json_value(v, zone) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [json_value(v) for v in value]
+        return [json_value(v, zone) for v in value]
     if isinstance(value, float) and value != value:  # NaN: JSON has none
         return None
     return value

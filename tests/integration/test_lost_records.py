@@ -136,8 +136,11 @@ def test_set_offsets_forward_counts_what_it_skips_less_what_a_backfill_published
     monkeypatch.setenv("INGEST_METADATA_URL", store_url)
     ui._parsed_specs.cache_clear()
     try:
-        payload = ui.supervisor_status("wiki")["payload"]
-        page = ui.datasource_page("wiki").body.decode()
+        from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+        user = SimpleAuthManagerUser(username="dave", role="admin")
+        payload = ui.supervisor_status("wiki", user)["payload"]
+        page = ui.datasource_page("wiki", user).body.decode()
     finally:
         ui._parsed_specs.cache_clear()
     assert payload["lostRecords"] == 40 and payload["lostRecordsByPartition"] == {"0": 40}

@@ -3,7 +3,8 @@ manager (apache-airflow-providers-fab), users and roles made with FAB's own secu
 HTTP. One user may read one datasource's DAG only, another may also edit it: lists show only what each may read
 whatever the query string says (`?dag_id=` once unlocked every datasource), every route with a datasource in its
 path checks that datasource, and every refused action is in the audit log. The same server shows that a literal
-secret in a spec (or in a spec history row stored before a key was known to be secret) is never in a response."""
+secret in a spec (or in a spec history row stored before a key was known to be secret) is never in a response,
+and that the SQL API is fit for a shared server: bounded, stopped when its client leaves, naming nothing hidden."""
 
 from __future__ import annotations
 
@@ -14,15 +15,20 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.error
 import urllib.request
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
 import pytest
 import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import postgres_database
-from helpers import http_json
+from helpers import http_json, publish_segments
 
+from ingest_core.core.offsets import TopicPartition
 from ingest_core.core.spec import load_spec
 from ingest_core.dev.demo import airflow_env
 from ingest_core.dev.embedded import free_port
@@ -38,6 +44,9 @@ BIN = Path(sys.executable).parent
 FAB = "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"
 API = "/ingest/api/v1/supervisor"
 SHOWN, HIDDEN = "team_a_edits", "team_b_payroll"
+MISSING = "team_a_missing"  # a DAG the reader may read that has no datasource yet
+SQL = "/ingest/api/v1/sql"
+SHOWN_ROWS, HIDDEN_ROWS = 3, 1
 ACTIONS = ("suspend", "resume", "terminate", "reset", "resetOffsets")
 # literal secrets in SHOWN's spec file (librdkafka takes them; PLAINTEXT uses none of them)...
 LITERALS = {"sasl.password": "Lit-sasl-pw-41", "ssl.key.password": "Lit-key-pw-42",
@@ -45,17 +54,20 @@ LITERALS = {"sasl.password": "Lit-sasl-pw-41", "ssl.key.password": "Lit-key-pw-4
 # ...and in a spec history row stored by an older version, which redacted neither (issue 23)
 OLD_ROW_LITERALS = {"ssl.keystore.key": "-----BEGIN PRIVATE KEY-----Lit-ks-key-45", "ssl_key": "Lit-ssl-key-46"}
 PASSWORD = "Perm-test-pw-1"
+T0 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
 USERS = textwrap.dedent(f"""
     from airflow.providers.fab.auth_manager.cli_commands.utils import get_application_builder
     with get_application_builder() as appbuilder:
         sm = appbuilder.sm
         for user, resource, actions in (("admin", "DAGs", ["can_read", "can_edit"]),  # every DAG
                                         ("reader", "DAG:{SHOWN}", ["can_read"]),
+                                        ("reader", "DAG:{MISSING}", ["can_read"]),
                                         ("editor", "DAG:{SHOWN}", ["can_read", "can_edit"])):
-            role = sm.add_role(f"{{user}}_role")
+            role = sm.find_role(f"{{user}}_role") or sm.add_role(f"{{user}}_role")
             for action in actions:
                 sm.add_permission_to_role(role, sm.create_permission(action, resource))
-            sm.add_user(user, user, user, f"{{user}}@example.com", role, "{PASSWORD}")
+            if not sm.find_user(username=user):
+                sm.add_user(user, user, user, f"{{user}}@example.com", role, "{PASSWORD}")
 """)
 
 
@@ -72,7 +84,12 @@ class FabApiServer:
         self.env = airflow_env(root, bootstrap, dags_folder=self.dags, metadata_url=metadata_url,
                                AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=airflow_db_url, AIRFLOW__CORE__AUTH_MANAGER=FAB,
                                AIRFLOW__API__PORT=str(port), AIRFLOW__API__WORKERS="1",
-                               AIRFLOW__FAB__UPDATE_FAB_PERMS="False")
+                               AIRFLOW__FAB__UPDATE_FAB_PERMS="False",
+                               # SQL within small bounds, to see them hold (`store.sql.SqlLimits`)
+                               INGEST_SQL_THREADS="1", INGEST_SQL_MEMORY_LIMIT="100MB",
+                               INGEST_SQL_MAX_TEMP_SIZE="20MB", INGEST_SQL_TEMP_DIRECTORY=str(root / "spill"),
+                               INGEST_SQL_MAX_TIMEOUT_S="60", INGEST_SQL_MAX_ROWS="1000",
+                               INGEST_SQL_MAX_CONCURRENT="2")
         done = subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=self.env, capture_output=True, text=True,
                               timeout=600)  # with FAB's tables (the auth manager's database manager)
         assert done.returncode == 0, f"airflow db migrate: {done.stdout[-3000:]}{done.stderr[-3000:]}"
@@ -136,9 +153,17 @@ def write_spec(folder: Path, name: str, bootstrap: str, **literals: str) -> Path
 
 
 def create_topics(bootstrap: str, *names: str) -> None:
+    """The topics, or those of the same names already there (a shared broker keeps them across sessions: what
+    they hold is never read here)."""
+    from confluent_kafka import KafkaError, KafkaException
+
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(n, 1, 1) for n in names]).values():
-        future.result(timeout=30)
+        try:
+            future.result(timeout=30)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
 
 
 @pytest.fixture(scope="module")
@@ -150,6 +175,12 @@ def server(tmp_path_factory, broker):
             store = MetadataStore(url)
             for name, literals in ((SHOWN, LITERALS), (HIDDEN, {})):
                 Supervisor(load_spec(write_spec(s.dags, name, broker.bootstrap, **literals)), store).register()
+            segments = s.root / "segments"
+            segments.mkdir()
+            for name, n in ((SHOWN, SHOWN_ROWS), (HIDDEN, HIDDEN_ROWS)):
+                publish_segments(store, segments, "r1", {TopicPartition(name, 0): n}, [pa.table({
+                    "__time": pa.array([T0 + timedelta(minutes=i) for i in range(n)], pa.timestamp("ms", tz="UTC")),
+                    "page": [f"p{i}" for i in range(n)], "added": pa.array(range(n), pa.int64())})], ds=name)
             old = store.spec_history(SHOWN)[-1]["spec"]  # a row as an older version stored it
             old["spec"]["ioConfig"]["consumerProperties"].update(OLD_ROW_LITERALS)
             with store.engine.begin() as conn:
@@ -232,14 +263,228 @@ def test_sql_reads_only_the_datasources_a_user_may_read(server):
     def query(user, text, **extra):
         return server.http("POST", sql, user, {"query": text, **extra})
 
-    assert query("reader", f"SELECT count(*) AS n FROM {SHOWN}") == (200, [{"n": 0}])
+    assert query("reader", f"SELECT count(*) AS n FROM {SHOWN}") == (200, [{"n": SHOWN_ROWS}])
     assert query("reader", f"SELECT count(*) AS n FROM {SHOWN}", resultFormat="array", header=True) == (
-        200, [["n"], [0]])
+        200, [["n"], [SHOWN_ROWS]])
     for text in (f"SELECT * FROM {HIDDEN}", f"SELECT * FROM {SHOWN} JOIN {HIDDEN} USING (__time)",
                  f"WITH x AS (SELECT * FROM {HIDDEN}) SELECT count(*) FROM x"):
         status, body = query("reader", text)
         assert status == 403 and f"you may not read datasource '{HIDDEN}'" in str(body), (text, body)
-    assert query("admin", f"SELECT count(*) AS n FROM {HIDDEN}") == (200, [{"n": 0}])
+    assert query("admin", f"SELECT count(*) AS n FROM {HIDDEN}") == (200, [{"n": HIDDEN_ROWS}])
     assert query(None, f"SELECT count(*) FROM {SHOWN}")[0] == 401
     assert query("reader", f"DELETE FROM {SHOWN}")[0] == 400
     assert server.http("POST", sql, "reader", {"sql": "SELECT 1"})[0] == 400
+
+
+# ------------------------------------------------------------------------------------ SQL on a shared server
+
+
+def sql_raw(server, user: str, body: bytes, content_type: str = "application/json") -> tuple[int, Any, str]:
+    """(status, headers (their names in any case), text) of a POST to the SQL API."""
+    request = urllib.request.Request(f"{server.base}{SQL}", method="POST", data=body, headers={
+        "Content-Type": content_type, "Authorization": f"Bearer {server.token(user)}"})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as r:
+            return r.status, r.headers, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers, exc.read().decode()
+
+
+def sql_json(server, user: str, query: str, **fields) -> tuple[int, object]:
+    return server.http("POST", SQL, user, {"query": query, **fields})
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time of a process and its children."""
+    import psutil
+
+    total = 0.0
+    procs = [psutil.Process(pid)]
+    procs += procs[0].children(recursive=True)
+    for proc in procs:
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def cpu_share(pid: int, window_s: float = 1.0) -> float:
+    """Cores the process used over the next `window_s`."""
+    before = cpu_seconds(pid)
+    time.sleep(window_s)
+    return (cpu_seconds(pid) - before) / window_s
+
+
+ENDLESS = "SELECT count(*) AS n FROM range(10000000000000) a"  # hours of one core's work
+
+
+def test_sql_a_never_ending_query_stops_when_its_client_goes_away(server):
+    """The issue's case: a read-only user's endless query, the client gone after it ran a while. The server's CPU
+    is back to idle at once (the disconnect is awaited, the query interrupted every `sql.INTERRUPT_EVERY_S` until
+    it ends): within a second, give or take a busy machine's scheduling; and the query is gone (a cancel of its
+    id finds nothing to cancel)."""
+    import http.client
+    import socket
+    from urllib.parse import urlsplit
+
+    pid = server.proc.pid
+    idle = cpu_share(pid)  # the api-server doing nothing (a shared machine: one query may get a small share)
+    url = urlsplit(server.base)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+    conn.request("POST", SQL, json.dumps({"query": ENDLESS, "context": {"sqlQueryId": "endless-1"}}),
+                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {server.token('reader')}"})
+    deadline = time.monotonic() + 60
+    while (busy := cpu_share(pid)) < idle + 0.08:  # the query runs
+        assert time.monotonic() < deadline, f"the query never used the CPU ({busy:.2f} cores, idle {idle:.2f})"
+    assert busy < 1.6, f"{busy:.2f} cores: INGEST_SQL_THREADS=1 bounds a query to one"
+    conn.sock.shutdown(socket.SHUT_RDWR)  # the client goes away
+    conn.close()
+    left = time.monotonic()
+    while (share := cpu_share(pid, 0.5)) > idle + 0.04:
+        assert time.monotonic() - left < 10, f"still {share:.2f} cores busy (idle {idle:.2f}, busy {busy:.2f})"
+    status, body = server.http("DELETE", f"{SQL}/endless-1", "reader")
+    assert status == 404 and "no query of yours with sqlQueryId 'endless-1' is running" in str(body), body
+
+
+def test_sql_time_limit_cancel_and_memory_bound_end_in_druids_one_line_errors(server):
+    import threading
+
+    # a thousand rows at once, then one in a billion: stopped while the rows stream
+    status, body = sql_json(server, "reader", "SELECT range FROM range(1000000000000) WHERE range < 1000 OR "
+                            "hash(range) % 1000000000 = 0", context={"timeout": 500})
+    assert status == 504 and body == {"error": "druidException", "errorCode": "timeout", "persona": "USER",
+                                      "category": "TIMEOUT", "context": {}, "errorMessage":
+                                      "the query ran past its time limit of 0.5 s and was stopped"}, body
+    # bounded memory and spill (100MB, 20MB of spill): a query needing more is a one-line error, not the machine
+    status, body = sql_json(server, "reader", "SELECT count(DISTINCT range::VARCHAR) AS n FROM range(30000000)")
+    assert status == 400 and body["errorMessage"].startswith("the query failed: Out of Memory Error"), body
+    assert "\n" not in body["errorMessage"] and str(server.root) not in json.dumps(body)
+    # Druid's cancel: only its sender can; the query ends in Druid's CANCELED error. And at most
+    # INGEST_SQL_MAX_CONCURRENT (2) queries at once: a third is Druid's 429, not a third core's worth of work
+    answers: dict = {}
+    senders = [threading.Thread(target=lambda i=i: answers.update({i: sql_json(server, "reader", ENDLESS, context={
+        "sqlQueryId": f"to-cancel-{i}"})})) for i in range(2)]
+    for sender in senders:
+        sender.start()
+    deadline = time.monotonic() + 60
+    assert server.http("DELETE", f"{SQL}/to-cancel-0", "editor")[0] == 404  # not its query, running or not
+    while True:  # a 429 once both run
+        status, body = sql_json(server, "reader", "SELECT 1 AS one")
+        if status == 429:
+            break
+        assert status == 200 and time.monotonic() < deadline, (status, body)
+        time.sleep(0.2)
+    assert body["category"] == "CAPACITY_EXCEEDED" and body["errorMessage"].startswith(
+        "2 queries are running, as many as this server runs at once"), body
+    for i in range(2):
+        assert server.http("DELETE", f"{SQL}/to-cancel-{i}", "reader")[0] == 202
+    for sender in senders:
+        sender.join(timeout=60)
+    for i in range(2):
+        status, body = answers[i]
+        assert status == 500 and body["category"] == "CANCELED" and body["errorMessage"] == (
+            "the query was cancelled: cancelled by its sqlQueryId"), body
+    assert sql_json(server, "reader", "SELECT 1 AS one") == (200, [{"one": 1}])  # the slots are free again
+
+
+def test_sql_errors_and_listings_name_only_datasources_the_user_may_read(server):
+    for name in ("team_b_payrol", "nothing_like_it", HIDDEN, f"druid.{HIDDEN}"):  # refused alike, named as typed
+        status, body = sql_json(server, "reader", f"SELECT * FROM {name}")
+        assert status == 403 and body["category"] == "FORBIDDEN", body
+        assert body["errorMessage"] == (f"you may not read datasource '{name.removeprefix('druid.')}': ask for "
+                                        "read access to the DAG(s) of that name"), body
+    status, body = sql_json(server, "admin", "SELECT * FROM team_a_edit")  # who may read all is told all
+    assert status == 400 and f"(did you mean '{SHOWN}'?)" in body["errorMessage"], body
+    assert sql_json(server, "reader", "SHOW TABLES") == (200, [{"name": SHOWN}])
+    assert sql_json(server, "admin", "SHOW TABLES") == (200, [{"name": SHOWN}, {"name": HIDDEN}])
+    assert sql_json(server, "reader", "SELECT TABLE_SCHEMA, TABLE_NAME FROM INFORMATION_SCHEMA.TABLES") == (
+        200, [{"TABLE_SCHEMA": "druid", "TABLE_NAME": SHOWN}])
+    status, body = sql_json(server, "reader", "SELECT DISTINCT TABLE_NAME FROM INFORMATION_SCHEMA.COLUMNS")
+    assert (status, body) == (200, [{"TABLE_NAME": SHOWN}])
+    # the supervisor routes' 404: a DAG the reader may read with no datasource yet names no hidden one
+    for path in (f"{API}/{MISSING}/status", f"{API}/{MISSING}/health", f"/ingest/ui/datasources/{MISSING}"):
+        status, body = server.http("GET", path, "reader")
+        assert status == 404 and f"unknown datasource '{MISSING}'" in str(body) and SHOWN in str(body), (path, body)
+        assert HIDDEN not in str(body), (path, body)
+
+
+def test_sql_refuses_what_reveals_the_host_and_runs_the_read_only_sql_a_user_writes(server):
+    for text in ("SELECT * FROM duckdb_settings()", "SELECT * FROM duckdb_extensions()",
+                 "SELECT current_setting('temp_directory') AS t", "SELECT * FROM read_csv('/etc/passwd')",
+                 "SELECT * FROM glob('/*')", "SELECT * FROM query('SELECT 1')", "SHOW temp_directory"):
+        status, body = sql_json(server, "reader", text)
+        assert status == 400 and body["category"] == "INVALID_INPUT", (text, body)
+        assert "not available here" in body["errorMessage"] and "\n" not in body["errorMessage"], (text, body)
+        assert "/root" not in json.dumps(body) and str(server.root) not in json.dumps(body), (text, body)
+    ok = {f"WITH {HIDDEN} AS (SELECT count(*) AS n FROM {SHOWN}) SELECT n FROM {HIDDEN}": [{"n": SHOWN_ROWS}],
+          f"SELECT count(*) AS n FROM druid.{SHOWN}": [{"n": SHOWN_ROWS}],
+          f'SELECT count(*) AS n FROM "druid"."{SHOWN}"': [{"n": SHOWN_ROWS}],
+          f"PIVOT (SELECT page, added FROM {SHOWN}) ON page USING sum(added)": [{"p0": 0, "p1": 1, "p2": 2}],
+          f"SELECT * FROM (SELECT page FROM {SHOWN}) PIVOT (count(*) FOR page IN ('p0', 'p9'))": [
+              {"p0": 1, "p9": 0}]}
+    for text, rows in ok.items():
+        assert sql_json(server, "reader", text) == (200, rows), text
+
+
+def test_sql_honours_druids_request_fields_and_result_formats(server):
+    query = f"SELECT __time, page, added FROM {SHOWN} WHERE added >= ? AND page <> ? ORDER BY __time"
+    fields = {"query": query, "parameters": [{"type": "BIGINT", "value": 1}, {"type": "VARCHAR", "value": "p9"}],
+              "context": {"sqlQueryId": "q-formats", "sqlTimeZone": "America/Los_Angeles", "timeout": 30000},
+              "header": True, "typesHeader": True, "sqlTypesHeader": True}
+    times = ["2026-11-22T02:01:00.000-08:00", "2026-11-22T02:02:00.000-08:00"]  # 10:01 and 10:02 UTC
+    expected = {
+        "object": json.dumps([{"__time": {"type": "LONG", "sqlType": "TIMESTAMP"}, "page": {
+            "type": "STRING", "sqlType": "VARCHAR"}, "added": {"type": "LONG", "sqlType": "BIGINT"}},
+            {"__time": times[0], "page": "p1", "added": 1}, {"__time": times[1], "page": "p2", "added": 2}]),
+        "array": json.dumps([["__time", "page", "added"], ["LONG", "STRING", "LONG"], ["TIMESTAMP", "VARCHAR",
+                             "BIGINT"], [times[0], "p1", 1], [times[1], "p2", 2]]),
+        "objectLines": "".join(json.dumps(x) + "\n" for x in json.loads(
+            json.dumps([{"__time": {"type": "LONG", "sqlType": "TIMESTAMP"}, "page": {
+                "type": "STRING", "sqlType": "VARCHAR"}, "added": {"type": "LONG", "sqlType": "BIGINT"}},
+                {"__time": times[0], "page": "p1", "added": 1}, {"__time": times[1], "page": "p2", "added": 2}])))
+        + "\n",
+        "arrayLines": "".join(json.dumps(x) + "\n" for x in [
+            ["__time", "page", "added"], ["LONG", "STRING", "LONG"], ["TIMESTAMP", "VARCHAR", "BIGINT"],
+            [times[0], "p1", 1], [times[1], "p2", 2]]) + "\n",
+        "csv": f"__time,page,added\nLONG,STRING,LONG\nTIMESTAMP,VARCHAR,BIGINT\n{times[0]},p1,1\n{times[1]},p2,2\n\n"}
+    types = {"object": "application/json", "array": "application/json", "objectLines": "text/plain",
+             "arrayLines": "text/plain", "csv": "text/csv"}
+    for fmt, text in expected.items():
+        status, headers, body = sql_raw(server, "reader", json.dumps({**fields, "resultFormat": fmt}).encode())
+        assert status == 200 and body == text, (fmt, body)
+        assert headers["X-Druid-SQL-Query-Id"] == "q-formats" and headers["X-Druid-SQL-Header-Included"] == "yes"
+        assert headers["content-type"].startswith(types[fmt]), headers
+    # the SQL alone as text/plain: object format; a generated query id
+    status, headers, body = sql_raw(server, "reader", f"SELECT count(*) AS n FROM {SHOWN}".encode(), "text/plain")
+    assert (status, json.loads(body)) == (200, [{"n": SHOWN_ROWS}]) and len(headers["X-Druid-SQL-Query-Id"]) == 36
+    # the row limit (INGEST_SQL_MAX_ROWS=1000): the first 1000 rows and a header saying more were cut
+    status, headers, body = sql_raw(server, "reader", b'{"query": "SELECT * FROM range(5000)"}')
+    assert status == 200 and len(json.loads(body)) == 1000 and headers["X-Ingest-Truncated"] == "true"
+    status, body = sql_json(server, "reader", "SELECT 1", parameters=[{"type": "BIGINT", "value": "x"}])
+    assert status == 400 and body["errorMessage"] == "parameters[0].value: 'x' is not a BIGINT", body
+
+
+def test_sql_query_view_in_the_ui_runs_sql_and_shows_a_table_and_the_limits(server, tmp_path):
+    from browser import open_page
+
+    url = f"{server.base}/ingest/ui/datasources/{SHOWN}/query"
+    cookie = {"_token": server.token("reader")}
+
+    def run(sql: str) -> str:
+        return (f"document.getElementById('sql').value = {json.dumps(sql)};"
+                "document.getElementById('run').click();")
+
+    page = open_page(url, cookie, script=run(f'SELECT page, added FROM "{SHOWN}" ORDER BY page'),
+                     wait_for_text="3 rows in")
+    (tmp_path / "query.png").write_bytes(page.png)
+    assert "Time limit 60 s" in page.text and "row limit 1,000 rows" in page.text, page.text
+    lines = [line.split("\t") for line in page.text.splitlines() if "\t" in line]
+    assert lines == [["page", "added"], ["p0", "0"], ["p1", "1"], ["p2", "2"]], lines
+    refused = open_page(url, cookie, script=run(f"SELECT * FROM {HIDDEN}"), wait_for_text="Error:")
+    assert f"Error: you may not read datasource '{HIDDEN}'" in refused.text, refused.text
+    # the view is behind the datasource's read permission, as the datasource's page is
+    status, body = server.http("GET", f"/ingest/ui/datasources/{HIDDEN}/query", "reader")
+    assert status == 403 and "read permission on DAG 'team_b_payroll'" in str(body), body
+    assert server.http("GET", f"/ingest/ui/datasources/{SHOWN}", "reader")[1].count("/query'>Query (SQL)</a>") == 1

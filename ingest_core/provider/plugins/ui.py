@@ -13,22 +13,28 @@ datasource name): `permissions`. Lists show only the datasources the user may re
        "end", "stream": TOPIC, "partitionOffsetMap": {"0": 100}}}; an offset may be "earliest" or "latest";
        "force": true sets offsets the broker check refuses, "confirmDuplicates": N runs a move that ingests N
        published records again (reset takes "confirmDuplicates" too). Refused for duplicates: 409 with the number
-  POST /ingest/api/v1/sql                           Druid's SQL API, read-only: {"query": "SELECT ...",
-       "resultFormat": "object" | "array"} over the datasources the user may read (`store.sql`)
-  GET  /ingest/ui/datasources, /ingest/ui/datasources/{id}   the pages
+  POST /ingest/api/v1/sql                           Druid's SQL API, read-only (`service.sql_api`: query,
+       parameters, context, header, typesHeader, sqlTypesHeader, resultFormat) over the datasources the user may
+       read (`store.sql`), within the server's `SqlLimits`; a query stops when its client goes away
+  DELETE /ingest/api/v1/sql/{sqlQueryId}            Druid's cancel: 202, or 404 (no such query of this user's)
+  GET  /ingest/ui/datasources, /ingest/ui/datasources/{id}, /ingest/ui/datasources/{id}/query   the pages
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import hashlib
 import html
 import json
+import threading
 from typing import Any, Literal
+from urllib.parse import unquote_plus
 
 from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from ingest_core.core.errors import DuplicatesNotConfirmedError, IngestError, UnknownDatasourceError
 from ingest_core.core.offsets import OffsetRequest
@@ -39,8 +45,11 @@ from ingest_core.provider.plugins.charts import history_charts, lag_sparkline, s
 from ingest_core.provider.plugins.permissions import REFUSED, readable, requires_datasource
 from ingest_core.service.actions import DatasourceActions
 from ingest_core.service.run_history import RunPoint, collect_run_history
+from ingest_core.service.sql_api import CONTENT_TYPES, SqlApiError, SqlRequest, invalid, write_result
 from ingest_core.service.status import StatusReport, collect_status, collect_statuses, spec_for, specs_in
 from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.sql import (CANCELLED, CLIENT_GONE, DatasourceNotReadable, QueryCancel, SqlCancelledError,
+                                   SqlError, SqlLimits, SqlResult, SqlTimeLimitError, run_sql)
 
 app = FastAPI(title="Ingest datasources", description=__doc__)
 
@@ -100,41 +109,44 @@ def _parsed_specs(folder: str, state: tuple) -> dict[str, DatasourceSpec]:
     return specs_in(folder)
 
 
-def _http_error(exc: IngestError, status: int) -> HTTPException:
-    """An unknown datasource is 404 on every route (the CLI's exit code 2), with the same did-you-mean."""
-    return HTTPException(404 if isinstance(exc, UnknownDatasourceError) else status, str(exc))
+def _http_error(exc: IngestError, status: int, user: Any) -> HTTPException:
+    """An unknown datasource is 404 on every route (the CLI's exit code 2), with the CLI's did-you-mean among the
+    datasources the user may read (never one it may not)."""
+    if isinstance(exc, UnknownDatasourceError):
+        return HTTPException(404, str(UnknownDatasourceError(exc.name, readable(user, exc.known))))
+    return HTTPException(status, str(exc))
 
 
 KAFKA_TIMEOUT_S = 5.0  # a page waits at most this long on a broker that does not answer
 
 
-def _status(store: MetadataStore, name: str, specs: dict | None = None) -> StatusReport:
+def _status(store: MetadataStore, name: str, user: Any, specs: dict | None = None) -> StatusReport:
     specs = _specs() if specs is None else specs
     try:
         return collect_status(store, name, spec_for(store, name, specs), kafka_timeout_s=KAFKA_TIMEOUT_S)
     except IngestError as exc:
-        raise _http_error(exc, 404) from None
+        raise _http_error(exc, 404, user) from None
 
 
-def _statuses(store: MetadataStore, names: list[str]) -> list[StatusReport]:
+def _statuses(store: MetadataStore, names: list[str], user: Any) -> list[StatusReport]:
     """Several datasources' status, their brokers asked at once (`collect_statuses`)."""
     try:
         return collect_statuses(store, names, _specs(), kafka_timeout_s=KAFKA_TIMEOUT_S)
     except IngestError as exc:
-        raise _http_error(exc, 404) from None
+        raise _http_error(exc, 404, user) from None
 
 
 def _actions(store: MetadataStore, user: Any) -> DatasourceActions:
     return DatasourceActions(store, AirflowDbDags(), actor=user.get_name(), specs=_specs())
 
 
-def _act(call) -> dict:
+def _act(call, user: Any) -> dict:
     try:
         result = call()
     except DuplicatesNotConfirmedError as exc:  # the UI asks for the number and posts it back
         raise HTTPException(409, {"message": str(exc), "duplicates": exc.duplicates}) from None
     except IngestError as exc:
-        raise _http_error(exc, 400) from None
+        raise _http_error(exc, 400, user) from None
     # warnings: records lost, a consumer group the action could not update
     return {"id": result.datasource, "action": result.action, **result.details, "warnings": list(result.warnings)}
 
@@ -148,17 +160,17 @@ def list_supervisors(user: GetUserDep, full: bool = False) -> Any:
     names = readable(user, (r["name"] for r in store.list_datasources()))
     if not full:
         return names
-    return [r.to_json() for r in _statuses(store, names)]
+    return [r.to_json() for r in _statuses(store, names, user)]
 
 
 @app.get("/api/v1/supervisor/{dag_id}/status", dependencies=READ)
-def supervisor_status(dag_id: str) -> dict:
-    return _status(_store(), dag_id).to_json()
+def supervisor_status(dag_id: str, user: GetUserDep) -> dict:
+    return _status(_store(), dag_id, user).to_json()
 
 
 @app.get("/api/v1/supervisor/{dag_id}/health", dependencies=READ)
-def supervisor_health(dag_id: str) -> JSONResponse:
-    report = _status(_store(), dag_id)
+def supervisor_health(dag_id: str, user: GetUserDep) -> JSONResponse:
+    report = _status(_store(), dag_id, user)
     return JSONResponse({"healthy": report.healthy, "state": report.state, "detailedState": report.detailed_state},
                         status_code=200 if report.healthy else 503)
 
@@ -199,7 +211,7 @@ async def supervisor_reset_offsets(dag_id: str, request: Request, user: GetUserD
     force, confirm = body.get("force") is True, _confirmed(body)
     store = _store()
     return _act(lambda: _actions(store, user).set_offsets(dag_id, new, spec_for(store, dag_id, _specs()),
-                                                          force=force, confirm_duplicates=confirm))
+                                                          force=force, confirm_duplicates=confirm), user)
 
 
 @app.post("/api/v1/supervisor/{dag_id}/reset", dependencies=WRITE)
@@ -212,49 +224,144 @@ async def supervisor_reset(dag_id: str, request: Request, user: GetUserDep) -> d
         raise HTTPException(400, 'expected no body or {"confirmDuplicates": N}') from None
     confirm, store = _confirmed(body), _store()
     return _act(lambda: _actions(store, user).reset(dag_id, spec_for(store, dag_id, _specs()),
-                                                    confirm_duplicates=confirm))
+                                                    confirm_duplicates=confirm), user)
 
 
 @app.post("/api/v1/supervisor/{dag_id}/{action}", dependencies=WRITE)
 def supervisor_action(dag_id: str, action: Literal["suspend", "resume", "terminate", "shutdown"],
                       user: GetUserDep) -> dict:
     method = "terminate" if action == "shutdown" else action  # Druid's older name for terminate
-    return _act(lambda: getattr(_actions(_store(), user), method)(dag_id))
+    return _act(lambda: getattr(_actions(_store(), user), method)(dag_id), user)
+
+
+# the queries running now, by sqlQueryId, with who sent them: Druid's DELETE /druid/v2/sql/{sqlQueryId}
+_RUNNING: dict[str, list[tuple[str, QueryCancel]]] = {}
+_RUNNING_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _running(query_id: str, who: str, cancel: QueryCancel, max_concurrent: int):
+    """The query in `_RUNNING` while it runs; refused (Druid's 429) when `max_concurrent` already run."""
+    with _RUNNING_LOCK:
+        if sum(map(len, _RUNNING.values())) >= max_concurrent:
+            raise SqlApiError(429, "capacityExceeded", "CAPACITY_EXCEEDED",
+                              f"{max_concurrent} queries are running, as many as this server runs at once "
+                              "(INGEST_SQL_MAX_CONCURRENT): try again when one has ended")
+        _RUNNING.setdefault(query_id, []).append((who, cancel))
+    try:
+        yield
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING[query_id].remove((who, cancel))
+            if not _RUNNING[query_id]:
+                del _RUNNING[query_id]
+
+
+class _Readable:
+    """Whether the user may read a datasource: the store's datasources asked of the auth manager at once (a
+    listing asks of each), any other name on its own."""
+
+    def __init__(self, user: Any, store: MetadataStore):
+        self.user, self.store, self.known = user, store, {}
+
+    def __call__(self, name: str) -> bool:
+        if not self.known:
+            names = [d["name"] for d in self.store.list_datasources()]
+            allowed = set(readable(self.user, names))
+            self.known = {n: n in allowed for n in names}
+        if name not in self.known:
+            self.known[name] = bool(readable(self.user, [name]))
+        return self.known[name]
+
+
+async def _sql_request(request: Request, limits: SqlLimits) -> SqlRequest:
+    """The body as Druid takes it: JSON, or the SQL itself as text/plain or URL-encoded (then as "object")."""
+    raw = await request.body()
+    kind = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        raise invalid("the body is not UTF-8") from None
+    if kind == "text/plain":
+        return SqlRequest.from_body({"query": text}, limits.max_timeout_s)
+    if kind == "application/x-www-form-urlencoded":
+        return SqlRequest.from_body({"query": unquote_plus(text)}, limits.max_timeout_s)
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    return SqlRequest.from_body(body, limits.max_timeout_s)
+
+
+async def _until_done_or_gone(request: Request, cancel: QueryCancel, call) -> Any:
+    """`call()` in a worker thread, cancelled (`QueryCancel`) as soon as the client goes away. The body has been
+    read, so what the server receives next is the client's disconnect: it is awaited, not polled
+    (`request.is_disconnected()` polls with a zero timeout, which Airflow's middleware stack never answers)."""
+    from starlette.concurrency import run_in_threadpool
+
+    async def watch() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        cancel.cancel(CLIENT_GONE)
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        return await run_in_threadpool(call)
+    finally:
+        watcher.cancel()
+
+
+def _api_error(exc: SqlError) -> SqlApiError:
+    if isinstance(exc, DatasourceNotReadable):
+        return SqlApiError(403, "forbidden", "FORBIDDEN", str(exc))
+    if isinstance(exc, SqlTimeLimitError):
+        return SqlApiError(504, "timeout", "TIMEOUT", str(exc))
+    if isinstance(exc, SqlCancelledError):
+        return SqlApiError(500, "canceled", "CANCELED", str(exc))
+    return SqlApiError(400, "invalidInput", "INVALID_INPUT", str(exc))
 
 
 @app.post("/api/v1/sql")
-async def sql_query(request: Request, user: GetUserDep) -> JSONResponse:
-    """Druid's SQL API, read-only (`store.sql`): {"query": "SELECT ...", "resultFormat": "object" | "array",
-    "header": false}. Only the datasources the user may read can be named; the rest are 403."""
-    from starlette.concurrency import run_in_threadpool
-
-    from ingest_core.service.query import json_value
-    from ingest_core.store.sql import DatasourceNotReadable, SqlError, run_sql
-
+async def sql_query(request: Request, user: GetUserDep) -> Response:
+    """Druid's SQL API, read-only (`service.sql_api`, `store.sql`). Only the datasources the user may read can be
+    named (the rest are 403) or are listed; errors are Druid's error JSON, one line each."""
+    limits = SqlLimits.from_env()
+    query_id = ""
     try:
-        body = json.loads(await request.body())
-    except ValueError:  # not JSON, or not UTF-8
-        body = None
-    query, result_format = (body.get("query"), body.get("resultFormat", "object")) if isinstance(body, dict) else (
-        None, None)
-    if not isinstance(query, str) or result_format not in ("object", "array"):
-        raise HTTPException(400, 'expected {"query": "SELECT ...", "resultFormat": "object" or "array"}')
+        sql = await _sql_request(request, limits)
+        query_id, cancel = sql.query_id, QueryCancel()
 
-    def run():
-        return run_sql(_store(), query, may_read=lambda name: bool(readable(user, [name])))
+        def run() -> SqlResult:  # in a worker thread: the store's calls block
+            store = _store()
+            return run_sql(store, sql.query, may_read=_Readable(user, store), max_rows=limits.max_rows,
+                           timeout_s=sql.timeout_s, parameters=sql.parameters, time_zone=sql.time_zone,
+                           limits=limits, cancel=cancel)
 
-    try:
-        result = await run_in_threadpool(run)
-    except DatasourceNotReadable as exc:
-        raise HTTPException(403, str(exc)) from None
+        with _running(query_id, user.get_name(), cancel, limits.max_concurrent):
+            result = await _until_done_or_gone(request, cancel, run)
     except SqlError as exc:
-        raise HTTPException(400, str(exc)) from None
-    names = result.table.column_names
-    rows = [[json_value(v) for v in row.values()] for row in result.table.to_pylist()]
-    out: list = [dict(zip(names, r)) for r in rows] if result_format == "object" else rows
-    if body.get("header") and result_format == "array":
-        out = [names, *out]
-    return JSONResponse(out, headers={"X-Ingest-Truncated": "true" if result.truncated else "false"})
+        error = _api_error(exc)
+        return JSONResponse(error.to_json(), status_code=error.status, headers={"X-Druid-SQL-Query-Id": query_id})
+    except SqlApiError as exc:
+        return JSONResponse(exc.to_json(), status_code=exc.status, headers={"X-Druid-SQL-Query-Id": query_id})
+    headers = {"X-Druid-SQL-Query-Id": query_id, "X-Ingest-Truncated": "true" if result.truncated else "false",
+               "X-Ingest-Max-Rows": str(limits.max_rows)}
+    if sql.header:
+        headers["X-Druid-SQL-Header-Included"] = "yes"
+    return Response(write_result(result.table, sql), media_type=CONTENT_TYPES[sql.result_format], headers=headers)
+
+
+@app.delete("/api/v1/sql/{query_id}")
+def sql_cancel(query_id: str, user: GetUserDep) -> Response:
+    """Druid's cancel: the user's own running queries of that sqlQueryId stop (202); none is 404."""
+    with _RUNNING_LOCK:
+        mine = [cancel for who, cancel in _RUNNING.get(query_id, []) if who == user.get_name()]
+    for cancel in mine:
+        cancel.cancel(CANCELLED)
+    if not mine:
+        error = SqlApiError(404, "notFound", "NOT_FOUND", f"no query of yours with sqlQueryId {query_id!r} is running")
+        return JSONResponse(error.to_json(), status_code=404)
+    return Response(status_code=202)
 
 
 # ---------------------------------------------------------------------------------------------- pages
@@ -299,7 +406,7 @@ def _cell(value: Any, cls: str = "") -> str:
 def datasources_page(user: GetUserDep) -> HTMLResponse:
     store = _store()
     rows = []
-    for r in _statuses(store, readable(user, (d["name"] for d in store.list_datasources()))):
+    for r in _statuses(store, readable(user, (d["name"] for d in store.list_datasources())), user):
         segs = store.segments(r.datasource)
         published = next((x.published_at for x in r.recent_runs if x.published_at), None)
         name = html.escape(r.datasource)
@@ -330,9 +437,9 @@ def _run_figures(p: RunPoint | None) -> str:
 
 
 @app.get("/ui/datasources/{dag_id}", dependencies=READ, response_class=HTMLResponse)
-def datasource_page(dag_id: str) -> HTMLResponse:
+def datasource_page(dag_id: str, user: GetUserDep) -> HTMLResponse:
     store = _store()
-    r = _status(store, dag_id)
+    r = _status(store, dag_id, user)
     lag = r.lag or {}
     offsets = "".join(
         "<tr>" + _cell(tp) + _cell(r.committed.get(tp, "-"), "n") + _cell((r.latest or {}).get(tp, "?"), "n")
@@ -360,7 +467,8 @@ def datasource_page(dag_id: str) -> HTMLResponse:
                        for w in r.spec_warnings)
     history = store.spec_history(dag_id)
     spec = json.dumps(history[-1]["spec"], indent=2) if history else "(no spec registered yet)"
-    body = (f"<p>State <b class='{'ok' if r.healthy else 'bad'}'>{html.escape(r.state)}</b> "
+    body = (f"<p><a href='/ingest/ui/datasources/{html.escape(dag_id)}/query'>Query (SQL)</a></p>"
+            f"<p>State <b class='{'ok' if r.healthy else 'bad'}'>{html.escape(r.state)}</b> "
             f"({html.escape(r.detailed_state)}), stream <code>{html.escape(r.stream)}</code>, aggregate lag "
             f"<b>{'?' if r.aggregate_lag is None else f'{r.aggregate_lag:,}'}</b></p>" + lost
             + history_charts(run_history)
@@ -374,3 +482,71 @@ def datasource_page(dag_id: str) -> HTMLResponse:
             + (f"<h3>Spec warnings</h3><ul>{warnings}</ul>" if warnings else "")
             + f"<h3>Spec (version {history[-1]['version'] if history else '-'})</h3><pre>{html.escape(spec)}</pre>")
     return _page(f"Datasource {dag_id}", body)
+
+
+# The query view: posts to the SQL API with the UI's session cookie, as the actions do; values are set as text
+# (never as HTML), so a value cannot inject markup. Ctrl+Enter runs; Cancel is Druid's DELETE of the sqlQueryId.
+_QUERY_JS = """
+let running = null;
+function show(text, cls) {
+  const s = document.getElementById("sql-status"); s.textContent = text; s.className = cls || "";
+}
+async function runSql() {
+  const id = "ui-" + Date.now().toString(36) + "-" + Math.random().toString(36).slice(2, 10);
+  const out = document.getElementById("sql-result");
+  out.textContent = ""; show("Running...");
+  running = id;
+  const started = performance.now();
+  let r, body;
+  try {
+    r = await fetch("/ingest/api/v1/sql", {method: "POST", headers: {"Content-Type": "application/json"},
+      body: JSON.stringify({query: document.getElementById("sql").value, resultFormat: "array", header: true,
+                            sqlTypesHeader: true, context: {sqlQueryId: id}})});
+    body = await r.json();
+  } catch (e) { running = null; show(`Error: ${e}`, "bad"); return; }
+  running = null;
+  const secs = ((performance.now() - started) / 1000).toFixed(2);
+  if (!r.ok) { show(`Error: ${body.errorMessage || body.detail || r.status}`, "bad"); return; }
+  const [names, types, ...rows] = body;
+  const table = document.createElement("table"); table.id = "sql-table";
+  const head = table.insertRow();
+  names.forEach((n, i) => {
+    const th = document.createElement("th"); th.textContent = n; th.title = types[i]; head.appendChild(th);
+  });
+  for (const row of rows) {
+    const tr = table.insertRow();
+    row.forEach(v => {
+      const td = tr.insertCell();
+      td.textContent = v === null ? "null" : typeof v === "object" ? JSON.stringify(v) : String(v);
+      if (typeof v === "number") td.className = "n";
+    });
+  }
+  out.appendChild(table);
+  const cut = r.headers.get("X-Ingest-Truncated") === "true";
+  show(`${rows.length.toLocaleString("en-US")} row${rows.length === 1 ? "" : "s"} in ${secs} s` +
+       (cut ? ` (stopped at the row limit: the query has more rows)` : ""), cut ? "bad" : "ok");
+}
+async function cancelSql() { if (running) await fetch(`/ingest/api/v1/sql/${running}`, {method: "DELETE"}); }
+document.getElementById("sql").addEventListener("keydown", e => {
+  if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) runSql();
+});
+"""
+
+
+@app.get("/ui/datasources/{dag_id}/query", dependencies=READ, response_class=HTMLResponse)
+def query_page(dag_id: str) -> HTMLResponse:
+    """A SQL box over the datasource (and any other the user may read), results as a table, with the limits."""
+    limits = SqlLimits.from_env()
+    name = html.escape(dag_id)
+    default = html.escape(f'SELECT *\nFROM "{dag_id}"\nORDER BY __time DESC\nLIMIT 100')
+    body = (f"<p><a href='/ingest/ui/datasources/{name}'>&larr; {name}</a> &middot; SQL over the "
+            "visible segments of the datasources you may read; <code>SHOW TABLES</code> lists them, "
+            "<code>DESCRIBE \"name\"</code> gives a datasource's columns.</p>"
+            f"<p>Time limit <b id='time-limit'>{limits.max_timeout_s:g} s</b> &middot; row limit "
+            f"<b id='row-limit'>{limits.max_rows:,} rows</b> (a query stops when either is reached, or when "
+            "you leave the page)</p>"
+            f"<textarea id='sql' rows='8' cols='110' spellcheck='false'>{default}</textarea><br>"
+            "<button id='run' onclick='runSql()'>Run (Ctrl+Enter)</button>"
+            "<button id='cancel' onclick='cancelSql()'>Cancel</button> <span id='sql-status'></span>"
+            f"<div id='sql-result'></div><script>{_QUERY_JS}</script>")
+    return _page(f"Query {dag_id}", body)

@@ -1,0 +1,225 @@
+"""Druid's SQL API (`POST /druid/v2/sql`, docs/api-reference/sql-api.md) over `store.sql`: the request's fields
+read and checked (`SqlRequest`), a result written in Druid's result formats and headers (`write_result`), and an
+error as Druid's error JSON (`SqlApiError`). No I/O: the REST route (`provider.plugins.ui`) runs the query.
+
+Request fields: `query`; `resultFormat` object | array | objectLines | arrayLines | csv; `header`, `typesHeader`,
+`sqlTypesHeader`; `parameters` ([{"type": "VARCHAR", "value": "x"}], bound to the query's `?` in order);
+`context`: `sqlQueryId` (echoed in the X-Druid-SQL-Query-Id header), `sqlTimeZone`, `timeout` (milliseconds,
+capped at the server's limit). Other context keys are accepted and ignored, as Druid ignores keys it does not use.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import pyarrow as pa
+
+from ingest_core.service.query import json_value
+
+FORMATS = ("object", "array", "objectLines", "arrayLines", "csv")
+CONTENT_TYPES = {"object": "application/json", "array": "application/json", "objectLines": "text/plain",
+                 "arrayLines": "text/plain", "csv": "text/csv"}
+INTEGERS = ("BIGINT", "INTEGER", "SMALLINT", "TINYINT")
+DECIMALS = ("DOUBLE", "FLOAT", "REAL", "DECIMAL")
+PARAMETER_TYPES = ("VARCHAR", "CHAR", *INTEGERS, *DECIMALS, "BOOLEAN", "TIMESTAMP", "DATE", "ARRAY")
+EXAMPLE = '{"query": "SELECT ...", "resultFormat": "object", "parameters": [{"type": "VARCHAR", "value": "x"}]}'
+
+
+@dataclass
+class SqlApiError(Exception):
+    """An error as Druid's SQL API writes it (`DruidException`: error, errorCode, persona, category,
+    errorMessage, context), with the HTTP status of its category."""
+
+    status: int
+    code: str  # Druid's errorCode: invalidInput, forbidden, ...
+    category: str  # Druid's category: INVALID_INPUT, FORBIDDEN, TIMEOUT, CANCELED, ...
+    message: str
+    context: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_json(self) -> dict:
+        return {"error": "druidException", "errorCode": self.code, "persona": "USER", "category": self.category,
+                "errorMessage": self.message, "context": self.context}
+
+
+def invalid(message: str) -> SqlApiError:
+    return SqlApiError(400, "invalidInput", "INVALID_INPUT", message)
+
+
+@dataclass(frozen=True)
+class SqlRequest:
+    query: str
+    result_format: str = "object"
+    header: bool = False
+    types_header: bool = False
+    sql_types_header: bool = False
+    parameters: tuple = ()
+    time_zone: str = "UTC"
+    query_id: str = ""
+    timeout_s: float = 300.0
+
+    @classmethod
+    def from_body(cls, body: Any, max_timeout_s: float) -> "SqlRequest":
+        """A JSON request body (already decoded) as Druid's SQL API reads it; `max_timeout_s` caps the time limit
+        (and is the time limit of a request that sets none)."""
+        if not isinstance(body, dict) or not isinstance(body.get("query"), str):
+            raise invalid(f"the body is not a JSON object with a \"query\" string: expected {EXAMPLE}")
+        result_format = body.get("resultFormat", "object")
+        if result_format not in FORMATS:
+            raise invalid(f"resultFormat: {result_format!r} is not one of {', '.join(FORMATS)}")
+        flags = {}
+        for name in ("header", "typesHeader", "sqlTypesHeader"):
+            value = body.get(name, False)
+            if not isinstance(value, bool):
+                raise invalid(f"{name}: expected true or false, not {value!r}")
+            flags[name] = value
+        context = {} if body.get("context") is None else body["context"]
+        if not isinstance(context, dict):
+            raise invalid(f"context: expected a JSON object, not {context!r}")
+        zone = context.get("sqlTimeZone", "UTC")
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError, TypeError):
+            raise invalid(f"context.sqlTimeZone: {zone!r} is not a time zone name (an IANA name such as 'UTC' or "
+                          "'America/Los_Angeles')") from None
+        query_id = context.get("sqlQueryId") or str(uuid.uuid4())
+        if not isinstance(query_id, str):
+            raise invalid(f"context.sqlQueryId: expected a string, not {query_id!r}")
+        return cls(body["query"], result_format, flags["header"], flags["typesHeader"], flags["sqlTypesHeader"],
+                   _parameters(body.get("parameters"), zone), zone, query_id,
+                   _timeout(context.get("timeout"), max_timeout_s))
+
+
+def _timeout(value: Any, max_timeout_s: float) -> float:
+    if value is None:
+        return max_timeout_s
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise invalid(f"context.timeout: expected milliseconds (a number above 0), not {value!r}")
+    return min(value / 1000, max_timeout_s)
+
+
+def _parameters(raw: Any, zone: str) -> tuple:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise invalid(f"parameters: expected a list of {{\"type\": ..., \"value\": ...}}, not {raw!r}")
+    return tuple(_parameter(p, f"parameters[{i}]", zone) for i, p in enumerate(raw))
+
+
+def _parameter(p: Any, where: str, zone: str) -> Any:
+    if not isinstance(p, dict) or "type" not in p:
+        raise invalid(f"{where}: expected {{\"type\": \"VARCHAR\", \"value\": ...}}, not {p!r}")
+    kind, value = str(p["type"]).upper(), p.get("value")
+    if kind not in PARAMETER_TYPES:
+        raise invalid(f"{where}.type: {p['type']!r} is not one of {', '.join(PARAMETER_TYPES)}")
+    if value is None:
+        return None
+    try:
+        if kind in ("VARCHAR", "CHAR"):
+            return value if isinstance(value, str) else json.dumps(value)
+        if kind in INTEGERS:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            return int(value)
+        if kind in DECIMALS:
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        if kind == "BOOLEAN":
+            if isinstance(value, str) and value.lower() in ("true", "false"):
+                return value.lower() == "true"
+            if not isinstance(value, bool):
+                raise ValueError
+            return value
+        if kind == "TIMESTAMP":
+            return _timestamp(value, zone)
+        if kind == "DATE":
+            return date.fromisoformat(value)
+        if not isinstance(value, list):  # ARRAY
+            raise ValueError
+        return value
+    except (ValueError, TypeError):
+        raise invalid(f"{where}.value: {value!r} is not a {kind}") from None
+
+
+def _timestamp(value: Any, zone: str) -> datetime:
+    """Milliseconds since the epoch, or text as Druid's TIMESTAMP literals ('2000-01-01 00:00:00', in the
+    query's time zone unless it names its own)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value / 1000, timezone.utc)
+    parsed = datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=ZoneInfo(zone))
+
+
+def druid_types(t: pa.DataType) -> tuple[str, str]:
+    """An Arrow result column's type as Druid's typesHeader (runtime type) and sqlTypesHeader (SQL type)."""
+    if pa.types.is_timestamp(t):
+        return "LONG", "TIMESTAMP"
+    if pa.types.is_date(t):
+        return "LONG", "DATE"
+    if pa.types.is_boolean(t):
+        return "LONG", "BOOLEAN"
+    if pa.types.is_integer(t):
+        return "LONG", "BIGINT" if t.bit_width == 64 else "INTEGER"
+    if pa.types.is_decimal(t):
+        return ("LONG", "BIGINT") if t.scale == 0 else ("DOUBLE", "DECIMAL")
+    if pa.types.is_float32(t):
+        return "FLOAT", "FLOAT"
+    if pa.types.is_floating(t):
+        return "DOUBLE", "DOUBLE"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t):
+        return "STRING", "VARCHAR"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return f"ARRAY<{druid_types(t.value_type)[0]}>", "ARRAY"
+    if pa.types.is_struct(t) or pa.types.is_map(t):
+        return "COMPLEX<json>", "OTHER"
+    return "COMPLEX", "OTHER"
+
+
+def write_result(table: pa.Table, request: SqlRequest) -> str:
+    """The response body, in the request's result format, with the header rows it asked for. The line formats
+    and csv end with an empty line, as Druid's do: a response without it was cut short."""
+    names = table.column_names
+    types = [druid_types(f.type) for f in table.schema]
+    rows = [[json_value(v, request.time_zone) for v in row.values()] for row in table.to_pylist()]
+    fmt = request.result_format
+    headers: list[list] = []
+    if request.header:
+        headers.append(list(names))
+        if request.types_header:
+            headers.append([t[0] for t in types])
+        if request.sql_types_header:
+            headers.append([t[1] for t in types])
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        for line in [*headers, *rows]:
+            writer.writerow(["" if v is None else v if isinstance(v, str) else json.dumps(v) for v in line])
+        return out.getvalue() + "\n"
+    if fmt in ("object", "objectLines"):
+        header = [_object_header(names, types, request)] if request.header else []
+        out_rows: list = header + [dict(zip(names, r)) for r in rows]
+    else:
+        out_rows = headers + rows
+    if fmt in ("object", "array"):
+        return json.dumps(out_rows)
+    return "".join(json.dumps(r) + "\n" for r in out_rows) + "\n"
+
+
+def _object_header(names: list[str], types: list[tuple[str, str]], request: SqlRequest) -> dict:
+    """Druid's header object: each column null, or its {"type", "sqlType"} as asked."""
+    def one(runtime: str, sql: str) -> dict | None:
+        described = {**({"type": runtime} if request.types_header else {}),
+                     **({"sqlType": sql} if request.sql_types_header else {})}
+        return described or None
+
+    return {n: one(*t) for n, t in zip(names, types)}
