@@ -488,3 +488,27 @@ def test_sql_query_view_in_the_ui_runs_sql_and_shows_a_table_and_the_limits(serv
     status, body = server.http("GET", f"/ingest/ui/datasources/{HIDDEN}/query", "reader")
     assert status == 403 and "read permission on DAG 'team_b_payroll'" in str(body), body
     assert server.http("GET", f"/ingest/ui/datasources/{SHOWN}", "reader")[1].count("/query'>Query (SQL)</a>") == 1
+
+
+def test_operator_input_is_typed_at_the_door_and_druids_shutdown_terminates(server):
+    """REST resetOffsets with a stream that is no topic name or an offset past Java's long is a 400 naming what
+    is wrong (never a 500, never offsets stored for a topic named "123"), even with force; Druid's older
+    `shutdown` is `terminate`, and a terminated datasource's offsets are not moved."""
+    store = MetadataStore(server.metadata_url)
+    before = store.committed_offsets(SHOWN)
+    for stream, offset, says in ((None, 1, "a topic is a non-empty name"), (["x"], 1, "a topic is a non-empty name"),
+                                 (123, 1, "a topic is a non-empty name"),
+                                 (SHOWN, 10**30, "an offset is at most 9223372036854775807")):
+        body = {"type": "kafka", "partitions": {"type": "end", "stream": stream, "partitionOffsetMap": {"0": offset}},
+                "force": True}
+        status, answer = server.http("POST", f"{API}/{SHOWN}/resetOffsets", "editor", body)
+        assert status == 400 and says in str(answer) and "nothing was changed" in str(answer), (stream, answer)
+    assert store.committed_offsets(SHOWN) == before and not store.audit_records(SHOWN, action="set_offsets")
+
+    status, result = server.http("POST", f"{API}/{SHOWN}/shutdown", "editor")
+    assert status == 200 and store.datasource_row(SHOWN)["terminated"], result
+    body = {"type": "kafka", "partitions": {"type": "end", "stream": SHOWN, "partitionOffsetMap": {"0": 1}}}
+    status, answer = server.http("POST", f"{API}/{SHOWN}/resetOffsets", "editor", body)
+    assert status == 400 and "the datasource is terminated" in str(answer), answer
+    assert server.http("POST", f"{API}/{SHOWN}/resume", "editor")[1]["state"] == "RUNNING"
+    assert store.committed_offsets(SHOWN) == before
