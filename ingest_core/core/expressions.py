@@ -108,7 +108,8 @@ class Function:
 
 
 CAST_TYPES = ("LONG", "DOUBLE", "FLOAT", "STRING")
-TIME_UNITS = ("EPOCH", "SECOND", "MINUTE", "HOUR", "DAY", "DOW", "DOY", "WEEK", "MONTH", "QUARTER", "YEAR")
+TIME_UNITS = ("EPOCH", "MICROSECOND", "MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY", "DOW", "ISODOW", "DOY", "WEEK",
+              "MONTH", "QUARTER", "YEAR", "ISOYEAR", "DECADE", "CENTURY", "MILLENNIUM")
 
 # Regular-expression syntax Python's `re` accepts but RE2 (pyarrow's engine, used for like/regexp_like and
 # filters) refuses; both engines must read a pattern the same way.
@@ -186,10 +187,43 @@ def _check_period(name: str, args: tuple[Node, ...]) -> None:
 
     text = str(_constant(args, 1))
     try:
-        Granularity(text, Period.parse(text)).floor_unit()
+        period = Period.parse(text)
+        if name != "timestamp_shift":
+            Granularity(text, period).floor_unit()
+            if period.negative or period.is_zero:
+                raise ValueError("it must be positive")
     except (PeriodError, ValueError) as exc:
-        raise ExpressionError(f"timestamp_floor(): {text!r} is not a period to floor to ({exc}); write an "
-                              "ISO-8601 period such as 'PT1H' or 'P1D'") from None
+        raise ExpressionError(f"{name}(): {text!r} is not a period to {'shift by' if name == 'timestamp_shift' else 'round to'} "
+                              f"({exc}); write an ISO-8601 period such as 'PT1H' or 'P1D'") from None
+    if name in ("timestamp_floor", "timestamp_ceil"):
+        _check_origin(name, args)
+        _check_zone_at(3)(name, args)
+    elif name == "timestamp_shift":
+        _check_zone_at(3)(name, args)
+
+
+def _check_origin(name: str, args: tuple[Node, ...]) -> None:
+    from ingest_core.core.periods import PeriodError, parse_datetime
+
+    origin = _constant(args, 2)
+    if isinstance(origin, str) and origin:
+        try:
+            parse_datetime(origin)
+        except PeriodError as exc:
+            raise ExpressionError(f"{name}(): the origin {exc}") from None
+
+
+def _check_zone_at(index: int) -> Callable[[str, tuple[Node, ...]], None]:
+    def check(name: str, args: tuple[Node, ...]) -> None:
+        from ingest_core.core.time_formats import time_zone
+
+        zone = _constant(args, index)
+        if zone is not None:
+            try:
+                time_zone(str(zone))
+            except ValueError as exc:
+                raise ExpressionError(f"{name}(): {exc}") from None
+    return check
 
 
 def _check_unit(name: str, args: tuple[Node, ...]) -> None:
@@ -197,6 +231,7 @@ def _check_unit(name: str, args: tuple[Node, ...]) -> None:
     if unit not in TIME_UNITS:
         raise ExpressionError(f"timestamp_extract(): unit {_constant(args, 1)!r} is not supported; use one of "
                               f"{', '.join(TIME_UNITS)}")
+    _check_zone_at(2)(name, args)
 
 
 def _check_timestamp_format(name: str, args: tuple[Node, ...]) -> None:
@@ -205,51 +240,180 @@ def _check_timestamp_format(name: str, args: tuple[Node, ...]) -> None:
     fmt = _constant(args, 1)
     problem = timestamp_format_problem(str(fmt)) if fmt is not None else None
     if problem:
-        raise ExpressionError(f"timestamp(): {problem}")
+        raise ExpressionError(f"{name}(): {problem}")
+    _check_zone_at(2)(name, args)
+
+
+def _check_print_pattern(name: str, args: tuple[Node, ...]) -> None:
+    from ingest_core.core.time_formats import joda_tokens
+
+    fmt = _constant(args, 1)
+    if fmt is not None:
+        try:
+            joda_tokens(str(fmt))
+        except ValueError as exc:
+            raise ExpressionError(f"{name}(): {exc}") from None
+    _check_zone_at(2)(name, args)
 
 
 def _check_ints(*indexes: int) -> Callable[[str, tuple[Node, ...]], None]:
     def check(name: str, args: tuple[Node, ...]) -> None:
         for i in indexes:
-            if i < len(args) and not isinstance(_constant(args, i), int):
+            if i < len(args) and isinstance(args[i], Literal) and not isinstance(_constant(args, i), int):
                 raise ExpressionError(f"{name}(): argument {i + 1} must be a whole number, got "
                                       f"{_constant(args, i)!r}")
     return check
 
 
+def _check_range(index: int, low: int, high: int) -> Callable[[str, tuple[Node, ...]], None]:
+    def check(name: str, args: tuple[Node, ...]) -> None:
+        _check_ints(index)(name, args)
+        value = _constant(args, index)
+        if isinstance(value, int) and not low <= value <= high:
+            raise ExpressionError(f"{name}(): argument {index + 1} must be from {low} to {high}, got {value}")
+    return check
+
+
+def _check_subnet(name: str, args: tuple[Node, ...]) -> None:
+    import ipaddress
+
+    subnet = str(_constant(args, 1))
+    version = 6 if name == "ipv6_match" else 4
+    try:
+        network = ipaddress.ip_network(subnet, strict=False)
+        if network.version != version or "/" not in subnet:
+            raise ValueError
+    except ValueError:
+        example = "'75e9:efa4:29c6:85f6::/64'" if version == 6 else "'192.168.0.0/16'"
+        raise ExpressionError(f"{name}(): {subnet!r} is not an IPv{version} subnet in CIDR notation (such as "
+                              f"{example})") from None
+
+
+def _check_java_format(name: str, args: tuple[Node, ...]) -> None:
+    pattern = _constant(args, 0)
+    if isinstance(pattern, str):
+        for m in JAVA_FORMAT.finditer(pattern):
+            if m.group("conv") is None:
+                raise ExpressionError(f"format(): {m.group(0)!r} in {pattern!r} is not a conversion this format "
+                                      f"supports; use %s %d %x %X %o %f %e %E %b %c %n %% (with flags, width and "
+                                      "precision)")
+
+
+# Java's String.format conversions that format() supports (flags - + space 0 , ( #; width; precision)
+JAVA_FORMAT = re.compile(r"%(?:(?P<index>\d+)\$)?(?P<flags>[-#+ 0,(]*)(?P<width>\d+)?(?:\.(?P<precision>\d+))?"
+                         r"(?:(?P<conv>[sSdxXofeEbBcn%])|.?)")
+
+
+def _check_literal_string(index: int) -> Callable[[str, tuple[Node, ...]], None]:
+    def check(name: str, args: tuple[Node, ...]) -> None:
+        if not isinstance(_constant(args, index), str):
+            raise ExpressionError(f"{name}(): argument {index + 1} must be a text constant ('...')")
+    return check
+
+
+def _check_regex_replace(name: str, args: tuple[Node, ...]) -> None:
+    compile_regex(str(_constant(args, 1)))
+
+
 _S, _N, _A = "string", "number", "any"
+
+
+def _math(count: int) -> Function:
+    return Function(tuple(Param(p, _N) for p in ("x", "y")[:count]))
+
+
+MATH_1 = ("abs", "acos", "asin", "atan", "cbrt", "ceil", "cos", "cosh", "cot", "exp", "expm1", "floor",
+          "getexponent", "log", "log10", "log1p", "nextup", "rint", "signum", "sin", "sinh", "sqrt", "tan", "tanh",
+          "todegrees", "toradians", "ulp", "bitwisecomplement", "bitwiseconvertdoubletolongbits",
+          "bitwiseconvertlongbitstodouble")
+MATH_2 = ("atan2", "copysign", "div", "hypot", "max", "min", "nextafter", "pow", "remainder", "scalb",
+          "safe_divide", "bitwiseand", "bitwiseor", "bitwisexor", "bitwiseshiftleft", "bitwiseshiftright")
+
 FUNCTIONS: dict[str, Function] = {
-    "concat": Function((), Param("value")),
-    "upper": Function((Param("s", _S),)),
-    "lower": Function((Param("s", _S),)),
-    "strlen": Function((Param("s", _S),)),
-    "trim": Function((Param("s", _S),)),
-    "ltrim": Function((Param("s", _S),)),
-    "rtrim": Function((Param("s", _S),)),
-    "substring": Function((Param("s", _S), Param("index", _N, True), Param("length", _N, True, True)),
-                          check=_check_ints(1, 2)),
-    "replace": Function((Param("s", _S), Param("pattern", _S, True), Param("replacement", _S, True))),
-    "nvl": Function((Param("value"), Param("otherwise"))),
-    "if": Function((Param("condition"), Param("then"), Param("else"))),
-    "case_searched": Function((Param("condition"), Param("result")), Param("more")),
+    # general and conditional
     "cast": Function((Param("value"), Param("type", _S, True)), check=_check_cast),
-    "abs": Function((Param("x", _N),)),
-    "floor": Function((Param("x", _N),)),
-    "ceil": Function((Param("x", _N),)),
-    "round": Function((Param("x", _N), Param("scale", _N, True, True)), check=_check_ints(1)),
-    "safe_divide": Function((Param("x", _N), Param("y", _N))),
-    "greatest": Function((), Param("value")),
-    "least": Function((), Param("value")),
+    "coalesce": Function((), Param("value")),
+    "if": Function((Param("condition"), Param("then"), Param("else"))),
+    "nvl": Function((Param("value"), Param("otherwise"))),
+    "case_searched": Function((Param("condition"), Param("result")), Param("more")),
+    "case_simple": Function((Param("value"), Param("match"), Param("result")), Param("more")),
     "isnull": Function((Param("value"),)),
     "notnull": Function((Param("value"),)),
     "like": Function((Param("s", _S), Param("pattern", _S, True), Param("escape", _S, True, True)),
                      check=_check_like),
-    "regexp_like": Function((Param("s", _S), Param("pattern", _S, True)), check=_check_pattern),
+    # text
+    "concat": Function((), Param("value")),
+    "format": Function((Param("pattern", _S),), Param("value", optional=True), check=_check_java_format),
+    "parse_long": Function((Param("s"), Param("radix", _N, optional=True)), check=_check_range(1, 2, 36)),
     "regexp_extract": Function((Param("s", _S), Param("pattern", _S, True), Param("index", _N, True, True)),
                                check=_check_regex_group),
+    "regexp_like": Function((Param("s", _S), Param("pattern", _S, True)), check=_check_pattern),
+    "regexp_replace": Function((Param("s", _S), Param("pattern", _S, True), Param("replacement", _S)),
+                               check=_check_regex_replace),
+    "contains_string": Function((Param("s", _S), Param("search", _S, True)), check=_check_literal_string(1)),
+    "icontains_string": Function((Param("s", _S), Param("search", _S, True)), check=_check_literal_string(1)),
+    "replace": Function((Param("s", _S), Param("pattern", _S, True), Param("replacement", _S, True))),
+    "substring": Function((Param("s", _S), Param("index", _N, True), Param("length", _N, True, True)),
+                          check=_check_ints(1, 2)),
+    "right": Function((Param("s", _S), Param("length", _N)), check=_check_range(1, 0, 2 ** 31 - 1)),
+    "left": Function((Param("s", _S), Param("length", _N)), check=_check_range(1, 0, 2 ** 31 - 1)),
+    "strlen": Function((Param("s", _S),)),
+    "strpos": Function((Param("haystack", _S), Param("needle", _S), Param("from", _N, optional=True)),
+                       check=_check_ints(2)),
+    "trim": Function((Param("s", _S), Param("chars", _S, optional=True))),
+    "ltrim": Function((Param("s", _S), Param("chars", _S, optional=True))),
+    "rtrim": Function((Param("s", _S), Param("chars", _S, optional=True))),
+    "lower": Function((Param("s", _S),)),
+    "upper": Function((Param("s", _S),)),
+    "reverse": Function((Param("s", _S),)),
+    "repeat": Function((Param("s", _S), Param("times", _N)), check=_check_ints(1)),
+    "lpad": Function((Param("s", _S), Param("length", _N), Param("chars", _S)), check=_check_ints(1)),
+    "rpad": Function((Param("s", _S), Param("length", _N), Param("chars", _S)), check=_check_ints(1)),
+    # time
     "timestamp": Function((Param("s"), Param("format", _S, True, True)), check=_check_timestamp_format),
-    "timestamp_floor": Function((Param("t"), Param("period", _S, True)), check=_check_period),
-    "timestamp_extract": Function((Param("t"), Param("unit", _S, True)), check=_check_unit),
+    "unix_timestamp": Function((Param("s"), Param("format", _S, True, True)), check=_check_timestamp_format),
+    "timestamp_ceil": Function((Param("t"), Param("period", _S, True), Param("origin", constant=True, optional=True),
+                                Param("timezone", _S, True, True)), check=_check_period),
+    "timestamp_floor": Function((Param("t"), Param("period", _S, True), Param("origin", constant=True, optional=True),
+                                 Param("timezone", _S, True, True)), check=_check_period),
+    "timestamp_shift": Function((Param("t"), Param("period", _S, True), Param("step", _N),
+                                 Param("timezone", _S, True, True)), check=_check_period),
+    "timestamp_extract": Function((Param("t"), Param("unit", _S, True), Param("timezone", _S, True, True)),
+                                  check=_check_unit),
+    "timestamp_parse": Function((Param("s"), Param("pattern", _S, True, True), Param("timezone", _S, True, True)),
+                                check=_check_timestamp_format),
+    "timestamp_format": Function((Param("t"), Param("pattern", _S, True, True), Param("timezone", _S, True, True)),
+                                 check=_check_print_pattern),
+    # math
+    **{name: _math(1) for name in MATH_1},
+    **{name: _math(2) for name in MATH_2},
+    "pi": Function(()),
+    "round": Function((Param("x", _N), Param("scale", _N, True, True)), check=_check_ints(1)),
+    # IP addresses
+    "ipv4_match": Function((Param("address"), Param("subnet", _S, True)), check=_check_subnet),
+    "ipv4_parse": Function((Param("address"),)),
+    "ipv4_stringify": Function((Param("address"),)),
+    "ipv6_match": Function((Param("address", _S), Param("subnet", _S, True)), check=_check_subnet),
+    # other
+    "human_readable_binary_byte_format": Function((Param("value", _N), Param("precision", _N, True, True)),
+                                                  check=_check_range(1, 0, 3)),
+    "human_readable_decimal_byte_format": Function((Param("value", _N), Param("precision", _N, True, True)),
+                                                   check=_check_range(1, 0, 3)),
+    "human_readable_decimal_format": Function((Param("value", _N), Param("precision", _N, True, True)),
+                                              check=_check_range(1, 0, 3)),
+    "decode_base64_utf8": Function((Param("s", _S),)),
+    "greatest": Function((), Param("value")),
+    "least": Function((), Param("value")),
+}
+
+# Druid functions refused by name, with what to do instead
+REFUSED: dict[str, str] = {
+    "lookup": "query-time lookups are not available to ingestion here; map the values with case_simple(x, "
+              "'key1', 'value1', ..., 'default') in a transform, or apply the lookup in Druid at query time",
+    "javascript": "JavaScript expressions are not run; write the logic with the expression functions (if, "
+                  "case_searched, regexp_replace, ...)",
+    "bloom_filter_test": "Druid's bloom filters (the druid-bloom-filter extension) are not read; test membership "
+                         "with an `in` filter in transformSpec.filter or case_simple in a transform",
 }
 
 
@@ -416,6 +580,8 @@ class _Parser:
 
     def call(self, name: str) -> Node:
         key = name.lower()
+        if key in REFUSED:
+            raise ExpressionError(f"in expression {self.text!r}: function {name}() is not supported: {REFUSED[key]}")
         if key not in FUNCTIONS:
             from ingest_core.core.binding import did_you_mean
 
