@@ -469,7 +469,7 @@ def _div_doubles(x: Any, y: Any) -> Any:
 
 
 def _f_safe_divide(n: int, x: Any, y: Any) -> Any:
-    """x / y, or null when y is 0 (0 when x is 0 too), as Druid's SafeDivide."""
+    """x / y, or null when y is 0; for doubles 0 / 0 (or NaN) is 0, as Druid's SafeDivide."""
     x, y = _numeric(x), _numeric(y)
     if _both_longs(x, y):
         def longs(a: Any, b: Any) -> Any:
@@ -484,9 +484,9 @@ def _f_safe_divide(n: int, x: Any, y: Any) -> Any:
     if not _is_arrow(undefined) and not _is_arrow(quotient) and not _is_arrow(x):
         if undefined is None or quotient is None:
             return None
-        return quotient if not undefined else (zero if x == 0 else None)
+        return quotient if not undefined else (zero if x == 0 and kind == pa.float64() else None)
     undefined = pc.fill_null(_arr(undefined, n), False)
-    x_zero = pc.fill_null(_arr(_lift(pc.equal)(x, 0), n), False)
+    x_zero = pc.fill_null(_arr(_lift(pc.equal)(x, 0), n), False) if kind == pa.float64() else pa.repeat(False, n)
     return pc.if_else(undefined, pc.if_else(x_zero, pa.scalar(zero, kind), pa.scalar(None, kind)), _arr(quotient, n))
 
 

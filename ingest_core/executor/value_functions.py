@@ -219,7 +219,7 @@ def strpos(haystack: str, needle: str, start: int = 0) -> int:
 def pad(base: str, length: int, chars: str, left: bool) -> str | None:
     """Druid's StringUtils.lpad/rpad: `length` units of text, padded with `chars` repeated, or cut."""
     if length < 0:
-        return None
+        return ""
     units, fill = _units(base), _units(chars)
     if len(units) >= length or not fill:
         return _from_units(units[:length])
