@@ -122,9 +122,15 @@ _RE2_UNSUPPORTED = [
 ]
 
 
+def python_regex(pattern: str) -> str:
+    """Java's named groups `(?<name>...)` in Python's spelling `(?P<name>...)` (RE2 reads both)."""
+    return re.sub(r"(?<!\\)\(\?<(?=[A-Za-z])", "(?P<", pattern)
+
+
 def compile_regex(pattern: str) -> re.Pattern[str]:
     """A pattern both regex engines here read alike (RE2 for vectorized matching, Python for extraction);
     ExpressionError naming what is wrong otherwise."""
+    pattern = python_regex(pattern)
     for rx, what in _RE2_UNSUPPORTED:
         if rx.search(pattern):
             raise ExpressionError(f"the regular expression {pattern!r} uses {what}, which are not supported")
@@ -193,8 +199,9 @@ def _check_period(name: str, args: tuple[Node, ...]) -> None:
             if period.negative or period.is_zero:
                 raise ValueError("it must be positive")
     except (PeriodError, ValueError) as exc:
-        raise ExpressionError(f"{name}(): {text!r} is not a period to {'shift by' if name == 'timestamp_shift' else 'round to'} "
-                              f"({exc}); write an ISO-8601 period such as 'PT1H' or 'P1D'") from None
+        verb = {"timestamp_shift": "shift by", "timestamp_ceil": "round up to"}.get(name, "floor to")
+        raise ExpressionError(f"{name}(): {text!r} is not a period to {verb} ({exc}); write an ISO-8601 period "
+                              "such as 'PT1H' or 'P1D'") from None
     if name in ("timestamp_floor", "timestamp_ceil"):
         _check_origin(name, args)
         _check_zone_at(3)(name, args)

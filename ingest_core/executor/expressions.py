@@ -28,6 +28,7 @@ from ingest_core.core.expressions import (
     Literal,
     Node,
     Unary,
+    compile_regex,
     like_to_regex,
     parse_expression,
 )
@@ -281,7 +282,7 @@ def _f_cast(n: int, v: Any, to: str) -> Any:
 
 
 def _f_regexp_extract(n: int, s: Any, pattern: str, index: int = 0) -> Any:
-    rx = re.compile(str(pattern))  # the core checked it and its group
+    rx = compile_regex(str(pattern))  # the core checked it and its group
     group = int(index)
 
     def one(x: str | None) -> str | None:
@@ -317,6 +318,9 @@ def _extreme(fn: Callable[..., Any]) -> Callable[..., Any]:
     """greatest/least: numbers compare as numbers (double if they mix long and double), anything with text
     compares as text, as Druid's; nulls are skipped."""
     def apply(n: int, *args: Any) -> Any:
+        args = tuple(a for a in args if a is not None)  # a null constant is skipped like a null row
+        if not args:
+            return None
         types = [_type_of(a) for a in args]
         if any(_is_text(t) for t in types):
             args = tuple(_to_string(a) for a in args)
@@ -645,9 +649,9 @@ def _f_contains(ignore_case: bool) -> Callable[..., Any]:
     return apply
 
 
-def _java_replacement(text: str) -> list[str | int]:
-    """A java.util.regex replacement ($1, ${name}, \\$) as literal pieces and group references."""
-    out: list[str | int] = []
+def _java_replacement(text: str) -> list[str | tuple[int | str]]:
+    """A java.util.regex replacement ($1, ${name}, \\$) as literal pieces and (group,) references."""
+    out: list[str | tuple[int | str]] = []
     i = 0
     while i < len(text):
         ch = text[i]
@@ -658,7 +662,7 @@ def _java_replacement(text: str) -> list[str | int]:
             m = re.match(r"\{(\w+)\}|(\d)", text[i + 1:])
             if not m:
                 raise ExpressionError(f"regexp_replace(): illegal group reference in {text!r}")
-            out.append(m.group(1) if m.group(1) else int(m.group(2)))  # type: ignore[arg-type]
+            out.append((m.group(1) if m.group(1) else int(m.group(2)),))
             i += 1 + m.end()
         else:
             out.append(ch)
@@ -667,7 +671,7 @@ def _java_replacement(text: str) -> list[str | int]:
 
 
 def _f_regexp_replace(n: int, s: Any, pattern: str, replacement: Any) -> Any:
-    rx = re.compile(str(pattern))  # the core checked it
+    rx = compile_regex(str(pattern))  # the core checked it
 
     def one(x: str, repl: str) -> str:
         pieces = _java_replacement(repl)
@@ -675,11 +679,11 @@ def _f_regexp_replace(n: int, s: Any, pattern: str, replacement: Any) -> Any:
         def group(m: re.Match[str]) -> str:
             parts = []
             for p in pieces:
-                if isinstance(p, int) or (isinstance(p, str) and len(p) > 1):
+                if isinstance(p, tuple):
                     try:
-                        parts.append(m.group(p) or "")
+                        parts.append(m.group(p[0]) or "")
                     except (IndexError, re.error):
-                        raise ExpressionError(f"regexp_replace(): no group {p} in {rx.pattern!r}") from None
+                        raise ExpressionError(f"regexp_replace(): no group {p[0]} in {rx.pattern!r}") from None
                 else:
                     parts.append(p)
             return "".join(parts)
