@@ -512,8 +512,10 @@ def _f_round(n: int, x: Any, scale: int = 0) -> Any:
     scaled = pc.multiply(pc.abs(x), 10.0 ** digits)
     near_half = pc.less(pc.abs(pc.subtract(pc.subtract(scaled, pc.floor(scaled)), 0.5)), 1e-6)
     if pc.any(near_half).as_py():
-        fixed = pa.array([_round_one(v, digits) if v is not None else None for v in x.to_pylist()], pa.float64())
-        rounded = pc.if_else(near_half, fixed, rounded)
+        rows = np.flatnonzero(pc.fill_null(near_half, False).to_numpy(zero_copy_only=False))
+        values = rounded.to_numpy(zero_copy_only=False).copy()
+        values[rows] = [_round_one(v, digits) for v in x.take(pa.array(rows)).to_pylist()]
+        rounded = pa.array(values, pa.float64(), mask=pc.is_null(x).to_numpy(zero_copy_only=False))
     return rounded
 
 
@@ -608,8 +610,10 @@ def _slice_side(n: int, s: Any, length: Any, left: bool) -> Any:
 def _f_strlen(n: int, s: Any) -> Any:
     # Java counts UTF-16 code units: a character past the BMP is two
     def length(x: Any) -> Any:
-        return pc.add(pc.cast(pc.utf8_length(x), pa.int64()),
-                      pc.cast(pc.count_substring_regex(x, "[\\x{10000}-\\x{10FFFF}]"), pa.int64()))
+        points = pc.cast(pc.utf8_length(x), pa.int64())
+        if (pc.max(pc.subtract(pc.cast(pc.binary_length(x), pa.int64()), points)).as_py() or 0) < 3:
+            return points  # no text has a 4-byte character (nor even a 3-byte one)
+        return pc.add(points, pc.cast(pc.count_substring_regex(x, "[\\x{10000}-\\x{10FFFF}]"), pa.int64()))
     return _lift(length)(_to_string(s))
 
 
