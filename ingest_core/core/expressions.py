@@ -10,8 +10,10 @@ could not run; `ingest_core.executor.expressions` compiles the tree to vectorize
   functions    FUNCTIONS below, each with its arity and the arguments that must be constants
 
 What is checked: the syntax, each function's name and arity, and every constant argument: regular
-expressions compile (in the dialect RE2 and Python share, which the executor uses), periods parse, cast
-types, time units and timestamp formats are known, regexp_extract's group exists, numbers are numbers.
+expressions compile (in the dialect RE2 and Python share, which the executor uses), periods and origins parse,
+cast types, time units, time zones and timestamp patterns are known, regexp_extract's group exists, subnets are
+CIDR, format() conversions are Java's, precisions and radixes are in range, numbers are numbers. Functions
+Druid has but this cannot run (REFUSED) are refused by name with what to do instead.
 """
 
 from __future__ import annotations
