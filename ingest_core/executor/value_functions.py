@@ -252,10 +252,11 @@ def human_readable(value: Any, precision: int, system: str) -> str | None:
         if n == LONG_MIN:
             return pattern.format(-8.0, "Ei", "B")
         unit = (abs(n).bit_length() - 1) // 10
-        return pattern.format(_half_up(n / (1 << (unit * 10)), precision), ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")[unit], "B")
+        units = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+        return pattern.format(_half_up(n / (1 << (unit * 10)), precision), units[unit], "B")
     suffix = "B" if system == "decimal_byte" else ""
     if -1000 < n < 1000:
-        return f"{n} {suffix}".strip() if not suffix else f"{n} {suffix}"
+        return f"{n} {suffix}".strip()
     unit = 0
     while n <= -1_000_000 or n >= 1_000_000:
         n = int(n / 1000)  # Java's long division truncates
