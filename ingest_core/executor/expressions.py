@@ -32,6 +32,7 @@ from ingest_core.core.expressions import (
     like_to_regex,
     parse_expression,
 )
+from ingest_core.core.time_formats import joda_tokens
 from ingest_core.executor import buckets, value_functions
 
 Columns = Mapping[str, pa.Array]
@@ -769,7 +770,12 @@ def _buckets(period: str, origin: Any, zone_name: Any) -> Any:
 
 def _f_timestamp_floor(n: int, t: Any, period: str, origin: Any = None, zone: Any = None) -> Any:
     t = _millis_of_time_arg(t)
-    if origin is None and (zone is None or _arrow_zone(_zone(zone)) == "UTC"):
+    tz = _arrow_zone(_zone(zone)) if zone is not None else "UTC"
+    if origin is None and tz != "UTC" and _is_arrow(t) and _modern(t):
+        floored = _floor_in_zone(t, str(period), tz)
+        if floored is not None:
+            return floored
+    if origin is None and tz == "UTC":
         from ingest_core.core.granularity import Granularity
         from ingest_core.core.periods import Period
 
@@ -780,6 +786,27 @@ def _f_timestamp_floor(n: int, t: Any, period: str, origin: Any = None, zone: An
         ts = pc.cast(_arr(t, n), pa.timestamp("ms", tz="UTC"))
         return pc.cast(pc.cast(buckets.floor(gran, ts), pa.timestamp("ms", tz="UTC")), pa.int64())
     return _per_value(_buckets(period, origin, zone).floor, pa.int64())(n, t)
+
+
+# wall-clock units pyarrow floors in a zone as Joda does (an hour's floor in the repeated hour of autumn keeps
+# the instant's own offset in Joda, pyarrow takes the earlier: those are left to PeriodBuckets)
+_ZONE_UNITS = {"years": "year", "months": "month", "weeks": "week", "days": "day"}
+
+
+def _floor_in_zone(t: Any, period: str, tz: str) -> Any:
+    """A one-unit period floored in a time zone's wall time by pyarrow (None when pyarrow cannot: a multiple,
+    or a wall time in a daylight-saving gap; the per-value PeriodBuckets does those)."""
+    from ingest_core.core.periods import Period
+
+    fields = value_functions.PeriodBuckets._fields(Period.parse(period))
+    if len(fields) != 1 or fields[0][1] != 1 or fields[0][0] not in _ZONE_UNITS or Period.parse(period).negative:
+        return None
+    ts = pc.cast(pc.cast(t, pa.timestamp("ms", tz="UTC")), pa.timestamp("ms", tz=tz))
+    try:
+        floored = pc.floor_temporal(ts, 1, _ZONE_UNITS[fields[0][0]], week_starts_monday=True)
+    except pa.ArrowInvalid:
+        return None
+    return pc.cast(pc.cast(floored, pa.timestamp("ms", tz="UTC")), pa.int64())
 
 
 def _f_timestamp_ceil(n: int, t: Any, period: str, origin: Any = None, zone: Any = None) -> Any:
@@ -846,9 +873,99 @@ def _f_timestamp_parse(n: int, s: Any, pattern: Any = None, zone: Any = None) ->
 
 
 def _f_timestamp_format(n: int, t: Any, pattern: Any = None, zone: Any = None) -> Any:
-    printer = value_functions.joda_printer(None if pattern is None else str(pattern),
-                                           _zone(zone) or value_functions.EPOCH.tzinfo)
-    return _per_value(printer, pa.string())(n, to_long(t))
+    tz = _zone(zone) or value_functions.EPOCH.tzinfo
+    millis = to_long(t)
+    tokens = _ISO_TOKENS if pattern is None else joda_tokens(str(pattern))
+    if _is_arrow(millis) and _modern(millis) and not any(letter == "z" for letter, _ in tokens):  # PST/PDT
+        return _print_vectorized(tokens, millis, tz, iso=pattern is None)
+    printer = value_functions.joda_printer(None if pattern is None else str(pattern), tz)
+    return _per_value(printer, pa.string())(n, millis)
+
+
+def _modern(millis: Any) -> bool:
+    """Whether every time is from 1972 to 2036, where pyarrow's time-zone rules agree with Python's (and
+    Joda's): past 2037 pyarrow stops applying daylight saving, and older offsets differ between databases."""
+    low, high = pc.min_max(millis).values()
+    return low.as_py() is None or (63_072_000_000 <= low.as_py() and high.as_py() < 2_114_380_800_000)
+
+
+_ISO_TOKENS = joda_tokens("yyyy-MM-dd'T'HH:mm:ss.SSSZZ")
+_DAY_NAMES = pa.array(["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"])
+_MONTH_NAMES = pa.array(["", "January", "February", "March", "April", "May", "June", "July", "August",
+                         "September", "October", "November", "December"])
+
+
+def _print_vectorized(tokens: list[tuple[str, Any]], millis: Any, zone: Any, iso: bool) -> Any:
+    """Joda-Time printing on a column: the wall-clock fields in the zone by pyarrow, joined as text (the same
+    text as `value_functions.joda_printer`, which the tests compare it with)."""
+    utc = pc.cast(millis, pa.timestamp("ms", tz="UTC"))
+    ts = pc.cast(utc, pa.timestamp("ms", tz=_arrow_zone(zone)))
+    offset_minutes = pc.divide(pc.subtract(pc.cast(pc.local_timestamp(ts), pa.int64()), pc.cast(millis, pa.int64())),
+                               60_000)
+
+    def num(values: Any, width: int) -> Any:
+        text = pc.cast(pc.cast(values, pa.int64()), pa.string())
+        return pc.utf8_lpad(text, width, "0") if width > 1 else text
+
+    def offset(colon: bool, zero: str | None) -> Any:
+        sign = pc.if_else(pc.less(offset_minutes, 0), "-", "+")
+        magnitude = pc.abs(offset_minutes)
+        hours, minutes = pc.divide(magnitude, 60), pc.subtract(magnitude, pc.multiply(pc.divide(magnitude, 60), 60))
+        text = pc.binary_join_element_wise(pc.binary_join_element_wise(sign, num(hours, 2), ""), num(minutes, 2),
+                                           ":" if colon else "")
+        return pc.if_else(pc.equal(offset_minutes, 0), zero, text) if zero else text
+
+    pieces: list[Any] = []
+    for letter, count in tokens:
+        if not letter:
+            pieces.append(str(count))
+            continue
+        k = int(count)
+        if letter in "yYx":
+            year = pc.iso_year(ts) if letter == "x" else pc.year(ts)
+            pieces.append(num(pc.subtract(year, pc.multiply(pc.divide(year, 100), 100)), 2) if k == 2 else num(year, k))
+        elif letter == "G":
+            pieces.append("AD")
+        elif letter == "C":
+            pieces.append(num(pc.divide(pc.year(ts), 100), k))
+        elif letter == "w":
+            pieces.append(num(pc.iso_week(ts), k))
+        elif letter == "e":
+            pieces.append(num(pc.add(pc.day_of_week(ts), 1), k))
+        elif letter == "E":
+            names = pc.take(_DAY_NAMES, pc.day_of_week(ts))
+            pieces.append(names if k >= 4 else pc.utf8_slice_codeunits(names, 0, 3))
+        elif letter == "D":
+            pieces.append(num(pc.day_of_year(ts), k))
+        elif letter == "M":
+            if k >= 3:
+                names = pc.take(_MONTH_NAMES, pc.month(ts))
+                pieces.append(names if k >= 4 else pc.utf8_slice_codeunits(names, 0, 3))
+            else:
+                pieces.append(num(pc.month(ts), k))
+        elif letter == "d":
+            pieces.append(num(pc.day(ts), k))
+        elif letter == "a":
+            pieces.append(pc.if_else(pc.less(pc.hour(ts), 12), "AM", "PM"))
+        elif letter in "KhHk":
+            hour = pc.hour(ts)
+            twelve = pc.subtract(hour, pc.multiply(pc.divide(hour, 12), 12))
+            value = {"K": twelve, "h": pc.if_else(pc.equal(twelve, 0), 12, twelve), "H": hour,
+                     "k": pc.if_else(pc.equal(hour, 0), 24, hour)}[letter]
+            pieces.append(num(value, k))
+        elif letter == "m":
+            pieces.append(num(pc.minute(ts), k))
+        elif letter == "s":
+            pieces.append(num(pc.second(ts), k))
+        elif letter == "S":
+            fraction = num(pc.millisecond(ts), 3)
+            pieces.append(pc.utf8_slice_codeunits(fraction, 0, k) if k <= 3 else pc.utf8_rpad(fraction, k, "0"))
+        elif letter == "Z":
+            if k >= 3:
+                pieces.append(getattr(zone, "key", None) or value_functions.joda_printer("ZZZ", zone)(0))
+            else:
+                pieces.append(offset(colon=k == 2, zero="Z" if iso else None))
+    return pc.binary_join_element_wise(*pieces, "")
 
 
 # ------------------------------------------------------------------------------------ addresses, other

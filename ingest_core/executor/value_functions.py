@@ -339,9 +339,15 @@ def to_millis(when: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
-def _utc_of_local(wall: datetime, zone: tzinfo) -> int:
-    """A wall-clock time in `zone` as epoch millis (the earlier instant when the wall time repeats)."""
-    return to_millis(wall.replace(tzinfo=zone, fold=0))
+def _utc_of_local(wall: datetime, zone: tzinfo, hint: int | None = None) -> int:
+    """A wall-clock time in `zone` as epoch millis. A wall time that repeats (the hour daylight saving gives
+    back) takes the offset of `hint` when that is one of its two, else the earlier instant; one in a gap moves
+    forward, as Joda's convertLocalToUTC(local, false, hint)."""
+    early, late = wall.replace(tzinfo=zone, fold=0), wall.replace(tzinfo=zone, fold=1)
+    if hint is not None and (early.utcoffset() or timedelta(0)) > (late.utcoffset() or timedelta(0)):
+        if local(hint, zone).utcoffset() == late.utcoffset():
+            return to_millis(late)
+    return to_millis(early)
 
 
 def _add_months(wall: datetime, months: int) -> datetime:
@@ -391,10 +397,10 @@ class PeriodBuckets:
     def _add(self, t: int, field: str, amount: int) -> int:
         if field in ("years", "months"):
             wall = local(t, self.zone).replace(tzinfo=None)
-            return _utc_of_local(_add_months(wall, amount * (12 if field == "years" else 1)), self.zone)
+            return _utc_of_local(_add_months(wall, amount * (12 if field == "years" else 1)), self.zone, t)
         if field in ("weeks", "days"):
             wall = local(t, self.zone).replace(tzinfo=None)
-            return _utc_of_local(wall + timedelta(days=amount * (7 if field == "weeks" else 1)), self.zone)
+            return _utc_of_local(wall + timedelta(days=amount * (7 if field == "weeks" else 1)), self.zone, t)
         return t + amount * _FIXED_MS[field]
 
     def _difference(self, t: int, origin: int, field: str) -> int:
@@ -424,7 +430,7 @@ class PeriodBuckets:
             wall = wall.replace(second=0, microsecond=0)
         else:
             return t - _jrem(t, 1000) if field == "seconds" else t
-        return _utc_of_local(wall, self.zone)
+        return _utc_of_local(wall, self.zone, t)
 
     def floor(self, t: int) -> int:
         if self.single is None:  # a compound period such as PT1H30M: its standard length from the origin

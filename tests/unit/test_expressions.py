@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import subprocess
 import sys
 
@@ -437,3 +438,43 @@ def test_ingest_validate_accepts_real_specs_using_time_and_trigonometry(tmp_path
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "OK" in done.stdout
+
+
+def test_vectorized_time_zone_printing_and_flooring_agree_with_the_per_value_joda_rules():
+    """timestamp_format and a time-zone timestamp_floor run on pyarrow for times from 1972 to 2036; the same
+    values as the per-value Joda-Time rules (value_functions), daylight-saving changes included."""
+    from ingest_core.core.periods import Period
+    from ingest_core.core.time_formats import time_zone
+    from ingest_core.executor import value_functions
+
+    rng = random.Random(7)
+    times = [rng.randint(63_072_000_000, 2_114_380_799_999) for _ in range(1500)]
+    times += [base + k * 900_000 for base in (1772964000000, 1762678800000) for k in range(-12, 12)]  # LA's DST days
+    columns = {"t": pa.array(times, pa.int64())}
+    for zone in ("America/Los_Angeles", "Australia/Lord_Howe", "+05:45"):
+        for pattern in ("yyyy-MM-dd HH:mm:ss.SSS Z", "EEEE d MMMM yy h:mm a ZZ ZZZ x-w-e D k K S SSSS C G"):
+            got = evaluate_to_array(compile_expression(f"timestamp_format(t, '{pattern}', '{zone}')"), columns,
+                                    len(times)).to_pylist()
+            printer = value_functions.joda_printer(pattern, time_zone(zone))
+            assert got == [printer(t) for t in times], (zone, pattern)
+        for period in ("P1D", "P1W", "P1M", "P1Y"):
+            got = evaluate_to_array(compile_expression(f"timestamp_floor(t, '{period}', null, '{zone}')"), columns,
+                                    len(times)).to_pylist()
+            buckets = value_functions.PeriodBuckets(Period.parse(period), None, time_zone(zone))
+            assert got == [buckets.floor(t) for t in times], (zone, period)
+
+
+@pytest.mark.parametrize("text,expected", [
+    # 01:30 PST, the second 01:30 of 2025-11-09 in Los Angeles: Joda keeps the instant's offset (01:00 PST)
+    ("timestamp_floor(1762680600000, 'PT1H', null, 'America/Los_Angeles')", 1762678800000),
+    ("timestamp_floor(1762677000000, 'PT1H', null, 'America/Los_Angeles')", 1762675200000),  # 01:30 PDT
+    ("timestamp_floor(1772964000000, 'P1D', null, 'America/Los_Angeles')", 1772956800000),  # DST starts that day
+    ("timestamp_shift(1772928000000, 'P1D', 1, 'America/Los_Angeles')", 1773010800000),  # a 23-hour day
+    ("timestamp_shift(1772928000000, 'PT24H', 1, 'America/Los_Angeles')", 1773014400000),  # 24 elapsed hours
+    ("timestamp_format(1772964000000, 'HH:mm ZZ', 'America/Los_Angeles')", "03:00 -07:00"),
+    ("timestamp_format(1772964000000 - 1, 'HH:mm ZZ', 'America/Los_Angeles')", "01:59 -08:00"),
+    ("timestamp_format(4102444800000, 'yyyy-MM-dd HH:mm ZZ', 'America/Los_Angeles')", "2099-12-31 16:00 -08:00"),
+    ("timestamp_format(4118083200000, 'HH:mm ZZ', 'America/Los_Angeles')", "17:00 -07:00"),  # DST in 2100 too
+])
+def test_daylight_saving_edges(text, expected):
+    assert evaluate_to_array(compile_expression(text), {}, 1).to_pylist() == [expected]
