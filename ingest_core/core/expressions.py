@@ -129,11 +129,12 @@ def python_regex(pattern: str) -> str:
     return re.sub(r"(?<!\\)\(\?<(?=[A-Za-z])", "(?P<", pattern)
 
 
-def compile_regex(pattern: str) -> re.Pattern[str]:
-    """A pattern both regex engines here read alike (RE2 for vectorized matching, Python for extraction);
+def compile_regex(pattern: str, re2: bool = True) -> re.Pattern[str]:
+    """A pattern both regex engines here read alike (RE2 for vectorized matching, Python for extraction), or
+    with `re2=False` one only Python runs (regexp_replace: lookarounds and backreferences allowed, as Java's);
     ExpressionError naming what is wrong otherwise."""
     pattern = python_regex(pattern)
-    for rx, what in _RE2_UNSUPPORTED:
+    for rx, what in _RE2_UNSUPPORTED if re2 else ():
         if rx.search(pattern):
             raise ExpressionError(f"the regular expression {pattern!r} uses {what}, which are not supported")
     try:
@@ -321,7 +322,7 @@ def _check_literal_string(index: int) -> Callable[[str, tuple[Node, ...]], None]
 
 
 def _check_regex_replace(name: str, args: tuple[Node, ...]) -> None:
-    compile_regex(str(_constant(args, 1)))
+    compile_regex(str(_constant(args, 1)), re2=False)  # run by Python's re only
 
 
 _S, _N, _A = "string", "number", "any"
@@ -488,6 +489,23 @@ def _tokenize(text: str) -> list[tuple[str, str]]:
     return out
 
 
+_JAVA_ESCAPE = re.compile(r"\\(u+[0-9a-fA-F]{4}|[0-3][0-7]{0,2}|[4-7][0-7]?|.)", re.DOTALL)
+_JAVA_CONTROL = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def unescape_java(text: str) -> str:
+    """A quoted literal's escapes as Druid reads them (commons-text unescapeJava): \\n \\t \\uXXXX, octal,
+    \\\\ and a quote; a backslash before any other character is dropped."""
+    def one(m: re.Match[str]) -> str:
+        body = m.group(1)
+        if body[0] == "u" and len(body) >= 5:
+            return chr(int(body[-4:], 16))
+        if body[0].isdigit() and body[0] < "8":
+            return chr(int(body, 8))
+        return _JAVA_CONTROL.get(body, body)
+    return _JAVA_ESCAPE.sub(one, text) if "\\" in text else text
+
+
 class _Parser:
     def __init__(self, text: str):
         self.text = text
@@ -572,13 +590,13 @@ class _Parser:
         if kind == "num":
             return Literal(float(value) if any(c in value for c in ".eE") else int(value))
         if kind == "str":
-            return Literal(re.sub(r"\\(.)", r"\1", value[1:-1]))
+            return Literal(unescape_java(value[1:-1]))
         if kind == "op" and value == "(":
             inner = self.or_()
             self.take(")")
             return inner
         if kind in ("id", "qid"):
-            name = re.sub(r"\\(.)", r"\1", value[1:-1]) if kind == "qid" else value
+            name = unescape_java(value[1:-1]) if kind == "qid" else value
             if kind == "id" and name == "null":
                 return Literal(None)
             if kind == "id" and self.at("("):

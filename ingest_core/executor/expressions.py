@@ -624,8 +624,9 @@ def _trim(kind: str) -> Callable[..., Any]:
 
     def apply(n: int, s: Any, chars: Any = " ") -> Any:  # Druid trims spaces, not all whitespace
         s = _to_string(s)
-        if _is_arrow(chars):
-            return _per_value(lambda x, c: strip(x, c) if c else x, pa.string())(n, s, chars)
+        if _is_arrow(chars):  # no characters (null or empty): the text as it is
+            return _per_value(lambda x, c: strip(x, c) if c and x is not None else x, pa.string(), nulls=False)(
+                n, s, chars)
         if chars is None or chars == "":
             return s
         return _lift(lambda x: fn(x, characters=str(chars)))(s)
@@ -676,7 +677,7 @@ def _java_replacement(text: str) -> list[str | tuple[int | str]]:
 
 
 def _f_regexp_replace(n: int, s: Any, pattern: str, replacement: Any) -> Any:
-    rx = compile_regex(str(pattern))  # the core checked it
+    rx = compile_regex(str(pattern), re2=False)  # the core checked it
 
     def one(x: str, repl: str) -> str:
         pieces = _java_replacement(repl)
@@ -762,7 +763,10 @@ def _buckets(period: str, origin: Any, zone_name: Any) -> Any:
 
     zone = _zone(zone_name) or value_functions.EPOCH.tzinfo
     if isinstance(origin, str) and origin:
-        origin = value_functions.to_millis(parse_datetime(origin))
+        when = parse_datetime(origin)
+        if not re.search(r"(Z|[+-]\d\d(:?\d\d)?)$", origin.strip()):  # no offset: wall time in the zone, as Joda
+            when = when.replace(tzinfo=zone)
+        origin = value_functions.to_millis(when)
     elif origin == "" or isinstance(origin, bool):
         origin = None
     return value_functions.PeriodBuckets(Period.parse(str(period)), None if origin is None else int(origin), zone)
@@ -859,6 +863,8 @@ def _f_timestamp_parse(n: int, s: Any, pattern: Any = None, zone: Any = None) ->
             if directive is None:
                 if not re.match(r"^[-+]?\d{4}", text):
                     return None
+                if re.fullmatch(r"\d{4}(-\d\d)?", text):  # Joda reads a year, or a year and month, alone
+                    text += "-01" * (2 - text.count("-"))
                 text = re.sub(r"[zZ]$", "+00:00", text)
                 text = re.sub(r"(\.\d{6})\d+", r"\1", text)
                 when = datetime.fromisoformat(text)
