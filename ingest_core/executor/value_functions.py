@@ -285,33 +285,29 @@ def ipv4_long(text: str) -> int | None:
 
 
 def ipv4_parse(v: Any) -> int | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, int):
-        return v if 0 <= v <= 0xFFFFFFFF else None
+    """Druid's ipv4_parse: dotted-decimal text, or a long that is an unsigned 32-bit number; else null (numeric
+    text and doubles too)."""
     if isinstance(v, str):
-        number = ipv4_long(v)
-        if number is None and re.fullmatch(r"[-+]?\d+", v):
-            number = int(v) if 0 <= int(v) <= 0xFFFFFFFF else None
-        return number
+        return ipv4_long(v)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v if 0 <= v <= 0xFFFFFFFF else None
     return None
 
 
 def ipv4_stringify(v: Any) -> str | None:
-    if isinstance(v, str) and ipv4_long(v) is not None:
-        return v
-    number = ipv4_parse(v) if not isinstance(v, float) else None
-    if number is None:
-        return None
-    return ".".join(str((number >> shift) & 255) for shift in (24, 16, 8, 0))
+    if isinstance(v, str):
+        return v if ipv4_long(v) is not None else None
+    number = ipv4_parse(v)
+    return None if number is None else ".".join(str((number >> shift) & 255) for shift in (24, 16, 8, 0))
 
 
 def ipv4_matcher(subnet: str) -> Callable[[Any], bool]:
+    """Whether an address (as ipv4_parse reads it) is in the subnet's block, network and broadcast included."""
     network = ipaddress.IPv4Network(subnet, strict=False)
     low, high = int(network.network_address), int(network.broadcast_address)
 
     def match(v: Any) -> bool:
-        number = ipv4_parse(v) if not isinstance(v, float) else None
+        number = ipv4_parse(v)
         return number is not None and low <= number <= high
     return match
 

@@ -282,7 +282,9 @@ DRUID_EXAMPLES = [
     ("ipv4_match('10.0.0.1', '192.168.0.0/16')", 0), ("ipv4_match('not an address', '192.168.0.0/16')", 0),
     ("ipv4_parse('192.168.0.1')", 3232235521), ("ipv4_parse(3232235521)", 3232235521), ("ipv4_parse('1.2.3')", None),
     ("ipv4_stringify(3232235521)", "192.168.0.1"), ("ipv4_stringify('192.168.0.1')", "192.168.0.1"),
-    ("ipv4_stringify(-1)", None),
+    ("ipv4_stringify(-1)", None), ("ipv4_parse('3232235521')", None), ("ipv4_parse(1.5)", None),
+    ("ipv4_match('3232235521', '192.168.0.0/16')", 0), ("ipv4_match('192.168.0.0', '192.168.0.0/16')", 1),
+    ("ipv4_match('192.168.255.255', '192.168.0.0/16')", 1), ("ipv4_stringify('1.2.3')", None),
     ("ipv6_match('75e9:efa4:29c6:85f6::232c', '75e9:efa4:29c6:85f6::/64')", 1),
     ("ipv6_match('75e9:efa4:29c6:85f7::232c', '75e9:efa4:29c6:85f6::/64')", 0),
     # FunctionTest.java
