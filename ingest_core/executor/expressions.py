@@ -2,10 +2,12 @@
 pyarrow compute functions over a chunk's columns.
 
 A compiled expression maps (columns, row count) to a pyarrow array or a Python scalar (a constant). Druid's
-rules: numeric operators and functions read text as a number (null when it is not one); `+` with text
-concatenates; long arithmetic that leaves the long range, long division by zero and a cast that cannot hold
-the value are errors (`ExpressionError`), which the row parser turns into that row's parse exception. Doubles
-follow IEEE (x / 0.0 is infinite); `safe_divide` gives null instead.
+rules: numeric operators read text as a number (null when it is not one), math functions as Druid's
+Function.java types them (`_math_args`); `+` with text concatenates; long arithmetic that leaves the long
+range, long division by zero, a cast that cannot hold the value and a function Druid throws in are errors
+(`ExpressionError`), which the row parser turns into that row's parse exception. Doubles follow IEEE
+(x / 0.0 is infinite); `safe_divide` gives null instead. Functions pyarrow has no kernel for run per value
+(`_per_value` over `value_functions`), or on numpy.
 """
 
 from __future__ import annotations
@@ -382,8 +384,30 @@ def _numpy(fn: Callable[..., Any], args: list[Any], n: int, out_type: pa.DataTyp
     return pa.array(result, out_type, mask=mask)
 
 
+def _math_args(*args: Any) -> list[Any]:
+    """Druid's math functions' arguments: a lone argument that is text is null (UnivariateMathFunction, even
+    '3'); of two, both text give null and one text is read as a number (BivariateMathFunction's autoDetect)."""
+    args = tuple(_as_long(a) for a in args)
+    texts = [_is_text(_type_of(a)) for a in args]
+    if all(texts):
+        return [None] * len(args)
+    return [to_double(a) if text else a for a, text in zip(args, texts)]
+
+
+def _number_only(v: Any) -> Any:
+    """round's and the size formats' first argument: a number; text is null, or an error when it holds a
+    number (Druid: 'first argument should be a LONG or DOUBLE but got STRING')."""
+    v = _as_long(v)
+    if not _is_text(_type_of(v)):
+        return v
+    numbers = to_double(v)
+    if (numbers is not None) if not _is_arrow(numbers) else numbers.null_count < len(numbers):
+        raise ExpressionError("first argument should be a LONG or DOUBLE but got STRING instead")
+    return None
+
+
 def _doubles(*args: Any) -> list[Any]:
-    return [to_double(_numeric(a)) for a in args]
+    return [to_double(a) for a in _math_args(*args)]
 
 
 def _double_math(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -419,7 +443,7 @@ def _longs(*args: Any, checked: bool = False) -> list[Any]:
 
 
 def _long_math(fn: Callable[..., Any], checked: bool = False) -> Callable[..., Any]:
-    return lambda n, *args: _numpy(fn, _longs(*args, checked=checked), n, pa.int64())
+    return lambda n, *args: _numpy(fn, _longs(*_math_args(*args), checked=checked), n, pa.int64())
 
 
 def _both_longs(x: Any, y: Any) -> bool:
@@ -429,11 +453,16 @@ def _both_longs(x: Any, y: Any) -> bool:
 def _typed_math(long_fn: Callable[..., Any], double_fn: Callable[..., Any]) -> Callable[..., Any]:
     """Druid's BivariateMathFunction: two longs give a long, anything else doubles."""
     def apply(n: int, x: Any, y: Any) -> Any:
-        x, y = _numeric(x), _numeric(y)
+        x, y = _math_args(x, y)
         if _both_longs(x, y):
             return _numpy(long_fn, [x, y], n, pa.int64())
         return _numpy(double_fn, _doubles(x, y), n, pa.float64() if double_fn is not _div_doubles else pa.int64())
     return apply
+
+
+def _scalb(d: Any, sf: Any) -> list[Any]:
+    d, sf = _math_args(d, sf)
+    return [to_double(d), _longs(sf)[0]]
 
 
 def _get_exponent(x: Any) -> Any:
@@ -475,7 +504,7 @@ def _div_doubles(x: Any, y: Any) -> Any:
 
 def _f_safe_divide(n: int, x: Any, y: Any) -> Any:
     """x / y, or null when y is 0; for doubles 0 / 0 (or NaN) is 0, as Druid's SafeDivide."""
-    x, y = _numeric(x), _numeric(y)
+    x, y = _math_args(x, y)
     if _both_longs(x, y):
         def longs(a: Any, b: Any) -> Any:
             return _div_longs(a, np.where(b == 0, 1, b))
@@ -498,7 +527,7 @@ def _f_safe_divide(n: int, x: Any, y: Any) -> Any:
 def _f_round(n: int, x: Any, scale: int = 0) -> Any:
     """BigDecimal's HALF_UP on the value's shortest decimal form (halves away from zero); a long stays a long,
     NaN is 0 and infinities the largest finite doubles, as Druid's round."""
-    x, digits = _numeric(x), int(scale)
+    x, digits = _number_only(x), int(scale)
     if pa.types.is_integer(_type_of(x)):
         if digits >= 0:
             return x
@@ -508,10 +537,11 @@ def _f_round(n: int, x: Any, scale: int = 0) -> Any:
         return None if x is None else _round_one(x, digits)
     x = pc.if_else(pc.is_nan(x), 0.0, x)
     x = pc.if_else(pc.is_inf(x), pc.multiply(pc.sign(x), 1.7976931348623157e308), x)
-    rounded = pc.round(x, digits, round_mode="half_towards_infinity")
-    # binary doubles sit just off a half (2.675 is 2.67499...): those rows are rounded in decimal, as Java does
     scaled = pc.multiply(pc.abs(x), 10.0 ** digits)
-    near_half = pc.less(pc.abs(pc.subtract(pc.subtract(scaled, pc.floor(scaled)), 0.5)), 1e-6)
+    huge = pc.greater(scaled, 1e300)  # pyarrow's round overflows there: rounded in decimal below
+    rounded = pc.round(pc.if_else(huge, 0.0, x), digits, round_mode="half_towards_infinity")
+    # binary doubles sit just off a half (2.675 is 2.67499...): those rows are rounded in decimal, as Java does
+    near_half = pc.or_(huge, pc.less(pc.abs(pc.subtract(pc.subtract(scaled, pc.floor(scaled)), 0.5)), 1e-6))
     if pc.any(near_half).as_py():
         rows = np.flatnonzero(pc.fill_null(near_half, False).to_numpy(zero_copy_only=False))
         values = rounded.to_numpy(zero_copy_only=False).copy()
@@ -987,7 +1017,7 @@ def _f_ip_match(kind: str) -> Callable[..., Any]:
 def _human_readable(system: str) -> Callable[..., Any]:
     def apply(n: int, value: Any, precision: int = 2) -> Any:
         return _per_value(lambda v: value_functions.human_readable(v, int(precision), system), pa.string())(
-            n, _longs(value)[0])
+            n, _longs(_number_only(value))[0])
     return apply
 
 
@@ -1037,7 +1067,7 @@ IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "timestamp_parse": _f_timestamp_parse,
     "timestamp_format": _f_timestamp_format,
     # math
-    "abs": _unary_math(pc.abs_checked, keep_longs=False),
+    "abs": lambda n, x: _unary_math(pc.abs_checked, keep_longs=False)(n, *_math_args(x)),
     "acos": _double_math(np.arccos),
     "asin": _double_math(np.arcsin),
     "atan": _double_math(np.arctan),
@@ -1068,7 +1098,7 @@ IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "round": _f_round,
     "safe_divide": _f_safe_divide,
     "scalb": lambda n, d, sf: _numpy(lambda a, b: np.ldexp(a, np.clip(b, -2**31, 2**31 - 1).astype(np.int32)),
-                                     [_doubles(d)[0], _longs(sf)[0]], n, pa.float64()),
+                                     _scalb(d, sf), n, pa.float64()),
     "signum": _double_math(np.sign),
     "sin": _double_math(np.sin),
     "sinh": _double_math(np.sinh),
@@ -1088,7 +1118,7 @@ IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
         lambda d: np.where(np.isnan(d), np.int64(0x7FF8000000000000), np.asarray(d, np.float64).view(np.int64)),
         _doubles(x), n, pa.int64()),
     "bitwiseconvertlongbitstodouble": lambda n, x: _numpy(lambda v: np.asarray(v, np.int64).view(np.float64),
-                                                          _longs(x, checked=True), n, pa.float64()),
+                                                          _longs(*_math_args(x), checked=True), n, pa.float64()),
     # addresses
     "ipv4_match": _f_ip_match("4"),
     "ipv4_parse": lambda n, a: _per_value(value_functions.ipv4_parse, pa.int64())(n, a),
