@@ -545,3 +545,35 @@ def test_daylight_saving_edges(text, expected):
 def test_string_literals_unescape_as_druids_parser(literal, value):
     """Druid reads a quoted literal with commons-text's unescapeJava (ExprListenerImpl)."""
     assert evaluate_to_array(compile_expression(literal), {}, 1).to_pylist() == [value]
+
+
+def test_a_function_failing_on_a_row_in_the_row_parser_fails_that_row_only():
+    """Druid's Transformer throws a ParseException for the row a function throws on; the chunk's other rows keep
+    their exact values (the row parser finds the rows at fault)."""
+    from datetime import datetime, timezone
+
+    from ingest_core.core.spec import parse_spec
+    from ingest_core.executor.row_parser import RecordChunk, RowParser
+
+    transforms = {"when": "timestamp(day)", "text": "decode_base64_utf8(b64)", "deg": "toDegrees(asin(x))",
+                  "hour": "timestamp_extract(timestamp_parse(day), 'HOUR', 'Asia/Kolkata')"}
+    raw = {"type": "kafka", "spec": {
+        "dataSchema": {"dataSource": "f", "timestampSpec": {"column": "ts"},
+                       "dimensionsSpec": {"dimensions": ["text", {"type": "long", "name": "when"},
+                                                         {"type": "double", "name": "deg"},
+                                                         {"type": "long", "name": "hour"}]},
+                       "transformSpec": {"transforms": [{"type": "expression", "name": k, "expression": v}
+                                                        for k, v in transforms.items()]}},
+        "ioConfig": {"topic": "t", "inputFormat": {"type": "json"},
+                     "consumerProperties": {"bootstrap.servers": "x:1"}}}}
+    rows = [{"ts": "2026-01-01T00:00:00Z", "day": "2026-01-02", "b64": "aGk=", "x": 1.0},
+            {"ts": "2026-01-01T00:00:00Z", "day": "no day", "b64": "aGk=", "x": 0.5},  # timestamp() throws
+            {"ts": "2026-01-01T00:00:00Z", "day": "2026-01-03", "b64": "#!", "x": 2.0},  # not Base64: throws
+            {"ts": "2026-01-01T00:00:00Z", "day": "2026-01-04", "b64": None, "x": None}]
+    parser = RowParser(parse_spec(raw), datetime(2026, 1, 1, tzinfo=timezone.utc), max_saved_exceptions=10)
+    out = parser.parse(RecordChunk("t", 0, range(len(rows)), [json.dumps(r).encode() for r in rows]))
+    assert out.stats.unparseable == 2 and sorted(e.offset for e in out.exceptions) == [1, 2]
+    assert "timestamp(day)" in str(out.exceptions) and "decode_base64_utf8(b64)" in str(out.exceptions)
+    kept = sorted(out.table.to_pylist(), key=lambda r: r["__offset"])
+    assert [(r["when"], r["text"], r["deg"], r["hour"]) for r in kept] == [
+        (1767312000000, "hi", 90.0, 5), (1767484800000, None, None, 5)]
