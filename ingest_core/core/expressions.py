@@ -284,6 +284,11 @@ def _check_range(index: int, low: int, high: int) -> Callable[[str, tuple[Node, 
     return check
 
 
+def _check_substring(name: str, args: tuple[Node, ...]) -> None:
+    _check_range(1, 0, 2 ** 31 - 1)(name, args)  # Java's substring throws for a negative index
+    _check_ints(2)(name, args)
+
+
 def _check_subnet(name: str, args: tuple[Node, ...]) -> None:
     import ipaddress
 
@@ -364,7 +369,7 @@ FUNCTIONS: dict[str, Function] = {
     "icontains_string": Function((Param("s", _S), Param("search", _S, True)), check=_check_literal_string(1)),
     "replace": Function((Param("s", _S), Param("pattern", _S, True), Param("replacement", _S, True))),
     "substring": Function((Param("s", _S), Param("index", _N, True), Param("length", _N, True, True)),
-                          check=_check_ints(1, 2)),
+                          check=_check_substring),
     "right": Function((Param("s", _S), Param("length", _N)), check=_check_range(1, 0, 2 ** 31 - 1)),
     "left": Function((Param("s", _S), Param("length", _N)), check=_check_range(1, 0, 2 ** 31 - 1)),
     "strlen": Function((Param("s", _S),)),

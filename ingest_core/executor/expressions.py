@@ -232,6 +232,8 @@ def _f_concat(n: int, *args: Any) -> Any:
 
 
 def _f_replace(n: int, s: Any, pattern: str, replacement: str) -> Any:
+    if str(pattern) == "":  # Java puts the replacement around every character; pyarrow's kernel never returns
+        return _per_value(lambda x: x.replace("", str(replacement)), pa.string())(n, _to_string(s))
     return _lift(lambda x: pc.replace_substring(x, str(pattern), str(replacement)))(_to_string(s))
 
 
@@ -781,6 +783,8 @@ def _f_timestamp(n: int, s: Any, fmt: str | None = None, *, seconds: bool = Fals
 
     def one(x: str) -> int:
         try:
+            if fmt is None and re.match(r"\s*[-+]?\d+-\d\d-\d\d ", x):
+                raise ValueError("Joda's dateOptionalTimeParser wants a 'T' before the time")
             millis = parse(x)
         except (ValueError, TypeError, OverflowError):
             raise ExpressionError(f"invalid value {x[:40]!r}") from None

@@ -347,6 +347,7 @@ DRUID_EXAMPLES = [
     ("strlen('foo')", 3), ("strlen(null)", None), ("strlen('\U0001F600')", 2),
     ("lower('FOO')", "foo"), ("upper('foo')", "FOO"), ("isnull(null)", 1), ("isnull('abc')", 0),
     ("notnull(null)", 0), ("notnull('abc')", 1), ("replace('foo', 'oo', '2')", "f2"),
+    ("replace('abc', '', 'x')", "xaxbxcx"), ("replace('', '', 'x')", "x"),
     ("concat('foo', ' ', 'bar')", "foo bar"), ("concat('foo', null)", None),
     ("repeat('foo', 2)", "foofoo"), ("repeat('foo', -1)", None), ("repeat(null, 2)", None),
     ("reverse('foo')", "oof"), ("reverse('a\U0001F600b')", "b\U0001F600a"),
@@ -443,7 +444,8 @@ def test_text_in_math_functions_follows_druids_types():
 
 def test_a_function_failing_on_a_row_is_an_expression_error():
     # Druid throws for these rows; the row parser turns the error into that row's parse exception
-    for text in ("div(n, 0)", "timestamp('no time')", "decode_base64_utf8('%%%')", "left(s, -1 * n)"):
+    for text in ("div(n, 0)", "timestamp('no time')", "timestamp('2026-01-02 03:04:05')", "decode_base64_utf8('%%%')",
+                 "left(s, -1 * n)"):
         with pytest.raises(ExpressionError) as info:
             evaluate(text)
         assert type(info.value) is ExpressionError
@@ -469,6 +471,7 @@ def test_a_function_failing_on_a_row_is_an_expression_error():
     ("regexp_replace(s, '[b-a]', 'x')", r"'\[b-a\]' is not a valid regular expression"),
     ("contains_string(s, n)", r"argument 2 \(search\) must be a constant"),
     ("left(s, -1)", r"argument 2 must be from 0"),
+    ("substring(s, -1, 2)", r"substring\(\): argument 2 must be from 0"),
     ("repeat(s, 1.5)", r"argument 2 must be a whole number"),
     ("sin('x')", r"sin\(\): argument 1 \(x\) is a number, got the text 'x'"),
     ("case_simple(s, 'a')", r"case_simple\(\) takes 3 or more arguments, got 2"),
