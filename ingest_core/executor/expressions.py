@@ -667,6 +667,9 @@ def _trim(kind: str) -> Callable[..., Any]:
 
 def _f_repeat(n: int, s: Any, times: Any) -> Any:
     s, times = _text_arg("repeat", s), _long_arg(times)
+    sizes = _lift(lambda x, k: pc.multiply_checked(pc.cast(pc.utf8_length(x), pa.int64()), k))(s, times)
+    longest = (pc.max(sizes).as_py() if _is_arrow(sizes) else sizes) or 0
+    value_functions.check_length(longest)
     repeated = _lift(lambda x, k: pc.binary_repeat(x, pc.max_element_wise(k, 0)))(s, times)
     return _null_if_empty(repeated, n)  # fewer than one time: null, as Druid's SQL-compatible mode
 

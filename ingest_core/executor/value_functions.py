@@ -20,6 +20,16 @@ from ingest_core.core.time_formats import joda_tokens
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 LONG_MIN, LONG_MAX = -(2 ** 63), 2 ** 63 - 1
 
+# The longest text a function may make for one row (repeat, lpad/rpad, format's width): a value past it fails
+# its row instead of exhausting the executor's memory (Java would build it, or throw OutOfMemoryError)
+MAX_TEXT = 10_000_000
+
+
+def check_length(length: int) -> None:
+    if length > MAX_TEXT:
+        raise ExpressionError(f"the result would be {length:,} characters long, more than the {MAX_TEXT:,} "
+                              "a value may hold here")
+
 
 # ------------------------------------------------------------------------------------ Java's text of numbers
 
@@ -156,6 +166,7 @@ def _signed(text: str, negative: bool, flags: str) -> str:
 
 def _pad(text: str, flags: str, width: str | None, numeric: bool) -> str:
     size = int(width) if width else 0
+    check_length(size)
     if len(text) >= size:
         return text
     if "-" in flags:
@@ -220,6 +231,7 @@ def pad(base: str, length: int, chars: str, left: bool) -> str | None:
     """Druid's StringUtils.lpad/rpad: `length` units of text, padded with `chars` repeated, or cut."""
     if length < 0:
         return ""
+    check_length(length)
     units, fill = _units(base), _units(chars)
     if len(units) >= length or not fill:
         return _from_units(units[:length])

@@ -444,7 +444,8 @@ def test_text_in_math_functions_follows_druids_types():
 
 def test_a_function_failing_on_a_row_is_an_expression_error():
     # Druid throws for these rows; the row parser turns the error into that row's parse exception
-    for text in ("div(n, 0)", "timestamp('no time')", "timestamp('2026-01-02 03:04:05')", "decode_base64_utf8('%%%')",
+    for text in ("repeat(s, 1000000000)", "lpad(s, 2000000000, 'x')", "format('%999999999d', n)",
+                 "div(n, 0)", "timestamp('no time')", "timestamp('2026-01-02 03:04:05')", "decode_base64_utf8('%%%')",
                  "left(s, -1 * n)"):
         with pytest.raises(ExpressionError) as info:
             evaluate(text)
