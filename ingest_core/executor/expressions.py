@@ -851,12 +851,31 @@ def _floor_in_zone(t: Any, period: str, tz: str) -> Any:
 
 
 def _f_timestamp_ceil(n: int, t: Any, period: str, origin: Any = None, zone: Any = None) -> Any:
-    return _per_value(_buckets(period, origin, zone).ceil, pa.int64())(n, _millis_of_time_arg(t))
+    t = _millis_of_time_arg(t)
+    buckets_ = _buckets(period, origin, zone)
+    if origin is None and _arrow_zone(buckets_.zone) == "UTC" and _is_arrow(t) and buckets_.single is not None:
+        # vectorized: the bucket start, and when the time is past it the next bucket's start, found by flooring
+        # a time surely inside the next bucket (a month is at most 31 days, a year 366)
+        start = _f_timestamp_floor(n, t, period)
+        field, count = buckets_.single
+        ahead = {"years": 366 * 86_400_000, "months": 31 * 86_400_000}.get(field)
+        following = _f_timestamp_floor(n, pc.add(start, count * ahead), period) if ahead else \
+            pc.add(start, count * value_functions._FIXED_MS[field])
+        return pc.if_else(pc.equal(start, t), t, following)
+    return _per_value(buckets_.ceil, pa.int64())(n, t)
 
 
 def _f_timestamp_shift(n: int, t: Any, period: str, step: Any, zone: Any = None) -> Any:
     shifts = _buckets(period, None, zone)
-    return _per_value(lambda x, k: shifts.shift(x, int(k)), pa.int64())(n, _millis_of_time_arg(t), _longs(step)[0])
+    t, steps = _millis_of_time_arg(t), _longs(step)[0]
+    fields = dict(value_functions.PeriodBuckets._fields(shifts.period))
+    elapsed = not ({"years", "months"} & fields.keys()) and (
+        _arrow_zone(shifts.zone) == "UTC" or not ({"weeks", "days"} & fields.keys()))
+    if elapsed and (_is_arrow(t) or _is_arrow(steps)):  # no calendar field: a fixed number of milliseconds
+        length = sum(value_functions._FIXED_MS[f] * k for f, k in fields.items())
+        length = -length if shifts.period.negative else length
+        return _lift(pc.add_checked)(t, _lift(pc.multiply_checked)(steps, length))
+    return _per_value(lambda x, k: shifts.shift(x, int(k)), pa.int64())(n, t, steps)
 
 
 _TIME_UNITS = {"SECOND": pc.second, "MINUTE": pc.minute, "HOUR": pc.hour, "DAY": pc.day,
@@ -893,9 +912,14 @@ def _f_timestamp_parse(n: int, s: Any, pattern: Any = None, zone: Any = None) ->
 
     tz = _zone(zone) or value_functions.EPOCH.tzinfo
     directive = joda_to_strptime(str(pattern)) if pattern is not None else None
+    s = _to_string(s)
+    if directive is None and _is_arrow(s):
+        parsed = _parse_iso_vectorized(s, tz)
+        if parsed is not None:
+            return parsed
 
     def one(x: Any) -> int | None:
-        text = value_functions.java_text(x).strip()
+        text = value_functions.java_text(x)
         try:
             if directive is None:
                 if not re.match(r"^[-+]?\d{4}", text):
@@ -910,9 +934,34 @@ def _f_timestamp_parse(n: int, s: Any, pattern: Any = None, zone: Any = None) ->
         except (ValueError, OverflowError):
             return None
         if when.tzinfo is None:
-            when = when.replace(tzinfo=tz)
+            wall, when = when, when.replace(tzinfo=tz)
+            if value_functions.local(value_functions.to_millis(when), tz).replace(tzinfo=None) != wall:
+                return None  # a wall time daylight saving skips: Joda's parser refuses it
         return value_functions.to_millis(when)
-    return _per_value(one, pa.int64())(n, _to_string(s))
+    return _per_value(one, pa.int64())(n, s)
+
+
+def _parse_iso_vectorized(s: Any, zone: Any) -> Any:
+    """timestamp_parse's default on pyarrow: when every text is an ISO-8601 or SQL time pyarrow reads (all with
+    an offset, or none), in 1972-2036 for a zone with rules; None when the per-value path must decide."""
+    s = s.combine_chunks() if isinstance(s, pa.ChunkedArray) else s
+    try:
+        naive = pc.cast(s, pa.timestamp("ms"))
+    except pa.ArrowInvalid:
+        try:  # every text carries its own offset
+            return pc.cast(pc.cast(s, pa.timestamp("ms", tz="UTC")), pa.int64())
+        except pa.ArrowInvalid:
+            return None
+    name = _arrow_zone(zone)
+    if name == "UTC":
+        return pc.cast(naive, pa.int64())
+    if not _modern(pc.cast(naive, pa.int64())):
+        return None
+    try:  # a repeated wall time is the earlier instant, as Joda's; one in a gap goes to the per-value path
+        aware = pc.assume_timezone(naive, name, ambiguous="earliest", nonexistent="raise")
+    except pa.ArrowInvalid:
+        return None
+    return pc.cast(pc.cast(aware, pa.timestamp("ms", tz="UTC")), pa.int64())
 
 
 def _f_timestamp_format(n: int, t: Any, pattern: Any = None, zone: Any = None) -> Any:

@@ -581,3 +581,44 @@ def test_a_function_failing_on_a_row_in_the_row_parser_fails_that_row_only():
     kept = sorted(out.table.to_pylist(), key=lambda r: r["__offset"])
     assert [(r["when"], r["text"], r["deg"], r["hour"]) for r in kept] == [
         (1767312000000, "hi", 90.0, 5), (1767484800000, None, None, 5)]
+
+
+def test_vectorized_ceil_shift_and_parse_agree_with_the_per_value_rules():
+    from ingest_core.core.periods import Period
+    from ingest_core.core.time_formats import time_zone
+    from ingest_core.executor import value_functions
+
+    rng = random.Random(11)
+    times = [rng.randint(-2_000_000_000_000, 4_000_000_000_000) for _ in range(400)]
+    times += [1767225600000, 1767225600000 + 1, 1772956800000, None]  # boundaries, and a null
+    columns = {"t": pa.array(times, pa.int64())}
+    utc = value_functions.EPOCH.tzinfo
+    for period in ("P1Y", "P3M", "P1M", "P2W", "P1D", "PT6H", "PT15M", "PT1.5S"):
+        buckets = value_functions.PeriodBuckets(Period.parse(period), None, utc)
+        got = evaluate_to_array(compile_expression(f"timestamp_ceil(t, '{period}')"), columns, len(times)).to_pylist()
+        assert got == [None if t is None else buckets.ceil(t) for t in times], period
+    for period, zone in (("PT1H", "UTC"), ("P1D", "UTC"), ("PT90M", "America/Los_Angeles"), ("P1W", "+05:30")):
+        buckets = value_functions.PeriodBuckets(Period.parse(period), None, time_zone(zone))
+        got = evaluate_to_array(compile_expression(f"timestamp_shift(t, '{period}', -3, '{zone}')"), columns,
+                                len(times)).to_pylist()
+        assert got == [None if t is None else buckets.shift(t, -3) for t in times], period
+    texts = ["2026-03-08 02:30:00", "2026-11-01 01:30:00", "2026-01-02", "2026-01-02T03:04:05.123", "2026-07-01T12",
+             None, "2099-07-01 12:00:00"]
+    for zone in ("UTC", "America/Los_Angeles"):
+        expression = compile_expression(f"timestamp_parse(s, null, '{zone}')")
+        together = evaluate_to_array(expression, {"s": pa.array(texts)}, len(texts)).to_pylist()
+        alone = [evaluate_to_array(expression, {"s": pa.array([t], pa.string())}, 1).to_pylist()[0] for t in texts]
+        vectorized = evaluate_to_array(expression, {"s": pa.array(texts[2:6])}, 4).to_pylist()
+        assert together == alone and vectorized == alone[2:6], zone
+    la = [evaluate_to_array(compile_expression(f"timestamp_parse('{t}', null, 'America/Los_Angeles')"), {}, 1)
+          .to_pylist()[0] for t in ("2026-03-08 02:30:00", "2026-11-01 01:30:00", "2099-07-01 12:00:00")]
+    # a wall time daylight saving skips is refused (Joda throws, Druid gives null); a repeated one is the
+    # earlier instant (PDT); in 2099 Los Angeles still keeps daylight saving time
+    assert la == [None, 1793521800000, 4086615600000]
+
+
+def test_several_weeks_count_from_the_epoch_a_thursday_as_druids_period_granularity():
+    # PeriodGranularity: P1W floors to Monday; P2W counts two-week buckets from its origin, 1970-01-01 (Thursday)
+    assert evaluate_to_array(compile_expression(f"timestamp_floor({T}, 'P1W')"), {}, 1).to_pylist() == [1766966400000]
+    two = evaluate_to_array(compile_expression(f"timestamp_floor({T}, 'P2W')"), {}, 1).to_pylist()[0]
+    assert two % (14 * 86_400_000) == 0 and 0 <= T - two < 14 * 86_400_000  # 2025-12-25, a Thursday
