@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import calendar
+import functools
 import ipaddress
 import math
 import re
@@ -84,28 +85,39 @@ def java_format(pattern: str, args: list[Any]) -> str:
         return pattern + "".join("; " + java_text(a) for a in args)
 
 
-def _format(pattern: str, args: list[Any]) -> str:
-    out, pos, ordinary = [], 0, 0
+@functools.lru_cache(maxsize=64)
+def _format_pieces(pattern: str) -> tuple[str | tuple[str, str, str | None, str | None, int], ...]:
+    """A pattern as literal text and (conversion, flags, width, precision, argument index) pieces, once."""
+    out: list[str | tuple[str, str, str | None, str | None, int]] = []
+    pos, ordinary = 0, 0
     for m in JAVA_FORMAT.finditer(pattern):
         out.append(pattern[pos:m.start()])
         pos = m.end()
         conv, flags = m.group("conv"), m.group("flags") or ""
         if conv is None:
             raise _BadFormat
-        if conv == "%":
-            out.append("%")
-            continue
-        if conv == "n":
-            out.append("\n")
+        if conv in "%n":
+            out.append("%" if conv == "%" else "\n")
             continue
         if m.group("index"):
             i = int(m.group("index")) - 1
         else:
             i, ordinary = ordinary, ordinary + 1
+        out.append((conv, flags, m.group("width"), m.group("precision"), i))
+    out.append(pattern[pos:])
+    return tuple(out)
+
+
+def _format(pattern: str, args: list[Any]) -> str:
+    out = []
+    for piece in _format_pieces(pattern):
+        if isinstance(piece, str):
+            out.append(piece)
+            continue
+        conv, flags, width, precision, i = piece
         if not 0 <= i < len(args):
             raise _BadFormat  # MissingFormatArgumentException
-        out.append(_conversion(conv, flags, m.group("width"), m.group("precision"), args[i]))
-    out.append(pattern[pos:])
+        out.append(_conversion(conv, flags, width, precision, args[i]))
     return "".join(out)
 
 
@@ -232,6 +244,11 @@ def pad(base: str, length: int, chars: str, left: bool) -> str | None:
     if length < 0:
         return ""
     check_length(length)
+    if not _utf16(base) and not _utf16(chars):  # every character one UTF-16 unit: plain slicing
+        if len(base) >= length or not chars:
+            return base[:length]
+        padding = (chars * ((length - len(base)) // len(chars) + 1))[:length - len(base)]
+        return padding + base if left else base + padding
     units, fill = _units(base), _units(chars)
     if len(units) >= length or not fill:
         return _from_units(units[:length])

@@ -333,7 +333,7 @@ DRUID_EXAMPLES = [
     ("human_readable_binary_byte_format(0.0)", "0 B"), ("human_readable_binary_byte_format(null)", None),
     ("lpad('foo', 5, 'foo')", "fofoo"), ("lpad('foo', 5, 2)", "22foo"), ("lpad('foo', 5, 3.1)", "3.foo"),
     ("lpad(2, 5, 'foo')", "foof2"), ("lpad(3.1, 5, 2)", "223.1"), ("rpad('foo', 5, 3.1)", "foo3."),
-    ("rpad(2, 5, 'foo')", "2foof"), ("rpad(3.1, 5, 2)", "3.122"), ("rpad('foo', -1, 'ab')", ""),
+    ("rpad(2, 5, 'foo')", "2foof"), ("lpad('\U0001F600', 3, 'x')", "x\U0001F600"),  # Java counts UTF-16 units ("rpad(3.1, 5, 2)", "3.122"), ("rpad('foo', -1, 'ab')", ""),
     ("strpos('foo', 'o')", 1), ("strpos('foo', 'o', 0)", 1), ("strpos('foo', 'o', 1)", 1), ("strpos('foo', 'o', 2)", 2),
     ("strpos('foo', 'o', 3)", -1), ("strpos('foo', '')", 0), ("strpos('foo', 'x')", -1),
     ("lpad('foo', 5, 'ab')", "abfoo"), ("lpad('foo', 4, 'ab')", "afoo"), ("lpad('foo', 2, 'ab')", "fo"),
