@@ -249,6 +249,13 @@ def _check_timestamp_format(name: str, args: tuple[Node, ...]) -> None:
 
     fmt = _constant(args, 1)
     problem = timestamp_format_problem(str(fmt)) if fmt is not None else None
+    if fmt is not None and name == "timestamp_parse" and not problem:  # Joda-Time patterns only, as Druid
+        from ingest_core.core.time_formats import joda_to_strptime
+
+        try:
+            joda_to_strptime(str(fmt))
+        except ValueError as exc:
+            problem = f"{exc}; timestamp_parse takes a Joda-Time pattern (or none for ISO-8601 and SQL times)"
     if problem:
         raise ExpressionError(f"{name}(): {problem}")
     _check_zone_at(2)(name, args)

@@ -462,6 +462,7 @@ def test_a_function_failing_on_a_row_is_an_expression_error():
     ("timestamp_shift(t, 'P1X', 1)", r"'P1X' is not a period to shift by"),
     ("timestamp_extract(t, 'HOUR', 'nowhere')", r"'nowhere' is not a time zone"),
     ("timestamp_parse(s, 'yyyy-MM-dd %H')", r"strftime pattern"),
+    ("timestamp_parse(s, 'iso')", r"letter 'i' .* timestamp_parse takes a Joda-Time pattern"),
     ("timestamp_format(t, 'yyyy-MM-dd q')", r"letter 'q' .* is not a Joda-Time field"),
     ("timestamp_format(t, 'yyyy', 'Nowhere/City')", r"is not a time zone"),
     ("ipv4_match(s, '300.0.0.0/8')", r"'300.0.0.0/8' is not an IPv4 subnet"),
