@@ -333,8 +333,38 @@ def _check_literal_string(index: int) -> Callable[[str, tuple[Node, ...]], None]
     return check
 
 
+def java_replacement(text: str) -> list[str | tuple[int | str]]:
+    """A java.util.regex replacement (`$1`, `${name}`, `\\$`) as literal pieces and (group,) references;
+    ExpressionError for a `$` that names no group."""
+    out: list[str | tuple[int | str]] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            out.append(text[i + 1])
+            i += 2
+        elif ch == "$":
+            m = re.match(r"\{(\w+)\}|(\d)", text[i + 1:])
+            if not m:
+                raise ExpressionError(f"regexp_replace(): illegal group reference in the replacement {text!r} "
+                                      "(write \\$ for a dollar sign)")
+            out.append((m.group(1) if m.group(1) else int(m.group(2)),))
+            i += 1 + m.end()
+        else:
+            out.append(ch)
+            i += 1
+    return out
+
+
 def _check_regex_replace(name: str, args: tuple[Node, ...]) -> None:
-    compile_regex(str(_constant(args, 1)), re2=False)  # run by Python's re only
+    rx = compile_regex(str(_constant(args, 1)), re2=False)  # run by Python's re only
+    replacement = _constant(args, 2)
+    if isinstance(replacement, str):
+        for piece in java_replacement(replacement):
+            if isinstance(piece, tuple) and not (piece[0] in rx.groupindex or
+                                                 isinstance(piece[0], int) and piece[0] <= rx.groups):
+                raise ExpressionError(f"regexp_replace(): the replacement {replacement!r} refers to group "
+                                      f"{piece[0]!r}, which {rx.pattern!r} does not have")
 
 
 _S, _N, _A = "string", "number", "any"

@@ -31,6 +31,7 @@ from ingest_core.core.expressions import (
     Node,
     Unary,
     compile_regex,
+    java_replacement,
     like_to_regex,
     parse_expression,
 )
@@ -690,32 +691,11 @@ def _f_contains(ignore_case: bool) -> Callable[..., Any]:
     return apply
 
 
-def _java_replacement(text: str) -> list[str | tuple[int | str]]:
-    """A java.util.regex replacement ($1, ${name}, \\$) as literal pieces and (group,) references."""
-    out: list[str | tuple[int | str]] = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\" and i + 1 < len(text):
-            out.append(text[i + 1])
-            i += 2
-        elif ch == "$":
-            m = re.match(r"\{(\w+)\}|(\d)", text[i + 1:])
-            if not m:
-                raise ExpressionError(f"regexp_replace(): illegal group reference in {text!r}")
-            out.append((m.group(1) if m.group(1) else int(m.group(2)),))
-            i += 1 + m.end()
-        else:
-            out.append(ch)
-            i += 1
-    return out
-
-
 def _f_regexp_replace(n: int, s: Any, pattern: str, replacement: Any) -> Any:
     rx = compile_regex(str(pattern), re2=False)  # the core checked it
 
     def one(x: str, repl: str) -> str:
-        pieces = _java_replacement(repl)
+        pieces = java_replacement(repl)
 
         def group(m: re.Match[str]) -> str:
             parts = []

@@ -471,6 +471,8 @@ def test_a_function_failing_on_a_row_is_an_expression_error():
     ("parse_long(s, 37)", r"argument 2 must be from 2 to 36, got 37"),
     ("format('%q', s)", r"'%q' in '%q' is not a conversion"),
     ("regexp_replace(s, '[b-a]', 'x')", r"'\[b-a\]' is not a valid regular expression"),
+    ("regexp_replace(s, '(a)', '$2')", r"refers to group 2, which '\(a\)' does not have"),
+    ("regexp_replace(s, 'a', 'costs $')", r"illegal group reference .*write \\\$ for a dollar sign"),
     ("contains_string(s, n)", r"argument 2 \(search\) must be a constant"),
     ("left(s, -1)", r"argument 2 must be from 0"),
     ("substring(s, -1, 2)", r"substring\(\): argument 2 must be from 0"),
