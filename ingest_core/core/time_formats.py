@@ -84,7 +84,7 @@ def time_zone(text: str) -> tzinfo:
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     name = str(text).strip()
-    if name.upper() in ("UTC", "Z", "GMT", "ETC/UTC"):
+    if name.upper() in ("", "UTC", "Z", "GMT", "ETC/UTC"):  # '' is UTC, as Joda's forTimeZone gives GMT
         return timezone.utc
     m = _OFFSET.match(name)
     if m:

@@ -625,3 +625,65 @@ def test_several_weeks_count_from_the_epoch_a_thursday_as_druids_period_granular
     assert evaluate_to_array(compile_expression(f"timestamp_floor({T}, 'P1W')"), {}, 1).to_pylist() == [1766966400000]
     two = evaluate_to_array(compile_expression(f"timestamp_floor({T}, 'P2W')"), {}, 1).to_pylist()[0]
     assert two % (14 * 86_400_000) == 0 and 0 <= T - two < 14 * 86_400_000  # 2025-12-25, a Thursday
+
+
+def ms(text: str) -> int:
+    from datetime import datetime, timezone
+
+    when = datetime.fromisoformat(text)
+    return int((when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp() * 1000)
+
+
+# Druid's ExprMacroTest.java (processing/src/test/java/org/apache/druid/query/expression/), on its bindings
+MACRO_COLUMNS = {"t": pa.array([ms("2000-02-03T04:05:06")]), "t1": pa.array([ms("2000-02-03T00:00:00")]),
+                 "tstr": pa.array(["2000-02-03T04:05:06"]), "tstr_sql": pa.array(["2000-02-03 04:05:06"]),
+                 "x": pa.array(["foo"]), "y": pa.array([2]), "z": pa.array([3.1]), "spacey": pa.array(["  hey there  "]),
+                 "ipv4_string": pa.array(["192.168.0.1"]), "ipv4_long": pa.array([3232235521]),
+                 "ipv4_network": pa.array(["192.168.0.0"]), "ipv4_broadcast": pa.array(["192.168.255.255"])}
+MACRO_EXAMPLES = [
+    ("like(x, 'f%')", 1), ("like(x, 'f__')", 1), ("like(x, '%o%')", 1), ("like(x, 'b%')", 0), ("like(x, 'b__')", 0),
+    ("like(x, '%x%')", 0), ("like(x, '')", 0),
+    ("regexp_extract(x, 'f(.)')", "fo"), ("regexp_extract(x, 'f(.)', 0)", "fo"), ("regexp_extract(x, 'f(.)', 1)", "o"),
+    ("timestamp_ceil(null, 'P1M')", None), ("timestamp_ceil(t, 'P1M')", ms("2000-03-01")),
+    ("timestamp_ceil(t, 'P1D', null, 'America/Los_Angeles')", ms("2000-02-03T08:00")),
+    ("timestamp_ceil(t, 'P1D', '1970-01-01T01', 'Etc/UTC')", ms("2000-02-04T01:00")),
+    ("timestamp_ceil(t1, 'P1D')", ms("2000-02-03")),
+    ("timestamp_floor(null, 'P1M')", None), ("timestamp_floor(t, 'P1M')", ms("2000-02-01")),
+    ("timestamp_floor(t, 'P1D', null, 'America/Los_Angeles')", ms("2000-02-02T08:00")),
+    ("timestamp_floor(t, 'P1D', '1970-01-01T01', 'Etc/UTC')", ms("2000-02-03T01:00")),
+    ("timestamp_shift(t, 'P1D', 2)", ms("2000-02-05T04:05:06")),
+    ("timestamp_shift(t, 'P1D', 2, 'America/Los_Angeles')", ms("2000-02-05T04:05:06")),
+    ("timestamp_shift(t, 'P1D', 2, '-08:00')", ms("2000-02-05T04:05:06")),
+    ("timestamp_shift(t, 'P1D', 2, '')", ms("2000-02-05T04:05:06")),
+    ("timestamp_extract(t, 'DAY')", 3), ("timestamp_extract(t, 'HOUR')", 4),
+    ("timestamp_extract(t, 'DAY', 'America/Los_Angeles')", 2), ("timestamp_extract(t, 'HOUR', 'America/Los_Angeles')", 20),
+    ("timestamp_parse(tstr)", ms("2000-02-03T04:05:06")), ("timestamp_parse(tstr_sql)", ms("2000-02-03T04:05:06")),
+    ("timestamp_parse(tstr_sql, null, 'America/Los_Angeles')", ms("2000-02-03T04:05:06-08:00")),
+    ("timestamp_parse('2000-02-03')", ms("2000-02-03")), ("timestamp_parse('2000-02')", ms("2000-02-01")),
+    ("timestamp_parse(null)", None), ("timestamp_parse('z2000')", None),
+    ("timestamp_parse(tstr_sql, 'yyyy-MM-dd HH:mm:ss')", ms("2000-02-03T04:05:06")),
+    ("timestamp_parse('02/03/2000', 'MM/dd/yyyy')", ms("2000-02-03")),
+    ("timestamp_parse(tstr_sql, 'yyyy-MM-dd HH:mm:ss', 'America/Los_Angeles')", ms("2000-02-03T04:05:06-08:00")),
+    ("timestamp_format(t)", "2000-02-03T04:05:06.000Z"), ("timestamp_format(t, 'yyyy-MM-dd HH:mm:ss')", "2000-02-03 04:05:06"),
+    ("timestamp_format(t, 'yyyy-MM-dd HH:mm:ss', 'America/Los_Angeles')", "2000-02-02 20:05:06"),
+    ("trim('')", ""), ("trim(concat(' ', x, ' '))", "foo"), ("trim(spacey)", "hey there"), ("trim(spacey, '')", "  hey there  "),
+    ("trim(spacey, 'he ')", "y ther"), ("trim(spacey, spacey)", ""), ("trim(spacey, substring(spacey, 0, 4))", "y ther"),
+    ("ltrim('')", ""), ("ltrim(concat(' ', x, ' '))", "foo "), ("ltrim(spacey)", "hey there  "),
+    ("ltrim(spacey, '')", "  hey there  "), ("ltrim(spacey, 'he ')", "y there  "), ("ltrim(spacey, spacey)", ""),
+    ("ltrim(spacey, substring(spacey, 0, 4))", "y there  "),
+    ("rtrim('')", ""), ("rtrim(concat(' ', x, ' '))", " foo"), ("rtrim(spacey)", "  hey there"),
+    ("rtrim(spacey, '')", "  hey there  "), ("rtrim(spacey, 'he ')", "  hey ther"), ("rtrim(spacey, spacey)", ""),
+    ("rtrim(spacey, substring(spacey, 0, 4))", "  hey ther"),
+    ("ipv4_parse(x)", None), ("ipv4_parse(ipv4_string)", 3232235521), ("ipv4_parse(ipv4_long)", 3232235521),
+    ("ipv4_parse(ipv4_stringify(ipv4_long))", 3232235521),
+    ("ipv4_stringify(x)", None), ("ipv4_stringify(ipv4_long)", "192.168.0.1"), ("ipv4_stringify(ipv4_string)", "192.168.0.1"),
+    ("ipv4_stringify(ipv4_parse(ipv4_string))", "192.168.0.1"),
+    ("ipv4_match(ipv4_string, '10.0.0.0/8')", 0), ("ipv4_match(ipv4_string, '192.168.0.0/16')", 1),
+    ("ipv4_match(ipv4_network, '192.168.0.0/16')", 1), ("ipv4_match(ipv4_broadcast, '192.168.0.0/16')", 1),
+]
+
+
+@pytest.mark.parametrize("text,expected", MACRO_EXAMPLES)
+def test_druids_expression_macro_tests(text, expected):
+    got = evaluate_to_array(compile_expression(text), MACRO_COLUMNS, 1).to_pylist()
+    assert same(got, [expected]), got
