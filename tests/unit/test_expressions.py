@@ -643,6 +643,20 @@ MACRO_COLUMNS = {"t": pa.array([ms("2000-02-03T04:05:06")]), "t1": pa.array([ms(
 MACRO_EXAMPLES = [
     ("like(x, 'f%')", 1), ("like(x, 'f__')", 1), ("like(x, '%o%')", 1), ("like(x, 'b%')", 0), ("like(x, 'b__')", 0),
     ("like(x, '%x%')", 0), ("like(x, '')", 0),
+    ("contains_string('foobar', 'oba')", 1), ("contains_string('foo', 'bar')", 0), ("contains_string('foo', '')", 1),
+    ("contains_string('', '')", 1), ("contains_string(null, '')", 0),  # ContainsExprMacroTest
+    # TimestampExtractExprMacroTest (PostgreSQL's examples), times given as ISO-8601 text
+    ("timestamp_extract('2001-02-16', 'DECADE')", 200), ("timestamp_extract('2000-12-16', 'CENTURY')", 20.0),
+    ("timestamp_extract('2001-02-16', 'CENTURY')", 21.0), ("timestamp_extract('2000-12-16', 'MILLENNIUM')", 2.0),
+    ("timestamp_extract('2001-02-16', 'MILLENNIUM')", 3.0), ("timestamp_extract('2023-12-15', 'DOW', 'UTC')", 5),
+    ("timestamp_extract('2001-01-01T00:00:00Z', 'EPOCH')", 978307200),
+    ("timestamp_extract('2001-02-16T12:34:56.789Z', 'MILLISECOND')", 789),
+    ("timestamp_extract('2001-02-16T12:34:45Z', 'SECOND')", 45), ("timestamp_extract('2001-02-16T12:34:56Z', 'MINUTE')", 34),
+    ("timestamp_extract('2001-02-16T12:34:56Z', 'HOUR')", 12), ("timestamp_extract('2001-02-16T12:34:56Z', 'DAY')", 16),
+    ("timestamp_extract('2023-12-15', 'ISODOW')", 5), ("timestamp_extract('2001-02-16', 'DOY')", 47),
+    ("timestamp_extract('2001-02-16', 'WEEK')", 7), ("timestamp_extract('2001-02-16', 'MONTH')", 2),
+    ("timestamp_extract('2001-02-16', 'QUARTER')", 1), ("timestamp_extract('2001-05-16', 'QUARTER')", 2),
+    ("timestamp_extract('2001-02-16', 'YEAR')", 2001), ("timestamp_extract('2001-02-16', 'ISOYEAR')", 2001),
     ("regexp_extract(x, 'f(.)')", "fo"), ("regexp_extract(x, 'f(.)', 0)", "fo"), ("regexp_extract(x, 'f(.)', 1)", "o"),
     ("timestamp_ceil(null, 'P1M')", None), ("timestamp_ceil(t, 'P1M')", ms("2000-03-01")),
     ("timestamp_ceil(t, 'P1D', null, 'America/Los_Angeles')", ms("2000-02-03T08:00")),
