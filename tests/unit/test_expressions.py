@@ -467,6 +467,7 @@ def test_a_function_failing_on_a_row_is_an_expression_error():
     ("timestamp_format(t, 'yyyy', 'Nowhere/City')", r"is not a time zone"),
     ("ipv4_match(s, '300.0.0.0/8')", r"'300.0.0.0/8' is not an IPv4 subnet"),
     ("ipv6_match(s, '10.0.0.0/8')", r"is not an IPv6 subnet"),
+    ("ipv6_match(s, '201:ef:168::/invalid')", r"is not an IPv6 subnet"),
     ("human_readable_binary_byte_format(n, 4)", r"argument 2 must be from 0 to 3, got 4"),
     ("parse_long(s, 37)", r"argument 2 must be from 2 to 36, got 37"),
     ("format('%q', s)", r"'%q' in '%q' is not a conversion"),
@@ -645,6 +646,10 @@ MACRO_EXAMPLES = [
     ("like(x, '%x%')", 0), ("like(x, '')", 0),
     ("contains_string('foobar', 'oba')", 1), ("contains_string('foo', 'bar')", 0), ("contains_string('foo', '')", 1),
     ("contains_string('', '')", 1), ("contains_string(null, '')", 0),  # ContainsExprMacroTest
+    ("icontains_string('foobar', 'OBA')", 1), ("icontains_string('FOOBAR', 'oba')", 1),  # CaseInsensitiveExprMacroTest
+    ("icontains_string('foo', 'bar')", 0), ("icontains_string('', '')", 1), ("icontains_string(null, '')", 0),
+    ("ipv6_match('201:ef:168::', '201:ef:168::/32')", 1), ("ipv6_match(null, '201:ef:168::/32')", 0),  # IPv6Address...
+    ("ipv6_match('2002:ef:168::', '201:ef:168::/32')", 0), ("ipv6_match('druid.apache.org', '201:ef:168::/32')", 0),
     # TimestampExtractExprMacroTest (PostgreSQL's examples), times given as ISO-8601 text
     ("timestamp_extract('2001-02-16', 'DECADE')", 200), ("timestamp_extract('2000-12-16', 'CENTURY')", 20.0),
     ("timestamp_extract('2001-02-16', 'CENTURY')", 21.0), ("timestamp_extract('2000-12-16', 'MILLENNIUM')", 2.0),
