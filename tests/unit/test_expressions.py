@@ -662,6 +662,9 @@ MACRO_EXAMPLES = [
     ("timestamp_extract('2001-02-16', 'WEEK')", 7), ("timestamp_extract('2001-02-16', 'MONTH')", 2),
     ("timestamp_extract('2001-02-16', 'QUARTER')", 1), ("timestamp_extract('2001-05-16', 'QUARTER')", 2),
     ("timestamp_extract('2001-02-16', 'YEAR')", 2001), ("timestamp_extract('2001-02-16', 'ISOYEAR')", 2001),
+    ("regexp_extract('foo', 'f(.o)')", "foo"), ("regexp_extract('foo', 'f(.o)', 1)", "oo"),  # RegexpExtractExprMacroTest
+    ("regexp_extract('foo', 'f(.x)')", None), ("regexp_extract('foo', '.o$')", "oo"), ("regexp_extract('foo', '')", ""),
+    ("regexp_extract(null, '')", None),
     ("regexp_extract(x, 'f(.)')", "fo"), ("regexp_extract(x, 'f(.)', 0)", "fo"), ("regexp_extract(x, 'f(.)', 1)", "o"),
     ("timestamp_ceil(null, 'P1M')", None), ("timestamp_ceil(t, 'P1M')", ms("2000-03-01")),
     ("timestamp_ceil(t, 'P1D', null, 'America/Los_Angeles')", ms("2000-02-03T08:00")),
