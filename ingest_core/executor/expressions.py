@@ -849,13 +849,62 @@ def _f_timestamp_shift(n: int, t: Any, period: str, step: Any, zone: Any = None)
     shifts = _buckets(period, None, zone)
     t, steps = _millis_of_time_arg(t), _longs(step)[0]
     fields = dict(value_functions.PeriodBuckets._fields(shifts.period))
+    sign = -1 if shifts.period.negative else 1
+    fixed_offset = shifts.zone.utcoffset(None)  # None for a zone with rules (daylight saving)
     elapsed = not ({"years", "months"} & fields.keys()) and (
-        _arrow_zone(shifts.zone) == "UTC" or not ({"weeks", "days"} & fields.keys()))
+        fixed_offset is not None or not ({"weeks", "days"} & fields.keys()))
     if elapsed and (_is_arrow(t) or _is_arrow(steps)):  # no calendar field: a fixed number of milliseconds
-        length = sum(value_functions._FIXED_MS[f] * k for f, k in fields.items())
-        length = -length if shifts.period.negative else length
+        length = sign * sum(value_functions._FIXED_MS[f] * k for f, k in fields.items())
         return _lift(pc.add_checked)(t, _lift(pc.multiply_checked)(steps, length))
+    if fixed_offset is not None and (_is_arrow(t) or _is_arrow(steps)):
+        offset = int(fixed_offset.total_seconds() * 1000)
+
+        def shift(millis: Any, k: Any) -> Any:  # in the zone's wall time, field by field as Joda adds them
+            months = np.abs(np.asarray(k, dtype=np.float64)) * (fields.get("years", 0) * 12 + fields.get("months", 0))
+            if np.any(months > 120_000):  # past 10,000 years: no date here holds it (numpy would wrap)
+                raise ExpressionError("the shift leaves the range of dates")
+            wall = millis + offset
+            for field in ("years", "months"):
+                if fields.get(field):
+                    wall = _add_months(wall, k * sign * fields[field] * (12 if field == "years" else 1))
+            rest = sum(value_functions._FIXED_MS[f] * c for f, c in fields.items() if f not in ("years", "months"))
+            return wall + k * sign * rest - offset
+        return _numpy(shift, [t, steps], n, pa.int64())
     return _per_value(lambda x, k: shifts.shift(x, int(k)), pa.int64())(n, t, steps)
+
+
+def _add_months(millis: Any, months: Any) -> Any:
+    """Epoch millis plus whole months on the calendar (the day clamped to the month's last), vectorized with
+    Howard Hinnant's civil-date arithmetic."""
+    days = np.floor_divide(millis, 86_400_000)
+    time_of_day = millis - days * 86_400_000
+    year, month, day = _civil_from_days(days)
+    total = year * 12 + (month - 1) + months
+    year = np.floor_divide(total, 12)
+    month = total - year * 12 + 1
+    leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
+    last = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])[month] + ((month == 2) & leap)
+    return _days_from_civil(year, month, np.minimum(day, last)) * 86_400_000 + time_of_day
+
+
+def _civil_from_days(days: Any) -> tuple[Any, Any, Any]:
+    z = days + 719_468
+    era = np.floor_divide(z, 146_097)
+    doe = z - era * 146_097
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = np.where(mp < 10, mp + 3, mp - 9)
+    return yoe + era * 400 + (month <= 2), month, day
+
+
+def _days_from_civil(year: Any, month: Any, day: Any) -> Any:
+    year = year - (month <= 2)
+    era = np.floor_divide(year, 400)
+    yoe = year - era * 400
+    doy = (153 * ((month + 9) % 12) + 2) // 5 + day - 1
+    return era * 146_097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719_468
 
 
 _TIME_UNITS = {"SECOND": pc.second, "MINUTE": pc.minute, "HOUR": pc.hour, "DAY": pc.day,

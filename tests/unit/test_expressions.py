@@ -444,7 +444,7 @@ def test_text_in_math_functions_follows_druids_types():
 
 def test_a_function_failing_on_a_row_is_an_expression_error():
     # Druid throws for these rows; the row parser turns the error into that row's parse exception
-    for text in ("repeat(s, 1000000000)", "lpad(s, 2000000000, 'x')", "format('%999999999d', n)",
+    for text in ("timestamp_shift(t, 'P1M', 1000000000 * n)", "repeat(s, 1000000000)", "lpad(s, 2000000000, 'x')", "format('%999999999d', n)",
                  "div(n, 0)", "timestamp('no time')", "timestamp('2026-01-02 03:04:05')", "decode_base64_utf8('%%%')",
                  "left(s, -1 * n)"):
         with pytest.raises(ExpressionError) as info:
@@ -601,7 +601,8 @@ def test_vectorized_ceil_shift_and_parse_agree_with_the_per_value_rules():
         buckets = value_functions.PeriodBuckets(Period.parse(period), None, utc)
         got = evaluate_to_array(compile_expression(f"timestamp_ceil(t, '{period}')"), columns, len(times)).to_pylist()
         assert got == [None if t is None else buckets.ceil(t) for t in times], period
-    for period, zone in (("PT1H", "UTC"), ("P1D", "UTC"), ("PT90M", "America/Los_Angeles"), ("P1W", "+05:30")):
+    for period, zone in (("PT1H", "UTC"), ("P1D", "UTC"), ("PT90M", "America/Los_Angeles"), ("P1W", "+05:30"),
+                         ("P1M", "UTC"), ("P1Y", "UTC"), ("P1Y1M2DT3H", "UTC"), ("P13M", "-08:00"), ("P1M", "+05:45")):
         buckets = value_functions.PeriodBuckets(Period.parse(period), None, time_zone(zone))
         got = evaluate_to_array(compile_expression(f"timestamp_shift(t, '{period}', -3, '{zone}')"), columns,
                                 len(times)).to_pylist()
@@ -686,6 +687,10 @@ MACRO_EXAMPLES = [
     (f"timestamp_shift({ms('2020-11-05T04:05:06')}, 'P1Y', 1, 'America/Los_Angeles')", ms("2021-11-04T20:05:06-07:00")),
     (f"timestamp_shift({ms('2020-11-05T04:05:06')}, 'P1Y', y + 1, 'America/Los_Angeles')", ms("2023-11-04T20:05:06-07:00")),
     ("timestamp_shift(null, 'P1M', 1)", None),
+    (f"timestamp_shift({ms('2024-02-29')}, 'P1Y', 1)", ms("2025-02-28")),  # Joda clamps to the month's end
+    (f"timestamp_shift({ms('2024-02-29')}, 'P1Y1M', 1)", ms("2025-03-28")),  # years first, then months
+    (f"timestamp_shift({ms('2024-01-31')}, 'P1M', 1)", ms("2024-02-29")),
+    (f"timestamp_shift({ms('1969-12-31T23:59:59.999')}, 'P1M', -1)", ms("1969-11-30T23:59:59.999")),
     ("timestamp_extract(t, 'DAY')", 3), ("timestamp_extract(t, 'HOUR')", 4),
     ("timestamp_extract(t, 'DAY', 'America/Los_Angeles')", 2), ("timestamp_extract(t, 'HOUR', 'America/Los_Angeles')", 20),
     ("timestamp_parse(tstr)", ms("2000-02-03T04:05:06")), ("timestamp_parse(tstr_sql)", ms("2000-02-03T04:05:06")),
