@@ -414,7 +414,8 @@ def _doubles(*args: Any) -> list[Any]:
 
 
 def _double_math(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Druid's Double(Uni|Bi)variateMathFunction: numbers (text read as one) as doubles, a double out."""
+    """Druid's Double(Uni|Bi)variateMathFunction: the arguments as doubles (text as `_math_args` says), a double
+    out."""
     return lambda n, *args: _numpy(fn, _doubles(*args), n, pa.float64())
 
 
@@ -582,7 +583,7 @@ def _f_case_simple(n: int, value: Any, *args: Any) -> Any:
 # ------------------------------------------------------------------------------------ text
 
 
-def _text_arg(name: str, v: Any) -> Any:
+def _text_arg(v: Any) -> Any:
     """Druid's string-only functions (reverse, left, right, repeat) refuse numbers."""
     t = _type_of(v)
     if not (_is_text(t) or pa.types.is_null(t)):
@@ -624,7 +625,7 @@ def _f_right(n: int, s: Any, length: Any) -> Any:
 
 
 def _slice_side(n: int, s: Any, length: Any, left: bool) -> Any:
-    s, length = _text_arg("left" if left else "right", s), _long_arg(length)
+    s, length = _text_arg(s), _long_arg(length)
     if _is_arrow(length):
         def one(x: str, k: int) -> str:
             if k < 0:
@@ -667,7 +668,7 @@ def _trim(kind: str) -> Callable[..., Any]:
 
 
 def _f_repeat(n: int, s: Any, times: Any) -> Any:
-    s, times = _text_arg("repeat", s), _long_arg(times)
+    s, times = _text_arg(s), _long_arg(times)
     sizes = _lift(lambda x, k: pc.multiply_checked(pc.cast(pc.utf8_length(x), pa.int64()), k))(s, times)
     longest = (pc.max(sizes).as_py() if _is_arrow(sizes) else sizes) or 0
     value_functions.check_length(longest)
@@ -1138,7 +1139,7 @@ IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "rtrim": _trim("rtrim"),
     "lower": lambda n, s: _lift(pc.utf8_lower)(_to_string(s)),
     "upper": lambda n, s: _lift(pc.utf8_upper)(_to_string(s)),
-    "reverse": lambda n, s: _lift(pc.utf8_reverse)(_text_arg("reverse", s)),
+    "reverse": lambda n, s: _lift(pc.utf8_reverse)(_text_arg(s)),
     "repeat": _f_repeat,
     "lpad": _f_pad(left=True),
     "rpad": _f_pad(left=False),
