@@ -694,9 +694,10 @@ def _f_contains(ignore_case: bool) -> Callable[..., Any]:
 
 def _f_regexp_replace(n: int, s: Any, pattern: str, replacement: Any) -> Any:
     rx = compile_regex(str(pattern), re2=False)  # the core checked it
+    constant = java_replacement(replacement) if isinstance(replacement, str) else None
 
     def one(x: str, repl: str) -> str:
-        pieces = java_replacement(repl)
+        pieces = constant if constant is not None else java_replacement(repl)
 
         def group(m: re.Match[str]) -> str:
             parts = []

@@ -215,9 +215,10 @@ def _utf16(s: str) -> bool:
 
 def _units(s: str) -> list[str]:
     """Text as Java's UTF-16 code units (characters past the BMP as two surrogates)."""
-    return list(s.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")) if not _utf16(s) else [
-        chr(int.from_bytes(s.encode("utf-16-le", "surrogatepass")[i:i + 2], "little"))
-        for i in range(0, len(s.encode("utf-16-le", "surrogatepass")), 2)]
+    if not _utf16(s):
+        return list(s)
+    data = s.encode("utf-16-le", "surrogatepass")
+    return [chr(int.from_bytes(data[i:i + 2], "little")) for i in range(0, len(data), 2)]
 
 
 def _from_units(units: list[str]) -> str:
