@@ -169,9 +169,28 @@ def to_double(v: Any) -> Any:
 
 
 def _to_string(v: Any) -> Any:
+    """A value as Druid's asString: doubles as Java's Double.toString ('1.0', '1.0E7', 'NaN')."""
     if not _is_arrow(v):
+        if isinstance(v, float):
+            return value_functions.java_double_text(v)
         return None if v is None else (str(v).lower() if isinstance(v, bool) else str(v))
-    return v if pa.types.is_string(v.type) else pc.cast(v, pa.string())
+    if pa.types.is_string(v.type):
+        return v
+    if not pa.types.is_floating(v.type):
+        return pc.cast(v, pa.string())
+    v = pc.cast(v, pa.float64())
+    text = pc.cast(v, pa.string())
+    magnitude = pc.abs(v)
+    plain = pc.or_(pc.and_(pc.greater_equal(magnitude, 1e-3), pc.less(magnitude, 1e7)), pc.equal(v, 0.0))
+    text = pc.if_else(pc.and_(plain, pc.equal(v, pc.trunc(v))), pc.binary_join_element_wise(text, ".0", ""), text)
+    other = pc.fill_null(pc.invert(plain), False)  # exponents, NaN, infinities: Java's own spelling, per value
+    if pc.any(other).as_py():
+        rows = np.flatnonzero(other.to_numpy(zero_copy_only=False))
+        values = text.to_pylist()
+        for row, x in zip(rows, v.take(pa.array(rows)).to_pylist()):
+            values[row] = value_functions.java_double_text(x)
+        text = pa.array(values, pa.string())
+    return text
 
 
 _CHECKED = {"+": pc.add_checked, "-": pc.subtract_checked, "*": pc.multiply_checked}

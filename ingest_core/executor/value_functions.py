@@ -44,9 +44,7 @@ def java_double_text(x: float) -> str:
     if x == 0:
         return "-0.0" if math.copysign(1, x) < 0 else "0.0"
     if 1e-3 <= abs(x) < 1e7:
-        text = repr(x)
-        if "e" in text:  # repr uses exponents below 1e-4; Java does not until 1e-3
-            text = format(Decimal(text), "f")
+        text = repr(x)  # the shortest decimal form, as Java's; no exponent in this range
         return text if "." in text else text + ".0"
     mantissa = Decimal(repr(abs(x)))
     exp = mantissa.adjusted()

@@ -349,6 +349,8 @@ DRUID_EXAMPLES = [
     ("notnull(null)", 0), ("notnull('abc')", 1), ("replace('foo', 'oo', '2')", "f2"),
     ("replace('abc', '', 'x')", "xaxbxcx"), ("replace('', '', 'x')", "x"),
     ("concat('foo', ' ', 'bar')", "foo bar"), ("concat('foo', null)", None),
+    ("concat(1.0, '|', 10000000.0, '|', 0.0001, '|', -0.0, '|', 1.0/0.0, '|', 0.0/0.0, '|', 2.5)",
+     "1.0|1.0E7|1.0E-4|-0.0|Infinity|NaN|2.5"),  # Java's Double.toString
     ("repeat('foo', 2)", "foofoo"), ("repeat('foo', -1)", None), ("repeat(null, 2)", None),
     ("reverse('foo')", "oof"), ("reverse('a\U0001F600b')", "b\U0001F600a"),
     ("left('foo', 2)", "fo"), ("left('foo', 5)", "foo"), ("right('foo', 2)", "oo"), ("right('foo', 0)", ""),
