@@ -12,8 +12,10 @@ could not run; `ingest_core.executor.expressions` compiles the tree to vectorize
   functions    FUNCTIONS below, each with its arity and the arguments that must be constants
 
 What is checked: the syntax, each function's name and arity, and every constant argument: regular
-expressions compile (in the dialect RE2 and Python share, which the executor uses), periods parse, cast
-types, time units and timestamp formats are known, regexp_extract's group exists, numbers are numbers.
+expressions compile (in the dialect RE2 and Python share, which the executor uses), periods and origins parse,
+cast types, time units, time zones and timestamp patterns are known, regexp_extract's group exists, subnets are
+CIDR, format() conversions are Java's, precisions and radixes are in range, numbers are numbers. Functions
+Druid has but this cannot run (REFUSED) are refused by name with what to do instead.
 """
 
 from __future__ import annotations
@@ -132,7 +134,8 @@ class Function:
 ARRAY_CAST_TYPES = {"ARRAY<LONG>": "LONG", "ARRAY<DOUBLE>": "DOUBLE", "ARRAY<STRING>": "STRING",
                     "LONG_ARRAY": "LONG", "DOUBLE_ARRAY": "DOUBLE", "STRING_ARRAY": "STRING"}
 CAST_TYPES = ("LONG", "DOUBLE", "FLOAT", "STRING", *ARRAY_CAST_TYPES)
-TIME_UNITS = ("EPOCH", "SECOND", "MINUTE", "HOUR", "DAY", "DOW", "DOY", "WEEK", "MONTH", "QUARTER", "YEAR")
+TIME_UNITS = ("EPOCH", "MICROSECOND", "MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY", "DOW", "ISODOW", "DOY", "WEEK",
+              "MONTH", "QUARTER", "YEAR", "ISOYEAR", "DECADE", "CENTURY", "MILLENNIUM")
 
 # Regular-expression syntax Python's `re` accepts but RE2 (pyarrow's engine, used for like/regexp_like and
 # filters) refuses; both engines must read a pattern the same way.
@@ -145,10 +148,17 @@ _RE2_UNSUPPORTED = [
 ]
 
 
-def compile_regex(pattern: str) -> re.Pattern[str]:
-    """A pattern both regex engines here read alike (RE2 for vectorized matching, Python for extraction);
+def python_regex(pattern: str) -> str:
+    """Java's named groups `(?<name>...)` in Python's spelling `(?P<name>...)` (RE2 reads both)."""
+    return re.sub(r"(?<!\\)\(\?<(?=[A-Za-z])", "(?P<", pattern)
+
+
+def compile_regex(pattern: str, re2: bool = True) -> re.Pattern[str]:
+    """A pattern both regex engines here read alike (RE2 for vectorized matching, Python for extraction), or
+    with `re2=False` one only Python runs (regexp_replace: lookarounds and backreferences allowed, as Java's);
     ExpressionError naming what is wrong otherwise."""
-    for rx, what in _RE2_UNSUPPORTED:
+    pattern = python_regex(pattern)
+    for rx, what in _RE2_UNSUPPORTED if re2 else ():
         if rx.search(pattern):
             raise ExpressionError(f"the regular expression {pattern!r} uses {what}, which are not supported")
     try:
@@ -210,10 +220,44 @@ def _check_period(name: str, args: tuple[Node, ...]) -> None:
 
     text = str(_constant(args, 1))
     try:
-        Granularity(text, Period.parse(text)).floor_unit()
+        period = Period.parse(text)
+        if name != "timestamp_shift":
+            Granularity(text, period).floor_unit()
+            if period.negative or period.is_zero:
+                raise ValueError("it must be positive")
     except (PeriodError, ValueError) as exc:
-        raise ExpressionError(f"timestamp_floor(): {text!r} is not a period to floor to ({exc}); write an "
-                              "ISO-8601 period such as 'PT1H' or 'P1D'") from None
+        verb = {"timestamp_shift": "shift by", "timestamp_ceil": "round up to"}.get(name, "floor to")
+        raise ExpressionError(f"{name}(): {text!r} is not a period to {verb} ({exc}); write an ISO-8601 period "
+                              "such as 'PT1H' or 'P1D'") from None
+    if name in ("timestamp_floor", "timestamp_ceil"):
+        _check_origin(name, args)
+        _check_zone_at(3)(name, args)
+    elif name == "timestamp_shift":
+        _check_zone_at(3)(name, args)
+
+
+def _check_origin(name: str, args: tuple[Node, ...]) -> None:
+    from ingest_core.core.periods import PeriodError, parse_datetime
+
+    origin = _constant(args, 2)
+    if isinstance(origin, str) and origin:
+        try:
+            parse_datetime(origin)
+        except PeriodError as exc:
+            raise ExpressionError(f"{name}(): the origin {exc}") from None
+
+
+def _check_zone_at(index: int) -> Callable[[str, tuple[Node, ...]], None]:
+    def check(name: str, args: tuple[Node, ...]) -> None:
+        from ingest_core.core.time_formats import time_zone
+
+        zone = _constant(args, index)
+        if zone is not None:
+            try:
+                time_zone(str(zone))
+            except ValueError as exc:
+                raise ExpressionError(f"{name}(): {exc}") from None
+    return check
 
 
 def _check_unit(name: str, args: tuple[Node, ...]) -> None:
@@ -221,6 +265,7 @@ def _check_unit(name: str, args: tuple[Node, ...]) -> None:
     if unit not in TIME_UNITS:
         raise ExpressionError(f"timestamp_extract(): unit {_constant(args, 1)!r} is not supported; use one of "
                               f"{', '.join(TIME_UNITS)}")
+    _check_zone_at(2)(name, args)
 
 
 def _check_timestamp_format(name: str, args: tuple[Node, ...]) -> None:
@@ -228,52 +273,223 @@ def _check_timestamp_format(name: str, args: tuple[Node, ...]) -> None:
 
     fmt = _constant(args, 1)
     problem = timestamp_format_problem(str(fmt)) if fmt is not None else None
+    if fmt is not None and name == "timestamp_parse" and not problem:  # Joda-Time patterns only, as Druid
+        from ingest_core.core.time_formats import joda_to_strptime
+
+        try:
+            joda_to_strptime(str(fmt))
+        except ValueError as exc:
+            problem = f"{exc}; timestamp_parse takes a Joda-Time pattern (or none for ISO-8601 and SQL times)"
     if problem:
-        raise ExpressionError(f"timestamp(): {problem}")
+        raise ExpressionError(f"{name}(): {problem}")
+    _check_zone_at(2)(name, args)
+
+
+def _check_print_pattern(name: str, args: tuple[Node, ...]) -> None:
+    from ingest_core.core.time_formats import joda_tokens
+
+    fmt = _constant(args, 1)
+    if fmt is not None:
+        try:
+            joda_tokens(str(fmt))
+        except ValueError as exc:
+            raise ExpressionError(f"{name}(): {exc}") from None
+    _check_zone_at(2)(name, args)
 
 
 def _check_ints(*indexes: int) -> Callable[[str, tuple[Node, ...]], None]:
     def check(name: str, args: tuple[Node, ...]) -> None:
         for i in indexes:
-            if i < len(args) and not isinstance(_constant(args, i), int):
+            if i < len(args) and isinstance(args[i], Literal) and not isinstance(_constant(args, i), int):
                 raise ExpressionError(f"{name}(): argument {i + 1} must be a whole number, got "
                                       f"{_constant(args, i)!r}")
     return check
 
 
+def _check_range(index: int, low: int, high: int) -> Callable[[str, tuple[Node, ...]], None]:
+    def check(name: str, args: tuple[Node, ...]) -> None:
+        _check_ints(index)(name, args)
+        value = _constant(args, index)
+        if isinstance(value, int) and not low <= value <= high:
+            raise ExpressionError(f"{name}(): argument {index + 1} must be from {low} to {high}, got {value}")
+    return check
+
+
+def _check_substring(name: str, args: tuple[Node, ...]) -> None:
+    _check_range(1, 0, 2 ** 31 - 1)(name, args)  # Java's substring throws for a negative index
+    _check_ints(2)(name, args)
+
+
+def _check_subnet(name: str, args: tuple[Node, ...]) -> None:
+    import ipaddress
+
+    subnet = str(_constant(args, 1))
+    version = 6 if name == "ipv6_match" else 4
+    try:
+        network = ipaddress.ip_network(subnet, strict=False)
+        if network.version != version or "/" not in subnet:
+            raise ValueError
+    except ValueError:
+        example = "'75e9:efa4:29c6:85f6::/64'" if version == 6 else "'192.168.0.0/16'"
+        raise ExpressionError(f"{name}(): {subnet!r} is not an IPv{version} subnet in CIDR notation (such as "
+                              f"{example})") from None
+
+
+def _check_java_format(name: str, args: tuple[Node, ...]) -> None:
+    pattern = _constant(args, 0)
+    if isinstance(pattern, str):
+        for m in JAVA_FORMAT.finditer(pattern):
+            if m.group("conv") is None:
+                raise ExpressionError(f"format(): {m.group(0)!r} in {pattern!r} is not a conversion this format "
+                                      f"supports; use %s %d %x %X %o %f %e %E %b %c %n %% (with flags, width and "
+                                      "precision)")
+
+
+# Java's String.format conversions that format() supports (flags - + space 0 , ( #; width; precision)
+JAVA_FORMAT = re.compile(r"%(?:(?P<index>\d+)\$)?(?P<flags>[-#+ 0,(]*)(?P<width>\d+)?(?:\.(?P<precision>\d+))?"
+                         r"(?:(?P<conv>[sSdxXofeEbBcn%])|.?)")
+
+
+def _check_literal_string(index: int) -> Callable[[str, tuple[Node, ...]], None]:
+    def check(name: str, args: tuple[Node, ...]) -> None:
+        if not isinstance(_constant(args, index), str):
+            raise ExpressionError(f"{name}(): argument {index + 1} must be a text constant ('...')")
+    return check
+
+
+def java_replacement(text: str) -> list[str | tuple[int | str]]:
+    """A java.util.regex replacement (`$1`, `${name}`, `\\$`) as literal pieces and (group,) references;
+    ExpressionError for a `$` that names no group."""
+    out: list[str | tuple[int | str]] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            out.append(text[i + 1])
+            i += 2
+        elif ch == "$":
+            m = re.match(r"\{(\w+)\}|(\d)", text[i + 1:])
+            if not m:
+                raise ExpressionError(f"regexp_replace(): illegal group reference in the replacement {text!r} "
+                                      "(write \\$ for a dollar sign)")
+            out.append((m.group(1) if m.group(1) else int(m.group(2)),))
+            i += 1 + m.end()
+        else:
+            out.append(ch)
+            i += 1
+    return out
+
+
+def _check_regex_replace(name: str, args: tuple[Node, ...]) -> None:
+    rx = compile_regex(str(_constant(args, 1)), re2=False)  # run by Python's re only
+    replacement = _constant(args, 2)
+    if isinstance(replacement, str):
+        for piece in java_replacement(replacement):
+            if isinstance(piece, tuple) and not (piece[0] in rx.groupindex or
+                                                 isinstance(piece[0], int) and piece[0] <= rx.groups):
+                raise ExpressionError(f"regexp_replace(): the replacement {replacement!r} refers to group "
+                                      f"{piece[0]!r}, which {rx.pattern!r} does not have")
+
+
 _S, _N, _A = "string", "number", "any"
+
+
+def _math(count: int) -> Function:
+    return Function(tuple(Param(p, _N) for p in ("x", "y")[:count]))
+
+
+MATH_1 = ("abs", "acos", "asin", "atan", "cbrt", "ceil", "cos", "cosh", "cot", "exp", "expm1", "floor",
+          "getexponent", "log", "log10", "log1p", "nextup", "rint", "signum", "sin", "sinh", "sqrt", "tan", "tanh",
+          "todegrees", "toradians", "ulp", "bitwisecomplement", "bitwiseconvertdoubletolongbits",
+          "bitwiseconvertlongbitstodouble")
+MATH_2 = ("atan2", "copysign", "div", "hypot", "max", "min", "nextafter", "pow", "remainder", "scalb",
+          "safe_divide", "bitwiseand", "bitwiseor", "bitwisexor", "bitwiseshiftleft", "bitwiseshiftright")
+
 FUNCTIONS: dict[str, Function] = {
-    "concat": Function((), Param("value")),
-    "upper": Function((Param("s", _S),)),
-    "lower": Function((Param("s", _S),)),
-    "strlen": Function((Param("s", _S),)),
-    "trim": Function((Param("s", _S),)),
-    "ltrim": Function((Param("s", _S),)),
-    "rtrim": Function((Param("s", _S),)),
-    "substring": Function((Param("s", _S), Param("index", _N, True), Param("length", _N, True, True)),
-                          check=_check_ints(1, 2)),
-    "replace": Function((Param("s", _S), Param("pattern", _S, True), Param("replacement", _S, True))),
-    "nvl": Function((Param("value"), Param("otherwise"))),
-    "if": Function((Param("condition"), Param("then"), Param("else"))),
-    "case_searched": Function((Param("condition"), Param("result")), Param("more")),
+    # general and conditional
     "cast": Function((Param("value"), Param("type", _S, True)), check=_check_cast),
-    "abs": Function((Param("x", _N),)),
-    "floor": Function((Param("x", _N),)),
-    "ceil": Function((Param("x", _N),)),
-    "round": Function((Param("x", _N), Param("scale", _N, True, True)), check=_check_ints(1)),
-    "safe_divide": Function((Param("x", _N), Param("y", _N))),
-    "greatest": Function((), Param("value")),
-    "least": Function((), Param("value")),
+    "coalesce": Function((), Param("value")),
+    "if": Function((Param("condition"), Param("then"), Param("else"))),
+    "nvl": Function((Param("value"), Param("otherwise"))),
+    "case_searched": Function((Param("condition"), Param("result")), Param("more")),
+    "case_simple": Function((Param("value"), Param("match"), Param("result")), Param("more")),
     "isnull": Function((Param("value"),)),
     "notnull": Function((Param("value"),)),
     "like": Function((Param("s", _S), Param("pattern", _S, True), Param("escape", _S, True, True)),
                      check=_check_like),
-    "regexp_like": Function((Param("s", _S), Param("pattern", _S, True)), check=_check_pattern),
+    # text
+    "concat": Function((), Param("value")),
+    "format": Function((Param("pattern", _S),), Param("value", optional=True), check=_check_java_format),
+    "parse_long": Function((Param("s"), Param("radix", _N, optional=True)), check=_check_range(1, 2, 36)),
     "regexp_extract": Function((Param("s", _S), Param("pattern", _S, True), Param("index", _N, True, True)),
                                check=_check_regex_group),
+    "regexp_like": Function((Param("s", _S), Param("pattern", _S, True)), check=_check_pattern),
+    "regexp_replace": Function((Param("s", _S), Param("pattern", _S, True), Param("replacement", _S)),
+                               check=_check_regex_replace),
+    "contains_string": Function((Param("s", _S), Param("search", _S, True)), check=_check_literal_string(1)),
+    "icontains_string": Function((Param("s", _S), Param("search", _S, True)), check=_check_literal_string(1)),
+    "replace": Function((Param("s", _S), Param("pattern", _S, True), Param("replacement", _S, True))),
+    "substring": Function((Param("s", _S), Param("index", _N, True), Param("length", _N, True, True)),
+                          check=_check_substring),
+    "right": Function((Param("s", _S), Param("length", _N)), check=_check_range(1, 0, 2 ** 31 - 1)),
+    "left": Function((Param("s", _S), Param("length", _N)), check=_check_range(1, 0, 2 ** 31 - 1)),
+    "strlen": Function((Param("s", _S),)),
+    "strpos": Function((Param("haystack", _S), Param("needle", _S), Param("from", _N, optional=True)),
+                       check=_check_ints(2)),
+    "trim": Function((Param("s", _S), Param("chars", _S, optional=True))),
+    "ltrim": Function((Param("s", _S), Param("chars", _S, optional=True))),
+    "rtrim": Function((Param("s", _S), Param("chars", _S, optional=True))),
+    "lower": Function((Param("s", _S),)),
+    "upper": Function((Param("s", _S),)),
+    "reverse": Function((Param("s", _S),)),
+    "repeat": Function((Param("s", _S), Param("times", _N)), check=_check_ints(1)),
+    "lpad": Function((Param("s", _S), Param("length", _N), Param("chars", _S)), check=_check_ints(1)),
+    "rpad": Function((Param("s", _S), Param("length", _N), Param("chars", _S)), check=_check_ints(1)),
+    # time
     "timestamp": Function((Param("s"), Param("format", _S, True, True)), check=_check_timestamp_format),
-    "timestamp_floor": Function((Param("t"), Param("period", _S, True)), check=_check_period),
-    "timestamp_extract": Function((Param("t"), Param("unit", _S, True)), check=_check_unit),
+    "unix_timestamp": Function((Param("s"), Param("format", _S, True, True)), check=_check_timestamp_format),
+    "timestamp_ceil": Function((Param("t"), Param("period", _S, True), Param("origin", constant=True, optional=True),
+                                Param("timezone", _S, True, True)), check=_check_period),
+    "timestamp_floor": Function((Param("t"), Param("period", _S, True), Param("origin", constant=True, optional=True),
+                                 Param("timezone", _S, True, True)), check=_check_period),
+    "timestamp_shift": Function((Param("t"), Param("period", _S, True), Param("step", _N),
+                                 Param("timezone", _S, True, True)), check=_check_period),
+    "timestamp_extract": Function((Param("t"), Param("unit", _S, True), Param("timezone", _S, True, True)),
+                                  check=_check_unit),
+    "timestamp_parse": Function((Param("s"), Param("pattern", _S, True, True), Param("timezone", _S, True, True)),
+                                check=_check_timestamp_format),
+    "timestamp_format": Function((Param("t"), Param("pattern", _S, True, True), Param("timezone", _S, True, True)),
+                                 check=_check_print_pattern),
+    # math
+    **{name: _math(1) for name in MATH_1},
+    **{name: _math(2) for name in MATH_2},
+    "pi": Function(()),
+    "round": Function((Param("x", _N), Param("scale", _N, True, True)), check=_check_ints(1)),
+    # IP addresses
+    "ipv4_match": Function((Param("address"), Param("subnet", _S, True)), check=_check_subnet),
+    "ipv4_parse": Function((Param("address"),)),
+    "ipv4_stringify": Function((Param("address"),)),
+    "ipv6_match": Function((Param("address", _S), Param("subnet", _S, True)), check=_check_subnet),
+    # other
+    "human_readable_binary_byte_format": Function((Param("value", _N), Param("precision", _N, True, True)),
+                                                  check=_check_range(1, 0, 3)),
+    "human_readable_decimal_byte_format": Function((Param("value", _N), Param("precision", _N, True, True)),
+                                                   check=_check_range(1, 0, 3)),
+    "human_readable_decimal_format": Function((Param("value", _N), Param("precision", _N, True, True)),
+                                              check=_check_range(1, 0, 3)),
+    "decode_base64_utf8": Function((Param("s", _S),)),
+    "greatest": Function((), Param("value")),
+    "least": Function((), Param("value")),
+}
+
+# Druid functions refused by name, with what to do instead
+REFUSED: dict[str, str] = {
+    "lookup": "query-time lookups are not available to ingestion here; map the values with case_simple(x, "
+              "'key1', 'value1', ..., 'default') in a transform, or apply the lookup in Druid at query time",
+    "javascript": "JavaScript expressions are not run; write the logic with the expression functions (if, "
+                  "case_searched, regexp_replace, ...)",
+    "bloom_filter_test": "Druid's bloom filters (the druid-bloom-filter extension) are not read; test membership "
+                         "with an `in` filter in transformSpec.filter or case_simple in a transform",
 }
 
 
@@ -322,17 +538,6 @@ _TOKEN = re.compile(r"""
      |(?P<op>->|<=|>=|==|!=|&&|\|\||[-+*/%^<>!(),\[\]])
     )""", re.VERBOSE)
 
-_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.S)
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
-
-
-def _unescape(text: str) -> str:
-    """A quoted string's or identifier's text as Druid reads it (Java's escapes: \\n, \\t, \\u00e9, \\', \\\\;
-    a backslash before any other character keeps that character)."""
-    def one(m: re.Match[str]) -> str:
-        e = m.group(1)
-        return chr(int(e[1:], 16)) if len(e) == 5 else _ESCAPES.get(e, e)
-    return _ESCAPE.sub(one, text) if "\\" in text else text
 
 
 # An expression nested deeper than this is refused: the parser recurses (about ten frames a level), and no
@@ -351,6 +556,23 @@ def _tokenize(text: str) -> list[tuple[str, str]]:
         out.append((kind, m.group(kind)))  # type: ignore[arg-type]
         pos = m.end()
     return out
+
+
+_JAVA_ESCAPE = re.compile(r"\\(u+[0-9a-fA-F]{4}|[0-3][0-7]{0,2}|[4-7][0-7]?|.)", re.DOTALL)
+_JAVA_CONTROL = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def unescape_java(text: str) -> str:
+    """A quoted literal's escapes as Druid reads them (commons-text unescapeJava): \\n \\t \\uXXXX, octal,
+    \\\\ and a quote; a backslash before any other character is dropped."""
+    def one(m: re.Match[str]) -> str:
+        body = m.group(1)
+        if body[0] == "u" and len(body) >= 5:
+            return chr(int(body[-4:], 16))
+        if body[0].isdigit() and body[0] < "8":
+            return chr(int(body, 8))
+        return _JAVA_CONTROL.get(body, body)
+    return _JAVA_ESCAPE.sub(one, text) if "\\" in text else text
 
 
 class _Parser:
@@ -450,7 +672,7 @@ class _Parser:
             self.past_long += int(value) == 2 ** 63
             return Literal(int(value))
         if kind == "str":
-            return Literal(_unescape(value[1:-1]))
+            return Literal(unescape_java(value[1:-1]))
         if kind == "op" and value == "(":
             inner = self.or_()
             self.take(")")
@@ -458,7 +680,7 @@ class _Parser:
         if kind == "atype" or (kind == "op" and value == "["):
             return self.array(kind == "atype" and value or None)
         if kind in ("id", "qid"):
-            name = _unescape(value[1:-1]) if kind == "qid" else value
+            name = unescape_java(value[1:-1]) if kind == "qid" else value
             if kind == "id" and name == "null":
                 return Literal(None)
             if kind == "id" and name in _SPECIAL_DOUBLES:
@@ -512,7 +734,7 @@ class _Parser:
             self.take("(")
         while self.peek() is not None and self.peek()[0] in ("id", "qid"):  # type: ignore[index]
             kind, value = self.take()
-            params.append(_unescape(value[1:-1]) if kind == "qid" else value)
+            params.append(unescape_java(value[1:-1]) if kind == "qid" else value)
             if parenthesized and self.at(","):
                 self.take()
         if parenthesized:
@@ -529,6 +751,8 @@ class _Parser:
 
     def call(self, name: str) -> Node:
         key = name.lower()
+        if key in REFUSED:
+            raise ExpressionError(f"in expression {self.text!r}: function {name}() is not supported: {REFUSED[key]}")
         if key not in FUNCTIONS:
             from ingest_core.core.binding import did_you_mean
 

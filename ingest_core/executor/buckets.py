@@ -16,10 +16,11 @@ def floor(granularity: Granularity, ts: Any) -> Any:
     if granularity.period is None:
         return pc.floor_temporal(ts, 1, "millisecond")
     n, unit = granularity.floor_unit()
-    if unit in ("month", "week"):
+    if unit == "month" or (unit == "week" and n == 1):
         return pc.floor_temporal(ts, n, unit, week_starts_monday=True)
-    # fixed-length buckets counted from the epoch, on integer millis
-    step = {"day": 86_400_000, "hour": 3_600_000, "minute": 60_000, "millisecond": 1}[unit] * n
+    # fixed-length buckets counted from the epoch, on integer millis (several weeks too: Druid's
+    # PeriodGranularity counts them from its origin, the epoch, a Thursday; only one week starts on Monday)
+    step = {"week": 7 * 86_400_000, "day": 86_400_000, "hour": 3_600_000, "minute": 60_000, "millisecond": 1}[unit] * n
     millis = pc.cast(pc.cast(ts, pa.timestamp("ms", tz="UTC")), pa.int64())
     floored = pc.subtract(millis, _pmod(millis, step))
     return pc.cast(pc.cast(floored, pa.timestamp("ms", tz="UTC")), ts.type)

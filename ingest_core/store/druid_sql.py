@@ -24,7 +24,7 @@ from sqlglot.parsers.druid import DruidParser
 
 from ingest_core.core.errors import IngestError
 from ingest_core.core.periods import Period, PeriodError, format_datetime, parse_datetime
-from ingest_core.core.time_formats import joda_tokens
+from ingest_core.core.time_formats import joda_parse_tokens
 from ingest_core.store import sketch_functions as sk
 
 
@@ -309,7 +309,7 @@ ISO_PATTERN = "yyyy-MM-dd'T'HH:mm:ss.SSS"
 
 def _joda(fn: str, pattern: str) -> list[tuple[str, bool]]:
     try:
-        return joda_tokens(pattern, _JODA_LETTERS)
+        return joda_parse_tokens(pattern, _JODA_LETTERS)
     except ValueError as exc:
         raise DruidSqlError(f"{fn}: {exc}") from None
 
