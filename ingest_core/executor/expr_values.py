@@ -101,8 +101,10 @@ def type_of(v: Any) -> str | None:
         return f"ARRAY<{v.element}>"
     if isinstance(v, Json):
         return "JSON"
-    if isinstance(v, bool) or isinstance(v, int):
+    if isinstance(v, bool):
         return "LONG"
+    if isinstance(v, int):  # a JSON number past the long range reads as a DOUBLE (never a wrapped long)
+        return "LONG" if -(2 ** 63) <= v < 2 ** 63 else "DOUBLE"
     if isinstance(v, float):
         return "DOUBLE"
     return "STRING"

@@ -509,3 +509,10 @@ def test_json_paths_names_fields_as_druid_normalizes_them():
 ])
 def test_arrays_of_json_objects(text, expected):
     assert one(text, {"j": expression_input([{"y": [{"x": 1}, {"x": 2}, {"x": 1}]}])}) == expected
+
+
+def test_an_input_number_past_the_long_range_reads_as_a_double_never_an_overflow():
+    from ingest_core.executor.expr_values import expression_input
+
+    assert expression_input([1, 2 ** 70, None]).to_pylist() == [1.0, float(2 ** 70), None]
+    assert expression_input([[1, -(2 ** 64)]]).to_pylist() == [[1.0, -float(2 ** 64)]]
