@@ -185,7 +185,7 @@ def _to_string(v: Any) -> Any:
     """A value as Druid's asString: doubles as Java's Double.toString ('1.0', '1.0E7', 'NaN')."""
     if not _is_arrow(v):
         if isinstance(v, float):
-            return value_functions.java_double_text(v)
+            return value_functions.java_double(v)
         return None if v is None else (str(v).lower() if isinstance(v, bool) else str(v))
     if pa.types.is_string(v.type):
         return v
@@ -201,7 +201,7 @@ def _to_string(v: Any) -> Any:
         rows = np.flatnonzero(other.to_numpy(zero_copy_only=False))
         values = text.to_pylist()
         for row, x in zip(rows, v.take(pa.array(rows)).to_pylist()):
-            values[row] = value_functions.java_double_text(x)
+            values[row] = value_functions.java_double(x)
         text = pa.array(values, pa.string())
     return text
 

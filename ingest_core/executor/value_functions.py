@@ -17,6 +17,7 @@ from typing import Any, Callable
 from ingest_core.core.expressions import JAVA_FORMAT, ExpressionError
 from ingest_core.core.periods import Period
 from ingest_core.core.time_formats import joda_tokens
+from ingest_core.executor.expr_values import java_double
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 LONG_MIN, LONG_MAX = -(2 ** 63), 2 ** 63 - 1
@@ -35,25 +36,6 @@ def check_length(length: int) -> None:
 # ------------------------------------------------------------------------------------ Java's text of numbers
 
 
-def java_double_text(x: float) -> str:
-    """Double.toString: '3.0', '1.0E10', '1.0E-5', 'NaN', 'Infinity'."""
-    if math.isnan(x):
-        return "NaN"
-    if math.isinf(x):
-        return "Infinity" if x > 0 else "-Infinity"
-    if x == 0:
-        return "-0.0" if math.copysign(1, x) < 0 else "0.0"
-    if 1e-3 <= abs(x) < 1e7:
-        text = repr(x)  # the shortest decimal form, as Java's; no exponent in this range
-        return text if "." in text else text + ".0"
-    mantissa = Decimal(repr(abs(x)))
-    exp = mantissa.adjusted()
-    digits = format(mantissa.scaleb(-exp).normalize(), "f")
-    if "." not in digits:
-        digits += ".0"
-    return ("-" if x < 0 else "") + f"{digits}E{exp}"
-
-
 def java_text(v: Any) -> str:
     """String.valueOf of an expression value."""
     if v is None:
@@ -61,7 +43,7 @@ def java_text(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):
-        return java_double_text(v)
+        return java_double(v)
     return str(v)
 
 
