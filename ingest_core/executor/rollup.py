@@ -22,23 +22,35 @@ range becomes several rows of the same group whose longSum values add up to the 
 range, the group's other sums and count on its first row, its min/max/first/last on every one), so reading the
 segment gives the exact total: Druid's streaming rollup is best-effort, its rows are never wrong.
 
+    <kind>Any        the group's first non-null value            first non-null
+    sketches         a serialized sketch of the group's values  union (`executor.sketches.merge_batches`)
+
+stringFirst/stringLast/stringAny values are cut to maxStringBytes UTF-8 bytes (never inside a character). A
+`filtered` aggregator reads its input where its filter matched (a column of the row parser's verdicts) and null
+elsewhere; a filtered count counts the matching rows.
+
 First and Last carry their row's time and offset (FIRST_TIME, FIRST_OFFSET, LAST_TIME, LAST_OFFSET), shared by
 every First (or Last) aggregator: one row is the earliest of its group, whatever the value column.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ingest_core.core.aggregators import SketchParams, operation
 from ingest_core.core.spec import DatasourceSpec
+from ingest_core.executor import sketches
 from ingest_core.executor.row_parser import (
     OFFSET,
     TIME,
+    filter_mask_column,
     metric_input_column,
-    metric_kind,
 )
 
 FIRST_TIME, FIRST_OFFSET = "__first_time", "__first_offset"
@@ -46,6 +58,7 @@ LAST_TIME, LAST_OFFSET = "__last_time", "__last_offset"
 
 # nulls count as values for First/Last (Spark's min_by/max_by and Druid keep a null first value)
 _WITH_NULLS = pc.ScalarAggregateOptions(skip_nulls=False)
+_ROWS = "__rows"
 
 
 @dataclass(frozen=True)
@@ -53,16 +66,27 @@ class Aggregator:
     """One metricsSpec entry as a partial aggregation: `op` over the input column, stored as `name`."""
 
     name: str
-    op: str            # count, sum, min, max, first, last
-    kind: str | None   # long, double, float; None for count
+    op: str            # count, sum, min, max, first, last, any; theta, hll, quantiles, kll (sketches)
+    kind: str | None   # the input's kind: long, double, float, string; None for count
     input: str | None  # the parsed input column; None for count
+    inputs: tuple[str, ...] = ()  # every input column (cardinality reads several)
+    mask: str | None = None  # filtered: the row parser's column of the filter's verdicts
+    sketch: SketchParams | None = None
+    max_bytes: int | None = None  # string values: Druid's maxStringBytes
+    by_row: bool = False  # cardinality: one value per row (its fields' values together)
 
     @classmethod
     def of(cls, agg_type: str, name: str, field_name: str | None) -> "Aggregator":
-        kind = metric_kind(agg_type)
+        op, kind = operation(agg_type)
         if kind is None:
             return cls(name, "count", None, None)
-        return cls(name, agg_type[len(kind):].lower(), kind, metric_input_column(field_name or "", kind))
+        column = metric_input_column(field_name or "", kind)
+        return cls(name, op, kind, column, (column,))
+
+    @property
+    def spark_type(self) -> str:
+        """The stored column's Spark SQL type."""
+        return "binary" if self.sketch is not None else self.kind or "long"
 
 
 def long_sum_columns(name: str) -> tuple[str, str]:
@@ -77,7 +101,42 @@ def long_sum_value(partial_row: dict, name: str) -> int | None:
 
 
 def aggregators(spec: DatasourceSpec) -> list[Aggregator]:
-    return [Aggregator.of(a.type, a.name, a.field_name) for a in spec.data_schema.metrics_spec]
+    out = []
+    for a in spec.data_schema.metrics_spec:
+        kind = a.input_kind
+        inputs = tuple(metric_input_column(f, kind) for f in a.input_fields) if kind else ()
+        out.append(Aggregator(a.name, a.op, kind, inputs[0] if inputs else None, inputs,
+                              filter_mask_column(a.name) if a.type == "filtered" else None, a.sketch,
+                              a.string_bytes if kind == "string" else None, a.inner.by_row))
+    return out
+
+
+def input_values(rows: pa.Table, a: Aggregator) -> pa.Array:
+    """The aggregator's input over `rows`: strings cut to maxStringBytes, null where a filter did not match,
+    a cardinality's fields joined per row (byRow)."""
+    if len(a.inputs) > 1 and a.by_row:
+        values = pc.binary_join_element_wise(*[rows.column(c) for c in a.inputs], "\x01",
+                                             null_handling="replace", null_replacement="")
+    else:
+        values = rows.column(a.input)
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if a.max_bytes is not None:
+        values = truncate_utf8(values, a.max_bytes)
+    if a.mask is not None:
+        values = pc.if_else(rows.column(a.mask), values, pa.scalar(None, values.type))
+        values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    return values
+
+
+def truncate_utf8(values: pa.Array, max_bytes: int) -> pa.Array:
+    """Each string cut to at most `max_bytes` UTF-8 bytes, never inside a character (Druid's StringUtils.chop)."""
+    long_ones = pc.greater(pc.binary_length(values), max_bytes)
+    if not pc.any(long_ones).as_py():
+        return values
+    def chop(v: str | None) -> str | None:
+        return None if v is None else v.encode("utf-8")[:max_bytes].decode("utf-8", "ignore")
+    return pa.array([chop(v) for v in values.to_pylist()], values.type)
 
 
 class PartialRollup:
@@ -95,6 +154,8 @@ class PartialRollup:
         for a in self.aggs:
             if a.op == "count":
                 fields.append(pa.field(a.name, pa.int64()))
+            elif a.sketch is not None:
+                fields.append(pa.field(a.name, pa.binary()))
             elif a.op == "sum" and a.kind == "long":
                 fields += [pa.field(c, pa.int64()) for c in long_sum_columns(a.name)]
             elif a.op == "sum":
@@ -128,28 +189,61 @@ class PartialRollup:
                 specs.append((v, op, options) if options is not None else (v, op))
             names.append(name)
 
+        sketched: dict[int, Aggregator] = {}  # output position -> a sketch, built from the groups' row lists
         for a in self.aggs:
-            if a.op == "count":
+            if a.op == "count" and a.mask is not None:
+                add(pc.cast(rows.column(a.mask), pa.int64()), "sum", a.name)  # the rows the filter matched
+            elif a.op == "count":
                 add(None, "count_all", a.name)
+            elif a.sketch is not None:
+                sketched[len(names)] = a
+                names.append(a.name)
             elif a.op == "sum" and a.kind == "long":
-                values = rows.column(a.input)
+                values = input_values(rows, a)
                 lo, hi = long_sum_columns(a.name)
                 add(pc.bit_wise_and(values, 0xFFFFFFFF), "sum", lo)
                 add(pc.shift_right(values, 32), "sum", hi)  # arithmetic: the sign stays
             elif a.op in ("first", "last"):
-                add(a.input, a.op, a.name, _WITH_NULLS)
+                add(input_values(rows, a), a.op, a.name, _WITH_NULLS)
+            elif a.op == "any":
+                add(input_values(rows, a), "first", a.name)  # Druid's any: a non-null value when there is one
             else:
-                add(a.input, a.op, a.name)
+                add(input_values(rows, a), a.op, a.name)
         if self.first:
             add(TIME, "first", FIRST_TIME)
             add(OFFSET, "first", FIRST_OFFSET)
         if self.last:
             add(TIME, "last", LAST_TIME)
             add(OFFSET, "last", LAST_OFFSET)
+        if sketched:  # each group's rows, as row numbers in input order, to build its sketches from
+            add(pa.array(np.arange(rows.num_rows, dtype=np.int64)), "list", _ROWS)
         keys = [f"k{i}" for i in range(len(self.keys))]
         grouped = pa.table(columns).group_by(keys, use_threads=False).aggregate(specs)
         # the result holds the keys first, then one column per aggregation, in order
-        return pa.Table.from_arrays(grouped.columns, names=self.keys + names)
+        computed = iter(grouped.columns[len(keys):])
+        outputs: list[Any] = []
+        if sketched:
+            row_lists = grouped.columns[-1].combine_chunks()
+            order, offsets = row_lists.flatten(), row_lists.offsets.to_numpy()
+            names.pop()
+        for position in range(len(names)):
+            a = sketched.get(position)
+            outputs.append(next(computed) if a is None else self._sketches(rows, a, order, offsets))
+        return pa.Table.from_arrays(grouped.columns[:len(keys)] + outputs, names=self.keys + names)
+
+    @staticmethod
+    def _sketches(rows: pa.Table, a: Aggregator, order: pa.Array, offsets: np.ndarray) -> pa.Array:
+        """One serialized sketch per group, of each group's input values (cardinality: of each field's)."""
+        assert a.sketch is not None
+        columns = [a.input] if len(a.inputs) <= 1 or a.by_row else list(a.inputs)
+        if len(columns) == 1:
+            return sketches.build(a.sketch, input_values(rows, a).take(order), offsets)
+        # several fields, each value counted: every field's values of a group, one after the other
+        picked = [input_values(rows, dataclasses.replace(a, input=c, inputs=(c,))).take(order) for c in columns]
+        n, width = len(order), len(columns)
+        group_of = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+        by_group = np.argsort(np.tile(group_of, width), kind="stable")  # positions in the stacked fields
+        return sketches.build(a.sketch, pa.concat_arrays(picked).take(pa.array(by_group)), offsets * width)
 
 
 class RollupBuffer:

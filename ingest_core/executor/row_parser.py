@@ -63,7 +63,7 @@ DIMS_JSON = "__dims"     # schemaless: the discovered dimensions as canonical JS
 TIME_TYPE = pa.timestamp("ms", tz="UTC")
 DIM_TYPES = {"string": pa.string(), "long": pa.int64(), "float": pa.float32(), "double": pa.float64(),
              "json": pa.string(), "auto": pa.string()}
-METRIC_INPUT_TYPES = {"long": pa.int64(), "double": pa.float64(), "float": pa.float32()}
+METRIC_INPUT_TYPES = {"long": pa.int64(), "double": pa.float64(), "float": pa.float32(), "string": pa.string()}
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=MIN_DATETIME.tzinfo)
 MIN_TIME_MS = (MIN_DATETIME - _EPOCH) // timedelta(milliseconds=1)  # row times a segment interval can hold
@@ -72,16 +72,13 @@ LONG_MIN, LONG_MAX = -(2 ** 63), 2 ** 63 - 1
 FLOAT_MAX = 3.4028234663852886e38  # the largest finite float32
 
 
-def metric_kind(agg_type: str) -> str | None:
-    """`long`, `double` or `float` for a typed aggregator (`longSum` -> long); None for count."""
-    for kind in ("long", "double", "float"):
-        if agg_type.startswith(kind):
-            return kind
-    return None
-
-
 def metric_input_column(field_name: str, kind: str) -> str:
     return f"__in_{kind}_{field_name}"
+
+
+def filter_mask_column(metric: str) -> str:
+    """The column of a filtered aggregator's filter: true where the row feeds the metric."""
+    return f"__filter_{metric}"
 
 
 @dataclass
@@ -238,7 +235,7 @@ class RowParser:
         self.typed_discovery = self.discover_all or bool(self.auto_names)
         self.schemaless = not dims.dimensions and not self.discover_all
         self.multi_value = {d.name: d.multi_value_handling for d in dims.dimensions}
-        metric_fields = {a.field_name for a in schema.metrics_spec if a.field_name}
+        metric_fields = {f for a in schema.metrics_spec for f in a.input_fields}
         self.excluded = set(dims.dimension_exclusions) | metric_fields | {self.ts_spec.column, TIME}
         # discovery leaves out the listed dimensions, metric names and `__` names (this system's own columns)
         self._not_discovered = (self.excluded | {d.name for d in dims.dimensions}
@@ -251,13 +248,16 @@ class RowParser:
             targets.append(Target(d.name, d.name, d.type if d.type in ("long", "float", "double") else "string", False))
         seen: set[str] = set()
         for a in schema.metrics_spec:
-            kind = metric_kind(a.type)
-            if kind and a.field_name:
-                col = metric_input_column(a.field_name, kind)
+            kind = a.input_kind
+            for field_name in a.input_fields if kind else ():
+                col = metric_input_column(field_name, kind)
                 if col not in seen:
                     seen.add(col)
-                    targets.append(Target(col, a.field_name, kind, True))
+                    targets.append(Target(col, field_name, kind, True))
         self.targets = targets
+        # filtered aggregators: each filter's verdict per row, a boolean column the rollup reads
+        self.metric_filters = [(filter_mask_column(a.name), compile_filter(a.filter), a.filter)
+                               for a in schema.metrics_spec if a.type == "filtered"]
 
         self.min_time, self.max_time = _message_time_window(spec, created_at)
         self.output_schema = pa.schema(
@@ -265,6 +265,7 @@ class RowParser:
             + [(t.column, DIM_TYPES[t.kind] if not t.is_metric_input else METRIC_INPUT_TYPES[t.kind]) for t in targets]
             + ([(DIMS_JSON, pa.string())] if self.schemaless else [])
             + ([(AUTO_JSON, pa.string())] if self.typed_discovery else [])
+            + [(column, pa.bool_()) for column, _, _ in self.metric_filters]
             + [(PARTITION, pa.int32()), (OFFSET, pa.int64())])
         self._fast_schema = self._plan_fast_path()
         self._columnar = self._plan_columnar()
@@ -282,7 +283,7 @@ class RowParser:
         fields: dict[str, pa.DataType] = {self.ts_spec.column: ts_type}
         transform_names = {name for name, _ in self.transforms}
         needed = {c for _, e in self.transforms for c in e.columns}
-        needed |= _filter_columns(self.spec.data_schema.transform_spec.filter)
+        needed |= self._filter_inputs()
         for t in self.targets:
             typ = {"string": pa.string(), "long": pa.int64(), "float": pa.float64(), "double": pa.float64()}[t.kind]
             if t.source in transform_names:
@@ -305,7 +306,14 @@ class RowParser:
         transform_names = {name for name, _ in self.transforms}
         needed = {self.ts_spec.column} | {t.source for t in self.targets if t.source not in transform_names}
         needed |= {c for _, e in self.transforms for c in e.columns}
-        return needed | _filter_columns(self.spec.data_schema.transform_spec.filter)
+        return needed | self._filter_inputs()
+
+    def _filter_inputs(self) -> set[str]:
+        """The input columns transformSpec.filter and the filtered aggregators' filters read."""
+        out = _filter_columns(self.spec.data_schema.transform_spec.filter)
+        for _, _, raw in self.metric_filters:
+            out |= _filter_columns(raw)
+        return out
 
     def _decode_fast(self, chunk: RecordChunk, indexes: list[int]) -> dict[str, pa.Array] | None:
         assert self._fast_schema is not None
@@ -414,6 +422,14 @@ class RowParser:
             self._throw_away(pc.and_(mask, pc.invert(window)), stats, rejections, offsets,
                              "event time outside the message rejection window (late/earlyMessageRejection*)")
             mask = pc.and_(mask, window)
+        masks: dict[str, pa.Array] = {}
+        for column, metric_filter, raw_filter in self.metric_filters:
+            name = column[len(filter_mask_column("")):]
+            verdict = self._per_row(metric_filter, columns, n, bad, chunk, offsets,
+                                    f"the filter of aggregator {name!r}", _filter_columns(raw_filter), raw_values)
+            masks[column] = pc.fill_null(verdict, False)
+        if masks and bad:
+            mask = pc.and_(mask, _keep_mask(n, bad))
         for row in sorted(bad):
             self._exception(exceptions, rejections, stats, chunk, offsets, row, bad[row], unparseable=True)
 
@@ -428,6 +444,7 @@ class RowParser:
             out[DIMS_JSON] = self._discovered(rows, columns, n)
         if self.typed_discovery:
             out[AUTO_JSON] = self._discovered_typed(rows, columns, with_error)
+        out.update(masks)
         out[PARTITION] = pa.repeat(pa.scalar(chunk.partition, pa.int32()), n)
         out[OFFSET] = offsets
         table = pa.Table.from_pydict(out, schema=self.output_schema)

@@ -1,0 +1,199 @@
+"""Sketch metrics in Apache DataSketches' standard serialized bytes, built and merged with the `datasketches`
+package (DataSketches' own C++ library, whose bytes are the Java library's that Druid writes):
+
+    thetaSketch             a compact ordered theta sketch of nominal size `size` (Druid: SketchHolder)
+    HLL (all four types)    an HLL sketch of lgK, serialized compact as tgtHllType (Druid: toCompactByteArray)
+    quantilesDoublesSketch  a classic quantiles doubles sketch of k (compact)
+    KllDoubles/FloatsSketch a KLL sketch of k
+
+A split builds one sketch per rollup group (`build`); Spark merges the partial sketches of a group
+(`merge_batches`, in a mapInArrow); compaction merges them again the same way. Nulls are skipped, as Druid does.
+
+Strings are hashed as Druid hashes them: theta sketches hash their UTF-8 bytes; HLL sketches with Druid's default
+`stringEncoding: utf16le` hash Java's char[] (the UTF-16LE bytes). The `datasketches` package hashes a str's UTF-8
+bytes only, so an ASCII value is given as the str whose UTF-8 bytes are its UTF-16LE bytes ("ab" as "a\\0b\\0");
+a value with non-ASCII characters has no such str and is hashed as UTF-8: its hash then differs from the one
+Druid's utf16le gives (a union with Druid-built sketches counts it twice; counts within this store are exact).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ingest_core.core.aggregators import SketchParams
+
+try:  # the executors' environment has it (a dependency); imported lazily elsewhere for a clear error
+    import datasketches as ds
+except ImportError:  # pragma: no cover - reported when a sketch is first built
+    ds = None
+
+
+def _hll_type(name: str) -> Any:
+    return getattr(ds.tgt_hll_type, name)
+
+
+# ------------------------------------------------------------------------------------------ serialized forms
+
+
+def empty(params: SketchParams) -> bytes:
+    """The serialized sketch of no values."""
+    return _finish(params, _new(params))
+
+
+def _new(params: SketchParams) -> Any:
+    if params.op == "theta":
+        return ds.update_theta_sketch(params.lg_k)
+    if params.op == "hll":
+        return ds.hll_sketch(params.lg_k, _hll_type(params.tgt_hll_type))
+    if params.op == "quantiles":
+        return ds.quantiles_doubles_sketch(params.k)
+    return (ds.kll_floats_sketch if params.floats else ds.kll_doubles_sketch)(params.k)
+
+
+def _finish(params: SketchParams, sketch: Any) -> bytes:
+    if params.op == "theta":
+        if isinstance(sketch, ds.update_theta_sketch) and sketch.is_estimation_mode():
+            # trimmed to the nominal size as Druid's union stores it (an update sketch keeps up to twice that)
+            union = ds.theta_union(params.lg_k)
+            union.update(sketch)
+            return union.get_result().serialize()
+        return sketch.compact().serialize() if isinstance(sketch, ds.update_theta_sketch) else sketch.serialize()
+    if params.op == "hll":
+        return sketch.serialize_compact()
+    return sketch.serialize()
+
+
+def deserialize(params: SketchParams, data: bytes) -> Any:
+    """A sketch from its serialized bytes; ValueError (or RuntimeError from the library) when they are not one."""
+    if params.op == "theta":
+        return ds.compact_theta_sketch.deserialize(data)
+    if params.op == "hll":
+        return ds.hll_sketch.deserialize(data)
+    if params.op == "quantiles":
+        return ds.quantiles_doubles_sketch.deserialize(data)
+    return (ds.kll_floats_sketch if params.floats else ds.kll_doubles_sketch).deserialize(data)
+
+
+def input_sketch_bytes(params: SketchParams, text: str) -> bytes:
+    """A sketch sent as input (isInputThetaSketch, HLLSketchMerge): base64 text, as Druid takes it. Raises
+    ValueError saying what is wrong."""
+    try:
+        data = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("not base64 text (a serialized DataSketches sketch is sent as base64)") from None
+    try:
+        deserialize(params, data)
+    except Exception as exc:  # noqa: BLE001 - the library raises ValueError or RuntimeError
+        raise ValueError(f"not a serialized DataSketches {_family(params)} sketch ({exc})") from None
+    return data
+
+
+def _family(params: SketchParams) -> str:
+    return {"theta": "theta", "hll": "HLL", "quantiles": "quantiles doubles"}.get(
+        params.op, "KLL floats" if params.floats else "KLL doubles")
+
+
+def merge(params: SketchParams, parts: list[bytes], *, rebuild: bool = False) -> bytes:
+    """The union (merge) of serialized sketches, serialized. One sketch is kept as it is, unless `rebuild`: a
+    sketch sent as input becomes one of the metric's own size and type."""
+    parts = [p for p in parts if p is not None]
+    if len(parts) == 1 and not rebuild:
+        return parts[0]
+    if not parts:
+        return empty(params)
+    if params.op == "theta":
+        union = ds.theta_union(params.lg_k)
+        for p in parts:
+            union.update(ds.compact_theta_sketch.deserialize(p))
+        return union.get_result().serialize()
+    if params.op == "hll":
+        union = ds.hll_union(params.lg_k)
+        for p in parts:
+            union.update(ds.hll_sketch.deserialize(p))
+        return union.get_result(_hll_type(params.tgt_hll_type)).serialize_compact()
+    merged = _new(params)
+    for p in parts:
+        merged.merge(deserialize(params, p))
+    return merged.serialize()
+
+
+# ------------------------------------------------------------------------------------------ building
+
+
+def hash_input(params: SketchParams, values: pa.Array) -> pa.Array:
+    """String values as the `datasketches` package must be given them to hash as Druid does (see the module
+    doc): for HLL's utf16le, ASCII text with a NUL after each character."""
+    if params.op != "hll" or not params.utf16le or params.from_sketches or not pa.types.is_string(values.type):
+        return values
+    interleaved = pc.replace_substring_regex(values, "(.)", "\\1\x00")
+    return pc.if_else(pc.string_is_ascii(values), interleaved, values)
+
+
+def build(params: SketchParams, values: pa.Array, offsets: np.ndarray) -> pa.Array:
+    """One serialized sketch per group: group g holds values[offsets[g]:offsets[g+1]] (nulls skipped)."""
+    if ds is None:
+        raise RuntimeError("the `datasketches` package is not installed where the job runs: pip install "
+                           "datasketches (it is a dependency of this project)")
+    valid = values.is_valid()
+    if values.null_count:
+        kept = np.concatenate(([0], np.cumsum(np.asarray(valid.to_numpy(zero_copy_only=False), dtype=np.int64))))
+        offsets = kept[offsets]
+        values = values.filter(valid)
+    out: list[bytes] = []
+    groups = len(offsets) - 1
+    if params.from_sketches:
+        texts = values.to_pylist()
+        for g in range(groups):
+            parts = [base64.b64decode(t) for t in texts[offsets[g]:offsets[g + 1]]]
+            out.append(merge(params, parts, rebuild=True))
+        return pa.array(out, pa.binary())
+    if params.op in ("quantiles", "kll"):
+        array = np.array(values.to_numpy(zero_copy_only=False),  # a writable copy: the binding takes no other
+                           dtype=np.float32 if params.floats else np.float64)
+        for g in range(groups):
+            sketch = _new(params)
+            a, b = offsets[g], offsets[g + 1]
+            if b > a:
+                sketch.update(array[a:b])
+            out.append(sketch.serialize())
+        return pa.array(out, pa.binary())
+    items = _hashable(params, values)
+    for g in range(groups):
+        sketch = _new(params)
+        update: Callable[[Any], None] = sketch.update
+        for item in items[offsets[g]:offsets[g + 1]]:
+            update(item)
+        out.append(_finish(params, sketch))
+    return pa.array(out, pa.binary())
+
+
+def _hashable(params: SketchParams, values: pa.Array) -> list[Any]:
+    """The values as Python items the sketch hashes as Druid does: str for text, int for longs, float for
+    doubles (Java's update(long) / update(double))."""
+    if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+        return hash_input(params, values).to_pylist()
+    return values.to_pylist()
+
+
+# ------------------------------------------------------------------------------------------ Spark's merge
+
+
+def merge_batches(batches: Iterator[pa.RecordBatch], sketches: dict[str, SketchParams]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow: each `sketches` column arrives as the list of a group's partial sketches; it leaves as their
+    union, one serialized sketch."""
+    for batch in batches:
+        columns = []
+        for name, column in zip(batch.schema.names, batch.columns):
+            params = sketches.get(name)
+            if params is None:
+                columns.append(column)
+                continue
+            columns.append(pa.array([None if parts is None else merge(params, parts)
+                                     for parts in column.to_pylist()], pa.binary()))
+        yield pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
