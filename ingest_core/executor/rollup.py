@@ -246,6 +246,35 @@ class PartialRollup:
         return sketches.build(a.sketch, pa.concat_arrays(picked).take(pa.array(by_group)), offsets * width)
 
 
+def row_metrics_schema(rows: pa.Schema, aggs: list[Aggregator]) -> pa.Schema:
+    """Without rollup: the raw rows' schema plus each metric's column (`row_metrics`)."""
+    for a in aggs:
+        typ = (pa.int64() if a.op == "count" else pa.binary() if a.sketch is not None
+               else rows.field(a.input).type)
+        rows = rows.append(pa.field(a.name, typ))
+    return rows
+
+
+def row_metrics(rows: pa.Table, aggs: list[Aggregator]) -> pa.Table:
+    """Without rollup every row keeps its own metrics, as Druid stores them: a count is 1 (a filtered one 1 or
+    0), a sketch is the sketch of the row's value, a value is the row's input (null where a filter did not
+    match, strings cut to maxStringBytes)."""
+    n = rows.num_rows
+    columns = []
+    for a in aggs:
+        if a.op == "count":
+            columns.append(pc.cast(rows.column(a.mask), pa.int64()) if a.mask is not None
+                           else pa.array(np.ones(n, dtype=np.int64)))
+        elif a.sketch is not None:
+            every_row = np.arange(n + 1, dtype=np.int64)
+            columns.append(PartialRollup._sketches(rows, a, pa.array(every_row[:-1]), every_row))
+        else:
+            columns.append(input_values(rows, a))
+    for a, column in zip(aggs, columns):
+        rows = rows.append_column(a.name, column)
+    return rows
+
+
 class RollupBuffer:
     """Collects a split's parsed rows and rolls them up every `max_rows` rows (maxRowsInMemory), which bounds
     what a split holds whatever the length of its range."""

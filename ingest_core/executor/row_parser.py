@@ -255,6 +255,9 @@ class RowParser:
                     seen.add(col)
                     targets.append(Target(col, field_name, kind, True))
         self.targets = targets
+        # sketches sent as input (isInputThetaSketch, HLLSketchMerge): checked per row, a bad one is null
+        self.sketch_inputs = {metric_input_column(f, "string"): a.sketch for a in schema.metrics_spec
+                              if a.sketch is not None and a.sketch.from_sketches for f in a.input_fields}
         # filtered aggregators: each filter's verdict per row, a boolean column the rollup reads
         self.metric_filters = [(filter_mask_column(a.name), compile_filter(a.filter), a.filter)
                                for a in schema.metrics_spec if a.type == "filtered"]
@@ -440,6 +443,8 @@ class RowParser:
         for t in self.targets:
             source = columns.get(t.source) if t.source in transformed else pyvalues.get(t.source, columns.get(t.source))
             out[t.column] = self._typed(t, source, n, with_error)
+        for column, params in self.sketch_inputs.items():
+            out[column] = _checked_sketches(out[column], params, column, with_error)
         if self.schemaless:
             out[DIMS_JSON] = self._discovered(rows, columns, n)
         if self.typed_discovery:
@@ -859,6 +864,24 @@ def _plain_array(values: list[Any]) -> pa.Array | None:
     if pa.types.is_struct(arr.type) or pa.types.is_list(arr.type) or pa.types.is_boolean(arr.type):
         return None
     return arr
+
+
+def _checked_sketches(values: pa.Array, params: Any, column: str, with_error: dict[int, str]) -> pa.Array:
+    """Input sketches (base64 text) that DataSketches reads; any other value is null and its row
+    processedWithError, as Druid's parse exception for a sketch it cannot read."""
+    from ingest_core.executor.sketches import input_sketch_bytes
+
+    out = values.to_pylist()
+    for row, text in enumerate(out):
+        if text is None:
+            continue
+        try:
+            input_sketch_bytes(params, text)
+        except ValueError as exc:
+            out[row] = None
+            with_error.setdefault(row, f"could not read a sketch from [{_short(text)}] for metric input "
+                                       f"'{column.split('_', 4)[-1]}': {exc}; stored as null")
+    return pa.array(out, pa.string())
 
 
 def _filter_columns(spec: Any) -> set[str]:
