@@ -159,6 +159,35 @@ def build(params: SketchParams, values: pa.Array, offsets: np.ndarray) -> pa.Arr
         kept = np.concatenate(([0], np.cumsum(np.asarray(valid.to_numpy(zero_copy_only=False), dtype=np.int64))))
         offsets = kept[offsets]
         values = values.filter(valid)
+    sizes = np.diff(offsets)
+    if not params.from_sketches and len(sizes) > 1 and (sizes <= 1).mean() > 0.5:
+        # most groups hold one value (or none): their sketch depends on that value only, so build one sketch
+        # per distinct value and give each group its value's; the other groups are built below
+        return _by_single_values(params, values, offsets, sizes)
+    return _build_groups(params, values, offsets)
+
+
+def _by_single_values(params: SketchParams, values: pa.Array, offsets: np.ndarray, sizes: np.ndarray) -> pa.Array:
+    one = np.flatnonzero(sizes == 1)
+    encoded = values.take(pa.array(offsets[one])).dictionary_encode()
+    per_value = _build_groups(params, encoded.dictionary, np.arange(len(encoded.dictionary) + 1))
+    out = pa.array([empty(params)], pa.binary()).take(pa.array(np.zeros(len(sizes), dtype=np.int64)))
+    pieces = {"one": per_value.take(encoded.indices)}
+    many = np.flatnonzero(sizes > 1)
+    if len(many):
+        starts, ends = offsets[many], offsets[many + 1]
+        rows = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends)])
+        pieces["many"] = _build_groups(params, values.take(pa.array(rows)),
+                                       np.concatenate(([0], np.cumsum(ends - starts))))
+    # scatter: each group's sketch at its position
+    order = np.concatenate([np.flatnonzero(sizes == 0), one, many])
+    built = pa.concat_arrays([out.slice(0, int((sizes == 0).sum())), pieces["one"]] + (
+        [pieces["many"]] if "many" in pieces else []))
+    return built.take(pa.array(np.argsort(order, kind="stable")))
+
+
+def _build_groups(params: SketchParams, values: pa.Array, offsets: np.ndarray) -> pa.Array:
+    """One sketch per group of non-null `values`."""
     out: list[bytes] = []
     groups = len(offsets) - 1
     if params.from_sketches:
@@ -205,9 +234,21 @@ def merge_batches(batches: Iterator[pa.RecordBatch], sketches: dict[str, SketchP
         columns = []
         for name, column in zip(batch.schema.names, batch.columns):
             params = sketches.get(name)
-            if params is None:
-                columns.append(column)
-                continue
-            columns.append(pa.array([None if parts is None else merge(params, parts)
-                                     for parts in column.to_pylist()], pa.binary()))
+            columns.append(column if params is None else merge_lists(params, column))
         yield pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+def merge_lists(params: SketchParams, lists: pa.Array) -> pa.Array:
+    """Each list of partial sketches merged; a list of one (a group seen by one split only) is kept as it is,
+    without a round trip through Python."""
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    several = np.flatnonzero(lengths > 1)
+    single = pc.list_element(pc.if_else(pa.array(lengths == 1), lists, pa.scalar(None, lists.type)), 0) \
+        if (lengths == 1).any() else pa.nulls(len(lists), pa.binary())
+    if not len(several):
+        return single.cast(pa.binary())
+    merged = pa.array([merge(params, parts) for parts in lists.take(pa.array(several)).to_pylist()], pa.binary())
+    positions = np.full(len(lists), -1, dtype=np.int64)
+    positions[several] = np.arange(len(several))
+    from_merge = pa.array(positions >= 0)
+    return pc.if_else(from_merge, merged.take(pa.array(np.maximum(positions, 0))), single.cast(pa.binary()))
