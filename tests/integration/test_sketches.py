@@ -9,7 +9,8 @@ import base64
 import json
 import random
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
+from pathlib import Path
 
 import datasketches as ds
 import numpy as np
@@ -237,3 +238,69 @@ def test_every_aggregator_through_the_job_read_back_everywhere_and_compacted(spa
         assert ds.quantiles_doubles_sketch.deserialize(row["q"]).n == sum(1 for e in group if e["v"] is not None)
         assert row["cnt"] == len(group) and row["cnt_y"] == sum(1 for e in group if e["tag"] == "y")
 
+
+
+# ------------------------------------------------------------------------------------------ Druid's tutorial
+
+TUTORIAL = Path(__file__).parents[1] / "data" / "druid_tutorial_sketches_theta.csv"
+
+
+def test_druid_theta_sketch_tutorial_answers_exactly(spark, broker, tmp_path):
+    """Druid's theta-sketch tutorial (docs/tutorials/tutorial-sketches-theta.md): its CSV through Kafka, rolled up
+    by day with a thetaSketch on uid (uid itself not kept), then its questions answered from the stored sketches
+    with DataSketches' set operations, exactly (exact mode), as its Druid SQL does:
+        THETA_SKETCH_ESTIMATE(DS_THETA(theta_uid)) ... GROUP BY date, show, episode / show, episode
+        DS_THETA(theta_uid) FILTER (WHERE show = 'Bridgerton')
+        THETA_SKETCH_INTERSECT / THETA_SKETCH_UNION / THETA_SKETCH_NOT of the two Bridgerton episodes' sketches.
+    The Druid SQL form itself runs once `ingest query` has the sketch functions (issue 32, item 3)."""
+    lines = [line for line in TUTORIAL.read_text().splitlines() if not line.startswith("#")]
+    header, rows = lines[0].split(","), [dict(zip(lines[0].split(","), line.split(","))) for line in lines[1:]]
+    store = sqlite_store(tmp_path)
+    topic = broker.create_topic(partitions=2)
+    for i, line in enumerate(lines[1:]):
+        broker.produce(topic, [line.encode()], partition=i % 2)
+    s = spec_from(broker.bootstrap, topic, {
+        "timestampSpec": {"column": "date", "format": "auto"},
+        "dimensionsSpec": {"dimensions": ["show", "episode"]},
+        "metricsSpec": [{"type": "count", "name": "count"}, {"type": "thetaSketch", "name": "theta_uid", "fieldName": "uid"}],
+        "granularitySpec": {"segmentGranularity": "DAY", "queryGranularity": "DAY", "rollup": True}},
+        io={"inputFormat": {"type": "csv", "columns": header}}, datasource="ts_tutorial")
+    _, reports, _ = ingest_run(spark, store, s, "r1", tmp_path.as_uri())
+    assert sum(r.stats.processed for r in reports) == len(rows) == 19
+    stored = DatasourceReader(store, "ts_tutorial").to_arrow()
+    assert "uid" not in stored.column_names  # rolled up: only the sketch keeps the users
+
+    def sketches(where=lambda r: True):
+        return [ds.compact_theta_sketch.deserialize(r["theta_uid"]) for r in stored.to_pylist() if where(r)]
+
+    def union(parts) -> ds.compact_theta_sketch:  # DS_THETA: the union of the rows' sketches
+        u = ds.theta_union(14)
+        for p in parts:
+            u.update(p)
+        return u.get_result()
+
+    def users(where) -> set[str]:
+        return {r["uid"] for r in rows if where(r)}
+
+    # by date, show, episode; and by show, episode: THETA_SKETCH_ESTIMATE(DS_THETA(theta_uid))
+    for key in (lambda r: (r["__time"].date().isoformat(), r["show"], r["episode"]),
+                lambda r: (r["show"], r["episode"])):
+        groups: dict[tuple, list[dict]] = defaultdict(list)
+        for r in stored.to_pylist():
+            groups[key(r)].append(r)
+        assert len(groups) > 1
+        for k, group in groups.items():
+            estimate = union(ds.compact_theta_sketch.deserialize(r["theta_uid"]) for r in group).get_estimate()
+            want = users(lambda r: key({**r, "__time": datetime.fromisoformat(r["date"])}) == k)
+            assert estimate == len(want), (k, estimate, want)
+    e1 = union(sketches(lambda r: r["show"] == "Bridgerton" and r["episode"] == "S1E1"))
+    e2 = union(sketches(lambda r: r["show"] == "Bridgerton" and r["episode"] == "S1E2"))
+    bridgerton = union(sketches(lambda r: r["show"] == "Bridgerton"))  # a filtered DS_THETA
+    assert bridgerton.get_estimate() == len(users(lambda r: r["show"] == "Bridgerton")) == 5
+    both = ds.theta_intersection()
+    both.update(e1)
+    both.update(e2)
+    assert both.get_result().get_estimate() == 1  # carol watched both episodes
+    assert union([e1, e2]).get_estimate() == 5  # alice, bob, carol, dan, erin watched either
+    assert ds.theta_a_not_b().compute(e1, e2).get_estimate() == 3  # alice, bob, dan: episode 1, not 2
+    assert not bridgerton.is_estimation_mode()
