@@ -178,9 +178,10 @@ def test_every_aggregator_through_the_job_read_back_everywhere_and_compacted(spa
     got = df.agg(F.theta_sketch_estimate(F.theta_union_agg("th")).alias("theta"),
                  F.hll_sketch_estimate(F.hll_union_agg("hll8")).alias("hll8"),
                  F.kll_sketch_get_n_double(F.kll_merge_agg_double("kd")).alias("kll_n"),
+                 F.kll_sketch_get_n_float(F.kll_merge_agg_float("kf")).alias("kll_f_n"),
                  F.theta_sketch_estimate(F.theta_union_agg("th_y")).alias("theta_y")).collect()[0]
     assert got["theta"] == len(all_users) and got["hll8"] == len(all_users)
-    assert got["kll_n"] == sum(1 for e in events if e["v"] is not None)
+    assert got["kll_n"] == got["kll_f_n"] == sum(1 for e in events if e["v"] is not None)
     assert got["theta_y"] == len({e["user"] for e in events if e["tag"] == "y"})
     # the same users hashed by Spark's Java sketches: unions count each user once, so hashes agree; HLL's
     # default (utf16le) agrees with Java's sketch of the UTF-16LE bytes, which is what Druid hashes
