@@ -228,22 +228,22 @@ class PartialRollup:
             names.pop()
         for position in range(len(names)):
             a = sketched.get(position)
-            outputs.append(next(computed) if a is None else self._sketches(rows, a, order, offsets))
+            outputs.append(next(computed) if a is None else group_sketches(rows, a, order, offsets))
         return pa.Table.from_arrays(grouped.columns[:len(keys)] + outputs, names=self.keys + names)
 
-    @staticmethod
-    def _sketches(rows: pa.Table, a: Aggregator, order: pa.Array, offsets: np.ndarray) -> pa.Array:
-        """One serialized sketch per group, of each group's input values (cardinality: of each field's)."""
-        assert a.sketch is not None
-        columns = [a.input] if len(a.inputs) <= 1 or a.by_row else list(a.inputs)
-        if len(columns) == 1:
-            return sketches.build(a.sketch, input_values(rows, a).take(order), offsets)
-        # several fields, each value counted: every field's values of a group, one after the other
-        picked = [input_values(rows, dataclasses.replace(a, input=c, inputs=(c,))).take(order) for c in columns]
-        n, width = len(order), len(columns)
-        group_of = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
-        by_group = np.argsort(np.tile(group_of, width), kind="stable")  # positions in the stacked fields
-        return sketches.build(a.sketch, pa.concat_arrays(picked).take(pa.array(by_group)), offsets * width)
+
+def group_sketches(rows: pa.Table, a: Aggregator, order: pa.Array, offsets: np.ndarray) -> pa.Array:
+    """One serialized sketch per group, of each group's input values (cardinality: of each field's)."""
+    assert a.sketch is not None
+    columns = [a.input] if len(a.inputs) <= 1 or a.by_row else list(a.inputs)
+    if len(columns) == 1:
+        return sketches.build(a.sketch, input_values(rows, a).take(order), offsets)
+    # several fields, each value counted: every field's values of a group, one after the other
+    picked = [input_values(rows, dataclasses.replace(a, input=c, inputs=(c,))).take(order) for c in columns]
+    n, width = len(order), len(columns)
+    group_of = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    by_group = np.argsort(np.tile(group_of, width), kind="stable")  # positions in the stacked fields
+    return sketches.build(a.sketch, pa.concat_arrays(picked).take(pa.array(by_group)), offsets * width)
 
 
 def row_metrics_schema(rows: pa.Schema, aggs: list[Aggregator]) -> pa.Schema:
@@ -267,7 +267,7 @@ def row_metrics(rows: pa.Table, aggs: list[Aggregator]) -> pa.Table:
                            else pa.array(np.ones(n, dtype=np.int64)))
         elif a.sketch is not None:
             every_row = np.arange(n + 1, dtype=np.int64)
-            columns.append(PartialRollup._sketches(rows, a, pa.array(every_row[:-1]), every_row))
+            columns.append(group_sketches(rows, a, pa.array(every_row[:-1]), every_row))
         else:
             columns.append(input_values(rows, a))
     for a, column in zip(aggs, columns):

@@ -6,7 +6,6 @@ across runs by compaction. One ingest run carries every aggregator, to keep the 
 from __future__ import annotations
 
 import base64
-import json
 import random
 from collections import defaultdict
 from datetime import datetime, timedelta
@@ -17,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import T0, ingest_run, iso, produce_all, rows_of, spec_from, sqlite_store
+from helpers import T0, ingest_run, iso, produce_all, spec_from, sqlite_store
 
 from ingest_core.store.reader import DatasourceReader
 
