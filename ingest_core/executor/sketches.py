@@ -168,22 +168,17 @@ def build(params: SketchParams, values: pa.Array, offsets: np.ndarray) -> pa.Arr
 
 
 def _by_single_values(params: SketchParams, values: pa.Array, offsets: np.ndarray, sizes: np.ndarray) -> pa.Array:
-    one = np.flatnonzero(sizes == 1)
+    """`build` when most groups hold one value: one sketch per distinct value of those groups."""
+    none, one, many = np.flatnonzero(sizes == 0), np.flatnonzero(sizes == 1), np.flatnonzero(sizes > 1)
     encoded = values.take(pa.array(offsets[one])).dictionary_encode()
     per_value = _build_groups(params, encoded.dictionary, np.arange(len(encoded.dictionary) + 1))
-    out = pa.array([empty(params)], pa.binary()).take(pa.array(np.zeros(len(sizes), dtype=np.int64)))
-    pieces = {"one": per_value.take(encoded.indices)}
-    many = np.flatnonzero(sizes > 1)
+    pieces = [pa.array([empty(params)] * len(none), pa.binary()), per_value.take(encoded.indices)]
     if len(many):
-        starts, ends = offsets[many], offsets[many + 1]
-        rows = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends)])
-        pieces["many"] = _build_groups(params, values.take(pa.array(rows)),
-                                       np.concatenate(([0], np.cumsum(ends - starts))))
-    # scatter: each group's sketch at its position
-    order = np.concatenate([np.flatnonzero(sizes == 0), one, many])
-    built = pa.concat_arrays([out.slice(0, int((sizes == 0).sum())), pieces["one"]] + (
-        [pieces["many"]] if "many" in pieces else []))
-    return built.take(pa.array(np.argsort(order, kind="stable")))
+        rows = np.concatenate([np.arange(offsets[g], offsets[g + 1]) for g in many])
+        pieces.append(_build_groups(params, values.take(pa.array(rows)),
+                                    np.concatenate(([0], np.cumsum(sizes[many])))))
+    built_order = np.concatenate([none, one, many])  # the groups, in the order `pieces` holds them
+    return pa.concat_arrays(pieces).take(pa.array(np.argsort(built_order, kind="stable")))
 
 
 def _build_groups(params: SketchParams, values: pa.Array, offsets: np.ndarray) -> pa.Array:

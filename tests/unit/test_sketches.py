@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from ingest_core.core.aggregators import SketchParams
 from ingest_core.core.errors import SpecError
 from ingest_core.core.spec import parse_spec
 from ingest_core.executor import sketches
@@ -186,6 +187,33 @@ def test_cardinality_counts_each_field_value_or_each_row():
         spec, parsed = parse([{"type": "cardinality", "name": "c", "fields": ["a", "b"], "byRow": by_row}], records)
         (row,) = PartialRollup(["page"], aggregators(spec)).aggregate(parsed.table).to_pylist()
         assert round(ds.hll_sketch.deserialize(row["c"]).get_estimate()) == want
+
+
+@pytest.mark.parametrize("params", [SketchParams("theta", lg_k=14), SketchParams("hll", lg_k=12, utf16le=True),
+                                    SketchParams("quantiles", k=128), SketchParams("kll", k=200, floats=True)])
+def test_groups_of_one_value_get_the_same_sketch_as_built_one_by_one(params):
+    # `build` shares one sketch among the groups of one value (most groups, when dimensions barely roll up)
+    rng = np.random.default_rng(5)
+    sizes = rng.choice([0, 1, 1, 1, 1, 2, 5], size=3000)
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    raw = [None if rng.random() < 0.1 else int(rng.integers(0, 300)) for _ in range(offsets[-1])]
+    values = pa.array([v if v is None else f"v{v}" for v in raw] if params.op in ("theta", "hll")
+                      else [v if v is None else float(v) for v in raw])
+    kept = np.concatenate(([0], np.cumsum(values.is_valid().to_numpy(zero_copy_only=False))))
+    one_by_one = []
+    for g in range(len(sizes)):
+        group = values.filter(values.is_valid()).slice(kept[offsets[g]], kept[offsets[g + 1]] - kept[offsets[g]])
+        one_by_one.append(sketches.build(params, group, np.array([0, len(group)])))
+    assert sketches.build(params, values, offsets).equals(pa.concat_arrays(one_by_one))
+
+
+def test_merging_lists_keeps_single_partials_and_unions_the_others():
+    params = SketchParams("theta", lg_k=14)
+    parts = sketches.build(params, pa.array(["a", "b", "c", "a"]), np.array([0, 1, 2, 4]))
+    lists = pa.array([[parts[0].as_py()], [parts[1].as_py(), parts[2].as_py()], [], None], pa.list_(pa.binary()))
+    merged = sketches.merge_lists(params, lists).to_pylist()
+    assert merged[0] == parts[0].as_py() and merged[2:] == [None, None]
+    assert ds.compact_theta_sketch.deserialize(merged[1]).get_estimate() == 3
 
 
 # ------------------------------------------------------------------------------------------ accuracy
