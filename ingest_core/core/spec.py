@@ -259,12 +259,16 @@ class Aggregator:
             own |= {"timeColumn"}
         for key in sorted(raw_keys - own):
             ctx.warn(join(path, key), f"{key} has no meaning for a {self.type} aggregator: ignored")
-        if raw_keys - own:
-            self = dataclasses.replace(self, **{f.name: f.default for f in dataclasses.fields(self)  # noqa: PLW0642
-                                                if json_key(f) in raw_keys - own})  # check only what it uses
         if self.type == "filtered":
             self._validate_filtered(path, ctx)
             return
+        # check only what this type uses (the rest was warned about)
+        dataclasses.replace(self, **{f.name: f.default for f in dataclasses.fields(self)
+                                     if json_key(f) in raw_keys - own})._check_parameters(path, ctx)
+
+    def _check_parameters(self, path: str, ctx: BindContext) -> None:
+        from ingest_core.core import aggregators as A
+
         if self.expression is not None:
             ctx.error(join(path, "expression"), f"aggregator {self.name!r}: expressions are not supported; "
                       "compute the value with transformSpec.transforms and aggregate its fieldName")
