@@ -207,7 +207,8 @@ class Aggregator:
         """The input fields: fieldName, or cardinality's `fields` (names or dimension specs)."""
         a = self.inner
         if a.type == "cardinality":
-            return [f if isinstance(f, str) else f.get("dimension") or f.get("outputName") for f in a.fields or []]
+            return [f if isinstance(f, str) else f.get("dimension") if isinstance(f, dict) else None
+                    for f in a.fields or []]
         return [a.field_name] if a.field_name else []
 
     @property

@@ -90,6 +90,7 @@ def test_druid_defaults_and_parameters_bind_as_typed_fields():
     ({"type": "ThetaSketch", "name": "x", "fieldName": "u"}, "(did you mean 'thetaSketch'?)"),
     ({"type": "hyperUnique", "name": "x", "fieldName": "u", "isInputHyperUnique": True}, "HLLSketchMerge"),
     ({"type": "cardinality", "name": "x"}, "metricsSpec[0].fields: aggregator 'x': cardinality needs `fields`"),
+    ({"type": "cardinality", "name": "x", "fields": ["a", 3]}, "cardinality needs `fields`, the dimension names"),
     ({"type": "thetaSketch", "name": "x"}, "metricsSpec[0].fieldName: aggregator 'x' of type thetaSketch needs"),
     ({"type": "filtered", "name": "x", "aggregator": {"type": "count", "name": "c"}}, "metricsSpec[0].filter: "),
     ({"type": "filtered", "filter": {"type": "spatial", "dimension": "a"}, "aggregator": {"type": "count", "name": "c"}},
