@@ -326,10 +326,6 @@ class Aggregator:
         elif inner.type == "filtered":
             ctx.error(join(path, "aggregator.type"), "a filtered aggregator cannot wrap another: combine the two "
                       "filters with an `and` filter")
-        elif inner.op in ("first", "last"):
-            ctx.error(join(path, "aggregator.type"), f"a filtered {inner.type} is not supported: filter the rows "
-                      "with transformSpec.filter, or keep the value with a transform that is null where the "
-                      "filter does not match and a first/last over it")
 
 
 @dataclass(frozen=True)

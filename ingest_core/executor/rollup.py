@@ -89,6 +89,12 @@ class Aggregator:
         return "binary" if self.sketch is not None else self.kind or "long"
 
 
+def filtered_order_columns(name: str) -> tuple[str, str]:
+    """A filtered first/last `name`'s partial columns: the time and offset of the row its value came from (the
+    group's first/last row the filter matched; null when none did)."""
+    return f"__time_{name}", f"__offset_{name}"
+
+
 def long_sum_columns(name: str) -> tuple[str, str]:
     """The partial row's columns of a longSum `name`: the sum of its values' low 32 bits, of their high ones."""
     return f"__lo_{name}", f"__hi_{name}"
@@ -167,6 +173,10 @@ class PartialRollup:
             fields += [pa.field(FIRST_TIME, rows.field(TIME).type), pa.field(FIRST_OFFSET, pa.int64())]
         if self.last:
             fields += [pa.field(LAST_TIME, rows.field(TIME).type), pa.field(LAST_OFFSET, pa.int64())]
+        for a in self.aggs:
+            if a.op in ("first", "last") and a.mask is not None:
+                at, offset = filtered_order_columns(a.name)
+                fields += [pa.field(at, rows.field(TIME).type), pa.field(offset, pa.int64())]
         return pa.schema(fields)
 
     def aggregate(self, rows: pa.Table) -> pa.Table:
@@ -190,6 +200,8 @@ class PartialRollup:
             names.append(name)
 
         sketched: dict[int, Aggregator] = {}  # output position -> a sketch, built from the groups' row lists
+        picked: dict[int, Aggregator] = {}  # output position -> a filtered first/last, taken from its row below
+        numbers = pa.array(np.arange(rows.num_rows, dtype=np.int64))
         for a in self.aggs:
             if a.op == "count" and a.mask is not None:
                 add(pc.cast(rows.column(a.mask), pa.int64()), "sum", a.name)  # the rows the filter matched
@@ -203,6 +215,9 @@ class PartialRollup:
                 lo, hi = long_sum_columns(a.name)
                 add(pc.bit_wise_and(values, 0xFFFFFFFF), "sum", lo)
                 add(pc.shift_right(values, 32), "sum", hi)  # arithmetic: the sign stays
+            elif a.op in ("first", "last") and a.mask is not None:
+                picked[len(names)] = a  # the group's first (last) row the filter matched, by its row number
+                add(pc.if_else(rows.column(a.mask), numbers, pa.scalar(None, pa.int64())), a.op, a.name)
             elif a.op in ("first", "last"):
                 add(input_values(rows, a), a.op, a.name, _WITH_NULLS)
             elif a.op == "any":
@@ -216,7 +231,7 @@ class PartialRollup:
             add(TIME, "last", LAST_TIME)
             add(OFFSET, "last", LAST_OFFSET)
         if sketched:  # each group's rows, as row numbers in input order, to build its sketches from
-            add(pa.array(np.arange(rows.num_rows, dtype=np.int64)), "list", _ROWS)
+            add(numbers, "list", _ROWS)
         keys = [f"k{i}" for i in range(len(self.keys))]
         grouped = pa.table(columns).group_by(keys, use_threads=False).aggregate(specs)
         # the result holds the keys first, then one column per aggregation, in order
@@ -226,10 +241,21 @@ class PartialRollup:
             row_lists = grouped.columns[-1].combine_chunks()
             order, offsets = row_lists.flatten(), row_lists.offsets.to_numpy()
             names.pop()
+        extra: dict[str, pa.Array] = {}  # filtered first/last: their rows' time and offset, last
         for position in range(len(names)):
-            a = sketched.get(position)
-            outputs.append(next(computed) if a is None else group_sketches(rows, a, order, offsets))
-        return pa.Table.from_arrays(grouped.columns[:len(keys)] + outputs, names=self.keys + names)
+            if position in sketched:
+                outputs.append(group_sketches(rows, sketched[position], order, offsets))
+                continue
+            column = next(computed)
+            if position in picked:
+                a = picked[position]
+                outputs.append(input_values(rows, a).take(column))
+                at, offset = filtered_order_columns(a.name)
+                extra[at], extra[offset] = rows.column(TIME).take(column), rows.column(OFFSET).take(column)
+                continue
+            outputs.append(column)
+        return pa.Table.from_arrays(grouped.columns[:len(keys)] + outputs + list(extra.values()),
+                                    names=self.keys + names + list(extra))
 
 
 def group_sketches(rows: pa.Table, a: Aggregator, order: pa.Array, offsets: np.ndarray) -> pa.Array:

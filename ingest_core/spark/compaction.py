@@ -88,6 +88,10 @@ def combine(rows: Any, spec: DatasourceSpec) -> Any:
             lo, hi = long_sum_columns(a.name)
             parts += [F.sum(value.bitwiseAND(F.lit((1 << 32) - 1).cast("long"))).alias(lo),
                       F.sum(F.shiftright(value, 32)).alias(hi)]
+        elif a.op in ("first", "last") and a.mask is not None:
+            # a segment whose rows the filter never matched holds null: the first/last segment that has a value
+            by = F.min_by if a.op == "first" else F.max_by
+            parts.append(by(value, F.when(value.isNotNull(), order)).cast(merged_type(a)).alias(a.name))
         else:
             parts.append(merge[a.op](value).cast(merged_type(a)).alias(a.name))
     if not parts:  # no metrics: identical rows are one row

@@ -50,6 +50,7 @@ from ingest_core.executor.rollup import (
     LAST_OFFSET,
     LAST_TIME,
     aggregators,
+    filtered_order_columns,
     long_sum_columns,
 )
 from ingest_core.executor.row_parser import DIMS_JSON, PARTITION, TIME
@@ -334,6 +335,13 @@ def rollup(rows: Any, spec: DatasourceSpec, dims: list[str] | None = None) -> tu
         if a.op == "sum" and a.kind == "long":
             long_sums.append(a.name)
             aggs += [F.sum(col(F, c)).alias(c) for c in long_sum_columns(a.name)]
+        elif a.op in ("first", "last") and a.mask is not None:
+            # by the time of the row the filter matched; a split where none did has a null order, which
+            # min_by/max_by pass over
+            at, offset = (col(F, c) for c in filtered_order_columns(a.name))
+            order = F.when(at.isNull(), F.lit(None)).otherwise(F.struct(at, col(F, PARTITION), offset))
+            by = F.min_by if a.op == "first" else F.max_by
+            aggs.append(by(col(F, a.name), order).cast(merged_type(a)).alias(a.name))
         else:
             aggs.append(merge[a.op](col(F, a.name)).cast(merged_type(a)).alias(a.name))
     if not aggs:

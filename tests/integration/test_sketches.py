@@ -48,6 +48,10 @@ METRICS = [
      "aggregator": {"type": "thetaSketch", "name": "ignored", "fieldName": "user"}},
     {"type": "filtered", "filter": {"type": "bound", "dimension": "l", "lower": "0", "ordering": "numeric"},
      "aggregator": {"type": "longSum", "name": "l_pos", "fieldName": "l"}},
+    {"type": "filtered", "filter": {"type": "selector", "dimension": "tag", "value": "y"},
+     "aggregator": {"type": "stringFirst", "name": "s_first_y", "fieldName": "user"}},
+    {"type": "filtered", "filter": {"type": "selector", "dimension": "tag", "value": "n"},
+     "aggregator": {"type": "longLast", "name": "l_last_n", "fieldName": "l"}},
 ]
 
 
@@ -138,6 +142,9 @@ def check_row(row: dict, events: list[dict]) -> None:
     assert row["cnt_y"] == len(chosen)
     assert ds.compact_theta_sketch.deserialize(row["th_y"]).get_estimate() == len({e["user"] for e in chosen})
     assert row["l_pos"] == sum(e["l"] for e in events if e["l"] >= 0)
+    tagged = {tag: [e for e in in_order if e["tag"] == tag] for tag in ("y", "n")}
+    assert row["s_first_y"] == (tagged["y"][0]["user"] if tagged["y"] else None)
+    assert row["l_last_n"] == (tagged["n"][-1]["l"] if tagged["n"] else None)
 
 
 def test_every_aggregator_through_the_job_read_back_everywhere_and_compacted(spark, broker, tmp_path):

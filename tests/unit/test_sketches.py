@@ -95,8 +95,6 @@ def test_druid_defaults_and_parameters_bind_as_typed_fields():
     ({"type": "filtered", "name": "x", "aggregator": {"type": "count", "name": "c"}}, "metricsSpec[0].filter: "),
     ({"type": "filtered", "filter": {"type": "spatial", "dimension": "a"}, "aggregator": {"type": "count", "name": "c"}},
      "filter type 'spatial' is not supported"),
-    ({"type": "filtered", "filter": {"type": "true"}, "aggregator": {"type": "longFirst", "name": "c", "fieldName": "v"}},
-     "a filtered longFirst is not supported"),
     ({"type": "filtered", "filter": {"type": "true"}, "aggregator": {"type": "bogus", "name": "c"}},
      "metricsSpec[0].aggregator.type: aggregator type 'bogus' is not supported"),
 ])
@@ -175,6 +173,25 @@ def test_filtered_strings_and_any_in_the_partial_rollup_and_without_rollup():
     rows = row_metrics(parsed.table, aggregators(spec)).to_pylist()
     assert [(r["n_y"], r["v_y"], r["first"]) for r in rows] == [(1, 1.5, "hé"), (0, None, "zed"), (1, None, "las")]
     assert [ds.quantiles_doubles_sketch.deserialize(r["q"]).n for r in rows] == [1, 1, 0]
+
+
+def test_a_filtered_first_or_last_is_the_first_or_last_matching_row():
+    metrics = [{"type": "filtered", "filter": {"type": "selector", "dimension": "tag", "value": "y"},
+                "aggregator": {"type": "stringFirst", "name": "first_y", "fieldName": "u"}},
+               {"type": "filtered", "filter": {"type": "selector", "dimension": "tag", "value": "y"},
+                "aggregator": {"type": "longLast", "name": "last_y", "fieldName": "l"}},
+               {"type": "filtered", "filter": {"type": "selector", "dimension": "tag", "value": "nope"},
+                "aggregator": {"type": "longLast", "name": "none", "fieldName": "l"}},
+               {"type": "longFirst", "name": "first", "fieldName": "l"}]
+    records = [{"ts": T + 5, "page": "p", "u": "b", "tag": "y", "l": 1}, {"ts": T + 1, "page": "p", "u": "a", "l": 2},
+               {"ts": T + 9, "page": "p", "u": "c", "tag": "y", "l": None}, {"ts": T + 7, "page": "p", "u": "d",
+                                                                          "tag": "n", "l": 4}]
+    spec, parsed = parse(metrics, records)
+    (row,) = PartialRollup(["page"], aggregators(spec)).aggregate(parsed.table).to_pylist()
+    assert (row["first_y"], row["last_y"], row["none"], row["first"]) == ("b", None, None, 2)  # a null last: kept
+    assert (row["__time_first_y"].timestamp() * 1000, row["__offset_first_y"]) == (T + 5, 0)
+    assert (row["__time_last_y"].timestamp() * 1000, row["__offset_last_y"]) == (T + 9, 2)
+    assert row["__time_none"] is None and row["__offset_none"] is None
 
 
 def test_strings_are_cut_to_max_bytes_never_inside_a_character():
