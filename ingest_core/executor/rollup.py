@@ -27,7 +27,8 @@ segment gives the exact total: Druid's streaming rollup is best-effort, its rows
 
 stringFirst/stringLast/stringAny values are cut to maxStringBytes UTF-8 bytes (never inside a character). A
 `filtered` aggregator reads its input where its filter matched (a column of the row parser's verdicts) and null
-elsewhere; a filtered count counts the matching rows.
+elsewhere; a filtered count counts the matching rows; a filtered first/last takes the group's first/last row
+the filter matched and carries that row's time and offset (`filtered_order_columns`) for Spark's min_by/max_by.
 
 First and Last carry their row's time and offset (FIRST_TIME, FIRST_OFFSET, LAST_TIME, LAST_OFFSET), shared by
 every First (or Last) aggregator: one row is the earliest of its group, whatever the value column.
