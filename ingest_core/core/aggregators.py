@@ -61,6 +61,12 @@ HYPER_UNIQUE_LG_K = 11  # Druid's hyperUnique has 2^11 registers: the HLL sketch
 STRING_DEFAULT_MAX_BYTES = 1024
 
 
+# How a hashed sketch input (thetaSketch, HLLSketchBuild, hyperUnique) arrived, as Druid's parser would have typed
+# it: Druid hashes a JSON integer as a long, a JSON decimal as a double, text as text, and each element of a list
+# (a multi-value field) as text. The row parser keeps the value as text beside its kind (`row_parser.value_kinds`).
+TEXT, LONG, DOUBLE, LIST = 0, 1, 2, 3
+
+
 def is_power_of_two(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 

@@ -234,6 +234,13 @@ class Aggregator:
         return None
 
     @property
+    def hashes_typed_values(self) -> bool:
+        """Whether the sketch hashes its input by the value's type, as Druid's does (theta, HLL and hyperUnique
+        built from values: a long as a long, each element of a multi-value field): `core.aggregators`."""
+        return self.inner.type in ("thetaSketch", "HLLSketchBuild", "hyperUnique") and not (
+            self.sketch is not None and self.sketch.from_sketches)
+
+    @property
     def string_bytes(self) -> int:
         """A string aggregator's value is cut to this many UTF-8 bytes (Druid's maxStringBytes)."""
         from ingest_core.core.aggregators import STRING_DEFAULT_MAX_BYTES

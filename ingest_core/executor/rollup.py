@@ -52,6 +52,7 @@ from ingest_core.executor.row_parser import (
     TIME,
     filter_mask_column,
     metric_input_column,
+    value_kind_column,
 )
 
 FIRST_TIME, FIRST_OFFSET = "__first_time", "__first_offset"
@@ -75,6 +76,7 @@ class Aggregator:
     sketch: SketchParams | None = None
     max_bytes: int | None = None  # string values: Druid's maxStringBytes
     by_row: bool = False  # cardinality: one value per row (its fields' values together)
+    kinds: str | None = None  # a hashed sketch input's value kinds (`row_parser.value_kind_column`)
 
     @classmethod
     def of(cls, agg_type: str, name: str, field_name: str | None) -> "Aggregator":
@@ -114,7 +116,8 @@ def aggregators(spec: DatasourceSpec) -> list[Aggregator]:
         inputs = tuple(metric_input_column(f, kind) for f in a.input_fields) if kind else ()
         out.append(Aggregator(a.name, a.op, kind, inputs[0] if inputs else None, inputs,
                               filter_mask_column(a.name) if a.type == "filtered" else None, a.sketch,
-                              a.string_bytes if kind == "string" else None, a.inner.by_row))
+                              a.string_bytes if kind == "string" else None, a.inner.by_row,
+                              value_kind_column(inputs[0]) if a.hashes_typed_values else None))
     return out
 
 
@@ -264,7 +267,8 @@ def group_sketches(rows: pa.Table, a: Aggregator, order: pa.Array, offsets: np.n
     assert a.sketch is not None
     columns = [a.input] if len(a.inputs) <= 1 or a.by_row else list(a.inputs)
     if len(columns) == 1:
-        return sketches.build(a.sketch, input_values(rows, a).take(order), offsets)
+        kinds = rows.column(a.kinds).take(order) if a.kinds is not None else None
+        return sketches.build(a.sketch, input_values(rows, a).take(order), offsets, kinds)
     # several fields, each value counted: every field's values of a group, one after the other
     picked = [input_values(rows, dataclasses.replace(a, input=c, inputs=(c,))).take(order) for c in columns]
     n, width = len(order), len(columns)

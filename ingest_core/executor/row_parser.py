@@ -76,6 +76,11 @@ def metric_input_column(field_name: str, kind: str) -> str:
     return f"__in_{kind}_{field_name}"
 
 
+def value_kind_column(input_column: str) -> str:
+    """A hashed sketch input's companion column: each value's kind (`core.aggregators` TEXT, LONG, DOUBLE, LIST)."""
+    return f"{input_column}__kind"
+
+
 def filter_mask_column(metric: str) -> str:
     """The column of a filtered aggregator's filter: true where the row feeds the metric."""
     return f"__filter_{metric}"
@@ -258,6 +263,9 @@ class RowParser:
         # sketches sent as input (isInputThetaSketch, HLLSketchMerge): checked per row, a bad one is null
         self.sketch_inputs = {metric_input_column(f, "string"): a.sketch for a in schema.metrics_spec
                               if a.sketch is not None and a.sketch.from_sketches for f in a.input_fields}
+        # hashed sketch inputs: each value's kind beside its text, so a sketch hashes it as Druid would
+        self.hashed_inputs = sorted({metric_input_column(f, "string") for a in schema.metrics_spec
+                                     if a.hashes_typed_values for f in a.input_fields})
         # filtered aggregators: each filter's verdict per row, a boolean column the rollup reads
         self.metric_filters = [(filter_mask_column(a.name), compile_filter(a.filter), a.filter)
                                for a in schema.metrics_spec if a.type == "filtered"]
@@ -269,6 +277,7 @@ class RowParser:
             + ([(DIMS_JSON, pa.string())] if self.schemaless else [])
             + ([(AUTO_JSON, pa.string())] if self.typed_discovery else [])
             + [(column, pa.bool_()) for column, _, _ in self.metric_filters]
+            + [(value_kind_column(column), pa.int8()) for column in self.hashed_inputs]
             + [(PARTITION, pa.int32()), (OFFSET, pa.int64())])
         self._fast_schema = self._plan_fast_path()
         self._columnar = self._plan_columnar()
@@ -443,6 +452,8 @@ class RowParser:
         for t in self.targets:
             source = columns.get(t.source) if t.source in transformed else pyvalues.get(t.source, columns.get(t.source))
             out[t.column] = self._typed(t, source, n, with_error)
+            if t.is_metric_input and t.column in self.hashed_inputs:
+                out[value_kind_column(t.column)] = value_kinds(source, n)
         for column, params in self.sketch_inputs.items():
             out[column] = _checked_sketches(out[column], params, column, with_error)
         if self.schemaless:
@@ -864,6 +875,32 @@ def _plain_array(values: list[Any]) -> pa.Array | None:
     if pa.types.is_struct(arr.type) or pa.types.is_list(arr.type) or pa.types.is_boolean(arr.type):
         return None
     return arr
+
+
+def value_kinds(raw: Any, n: int) -> pa.Array:
+    """Each value's kind (`core.aggregators`: TEXT, LONG, DOUBLE, LIST) as Druid's parser would type it: a
+    JSON (or Avro, ...) integer is a long, a decimal a double, a list of several values a multi-value."""
+    from ingest_core.core.aggregators import DOUBLE, LIST, LONG, TEXT
+
+    if raw is None:
+        return pa.array(np.zeros(n, dtype=np.int8))
+    if not isinstance(raw, list):
+        if isinstance(raw, pa.ChunkedArray):
+            raw = raw.combine_chunks()
+        kind = LONG if pa.types.is_integer(raw.type) else DOUBLE if pa.types.is_floating(raw.type) else TEXT
+        return pa.array(np.full(n, kind, dtype=np.int8))
+
+    def kind(v: Any) -> int:
+        if isinstance(v, bool):
+            return TEXT
+        if isinstance(v, int):
+            return LONG
+        if isinstance(v, float):
+            return DOUBLE
+        if isinstance(v, list) and sum(x is not None for x in v) > 1:
+            return LIST
+        return TEXT
+    return pa.array([kind(v) for v in raw], pa.int8())
 
 
 def _checked_sketches(values: pa.Array, params: Any, column: str, with_error: dict[int, str]) -> pa.Array:

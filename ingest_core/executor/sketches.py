@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from typing import Any, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest_core.core.aggregators import SketchParams
+from ingest_core.core.aggregators import DOUBLE, LIST, LONG, TEXT, SketchParams
 
 try:  # the executors' environment has it (a dependency); imported lazily elsewhere for a clear error
     import datasketches as ds
@@ -149,8 +150,10 @@ def _nul_after_each_byte(values: pa.Array) -> pa.Array:
                                        pa.py_buffer(doubled))
 
 
-def build(params: SketchParams, values: pa.Array, offsets: np.ndarray) -> pa.Array:
-    """One serialized sketch per group: group g holds values[offsets[g]:offsets[g+1]] (nulls skipped)."""
+def build(params: SketchParams, values: pa.Array, offsets: np.ndarray, kinds: Any = None) -> pa.Array:
+    """One serialized sketch per group: group g holds values[offsets[g]:offsets[g+1]] (nulls skipped). `kinds`:
+    how each text value arrived (`core.aggregators`), for the sketches that hash a long as a long, a double as a
+    double and each element of a list, as Druid does."""
     if ds is None:
         raise RuntimeError("the `datasketches` package is not installed where the job runs: pip install "
                            "datasketches (it is a dependency of this project)")
@@ -159,6 +162,10 @@ def build(params: SketchParams, values: pa.Array, offsets: np.ndarray) -> pa.Arr
         kept = np.concatenate(([0], np.cumsum(np.asarray(valid.to_numpy(zero_copy_only=False), dtype=np.int64))))
         offsets = kept[offsets]
         values = values.filter(valid)
+        kinds = kinds.filter(valid) if kinds is not None else None
+    if kinds is not None and (pc.max(kinds).as_py() or TEXT) != TEXT:
+        items, offsets = _typed_items(params, values, kinds.to_numpy(zero_copy_only=False), offsets)
+        return _sketch_items(params, items, offsets)
     sizes = np.diff(offsets)
     if not params.from_sketches and len(sizes) > 1 and (sizes <= 1).mean() > 0.5:
         # most groups hold one value (or none): their sketch depends on that value only, so build one sketch
@@ -201,14 +208,41 @@ def _build_groups(params: SketchParams, values: pa.Array, offsets: np.ndarray) -
                 sketch.update(array[a:b])
             out.append(sketch.serialize())
         return pa.array(out, pa.binary())
-    items = _hashable(params, values)
-    for g in range(groups):
+    return _sketch_items(params, _hashable(params, values), offsets)
+
+
+def _sketch_items(params: SketchParams, items: list[Any], offsets: np.ndarray) -> pa.Array:
+    """One theta or HLL sketch per group of Python items (each hashed by its type)."""
+    out: list[bytes] = []
+    for g in range(len(offsets) - 1):
         sketch = _new(params)
         update: Callable[[Any], None] = sketch.update
         for item in items[offsets[g]:offsets[g + 1]]:
             update(item)
         out.append(_finish(params, sketch))
     return pa.array(out, pa.binary())
+
+
+def _typed_items(params: SketchParams, values: pa.Array, kinds: np.ndarray,
+                 offsets: np.ndarray) -> tuple[list[Any], np.ndarray]:
+    """The items Druid's sketch would hash, and the groups' new offsets: a long as an int (Java's
+    update(long)), a double as a float (update(double)), text as text, a list's elements each as text."""
+    texts = _hashable(params, values)
+    raw = values.to_pylist()
+    items: list[Any] = []
+    counts = np.ones(len(raw), dtype=np.int64)
+    for i, kind in enumerate(kinds):
+        if kind == LONG:
+            items.append(int(raw[i]))
+        elif kind == DOUBLE:
+            items.append(float(raw[i]))
+        elif kind == LIST:
+            elements = [e if isinstance(e, str) else json.dumps(e) for e in json.loads(raw[i]) if e is not None]
+            items.extend(_hashable(params, pa.array(elements, pa.string())))
+            counts[i] = len(elements)
+        else:
+            items.append(texts[i])
+    return items, np.concatenate(([0], np.cumsum(counts)))[offsets]
 
 
 def _hashable(params: SketchParams, values: pa.Array) -> list[Any]:

@@ -27,6 +27,7 @@ METRICS = [
     {"type": "thetaSketch", "name": "th", "fieldName": "user"},
     {"type": "thetaSketch", "name": "th_small", "fieldName": "user", "size": 32, "shouldFinalize": False},
     {"type": "thetaSketch", "name": "th_in", "fieldName": "theta_in", "isInputThetaSketch": True},
+    {"type": "thetaSketch", "name": "th_num", "fieldName": "uid"},  # a JSON integer: hashed as a long
     {"type": "HLLSketchBuild", "name": "hll", "fieldName": "user"},
     {"type": "HLLSketchBuild", "name": "hll8", "fieldName": "user", "lgK": 14, "tgtHllType": "HLL_8",
      "stringEncoding": "utf8", "round": True},
@@ -78,8 +79,10 @@ def make_events(n: int, seed: int) -> list[dict]:
     rnd = random.Random(seed)
     out = []
     for i in range(n):
-        user = f"user-{rnd.randint(0, 150)}"
+        number = rnd.randint(0, 150)
+        user = f"user-{number}"
         event = {"ts": iso(T0 + timedelta(seconds=i * 7)), "page": rnd.choice(["A", "B", "C"]), "user": user,
+                 "uid": number,
                  "tag": rnd.choice(["y", "n", None]), "v": rnd.randint(-500, 500) / 8, "l": rnd.randint(-20, 20),
                  "theta_in": base64.b64encode(theta_of([user, "extra-" + user[-1]]).serialize()).decode(),
                  "hll_in": base64.b64encode(hll_of([user]).serialize_compact()).decode()}
@@ -108,6 +111,7 @@ def check_row(row: dict, events: list[dict]) -> None:
     assert row["cnt"] == len(events)
     theta = ds.compact_theta_sketch.deserialize(row["th"])
     assert not theta.is_estimation_mode() and theta.get_estimate() == distinct == theta_of(users).get_estimate()
+    assert row["th_num"] == theta_of(sorted({e["uid"] for e in events})).serialize()  # ints: update(long)
     small = ds.compact_theta_sketch.deserialize(row["th_small"])  # size 32: estimation mode, within bounds
     assert small.is_estimation_mode() and small.get_lower_bound(3) <= distinct <= small.get_upper_bound(3)
     with_input = [e["user"] for e in events if e["theta_in"] is not None]  # one record's were unreadable
@@ -192,12 +196,17 @@ def test_every_aggregator_through_the_job_read_back_everywhere_and_compacted(spa
     # the same users hashed by Spark's Java sketches: unions count each user once, so hashes agree; HLL's
     # default (utf16le) agrees with Java's sketch of the UTF-16LE bytes, which is what Druid hashes
     users = spark.createDataFrame([(u,) for u in sorted(all_users)], "user string")
+    numbers = spark.createDataFrame([(e["uid"],) for e in events], "uid bigint")  # Java's update(long)
     java = users.agg(F.theta_sketch_agg("user").alias("t"),
                      F.hll_sketch_agg(F.encode("user", "UTF-16LE"), 12).alias("h")).collect()[0]
-    both = (df.select("th", "hll").unionByName(spark.createDataFrame([(java["t"], java["h"])], "th binary, hll binary"))
+    java_numbers = numbers.agg(F.theta_sketch_agg("uid").alias("n")).collect()[0]
+    both = (df.select("th", "hll", "th_num")
+            .unionByName(spark.createDataFrame([(java["t"], java["h"], java_numbers["n"])],
+                                               "th binary, hll binary, th_num binary"))
             .agg(F.theta_sketch_estimate(F.theta_union_agg("th")).alias("t"),
-                 F.hll_sketch_estimate(F.hll_union_agg("hll")).alias("h")).collect()[0])
-    assert both["t"] == len(all_users) and both["h"] == len(all_users)
+                 F.hll_sketch_estimate(F.hll_union_agg("hll")).alias("h"),
+                 F.theta_sketch_estimate(F.theta_union_agg("th_num")).alias("n")).collect()[0])
+    assert both["t"] == len(all_users) and both["h"] == len(all_users) and both["n"] == len(all_users)
 
     # ingest query: the binary columns come through as bytes
     sql = run_sql(store, "SELECT page, th, q FROM ds ORDER BY __time, page LIMIT 3").table

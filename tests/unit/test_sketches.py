@@ -194,6 +194,28 @@ def test_a_filtered_first_or_last_is_the_first_or_last_matching_row():
     assert row["__time_none"] is None and row["__offset_none"] is None
 
 
+def test_values_are_hashed_by_their_type_and_lists_by_element_as_druid_does():
+    # Druid hashes a JSON integer with update(long), a decimal with update(double), text as text, and each
+    # element of a multi-value field as text; the `datasketches` package does the same given int, float, str
+    records = [{"ts": T, "page": "p", "u": 123}, {"ts": T, "page": "p", "u": "123"}, {"ts": T, "page": "p", "u": 1.5},
+               {"ts": T, "page": "p", "u": ["a", "b", "a"]}, {"ts": T, "page": "p", "u": ["c"]},
+               {"ts": T, "page": "p", "u": None}, {"ts": T, "page": "p", "u": True}]
+    metrics = [{"type": "thetaSketch", "name": "t", "fieldName": "u"},
+               {"type": "HLLSketchBuild", "name": "h", "fieldName": "u", "stringEncoding": "utf8"}]
+    spec, parsed = parse(metrics, records)
+    (row,) = PartialRollup(["page"], aggregators(spec)).aggregate(parsed.table).to_pylist()
+    theta, hll = ds.update_theta_sketch(14), ds.hll_sketch(12, ds.tgt_hll_type.HLL_4)
+    for item in (123, "123", 1.5, "a", "b", "c", "true"):
+        theta.update(item)
+        hll.update(item)
+    assert row["t"] == theta.compact().serialize()  # 7 distinct: 123 and "123" are two values, as in Druid
+    assert ds.compact_theta_sketch.deserialize(row["t"]).get_estimate() == 7
+    assert row["h"] == hll.serialize_compact()
+    _, without = parse(metrics, records, rollup=False)
+    per_row = row_metrics(without.table, aggregators(spec)).to_pylist()
+    assert [ds.compact_theta_sketch.deserialize(r["t"]).get_estimate() for r in per_row] == [1, 1, 1, 2, 1, 0, 1]
+
+
 def test_strings_are_cut_to_max_bytes_never_inside_a_character():
     assert truncate_utf8(pa.array(["abcdef", "é€x", None, "ab"]), 3).to_pylist() == ["abc", "é", None, "ab"]
 
