@@ -272,6 +272,8 @@ def rolled_up(metric: dict, values: pa.Array) -> bytes:
     table = pa.table({"page": pa.array(np.zeros(n, dtype=np.int64)), column: values,
                       TIME: pa.array(np.zeros(n, dtype=np.int64)).cast(pa.timestamp("ms", tz="UTC")),
                       OFFSET: pa.array(np.arange(n, dtype=np.int64))})
+    if aggs[0].kinds is not None:  # text values, as the row parser marks them
+        table = table.append_column(aggs[0].kinds, pa.array(np.zeros(n, dtype=np.int8)))
     rollup = PartialRollup(["page"], aggs)
     step = -(-n // SPLITS)
     partials = [rollup.aggregate(table.slice(i, step)).column(aggs[0].name)[0].as_py() for i in range(0, n, step)]
