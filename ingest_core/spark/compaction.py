@@ -3,8 +3,9 @@ allows, rolled up again (Druid's compaction task, as a bounded Spark job).
 
 Rows with the same `__time` and dimensions merge with the metrics' combining aggregators: count and sums add
 (a longSum exactly: high and low 32 bits apart, as ingestion does, `job.exact_long_sums`), min and max keep
-theirs, sketches are merged (unions, `job.merge_sketches`), any keeps a non-null value, first and last take the value of the segment published first / last (segments hold no event times
-for them; publish order follows offset order). Without rollup in the spec, rows are kept as they are. Columns
+theirs, sketches are merged (unions, `job.merge_sketches`), any keeps a non-null value, first and last take the
+value of the segment published first / last (segments hold no event times for them; publish order follows offset
+order). Without rollup in the spec, rows are kept as they are. Columns
 a segment lacks read as null; the output is sorted by time within each file.
 
 The job writes Parquet under its own folder and a `report.json` listing the files with their rows and sizes;

@@ -363,6 +363,7 @@ def merge_functions(F: Any, first: Any, last: Any) -> dict[str, Any]:
 
 
 def merged_type(a: Any) -> str:
+    """The Spark type of an aggregator's merged column (a sketch's: the list of its partials)."""
     return "array<binary>" if a.sketch is not None else a.spark_type
 
 
