@@ -25,6 +25,11 @@ included), and each Spark side's peak memory (PSS of the driver JVM plus the Pyt
     python benchmarks/ingest_job_throughput.py --records 1000000 --bootstrap host:9092 --sides raw job
     python benchmarks/ingest_job_throughput.py --value-format protobuf   # the same events as Protobuf
     python benchmarks/ingest_job_throughput.py --value-format avro   # the same events as Avro (avro_stream)
+    python benchmarks/ingest_job_throughput.py --sketches --records 1000000   # sketch metrics' cost (issue 32)
+
+`--sketches` adds the side `sketches`: the job over the same records with the same spec plus one thetaSketch
+(user), one HLLSketchBuild (page) and one quantilesDoublesSketch (delta), Druid's default sizes; it prints both
+sides' CPU per record and their ratio (target: at most 1.5). Its default sides are `job sketches`.
 
 `--value-format avro` writes the same wiki events as Avro binaries (fastavro, `WIKI_AVRO_SCHEMA`) and reads them
 with an `avro_stream` inputFormat (`schema_inline`: the decoding is that of `schema_registry`, whose records carry
@@ -67,7 +72,11 @@ from ingest_core.spark.job import GroupJob, run_group, spark_session_builder  # 
 from ingest_core.store.metadata import MetadataStore  # noqa: E402
 from ingest_core.supervisor.planning import PlanOptions, Supervisor  # noqa: E402
 
-SIDES = ("raw", "job", "spark-kafka", "jvm-reader")
+SIDES = ("raw", "job", "spark-kafka", "jvm-reader", "sketches")
+# --sketches: one metric of each common sketch family, Druid's default parameters
+SKETCH_METRICS = [{"type": "thetaSketch", "name": "users", "fieldName": "user"},
+                  {"type": "HLLSketchBuild", "name": "pages", "fieldName": "page"},
+                  {"type": "quantilesDoublesSketch", "name": "delta_quantiles", "fieldName": "delta"}]
 # Every side drops robots' edits (about 10% of the rows): the spec's filter, so the anchor applies it too.
 FILTER = {"type": "selector", "dimension": "isRobot", "value": "0"}
 BASE_TIME = time.time() - 1800  # every batch of events spans the same half hour
@@ -327,6 +336,9 @@ def main() -> None:
                     help="the records' format: json (default), avro (avro_stream) or protobuf (an inline "
                          "descriptor); no spark-kafka anchor for the last two: it reads JSON")
     ap.add_argument("--quick", action="store_true", help="100k and 400k records, 25,000 per split, 2 rounds")
+    ap.add_argument("--sketches", action="store_true",
+                    help="add the side `sketches` (the job with a theta, an HLL and a quantiles metric more) and "
+                         "print its CPU per record over the job's; default sides then: job sketches")
     ap.add_argument("--tiny", action="store_true",
                     help="4,000 records, 2,000 per split, 1 round: runs every side once, measures nothing")
     args = ap.parse_args()
@@ -343,7 +355,10 @@ def main() -> None:
     if args.value_format != "json" and args.sides and "spark-kafka" in args.sides:
         ap.error("the spark-kafka anchor reads JSON (from_json): leave it out with --value-format "
                  + args.value_format)
-    default_sides = [s for s in SIDES if args.value_format == "json" or s != "spark-kafka"]
+    if args.sides and "sketches" in args.sides and not args.sketches:
+        ap.error("the side `sketches` comes with --sketches")
+    default_sides = (["job", "sketches"] if args.sketches else
+                     [s for s in SIDES if (args.value_format == "json" or s != "spark-kafka") and s != "sketches"])
     sides = [s for s in SIDES if s in (args.sides or default_sides)]
     work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     broker = None
@@ -378,6 +393,7 @@ def main() -> None:
 def bench_size(n: int, repeat: int, sides: list[str], bootstrap: str, broker: EmbeddedKafka | None,
                store: MetadataStore, work: Path, args: argparse.Namespace) -> tuple[int, int]:
     spec, plan, topic = prepare(bootstrap, store, n, args)
+    sketch_spec = with_sketches(spec) if "sketches" in sides else None
     ranges = {p.tp.partition: (p.start, p.end) for p in plan.partitions}
     kafka_ranges = {(p.tp.topic, p.tp.partition): (p.start, p.end) for p in plan.partitions}
     group = plan.groups[0]
@@ -400,6 +416,11 @@ def bench_size(n: int, repeat: int, sides: list[str], bootstrap: str, broker: Em
         check_report(report, n)
         return f", {len(report.segments)} segments, {sum(s.rows for s in report.segments):,} rows"
 
+    def run_sketches(out: str) -> str:
+        report = run_group(spark, GroupJob(sketch_spec, plan, group.group_id, 0, out))
+        check_report(report, n)
+        return f", {len(report.segments)} segments, {sum(s.rows for s in report.segments):,} rows"
+
     def run_jvm_reader(out: str) -> str:
         report = jvm_reader_job(spark, GroupJob(spec, plan, group.group_id, 0, out), bootstrap)
         check_report(report, n)
@@ -410,7 +431,7 @@ def bench_size(n: int, repeat: int, sides: list[str], bootstrap: str, broker: Em
         return ""
 
     runners: dict[str, Callable[[str], str]] = {"job": run_job, "spark-kafka": run_anchor,
-                                                "jvm-reader": run_jvm_reader}
+                                                "jvm-reader": run_jvm_reader, "sketches": run_sketches}
     samples: dict[str, list[Sample]] = {s: [] for s in sides}
     ratios: dict[str, list[float]] = {}
     print(f"{n:,} records, {len(group.splits)} splits; {repeat} rounds after a warm-up, sides in rotating order",
@@ -455,6 +476,12 @@ def bench_size(n: int, repeat: int, sides: list[str], bootstrap: str, broker: Em
         if a in med and b in med:
             per_round = ", ".join(f"{x:.2f}" for x in ratios[name])
             print(f"  {name:<34} {med[a] / med[b]:.2f}   (per round: {per_round}){_TARGETS.get(name, '')}")
+    if "job" in sides and "sketches" in sides:
+        per_round = [s.cpu_us / j.cpu_us for s, j in zip(samples["sketches"], samples["job"])]
+        cpu = {side: statistics.median(s.cpu_us for s in samples[side]) for side in ("job", "sketches")}
+        print(f"  sketches / job CPU per record          {cpu['sketches'] / cpu['job']:.2f}   ({cpu['sketches']:.2f} "
+              f"/ {cpu['job']:.2f} us; per round: {', '.join(f'{x:.2f}' for x in per_round)})   target <= 1.5",
+              flush=True)
     if "job" in sides:
         # the job keeps every core busy: it cannot go faster than the cores over its CPU per record
         per_record = statistics.median(s.cpu_us + s.broker_us for s in samples["job"]) / 1e6
@@ -467,9 +494,16 @@ def bench_size(n: int, repeat: int, sides: list[str], bootstrap: str, broker: Em
 
 
 _RATIOS = {"job / raw consume": ("job", "raw"), "job / Spark's Kafka source (anchor)": ("job", "spark-kafka"),
-           "jvm-reader / job": ("jvm-reader", "job")}
+           "jvm-reader / job": ("jvm-reader", "job"), "sketches / job": ("sketches", "job")}
 _TARGETS = {"job / raw consume": "   target >= 1.0",
             "jvm-reader / job": "   the JVM reader replaces ours at >= 1.3"}
+
+
+def with_sketches(spec: Any) -> Any:
+    """The benchmark's spec with SKETCH_METRICS added (the same datasource, so the same plan runs it)."""
+    raw = spec.to_raw()
+    raw["spec"]["dataSchema"]["metricsSpec"] = raw["spec"]["dataSchema"]["metricsSpec"] + SKETCH_METRICS
+    return parse_spec(raw, "wikipedia with sketches (benchmark)")
 
 
 def check_report(report: Any, n: int) -> None:
@@ -489,6 +523,8 @@ def compare_outputs(work: Path, n: int, sides: list[str]) -> None:
         out = work / f"out-{n}-{side}--1"
         # our job and the JVM reader write in an attempt folder of their own (`GroupJob.attempt_uri`)
         path = out if side == "spark-kafka" else next(out.glob(f"{deep_storage.ATTEMPT}*/segments"))
+        if side == "sketches":
+            check_sketches(path)
         # "__segment=..." folders start with "_", which pyarrow ignores by default
         table = ds.dataset(str(path), format="parquet", partitioning="hive",
                            ignore_prefixes=[".", "_SUCCESS"]).to_table()
@@ -502,6 +538,20 @@ def compare_outputs(work: Path, n: int, sides: list[str]) -> None:
         rows, edits, *_ = next(iter(totals.values()))
         print(f"  outputs agree ({', '.join(totals)}): {edits:,} rows kept by the filter -> {rows:,} rolled-up rows",
               flush=True)
+
+
+def check_sketches(path: Path) -> None:
+    """The sketches side's output: every row's theta, HLL and quantiles sketch reads back (datasketches), and
+    the quantiles sketches count every edit the filter kept."""
+    import datasketches
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(str(path), format="parquet", partitioning="hive", ignore_prefixes=[".", "_SUCCESS"]).to_table(
+        columns=["edits", "users", "pages", "delta_quantiles"])
+    for column, read in (("users", datasketches.compact_theta_sketch), ("pages", datasketches.hll_sketch)):
+        assert all(read.deserialize(b).get_estimate() >= 1 for b in table.column(column).to_pylist()), column
+    counted = sum(datasketches.quantiles_doubles_sketch.deserialize(b).n for b in table.column("delta_quantiles").to_pylist())
+    assert counted == sum(table.column("edits").to_pylist()), (counted, "quantiles sketches vs edits")
 
 
 def stop_jvm(spark) -> None:

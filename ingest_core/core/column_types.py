@@ -35,6 +35,7 @@ from typing import Any
 
 STRING, LONG, FLOAT, DOUBLE = "STRING", "LONG", "FLOAT", "DOUBLE"
 JSON = "COMPLEX<json>"
+SKETCH = "COMPLEX<sketch>"  # a sketch metric's column: DataSketches' serialized bytes (core.aggregators)
 TIMESTAMP = "TIMESTAMP"  # __time: not a Druid dimension type, shown as such
 UNTYPED_ARRAY = "ARRAY"  # an empty or all-null array: its element type is not known yet
 # a segment's discovered column that held nulls only: stored as STRING (Druid's type for it), but it narrows no

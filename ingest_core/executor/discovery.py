@@ -31,6 +31,7 @@ from ingest_core.core.column_types import (
     JSON,
     LONG,
     NULL,
+    SKETCH,
     STRING,
     TIMESTAMP,
     array_of,
@@ -57,7 +58,7 @@ def arrow_type(t: str) -> pa.DataType:
     element = element_type(t)
     if element is not None:
         return pa.list_(arrow_type(element))
-    return {LONG: pa.int64(), DOUBLE: pa.float64(), FLOAT: pa.float32(),
+    return {LONG: pa.int64(), DOUBLE: pa.float64(), FLOAT: pa.float32(), SKETCH: pa.binary(),
             TIMESTAMP: pa.timestamp("ms", tz="UTC")}.get(t, pa.string())
 
 
@@ -73,6 +74,8 @@ def type_of_arrow(t: pa.DataType) -> str:
         return DOUBLE
     if pa.types.is_timestamp(t):
         return TIMESTAMP
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return SKETCH
     return STRING
 
 

@@ -22,23 +22,37 @@ range becomes several rows of the same group whose longSum values add up to the 
 range, the group's other sums and count on its first row, its min/max/first/last on every one), so reading the
 segment gives the exact total: Druid's streaming rollup is best-effort, its rows are never wrong.
 
+    <kind>Any        the group's first non-null value            first non-null
+    sketches         a serialized sketch of the group's values  union (`executor.sketches.merge_batches`)
+
+stringFirst/stringLast/stringAny values are cut to maxStringBytes UTF-8 bytes (never inside a character). A
+`filtered` aggregator reads its input where its filter matched (a column of the row parser's verdicts) and null
+elsewhere; a filtered count counts the matching rows; a filtered first/last takes the group's first/last row
+the filter matched and carries that row's time and offset (`filtered_order_columns`) for Spark's min_by/max_by.
+
 First and Last carry their row's time and offset (FIRST_TIME, FIRST_OFFSET, LAST_TIME, LAST_OFFSET), shared by
 every First (or Last) aggregator: one row is the earliest of its group, whatever the value column.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ingest_core.core.aggregators import SketchParams, operation
 from ingest_core.core.spec import DatasourceSpec
+from ingest_core.executor import sketches
 from ingest_core.executor.row_parser import (
     OFFSET,
     TIME,
+    filter_mask_column,
     metric_input_column,
-    metric_kind,
+    value_kind_column,
 )
 
 FIRST_TIME, FIRST_OFFSET = "__first_time", "__first_offset"
@@ -46,6 +60,7 @@ LAST_TIME, LAST_OFFSET = "__last_time", "__last_offset"
 
 # nulls count as values for First/Last (Spark's min_by/max_by and Druid keep a null first value)
 _WITH_NULLS = pc.ScalarAggregateOptions(skip_nulls=False)
+_ROWS = "__rows"
 
 
 @dataclass(frozen=True)
@@ -53,16 +68,34 @@ class Aggregator:
     """One metricsSpec entry as a partial aggregation: `op` over the input column, stored as `name`."""
 
     name: str
-    op: str            # count, sum, min, max, first, last
-    kind: str | None   # long, double, float; None for count
+    op: str            # count, sum, min, max, first, last, any; theta, hll, quantiles, kll (sketches)
+    kind: str | None   # the input's kind: long, double, float, string; None for count
     input: str | None  # the parsed input column; None for count
+    inputs: tuple[str, ...] = ()  # every input column (cardinality reads several)
+    mask: str | None = None  # filtered: the row parser's column of the filter's verdicts
+    sketch: SketchParams | None = None
+    max_bytes: int | None = None  # string values: Druid's maxStringBytes
+    by_row: bool = False  # cardinality: one value per row (its fields' values together)
+    kinds: str | None = None  # a hashed sketch input's value kinds (`row_parser.value_kind_column`)
 
     @classmethod
     def of(cls, agg_type: str, name: str, field_name: str | None) -> "Aggregator":
-        kind = metric_kind(agg_type)
+        op, kind = operation(agg_type)
         if kind is None:
             return cls(name, "count", None, None)
-        return cls(name, agg_type[len(kind):].lower(), kind, metric_input_column(field_name or "", kind))
+        column = metric_input_column(field_name or "", kind)
+        return cls(name, op, kind, column, (column,))
+
+    @property
+    def spark_type(self) -> str:
+        """The stored column's Spark SQL type."""
+        return "binary" if self.sketch is not None else self.kind or "long"
+
+
+def filtered_order_columns(name: str) -> tuple[str, str]:
+    """A filtered first/last `name`'s partial columns: the time and offset of the row its value came from (the
+    group's first/last row the filter matched; null when none did)."""
+    return f"__time_{name}", f"__offset_{name}"
 
 
 def long_sum_columns(name: str) -> tuple[str, str]:
@@ -77,7 +110,43 @@ def long_sum_value(partial_row: dict, name: str) -> int | None:
 
 
 def aggregators(spec: DatasourceSpec) -> list[Aggregator]:
-    return [Aggregator.of(a.type, a.name, a.field_name) for a in spec.data_schema.metrics_spec]
+    out = []
+    for a in spec.data_schema.metrics_spec:
+        kind = a.input_kind
+        inputs = tuple(metric_input_column(f, kind) for f in a.input_fields) if kind else ()
+        out.append(Aggregator(a.name, a.op, kind, inputs[0] if inputs else None, inputs,
+                              filter_mask_column(a.name) if a.type == "filtered" else None, a.sketch,
+                              a.string_bytes if kind == "string" else None, a.inner.by_row,
+                              value_kind_column(inputs[0]) if a.hashes_typed_values else None))
+    return out
+
+
+def input_values(rows: pa.Table, a: Aggregator) -> pa.Array:
+    """The aggregator's input over `rows`: strings cut to maxStringBytes, null where a filter did not match,
+    a cardinality's fields joined per row (byRow)."""
+    if len(a.inputs) > 1 and a.by_row:
+        values = pc.binary_join_element_wise(*[rows.column(c) for c in a.inputs], "\x01",
+                                             null_handling="replace", null_replacement="")
+    else:
+        values = rows.column(a.input)
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if a.max_bytes is not None:
+        values = truncate_utf8(values, a.max_bytes)
+    if a.mask is not None:
+        values = pc.if_else(rows.column(a.mask), values, pa.scalar(None, values.type))
+        values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    return values
+
+
+def truncate_utf8(values: pa.Array, max_bytes: int) -> pa.Array:
+    """Each string cut to at most `max_bytes` UTF-8 bytes, never inside a character (Druid's StringUtils.chop)."""
+    long_ones = pc.greater(pc.binary_length(values), max_bytes)
+    if not pc.any(long_ones).as_py():
+        return values
+    def chop(v: str | None) -> str | None:
+        return None if v is None else v.encode("utf-8")[:max_bytes].decode("utf-8", "ignore")
+    return pa.array([chop(v) for v in values.to_pylist()], values.type)
 
 
 class PartialRollup:
@@ -95,6 +164,8 @@ class PartialRollup:
         for a in self.aggs:
             if a.op == "count":
                 fields.append(pa.field(a.name, pa.int64()))
+            elif a.sketch is not None:
+                fields.append(pa.field(a.name, pa.binary()))
             elif a.op == "sum" and a.kind == "long":
                 fields += [pa.field(c, pa.int64()) for c in long_sum_columns(a.name)]
             elif a.op == "sum":
@@ -106,6 +177,10 @@ class PartialRollup:
             fields += [pa.field(FIRST_TIME, rows.field(TIME).type), pa.field(FIRST_OFFSET, pa.int64())]
         if self.last:
             fields += [pa.field(LAST_TIME, rows.field(TIME).type), pa.field(LAST_OFFSET, pa.int64())]
+        for a in self.aggs:
+            if a.op in ("first", "last") and a.mask is not None:
+                at, offset = filtered_order_columns(a.name)
+                fields += [pa.field(at, rows.field(TIME).type), pa.field(offset, pa.int64())]
         return pa.schema(fields)
 
     def aggregate(self, rows: pa.Table) -> pa.Table:
@@ -128,28 +203,107 @@ class PartialRollup:
                 specs.append((v, op, options) if options is not None else (v, op))
             names.append(name)
 
+        sketched: dict[int, Aggregator] = {}  # output position -> a sketch, built from the groups' row lists
+        picked: dict[int, Aggregator] = {}  # output position -> a filtered first/last, taken from its row below
+        numbers = pa.array(np.arange(rows.num_rows, dtype=np.int64))
         for a in self.aggs:
-            if a.op == "count":
+            if a.op == "count" and a.mask is not None:
+                add(pc.cast(rows.column(a.mask), pa.int64()), "sum", a.name)  # the rows the filter matched
+            elif a.op == "count":
                 add(None, "count_all", a.name)
+            elif a.sketch is not None:
+                sketched[len(names)] = a
+                names.append(a.name)
             elif a.op == "sum" and a.kind == "long":
-                values = rows.column(a.input)
+                values = input_values(rows, a)
                 lo, hi = long_sum_columns(a.name)
                 add(pc.bit_wise_and(values, 0xFFFFFFFF), "sum", lo)
                 add(pc.shift_right(values, 32), "sum", hi)  # arithmetic: the sign stays
+            elif a.op in ("first", "last") and a.mask is not None:
+                picked[len(names)] = a  # the group's first (last) row the filter matched, by its row number
+                add(pc.if_else(rows.column(a.mask), numbers, pa.scalar(None, pa.int64())), a.op, a.name)
             elif a.op in ("first", "last"):
-                add(a.input, a.op, a.name, _WITH_NULLS)
+                add(input_values(rows, a), a.op, a.name, _WITH_NULLS)
+            elif a.op == "any":
+                add(input_values(rows, a), "first", a.name)  # Druid's any: a non-null value when there is one
             else:
-                add(a.input, a.op, a.name)
+                add(input_values(rows, a), a.op, a.name)
         if self.first:
             add(TIME, "first", FIRST_TIME)
             add(OFFSET, "first", FIRST_OFFSET)
         if self.last:
             add(TIME, "last", LAST_TIME)
             add(OFFSET, "last", LAST_OFFSET)
+        if sketched:  # each group's rows, as row numbers in input order, to build its sketches from
+            add(numbers, "list", _ROWS)
         keys = [f"k{i}" for i in range(len(self.keys))]
         grouped = pa.table(columns).group_by(keys, use_threads=False).aggregate(specs)
         # the result holds the keys first, then one column per aggregation, in order
-        return pa.Table.from_arrays(grouped.columns, names=self.keys + names)
+        computed = iter(grouped.columns[len(keys):])
+        outputs: list[Any] = []
+        if sketched:
+            row_lists = grouped.columns[-1].combine_chunks()
+            order, offsets = row_lists.flatten(), row_lists.offsets.to_numpy()
+            names.pop()
+        extra: dict[str, pa.Array] = {}  # filtered first/last: their rows' time and offset, last
+        for position in range(len(names)):
+            if position in sketched:
+                outputs.append(group_sketches(rows, sketched[position], order, offsets))
+                continue
+            column = next(computed)
+            if position in picked:
+                a = picked[position]
+                outputs.append(input_values(rows, a).take(column))
+                at, offset = filtered_order_columns(a.name)
+                extra[at], extra[offset] = rows.column(TIME).take(column), rows.column(OFFSET).take(column)
+                continue
+            outputs.append(column)
+        return pa.Table.from_arrays(grouped.columns[:len(keys)] + outputs + list(extra.values()),
+                                    names=self.keys + names + list(extra))
+
+
+def group_sketches(rows: pa.Table, a: Aggregator, order: pa.Array, offsets: np.ndarray) -> pa.Array:
+    """One serialized sketch per group, of each group's input values (cardinality: of each field's)."""
+    assert a.sketch is not None
+    columns = [a.input] if len(a.inputs) <= 1 or a.by_row else list(a.inputs)
+    if len(columns) == 1:
+        kinds = rows.column(a.kinds).take(order) if a.kinds is not None else None
+        return sketches.build(a.sketch, input_values(rows, a).take(order), offsets, kinds)
+    # several fields, each value counted: every field's values of a group, one after the other
+    picked = [input_values(rows, dataclasses.replace(a, input=c, inputs=(c,))).take(order) for c in columns]
+    n, width = len(order), len(columns)
+    group_of = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    by_group = np.argsort(np.tile(group_of, width), kind="stable")  # positions in the stacked fields
+    return sketches.build(a.sketch, pa.concat_arrays(picked).take(pa.array(by_group)), offsets * width)
+
+
+def row_metrics_schema(rows: pa.Schema, aggs: list[Aggregator]) -> pa.Schema:
+    """Without rollup: the raw rows' schema plus each metric's column (`row_metrics`)."""
+    for a in aggs:
+        typ = (pa.int64() if a.op == "count" else pa.binary() if a.sketch is not None
+               else rows.field(a.input).type)
+        rows = rows.append(pa.field(a.name, typ))
+    return rows
+
+
+def row_metrics(rows: pa.Table, aggs: list[Aggregator]) -> pa.Table:
+    """Without rollup every row keeps its own metrics, as Druid stores them: a count is 1 (a filtered one 1 or
+    0), a sketch is the sketch of the row's value, a value is the row's input (null where a filter did not
+    match, strings cut to maxStringBytes)."""
+    n = rows.num_rows
+    columns = []
+    for a in aggs:
+        if a.op == "count":
+            columns.append(pc.cast(rows.column(a.mask), pa.int64()) if a.mask is not None
+                           else pa.array(np.ones(n, dtype=np.int64)))
+        elif a.sketch is not None:
+            every_row = np.arange(n + 1, dtype=np.int64)
+            columns.append(group_sketches(rows, a, pa.array(every_row[:-1]), every_row))
+        else:
+            columns.append(input_values(rows, a))
+    for a, column in zip(aggs, columns):
+        rows = rows.append_column(a.name, column)
+    return rows
 
 
 class RollupBuffer:

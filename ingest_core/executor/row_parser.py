@@ -66,7 +66,7 @@ DIMS_JSON = "__dims"     # schemaless: the discovered dimensions as canonical JS
 TIME_TYPE = pa.timestamp("ms", tz="UTC")
 DIM_TYPES = {"string": pa.string(), "long": pa.int64(), "float": pa.float32(), "double": pa.float64(),
              "json": pa.string(), "auto": pa.string()}
-METRIC_INPUT_TYPES = {"long": pa.int64(), "double": pa.float64(), "float": pa.float32()}
+METRIC_INPUT_TYPES = {"long": pa.int64(), "double": pa.float64(), "float": pa.float32(), "string": pa.string()}
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=MIN_DATETIME.tzinfo)
 MIN_TIME_MS = (MIN_DATETIME - _EPOCH) // timedelta(milliseconds=1)  # row times a segment interval can hold
@@ -75,16 +75,18 @@ LONG_MIN, LONG_MAX = -(2 ** 63), 2 ** 63 - 1
 FLOAT_MAX = 3.4028234663852886e38  # the largest finite float32
 
 
-def metric_kind(agg_type: str) -> str | None:
-    """`long`, `double` or `float` for a typed aggregator (`longSum` -> long); None for count."""
-    for kind in ("long", "double", "float"):
-        if agg_type.startswith(kind):
-            return kind
-    return None
-
-
 def metric_input_column(field_name: str, kind: str) -> str:
     return f"__in_{kind}_{field_name}"
+
+
+def value_kind_column(input_column: str) -> str:
+    """A hashed sketch input's companion column: each value's kind (`core.aggregators` TEXT, LONG, DOUBLE, LIST)."""
+    return f"{input_column}__kind"
+
+
+def filter_mask_column(metric: str) -> str:
+    """The column of a filtered aggregator's filter: true where the row feeds the metric."""
+    return f"__filter_{metric}"
 
 
 @dataclass
@@ -243,7 +245,7 @@ class RowParser:
         self.schemaless = discovers_strings(dims)
         self.keep_nulls = self.value_fmt.keeps_null_columns
         self.multi_value = {d.name: d.multi_value_handling for d in dims.dimensions}
-        metric_fields = {a.field_name for a in schema.metrics_spec if a.field_name}
+        metric_fields = {f for a in schema.metrics_spec for f in a.input_fields}
         # Druid's schemaless exclusions (ingestion-spec.md, "Inclusions and exclusions"); the listed dimensions,
         # which includeAllDimensions puts first, are not discovered again
         self.excluded = (set(dims.dimension_exclusions) | metric_fields | {a.name for a in schema.metrics_spec}
@@ -256,13 +258,22 @@ class RowParser:
             targets.append(Target(d.name, d.name, d.type if d.type in ("long", "float", "double") else "string", False))
         seen: set[str] = set()
         for a in schema.metrics_spec:
-            kind = metric_kind(a.type)
-            if kind and a.field_name:
-                col = metric_input_column(a.field_name, kind)
+            kind = a.input_kind
+            for field_name in a.input_fields if kind else ():
+                col = metric_input_column(field_name, kind)
                 if col not in seen:
                     seen.add(col)
-                    targets.append(Target(col, a.field_name, kind, True))
+                    targets.append(Target(col, field_name, kind, True))
         self.targets = targets
+        # sketches sent as input (isInputThetaSketch, HLLSketchMerge): checked per row, a bad one is null
+        self.sketch_inputs = {metric_input_column(f, "string"): a.sketch for a in schema.metrics_spec
+                              if a.sketch is not None and a.sketch.from_sketches for f in a.input_fields}
+        # hashed sketch inputs: each value's kind beside its text, so a sketch hashes it as Druid would
+        self.hashed_inputs = sorted({metric_input_column(f, "string") for a in schema.metrics_spec
+                                     if a.hashes_typed_values for f in a.input_fields})
+        # filtered aggregators: each filter's verdict per row, a boolean column the rollup reads
+        self.metric_filters = [(filter_mask_column(a.name), compile_filter(a.filter), a.filter)
+                               for a in schema.metrics_spec if a.type == "filtered"]
 
         self.min_time, self.max_time = _message_time_window(spec, created_at)
         self.output_schema = pa.schema(
@@ -270,6 +281,8 @@ class RowParser:
             + [(t.column, DIM_TYPES[t.kind] if not t.is_metric_input else METRIC_INPUT_TYPES[t.kind]) for t in targets]
             + ([(DIMS_JSON, pa.string())] if self.schemaless else [])
             + ([(AUTO_JSON, pa.string())] if self.typed_discovery else [])
+            + [(column, pa.bool_()) for column, _, _ in self.metric_filters]
+            + [(value_kind_column(column), pa.int8()) for column in self.hashed_inputs]
             + [(PARTITION, pa.int32()), (OFFSET, pa.int64())])
         self._fast_schema = self._plan_fast_path()
         self._columnar = self._plan_columnar()
@@ -288,7 +301,7 @@ class RowParser:
         transform_names = {name for name, _ in self.transforms}
         # transforms read the input's fields (one of their own name too); the filter reads transformed ones
         needed = {c for _, e in self.transforms for c in e.columns}
-        needed |= _filter_columns(self.spec.data_schema.transform_spec.filter) - transform_names
+        needed |= self._filter_inputs() - transform_names
         for t in self.targets:
             typ = {"string": pa.string(), "long": pa.int64(), "float": pa.float64(), "double": pa.float64()}[t.kind]
             if t.source in transform_names:
@@ -311,7 +324,14 @@ class RowParser:
         transform_names = {name for name, _ in self.transforms}
         needed = {self.ts_spec.column} | {t.source for t in self.targets if t.source not in transform_names}
         needed |= {c for _, e in self.transforms for c in e.columns}
-        return needed | _filter_columns(self.spec.data_schema.transform_spec.filter)
+        return needed | self._filter_inputs()
+
+    def _filter_inputs(self) -> set[str]:
+        """The input columns transformSpec.filter and the filtered aggregators' filters read."""
+        out = _filter_columns(self.spec.data_schema.transform_spec.filter)
+        for _, _, raw in self.metric_filters:
+            out |= _filter_columns(raw)
+        return out
 
     def _decode_fast(self, chunk: RecordChunk, indexes: list[int]) -> dict[str, pa.Array] | None:
         assert self._fast_schema is not None
@@ -425,6 +445,14 @@ class RowParser:
             self._throw_away(pc.and_(mask, pc.invert(window)), stats, rejections, offsets,
                              "event time outside the message rejection window (late/earlyMessageRejection*)")
             mask = pc.and_(mask, window)
+        masks: dict[str, pa.Array] = {}
+        for column, metric_filter, raw_filter in self.metric_filters:
+            name = column[len(filter_mask_column("")):]
+            verdict = self._per_row(metric_filter, columns, n, bad, chunk, offsets,
+                                    f"the filter of aggregator {name!r}", _filter_columns(raw_filter), raw_values)
+            masks[column] = pc.fill_null(verdict, False)
+        if masks and bad:
+            mask = pc.and_(mask, _keep_mask(n, bad))
         for row in sorted(bad):
             self._exception(exceptions, rejections, stats, chunk, offsets, row, bad[row], unparseable=True)
 
@@ -435,10 +463,15 @@ class RowParser:
         for t in self.targets:
             source = columns.get(t.source) if t.source in transformed else pyvalues.get(t.source, columns.get(t.source))
             out[t.column] = self._typed(t, source, n, with_error)
+            if t.is_metric_input and t.column in self.hashed_inputs:
+                out[value_kind_column(t.column)] = value_kinds(source, n)
+        for column, params in self.sketch_inputs.items():
+            out[column] = _checked_sketches(out[column], params, column, with_error)
         if self.schemaless:
             out[DIMS_JSON] = self._discovered(rows, columns, n)
         if self.typed_discovery:
             out[AUTO_JSON] = self._discovered_typed(rows, columns, with_error)
+        out.update(masks)
         out[PARTITION] = pa.repeat(pa.scalar(chunk.partition, pa.int32()), n)
         out[OFFSET] = offsets
         table = pa.Table.from_pydict(out, schema=self.output_schema)
@@ -890,6 +923,50 @@ def _plain_array(values: list[Any]) -> pa.Array | None:
     if pa.types.is_struct(arr.type) or pa.types.is_list(arr.type) or pa.types.is_boolean(arr.type):
         return None
     return arr
+
+
+def value_kinds(raw: Any, n: int) -> pa.Array:
+    """Each value's kind (`core.aggregators`: TEXT, LONG, DOUBLE, LIST) as Druid's parser would type it: a
+    JSON (or Avro, ...) integer is a long, a decimal a double, a list of several values a multi-value."""
+    from ingest_core.core.aggregators import DOUBLE, LIST, LONG, TEXT
+
+    if raw is None:
+        return pa.array(np.zeros(n, dtype=np.int8))
+    if not isinstance(raw, list):
+        if isinstance(raw, pa.ChunkedArray):
+            raw = raw.combine_chunks()
+        kind = LONG if pa.types.is_integer(raw.type) else DOUBLE if pa.types.is_floating(raw.type) else TEXT
+        return pa.array(np.full(n, kind, dtype=np.int8))
+
+    def kind(v: Any) -> int:
+        if isinstance(v, bool):
+            return TEXT
+        if isinstance(v, int):
+            return LONG
+        if isinstance(v, float):
+            return DOUBLE
+        if isinstance(v, list) and sum(x is not None for x in v) > 1:
+            return LIST
+        return TEXT
+    return pa.array([kind(v) for v in raw], pa.int8())
+
+
+def _checked_sketches(values: pa.Array, params: Any, column: str, with_error: dict[int, str]) -> pa.Array:
+    """Input sketches (base64 text) that DataSketches reads; any other value is null and its row
+    processedWithError, as Druid's parse exception for a sketch it cannot read."""
+    from ingest_core.executor.sketches import input_sketch_bytes
+
+    out = values.to_pylist()
+    for row, text in enumerate(out):
+        if text is None:
+            continue
+        try:
+            input_sketch_bytes(params, text)
+        except ValueError as exc:
+            out[row] = None
+            with_error.setdefault(row, f"could not read a sketch from [{_short(text)}] for metric input "
+                                       f"'{column.split('_', 4)[-1]}': {exc}; stored as null")
+    return pa.array(out, pa.string())
 
 
 def _filter_columns(spec: Any) -> set[str]:

@@ -3,8 +3,9 @@ allows, rolled up again (Druid's compaction task, as a bounded Spark job).
 
 Rows with the same `__time` and dimensions merge with the metrics' combining aggregators: count and sums add
 (a longSum exactly: high and low 32 bits apart, as ingestion does, `job.exact_long_sums`), min and max keep
-theirs, first and last take the value of the segment published first / last (segments hold no event times
-for them; publish order follows offset order). Without rollup in the spec, rows are kept as they are. Columns
+theirs, sketches are merged (unions, `job.merge_sketches`), any keeps a non-null value, first and last take the
+value of the segment published first / last (segments hold no event times for them; publish order follows offset
+order). Without rollup in the spec, rows are kept as they are. Columns
 a segment lacks read as null; the output is sorted by time within each file.
 
 The job writes Parquet under its own folder and a `report.json` listing the files with their rows and sizes;
@@ -36,7 +37,7 @@ from ingest_core.executor.discovery import (
 )
 from ingest_core.executor.rollup import aggregators, long_sum_columns
 from ingest_core.executor.row_parser import TIME
-from ingest_core.spark.job import col, exact_long_sums, sql_functions
+from ingest_core.spark.job import col, exact_long_sums, merge_functions, merge_sketches, merged_type, sql_functions
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +80,7 @@ def combine(rows: Any, spec: DatasourceSpec) -> Any:
     dims = [c for c in rows.columns if c not in metric_names and c not in (TIME, ORDER)]
     keys = [TIME, *dims]
     order = col(F, ORDER)
-    merge = {"count": F.sum, "sum": F.sum, "min": F.min, "max": F.max,
-             "first": lambda c: F.min_by(c, order), "last": lambda c: F.max_by(c, order)}
+    merge = merge_functions(F, lambda c: F.min_by(c, order), lambda c: F.max_by(c, order))
     parts, long_sums = [], []
     for a in aggs:
         value = col(F, a.name)
@@ -89,11 +89,15 @@ def combine(rows: Any, spec: DatasourceSpec) -> Any:
             lo, hi = long_sum_columns(a.name)
             parts += [F.sum(value.bitwiseAND(F.lit((1 << 32) - 1).cast("long"))).alias(lo),
                       F.sum(F.shiftright(value, 32)).alias(hi)]
+        elif a.op in ("first", "last") and a.mask is not None:
+            # a segment whose rows the filter never matched holds null: the first/last segment that has a value
+            by = F.min_by if a.op == "first" else F.max_by
+            parts.append(by(value, F.when(value.isNotNull(), order)).cast(merged_type(a)).alias(a.name))
         else:
-            parts.append(merge[a.op](value).cast(a.kind or "long").alias(a.name))
+            parts.append(merge[a.op](value).cast(merged_type(a)).alias(a.name))
     if not parts:  # no metrics: identical rows are one row
         return rows.select(*[col(F, k) for k in keys]).distinct()
-    rolled = rows.groupBy(*[col(F, k) for k in keys]).agg(*parts)
+    rolled = merge_sketches(rows.groupBy(*[col(F, k) for k in keys]).agg(*parts), aggs)
     if long_sums:
         rolled = exact_long_sums(F, rolled, keys, aggs, long_sums)
     return rolled

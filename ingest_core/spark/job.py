@@ -30,6 +30,7 @@ from typing import Any, Collection
 
 import pyarrow.parquet as pq
 
+from ingest_core.core.aggregators import SKETCH_OPS
 from ingest_core.core.defaults import PROGRESS_INTERVAL_S, STALL_TIMEOUT_S
 from ingest_core.core.errors import IngestError
 from ingest_core.core.planner import Plan, TaskGroup
@@ -49,6 +50,7 @@ from ingest_core.executor.rollup import (
     LAST_OFFSET,
     LAST_TIME,
     aggregators,
+    filtered_order_columns,
     long_sum_columns,
 )
 from ingest_core.executor.row_parser import DIMS_JSON, PARTITION, TIME, discovers_strings
@@ -324,29 +326,64 @@ def rollup(rows: Any, spec: DatasourceSpec, dims: list[str] | None = None) -> tu
         dims = ([d.name for d in schema.dimensions_spec.dimensions]
                 + ([DIMS_JSON] if discovers_strings(schema.dimensions_spec) else []))
     metrics = [a.name for a in schema.metrics_spec]
-    if not schema.granularity_spec.rollup:
+    if not schema.granularity_spec.rollup:  # the splits computed each row's metrics (`rollup.row_metrics`)
         cols = [col(F, BUCKET).alias(TIME), col(F, SEGMENT), *[col(F, d) for d in dims]]
-        for a in aggregators(spec):
-            cols.append((F.lit(1).cast("long") if a.op == "count" else col(F, a.input)).alias(a.name))
-        return rows.select(*cols), dims, metrics
+        return rows.select(*cols, *[col(F, m) for m in metrics]), dims, metrics
     first = F.struct(col(F, FIRST_TIME), col(F, PARTITION), col(F, FIRST_OFFSET))  # ties go to the lower partition
     last = F.struct(col(F, LAST_TIME), col(F, PARTITION), col(F, LAST_OFFSET))
-    merge = {"count": F.sum, "sum": F.sum, "min": F.min, "max": F.max,
-             "first": lambda c: F.min_by(c, first), "last": lambda c: F.max_by(c, last)}
+    merge = merge_functions(F, lambda c: F.min_by(c, first), lambda c: F.max_by(c, last))
     aggs, long_sums = [], []
     for a in aggregators(spec):
         if a.op == "sum" and a.kind == "long":
             long_sums.append(a.name)
             aggs += [F.sum(col(F, c)).alias(c) for c in long_sum_columns(a.name)]
+        elif a.op in ("first", "last") and a.mask is not None:
+            # by the time of the row the filter matched; a split where none did has a null order, which
+            # min_by/max_by pass over
+            at, offset = (col(F, c) for c in filtered_order_columns(a.name))
+            order = F.when(at.isNull(), F.lit(None)).otherwise(F.struct(at, col(F, PARTITION), offset))
+            by = F.min_by if a.op == "first" else F.max_by
+            aggs.append(by(col(F, a.name), order).cast(merged_type(a)).alias(a.name))
         else:
-            aggs.append(merge[a.op](col(F, a.name)).cast(a.kind or "long").alias(a.name))
+            aggs.append(merge[a.op](col(F, a.name)).cast(merged_type(a)).alias(a.name))
     if not aggs:
         aggs = [F.count(F.lit(1)).alias("__count")]
     keys = [TIME, SEGMENT, *dims]
     rolled = rows.groupBy(col(F, BUCKET).alias(TIME), col(F, SEGMENT), *[col(F, d) for d in dims]).agg(*aggs)
+    rolled = merge_sketches(rolled, aggregators(spec))
     if long_sums:
         rolled = exact_long_sums(F, rolled, keys, [a for a in aggregators(spec)], long_sums)
     return rolled, dims, metrics
+
+
+def merge_functions(F: Any, first: Any, last: Any) -> dict[str, Any]:
+    """Spark's merge of each partial aggregation (see `executor.rollup`); a sketch's partials are collected
+    and merged by `merge_sketches`."""
+    return {"count": F.sum, "sum": F.sum, "min": F.min, "max": F.max, "first": first, "last": last,
+            "any": lambda c: F.first(c, ignorenulls=True),
+            **{op: F.collect_list for op in SKETCH_OPS}}
+
+
+def merged_type(a: Any) -> str:
+    """The Spark type of an aggregator's merged column (a sketch's: the list of its partials)."""
+    return "array<binary>" if a.sketch is not None else a.spark_type
+
+
+def merge_sketches(rolled: Any, aggs: list[Any]) -> Any:
+    """The sketch columns, each a group's list of partial sketches, merged into one serialized sketch per row
+    by the `datasketches` package (`executor.sketches.merge_batches`), in the executors."""
+    from functools import partial
+
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from ingest_core.executor.sketches import merge_batches
+
+    params = {a.name: a.sketch for a in aggs if a.sketch is not None}
+    if not params:
+        return rolled
+    schema = StructType([StructField(f.name, BinaryType(), True) if f.name in params else f
+                         for f in rolled.schema.fields])
+    return rolled.mapInArrow(partial(merge_batches, sketches=params), schema)
 
 
 _HALF = 32  # a longSum's value = high * 2^32 + low (low unsigned), as the splits sum them
@@ -387,6 +424,8 @@ def exact_long_sums(F: Any, rolled: Any, keys: list[str], aggs: list[Any], long_
             out.append(F.when(lo.isNull(), F.lit(None)).otherwise(value).cast("long").alias(a.name))
         elif a.op in ("count", "sum"):
             out.append(F.when(first_row, col(F, a.name)).otherwise(F.lit(0).cast(a.kind or "long")).alias(a.name))
+        elif a.sketch is not None:  # on the first row only: a quantiles sketch counted twice would be wrong
+            out.append(F.when(first_row, col(F, a.name)).otherwise(F.lit(None).cast("binary")).alias(a.name))
         else:
             out.append(col(F, a.name))
     return staged.select(*out)

@@ -105,10 +105,14 @@ def output_arrow_schema(parser: Any) -> pa.Schema:
     `ingest_core.executor.rollup`), then the segment; timestamps as Spark expects them."""
     from ingest_core.executor.row_parser import TIME_TYPE
 
+    from ingest_core.executor.rollup import aggregators, row_metrics_schema
+
     rows = parser.output_schema.append(pa.field(BUCKET, TIME_TYPE))
     rollup = split_rollup(parser)
     if rollup is not None:
         rows = rollup.schema(rows)
+    else:
+        rows = row_metrics_schema(rows, aggregators(parser.spec))
     fields = [pa.field(f.name, SPARK_TIME) if pa.types.is_timestamp(f.type) else f for f in rows]
     return pa.schema(fields + [pa.field(SEGMENT, pa.int64())])
 
@@ -142,7 +146,7 @@ class KafkaRangeReader(DataSourceReader):
     def read(self, partition: SplitPartition) -> Iterator[pa.RecordBatch]:
         from ingest_core.executor import dead_letters, deep_storage
         from ingest_core.executor.report import ServiceProblem, SplitReport
-        from ingest_core.executor.rollup import RollupBuffer
+        from ingest_core.executor.rollup import RollupBuffer, aggregators, row_metrics
         from ingest_core.executor.row_parser import TIME
 
         spec, parser = _spec_and_parser(self.job, self.input_format)
@@ -150,6 +154,7 @@ class KafkaRangeReader(DataSourceReader):
         schema = output_arrow_schema(parser)
         rollup = split_rollup(parser)
         buffer = RollupBuffer(rollup, spec.tuning_config.max_rows_in_memory) if rollup is not None else None
+        metrics = aggregators(spec)
         report = SplitReport(partition.index, partition.topic, partition.partition, partition.start, partition.end)
         limit = spec.tuning_config.effective_max_parse_exceptions
         started = time.monotonic()
@@ -203,7 +208,7 @@ class KafkaRangeReader(DataSourceReader):
                 continue
             table = table.append_column(BUCKET, buckets.floor(gran.query_granularity, table.column(TIME)))
             if buffer is None:
-                yield from batches(table)
+                yield from batches(row_metrics(table, metrics))
             elif (partial := buffer.add(table)) is not None:
                 yield from batches(partial)
         if buffer is not None and (partial := buffer.flush()) is not None:

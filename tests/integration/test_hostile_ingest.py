@@ -108,6 +108,7 @@ def test_a_hostile_stream_publishes_exact_rows_and_counts_every_bad_one(spark, b
 def test_spark_merges_long_sums_past_the_long_range_exactly(spark):
     """`job.rollup` on the partial rows of several splits: every group's longSums add up to the exact sums, at
     and past both ends of the long range, with one longSum overflowing and the other not, and with nulls."""
+    import datasketches
     import pyarrow as pa
 
     from ingest_core.core.spec import parse_spec
@@ -127,7 +128,8 @@ def test_spark_merges_long_sums_past_the_long_range_exactly(spark):
         "dataSource": "o", "timestampSpec": {"column": "ts"}, "dimensionsSpec": {"dimensions": ["a"]},
         "metricsSpec": [{"type": "count", "name": "c"}, {"type": "longSum", "name": "sn", "fieldName": "n"},
                         {"type": "longSum", "name": "sm", "fieldName": "m"}, {"type": "longMax", "name": "xn", "fieldName": "n"},
-                        {"type": "doubleSum", "name": "dn", "fieldName": "d"}],
+                        {"type": "doubleSum", "name": "dn", "fieldName": "d"},
+                        {"type": "quantilesDoublesSketch", "name": "qd", "fieldName": "d"}],
         "granularitySpec": {"segmentGranularity": "HOUR", "queryGranularity": "HOUR"}},
         "ioConfig": {"topic": "t", "inputFormat": {"type": "json"}, "consumerProperties": {"bootstrap.servers": "x:1"}}}})
     partial_rollup = PartialRollup([BUCKET, "a", PARTITION], aggregators(spec))
@@ -159,6 +161,10 @@ def test_spark_merges_long_sums_past_the_long_range_exactly(spark):
             assert all(bottom <= v <= top for v in sums), (a, name)
             assert (sum(sums) if sums else None) == (sum(present) if present else None), (a, name, got)
         assert sum(r["c"] for r in got) == len(ns) and sum(r["dn"] for r in got) == len(ns)
+        # a sketch is on the group's first row only: summing the rows' counts and merging their sketches agree
+        assert sum(datasketches.quantiles_doubles_sketch.deserialize(r["qd"]).n for r in got
+                   if r["qd"] is not None) == len(ns)
+        assert sum(r["qd"] is not None for r in got) == 1
         assert {r["xn"] for r in got} == {max((v for v in ns if v is not None), default=None)}
         fits = all(bottom <= sum(v for v in vs if v is not None) <= top for vs in (ns, ms))
         assert (len(got) == 1) == fits, (a, got)

@@ -89,8 +89,12 @@ def test_connect_mode_gives_the_same_segments_and_report_as_a_session_of_its_own
 
     topic = broker.create_topic(partitions=2)
     produce(broker, topic, 300, 2)
-    # with schema discovery: its passes (mapInArrow) run on the Connect server's Python workers too
-    discovering = {**SCHEMA, "dimensionsSpec": {"useSchemaDiscovery": True, "dimensions": ["a"]}}
+    # with schema discovery and sketch metrics: their passes (mapInArrow) run on the Connect server's Python
+    # workers too
+    discovering = {**SCHEMA, "dimensionsSpec": {"useSchemaDiscovery": True, "dimensions": ["a"]},
+                   "metricsSpec": SCHEMA["metricsSpec"] + [
+                       {"type": "thetaSketch", "name": "v_theta", "fieldName": "v"},
+                       {"type": "quantilesDoublesSketch", "name": "v_quantiles", "fieldName": "v"}]}
     spec = spec_from(broker.bootstrap, topic, discovering, io={"taskCount": 2})
     plan = Supervisor(spec, store).plan("manual__eq").plan
     spec_uri, plan_uri = stage(tmp_path, spec, plan)
@@ -104,6 +108,7 @@ def test_connect_mode_gives_the_same_segments_and_report_as_a_session_of_its_own
         assert comparable(got) == comparable(expected)
         assert segment_rows(got) == segment_rows(expected)
         assert got["segments"][0]["types"]["b"] == "STRING" and got["segments"][0]["dimensions"] == ["a", "b"]
+        assert got["segments"][0]["types"]["v_theta"] == "COMPLEX<sketch>"
 
 
 def test_a_deadline_interrupts_the_job_and_not_the_other_jobs_of_its_session(spark_connect, broker, store, tmp_path):

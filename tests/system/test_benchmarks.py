@@ -49,6 +49,17 @@ def test_ingest_job_throughput_avro(broker):
                   "CPU bound": rf"^  job CPU bound: 2 cores / {NUMBER} us of CPU per record .* = {NUMBER} rec/s"})
 
 
+def test_ingest_job_throughput_sketches(broker):
+    # issue 32: the job with a theta, an HLL and a quantiles metric beside the same spec without them; the
+    # warm-up's outputs agree and every stored sketch reads back (the script's own checks)
+    out = run_benchmark("ingest_job_throughput.py", "--bootstrap", broker.bootstrap, "--sketches", timeout=600)
+    assert re.search(r"outputs agree \(job, sketches\)", out), out[-4000:]
+    figures(out, {**{f"{side} median": rf"^  {side}\s+{NUMBER} rec/s \| CPU\s+{NUMBER} us/record"
+                     for side in ("job", "sketches")},
+                  "CPU ratio": rf"^  sketches / job CPU per record\s+{NUMBER}\s+\({NUMBER} / {NUMBER} us; "
+                               rf"per round: {NUMBER}\)\s+target <= 1.5$"})
+
+
 def test_row_parser_formats():
     out = run_benchmark("row_parser_formats.py", timeout=300)
     figures(out, {**{f"{f} median": rf"^  {f}\s+{NUMBER} rec/s\s+{NUMBER} us/record$"

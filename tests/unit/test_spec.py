@@ -88,7 +88,7 @@ def test_flat_shape_paths_have_no_spec_prefix():
 
 def test_all_problems_are_reported_at_once():
     raw = minimal(taskCount=0, replicas="two", taskDuration="1 hour")
-    raw["spec"]["dataSchema"]["metricsSpec"] = [{"type": "thetaSketch", "name": "users", "fieldName": "user"}]
+    raw["spec"]["dataSchema"]["metricsSpec"] = [{"type": "javascript", "name": "users", "fieldName": "user"}]
     err = problems(raw)
     paths = {p.path for p in err.problems}
     assert {"spec.ioConfig.taskCount", "spec.ioConfig.replicas", "spec.ioConfig.taskDuration",
@@ -96,7 +96,7 @@ def test_all_problems_are_reported_at_once():
     text = str(err)
     assert "must be at least 1, got 0" in text
     assert "'1 hour' is not an ISO-8601 period" in text
-    assert "aggregator type 'thetaSketch' is not supported" in text
+    assert "aggregator type 'javascript' is not supported" in text
 
 
 def test_batch_meaningless_fields_load_with_warnings():
