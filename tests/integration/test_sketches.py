@@ -19,6 +19,7 @@ import pytest
 from helpers import T0, ingest_run, iso, produce_all, spec_from, sqlite_store
 
 from ingest_core.store.reader import DatasourceReader
+from ingest_core.store.sql import run_sql
 
 pytestmark = pytest.mark.kafka
 
@@ -158,7 +159,6 @@ def test_every_aggregator_through_the_job_read_back_everywhere_and_compacted(spa
     from ingest_core.spark.compaction import compact
     from ingest_core.store import iceberg
     from ingest_core.store.segment_schema import segment_types
-    from ingest_core.store.sql import run_sql
 
     store = sqlite_store(tmp_path)
     topic = broker.create_topic(partitions=3)
@@ -268,7 +268,7 @@ def test_druid_theta_sketch_tutorial_answers_exactly(spark, broker, tmp_path):
         THETA_SKETCH_ESTIMATE(DS_THETA(theta_uid)) ... GROUP BY date, show, episode / show, episode
         DS_THETA(theta_uid) FILTER (WHERE show = 'Bridgerton')
         THETA_SKETCH_INTERSECT / THETA_SKETCH_UNION / THETA_SKETCH_NOT of the two Bridgerton episodes' sketches.
-    The Druid SQL form itself runs once `ingest query` has the sketch functions (issue 32, item 3)."""
+    and then in Druid SQL as the tutorial writes it, over the job's segments."""
     lines = [line for line in TUTORIAL.read_text().splitlines() if not line.startswith("#")]
     header, rows = lines[0].split(","), [dict(zip(lines[0].split(","), line.split(","))) for line in lines[1:]]
     store = sqlite_store(tmp_path)
@@ -320,3 +320,31 @@ def test_druid_theta_sketch_tutorial_answers_exactly(spark, broker, tmp_path):
     assert union([e1, e2]).get_estimate() == 5  # alice, bob, carol, dan, erin watched either
     assert ds.theta_a_not_b().compute(e1, e2).get_estimate() == 3  # alice, bob, dan: episode 1, not 2
     assert not bridgerton.is_estimation_mode()
+
+    # the same questions in Druid SQL, as the tutorial writes them, over the job's segments
+    def sql(text: str) -> list[tuple]:
+        return [tuple(r.values()) for r in run_sql(store, text).table.to_pylist()]
+
+    per_group = sql("""SELECT __time,
+       "show",
+       "episode",
+       APPROX_COUNT_DISTINCT_DS_THETA(theta_uid) AS users
+FROM   ts_tutorial
+GROUP  BY 1, 2, 3""")
+    want = defaultdict(set)
+    for r in rows:
+        want[(r["date"], r["show"], r["episode"])].add(r["uid"])
+    assert sorted((t.date().isoformat(), s_, e, n) for t, s_, e, n in per_group) == sorted(
+        (*k, len(v)) for k, v in want.items())
+    assert sql("""SELECT THETA_SKETCH_ESTIMATE(
+         DS_THETA(theta_uid) FILTER(WHERE "show" = 'Bridgerton')
+       ) AS users
+FROM ts_tutorial""") == [(5.0,)]
+    for op, answer in (("INTERSECT", 1.0), ("UNION", 5.0), ("NOT", 3.0)):
+        assert sql(f"""SELECT THETA_SKETCH_ESTIMATE(
+         THETA_SKETCH_{op}(
+           DS_THETA(theta_uid) FILTER(WHERE "show" = 'Bridgerton' AND "episode" = 'S1E1'),
+           DS_THETA(theta_uid) FILTER(WHERE "show" = 'Bridgerton' AND "episode" = 'S1E2')
+         )
+       ) AS users
+FROM ts_tutorial""") == [(answer,)], op
