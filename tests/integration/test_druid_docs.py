@@ -13,11 +13,12 @@ we chose, the test says why (README, "Druid's documented examples").
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from druid_docs import DOCS, TRANSFORM_ROWS, TRANSFORM_SCHEMA, records, rows, table
 
 from ingest_core.core.spec import DatasourceSpec, parse_spec
 from ingest_core.executor import deep_storage
@@ -32,14 +33,6 @@ from ingest_core.store.publisher import Publisher
 from ingest_core.supervisor.planning import Supervisor
 
 pytestmark = pytest.mark.kafka
-
-DOCS = Path(__file__).resolve().parents[1] / "data" / "druid_docs"
-
-
-def records(name: str) -> list[bytes]:
-    """An example's records, one per line, byte for byte as Druid ships them."""
-    return [line.encode() for line in (DOCS / name).read_text().splitlines() if line.strip()]
-
 
 class Docs:
     """One metadata store and deep storage for the module's datasources, on the session's broker and Spark
@@ -109,24 +102,6 @@ def produce(docs: Docs, *files: str, **kwargs: Any) -> str:
     return topic
 
 
-def same(value: Any) -> Any:
-    """A value as compared: doubles to 12 significant digits (a sum's last bit depends on its order)."""
-    if isinstance(value, float):
-        return float(f"{value:.12g}") if math.isfinite(value) else value
-    return value
-
-
-def table(columns: tuple[str, ...], *values: tuple) -> list[dict]:
-    """A table as the documentation prints it: its columns, then its rows."""
-    return [dict(zip(columns, row)) for row in values]
-
-
-def rows(answer: list[dict], *, ordered: bool = False) -> list[dict]:
-    """The answer's rows (`SELECT *` has no order in SQL: compared as a multiset unless the query orders)."""
-    out = [{k: same(v) for k, v in r.items()} for r in answer]
-    return out if ordered else sorted(out, key=lambda r: json.dumps(r, sort_keys=True))
-
-
 # ------------------------------------------------------------------------------------------ tutorial-rollup.md
 
 ROLLUP_SCHEMA = {
@@ -154,30 +129,6 @@ def test_rollup_tutorial(docs, capsys):
 
 
 # ------------------------------------------------------------------------------------------ tutorial-transform-spec.md
-
-TRANSFORM_SCHEMA = {
-    "dataSource": "transform-tutorial",
-    "timestampSpec": {"column": "timestamp", "format": "iso"},
-    "dimensionsSpec": {"dimensions": ["animal", {"name": "location", "type": "long"}]},
-    "metricsSpec": [{"type": "count", "name": "count"},
-                    {"type": "longSum", "name": "number", "fieldName": "number"},
-                    {"type": "longSum", "name": "triple-number", "fieldName": "triple-number"}],
-    "granularitySpec": {"type": "uniform", "segmentGranularity": "week", "queryGranularity": "minute",
-                        "intervals": ["2018-01-01/2018-01-03"], "rollup": True},
-    "transformSpec": {
-        "transforms": [{"type": "expression", "name": "animal", "expression": "concat('super-', animal)"},
-                       {"type": "expression", "name": "triple-number", "expression": "number * 3"}],
-        "filter": {"type": "or", "fields": [
-            {"type": "selector", "dimension": "animal", "value": "super-mongoose"},
-            {"type": "selector", "dimension": "triple-number", "value": "300"},
-            {"type": "selector", "dimension": "location", "value": "3"}]}},
-}
-TRANSFORM_ROWS = table(  # dsql> select * from "transform-tutorial";
-    ("__time", "animal", "count", "location", "number", "triple-number"),
-    ("2018-01-01T05:01:00.000Z", "super-mongoose", 1, 2, 200, 600),
-    ("2018-01-01T06:01:00.000Z", "super-snake", 1, 3, 300, 900),
-    ("2018-01-01T07:01:00.000Z", "super-octopus", 1, 1, 100, 300))
-
 
 def test_transform_tutorial(docs, capsys):
     docs.run(docs.spec(produce(docs, "transform-data.json"), TRANSFORM_SCHEMA), "transform-1")

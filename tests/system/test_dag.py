@@ -562,3 +562,27 @@ def wait_for_process(matches, timeout_s: float):  # -> psutil.Process
                 return p
         time.sleep(0.2)
     raise AssertionError(f"no such process within {timeout_s}s")
+
+
+def test_druids_transform_tutorial_spec_as_druid_writes_it_gives_its_printed_rows_through_the_dag(
+        tmp_path, own_dags, broker, metadata_url, spark_connect, capsys):
+    """Issue 31's wrong answer, end to end: Druid's transform tutorial as a Kafka supervisor spec, a JSON file
+    indented with tabs as Druid's console saves it, through the real DAG (`airflow dags test`, Spark Connect);
+    `ingest query` gives the rows the tutorial prints (a transform reading and replacing its own input field)."""
+    from druid_docs import TRANSFORM_ROWS, TRANSFORM_SCHEMA, records, rows
+
+    from ingest_core.service.cli import main
+
+    topic = broker.create_topic(partitions=1)
+    broker.produce(topic, records("transform-data.json"))
+    spec = {"type": "kafka", "spec": {
+        "dataSchema": TRANSFORM_SCHEMA,
+        "ioConfig": {"topic": topic, "useEarliestOffset": True, "inputFormat": {"type": "json"},
+                     "consumerProperties": {"bootstrap.servers": broker.bootstrap}},
+        "tuningConfig": {"type": "kafka"}}}
+    (own_dags / "specs" / "transform-tutorial.json").write_text(json.dumps(spec, indent="\t"))
+    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url, spark_connect.url)
+    home.dags_test("transform-tutorial", "2026-01-01T00:00:00+00:00")
+    capsys.readouterr()
+    assert main(["--metadata-url", metadata_url, "query", "--json", 'select * from "transform-tutorial"']) == 0
+    assert rows(json.loads(capsys.readouterr().out)) == rows(TRANSFORM_ROWS)
