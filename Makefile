@@ -53,6 +53,7 @@ bench: install
 	$(PY) benchmarks/ingest_job_throughput.py --records 1000000 4000000 --split 250000
 	$(PY) benchmarks/ingest_job_throughput.py --records 1000000 --split 250000 --value-format avro
 	$(PY) benchmarks/ingest_job_throughput.py --records 1000000 --split 250000 --value-format protobuf
+	$(PY) benchmarks/ingest_job_throughput.py --records 1000000 --split 250000 --sketches
 	$(PY) benchmarks/row_parser_formats.py
 	$(PY) benchmarks/microbatch_fixed_cost.py --runs 5 --records 1000 --task-count 2 --scheduler-runs 3
 	$(PY) benchmarks/fault_soak.py --iterations 16 --seed 1
