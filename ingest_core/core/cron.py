@@ -16,6 +16,8 @@ CRON_PRESETS = {
     "@quarterly": "0 0 1 */3 *",
     "@yearly": "0 0 1 1 *",
 }
+# Airflow's ContinuousTimetable: the next run is created as soon as the previous one ends
+CONTINUOUS = "@continuous"
 _EXAMPLE = "use 5 fields (minute hour day-of-month month day-of-week) such as '*/10 * * * *', a preset (" \
            + ", ".join(CRON_PRESETS) + ") or an ISO-8601 period such as 'PT10M'"
 

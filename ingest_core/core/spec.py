@@ -43,7 +43,7 @@ from ingest_core.core.binding import (
     spec_field,
     to_raw,
 )
-from ingest_core.core.cron import cron_problem
+from ingest_core.core.cron import CONTINUOUS, cron_problem
 from ingest_core.core.errors import SpecError, SpecProblem
 from ingest_core.core.granularity import GRANULARITY_PERIODS, Granularity  # noqa: F401 (re-exported)
 from ingest_core.core.ignore_file import ignore_syntax_from_env, unignored_files
@@ -1155,7 +1155,7 @@ class IcebergTable:
 class Microbatch:
     """This system's own section: scheduling, planning, Spark and deep storage."""
 
-    schedule: str | None = None  # ISO period or cron; default ioConfig.taskDuration
+    schedule: str | None = None  # ISO period, cron or "@continuous"; default ioConfig.taskDuration
     start_date: datetime | None = None
     catchup: bool = False
     max_active_runs: int = 1
@@ -1205,10 +1205,21 @@ class Microbatch:
                 check_period(ctx, join(path, "schedule"), Period.parse(self.schedule), allow_calendar=True)
             except ValueError as exc:
                 ctx.error(join(path, "schedule"), str(exc))
+        elif self.continuous:
+            if self.max_active_runs != 1:
+                # Airflow's ContinuousTimetable holds a DAG to one active run (active_runs_limit = 1)
+                ctx.error(join(path, "maxActiveRuns"),
+                          f"must be 1 with schedule {CONTINUOUS!r}: Airflow runs a continuous DAG one run at a "
+                          "time (for runs that overlap, use a short period such as 'PT5S' with maxActiveRuns 2)")
         elif self.schedule is not None:
             problem = cron_problem(self.schedule)
             if problem:
-                ctx.error(join(path, "schedule"), problem)
+                ctx.error(join(path, "schedule"), f"{problem}; or {CONTINUOUS!r} for runs back to back")
+
+    @property
+    def continuous(self) -> bool:
+        """Runs back to back: the next starts as soon as the previous one ends."""
+        return self.schedule is not None and self.schedule.strip().lower() == CONTINUOUS
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,10 @@ def schedule_of(spec: DatasourceSpec) -> Any:
     from dateutil.relativedelta import relativedelta
 
     text = spec.microbatch.schedule
+    if spec.microbatch.continuous:
+        from airflow.sdk.definitions.timetables.simple import ContinuousTimetable
+
+        return ContinuousTimetable()
     if text is not None and not text.upper().startswith(("P", "-P")):
         return CronDataIntervalTimetable(text, timezone="UTC")
     period = Period.parse(text) if text is not None else spec.io_config.task_duration
@@ -89,16 +93,23 @@ def build_dag(spec: DatasourceSpec) -> DAG:
         auto_register=False,
     )
     asset = asset_for(spec.datasource)
+
+    def run_context(context: Any) -> RunContext:
+        run = RunContext.from_airflow(context)
+        # a continuous run's data interval ends when Airflow created it: it reads up to the latest offsets instead,
+        # or what arrived while it was being scheduled would wait for the next run
+        return dataclasses.replace(run, data_interval_end=None) if micro.continuous else run
+
     with dag:
         @task(task_id="plan")
         def plan(**context: Any) -> list[list[str]]:
-            return plan_task(spec, RunContext.from_airflow(context))
+            return plan_task(spec, run_context(context))
 
         # publish and report run once the plan succeeded, whatever happened to the Spark jobs: groups that
         # succeeded are published, failed ones keep their offsets. A failed plan fails them upstream, no retries.
         @task(task_id="publish", trigger_rule="all_done_min_one_success", outlets=[asset])
         def publish(**context: Any) -> dict:
-            summary = publish_task(spec, RunContext.from_airflow(context),
+            summary = publish_task(spec, run_context(context),
                                    lambda plan: run_replanned_jobs(spec, plan, context))
             context["outlet_events"][asset].extra = {
                 "runId": summary["runId"], "rows": summary["rows"], "segments": len(summary["segments"]),
@@ -110,7 +121,7 @@ def build_dag(spec: DatasourceSpec) -> DAG:
         @task(task_id="report", trigger_rule="all_done", retries=0)
         def report(**context: Any) -> dict:
             planned = context["ti"].xcom_pull(task_ids="plan") is not None
-            return report_task(spec, RunContext.from_airflow(context), planned)
+            return report_task(spec, run_context(context), planned)
 
         jobs = plan()
         if micro.data_gate is not None:

@@ -58,7 +58,8 @@ def test_each_bad_spec_is_an_import_error_naming_its_field_and_every_good_dag_st
     for name in ("ingest_datasources.py", "ingest_spec_errors.py"):
         shutil.copy(ROOT / "dags" / name, dags / name)
     specs = dags / "specs"
-    (specs / "good_one.yaml").write_text(yaml.safe_dump(variant("good_one")))
+    # back to back: Airflow's continuous timetable (one run at a time)
+    (specs / "good_one.yaml").write_text(yaml.safe_dump(variant("good_one", schedule="@continuous")))
     (specs / "team" / "good_two.json").write_text(json.dumps(variant("good_two", schedule="*/10 * * * *")))
     bad_filter = variant("bad_filter")
     bad_filter["spec"]["dataSchema"]["transformSpec"] = {
@@ -87,6 +88,9 @@ def test_each_bad_spec_is_an_import_error_naming_its_field_and_every_good_dag_st
     assert sorted(d["dag_id"] for d in airflow.json("dags", "list")) == ["good_one", "good_two", "typo"]
     # the scheduler's and the UI's view: neither hidden (stale) nor flagged by the errors of other specs
     assert airflow.stored_dags() == {"good_one": (False, False), "good_two": (False, False), "typo": (False, False)}
+    with sqlite3.connect(tmp_path / "airflow" / "airflow.db") as db:
+        summaries = dict(db.execute("select dag_id, timetable_summary from dag"))
+    assert summaries["good_one"] == "@continuous" and summaries["good_two"] == "*/10 * * * *", summaries
     errors = airflow.json("dags", "list-import-errors")
     assert [e["filepath"] for e in errors] == ["ingest_spec_errors.py"]
     text = errors[0]["error"]

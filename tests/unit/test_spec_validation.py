@@ -56,6 +56,20 @@ def test_valid_schedules_load(cron):
     assert parse_spec(example(**{"microbatch.schedule": cron})).microbatch.schedule == cron
 
 
+def test_a_continuous_schedule_runs_one_run_at_a_time():
+    micro = parse_spec(example(**{"microbatch.schedule": "@continuous"})).microbatch
+    assert micro.continuous and micro.max_active_runs == 1
+    # Airflow's ContinuousTimetable keeps one run active whatever max_active_runs says: refused, saying what to use
+    found = refused(example(**{"microbatch.schedule": "@continuous", "microbatch.maxActiveRuns": 2}))
+    assert "must be 1 with schedule '@continuous'" in found["microbatch.maxActiveRuns"]
+    assert "'PT5S' with maxActiveRuns 2" in found["microbatch.maxActiveRuns"]
+    # a misspelt one says what is meant; the compaction DAG's schedule has no continuous form
+    assert "'@continuous' for runs back to back" in refused(
+        example(**{"microbatch.schedule": "@continous"}))["microbatch.schedule"]
+    assert "not a cron schedule" in refused(
+        example(**{"compaction": {"schedule": "@continuous"}}))["compaction.schedule"]
+
+
 def test_dimension_names_are_checked():
     dims = ["page", "__time", "", "page", {"name": " ", "type": "long"}]
     found = refused(example(**{"spec.dataSchema.dimensionsSpec": {"dimensions": dims}}))
