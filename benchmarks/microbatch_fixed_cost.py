@@ -498,15 +498,20 @@ class Standalone:
 
     def __init__(self, root: Path, bootstrap: str, connect: EmbeddedSparkConnect, topics: dict[str, str],
                  task_count: int, airflow_db_url: str, metadata_url: str):
+        # no floor DAG: it has no schedule, so the scheduler never runs it and `wait_idle` would wait for it forever
+        self.dag_ids = write_dags(root / "dags", "fs", topics, task_count, floor=False)
+        self.start(root, bootstrap, root / "dags", connect.url, airflow_db_url, metadata_url)
+
+    def start(self, root: Path, bootstrap: str, dags: Path, connect_url: str, airflow_db_url: str,
+              metadata_url: str) -> None:
+        """`airflow standalone` over the DAG folder `dags` (benchmarks/freshness.py brings its own)."""
         import sqlalchemy as sa
 
         port = free_port()
         self.root = root
-        # no floor DAG: it has no schedule, so the scheduler never runs it and `wait_idle` would wait for it forever
-        self.dag_ids = write_dags(root / "dags", "fs", topics, task_count, floor=False)
         self.base = f"http://localhost:{port}"
         self.env = bench_env(
-            root, bootstrap, root / "dags", connect.url, metadata_url=metadata_url,
+            root, bootstrap, dags, connect_url, metadata_url=metadata_url,
             AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=airflow_db_url, AIRFLOW__CORE__PARALLELISM="4",
             AIRFLOW__API__PORT=str(port), AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"{self.base}/execution/",
             AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="1", AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="3",
@@ -546,6 +551,14 @@ class Standalone:
 
         with self.db.connect() as conn:
             return list(conn.execute(sa.text(sql), params))
+
+    def wait_parsed(self, dag_ids: list[str], timeout: float = 300) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if set(dag_ids) <= {r[0] for r in self.query("SELECT dag_id FROM dag")}:
+                return
+            time.sleep(1)
+        raise SystemExit(f"the DAGs were not parsed in {timeout}s; see {self.root / 'standalone.log'}")
 
     def wait_idle(self, timeout: float = 600) -> None:
         """Until both DAGs are parsed and every run they have (the first scheduled one) has finished."""
