@@ -5,14 +5,18 @@ out of the navigation), the README stays a newcomer's page whose links resolve, 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shlex
 import subprocess
 import sys
 
 import pytest
+import yaml
 from doc_pages import README, ROOT, blocks, pages
+from protobuf_fixtures import METRICS_PROTO, compile_proto
 
+from ingest_core.kafka.properties import load_checked_spec
 from ingest_core.service.cli import build_parser
 
 
@@ -100,3 +104,43 @@ def test_every_ingest_command_and_option_is_documented():
             options = [o for o in action.option_strings if o not in ("-h", "--help")]
             assert not options or any(re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", text) for o in options), \
                 f"`ingest {name} {' / '.join(options)}` is not in the docs"
+
+
+# where a spec fragment of a page goes in a Kafka supervisor spec, by its one top-level key (a Protobuf decoder goes
+# into a protobuf inputFormat)
+FRAGMENT_PLACES = {"compaction": (), "dimensionsSpec": ("spec", "dataSchema"), "inputFormat": ("spec", "ioConfig"),
+                   "protoBytesDecoder": ("spec", "ioConfig")}
+
+
+def spec_fragments(descriptor_url: str) -> list[tuple[str, dict]]:
+    """The YAML documents and JSON members of the pages whose one key is a spec section; the descriptor file the
+    Protobuf page names is `descriptor_url`."""
+    found = [(page.name, doc) for page, block in blocks("yaml") for doc in yaml.safe_load_all(block)]
+    for page, block in blocks("json"):
+        text = block.replace("file:///tmp/metrics.desc", descriptor_url)
+        found.append((page.name, json.loads(text if text.lstrip().startswith("{") else "{" + text + "}")))
+    return [(name, doc) for name, doc in found
+            if isinstance(doc, dict) and len(doc) == 1 and next(iter(doc)) in FRAGMENT_PLACES]
+
+
+def test_the_spec_fragments_of_the_pages_load(tmp_path):
+    """Each fragment, put where it goes in the example spec, passes `ingest validate --strict` (Druid's example
+    message compiled as the descriptor file the Protobuf page names)."""
+    descriptor, _ = compile_proto(tmp_path / "proto", "metrics", METRICS_PROTO)
+    fragments = spec_fragments(descriptor.as_uri())
+    assert {key for _, doc in fragments for key in doc} == set(FRAGMENT_PLACES)
+    for i, (page, fragment) in enumerate(fragments):
+        raw = yaml.safe_load((ROOT / "dags" / "datasources" / "wikipedia.yaml").read_text())
+        ((key, value),) = fragment.items()
+        place = raw
+        for name in FRAGMENT_PLACES[key]:
+            place = place[name]
+        if key == "protoBytesDecoder":
+            key, value = "inputFormat", {"type": "protobuf", key: value}
+        place[key] = value
+        path = tmp_path / f"fragment-{i}.yaml"
+        path.write_text(yaml.safe_dump(raw))
+        try:
+            load_checked_spec(path, strict=True)
+        except Exception as e:
+            pytest.fail(f"{page}: the fragment {json.dumps(fragment)[:200]} does not load: {e}")
