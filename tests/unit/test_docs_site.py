@@ -81,6 +81,9 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 
 def test_every_ingest_command_line_of_the_pages_parses():
+    parser = build_parser()
+    for sub in (parser, *subcommands(parser).values()):
+        sub.allow_abbrev = False  # a page must spell an option as it is, not a prefix argparse would accept
     lines = [(page, line) for page, block in blocks("bash") for line in block.splitlines()]
     parsed = 0
     for page, line in lines:
@@ -88,7 +91,7 @@ def test_every_ingest_command_line_of_the_pages_parses():
         if argv is None:
             continue
         try:
-            args = build_parser().parse_args(argv)
+            args = parser.parse_args(argv)
         except SystemExit:
             pytest.fail(f"{page.name}: `{line.strip()}` does not parse as {argv}")
         assert args.command == argv[0]
