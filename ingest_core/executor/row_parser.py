@@ -19,7 +19,7 @@ A row whose timestamp or value cannot be read is `unparseable` and dropped; a ro
 value that cannot be converted is kept with null there and counted as `processedWithError`. Every step fails
 for its rows only: a transform (or the filter) that raises is evaluated again on halves of the chunk until the
 rows at fault are found; they are unparseable, the others keep exactly the values the whole chunk gives. The
-README's "value -> outcome" table lists each case; numbers are never wrapped, clamped or made infinite.
+value -> outcome table of docs/spark-job.md lists each case; numbers are never wrapped, clamped or made infinite.
 """
 
 from __future__ import annotations

@@ -68,8 +68,8 @@ def to_duckdb(sql: str) -> str:
         if name is None:
             continue
         if name in UNSUPPORTED or name.startswith(("MV_", "DS_TUPLE_", "TDIGEST_", "BLOOM_")):
-            raise DruidSqlError(f"Druid SQL function {name} is not supported here (README, 'SQL over "
-                                f"datasources', lists the Druid SQL functions this server runs)")
+            raise DruidSqlError(f"Druid SQL function {name} is not supported here (docs/sql.md, "
+                                f"'Druid SQL', lists the Druid SQL functions this server runs)")
         rewrite = _REWRITES.get(name)
         if rewrite is None:
             continue

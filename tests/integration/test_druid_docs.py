@@ -7,7 +7,7 @@ documentation prints.
 Each spec is the documented one as a Kafka supervisor spec: the doc's dataSchema as it is (the legacy `parser`
 form written as `timestampSpec`/`dimensionsSpec` beside it, as Druid reads it), an ioConfig on the test's topic.
 The SQL is the documented query, in Druid SQL as the page writes it. Where our rows differ from the printed ones for a reason
-we chose, the test says why (README, "Druid's documented examples").
+we chose, the test says why (docs/tests.md, "Druid's documented examples").
 """
 
 from __future__ import annotations

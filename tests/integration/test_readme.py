@@ -1,23 +1,16 @@
-"""The README stays true (issue 23, item 9): its Python snippets run, its consumerProperties pass `ingest
-validate`, and the commands it gives for after `make demo` are the ones the demo prints and they work."""
+"""The README and the docs pages stay true: their Python snippets run, their consumerProperties pass `ingest
+validate`, and the commands the README gives for after `make demo` are the ones the demo prints and they work."""
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
 import yaml
+from doc_pages import README, ROOT, blocks
 
 from ingest_core.dev import demo
 from ingest_core.store.metadata import MetadataStore
-
-ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
-
-
-def blocks(language: str) -> list[str]:
-    return re.findall(rf"^```{language}\n(.*?)^```", README, flags=re.S | re.M)
 
 
 def demo_home(tmp_path, monkeypatch) -> Path:
@@ -37,17 +30,18 @@ def demo_home(tmp_path, monkeypatch) -> Path:
 
 def test_the_python_snippets_run(tmp_path, monkeypatch, capsys):
     snippets = blocks("python")
-    assert snippets and any("DatasourceReader" in s for s in snippets)
+    assert snippets and any("DatasourceReader" in s for _, s in snippets)
     demo_home(tmp_path, monkeypatch)
-    for snippet in snippets:
-        exec(compile(snippet, "README.md", "exec"), {"__name__": "readme"})
+    for page, snippet in snippets:
+        exec(compile(snippet, str(page.relative_to(ROOT)), "exec"), {"__name__": "readme"})
     assert "0 rows, 0 segments" in capsys.readouterr().out
 
 
 def test_the_consumer_properties_pass_validation(tmp_path):
     from ingest_core.kafka.properties import load_checked_spec
 
-    examples = [yaml.safe_load(b)["consumerProperties"] for b in blocks("yaml") if b.startswith("consumerProperties:")]
+    examples = [yaml.safe_load(block)["consumerProperties"]
+                for _, block in blocks("yaml") if block.startswith("consumerProperties:")]
     assert len(examples) >= 2 and any(e.get("security.protocol") == "SASL_SSL" for e in examples)
     for i, props in enumerate(examples):
         raw = yaml.safe_load((ROOT / "dags" / "datasources" / "wikipedia.yaml").read_text())
@@ -60,8 +54,9 @@ def test_the_commands_for_after_the_demo_are_the_demos_and_work(tmp_path, monkey
     from ingest_core.service import cli
 
     venv_ingest = str(Path(sys.executable).parent / "ingest")
+    readme = README.read_text()
     for line in demo.cli_lines(ROOT / "demo-data", ROOT):
-        assert line.replace(venv_ingest, ".venv/bin/ingest") + "\n" in README
+        assert line.replace(venv_ingest, ".venv/bin/ingest") + "\n" in readme
     demo_home(tmp_path, monkeypatch)
     assert cli.main(["status", demo.DATASOURCE]) == 0
     out = capsys.readouterr().out

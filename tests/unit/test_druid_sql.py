@@ -13,6 +13,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
+from doc_pages import DOCS, blocks
 
 from ingest_core.store import druid_sql
 from ingest_core.store.druid_sql import DruidSqlError, to_duckdb
@@ -479,11 +480,7 @@ def test_a_connection_gets_the_macros_and_functions_its_query_calls_and_no_other
     assert rows[0][0] == "2026-11-22T19:47:31.250+09:00"
 
 
-def test_the_readmes_druid_sql_example_reads_as_druid_sql():
-    import re
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    (example,) = re.findall(r"^```sql\n(.*?)^```", readme, flags=re.S | re.M)
+def test_the_docs_druid_sql_example_reads_as_druid_sql():
+    ((_, example),) = blocks("sql", DOCS / "sql.md")
     duck = to_duckdb(example)
     assert "druid_ds_theta_count(list(theta_uid)" in duck.lower() and "TIME_FLOOR" not in duck

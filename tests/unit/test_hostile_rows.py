@@ -1,6 +1,6 @@
 """Hostile records through the real RowParser and PartialRollup (issue 22): every bad value fails its row
 only, is counted as Druid counts it, is listed as a Rejection, and never changes a number; the written segment
-reads back. The README's value -> outcome table ("Row stats and parse exceptions") is what these tests pin."""
+reads back. The value -> outcome table of docs/spark-job.md ("Bad data") is what these tests pin."""
 
 from __future__ import annotations
 
@@ -306,8 +306,8 @@ def test_a_record_that_is_not_an_object_never_reaches_the_vectorized_reader(firs
 
 
 def test_a_record_that_is_a_json_array_of_objects_is_unparseable_and_concatenated_objects_are_rows():
-    """The README's table: a record is one JSON object or several one after another (one row each); a JSON array,
-    even of objects, is not unpacked into rows."""
+    """The table of docs/spark-job.md: a record is one JSON object or several one after another (one row each); a
+    JSON array, even of objects, is not unpacked into rows."""
     out = parse([b'[{"ts": "%s", "a": "x"}, {"ts": "%s", "a": "y"}]' % (T0.encode(), T0.encode()),
                  b'{"ts": "%s", "a": "p"}\n{"ts": "%s", "a": "q"}' % (T0.encode(), T0.encode())])
     assert counts(out) == (2, 0, 1, 0) and outcomes(out) == {0: Outcome.UNPARSEABLE}

@@ -115,7 +115,7 @@ def as_csv(payload: bytes | None, doc: dict | None) -> bytes | None:
 
 
 def long_of(v):
-    """The long a value sent as `v` is stored as, or None when it cannot be one (the README's table)."""
+    """The long a value sent as `v` is stored as, or None when it cannot be one (the table of docs/spark-job.md)."""
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, str):
