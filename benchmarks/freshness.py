@@ -75,6 +75,7 @@ class Phase:
     produced: dict[int, float] = field(default_factory=dict)  # id -> produce time (epoch s)
     seen: dict[int, float] = field(default_factory=dict)  # id -> first poll that saw it
     duplicates: int = 0
+    produce_seconds: float = 0.0  # longer than asked when the producer fell behind its rate
     backlog: list[tuple[float, int]] = field(default_factory=list)  # (seconds since start, produced - seen)
 
     def freshness(self) -> list[float]:
@@ -89,6 +90,7 @@ class Phase:
         first, last = statistics.median(f[:third]), statistics.median(f[-third:])
         growing = last > first * 1.5 + 2.0  # a trend, not the noise of one slow run
         return {"side": self.side, "rate": self.rate, "produced": len(self.produced), "visible": len(f),
+                "produce_seconds": self.produce_seconds,
                 "missing": len(self.produced) - len(f), "duplicates": self.duplicates,
                 "p50": q[49], "p95": q[94], "p99": q[98], "max": max(f), "first_third_p50": first,
                 "last_third_p50": last, "growing": growing,
@@ -103,7 +105,7 @@ def print_summary(s: dict[str, Any]) -> None:
     print(f"  {s['side']:<22} {s['rate']:>7,}/s  p50 {s['p50']:6.1f} s  p95 {s['p95']:6.1f} s  p99 {s['p99']:6.1f} s"
           f"  max {s['max']:6.1f} s  events {s['visible']:,} of {s['produced']:,} (duplicates {s['duplicates']})"
           f"  lag {'growing' if s['growing'] else 'steady'} (p50 first third {s['first_third_p50']:.1f} s, "
-          f"last third {s['last_third_p50']:.1f} s)")
+          f"last third {s['last_third_p50']:.1f} s); produced in {s['produce_seconds']:.0f} s")
     marks = s["backlog"][:: max(1, len(s["backlog"]) // 8)]
     print("      backlog over time: " + ", ".join(f"{t:.0f} s {n:,}" for t, n in marks))
 
@@ -218,14 +220,16 @@ query.awaitTermination()
 
 
 def produce_steadily(bootstrap: str, topic: str, rate: int, seconds: float, phase: Phase, next_id: int) -> int:
-    """`rate` events/s for `seconds`, in 10-ms slices, each event's produce time taken as it is handed over."""
+    """`rate` x `seconds` events at `rate` events/s, in 10-ms slices, each event's produce time taken as it is
+    handed over to the client."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "queue.buffering.max.messages": 2_000_000,
                   "message.timeout.ms": 60_000})
     failed: list[int] = []
+    total = int(rate * seconds)  # exactly this many, paced; late slices catch up
     start = time.time()
     sent = 0
-    while (now := time.time()) < start + seconds:
-        due = int((now - start) * rate) + 1
+    while sent < total:
+        due = min(total, int((time.time() - start) * rate) + 1)
         while sent < due:
             i = next_id + sent
             t = time.time()
@@ -239,7 +243,8 @@ def produce_steadily(bootstrap: str, topic: str, rate: int, seconds: float, phas
             phase.produced[i] = t
             sent += 1
         p.poll(0)
-        time.sleep(max(0.0, min(0.01, start + seconds - time.time())))
+        time.sleep(0.01)
+    phase.produce_seconds = time.time() - start
     if p.flush(120) != 0:
         raise SystemExit("the producer did not deliver every event in 120 s")
     for i in failed:  # not acknowledged: never expected to be seen

@@ -514,6 +514,10 @@ class Standalone:
             root, bootstrap, dags, connect_url, metadata_url=metadata_url,
             AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=airflow_db_url, AIRFLOW__CORE__PARALLELISM="4",
             AIRFLOW__API__PORT=str(port), AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"{self.base}/execution/",
+            # the scheduler's and triggerer's log servers on ports of their own: another Airflow on this machine
+            # holds the defaults (8793, 8794)
+            AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(free_port()),
+            AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
             AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="1", AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="3",
             AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="3",
             # a task's supervisor gives up on the api-server after 5 s by default: a loaded machine exceeds that

@@ -87,6 +87,24 @@ def test_microbatch_fixed_cost(tmp_path, broker, spark_connect):
                   "floor": rf"^Airflow's own floor .*: {NUMBER} s and {NUMBER} CPU-s per run"})
 
 
+@pytest.mark.timeout(1500)
+def test_freshness(tmp_path, broker, spark_connect):
+    # the session's broker, Spark Connect server and PostgreSQL; its own airflow standalone over a continuous DAG,
+    # then the Structured Streaming anchor in a spark-submit of its own
+    out = run_benchmark("freshness.py", "--out", str(tmp_path / "freshness"), "--bootstrap", broker.bootstrap,
+                        "--spark-connect", spark_connect.url, "--postgres", pg_base(), timeout=1400)
+    line = (rf"{NUMBER}/s  p50 +{NUMBER} s  p95 +{NUMBER} s  p99 +{NUMBER} s  max +{NUMBER} s  events {NUMBER} of "
+            rf"{NUMBER} \(duplicates {NUMBER}\)  lag (?:growing|steady)")
+    got = figures(out, {"project": rf"^  this project +{line}", "anchor": rf"^  Structured Streaming 1s +{line}"})
+    assert re.search(r"^  this project +highest rate held \(p99 <= 30 s.*\): (20 events/s|none of those tried)$", out,
+                     re.MULTILINE), out
+    for side in ("project", "anchor"):
+        rate, p50, p95, p99, worst, seen, produced, duplicates = got[side]
+        # every acknowledged event seen exactly once (the script exits 1 otherwise), each after it was produced
+        assert rate == 20 and seen == produced == 300 and duplicates == 0, out
+        assert 0 < p50 <= p95 <= p99 <= worst, out
+
+
 def test_compaction(tmp_path):
     # SQLite and a local SparkSession of its own: nothing to share
     out = run_benchmark("compaction.py", "--out", str(tmp_path / "compaction"), timeout=600)
