@@ -25,6 +25,10 @@ def test_datasources_on_the_same_silent_broker_wait_for_it_together(tmp_path):
     for r in reports:  # each says why its lag is unknown, with the broker and the deadline
         [error] = [e for e in r.recent_errors if e.error_class == "BrokerUnavailableError"]
         assert r.latest is None and server.address in error.message and "2s" in error.message, error
+        # named as the dependency that did not answer, in --json as in the text
+        [down] = r.to_json()["payload"]["unavailableDependencies"]
+        assert down == {"dependency": "kafka", "endpoint": server.address, "deadlineSeconds": 2.0,
+                        "message": error.message}
     # they waited at once: all their connections were open at the same time (one after another: two at most, the
     # one closing and the next)
     assert server.most_at_once >= len(NAMES)
