@@ -51,9 +51,9 @@ class RegistryUnavailableError(SchemaRegistryError, ServiceUnavailableError, Dep
     dependency = "schemaRegistry"
 
     def __init__(self, url: str, reason: str, what: str | None = None, deadline_s: float | None = None):
-        within = f" within {deadline_s:g}s" if deadline_s is not None else ""
+        within = f"; lookup deadline {deadline_s:g}s" if deadline_s is not None else ""
         ServiceUnavailableError.__init__(
-            self, f"schema registry {url} did not answer{f' for {what}' if what else ''}{within} ({reason}): check "
+            self, f"schema registry {url} did not answer{f' for {what}' if what else ''} ({reason}{within}): check "
                   "that it runs and is reachable from the Spark executors; the records read meanwhile are "
                   "unparseable (dead letters keep them when deadLetter is on)", "schemaRegistry", url)
         self.endpoint, self.deadline_s = url, deadline_s

@@ -147,6 +147,7 @@ def mirrored_offsets(spec: DatasourceSpec, tps: list[TopicPartition],
         answer = admin.list_consumer_group_offsets([request], request_timeout=timeout_s)[group].result(timeout_s + 5)
     except (KafkaException, TimeoutError) as exc:
         if unanswered(exc):
-            raise config.unavailable(f"for the offsets of consumer group {group!r}", timeout_s, exc, "nothing was read") from None
+            raise config.unavailable(f"for the offsets of consumer group {group!r}", timeout_s, exc,
+                                     "nothing was read") from None
         raise
     return {TopicPartition(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions if tp.offset >= 0}

@@ -46,8 +46,8 @@ def test_kafka_planning_group_mirror_and_dead_letters_end_in_broker_unavailable(
     from ingest_core.kafka.offset_reader import KafkaOffsetReader
 
     # the spec's deadline: the Java client's default.api.timeout.ms, as a Druid spec writes it
-    spec = spec_from(silent.address, "t", SIMPLE, io={"consumerProperties": {
-        "bootstrap.servers": silent.address, "default.api.timeout.ms": 2000}}, microbatch={"deadLetter": {"topic": "dlq"}})
+    spec = spec_from(silent.address, "t", SIMPLE, microbatch={"deadLetter": {"topic": "dlq"}}, io={
+        "consumerProperties": {"bootstrap.servers": silent.address, "default.api.timeout.ms": 2000}})
     reader = KafkaOffsetReader.for_spec(spec)
     try:
         with Clock(), pytest.raises(BrokerUnavailableError) as planning:
@@ -77,7 +77,7 @@ def test_schema_registry_lookup_ends_in_registry_unavailable(silent):
     error = info.value
     assert isinstance(error, ValueError)  # still a bad record to the row parser: unparseable, counted per service
     assert isinstance(error, DependencyUnavailableError) and error.dependency == "schemaRegistry"
-    assert error.endpoint == url and error.deadline_s == 3.0 and "within 3s" in str(error)
+    assert error.endpoint == url and error.deadline_s == 3.0 and "lookup deadline 3s" in str(error)
     # the lookup's deadline holds over its retries: 3 requests of 1 s and 0.4 s of waits fit; a 4th would not
     assert clock.took < BOUND_S
     with Clock() as again, pytest.raises(RegistryUnavailableError):  # the same id fails fast while it is down
