@@ -87,7 +87,7 @@ def deadline(uri: str, fs: pafs.FileSystem) -> Iterator[None]:
         if not any(marker in text for marker in _UNANSWERED):
             raise
         timeout = fs.__reduce__()[1][0]["request_timeout"] if isinstance(fs, pafs.S3FileSystem) else None
-        within = f" within {timeout:g}s a request, retried by the AWS SDK" if timeout and timeout > 0 else ""
+        within = f" (request timeout {timeout:g}s, retried by the AWS SDK)" if timeout and timeout > 0 else ""
         raise ObjectStoreUnavailableError(
             f"deep storage {uri} did not answer{within}: {text.splitlines()[0]}. Check that the object store is "
             "up and reachable from here", endpoint=uri, deadline_s=timeout) from None
@@ -125,9 +125,10 @@ def attempt_uri(group: str, attempt_id: str) -> str:
 def attempt_folders(uri: str, recursive: bool = False) -> list[str]:
     """The attempt folders in `uri` (a replica's folder), oldest first; `recursive`: anywhere below it."""
     fs, path = filesystem(uri)
-    if fs.get_file_info(path).type == pafs.FileType.NotFound:
-        return []
-    found = fs.get_file_info(pafs.FileSelector(path, recursive=recursive))
+    with deadline(uri, fs):
+        if fs.get_file_info(path).type == pafs.FileType.NotFound:
+            return []
+        found = fs.get_file_info(pafs.FileSelector(path, recursive=recursive))
     return sorted(to_uri(uri, f.path) for f in found
                   if f.type == pafs.FileType.Directory and posixpath.basename(f.path).startswith(ATTEMPT))
 

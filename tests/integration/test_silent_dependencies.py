@@ -122,12 +122,42 @@ def test_object_store_request_ends_in_object_store_unavailable(silent, monkeypat
     for call in (deep_storage.list_files, deep_storage.read_json):
         with Clock(), pytest.raises(ObjectStoreUnavailableError) as info:
             call(uri)
-        assert info.value.endpoint == uri and info.value.deadline_s == 1.0 and "within 1s" in str(info.value)
+        assert info.value.endpoint == uri and info.value.deadline_s == 1.0 and "request timeout 1s" in str(info.value)
     # a filesystem with deadlines of its own keeps them
     import pyarrow.fs as pafs
 
     own = pafs.S3FileSystem(endpoint_override=silent.address, scheme="http", connect_timeout=5, request_timeout=7)
     assert deep_storage.with_deadlines(own).__reduce__()[1][0]["request_timeout"] == 7
+
+
+def test_status_names_each_dependency_that_did_not_answer(silent, monkeypatch, tmp_path):
+    """A running run's progress lives in deep storage, its lag on the broker: with both silent, status still
+    reports, and names both."""
+    from helpers import plan_next, sqlite_store
+
+    from ingest_core.executor import deep_storage
+    from ingest_core.service.status import collect_status
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://{silent.address}")  # pyarrow's S3 endpoint, as the SDK reads it
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setattr(deep_storage, "OBJECT_STORE_REQUEST_TIMEOUT_S", 1.0)
+    store = sqlite_store(tmp_path)
+    spec = spec_from(silent.address, "t", SIMPLE, microbatch={"deepStorage": {"uri": "s3a://bucket/deep"}})
+    store.register_spec("ds", spec.to_raw(), spec.fingerprint())
+    running = plan_next(store, "scheduled__1", {TopicPartition("t", 0): 10}, ds="ds")
+    store.start_run("ds", running.run_id, None)  # its jobs are reading: status shows their progress
+    with Clock():
+        report = collect_status(store, "ds", spec, kafka_timeout_s=2.0)
+    down = {d["dependency"]: d for d in report.to_json()["payload"]["unavailableDependencies"]}
+    assert set(down) == {"kafka", "objectStore"}, down
+    assert down["kafka"]["endpoint"] == silent.address and down["kafka"]["deadlineSeconds"] == 2.0
+    assert down["objectStore"]["endpoint"].startswith("s3a://bucket/deep/ds/")
+    assert [r.run_id for r in report.recent_runs] == [running.run_id]
+    assert report.active == {} and report.latest is None  # unknown, said why; the rest of the report is there
+    assert {e.error_class for e in report.recent_errors} >= {"BrokerUnavailableError", "ObjectStoreUnavailableError"}
 
 
 def test_spark_connect_session_ends_in_spark_connect_unavailable(silent, monkeypatch):
