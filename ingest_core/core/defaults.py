@@ -25,3 +25,23 @@ COMPACTION_MAX_ROWS_PER_SEGMENT = 5_000_000
 COMPACTION_SCHEDULE = "PT1H"
 # kill: how long after compaction made a segment unused its file and record are deleted
 KILL_BUFFER_PERIOD = "P1D"
+
+# Deadlines of the calls to remote dependencies (docs/deadlines.md): how long each may go unanswered before it
+# fails with its dependency's error (core.errors.DependencyUnavailableError), which `ingest status` names.
+# Kafka: each blocking call of the planner, the publish's consumer-group mirror, the dead-letter producer and
+# `status` (a spec's consumerProperties `default.api.timeout.ms`, the Java client's setting, overrides it).
+KAFKA_CALL_TIMEOUT_S = 15.0
+# A schema registry: each HTTP request (`SCHEMA_REGISTRY_TIMEOUT_S`), asked again after these waits (a GET is
+# safe to repeat), all within `SCHEMA_REGISTRY_DEADLINE_S` per lookup.
+SCHEMA_REGISTRY_TIMEOUT_S = 10.0
+SCHEMA_REGISTRY_RETRY_DELAYS_S = (0.5, 1.0, 2.0)
+SCHEMA_REGISTRY_DEADLINE_S = 30.0
+# The metadata store (PostgreSQL): a connection not established in this long fails (libpq's connect_timeout;
+# a URL's own `?connect_timeout=` wins); connecting again is retried for INGEST_METADATA_RETRY_SECONDS.
+METADATA_CONNECT_TIMEOUT_S = 10
+# An object store (S3 deep storage): the TCP connect and each request (pyarrow's S3FileSystem connect_timeout
+# and request_timeout; the AWS SDK retries a request 3 times in all).
+OBJECT_STORE_CONNECT_TIMEOUT_S = 10.0
+OBJECT_STORE_REQUEST_TIMEOUT_S = 30.0
+# Spark Connect: the server must accept the session's channel (gRPC's HTTP/2 handshake) within this long.
+SPARK_CONNECT_TIMEOUT_S = 30.0

@@ -30,8 +30,41 @@ class SpecError(IngestError):
         super().__init__(f"{source}: {len(self.problems)} {noun} in datasource spec:\n{lines}")
 
 
-class BrokerUnavailableError(IngestError):
+class DependencyUnavailableError(IngestError):
+    """A remote dependency did not answer within its deadline (or could not be reached). `dependency` names it
+    as `ingest status` does, `endpoint` says where (secrets hidden) and `deadline_s` how long it was given (None:
+    not known where raised). One subclass per dependency; docs/deadlines.md lists them with their settings."""
+
+    dependency = "dependency"
+
+    def __init__(self, message: str, *, endpoint: str = "", deadline_s: float | None = None):
+        super().__init__(message)
+        self.endpoint, self.deadline_s = endpoint, deadline_s
+
+    def to_json(self) -> dict[str, object]:
+        return {"dependency": self.dependency, "endpoint": self.endpoint, "deadlineSeconds": self.deadline_s}
+
+
+class BrokerUnavailableError(DependencyUnavailableError):
     """Kafka could not be reached, or did not answer in time."""
+
+    dependency = "kafka"
+
+
+class ObjectStoreUnavailableError(DependencyUnavailableError):
+    """Deep storage (an object store: S3 or another S3-compatible one) did not answer in time."""
+
+    dependency = "objectStore"
+
+
+class SparkConnectError(IngestError):
+    """The Spark Connect server cannot run this job (unreachable, or a different Python)."""
+
+
+class SparkConnectUnavailableError(SparkConnectError, DependencyUnavailableError):
+    """The Spark Connect server accepted no session within its deadline (down, or not answering)."""
+
+    dependency = "sparkConnect"
 
 
 class TopicNotFoundError(IngestError):
@@ -95,6 +128,13 @@ class RunNotFoundError(IngestError):
 
 class MetadataStoreError(IngestError):
     """The metadata store is unreachable or its schema is missing or too old."""
+
+
+class MetadataStoreUnavailableError(MetadataStoreError, DependencyUnavailableError):
+    """The metadata store did not answer (no connection within its deadline, or a lost one that retries did not
+    bring back)."""
+
+    dependency = "metadataStore"
 
 
 class MetadataUrlError(MetadataStoreError):

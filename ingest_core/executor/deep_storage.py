@@ -19,12 +19,16 @@ from __future__ import annotations
 import json
 import posixpath
 import uuid
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
+
+from ingest_core.core.defaults import OBJECT_STORE_CONNECT_TIMEOUT_S, OBJECT_STORE_REQUEST_TIMEOUT_S
+from ingest_core.core.errors import ObjectStoreUnavailableError
 
 
 def base_for(spec: Any) -> str:
@@ -49,7 +53,44 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     if parsed.scheme == "s3a":
         uri = "s3" + uri[3:]
     fs, path = pafs.FileSystem.from_uri(uri)
-    return fs, path
+    return with_deadlines(fs), path
+
+
+def with_deadlines(fs: pafs.FileSystem) -> pafs.FileSystem:
+    """An S3 filesystem with the object store's deadlines (core.defaults) where it has none of its own: pyarrow's
+    default leaves a request to a silent endpoint to the AWS SDK's and the OS's patience."""
+    if not isinstance(fs, pafs.S3FileSystem):
+        return fs
+    options = fs.__reduce__()[1][0]  # its constructor's arguments, as pickling rebuilds it
+    if options["connect_timeout"] > 0 and options["request_timeout"] > 0:
+        return fs
+    if options["connect_timeout"] <= 0:
+        options["connect_timeout"] = OBJECT_STORE_CONNECT_TIMEOUT_S
+    if options["request_timeout"] <= 0:
+        options["request_timeout"] = OBJECT_STORE_REQUEST_TIMEOUT_S
+    return pafs.S3FileSystem(**options)
+
+
+# what the AWS SDK says of a request that got no answer in time, or no connection (pyarrow raises OSError)
+_UNANSWERED = ("NETWORK_CONNECTION", "curlCode: 28", "curlCode: 7,", "Timeout was reached", "REQUEST_TIMEOUT",
+               "Couldn't connect to server")
+
+
+@contextmanager
+def deadline(uri: str, fs: pafs.FileSystem) -> Iterator[None]:
+    """An object store that did not answer, as `ObjectStoreUnavailableError` naming the URI and the deadline;
+    other errors (a missing key, access denied) pass unchanged."""
+    try:
+        yield
+    except OSError as exc:
+        text = str(exc)
+        if not any(marker in text for marker in _UNANSWERED):
+            raise
+        timeout = fs.__reduce__()[1][0]["request_timeout"] if isinstance(fs, pafs.S3FileSystem) else None
+        within = f" (request timeout {timeout:g}s, retried by the AWS SDK)" if timeout and timeout > 0 else ""
+        raise ObjectStoreUnavailableError(
+            f"deep storage {uri} did not answer{within}: {text.splitlines()[0]}. Check that the object store is "
+            "up and reachable from here", endpoint=uri, deadline_s=timeout) from None
 
 
 def join(uri: str, *parts: str) -> str:
@@ -84,9 +125,10 @@ def attempt_uri(group: str, attempt_id: str) -> str:
 def attempt_folders(uri: str, recursive: bool = False) -> list[str]:
     """The attempt folders in `uri` (a replica's folder), oldest first; `recursive`: anywhere below it."""
     fs, path = filesystem(uri)
-    if fs.get_file_info(path).type == pafs.FileType.NotFound:
-        return []
-    found = fs.get_file_info(pafs.FileSelector(path, recursive=recursive))
+    with deadline(uri, fs):
+        if fs.get_file_info(path).type == pafs.FileType.NotFound:
+            return []
+        found = fs.get_file_info(pafs.FileSelector(path, recursive=recursive))
     return sorted(to_uri(uri, f.path) for f in found
                   if f.type == pafs.FileType.Directory and posixpath.basename(f.path).startswith(ATTEMPT))
 
@@ -112,17 +154,18 @@ def write_json(uri: str, obj: Any) -> None:
     """Written aside, then moved in place: a reader (status, while a split rewrites its progress) never sees
     half a file."""
     fs, path = filesystem(uri)
-    fs.create_dir(posixpath.dirname(path), recursive=True)
-    tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
-    with fs.open_output_stream(tmp) as out:
-        out.write(json.dumps(obj, indent=1, sort_keys=True).encode())
-    fs.move(tmp, path)
+    with deadline(uri, fs):
+        fs.create_dir(posixpath.dirname(path), recursive=True)
+        tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
+        with fs.open_output_stream(tmp) as out:
+            out.write(json.dumps(obj, indent=1, sort_keys=True).encode())
+        fs.move(tmp, path)
 
 
 def read_text(uri: str) -> str:
     """A file by URI or plain path."""
     fs, path = filesystem(uri)
-    with fs.open_input_stream(path) as f:
+    with deadline(uri, fs), fs.open_input_stream(path) as f:
         return f.read().decode("utf-8")
 
 
@@ -132,18 +175,19 @@ def read_json(uri: str) -> Any:
 
 def list_files(uri: str, suffix: str = "") -> list[pafs.FileInfo]:
     fs, path = filesystem(uri)
-    info = fs.get_file_info(path)
-    if info.type == pafs.FileType.NotFound:
-        return []
-    found = fs.get_file_info(pafs.FileSelector(path, recursive=True))
+    with deadline(uri, fs):
+        if fs.get_file_info(path).type == pafs.FileType.NotFound:
+            return []
+        found = fs.get_file_info(pafs.FileSelector(path, recursive=True))
     return sorted((f for f in found if f.type == pafs.FileType.File and f.path.endswith(suffix)),
                   key=lambda f: f.path)
 
 
 def delete_dir(uri: str) -> None:
     fs, path = filesystem(uri)
-    if fs.get_file_info(path).type != pafs.FileType.NotFound:
-        fs.delete_dir(path)
+    with deadline(uri, fs):
+        if fs.get_file_info(path).type != pafs.FileType.NotFound:
+            fs.delete_dir(path)
 
 
 def to_uri(uri_base: str, fs_path: str) -> str:

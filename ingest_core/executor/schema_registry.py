@@ -25,12 +25,15 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ingest_core.core import defaults
+from ingest_core.core.errors import DependencyUnavailableError
 from ingest_core.executor.report import ServiceUnavailableError
 
 MAGIC_BYTE = 0
 HEADER_SIZE = 5  # magic byte + schema id
-RETRY_DELAYS = (0.5, 1.0, 2.0)  # seconds between attempts when the registry does not answer
-TIMEOUT_SECONDS = 10.0
+RETRY_DELAYS = defaults.SCHEMA_REGISTRY_RETRY_DELAYS_S  # seconds between attempts when the registry does not answer
+TIMEOUT_SECONDS = defaults.SCHEMA_REGISTRY_TIMEOUT_S  # each request
+DEADLINE_SECONDS = defaults.SCHEMA_REGISTRY_DEADLINE_S  # one lookup, its retries included
 DOWN_SECONDS = 30.0  # how long an unanswered lookup fails fast before the registry is asked again
 
 
@@ -42,14 +45,18 @@ class UnknownSchemaError(SchemaRegistryError):
     pass
 
 
-class RegistryUnavailableError(SchemaRegistryError, ServiceUnavailableError):
+class RegistryUnavailableError(SchemaRegistryError, ServiceUnavailableError, DependencyUnavailableError):
     """Named in the run's report and in `status` (`ServiceProblem`), not only in its records' parse exceptions."""
 
-    def __init__(self, url: str, reason: str, what: str | None = None):
+    dependency = "schemaRegistry"
+
+    def __init__(self, url: str, reason: str, what: str | None = None, deadline_s: float | None = None):
+        within = f"; lookup deadline {deadline_s:g}s" if deadline_s is not None else ""
         ServiceUnavailableError.__init__(
-            self, f"schema registry {url} did not answer{f' for {what}' if what else ''} ({reason}): check that it runs and is reachable from the "
-                  "Spark executors; the records read meanwhile are unparseable (dead letters keep them when "
-                  "deadLetter is on)", "schemaRegistry", url)
+            self, f"schema registry {url} did not answer{f' for {what}' if what else ''} ({reason}{within}): check "
+                  "that it runs and is reachable from the Spark executors; the records read meanwhile are "
+                  "unparseable (dead letters keep them when deadLetter is on)", "schemaRegistry", url)
+        self.endpoint, self.deadline_s = url, deadline_s
 
 
 @dataclass(frozen=True)
@@ -138,6 +145,7 @@ class SchemaRegistryClient:
     registry: RegistryConfig
     retry_delays: tuple[float, ...] = RETRY_DELAYS
     timeout: float = TIMEOUT_SECONDS
+    deadline: float = DEADLINE_SECONDS
     down_seconds: float = DOWN_SECONDS
     _cache: dict[tuple[Any, ...], RegisteredSchema] = field(default_factory=dict)
     _down: dict[tuple[Any, ...], tuple[float, RegistryUnavailableError]] = field(default_factory=dict)
@@ -183,13 +191,21 @@ class SchemaRegistryClient:
         return found
 
     def _request(self, path: str, what: str) -> Any:
+        """One GET (safe to repeat): each url in turn, again after each of `retry_delays`, each request within
+        `timeout` and all within `deadline`."""
         last: tuple[str, str] = (self.registry.urls[0], "no attempt")
+        deadline = time.monotonic() + self.deadline
         for attempt in range(len(self.retry_delays) + 1):
             if attempt:
+                if time.monotonic() + self.retry_delays[attempt - 1] >= deadline:
+                    break
                 time.sleep(self.retry_delays[attempt - 1])
             for base in self.registry.urls:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
                 try:
-                    with urllib.request.urlopen(self._http_request(base + path), timeout=self.timeout,
+                    with urllib.request.urlopen(self._http_request(base + path), timeout=min(self.timeout, left),
                                                 context=self._ssl_context()) as resp:
                         return json.loads(resp.read())
                 except urllib.error.HTTPError as exc:
@@ -203,7 +219,7 @@ class SchemaRegistryClient:
                     last = (base, f"HTTP {exc.code}")
                 except (urllib.error.URLError, OSError, ValueError) as exc:
                     last = (base, str(getattr(exc, "reason", exc)))
-        raise RegistryUnavailableError(*last, what)
+        raise RegistryUnavailableError(*last, what, self.deadline)
 
     def _http_request(self, url: str) -> urllib.request.Request:
         req = urllib.request.Request(url, headers={"Accept": "application/vnd.schemaregistry.v1+json, "

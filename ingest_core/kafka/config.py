@@ -7,7 +7,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ingest_core.core import secrets
+from confluent_kafka import KafkaError, KafkaException
+
 from ingest_core.core.defaults import CONSUMER_GROUP_ID, ISOLATION_LEVEL
+from ingest_core.core.errors import BrokerUnavailableError
 from ingest_core.kafka.properties import to_librdkafka
 from ingest_core.kafka.secrets import mask_in_airflow_logs, resolve_properties, secret_values
 
@@ -63,3 +66,26 @@ class KafkaClientConfig:
 
     def redact(self, text: str) -> str:
         return secrets.redact_text(text, self.secrets)
+
+    def unavailable(self, what: str, timeout_s: float, exc: BaseException, outcome: str) -> BrokerUnavailableError:
+        """The typed error of a call to the brokers that got no answer within `timeout_s` (secrets redacted);
+        `outcome`: what that left undone."""
+        cause = self.redact(str(exc.args[0] if exc.args else exc) or type(exc).__name__)
+        return BrokerUnavailableError(
+            f"Kafka at {self.bootstrap_servers!r} did not answer {what} within {timeout_s:g}s: {cause}. Check that "
+            f"the brokers are up and consumerProperties.bootstrap.servers points at them; {outcome}.",
+            endpoint=self.bootstrap_servers, deadline_s=timeout_s)
+
+
+# librdkafka's errors for a call that got no answer (timed out, no connection), as opposed to a refusal
+_UNANSWERED = {KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
+               KafkaError._MSG_TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError._RESOLVE,
+               KafkaError.COORDINATOR_NOT_AVAILABLE}
+
+
+def unanswered(exc: BaseException) -> bool:
+    """Whether `exc` says the brokers did not answer in time (rather than refused what was asked)."""
+    if isinstance(exc, TimeoutError):  # a future's result(timeout=...)
+        return True
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return isinstance(err, KafkaError) and err.code() in _UNANSWERED

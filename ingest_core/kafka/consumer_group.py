@@ -16,9 +16,11 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
+from ingest_core.core.errors import BrokerUnavailableError
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.kafka.config import KafkaClientConfig
+from ingest_core.kafka.config import KafkaClientConfig, unanswered
+from ingest_core.kafka.properties import call_timeout_s
 
 log = logging.getLogger(__name__)
 # the group's coordinator is starting (Kafka creates __consumer_offsets on first use) or moving: ask again
@@ -41,19 +43,24 @@ def _admin(config: KafkaClientConfig, timeout_s: float) -> AdminClient:
 class GroupSync:
     """What an offset action did to the consumer group: set its offsets (`offsets`), deleted it (`offsets`
     None: nothing is committed), or nothing (`group` None: mirroring is off; `error`: the broker refused or did
-    not answer, the group keeps its older offsets)."""
+    not answer, the group keeps its older offsets; `unavailable`: the typed error when it did not answer)."""
 
     group: str | None
     offsets: dict[TopicPartition, int] | None = None
     error: str | None = None
+    unavailable: BrokerUnavailableError | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
 
+def _timeout(spec: DatasourceSpec, timeout_s: float | None) -> float:
+    return call_timeout_s(spec.io_config.consumer_properties) if timeout_s is None else timeout_s
+
+
 def mirror_offsets(spec: DatasourceSpec, offsets: Mapping[TopicPartition, int],
-                   timeout_s: float = 10.0) -> str | None:
+                   timeout_s: float | None = None) -> str | None:
     """Set the group's offsets to `offsets` (AlterConsumerGroupOffsets, as `kafka-consumer-groups.sh
     --reset-offsets` does). The group, when the broker took all of them; else None."""
     if mirror_group(spec) is None or not offsets:
@@ -67,12 +74,15 @@ def mirror_offsets(spec: DatasourceSpec, offsets: Mapping[TopicPartition, int],
     return done.group
 
 
-def sync_group(spec: DatasourceSpec, offsets: Mapping[TopicPartition, int], timeout_s: float = 10.0) -> GroupSync:
+def sync_group(spec: DatasourceSpec, offsets: Mapping[TopicPartition, int],
+               timeout_s: float | None = None) -> GroupSync:
     """Make the group show `offsets`: set them, or with none (a hard reset cleared them) delete the group, so
-    Kafka's tooling shows no stale lag. Never raises: a failure is the result's `error` (secrets redacted)."""
+    Kafka's tooling shows no stale lag; within `timeout_s` (default: the spec's, `call_timeout_s`). Never
+    raises: a failure is the result's `error` (secrets redacted)."""
     group = mirror_group(spec)
     if group is None:
         return GroupSync(None)
+    timeout_s = _timeout(spec, timeout_s)
     deadline = time.monotonic() + timeout_s
     config = None
     try:
@@ -92,6 +102,10 @@ def sync_group(spec: DatasourceSpec, offsets: Mapping[TopicPartition, int], time
                 raise KafkaException(error)
             time.sleep(0.5)
     except Exception as exc:  # noqa: BLE001 - whatever went wrong, the metadata store stays the truth
+        if config is not None and unanswered(exc):
+            down = config.unavailable(f"for the offsets of consumer group {group!r}", timeout_s, exc,
+                                      "the group keeps its older offsets")
+            return GroupSync(group, None, str(down), down)
         text = str(exc.args[0] if exc.args else exc)
         return GroupSync(group, None, config.redact(text) if config is not None else text)
 
@@ -120,12 +134,20 @@ def _alter(admin: AdminClient, request: ConsumerGroupTopicPartitions, timeout_s:
 
 
 def mirrored_offsets(spec: DatasourceSpec, tps: list[TopicPartition],
-                     timeout_s: float = 10.0) -> dict[TopicPartition, int]:
+                     timeout_s: float | None = None) -> dict[TopicPartition, int]:
     """The group's offsets of `tps`, as Kafka's tooling reads them (partitions it has none for are left out)."""
     group = mirror_group(spec)
     if group is None:
         return {}
-    admin = _admin(KafkaClientConfig.from_properties(spec.io_config.consumer_properties), timeout_s)
+    timeout_s = _timeout(spec, timeout_s)
+    config = KafkaClientConfig.from_properties(spec.io_config.consumer_properties)
+    admin = _admin(config, timeout_s)
     request = ConsumerGroupTopicPartitions(group, [KafkaTopicPartition(tp.topic, tp.partition) for tp in tps])
-    answer = admin.list_consumer_group_offsets([request], request_timeout=timeout_s)[group].result(timeout_s + 5)
+    try:
+        answer = admin.list_consumer_group_offsets([request], request_timeout=timeout_s)[group].result(timeout_s + 5)
+    except (KafkaException, TimeoutError) as exc:
+        if unanswered(exc):
+            raise config.unavailable(f"for the offsets of consumer group {group!r}", timeout_s, exc,
+                                     "nothing was read") from None
+        raise
     return {TopicPartition(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions if tp.offset >= 0}

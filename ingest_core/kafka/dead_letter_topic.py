@@ -33,7 +33,8 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.kafka.config import KafkaClientConfig
+from ingest_core.kafka.config import KafkaClientConfig, unanswered
+from ingest_core.kafka.properties import call_timeout_s
 
 log = logging.getLogger(__name__)
 
@@ -67,23 +68,39 @@ def error_headers(spec: DatasourceSpec, run_id: str, letter: dict[str, Any]) -> 
 class DeadLetterProducer:
     """A transactional producer for one datasource's dead-letter topic. Opening it fences earlier ones."""
 
-    def __init__(self, spec: DatasourceSpec, timeout_s: float = 30.0):
+    def __init__(self, spec: DatasourceSpec, timeout_s: float | None = None):
+        """Each call within `timeout_s` (default: the spec's, `call_timeout_s`); a broker that does not answer
+        is `BrokerUnavailableError`, and the next report task delivers again."""
         dead_letter = spec.microbatch.dead_letter
         if dead_letter is None or not dead_letter.topic:
             raise ValueError(f"{spec.source}: microbatch.deadLetter.topic is not set")
+        if timeout_s is None:
+            timeout_s = call_timeout_s(spec.io_config.consumer_properties)
         self.spec, self.topic, self.group, self.timeout_s = spec, dead_letter.topic, delivery_group(spec), timeout_s
         self.config = KafkaClientConfig.from_properties(spec.io_config.consumer_properties)
         producer_conf = self.config.admin(**dead_letter.producer_properties)
         producer_conf.update({"transactional.id": self.group, "enable.idempotence": True, "acks": "all",
                               "transaction.timeout.ms": 300_000})
         self.producer = Producer(producer_conf)
-        self.producer.init_transactions(timeout_s)  # fences an earlier producer, ends its open transaction
+        try:
+            self.producer.init_transactions(timeout_s)  # fences an earlier producer, ends its open transaction
+        except KafkaException as exc:
+            raise self._unavailable_or(exc, "the dead-letter producer's InitProducerId") from None
         self.consumer = Consumer(self.config.consumer(**{"group.id": self.group, "isolation.level": "read_committed"}))
+
+    def _unavailable_or(self, exc: Exception, what: str) -> Exception:
+        """A broker that did not answer as `BrokerUnavailableError`; any other error as it is."""
+        if unanswered(exc):
+            return self.config.unavailable(what, self.timeout_s, exc, "no dead letters were produced")
+        return exc
 
     def delivered_seq(self) -> int:
         """The last publish whose dead letters were produced (0: none yet)."""
         tp = KafkaTopicPartition(self.topic, MARKER_PARTITION)
-        [committed] = self.consumer.committed([tp], timeout=self.timeout_s)
+        try:
+            [committed] = self.consumer.committed([tp], timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise self._unavailable_or(exc, f"the delivery marker of group {self.group!r}") from None
         if committed.error is not None:
             raise KafkaException(committed.error)
         return max(committed.offset, 0)
@@ -126,7 +143,7 @@ class DeadLetterProducer:
         return self.config.redact(text)
 
 
-def produce_pending(spec: DatasourceSpec, pending: Any, timeout_s: float = 30.0) -> list[str]:
+def produce_pending(spec: DatasourceSpec, pending: Any, timeout_s: float | None = None) -> list[str]:
     """Produce every publish after the marker. `pending(after_seq)` returns them (`PublishedDeadLetters`, in
     publish order). Returns the runs produced; raises when one could not be (the ones before it stay produced)."""
     started = time.monotonic()

@@ -21,10 +21,11 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollectio
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
-from ingest_core.core.defaults import ISOLATION_LEVEL
+from ingest_core.core.defaults import ISOLATION_LEVEL, KAFKA_CALL_TIMEOUT_S
 from ingest_core.core.errors import BrokerUnavailableError, TopicNotFoundError
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.kafka.config import KafkaClientConfig
+from ingest_core.kafka.properties import call_timeout_s
 
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps with special meaning in the Kafka protocol
 _MISSING_PARTITION = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
@@ -37,7 +38,7 @@ class KafkaOffsetReader:
     max_partitions_per_request = 1000  # see _query_once
 
     def __init__(self, config: KafkaClientConfig, *, isolation_level: str = ISOLATION_LEVEL,
-                 timeout_s: float = 15.0):
+                 timeout_s: float = KAFKA_CALL_TIMEOUT_S):
         self.config = config
         self.timeout_s = timeout_s
         self._conf = config.consumer(**{"isolation.level": isolation_level,
@@ -63,20 +64,18 @@ class KafkaOffsetReader:
         return client
 
     @classmethod
-    def for_spec(cls, spec, timeout_s: float = 15.0) -> "KafkaOffsetReader":
+    def for_spec(cls, spec, timeout_s: float | None = None) -> "KafkaOffsetReader":
+        """A reader of `spec`'s cluster; each call within `timeout_s`, by default the spec's
+        (consumerProperties `default.api.timeout.ms`, else defaults.KAFKA_CALL_TIMEOUT_S)."""
         io = spec.io_config
         return cls(KafkaClientConfig.from_properties(io.consumer_properties), isolation_level=io.isolation_level,
-                   timeout_s=timeout_s)
+                   timeout_s=call_timeout_s(io.consumer_properties) if timeout_s is None else timeout_s)
 
     def _describe(self, exc: BaseException) -> str:
         return self.config.redact(str(exc.args[0] if exc.args else exc))
 
     def _unavailable(self, what: str, exc: BaseException) -> BrokerUnavailableError:
-        return BrokerUnavailableError(
-            f"Kafka at {self.config.bootstrap_servers!r} did not answer {what} within {self.timeout_s:g}s: "
-            f"{self._describe(exc)}. Check that the brokers are up and consumerProperties.bootstrap.servers "
-            f"points at them; nothing was planned or committed."
-        )
+        return self.config.unavailable(what, self.timeout_s, exc, "nothing was planned or committed")
 
     # ------------------------------------------------------------------------------------------ discovery
 

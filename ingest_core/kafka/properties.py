@@ -22,6 +22,7 @@ from typing import Any, Mapping
 
 from confluent_kafka import Consumer, KafkaException
 
+from ingest_core.core.defaults import KAFKA_CALL_TIMEOUT_S
 from ingest_core.core.errors import IngestError, SpecError, SpecProblem
 from ingest_core.core.secrets import (
     DYNAMIC_PROVIDER_KEY,
@@ -62,10 +63,12 @@ JAVA_EQUIVALENTS = {
 IGNORED_JAVA = {
     "key.deserializer": "records are read as bytes and decoded by the spec's inputFormat",
     "value.deserializer": "records are read as bytes and decoded by the spec's inputFormat",
-    "default.api.timeout.ms": "each call here has its own timeout (pollTimeout, completionTimeout)",
     "exclude.internal.topics": "topics are named by topic or topicPattern, which never match internal topics "
                                "unless they say so",
 }
+# The Java client's deadline of its blocking calls: here the deadline of each call to the broker outside the Spark
+# job (planning, the consumer-group mirror, dead-letter delivery); read here, never passed to librdkafka.
+CALL_TIMEOUT_KEY = "default.api.timeout.ms"
 _SENTINEL = "ingest.validation.sentinel"  # a name no librdkafka knows: keeps every check from building a client
 _LOADS_CODE = {"plugin.library.paths"}  # librdkafka loads the libraries as it is set: not checked here
 _UNKNOWN = re.compile(r'No such configuration property: "([^"]+)"')
@@ -74,6 +77,21 @@ _NAMED = re.compile(r'configuration property "([^"]+)"', re.I)
 
 class JaasError(IngestError):
     """A sasl.jaas.config this consumer cannot translate; the message never holds the value."""
+
+
+def call_timeout_s(props: Mapping[str, Any]) -> float:
+    """The deadline of each blocking call to the broker: consumerProperties' `default.api.timeout.ms`, else
+    `defaults.KAFKA_CALL_TIMEOUT_S` (also for a value validation refuses)."""
+    ms = _milliseconds(props.get(CALL_TIMEOUT_KEY))
+    return ms / 1000 if ms is not None else KAFKA_CALL_TIMEOUT_S
+
+
+def _milliseconds(value: Any) -> int | None:
+    try:
+        ms = int(str(value).strip()) if value is not None and not isinstance(value, bool) else None
+    except ValueError:
+        return None
+    return ms if ms is not None and ms >= 1 else None
 
 
 # ------------------------------------------------------------------------------------------ sasl.jaas.config
@@ -127,7 +145,7 @@ def translate_jaas(value: str, mechanism: str | None) -> dict[str, str]:
 def to_librdkafka(resolved: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """Resolved consumerProperties as librdkafka takes them (JAAS translated, ignored Java settings dropped),
     and the values the translation revealed that must be redacted (a JAAS password)."""
-    props = {k: v for k, v in resolved.items() if k not in IGNORED_JAVA and k != JAAS_KEY}
+    props = {k: v for k, v in resolved.items() if k not in IGNORED_JAVA and k not in (JAAS_KEY, CALL_TIMEOUT_KEY)}
     secrets: list[str] = []
     if JAAS_KEY in resolved:
         for key in ("sasl.username", "sasl.password", "sasl.kerberos.keytab"):
@@ -186,6 +204,10 @@ def property_problems(props: Mapping[str, Any]) -> tuple[list[SpecProblem], list
             errors.append(SpecProblem(path, f"a Java-client setting librdkafka does not know: {JAVA_EQUIVALENTS[key]}"))
         elif key in IGNORED_JAVA:
             warnings.append(SpecProblem(path, f"ignored (a Java-client setting): {IGNORED_JAVA[key]}"))
+        elif key == CALL_TIMEOUT_KEY:
+            if _milliseconds(value) is None:
+                errors.append(SpecProblem(path, f"expected a whole number of milliseconds, at least 1 (found "
+                                                f"{value!r}): the deadline of each call to the broker"))
         elif key == JAAS_KEY:
             if not is_ref:  # a reference is translated where the client is built, once it has a value
                 try:

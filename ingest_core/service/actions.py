@@ -109,7 +109,7 @@ class DatasourceActions:
     consumer group that the offset actions keep in step (`group_timeout_s` for the broker to answer)."""
 
     def __init__(self, store: MetadataStore, dags: DagControl | None, actor: str,
-                 specs: Mapping[str, DatasourceSpec] | None = None, group_timeout_s: float = 10.0):
+                 specs: Mapping[str, DatasourceSpec] | None = None, group_timeout_s: float | None = None):
         self.store, self.dags, self.actor = store, dags, actor
         self.specs, self.group_timeout_s = dict(specs or {}), group_timeout_s
 

@@ -39,6 +39,7 @@ import sys
 from pathlib import Path
 
 from ingest_core.core.errors import (
+    DependencyUnavailableError,
     IngestError,
     MetadataStoreError,
     MetadataUrlError,
@@ -221,9 +222,16 @@ def _statuses(args: argparse.Namespace, store: MetadataStore) -> list:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    store = _store(args)
-    store.check_schema()
-    reports = _statuses(args, store)
+    try:
+        store = _store(args)
+        store.check_schema()
+        reports = _statuses(args, store)
+    except DependencyUnavailableError as exc:  # the metadata store: nothing to report but which and why
+        if not args.json:
+            raise
+        print(json.dumps({"error": str(exc), "unavailableDependencies": [{**exc.to_json(), "message": str(exc)}]},
+                         indent=2))
+        return 1
     if args.json:
         out = [r.to_json() for r in reports]
         print(json.dumps(out[0] if args.datasource else out, indent=2))
@@ -235,14 +243,19 @@ def cmd_status(args: argparse.Namespace) -> int:
         for r in reports:
             published = next((x.published_at for x in r.recent_runs if x.published_at), None)
             lag = "?" if r.aggregate_lag is None else f"{r.aggregate_lag:,}"
+            down = ", ".join(sorted({str((e.dependency or {}).get("dependency")) for e in r.unavailable}))
             print(f"{r.datasource:24} {r.state:22} {str(r.healthy).lower():8} {lag:>12} "
-                  f"{format_datetime(published) if published else '-':24}")
+                  f"{format_datetime(published) if published else '-':24}" + (f" {down} unavailable" if down else ""))
         return 0
     r = reports[0]
     print(f"datasource {r.datasource} (stream {r.stream}): {r.state} / {r.detailed_state}, "
           f"{'healthy' if r.healthy else 'UNHEALTHY'}")
     lag = r.lag or {}
     print(f"  aggregate lag: {'unknown' if r.aggregate_lag is None else f'{r.aggregate_lag:,}'}")
+    for e in r.unavailable:  # named first: it is why the lag (or the runs' progress) is unknown
+        dep = e.dependency or {}
+        print(f"  UNAVAILABLE: {dep.get('dependency')} at {dep.get('endpoint')} did not answer"
+              + (f" within {dep['deadlineSeconds']:g}s" if dep.get("deadlineSeconds") else ""))
     if r.segments is not None:
         print(f"  segments: {r.segments.describe()}")
     if r.new_columns is not None:

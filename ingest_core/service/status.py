@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ingest_core.core.compaction import SegmentHealth, find_candidates, interval_stats
-from ingest_core.core.errors import IngestError, SpecError, SpecProblem
+from ingest_core.core.errors import (
+    BrokerUnavailableError,
+    DependencyUnavailableError,
+    IngestError,
+    SpecError,
+    SpecProblem,
+)
 from ingest_core.core.loss import RecordsLost, lost_per_partition
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.core.periods import format_datetime
@@ -88,10 +94,14 @@ class RecentError:
     failure: GroupFailure | None = None
     lost: RecordsLost | None = None  # records the main line moved past unread: which, and why
     service: ServiceProblem | None = None  # a service a decoder needed that did not answer (a schema registry)
+    # a remote dependency that did not answer: {"dependency", "endpoint", "deadlineSeconds"} (docs/deadlines.md)
+    dependency: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {"timestamp": format_datetime(self.timestamp), "exceptionClass": self.error_class,
                "message": self.message, "streamException": self.stream_exception}
+        if self.dependency is not None:
+            out |= dict(self.dependency)
         if self.run_id is not None:
             out["runId"] = self.run_id
         if self.failure is not None:
@@ -190,6 +200,8 @@ class StatusReport:
     segments: SegmentHealth | None = None  # per interval, and what compaction has left to do
     new_columns: NewColumns | None = None  # columns the latest published run brought (schema discovery)
     spec_warnings: tuple[SpecProblem, ...] = ()  # the current spec's (an ignored unknown field, a batch no-op)
+    # the remote dependencies that did not answer this status read (the broker, deep storage), as RecentErrors
+    unavailable: tuple[RecentError, ...] = ()
 
     @property
     def lost_records(self) -> int:
@@ -237,6 +249,7 @@ class StatusReport:
                 "segments": self.segments.to_json() if self.segments else None,
                 "newColumns": self.new_columns.to_json() if self.new_columns else None,
                 "specWarnings": [str(w) for w in self.spec_warnings],
+                "unavailableDependencies": [{**(e.dependency or {}), "message": e.message} for e in self.unavailable],
             },
         }
 
@@ -287,10 +300,12 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
                  lost: Sequence[AuditRecord] = (), segments: SegmentHealth | None = None,
                  new_columns: NewColumns | None = None,
                  problems: Mapping[str, Sequence[ServiceProblem]] | None = None,
-                 spec_warnings: Sequence[SpecProblem] = ()) -> StatusReport:
+                 spec_warnings: Sequence[SpecProblem] = (),
+                 unavailable: Sequence[DependencyUnavailableError] = ()) -> StatusReport:
     """`failures`: the failed task groups' reports, by run id; `skipped`: records skipped by `ingest skip`, per
     partition (lost on purpose); `lost`: every `records_lost` audit record (counted, the recent ones shown as
-    errors)."""
+    errors); `broker_error`: why the latest offsets are unknown; `unavailable`: the dependencies that did not
+    answer this read (the broker's error among them)."""
     suspended = bool(row and row["suspended"])
     terminated = bool(row and row["terminated"])
 
@@ -305,11 +320,15 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
                                     last_loop_error=last_error)
 
     errors = [RecentError(a.created_at, a.details.get("errorClass", "IngestError"), a.details.get("error", ""),
-                          bool(a.details.get("streamException"))) for a in loop_errors]
+                          bool(a.details.get("streamException")), dependency=a.details.get("dependency"))
+              for a in loop_errors]
     errors += [e for r in runs if run_succeeded(r) is False for e in run_errors(r, (failures or {}).get(r.run_id, ()))]
     errors += loss_errors(lost)
     errors += [e for r in runs for e in service_errors(r, (problems or {}).get(r.run_id, ()))]
-    if broker_error:
+    down = [RecentError(now or utcnow(), type(e).__name__, str(e), isinstance(e, BrokerUnavailableError),
+                        dependency=e.to_json()) for e in unavailable]
+    errors += down
+    if broker_error and not any(isinstance(e, BrokerUnavailableError) for e in unavailable):
         errors.append(RecentError(now or utcnow(), "BrokerUnavailableError", broker_error, True))
     errors.sort(key=lambda e: e.timestamp, reverse=True)
 
@@ -318,7 +337,7 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
     return StatusReport(datasource, stream, state, detail, supervisor_ok and tasks_ok and not terminated,
                         suspended, terminated, committed, latest, offsets_last_updated,
                         errors[:MAX_RECENT_ERRORS], recent, now, active or {}, dict(skipped or {}),
-                        lost_per_partition(losses(lost)), segments, new_columns, tuple(spec_warnings))
+                        lost_per_partition(losses(lost)), segments, new_columns, tuple(spec_warnings), tuple(down))
 
 
 def specs_in(dags_folder: str | Path | None) -> dict[str, DatasourceSpec]:
@@ -392,6 +411,7 @@ class BrokerView:
     stream: str
     latest: dict[TopicPartition, int] | None = None
     error: str | None = None
+    unavailable: BrokerUnavailableError | None = None  # `error` when the broker did not answer
 
 
 def read_broker(spec: DatasourceSpec | None, kafka_timeout_s: float) -> BrokerView:
@@ -408,6 +428,8 @@ def read_broker(spec: DatasourceSpec | None, kafka_timeout_s: float) -> BrokerVi
             return BrokerView(stream, latest=reader.latest(reader.partitions(topic=io.topic, pattern=io.topic_pattern)))
         finally:
             reader.close()
+    except BrokerUnavailableError as exc:
+        return BrokerView(stream, error=str(exc), unavailable=exc)
     except IngestError as exc:
         return BrokerView(stream, error=str(exc))
 
@@ -439,8 +461,13 @@ def collect_status(store: MetadataStore, name: str, spec: DatasourceSpec | None,
     window = max(thresholds.unhealthiness_threshold + thresholds.healthiness_threshold, MAX_RECENT_ERRORS)
     view = broker if broker is not None else read_broker(spec, kafka_timeout_s)
     latest, broker_error, stream = view.latest, view.error, view.stream
-    active = {r.run_id: collect_progress(spec, r) for r in runs
-              if spec is not None and r.status is RunStatus.RUNNING}
+    unavailable: list[DependencyUnavailableError] = [view.unavailable] if view.unavailable else []
+    try:
+        active = {r.run_id: collect_progress(spec, r) for r in runs
+                  if spec is not None and r.status is RunStatus.RUNNING}
+    except DependencyUnavailableError as exc:  # deep storage: the runs' progress is unknown, the rest is not
+        active = {}
+        unavailable.append(exc)
     failures = {r.run_id: [t for t in store.task_reports(name, r.run_id) if not t.succeeded]
                 for r in runs if run_succeeded(r) is False}
     problems = {r.run_id: run_problems(store.task_reports(name, r.run_id))  # only runs with unparseable rows
@@ -453,4 +480,5 @@ def collect_status(store: MetadataStore, name: str, spec: DatasourceSpec | None,
                         skipped=skipped_records(store.audit_records(name, action=SKIP)),
                         lost=store.audit_records(name, action=RECORDS_LOST),
                         segments=segment_health(store, name, spec), new_columns=new_columns(store, name, runs),
-                        problems=problems, spec_warnings=spec.warnings if spec is not None else ())
+                        problems=problems, spec_warnings=spec.warnings if spec is not None else (),
+                        unavailable=unavailable)

@@ -40,7 +40,8 @@ import zipfile
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ingest_core.core.errors import IngestError
+from ingest_core.core.defaults import SPARK_CONNECT_TIMEOUT_S
+from ingest_core.core.errors import IngestError, SparkConnectError, SparkConnectUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,17 @@ _ADDING = threading.Lock()
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class SparkConnectError(IngestError):
-    """The Spark Connect server cannot run this job (unreachable, or a different Python)."""
+# how long the server may take to accept a session's channel (docs/deadlines.md)
+CONNECT_TIMEOUT_VAR = "INGEST_SPARK_CONNECT_TIMEOUT"
+
+
+def connect_timeout_s() -> float:
+    """`INGEST_SPARK_CONNECT_TIMEOUT` (seconds), else the default."""
+    value = os.environ.get(CONNECT_TIMEOUT_VAR, "").strip()
+    try:
+        return float(value) if value else SPARK_CONNECT_TIMEOUT_S
+    except ValueError:
+        raise SparkConnectError(f"{CONNECT_TIMEOUT_VAR}={value!r} is not a number of seconds") from None
 
 
 def code_archive() -> Path:
@@ -86,12 +96,15 @@ def session_url(url: str, datasource: str, code: Path, generation: int = 0) -> s
     return f"{base.rstrip('/')}/;{params + ';' if sep else ''}session_id={session_id}"
 
 
-def open_session(url: str, datasource: str | None = None) -> Any:
-    """A Spark Connect session with this project's code: the datasource's shared one, or one of its own."""
+def open_session(url: str, datasource: str | None = None, timeout_s: float | None = None) -> Any:
+    """A Spark Connect session with this project's code: the datasource's shared one, or one of its own. A
+    server that does not accept the session's channel within `timeout_s` (default `connect_timeout_s()`) is
+    `SparkConnectUnavailableError`."""
+    timeout_s = connect_timeout_s() if timeout_s is None else timeout_s
     code = code_archive()
     spark = None
     if datasource is not None:
-        shared = (_connect(session_url(url, datasource, code, g), url) for g in range(SESSION_GENERATIONS))
+        shared = (_connect(session_url(url, datasource, code, g), url, timeout_s) for g in range(SESSION_GENERATIONS))
         spark = next((s for s in shared if s is not None), None)
         if spark is None:
             log.warning("the Spark Connect server closed %d sessions of %s: this job opens one of its own",
@@ -99,7 +112,7 @@ def open_session(url: str, datasource: str | None = None) -> Any:
         else:
             spark.release_session_on_close = False  # others use it: stop() only detaches
     if spark is None:
-        spark = _connect(url, url)
+        spark = _connect(url, url, timeout_s)
     add_code(spark, code)
     if spark.conf.get(PYTHON_CHECKED, None) != _python():
         check_python(spark, url)
@@ -122,7 +135,7 @@ def add_code(spark: Any, code: Path, attempts: int = 5) -> None:
             time.sleep(0.2 * (attempt + 1))
 
 
-def _connect(url: str, shown: str) -> Any:
+def _connect(url: str, shown: str, timeout_s: float) -> Any:
     """A client of the session `url` names (a new one if it names none), with the job's settings; None if the
     server closed that session."""
     from pyspark.sql import SparkSession
@@ -135,6 +148,7 @@ def _connect(url: str, shown: str) -> Any:
     # pyspark retries an unreachable server for 10 minutes; a microbatch fails sooner (about 30 s) and Airflow
     # retries the task, so a dead server fails the group instead of hanging it
     spark.client.set_retry_policies([DefaultPolicy(max_retries=RETRIES, max_backoff=10_000)])
+    _await_channel(spark, shown, timeout_s)
     try:
         for key, value in {**default_conf(), **REQUIRED_CONF}.items():
             if spark.conf.isModifiable(key):  # the rest (e.g. console progress) are the server's own business
@@ -147,6 +161,26 @@ def _connect(url: str, shown: str) -> Any:
         raise SparkConnectError(f"cannot open a Spark Connect session at {_safe(shown)}: "
                                 f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}") from None
     return spark
+
+
+def _await_channel(spark: Any, shown: str, timeout_s: float) -> None:
+    """The session's gRPC channel connected (HTTP/2 handshake done) within `timeout_s`. gRPC gives a server that
+    accepts the connection and never answers about 20 s per attempt, and pyspark retries: without this a session
+    waited most of a minute and failed with a bare gRPC error."""
+    import grpc
+
+    try:
+        grpc.channel_ready_future(spark.client._channel).result(timeout=timeout_s)
+    except grpc.FutureTimeoutError:
+        spark.release_session_on_close = False  # nothing to release on a server that never answered
+        try:
+            spark.stop()
+        except Exception:  # noqa: BLE001 - closing a channel that never connected
+            pass
+        raise SparkConnectUnavailableError(
+            f"the Spark Connect server at {_safe(shown)} did not accept a session within {timeout_s:g}s "
+            f"({CONNECT_TIMEOUT_VAR}): check that it runs and is reachable from here; the job did not start",
+            endpoint=_safe(shown), deadline_s=timeout_s) from None
 
 
 def _python() -> str:

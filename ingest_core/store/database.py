@@ -15,7 +15,7 @@ from typing import Iterator
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ingest_core.core.errors import MetadataStoreError
+from ingest_core.core.errors import MetadataStoreError, MetadataStoreUnavailableError
 from ingest_core.store import schema
 from ingest_core.store.engines import make_engine
 
@@ -44,7 +44,8 @@ class Database:
             with self.engine.connect() as conn:
                 return schema.installed_version(conn)
         except sa.exc.OperationalError as exc:
-            raise MetadataStoreError(f"metadata store {self.safe_url} is unreachable: {exc.orig}") from None
+            raise MetadataStoreUnavailableError(f"metadata store {self.safe_url} is unreachable: {exc.orig}",
+                                                endpoint=self.safe_url) from None
 
     def upgrade(self) -> list[int]:
         """Create or upgrade the schema to SCHEMA_VERSION. Returns the versions applied."""

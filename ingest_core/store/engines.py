@@ -21,7 +21,8 @@ from typing import Callable, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from ingest_core.core.errors import MetadataStoreError, MetadataUrlError
+from ingest_core.core.defaults import METADATA_CONNECT_TIMEOUT_S
+from ingest_core.core.errors import MetadataStoreUnavailableError, MetadataUrlError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -67,7 +68,7 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def retry_transient(work: Callable[[], T], what: str) -> T:
+def retry_transient(work: Callable[[], T], what: str, endpoint: str = "") -> T:
     """`work()`, tried again with a growing wait while it fails with a transient error, for up to
     RETRY_SECONDS; other errors, and one still failing then, are raised. `work` must be safe to run again
     after a failure: a transaction that failed before its commit was acknowledged may have committed, so it must
@@ -81,10 +82,10 @@ def retry_transient(work: Callable[[], T], what: str) -> T:
             if not is_transient(exc):
                 raise
             if time.monotonic() + wait > deadline:
-                raise MetadataStoreError(
+                raise MetadataStoreUnavailableError(
                     f"{what}: the metadata store still failed after {tries} tries (retried for up to "
                     f"INGEST_METADATA_RETRY_SECONDS, {RETRY_SECONDS:g}s): {_first_line(exc)}. Check that it is up "
-                    "and reachable at that address.") from exc
+                    "and reachable at that address.", endpoint=endpoint, deadline_s=RETRY_SECONDS) from exc
             log.warning("%s: transient metadata store error (try %d), retrying in %.2gs: %s", what, tries, wait,
                         _first_line(exc))
             time.sleep(wait)
@@ -147,15 +148,20 @@ def make_engine(url: str) -> Engine:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
-    engine = sa.create_engine(url, pool_pre_ping=True)
+    # libpq waits for ever for a server that accepts the connection and never answers: give it a deadline (the
+    # URL's own ?connect_timeout= wins; only libpq drivers know the setting)
+    connect_args = {"connect_timeout": METADATA_CONNECT_TIMEOUT_S} if (
+        parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "psycopg2"
+        and "connect_timeout" not in parsed.query) else {}
+    engine = sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args)
     safe_url = engine.url.render_as_string(hide_password=True)
 
     @sa.event.listens_for(engine, "do_connect")
     def _connect_with_retry(dialect, _record, cargs, cparams):
         # Every new connection (the pool's, a pre-ping's reconnect after a restart) waits out a restarting
-        # server; a wrong password, host or database fails at once.
+        # server; a wrong password, host or database fails at once. Connecting again is always safe.
         return retry_transient(lambda: dialect.loaded_dbapi.connect(*cargs, **cparams),
-                               f"connecting to the metadata store {safe_url}")
+                               f"connecting to the metadata store {safe_url}", safe_url)
 
     return engine
 

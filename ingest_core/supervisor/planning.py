@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterator, Mapping
 
-from ingest_core.core.errors import BrokerUnavailableError, IngestError
+from ingest_core.core.errors import BrokerUnavailableError, DependencyUnavailableError, IngestError
 from ingest_core.core.offsets import (
     StartOffset,
     StartResolution,
@@ -245,8 +245,11 @@ class Supervisor:
         """The failed loop goes to the audit log; `status` turns a run of them into UNHEALTHY_SUPERVISOR."""
         stream = isinstance(exc, BrokerUnavailableError)
         detailed = loop_error_state(stream, first_loop).value
-        self.store.audit(self.datasource, LOOP_ERROR, {"error": str(exc), "errorClass": type(exc).__name__,
-                                                       "streamException": stream, "detailedState": detailed})
+        details = {"error": str(exc), "errorClass": type(exc).__name__, "streamException": stream,
+                   "detailedState": detailed}
+        if isinstance(exc, DependencyUnavailableError):  # status names it: which, where, how long it was given
+            details["dependency"] = exc.to_json()
+        self.store.audit(self.datasource, LOOP_ERROR, details)
 
     def _first_loop(self) -> bool:
         row = self.store.datasource_row(self.datasource)

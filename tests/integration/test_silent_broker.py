@@ -1,49 +1,10 @@
 """A broker that accepts connections and never answers costs a status read one deadline, however many datasources
 wait on it (issue 34: `ingest status` over 3 datasources waited 32 s, one timeout after another)."""
 
-import socket
-import threading
-
 from helpers import SIMPLE, spec_from, sqlite_store
+from silent_server import SilentServer
 
 from ingest_core.service.status import collect_statuses
-
-
-class SilentServer:
-    """Accepts every connection, reads nothing, answers nothing; counts connections open at once."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
-        self.open: set[socket.socket] = set()
-        self.most_at_once = 0
-        self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with self.lock:
-                self.open = {c for c in self.open if not _closed(c)} | {conn}
-                self.most_at_once = max(self.most_at_once, len(self.open))
-
-    def close(self) -> None:
-        self.sock.close()
-        for c in self.open:
-            c.close()
-
-
-def _closed(conn: socket.socket) -> bool:
-    conn.setblocking(False)
-    try:
-        return conn.recv(1 << 16) == b""  # the client hung up (a request it sent is read and dropped)
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
 
 
 NAMES = ["a", "b", "c", "d"]
@@ -64,6 +25,10 @@ def test_datasources_on_the_same_silent_broker_wait_for_it_together(tmp_path):
     for r in reports:  # each says why its lag is unknown, with the broker and the deadline
         [error] = [e for e in r.recent_errors if e.error_class == "BrokerUnavailableError"]
         assert r.latest is None and server.address in error.message and "2s" in error.message, error
+        # named as the dependency that did not answer, in --json as in the text
+        [down] = r.to_json()["payload"]["unavailableDependencies"]
+        assert down == {"dependency": "kafka", "endpoint": server.address, "deadlineSeconds": 2.0,
+                        "message": error.message}
     # they waited at once: all their connections were open at the same time (one after another: two at most, the
     # one closing and the next)
     assert server.most_at_once >= len(NAMES)

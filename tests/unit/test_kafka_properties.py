@@ -154,3 +154,17 @@ def test_druid_s_default_password_provider_gets_an_answer():
     (problem,) = info.value.problems
     assert problem.path == "spec.ioConfig.consumerProperties.ssl.key.password"
     assert "{type: environment, variable: NAME}" in problem.message and PASSWORD not in str(info.value)
+
+
+def test_default_api_timeout_ms_is_the_deadline_of_each_call_to_the_broker():
+    from ingest_core.core.defaults import KAFKA_CALL_TIMEOUT_S
+    from ingest_core.kafka.properties import call_timeout_s
+
+    spec = check_spec(spec_with(**{"default.api.timeout.ms": "2500"}))
+    props = spec.io_config.consumer_properties
+    assert call_timeout_s(props) == 2.5 and not spec.warnings
+    # read here, never given to librdkafka (which knows no such setting)
+    assert "default.api.timeout.ms" not in KafkaClientConfig.from_properties(props).properties
+    assert call_timeout_s(spec_with().io_config.consumer_properties) == KAFKA_CALL_TIMEOUT_S
+    assert "whole number of milliseconds" in refused(**{"default.api.timeout.ms": "soon"})["default.api.timeout.ms"]
+    assert "at least 1" in refused(**{"default.api.timeout.ms": 0})["default.api.timeout.ms"]
