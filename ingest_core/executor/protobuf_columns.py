@@ -135,11 +135,11 @@ class ColumnarPlan:
                 return None  # a nested message, list or map: the per-record path gives its value or JSON text
             if f is not None:
                 reads.append(f)
-        data = b"".join(payloads)
+        data = b"".join(payloads + [bytes(_PAD)])  # type: ignore[operator]
         lengths = np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
         ends = np.cumsum(lengths)
         try:
-            chunk = _Chunk(self, np.frombuffer(data + bytes(_PAD), dtype=np.uint8), ends - lengths + skip, ends)
+            chunk = _Chunk(self, np.frombuffer(data, dtype=np.uint8), ends - lengths + skip, ends)
             chunk.scan()
             chunk.check({f.index for f in reads})
             found = {f.name: chunk.column(f) for f in reads}
@@ -190,7 +190,7 @@ class _Chunk:
         self.size = np.zeros((slots, n), dtype=np.int64)
         self.slot_of = np.array([f.index if f.scalar else plan.scalar_slots for f in plan.fields]
                                 + [plan.scalar_slots], dtype=np.int64)
-        self.hits = np.zeros(n, dtype=np.int64)  # each record's scalar fields, counted per occurrence
+        self.hits = 0  # scalar fields read, each occurrence counted
         self.spans: list[tuple[np.ndarray, np.ndarray]] = []  # the non-scalars' bytes, tag to value's end
         self.data = pa.py_buffer(buf)
         self.b8 = np.ndarray((len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))  # 8 bytes at each position
@@ -207,7 +207,8 @@ class _Chunk:
             at = self.pos if every else self.pos[rows]  # `pos` is replaced below, not changed
             end = self.ends if every else self.ends[rows]
             tag, tag_len = _varints(buf, at)
-            if tag_len.max() > 5 or tag.max() >= np.uint64(1 << 32):
+            longest = tag_len.max()
+            if longest > 5 or (longest == 5 and tag.max() >= np.uint64(1 << 32)):
                 raise _Misfit()  # corrupt
             wire = (tag & np.uint64(7)).astype(np.intp)
             field = plan.field_of[np.minimum(tag >> np.uint64(3), np.uint64(top)).astype(np.intp)]
@@ -243,23 +244,24 @@ class _Chunk:
                 raise _Misfit()  # truncated
             self.seen.ravel()[field * n + rows] = True
             slot = self.slot_of[field]
-            if every:
-                self.hits += slot != trash
-            else:
-                self.hits[rows] += slot != trash
             flat = slot * n + rows
             self.raw.ravel()[flat] = value
-            self.size.ravel()[flat] = size
-            other = np.flatnonzero(slot == trash)
-            if other.size:
+            if counts[2]:
+                self.size.ravel()[flat] = size
+            others = slot == trash
+            unread = int(np.count_nonzero(others))
+            self.hits += len(at) - unread
+            if unread:
+                other = np.flatnonzero(others)
                 self.spans.append((at[other], after[other]))
             if every:
                 self.pos = after
             else:
                 self.pos[rows] = after
             rows = rows[after < end]
-        # a singular scalar twice in a record (the last one wins, per record): more hits than scalars seen
-        if (self.seen[:trash].sum(axis=0, dtype=np.int64) != self.hits).any():
+        # a singular scalar twice in a record (the last one wins, per record): more hits than scalars seen (a
+        # record's hits are at least its scalars seen, so equal sums mean equal counts in every record)
+        if np.count_nonzero(self.seen[:trash]) != self.hits:
             raise _Misfit()
 
     def check(self, read: set[int]) -> None:
