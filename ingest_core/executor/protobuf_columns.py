@@ -135,7 +135,7 @@ class ColumnarPlan:
                 return None  # a nested message, list or map: the per-record path gives its value or JSON text
             if f is not None:
                 reads.append(f)
-        data = b"".join(payloads + [bytes(_PAD)])  # type: ignore[operator]
+        data = b"".join([*payloads, bytes(_PAD)])
         lengths = np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
         ends = np.cumsum(lengths)
         try:
