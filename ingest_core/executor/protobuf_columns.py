@@ -79,7 +79,8 @@ class ColumnarPlan:
     by_name: dict[str, _Field]
     field_of: np.ndarray  # field number -> `fields` index; past its end: unknown (the index len(fields))
     wire_fits: np.ndarray  # [field index, wire type]: whether it fits (the last two rows: unknown, field 0)
-    scalar_slots: int
+    scalars: int  # the first `scalars` fields are the singular scalars
+    is_scalar: np.ndarray  # per field (and unknown, field 0)
     required: tuple[int, ...]
     oneofs: tuple[tuple[int, ...], ...]  # the indexes of each oneof's members (of two or more)
 
@@ -120,8 +121,9 @@ class ColumnarPlan:
                 wire_fits[f.index, f.wire] = True
         oneofs = tuple(tuple(f.index for f in fields if f.fd.containing_oneof is o)
                        for o in desc.oneofs if len(o.fields) > 1)
-        return cls(reader, tuple(fields), by_name, field_of, wire_fits,
-                   len(scalars), tuple(f.index for f in fields if _is_required(f.fd)), oneofs)
+        return cls(reader, tuple(fields), by_name, field_of, wire_fits, len(scalars),
+                   np.array([f.scalar for f in fields] + [False, False]),
+                   tuple(f.index for f in fields if _is_required(f.fd)), oneofs)
 
     def read(self, payloads: list[bytes], wanted: dict[tuple[str, ...], list[str]], skip: int = 0
              ) -> dict[str, pa.Array] | None:
@@ -139,7 +141,8 @@ class ColumnarPlan:
         lengths = np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
         ends = np.cumsum(lengths)
         try:
-            chunk = _Chunk(self, np.frombuffer(data, dtype=np.uint8), ends - lengths + skip, ends)
+            chunk = _Chunk(self, np.frombuffer(data, dtype=np.uint8), ends - lengths + skip, ends,
+                           [f.index for f in reads])
             chunk.scan()
             chunk.check({f.index for f in reads})
             found = {f.name: chunk.column(f) for f in reads}
@@ -173,10 +176,12 @@ def _varints(buf: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _Chunk:
-    """One chunk's scan: per field, whether each record holds it (`seen`) and the scalars' raw values (`raw`:
-    the varint or fixed bits; for strings and bytes the start, `size` their length)."""
+    """One chunk's scan: per field, whether each record holds it (`seen`); for the fields read and the strings
+    (checked), their raw values (`raw`: the varint or fixed bits; for strings and bytes the start, `size` their
+    length), each field in its slot."""
 
-    def __init__(self, plan: ColumnarPlan, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
+    def __init__(self, plan: ColumnarPlan, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                 reads: list[int]):
         self.plan, self.buf, self.ends = plan, buf, ends
         self.starts = starts
         self.pos = starts.copy()
@@ -185,11 +190,12 @@ class _Chunk:
         self.n = n
         fields = len(plan.fields)
         self.seen = np.zeros((fields + 1, n), dtype=bool)  # the last row: unknown fields
-        slots = plan.scalar_slots + 1  # the last row: where the others' values go, unread
-        self.raw = np.zeros((slots, n), dtype=np.uint64)
-        self.size = np.zeros((slots, n), dtype=np.int64)
-        self.slot_of = np.array([f.index if f.scalar else plan.scalar_slots for f in plan.fields]
-                                + [plan.scalar_slots], dtype=np.int64)
+        kept = sorted(set(reads) | {f.index for f in plan.fields if f.scalar and f.fd.type == _FT.TYPE_STRING})
+        self.trash = len(kept)  # the slot where the other fields' values go, unread
+        self.slot_of = np.full(fields + 2, self.trash, dtype=np.int64)
+        self.slot_of[kept] = np.arange(len(kept))
+        self.raw = np.zeros((len(kept) + 1, n), dtype=np.uint64)
+        self.size = np.zeros((len(kept) + 1, n), dtype=np.int64)
         self.hits = 0  # scalar fields read, each occurrence counted
         self.spans: list[tuple[np.ndarray, np.ndarray]] = []  # the non-scalars' bytes, tag to value's end
         self.data = pa.py_buffer(buf)
@@ -200,7 +206,6 @@ class _Chunk:
         """Reads every record's fields, one tag per record and step (the records with bytes left)."""
         plan, buf, n = self.plan, self.buf, self.n
         top = len(plan.field_of) - 1
-        trash = plan.scalar_slots
         rows = np.flatnonzero(self.pos < self.ends)
         while rows.size:
             every = rows.size == n  # the usual case: no gathers of the rows
@@ -248,7 +253,7 @@ class _Chunk:
             self.raw.ravel()[flat] = value
             if counts[2]:
                 self.size.ravel()[flat] = size
-            others = slot == trash
+            others = ~plan.is_scalar[field]
             unread = int(np.count_nonzero(others))
             self.hits += len(at) - unread
             if unread:
@@ -261,7 +266,7 @@ class _Chunk:
             rows = rows[after < end]
         # a singular scalar twice in a record (the last one wins, per record): more hits than scalars seen (a
         # record's hits are at least its scalars seen, so equal sums mean equal counts in every record)
-        if np.count_nonzero(self.seen[:trash]) != self.hits:
+        if np.count_nonzero(self.seen[:plan.scalars]) != self.hits:
             raise _Misfit()
 
     def check(self, read: set[int]) -> None:
@@ -278,7 +283,7 @@ class _Chunk:
             if f.fragile and self.seen[f.index].any():
                 raise _Misfit()
             if f.scalar and f.fd.type == _FT.TYPE_STRING and f.index not in read and self.seen[f.index].any():
-                self._text(f.index, self.seen[f.index])  # UTF-8 (proto3 refuses the record otherwise)
+                self._text(self.slot_of[f.index], self.seen[f.index])  # UTF-8 (proto3 refuses the record otherwise)
         if self.spans:
             starts = np.concatenate([s for s, _ in self.spans])
             stops = np.concatenate([e for _, e in self.spans])
@@ -309,14 +314,15 @@ class _Chunk:
 
     def column(self, f: _Field) -> pa.Array:
         """Field `f`'s column as the per-record path types it (see the module)."""
-        seen, raw, t = self.seen[f.index], self.raw[f.index], f.fd.type
+        slot = self.slot_of[f.index]
+        seen, raw, t = self.seen[f.index], self.raw[slot], f.fd.type
         if f.implicit:  # proto3 without `optional`: a default value is absent (a float's by its bits, so -0.0 is not)
-            seen = seen & ((self.size[f.index] != 0) if f.wire == 2 else
+            seen = seen & ((self.size[slot] != 0) if f.wire == 2 else
                            ((raw & np.uint64(0xFFFFFFFF)) != 0) if t in _BITS32 else (raw != 0))
         if t == _FT.TYPE_STRING:
-            return self._text(f.index, seen)
+            return self._text(slot, seen)
         if t == _FT.TYPE_BYTES:
-            start, size = raw.astype(np.int64), self.size[f.index]
+            start, size = raw.astype(np.int64), self.size[slot]
             blobs = self.buf[_gather(start[seen], size[seen])].tobytes()
             ends = np.cumsum(size[seen])
             texts = iter([base64.b64encode(blobs[e - s:e]).decode("ascii") for s, e in zip(size[seen], ends)])
