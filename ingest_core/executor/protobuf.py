@@ -361,7 +361,7 @@ class ProtobufDecoder:
     of one message type into columns at once (`protobuf_columns`)."""
 
     def __init__(self, fmt: InputFormat):
-        from ingest_core.executor.protobuf_columns import ChunkColumns  # it reads this module's converter helpers
+        from ingest_core.executor.protobuf_columns import ChunkColumns  # here: it imports this module
 
         dec = decoder_of(fmt)
         self.flatten = Flattener(fmt.flatten_spec)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -30,10 +30,15 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from ingest_core.executor.avro_columns import same_header
 from ingest_core.executor.decoders import Flattener
+from ingest_core.executor.protobuf import (  # which imports this module only when a decoder is made
+    MessageReader,
+    RegistryDecoder,
+    _float32,
+    _is_repeated,
+    _is_required,
+    row_name,
+)
 from ingest_core.executor.schema_registry import read_message_indexes, split_wire_format
-
-if TYPE_CHECKING:
-    from ingest_core.executor.protobuf import MessageReader, RegistryDecoder
 
 _PAD = 16  # zero bytes after the chunk, so a gather of up to 10 bytes from any position stays inside the buffer
 _FT = FieldDescriptor
@@ -66,15 +71,13 @@ def _fragile(desc: Descriptor, seen: set[str]) -> bool:
     if desc.full_name in seen:
         return False
     seen.add(desc.full_name)
-    from ingest_core.executor.protobuf import _is_required
-
     return any(_is_required(fd) or (fd.message_type is not None and _fragile(fd.message_type, seen))
                for fd in desc.fields)
 
 
 @dataclass
 class ColumnarPlan:
-    reader: "MessageReader"
+    reader: MessageReader
     fields: tuple[_Field, ...]
     by_name: dict[str, _Field]
     field_of: np.ndarray  # field number -> `fields` index; past its end: unknown (the index len(fields))
@@ -85,11 +88,9 @@ class ColumnarPlan:
     oneofs: tuple[tuple[int, ...], ...]  # the indexes of each oneof's members (of two or more)
 
     @classmethod
-    def of(cls, reader: "MessageReader") -> "ColumnarPlan | None":
+    def of(cls, reader: MessageReader) -> "ColumnarPlan | None":
         """The plan of a message type, or None when it has extensions, groups or a required non-scalar field, or
         two fields of one row name."""
-        from ingest_core.executor.protobuf import _is_repeated, _is_required, row_name
-
         desc = reader.descriptor
         if desc.extension_ranges:
             return None
@@ -370,8 +371,6 @@ def _gather(start: np.ndarray, size: np.ndarray) -> np.ndarray:
 
 def _shortest_floats(bits: np.ndarray) -> np.ndarray:
     """float32 bits -> the doubles `protobuf._float32` gives (the shortest decimal), once per distinct value."""
-    from ingest_core.executor.protobuf import _float32
-
     used, where = np.unique(bits, return_inverse=True)
     floats = used.view(np.float32)
     return np.array([_float32(float(v)) for v in floats], dtype=np.float64)[where.ravel()]
@@ -382,7 +381,7 @@ class ChunkColumns:
     index for the schema registry) -> the needed columns, or None (then the row parser decodes record by
     record)."""
 
-    def __init__(self, flatten: Flattener, fixed: "MessageReader | None", registry: "RegistryDecoder | None"):
+    def __init__(self, flatten: Flattener, fixed: MessageReader | None, registry: RegistryDecoder | None):
         self._flatten, self._fixed, self._registry = flatten, fixed, registry
         self._wanted: dict[frozenset, dict[tuple[str, ...], list[str]]] = {}
         self._plans: dict[int, ColumnarPlan | None] = {}  # by id() of a MessageReader, which the decoder keeps
@@ -402,7 +401,7 @@ class ChunkColumns:
         plan = self._plans[id(reader)]
         return None if plan is None else plan.read(values, wanted, skip)
 
-    def _reader(self, values: list[bytes]) -> tuple["MessageReader", int] | None:
+    def _reader(self, values: list[bytes]) -> tuple[MessageReader, int] | None:
         """The chunk's message reader and header size, or None when its records' headers differ."""
         if self._fixed is not None:
             return self._fixed, 0
