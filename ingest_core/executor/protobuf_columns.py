@@ -8,9 +8,10 @@ it into the field's slot with the record's presence. The columns are those Druid
 absent), named by their JSON names, enums by name, int64 as numbers, float as the shortest decimal of the
 float32, bytes as base64 text.
 
-Singular scalar fields are read; the others (messages, repeated, maps, well-known types) are checked, not read:
-the spans of all records' such fields are parsed by upb as one message, so a record the per-record path refuses
-is found here too. A column naming such a field, or a flattenSpec path into a nested message, decodes record by
+Singular scalar fields are read, also through singular nested messages (flattenSpec paths such as `$.user.name`:
+the nested messages' spans read the same way); the other fields (repeated, maps, well-known types) are checked,
+not read: the spans of all records' such fields are parsed by upb as one message, so a record the per-record
+path refuses is found here too. A column naming such a field, or a path with a list index, decodes record by
 record (`ChunkColumns.read` returns None); so does a chunk with anything unusual: a singular field seen twice in
 a record, a field with an unexpected wire type, groups, a truncated record, text that is not UTF-8, an enum
 number the schema does not name, a uint64 past int64's range, two members of one oneof, a missing required
@@ -21,8 +22,9 @@ the records at fault. Both paths give the same columns.
 from __future__ import annotations
 
 import base64
+import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -86,6 +88,7 @@ class ColumnarPlan:
     is_scalar: np.ndarray  # per field (and unknown, field 0)
     required: tuple[int, ...]
     oneofs: tuple[tuple[int, ...], ...]  # the indexes of each oneof's members (of two or more)
+    nested: dict[int, "ColumnarPlan | None"] = dataclasses.field(default_factory=dict)  # by field index, made when a path asks
 
     @classmethod
     def of(cls, reader: MessageReader) -> "ColumnarPlan | None":
@@ -126,35 +129,62 @@ class ColumnarPlan:
                    np.array([f.scalar for f in fields] + [False, False]),
                    tuple(f.index for f in fields if _is_required(f.fd)), oneofs)
 
-    def read(self, payloads: list[bytes], wanted: dict[tuple[str, ...], list[str]], skip: int = 0
+    def read(self, payloads: Sequence[bytes], wanted: dict[tuple[str, ...], list[str]], skip: int = 0
              ) -> dict[str, pa.Array] | None:
         """The columns `wanted` names (a field's path -> its columns' names), or None when a path is not a
-        scalar field's or the chunk does not fit (see the module). A name no field has is a column of nulls.
-        `skip`: header bytes before each message."""
-        reads: list[_Field] = []
-        for path in wanted:
-            f = self.by_name.get(path[0])
-            if len(path) != 1 or (f is not None and not f.scalar):
-                return None  # a nested message, list or map: the per-record path gives its value or JSON text
-            if f is not None:
-                reads.append(f)
+        scalar field's (through singular nested messages) or the chunk does not fit (see the module). A path
+        no field has is a column of nulls. `skip`: header bytes before each message."""
         data = b"".join([*payloads, bytes(_PAD)])
         lengths = np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
         ends = np.cumsum(lengths)
         try:
-            chunk = _Chunk(self, np.frombuffer(data, dtype=np.uint8), ends - lengths + skip, ends,
-                           [f.index for f in reads])
-            chunk.scan()
-            chunk.check({f.index for f in reads})
-            found = {f.name: chunk.column(f) for f in reads}
+            found = self._read(np.frombuffer(data, dtype=np.uint8), ends - lengths + skip, ends, list(wanted))
         except _Misfit:
             return None
-        out: dict[str, pa.Array] = {}
-        for path, names in wanted.items():
-            column = found.get(path[0], pa.nulls(len(payloads)))
-            for name in names:
-                out[name] = column
-        return out
+        return {name: found[path] for path, names in wanted.items() for name in names}
+
+    def _read(self, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, paths: list[tuple[str, ...]]
+              ) -> dict[tuple[str, ...], pa.Array]:
+        """The columns of `paths` over the messages at `starts` to `ends` in `buf` (raises _Misfit)."""
+        if not len(starts):
+            return {path: pa.nulls(0) for path in paths}  # a nested message no record holds
+        scalars: list[_Field] = []
+        nested: dict[int, list[tuple[str, ...]]] = {}
+        for path in paths:
+            f = self.by_name.get(path[0])
+            if f is None:
+                continue  # a column of nulls, as the flattener finds nothing there
+            if len(path) == 1:
+                if not f.scalar:
+                    raise _Misfit()  # a nested message, list or map: the per-record path gives its value or text
+                scalars.append(f)
+            elif self._nested(f) is None:
+                raise _Misfit()  # a path into a scalar, a list, a map or a well-known type
+            else:
+                nested.setdefault(f.index, []).append(path[1:])
+        chunk = _Chunk(self, buf, starts, ends, [f.index for f in scalars], list(nested))
+        chunk.scan()
+        chunk.check({f.index for f in scalars})
+        found = {(f.name,): chunk.column(f) for f in scalars}
+        for index, inner in nested.items():
+            f, sub = self.fields[index], self.nested[index]
+            assert sub is not None
+            present, slot = chunk.seen[index], chunk.slot_of[index]
+            start = chunk.raw[slot][present].astype(np.int64)
+            where = pa.array(np.cumsum(present) - 1, mask=~present)  # each record's nested message, if any
+            for path, column in sub._read(buf, start, start + chunk.size[slot][present], inner).items():
+                found[(f.name,) + path] = column.take(where)
+        return {path: found.get(path, pa.nulls(len(starts))) for path in paths}
+
+    def _nested(self, f: _Field) -> "ColumnarPlan | None":
+        """The plan of a singular nested message field's type (one the converter gives as an object), or None."""
+        if f.index not in self.nested:
+            fd = f.fd
+            plain = (fd.message_type is not None and not _is_repeated(fd)
+                     and not fd.message_type.full_name.startswith("google.protobuf."))
+            self.nested[f.index] = ColumnarPlan.of(MessageReader(fd.message_type, self.reader.converter)) \
+                if plain else None
+        return self.nested[f.index]
 
 
 def _varints(buf: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -182,7 +212,7 @@ class _Chunk:
     length), each field in its slot."""
 
     def __init__(self, plan: ColumnarPlan, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-                 reads: list[int]):
+                 reads: list[int], nested: list[int]):
         self.plan, self.buf, self.ends = plan, buf, ends
         self.starts = starts
         self.pos = starts.copy()
@@ -191,13 +221,21 @@ class _Chunk:
         self.n = n
         fields = len(plan.fields)
         self.seen = np.zeros((fields + 1, n), dtype=bool)  # the last row: unknown fields
-        kept = sorted(set(reads) | {f.index for f in plan.fields if f.scalar and f.fd.type == _FT.TYPE_STRING})
+        kept = sorted(set(reads) | set(nested)
+                      | {f.index for f in plan.fields if f.scalar and f.fd.type == _FT.TYPE_STRING})
         self.trash = len(kept)  # the slot where the other fields' values go, unread
         self.slot_of = np.full(fields + 2, self.trash, dtype=np.int64)
         self.slot_of[kept] = np.arange(len(kept))
         self.raw = np.zeros((len(kept) + 1, n), dtype=np.uint64)
         self.size = np.zeros((len(kept) + 1, n), dtype=np.int64)
-        self.hits = 0  # scalar fields read, each occurrence counted
+        self.hits = 0  # the occurrences of singular fields: scalars, and the nested messages a path reads
+        self.counted = plan.is_scalar.copy()
+        self.counted[nested] = True  # merged when twice (the per-record path): read only once per record
+        self.wire_fits = plan.wire_fits
+        if nested:
+            self.wire_fits = plan.wire_fits.copy()
+            self.wire_fits[nested] = False
+            self.wire_fits[nested, 2] = True  # another wire type: upb keeps the field unknown
         self.spans: list[tuple[np.ndarray, np.ndarray]] = []  # the non-scalars' bytes, tag to value's end
         self.data = pa.py_buffer(buf)
         self.b8 = np.ndarray((len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))  # 8 bytes at each position
@@ -218,7 +256,7 @@ class _Chunk:
                 raise _Misfit()  # corrupt
             wire = (tag & np.uint64(7)).astype(np.intp)
             field = plan.field_of[np.minimum(tag >> np.uint64(3), np.uint64(top)).astype(np.intp)]
-            if not plan.wire_fits[field, wire].all():
+            if not self.wire_fits[field, wire].all():
                 raise _Misfit()  # a known scalar with another wire type, a group, field 0, wire type 6 or 7
             value_at = at + tag_len
             counts = np.bincount(wire, minlength=8)
@@ -256,7 +294,7 @@ class _Chunk:
                 self.size.ravel()[flat] = size
             others = ~plan.is_scalar[field]
             unread = int(np.count_nonzero(others))
-            self.hits += len(at) - unread
+            self.hits += int(np.count_nonzero(self.counted[field]))
             if unread:
                 other = np.flatnonzero(others)
                 self.spans.append((at[other], after[other]))
@@ -265,9 +303,9 @@ class _Chunk:
             else:
                 self.pos[rows] = after
             rows = rows[after < end]
-        # a singular scalar twice in a record (the last one wins, per record): more hits than scalars seen (a
-        # record's hits are at least its scalars seen, so equal sums mean equal counts in every record)
-        if np.count_nonzero(self.seen[:plan.scalars]) != self.hits:
+        # a singular field twice in a record (the last one wins, per record): more hits than such fields seen (a
+        # record's hits are at least its fields seen, so equal sums mean equal counts in every record)
+        if np.count_nonzero(self.seen[np.flatnonzero(self.counted)]) != self.hits:
             raise _Misfit()
 
     def check(self, read: set[int]) -> None:

@@ -79,12 +79,16 @@ def protos(tmp_path_factory):
             [("flat", FLAT_PROTO), ("legacy", LEGACY_PROTO)]}
 
 
-DIMENSIONS = ("name", "label", "color", "blob", "f32x", "optFloat", "left", "nowhere", "renamed", "deep",
+DIMENSIONS = ("name", "label", "color", "blob", "f32x", "optFloat", "left", "nowhere", "renamed", "deep", "subX",
+              "noPath", {"type": "long", "name": "subY"},
               {"type": "long", "name": "i32"}, {"type": "long", "name": "s32"}, {"type": "long", "name": "u32"},
               {"type": "double", "name": "db"}, {"type": "float", "name": "fl"})
 SUMS = ("i64", "s64", "u64", "f64x", "sf32", "sf64", "optLong", "right", "bigNumber")
 FLATTEN = {"fields": [{"type": "root", "name": "renamed", "expr": "i32"},
-                      {"type": "path", "name": "deep", "expr": "$.name"}]}
+                      {"type": "path", "name": "deep", "expr": "$.name"},
+                      {"type": "path", "name": "subX", "expr": "$.sub.x"},
+                      {"type": "path", "name": "subY", "expr": "$['sub']['y']"},
+                      {"type": "path", "name": "noPath", "expr": "$.nothing.x"}]}
 
 _parsers: dict = {}
 
@@ -201,7 +205,7 @@ def test_values_read_as_druids_converter_gives_them(protos):
     assert got["u32"] == [2 ** 32 - 1, None] and got["f32x"] == [7, None]
     assert got["fl"] == [0.1, None] and got["optFloat"] == [0.0, None]  # float32 as its shortest decimal
     assert got["blob"] == ["AP8=", None] and got["color"] == ["BLUE", None] and got["nowhere"] == [None, None]
-    assert got["deep"] == got["name"]
+    assert got["deep"] == got["name"] and got["subX"] == got["subY"] == got["noPath"] == [None, None]
     assert str(got["db"][0]) == "-0.0"  # a double's -0.0 is not its default (protobuf compares bits)
 
 
@@ -230,6 +234,9 @@ MISFITS = {
     "an 11-byte varint": GOOD + b"\x20" + b"\xff" * 10 + b"\x01",
     "a nested message that does not parse": GOOD + b"\xba\x01\x02\x0a\x05",
     "a nested string that is not UTF-8": GOOD + b"\xba\x01\x03\x0a\x01\xff",
+    "a nested message twice (merged)": GOOD + b"\xba\x01\x03\x0a\x01a" + b"\xba\x01\x02\x10\x01",
+    "a nested message with another wire type": GOOD + b"\xb8\x01\x05",
+    "a field twice in a nested message": GOOD + b"\xba\x01\x04\x10\x01\x10\x02",
 }
 
 
@@ -256,7 +263,8 @@ def test_unknown_fields_are_skipped_as_upb_skips_them(protos):
     (("flag",), None),  # booleans: the per-record path keeps Python booleans
     (("sub",), None),  # a nested message: its JSON text
     (("nums", "attrs"), None),
-    (("x",), {"fields": [{"type": "path", "name": "x", "expr": "$.sub.x"}]}),
+    (("x",), {"fields": [{"type": "path", "name": "x", "expr": "$.name.x"}]}),  # a path into text
+    (("a",), {"fields": [{"type": "path", "name": "a", "expr": "$.attrs.a"}]}),  # into a map
     (("n0",), {"fields": [{"type": "path", "name": "n0", "expr": "$.nums[0]"}]})])
 def test_columns_of_fields_it_does_not_read_decode_record_by_record(protos, dimensions, flatten):
     _, module = protos["flat"]
@@ -265,6 +273,21 @@ def test_columns_of_fields_it_does_not_read_decode_record_by_record(protos, dime
     values = [msg.SerializeToString()] * 2
     columnar, per_record = parsers(inline(protos), dimensions, flatten)
     assert columnar.decoder.columns(values, columnar._columnar) is None
+    same_rows(columnar, per_record, values)
+
+
+def test_flatten_paths_read_singular_nested_messages(protos):
+    _, module = protos["flat"]
+    with_sub = module.Flat(ts="2026-01-01T00:00:00Z", name="a")
+    with_sub.sub.x, with_sub.sub.y = "in", -4
+    empty_sub = module.Flat(ts="2026-01-01T00:00:00Z")
+    empty_sub.sub.SetInParent()  # present and empty: the converter's {} has no `x`
+    values = [with_sub.SerializeToString(), module.Flat(ts="2026-01-01T00:00:00Z").SerializeToString(),
+              empty_sub.SerializeToString()]
+    columnar, per_record = parsers(inline(protos))
+    cols = columnar.decoder.columns(values, columnar._columnar)
+    assert cols["subX"].to_pylist() == ["in", None, None] and cols["subY"].to_pylist() == [-4, None, None]
+    assert cols["noPath"].to_pylist() == [None] * 3
     same_rows(columnar, per_record, values)
 
 
