@@ -229,6 +229,7 @@ class _Chunk:
         self.raw = np.zeros((len(kept) + 1, n), dtype=np.uint64)
         self.size = np.zeros((len(kept) + 1, n), dtype=np.int64)
         self.hits = 0  # the occurrences of singular fields: scalars, and the nested messages a path reads
+        self.nested = bool(nested)
         self.counted = plan.is_scalar.copy()
         self.counted[nested] = True  # merged when twice (the per-record path): read only once per record
         self.wire_fits = plan.wire_fits
@@ -294,7 +295,7 @@ class _Chunk:
                 self.size.ravel()[flat] = size
             others = ~plan.is_scalar[field]
             unread = int(np.count_nonzero(others))
-            self.hits += int(np.count_nonzero(self.counted[field]))
+            self.hits += int(np.count_nonzero(self.counted[field])) if self.nested else len(at) - unread
             if unread:
                 other = np.flatnonzero(others)
                 self.spans.append((at[other], after[other]))
