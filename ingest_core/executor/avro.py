@@ -196,7 +196,7 @@ class AvroStreamDecoder:
         parser then decodes the chunk record by record (`rows`)."""
         wanted = self._wanted.get(frozenset(needed))
         if wanted is None:
-            wanted = self._wanted[frozenset(needed)] = self._columns_wanted(needed)
+            wanted = self._wanted[frozenset(needed)] = self._flatten.columns_wanted(needed)
         if not wanted:
             return None
         header = same_header(values, self._header_size)
@@ -212,22 +212,6 @@ class AvroStreamDecoder:
         if plan is None:
             return None
         return plan.read(values, wanted, skip=self._header_size, text=self._binary_as_string)
-
-    def _columns_wanted(self, needed: set[str]) -> dict[tuple[str, ...], list[str]]:
-        """Each needed column's field path, as the flattener would find it (its fields win over the discovered
-        root fields); {} when a flattenSpec path takes a list index (the per-record path)."""
-        by_name: dict[str, tuple[str, ...]] = {}
-        if self._flatten.discovery:
-            by_name = {name: (name,) for name in needed}
-        for name, path in self._flatten.fields:
-            if any(not isinstance(step, str) for step in path):
-                return {}
-            by_name[name] = path
-        wanted: dict[tuple[str, ...], list[str]] = {}
-        for name, path in by_name.items():
-            if name in needed:
-                wanted.setdefault(path, []).append(name)
-        return wanted
 
     @staticmethod
     def preview(data: bytes | None, limit: int = 64) -> str:

@@ -51,6 +51,23 @@ class Flattener:
                     self.fields.append((f.name, path.steps))
         self.discovery = discovery
 
+    def columns_wanted(self, needed: set[str]) -> dict[tuple[str, ...], list[str]]:
+        """Each needed column's field path (-> the columns' names), as this flattener finds it (its fields win
+        over the discovered root fields), for a decoder that reads a chunk into columns; {} when a path takes a
+        list index (the per-record path)."""
+        by_name: dict[str, tuple[str, ...]] = {}
+        if self.discovery:
+            by_name = {name: (name,) for name in needed}
+        for name, path in self.fields:
+            if any(not isinstance(step, str) for step in path):
+                return {}
+            by_name[name] = path  # type: ignore[assignment]
+        wanted: dict[tuple[str, ...], list[str]] = {}
+        for name, path in by_name.items():
+            if name in needed:
+                wanted.setdefault(path, []).append(name)
+        return wanted
+
     def __call__(self, doc: dict[str, Any]) -> dict[str, Any]:
         if not self.paths:
             return doc if self.discovery else {}

@@ -27,6 +27,7 @@ import struct
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
+import pyarrow as pa
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
@@ -103,6 +104,11 @@ def _camel(path: str) -> str:
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
+def row_name(fd: FieldDescriptor) -> str:
+    """A field's name in the row: its JSON name, as Druid's converter names it."""
+    return fd.json_name or _camel(fd.name)
+
+
 class Converter:
     """Message -> plain Python values, one plan per message type (the field's name and how its value reads),
     built on first use."""
@@ -130,7 +136,7 @@ class Converter:
         for fd, value in msg.ListFields():
             step = plan.get(fd)
             if step is None:
-                step = plan[fd] = (fd.json_name or _camel(fd.name), self._reader(fd))
+                step = plan[fd] = (row_name(fd), self._reader(fd))
             name, read = step
             out[name] = value if read is None else read(value)
         return out
@@ -270,6 +276,10 @@ class RegistryDecoder:
     def read(self, data: bytes) -> dict[str, Any]:
         schema_id, payload = split_wire_format(data)
         indexes, body = read_message_indexes(payload)
+        return self.reader(schema_id, indexes).read(body, f" (schema id {schema_id})")
+
+    def reader(self, schema_id: int, indexes: list[int]) -> MessageReader:
+        """The reader of the message type a schema id and message indexes name (ValueError when none)."""
         schema = self._schemas.get(schema_id)
         if schema is None:
             try:
@@ -285,7 +295,7 @@ class RegistryDecoder:
         if reader is None:
             reader = schema.readers[tuple(indexes)] = MessageReader(
                 self._message(schema, indexes, schema_id), schema.converter)
-        return reader.read(body, f" (schema id {schema_id})")
+        return reader
 
     def _load(self, schema_id: int) -> _RegistrySchema:
         what = f"schema id {schema_id}"
@@ -347,9 +357,12 @@ class RegistryDecoder:
 
 
 class ProtobufDecoder:
-    """`rows(data)`: one row per record, its fields as Druid names them, then the flattenSpec."""
+    """`rows(data)`: one row per record, its fields as Druid names them, then the flattenSpec; `columns`: a chunk
+    of one message type into columns at once (`protobuf_columns`)."""
 
     def __init__(self, fmt: InputFormat):
+        from ingest_core.executor.protobuf_columns import ChunkColumns  # here: it imports this module
+
         dec = decoder_of(fmt)
         self.flatten = Flattener(fmt.flatten_spec)
         self.paths = self.flatten.paths
@@ -357,6 +370,7 @@ class ProtobufDecoder:
         self._fixed: MessageReader | None = None
         if dec.type == "schema_registry":
             self._registry = RegistryDecoder(dec)
+            self._columns = ChunkColumns(self.flatten, None, self._registry)
             return
         if dec.type == "file":
             data, what = read_descriptor_file(dec.descriptor or ""), f"descriptor {dec.descriptor!r}"
@@ -365,6 +379,7 @@ class ProtobufDecoder:
         files = descriptor_set(data, what)
         pool = pool_of(files)
         self._fixed = MessageReader(find_message_type(pool, files, dec.proto_message_type, what), Converter(pool))
+        self._columns = ChunkColumns(self.flatten, self._fixed, None)
 
     def rows(self, data: bytes) -> list[dict[str, Any]]:
         if self._fixed is not None:
@@ -374,3 +389,7 @@ class ProtobufDecoder:
             doc = self._registry.read(data)
         return [self.flatten(doc)]
 
+    def columns(self, values: list[bytes], needed: set[str]) -> dict[str, pa.Array] | None:
+        """The chunk as Arrow columns (those of `needed`) in one columnar pass, or None: the row parser then
+        decodes it record by record (`rows`), which names the records at fault."""
+        return self._columns.read(values, needed)
