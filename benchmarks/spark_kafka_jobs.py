@@ -23,8 +23,9 @@ from typing import Any, Iterator
 
 from ingest_core.core.errors import IngestError
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor import buckets, deep_storage
-from ingest_core.executor.report import (
+from ingest_core.executor import buckets
+from ingest_core.handover import deep_storage
+from ingest_core.handover.report import (
     GroupReport,
     ParseExceptionLimitError,
     SplitReport,

@@ -136,7 +136,7 @@ def read_descriptor_file(descriptor: str, relative_to: str | None = None) -> byt
             if not path.is_absolute() and relative_to and "://" not in relative_to:
                 path = Path(relative_to).parent / path
             return path.read_bytes()
-        from ingest_core.executor import deep_storage
+        from ingest_core.handover import deep_storage
 
         fs, path_in_fs = deep_storage.filesystem(descriptor)
         with fs.open_input_stream(path_in_fs) as f:

@@ -46,7 +46,7 @@ from ingest_core.executor.discovery import AUTO_JSON, encode
 from ingest_core.executor.expr_values import concat_arrays, expression_input
 from ingest_core.executor.expressions import compile_expression, evaluate_to_array
 from ingest_core.executor.filters import compile_filter
-from ingest_core.executor.report import (
+from ingest_core.handover.report import (
     Outcome,
     ParseExceptionRecord,
     Rejection,

@@ -25,7 +25,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ingest_core.executor.report import ServiceUnavailableError
+from ingest_core.handover.report import ServiceUnavailableError
 
 MAGIC_BYTE = 0
 HEADER_SIZE = 5  # magic byte + schema id

@@ -33,8 +33,8 @@ from ingest_core.core.spec import (
     parse_spec,
 )
 from ingest_core.core.states import LOOP_ERROR, effective_state
-from ingest_core.executor import deep_storage
-from ingest_core.executor.report import (
+from ingest_core.handover import deep_storage
+from ingest_core.handover.report import (
     GroupFailure,
     GroupProgress,
     GroupReport,

@@ -28,7 +28,7 @@ from ingest_core.core.column_types import merge_types
 from ingest_core.core.compaction import CompactedFile, CompactionJob
 from ingest_core.core.errors import IngestError
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor import deep_storage
+from ingest_core.handover import deep_storage
 from ingest_core.executor.discovery import (
     arrow_schema,
     conform_batches,

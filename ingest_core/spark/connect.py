@@ -45,7 +45,8 @@ from ingest_core.core.errors import IngestError
 log = logging.getLogger(__name__)
 
 # what the server's Python workers import: the data source and its parser, never Airflow, the store or dev tools
-PACKAGES = ("ingest_core/__init__.py", "ingest_core/core", "ingest_core/executor", "ingest_core/kafka", "ingest_core/spark")
+PACKAGES = ("ingest_core/__init__.py", "ingest_core/core", "ingest_core/handover", "ingest_core/executor",
+            "ingest_core/kafka", "ingest_core/spark")
 _CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
 RETRIES = 6  # with backoff 0.05 s x4 up to 10 s: about 25 s of an unreachable server
 SESSION_GENERATIONS = 16  # shared session ids tried before a job opens a session of its own

@@ -35,8 +35,9 @@ from ingest_core.core.defaults import PROGRESS_INTERVAL_S, STALL_TIMEOUT_S
 from ingest_core.core.errors import IngestError
 from ingest_core.core.planner import Plan, TaskGroup
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor import buckets, deep_storage, discovery
-from ingest_core.executor.report import (
+from ingest_core.executor import buckets, discovery
+from ingest_core.handover import deep_storage
+from ingest_core.handover.report import (
     GroupReport,
     GroupState,
     ParseExceptionLimitError,
@@ -182,7 +183,7 @@ def _check_topic_ids(job: GroupJob) -> None:
 def failed_report(job: GroupJob, error: IngestError, error_class: str, message: str) -> GroupReport:
     """The FAILED report of an attempt: why (typed: `GroupFailure`), which offset ranges, and what its splits
     had read (their last reports: a split stopped by maxParseExceptions leaves its count and last exception)."""
-    from ingest_core.executor.report import GroupFailure, latest_split_reports
+    from ingest_core.handover.report import GroupFailure, latest_split_reports
 
     spec = job.spec
     splits, _ = latest_split_reports(job.attempt_uri)
@@ -236,7 +237,7 @@ def register_source(spark: Any) -> None:
 def _job_error(exc: BaseException) -> IngestError:
     """Spark wraps an executor's exception in a long trace: recover the error it raised, with its message."""
     from ingest_core.core import errors
-    from ingest_core.executor.report import ParseExceptionLimitError
+    from ingest_core.handover.report import ParseExceptionLimitError
 
     if isinstance(exc, IngestError):
         return exc

@@ -144,8 +144,8 @@ class KafkaRangeReader(DataSourceReader):
                 for i, s in enumerate(self.job.splits)]
 
     def read(self, partition: SplitPartition) -> Iterator[pa.RecordBatch]:
-        from ingest_core.executor import dead_letters, deep_storage
-        from ingest_core.executor.report import ServiceProblem, SplitReport
+        from ingest_core.handover import dead_letters, deep_storage
+        from ingest_core.handover.report import ServiceProblem, SplitReport
         from ingest_core.executor.rollup import RollupBuffer, aggregators, row_metrics
         from ingest_core.executor.row_parser import TIME
 
@@ -183,7 +183,7 @@ class KafkaRangeReader(DataSourceReader):
             if parser.max_saved and parsed.exceptions:
                 report.saved_exceptions = (report.saved_exceptions + parsed.exceptions)[-parser.max_saved:]
             if limit is not None and report.stats.parse_exceptions > limit:
-                from ingest_core.executor.report import (
+                from ingest_core.handover.report import (
                     ParseExceptionLimitError,
                     limit_exceeded_message,
                 )
@@ -263,7 +263,7 @@ class SplitConsumer:
         from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
         from ingest_core.core.errors import BrokerUnavailableError
-        from ingest_core.executor.dead_letters import RawRecords
+        from ingest_core.handover.dead_letters import RawRecords
         from ingest_core.executor.row_parser import RecordChunk
 
         s = self.split

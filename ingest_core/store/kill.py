@@ -22,7 +22,7 @@ from typing import Sequence
 import sqlalchemy as sa
 
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor import deep_storage
+from ingest_core.handover import deep_storage
 from ingest_core.store.cleanup import unreferenced
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.schema import segments

@@ -130,7 +130,7 @@ def test_skip_offers_only_ranges_where_the_main_line_stands_and_refuses_what_was
 
 def run_failing_group(spark, store, spec, run_id: str, tmp_path):
     """Plan a run, run its one group's Spark job (which fails), and end the run as its report task does."""
-    from ingest_core.executor import deep_storage
+    from ingest_core.handover import deep_storage
     from ingest_core.spark.job import GroupJob, run_group
     from ingest_core.supervisor.planning import Supervisor
 
@@ -189,7 +189,7 @@ def test_a_job_that_fails_on_the_broker_names_its_error_type_and_records(spark, 
 
 def run_jobs(spark, spec, plan) -> None:
     """Every task group's Spark job of `plan`, in this session, writing where the DAG's jobs write."""
-    from ingest_core.executor import deep_storage
+    from ingest_core.handover import deep_storage
     from ingest_core.spark.job import GroupJob, run_group
 
     for group in plan.groups:

@@ -20,7 +20,7 @@ from helpers import group_offsets
 
 from ingest_core.dev.demo import airflow_env, spark_connection
 from ingest_core.dev.demo import produce as produce_wiki
-from ingest_core.executor.deep_storage import attempt_folders, group_uri
+from ingest_core.handover.deep_storage import attempt_folders, group_uri
 from ingest_core.store.metadata import MetadataStore, RunStatus
 from ingest_core.store.reader import DatasourceReader
 from ingest_core.store.sql import run_sql

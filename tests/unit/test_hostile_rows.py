@@ -15,7 +15,7 @@ import pytest
 
 from ingest_core.core.periods import format_datetime, parse_datetime
 from ingest_core.core.spec import parse_spec
-from ingest_core.executor.report import Outcome
+from ingest_core.handover.report import Outcome
 from ingest_core.executor.rollup import PartialRollup, aggregators, long_sum_value
 from ingest_core.executor.row_parser import OFFSET, TIME, RecordChunk, RowParser
 

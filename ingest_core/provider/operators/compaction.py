@@ -17,7 +17,8 @@ from typing import Any
 
 from ingest_core.core.compaction import CompactionJob, find_candidates
 from ingest_core.core.spec import COMPACTION_DAG_SUFFIX, DatasourceSpec
-from ingest_core.executor import buckets, deep_storage
+from ingest_core.executor import buckets
+from ingest_core.handover import deep_storage
 from ingest_core.provider.operators.run import store
 from ingest_core.store.compaction import CompactionConflictError, publish_compaction
 from ingest_core.store.publisher import SegmentDescriptor

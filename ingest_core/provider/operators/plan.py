@@ -8,7 +8,7 @@ import logging
 
 from ingest_core.core.planner import Plan
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor import deep_storage
+from ingest_core.handover import deep_storage
 from ingest_core.provider.operators.run import (
     RunContext,
     check_active,

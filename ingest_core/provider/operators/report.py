@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from ingest_core.core.errors import IngestError
 from ingest_core.core.loss import RecordsLost
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor.report import GroupReport
+from ingest_core.handover.report import GroupReport
 from ingest_core.kafka.consumer_group import mirror_offsets
 from ingest_core.provider.operators.publish import plan_reports
 from ingest_core.provider.operators.run import RunContext, check_active, store
@@ -173,7 +173,7 @@ def produce_dead_letters(metadata: MetadataStore, spec: DatasourceSpec) -> list[
     """Every published run's dead letters not produced yet (this run's and any an earlier report failed to
     produce), to `microbatch.deadLetter.topic`; the runs produced, None when there is no topic. A failure
     fails nothing and only warns: the next run's report produces them."""
-    from ingest_core.executor.dead_letters import read_files
+    from ingest_core.handover.dead_letters import read_files
     from ingest_core.kafka.dead_letter_topic import (
         PublishedDeadLetters,
         produce_pending,

@@ -13,7 +13,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from ingest_core.core.planner import Plan
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor import deep_storage
+from ingest_core.handover import deep_storage
 from ingest_core.provider.operators.run import final_reason, run_folder, store
 from ingest_core.store.metadata import utcnow
 

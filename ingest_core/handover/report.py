@@ -237,7 +237,7 @@ class SplitReport:
 def latest_split_reports(attempt_uri: str) -> tuple[dict[int, SplitReport], set[int]]:
     """The latest report of each split of a job attempt (its final one once it finished, else its last
     progress report), and the indexes of the splits that finished."""
-    from ingest_core.executor import deep_storage
+    from ingest_core.handover import deep_storage
 
     reports: dict[int, SplitReport] = {}
     done: set[int] = set()
@@ -344,7 +344,7 @@ class StagedSegment:
 
 @dataclass(frozen=True)
 class DeadLetterFile:
-    """A split's dead letters (one Parquet file, `executor.dead_letters`), in its attempt's folder: not visible
+    """A split's dead letters (one Parquet file, `handover.dead_letters`), in its attempt's folder: not visible
     until its run publishes (the publish records it with the segments)."""
 
     location: str
