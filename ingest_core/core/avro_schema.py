@@ -8,7 +8,7 @@
 Druid's `schema_repo` (the default when `type` is left out) is not supported: the spec says so by name.
 
 Pure: schemas are parsed here (fastavro's `parse_schema`, no I/O) so `ingest validate` refuses a schema the
-executors could not read; the executors decode with the same parsed form (`ingest_core.executor.avro`).
+executors could not read; the executors decode with the same parsed form (`ingest_core.executor.formats.avro`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ingest_core.core.binding import MISSING_VALUE, BindContext, bind_object, di
 
 MULTIPLE_SCHEMAS_VERSION = 1  # Druid's InlineSchemasAvroBytesDecoder: the first byte of every record
 DYNAMIC_PROVIDER_KEY = credentials.DYNAMIC_PROVIDER_KEY
-# registry client settings the executors' client applies (`ingest_core.executor.schema_registry`)
+# registry client settings the executors' client applies (`ingest_core.executor.formats.schema_registry`)
 REGISTRY_CONFIG_KEYS = ("basic.auth.credentials.source", "basic.auth.user.info", "ssl.ca.location")
 
 

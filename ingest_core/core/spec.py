@@ -584,7 +584,7 @@ class ProtoBytesDecoder:
     """Druid's `protoBytesDecoder`: `file` (a descriptor set compiled by protoc, at a path or URL, and the message
     type in it), `inline` (the same set, base64, in `descriptorString`) or `schema_registry` (Confluent's wire
     format; Druid's default when `type` is left out). A `file` descriptor is read where the spec is staged and
-    shipped to the executors inline (`ingest_core.executor.protobuf.inline_descriptors`)."""
+    shipped to the executors inline (`ingest_core.executor.formats.protobuf.inline_descriptors`)."""
 
     type: str = "schema_registry"
     descriptor: str | None = None

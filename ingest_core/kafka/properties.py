@@ -216,7 +216,7 @@ def _text(value: Any) -> str:
 def check_spec(spec: DatasourceSpec) -> DatasourceSpec:
     """`spec` with its consumerProperties checked by librdkafka: raises SpecError listing every property
     librdkafka would refuse; ignored Java settings become warnings. Its protobuf descriptor files are read too."""
-    from ingest_core.executor.protobuf_descriptors import descriptor_problems
+    from ingest_core.executor.formats.protobuf_descriptors import descriptor_problems
 
     errors, warnings = property_problems(spec.io_config.consumer_properties)
     errors += descriptor_problems(spec)

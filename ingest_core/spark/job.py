@@ -252,7 +252,7 @@ def _job_error(exc: BaseException) -> IngestError:
 
 
 def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
-    from ingest_core.executor.protobuf_descriptors import inline_descriptors
+    from ingest_core.executor.formats.protobuf_descriptors import inline_descriptors
 
     spec, group = job.spec, job.group
     kafka = KafkaClientConfig.from_properties(spec.io_config.consumer_properties)

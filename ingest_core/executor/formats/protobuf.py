@@ -31,8 +31,8 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message, message_fa
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from ingest_core.core.spec import InputFormat, ProtoBytesDecoder
-from ingest_core.executor.decoders import Flattener, json_text
-from ingest_core.executor.protobuf_descriptors import (
+from ingest_core.executor.formats.decoders import Flattener, json_text
+from ingest_core.executor.formats.protobuf_descriptors import (
     decoder_of,
     descriptor_set,
     find_message_type,
@@ -40,7 +40,7 @@ from ingest_core.executor.protobuf_descriptors import (
     read_descriptor_file,
     registry_file,
 )
-from ingest_core.executor.schema_registry import (
+from ingest_core.executor.formats.schema_registry import (
     RegistryConfig,
     RegistryUnavailableError,
     SchemaRegistryError,

@@ -197,13 +197,13 @@ DECODERS: dict[str, Callable[[InputFormat], Decoder]] = {
 
 # imported where a spec reads the format: they import this module's Flattener, and their decoding libraries
 def _avro() -> Any:
-    from ingest_core.executor import avro
+    from ingest_core.executor.formats import avro
 
     return avro
 
 
 def _protobuf() -> Any:
-    from ingest_core.executor import protobuf
+    from ingest_core.executor.formats import protobuf
 
     return protobuf
 

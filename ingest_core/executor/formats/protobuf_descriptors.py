@@ -24,7 +24,7 @@ from google.protobuf.descriptor import Descriptor
 from ingest_core.core.binding import did_you_mean
 from ingest_core.core.errors import SpecProblem
 from ingest_core.core.spec import DatasourceSpec, InputFormat, ProtoBytesDecoder
-from ingest_core.executor.schema_registry import (
+from ingest_core.executor.formats.schema_registry import (
     RegisteredSchema,
     RegistryUnavailableError,
 )
