@@ -40,7 +40,8 @@ import pyarrow.json as pa_json
 from ingest_core.core.column_types import canonical
 from ingest_core.core.periods import MAX_DATETIME, MIN_DATETIME
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor.formats.decoders import decoder_for, json_text
+from ingest_core.executor.formats.base import json_text
+from ingest_core.executor.formats.decoders import decoder_for
 from ingest_core.executor import discovery
 from ingest_core.executor.discovery import AUTO_JSON, encode
 from ingest_core.executor.expr_values import concat_arrays, expression_input

@@ -31,7 +31,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message, message_fa
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from ingest_core.core.spec import InputFormat, ProtoBytesDecoder
-from ingest_core.executor.formats.decoders import Flattener, json_text
+from ingest_core.executor.formats.base import Flattener, json_text
 from ingest_core.executor.formats.protobuf_descriptors import (
     decoder_of,
     descriptor_set,
