@@ -17,6 +17,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import fastavro
+
 from ingest_core.core import secrets as credentials
 from ingest_core.core.binding import MISSING_VALUE, BindContext, bind_object, did_you_mean, join, spec_field
 
@@ -47,8 +49,6 @@ def parse_avro_schema(schema: Any, named: dict[str, Any] | None = None) -> Any:
     """fastavro's parsed form of a schema (a JSON object, or its text), logical types dropped; ValueError
     (with fastavro's reason) when it is not a valid Avro schema. `named`: named types already parsed (another
     schema's, for a registry schema's references), extended with this one's."""
-    import fastavro
-
     if isinstance(schema, (str, bytes)):
         try:
             schema = json.loads(schema)

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Union
 
+from ingest_core.core.binding import did_you_mean
 from ingest_core.core.errors import IngestError
 from ingest_core.core.expressions import ExpressionError, compile_regex, like_to_regex
 
@@ -133,8 +134,6 @@ def _parse(spec: Any, path: str, depth: int) -> Filter:
         raise FilterError(f"{path}: expected a filter object with a type, got {spec!r}")
     kind = spec["type"]
     if kind not in FILTER_TYPES:
-        from ingest_core.core.binding import did_you_mean
-
         raise FilterError(f"{path}: filter type {kind!r} is not supported{did_you_mean(str(kind), FILTER_TYPES)}; "
                           f"supported: {', '.join(FILTER_TYPES)}")
     if spec.get("extractionFn") is not None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from datetime import datetime
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -38,7 +40,9 @@ from ingest_core.core.expressions import (
     like_to_regex,
     parse_expression,
 )
-from ingest_core.core.time_formats import joda_tokens
+from ingest_core.core.granularity import Granularity
+from ingest_core.core.periods import Period, parse_datetime
+from ingest_core.core.time_formats import joda_to_strptime, joda_tokens, time_zone
 from ingest_core.executor import buckets, value_functions
 from ingest_core.executor.array_functions import (
     APPLY_COMPILERS,
@@ -51,6 +55,7 @@ from ingest_core.executor.array_functions import (
 from ingest_core.executor.casts import LONG_MAX, is_arrow, is_text, to_double, to_long
 from ingest_core.executor.expr_values import scalar_view
 from ingest_core.executor.json_functions import JSON_IMPLEMENTATIONS
+from ingest_core.executor.timestamps import parse_iso, timestamp_parser
 
 Columns = Mapping[str, pa.Array]
 Compiled = Callable[[Columns, int], Any]  # (columns, row count) -> pa.Array or a Python scalar
@@ -530,8 +535,6 @@ def _f_round(n: int, x: Any, scale: int = 0) -> Any:
 
 
 def _round_one(v: float, digits: int) -> float:
-    from decimal import ROUND_HALF_UP, Decimal
-
     if math.isnan(v):
         return 0.0
     if math.isinf(v):
@@ -699,8 +702,6 @@ def _f_format(n: int, pattern: Any, *args: Any) -> Any:
 
 
 def _zone(name: Any) -> Any:
-    from ingest_core.core.time_formats import time_zone
-
     return time_zone(str(name)) if name is not None else None
 
 
@@ -719,7 +720,6 @@ def _millis_of_time_arg(t: Any) -> Any:
     as Joda's DateTime(Object) does; text that is no time is an error."""
     if not is_text(_type_of(t)):
         return to_long(t)
-    from ingest_core.executor.timestamps import parse_iso
 
     def one(x: str) -> int:
         number = to_long(x)
@@ -735,8 +735,6 @@ def _millis_of_time_arg(t: Any) -> Any:
 def _f_timestamp(n: int, s: Any, fmt: str | None = None, *, seconds: bool = False) -> Any:
     """Druid's timestamp(): text parsed as ISO-8601 (or by the Joda-Time pattern); anything else, or text that
     does not parse, is an error (Druid throws)."""
-    from ingest_core.executor.timestamps import timestamp_parser
-
     if not (is_text(_type_of(s)) or pa.types.is_null(_type_of(s))):
         raise ExpressionError(f"first argument should be a STRING but got {_type_of(s)} instead")
     parse = timestamp_parser(str(fmt) if fmt is not None else "iso")
@@ -753,8 +751,6 @@ def _f_timestamp(n: int, s: Any, fmt: str | None = None, *, seconds: bool = Fals
 
 
 def _buckets(period: str, origin: Any, zone_name: Any) -> Any:
-    from ingest_core.core.periods import Period, parse_datetime
-
     zone = _zone(zone_name) or value_functions.EPOCH.tzinfo
     if isinstance(origin, str) and origin:
         when = parse_datetime(origin)
@@ -774,9 +770,6 @@ def _f_timestamp_floor(n: int, t: Any, period: str, origin: Any = None, zone: An
         if floored is not None:
             return floored
     if origin is None and tz == "UTC":
-        from ingest_core.core.granularity import Granularity
-        from ingest_core.core.periods import Period
-
         gran = Granularity(str(period), Period.parse(str(period)))
         if not is_arrow(t):
             return None if t is None else buckets.floor(gran, pa.array([t], pa.timestamp("ms", tz="UTC"))
@@ -794,8 +787,6 @@ _ZONE_UNITS = {"years": "year", "months": "month", "weeks": "week", "days": "day
 def _floor_in_zone(t: Any, period: str, tz: str) -> Any:
     """A one-unit period floored in a time zone's wall time by pyarrow (None when pyarrow cannot: a multiple,
     or a wall time in a daylight-saving gap; the per-value PeriodBuckets does those)."""
-    from ingest_core.core.periods import Period
-
     fields = value_functions.PeriodBuckets._fields(Period.parse(period))
     if len(fields) != 1 or fields[0][1] != 1 or fields[0][0] not in _ZONE_UNITS or Period.parse(period).negative:
         return None
@@ -912,10 +903,6 @@ def _f_timestamp_extract(n: int, t: Any, unit: str, zone: Any = None) -> Any:
 def _f_timestamp_parse(n: int, s: Any, pattern: Any = None, zone: Any = None) -> Any:
     """Text to epoch millis: ISO-8601 or SQL ('2026-01-02 03:04:05') without a pattern; the zone for text
     without an offset; null for text that does not parse (Druid's timestamp_parse)."""
-    from datetime import datetime
-
-    from ingest_core.core.time_formats import joda_to_strptime
-
     tz = _zone(zone) or value_functions.EPOCH.tzinfo
     directive = joda_to_strptime(str(pattern)) if pattern is not None else None
     s = _to_string(s)

@@ -25,6 +25,7 @@ from ingest_core.core.offsets import (
     offsets_to_json,
 )
 from ingest_core.core.periods import format_datetime, parse_datetime
+from ingest_core.handover import deep_storage
 
 
 class ParseExceptionLimitError(IngestError):
@@ -237,8 +238,6 @@ class SplitReport:
 def latest_split_reports(attempt_uri: str) -> tuple[dict[int, SplitReport], set[int]]:
     """The latest report of each split of a job attempt (its final one once it finished, else its last
     progress report), and the indexes of the splits that finished."""
-    from ingest_core.handover import deep_storage
-
     reports: dict[int, SplitReport] = {}
     done: set[int] = set()
     for kind in ("progress", "splits"):  # a finished split's final report wins

@@ -15,6 +15,7 @@ Below a threshold the state stays what it was: one failed loop is not yet an unh
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -33,6 +34,7 @@ from ingest_core.core.spec import (
     parse_spec,
 )
 from ingest_core.core.states import LOOP_ERROR, effective_state
+from ingest_core.executor import buckets
 from ingest_core.handover import deep_storage
 from ingest_core.handover.report import (
     GroupFailure,
@@ -41,6 +43,7 @@ from ingest_core.handover.report import (
     ServiceProblem,
     latest_split_reports,
 )
+from ingest_core.kafka.offset_reader import KafkaOffsetReader
 from ingest_core.store.audit import RECORDS_LOST, SKIP, losses, skipped_records
 from ingest_core.store.metadata import (
     AuditRecord,
@@ -49,6 +52,8 @@ from ingest_core.store.metadata import (
     RunStatus,
     utcnow,
 )
+from ingest_core.store.reader import DatasourceReader
+from ingest_core.store.segment_schema import new_columns as first_seen
 
 MAX_RECENT_ERRORS = 10
 
@@ -257,8 +262,6 @@ class NewColumns:
 
 def new_columns(store: MetadataStore, name: str, runs: Sequence[RunRecord]) -> NewColumns | None:
     """The latest published run's new columns; None when it brought none (or nothing is published)."""
-    from ingest_core.store.segment_schema import new_columns as first_seen
-
     published = [r for r in runs if r.status is RunStatus.PUBLISHED and r.published_at is not None]
     if not published:
         return None
@@ -371,9 +374,6 @@ def collect_progress(spec: DatasourceSpec, run: RunRecord) -> list[GroupProgress
 
 def segment_health(store: MetadataStore, name: str, spec: DatasourceSpec | None) -> SegmentHealth:
     """The visible segments per interval, and with the spec's compaction, what is left to compact."""
-    from ingest_core.executor import buckets
-    from ingest_core.store.reader import DatasourceReader
-
     visible = DatasourceReader(store, name).segments()
     search = None
     if spec is not None and spec.compaction is not None and spec.compaction.enabled:
@@ -396,8 +396,6 @@ class BrokerView:
 
 def read_broker(spec: DatasourceSpec | None, kafka_timeout_s: float) -> BrokerView:
     """The latest offsets of `spec`'s partitions, each call to the broker within `kafka_timeout_s`."""
-    from ingest_core.kafka.offset_reader import KafkaOffsetReader
-
     if spec is None:
         return BrokerView("?", error="no spec found for this datasource: latest offsets and lag are unknown")
     io = spec.io_config
@@ -416,8 +414,6 @@ def collect_statuses(store: MetadataStore, names: Sequence[str], specs: dict[str
                      kafka_timeout_s: float = 10.0) -> list[StatusReport]:
     """The status of each datasource in `names`. Their brokers are asked at once, so datasources waiting on the
     same dead broker wait together: the whole read costs one `kafka_timeout_s`, not one per datasource."""
-    from concurrent.futures import ThreadPoolExecutor
-
     chosen = {name: spec_for(store, name, specs) for name in names}
     if not chosen:
         return []

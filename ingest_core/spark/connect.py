@@ -31,6 +31,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import sys as worker_sys
 import sys
 import tempfile
 import threading
@@ -160,8 +161,6 @@ def check_python(spark: Any, url: str) -> None:
     from pyspark.sql.types import StringType
 
     def version(_):  # noqa: ANN001 - untyped: Spark infers a UDF kind from type hints
-        import sys as worker_sys
-
         return "%d.%d" % worker_sys.version_info[:2]
 
     try:

@@ -26,23 +26,30 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any, Collection
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ingest_core.core import errors
 from ingest_core.core.aggregators import SKETCH_OPS
 from ingest_core.core.defaults import PROGRESS_INTERVAL_S, STALL_TIMEOUT_S
 from ingest_core.core.errors import IngestError
+from ingest_core.core.offsets import check_planned_topic_ids
 from ingest_core.core.planner import Plan, TaskGroup
-from ingest_core.core.spec import DatasourceSpec
+from ingest_core.core.spec import DatasourceSpec, load_spec, parse_spec_text
 from ingest_core.executor import buckets, discovery
+from ingest_core.executor.formats.protobuf_descriptors import inline_descriptors
 from ingest_core.handover import deep_storage
 from ingest_core.handover.report import (
+    GroupFailure,
     GroupReport,
     GroupState,
     ParseExceptionLimitError,
     SplitReport,
     StagedSegment,
+    latest_split_reports,
     limit_exceeded_message,
 )
 from ingest_core.executor.rollup import (
@@ -55,7 +62,9 @@ from ingest_core.executor.rollup import (
     long_sum_columns,
 )
 from ingest_core.executor.row_parser import DIMS_JSON, PARTITION, TIME, discovers_strings
+from ingest_core.executor.sketches import merge_batches
 from ingest_core.kafka.config import KafkaClientConfig
+from ingest_core.kafka.offset_reader import KafkaOffsetReader
 from ingest_core.spark.kafka_source import (
     BUCKET,
     SEGMENT,
@@ -166,9 +175,6 @@ def _check_topic_ids(job: GroupJob) -> None:
     """After the read: a topic deleted and re-created since the run was planned was read from another log (its
     offsets name other records). Kafka never gives an id twice, so the planned id still there now means the
     planned topic was there throughout the read."""
-    from ingest_core.core.offsets import check_planned_topic_ids
-    from ingest_core.kafka.offset_reader import KafkaOffsetReader
-
     topics = {p.tp.topic for p in job.group.partitions if p.tp.topic in job.plan.topic_ids}
     if not topics:
         return  # planned before topic ids were
@@ -183,8 +189,6 @@ def _check_topic_ids(job: GroupJob) -> None:
 def failed_report(job: GroupJob, error: IngestError, error_class: str, message: str) -> GroupReport:
     """The FAILED report of an attempt: why (typed: `GroupFailure`), which offset ranges, and what its splits
     had read (their last reports: a split stopped by maxParseExceptions leaves its count and last exception)."""
-    from ingest_core.handover.report import GroupFailure, latest_split_reports
-
     spec = job.spec
     splits, _ = latest_split_reports(job.attempt_uri)
     max_saved = spec.tuning_config.effective_max_saved_parse_exceptions
@@ -236,9 +240,6 @@ def register_source(spark: Any) -> None:
 
 def _job_error(exc: BaseException) -> IngestError:
     """Spark wraps an executor's exception in a long trace: recover the error it raised, with its message."""
-    from ingest_core.core import errors
-    from ingest_core.handover.report import ParseExceptionLimitError
-
     if isinstance(exc, IngestError):
         return exc
     text = str(exc)
@@ -252,8 +253,6 @@ def _job_error(exc: BaseException) -> IngestError:
 
 
 def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
-    from ingest_core.executor.formats.protobuf_descriptors import inline_descriptors
-
     spec, group = job.spec, job.group
     kafka = KafkaClientConfig.from_properties(spec.io_config.consumer_properties)
     # a protobuf descriptor file travels with the job: the executors need no access to its path
@@ -373,11 +372,7 @@ def merged_type(a: Any) -> str:
 def merge_sketches(rolled: Any, aggs: list[Any]) -> Any:
     """The sketch columns, each a group's list of partial sketches, merged into one serialized sketch per row
     by the `datasketches` package (`executor.sketches.merge_batches`), in the executors."""
-    from functools import partial
-
     from pyspark.sql.types import BinaryType, StructField, StructType
-
-    from ingest_core.executor.sketches import merge_batches
 
     params = {a.name: a.sketch for a in aggs if a.sketch is not None}
     if not params:
@@ -446,9 +441,6 @@ def discover(rows: Any, spec: DatasourceSpec) -> tuple[Any, list[str], dict[str,
     """Type-aware discovery (`executor.discovery`): the rows with AUTO_JSON replaced by typed columns, the
     dimensions (listed ones in the spec's order, then the discovered ones by name) and the discovered columns'
     types. One small pass over the (persisted) rows collects each column's value types first."""
-    from functools import partial
-
-    import pyarrow as pa
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.types import StructType
 
@@ -525,8 +517,6 @@ def _time_range(meta: Any) -> tuple[datetime | None, datetime | None]:
 def load_job_spec(spec_uri: str, secrets_from: str | None = None) -> DatasourceSpec:
     """The job's spec. A staged spec is redacted; literal secrets come from the spec file it was staged from,
     here on the driver, which resolves them into the Kafka client config only (`_ingest`)."""
-    from ingest_core.core.spec import load_spec, parse_spec_text
-
     spec = parse_spec_text(deep_storage.read_text(spec_uri), spec_uri)
     return spec.with_secrets_from(load_spec(secrets_from)) if secrets_from else spec
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import sqlalchemy as sa
 
 from ingest_core.core.column_types import DOUBLE, FLOAT
 from ingest_core.core.errors import IngestError
@@ -103,7 +104,6 @@ def table_location(spec: DatasourceSpec) -> str:
 def catalog(store: MetadataStore) -> Any:
     """pyiceberg's SQL catalog in the metadata database (its own tables: iceberg_tables and
     iceberg_namespace_properties). Dispose of its engine (`.engine.dispose()`) when done."""
-    import sqlalchemy as sa
     from pyiceberg.catalog.sql import SqlCatalog
 
     for attempt in range(1, 4):
@@ -154,7 +154,6 @@ def sync(store: MetadataStore, spec: DatasourceSpec) -> IcebergSync:
 
 
 def _create(cat: Any, identifier: tuple[str, str], spec: DatasourceSpec, first_file: str) -> None:
-    import sqlalchemy as sa
     from pyiceberg.exceptions import NamespaceAlreadyExistsError
 
     try:

@@ -11,10 +11,11 @@ table or a Spark DataFrame. Unpublished job output in deep storage is never read
 from __future__ import annotations
 
 from datetime import datetime
-from functools import reduce
+from functools import partial, reduce
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ingest_core.core.timeline import visible_segments
 from ingest_core.handover import dead_letters
@@ -42,8 +43,6 @@ class DatasourceReader:
         if table is None:
             return pa.table({"__time": pa.array([], pa.timestamp("ms", tz="UTC"))})
         if interval is not None:
-            import pyarrow.compute as pc
-
             t = table.column("__time")
             lo, hi = (pa.scalar(x, t.type) for x in interval)
             table = table.filter(pc.and_(pc.greater_equal(t, lo), pc.less(t, hi)))
@@ -54,8 +53,6 @@ class DatasourceReader:
         return merged_types(self.segments())
 
     def to_spark(self, spark: Any, interval: tuple[datetime, datetime] | None = None) -> Any:
-        from functools import partial
-
         from pyspark.sql.pandas.types import from_arrow_schema
 
         segments = self.segments(interval)

@@ -27,7 +27,7 @@ import struct
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
+from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from ingest_core.core.spec import InputFormat, ProtoBytesDecoder
@@ -182,8 +182,6 @@ class Converter:
         return getattr(msg, kind)
 
     def _any(self, msg: Any) -> str:
-        from google.protobuf import json_format
-
         try:
             return json_text(json_format.MessageToDict(msg, descriptor_pool=self.pool))
         except (json_format.Error, TypeError, KeyError) as exc:
