@@ -283,7 +283,7 @@ def jvm_reader_job(spark: Any, job: GroupJob, bootstrap: str) -> GroupReport:
          .write.mode("error").option("maxRecordsPerFile", spec.tuning_config.max_rows_per_segment)
          .partitionBy(SEGMENT).parquet(deep_storage.join(job.attempt_uri, "segments")))
     except Exception as exc:
-        raise _job_error(exc) from exc
+        raise _job_error(exc, job.attempt_uri)[0] from exc
     finally:
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", previous)
     found = {r.index: r for r in (

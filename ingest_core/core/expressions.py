@@ -38,6 +38,8 @@ from ingest_core.core.time_formats import joda_to_strptime, joda_tokens, time_zo
 class ExpressionError(IngestError, ValueError):
     """An expression that cannot be parsed, uses something unsupported, or cannot be evaluated on a value."""
 
+    code = "INGEST_EXPRESSION_ERROR"
+
 
 # ------------------------------------------------------------------------------------------------ the tree
 

@@ -26,6 +26,8 @@ MAX_DEPTH = 100
 class FilterError(IngestError, ValueError):
     """A filter that cannot be used; the message names the path inside the filter."""
 
+    code = "INGEST_FILTER_INVALID"
+
 
 @dataclass(frozen=True)
 class Logic:

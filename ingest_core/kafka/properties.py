@@ -76,6 +76,8 @@ _NAMED = re.compile(r'configuration property "([^"]+)"', re.I)
 class JaasError(IngestError):
     """A sasl.jaas.config this consumer cannot translate; the message never holds the value."""
 
+    code = "INGEST_KAFKA_JAAS_INVALID"
+
 
 # ------------------------------------------------------------------------------------------ sasl.jaas.config
 

@@ -172,6 +172,8 @@ def build_compaction_dag(spec: DatasourceSpec) -> DAG:
 class SpecFilesError(IngestError):
     """Datasource specs of the DAG folder that do not load: the import error of dags/ingest_spec_errors.py."""
 
+    code = "INGEST_SPEC_FILES_INVALID"
+
     def __init__(self, errors: list[SpecError]):
         self.errors = errors
         noun = "spec does" if len(errors) == 1 else "specs do"

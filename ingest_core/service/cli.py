@@ -267,7 +267,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if r.recent_errors:
         print("  recent errors:")
         for e in r.recent_errors:
-            print(f"    {format_datetime(e.timestamp)} {e.error_class}: {e.message}")
+            print(f"    {format_datetime(e.timestamp)} {e.title}: {e.message}")
             if e.failure is not None:
                 print(f"      records: {e.failure.describe_records()}")
     for tp, n in sorted(r.skipped.items()):
@@ -293,7 +293,7 @@ def cmd_health(args: argparse.Namespace) -> int:
         print(f"{r.datasource}: {'healthy' if r.healthy else 'UNHEALTHY'} ({r.state} / {r.detailed_state})")
         failed = next((e for e in r.recent_errors if e.failure is not None), None)
         if failed is not None:  # the latest failed task group: which records, and why
-            print(f"  last failure: {failed.error_class}: {failed.message}\n  records: {failed.failure.describe_records()}")
+            print(f"  last failure: {failed.title}: {failed.message}\n  records: {failed.failure.describe_records()}")
     return 1 if unhealthy else 0
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ingest_core.core.compaction import SegmentHealth, find_candidates, interval_stats
-from ingest_core.core.errors import IngestError, SpecError, SpecProblem
+from ingest_core.core.errors import BrokerUnavailableError, IngestError, RunExpiredError, SpecError, SpecProblem
 from ingest_core.core.loss import RecordsLost, lost_per_partition
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.core.periods import format_datetime
@@ -93,10 +93,18 @@ class RecentError:
     failure: GroupFailure | None = None
     lost: RecordsLost | None = None  # records the main line moved past unread: which, and why
     service: ServiceProblem | None = None  # a service a decoder needed that did not answer (a schema registry)
+    code: str | None = None  # the error's stable code (docs/errors.md)
+
+    @property
+    def title(self) -> str:
+        """What went wrong, for people: `[code] type`, as Spark prints an error condition."""
+        return f"[{self.code}] {self.error_class}" if self.code else self.error_class
 
     def to_json(self) -> dict[str, Any]:
         out = {"timestamp": format_datetime(self.timestamp), "exceptionClass": self.error_class,
                "message": self.message, "streamException": self.stream_exception}
+        if self.code is not None:
+            out["code"] = self.code
         if self.run_id is not None:
             out["runId"] = self.run_id
         if self.failure is not None:
@@ -141,15 +149,16 @@ def run_errors(run: RunRecord, failures: Sequence[GroupReport]) -> list[RecentEr
     no group's report says more (an expired run, a run whose report was never kept)."""
     at = run.expired_at or run.published_at or run.created_at
     out = [RecentError(at, r.failure.error_class, f"run {run.run_id} task group {r.group_id}: {r.failure.message}",
-                       False, run.run_id, r.group_id, r.failure)
+                       False, run.run_id, r.group_id, r.failure, code=r.failure.code)
            for r in sorted(failures, key=lambda r: r.group_id) if r.failure is not None]
     if run.expired or not out:
         name, message = "RunExpired" if run.expired else "RunFailed", f"run {run.run_id}: {run.error}"
+        code = RunExpiredError.code if run.expired else IngestError.code
         # a run that failed whole (killed, expired) did not ingest any of its planned ranges
         ranges = tuple(p.range for g in run.plan.groups if not g.is_empty for p in g.partitions
                        ) if run.status is RunStatus.FAILED else ()
         out.append(RecentError(at, name, message, False, run.run_id, None,
-                               GroupFailure(name, message, ranges) if ranges else None))
+                               GroupFailure(code, name, message, ranges) if ranges else None, code=code))
     return out
 
 
@@ -308,12 +317,13 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
                                     last_loop_error=last_error)
 
     errors = [RecentError(a.created_at, a.details.get("errorClass", "IngestError"), a.details.get("error", ""),
-                          bool(a.details.get("streamException"))) for a in loop_errors]
+                          bool(a.details.get("streamException")), code=a.details.get("code")) for a in loop_errors]
     errors += [e for r in runs if run_succeeded(r) is False for e in run_errors(r, (failures or {}).get(r.run_id, ()))]
     errors += loss_errors(lost)
     errors += [e for r in runs for e in service_errors(r, (problems or {}).get(r.run_id, ()))]
     if broker_error:
-        errors.append(RecentError(now or utcnow(), "BrokerUnavailableError", broker_error, True))
+        errors.append(RecentError(now or utcnow(), "BrokerUnavailableError", broker_error, True,
+                                  code=BrokerUnavailableError.code))
     errors.sort(key=lambda e: e.timestamp, reverse=True)
 
     recent = [RunSummary(r.run_id, r.status.value, r.plan.records, r.created_at, r.published_at,

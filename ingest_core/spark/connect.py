@@ -60,6 +60,8 @@ ROOT = Path(__file__).resolve().parents[2]
 class SparkConnectError(IngestError):
     """The Spark Connect server cannot run this job (unreachable, or a different Python)."""
 
+    code = "INGEST_SPARK_CONNECT_UNAVAILABLE"
+
 
 def code_archive() -> Path:
     """A zip of this project's packages, named by its content so an unchanged tree is zipped once."""

@@ -38,7 +38,13 @@ from ingest_core.executor.rollup import PartialRollup, RollupBuffer, aggregators
 from ingest_core.executor.row_parser import DIMS_JSON, PARTITION, TIME, TIME_TYPE, RecordChunk, RowParser
 from ingest_core.handover import dead_letters, deep_storage
 from ingest_core.handover.dead_letters import RawRecords
-from ingest_core.handover.report import ParseExceptionLimitError, ServiceProblem, SplitReport, limit_exceeded_message
+from ingest_core.handover.report import (
+    ParseExceptionLimitError,
+    ServiceProblem,
+    SplitFailure,
+    SplitReport,
+    limit_exceeded_message,
+)
 from ingest_core.kafka.config import KafkaClientConfig
 
 log = logging.getLogger(__name__)
@@ -142,17 +148,32 @@ class KafkaRangeReader(DataSourceReader):
                 for i, s in enumerate(self.job.splits)]
 
     def read(self, partition: SplitPartition) -> Iterator[pa.RecordBatch]:
+        report = SplitReport(partition.index, partition.topic, partition.partition, partition.start, partition.end)
+        started = time.monotonic()
+        progress_uri = deep_storage.join(self.job.output_uri, "progress", f"split-{partition.index:05d}.json")
+        try:
+            yield from self._read(partition, report, started, progress_uri)
+        except Exception as exc:
+            # Spark hands the driver only this exception's text: its code goes into the split's report
+            report.failure = SplitFailure.of(exc)
+            report.seconds = time.monotonic() - started
+            try:
+                deep_storage.write_json(progress_uri, report.to_json())
+            except Exception as unwritten:  # noqa: BLE001 - the split's own error is the one to raise
+                log.warning("split %d: its failure could not be reported at %s: %s", partition.index, progress_uri,
+                            unwritten)
+            raise
+
+    def _read(self, partition: SplitPartition, report: SplitReport, started: float,
+              progress_uri: str) -> Iterator[pa.RecordBatch]:
         spec, parser = _spec_and_parser(self.job, self.input_format)
         gran = spec.data_schema.granularity_spec
         schema = output_arrow_schema(parser)
         rollup = split_rollup(parser)
         buffer = RollupBuffer(rollup, spec.tuning_config.max_rows_in_memory) if rollup is not None else None
         metrics = aggregators(spec)
-        report = SplitReport(partition.index, partition.topic, partition.partition, partition.start, partition.end)
         limit = spec.tuning_config.effective_max_parse_exceptions
-        started = time.monotonic()
         last_progress = started - self.job.progress_interval_s  # the first chunk reports at once
-        progress_uri = deep_storage.join(self.job.output_uri, "progress", f"split-{partition.index:05d}.json")
 
         def batches(rows: pa.Table) -> Iterator[pa.RecordBatch]:
             segment = buckets.floor(gran.segment_granularity, rows.column(BUCKET))
@@ -181,8 +202,6 @@ class KafkaRangeReader(DataSourceReader):
                 if last is not None:  # kept even with maxSavedParseExceptions 0
                     kept = [e for e in report.saved_exceptions if e != last]
                     report.saved_exceptions = kept[len(kept) - max(parser.max_saved - 1, 0):] + [last]
-                report.seconds = time.monotonic() - started
-                deep_storage.write_json(progress_uri, report.to_json())
                 raise ParseExceptionLimitError(limit_exceeded_message(
                     limit, report.stats.parse_exceptions,
                     f"split {partition.index} ({partition.topic}/{partition.partition} "

@@ -246,7 +246,8 @@ class Supervisor:
         stream = isinstance(exc, BrokerUnavailableError)
         detailed = loop_error_state(stream, first_loop).value
         self.store.audit(self.datasource, LOOP_ERROR, {"error": str(exc), "errorClass": type(exc).__name__,
-                                                       "streamException": stream, "detailedState": detailed})
+                                                       "code": exc.code, "streamException": stream,
+                                                       "detailedState": detailed})
 
     def _first_loop(self) -> bool:
         row = self.store.datasource_row(self.datasource)

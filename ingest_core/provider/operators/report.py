@@ -93,7 +93,7 @@ def report_task(spec: DatasourceSpec, run: RunContext, planned: bool) -> dict[st
         log.warning("run %s: %s", record.run_id, event.describe())
     for failed in metadata.task_reports(spec.datasource, record.run_id):
         if failed.failure is not None:  # which records, and why, in the Airflow log too
-            log.error("task group %d failed: %s: %s; records: %s", failed.group_id, failed.failure.error_class,
+            log.error("task group %d failed: %s: %s; records: %s", failed.group_id, failed.failure.title,
                       failed.failure.message, failed.failure.describe_records())
     outcome.check()
     return outcome.to_json()

@@ -74,7 +74,7 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
         failure = report.failure if report is not None else None
         if failure is not None and not failure.retry_can_help:
             raise AirflowFailException(f"task group {group} of run {run_id} failed, and a retry would read the "
-                                       f"same records: {failure.error_class}: {failure.message}")
+                                       f"same records: {failure.title}: {failure.message}")
 
     def _execute_over_connect(self) -> None:
         self._over_connect(run_job)

@@ -453,7 +453,7 @@ def datasource_page(dag_id: str, user: GetUserDep) -> HTMLResponse:
         "<tr>" + _cell(run_id) + _cell(g.group_id, "n") + _cell(f"{g.records:,} / {g.planned:,}", "n")
         + _cell(f"{g.records_per_s:,.0f}", "n") + _cell(f"{g.remaining:,}", "n")
         + _cell(f"{g.splits_done} / {g.splits}", "n") + "</tr>" for run_id, groups in r.active.items() for g in groups)
-    errors = "".join(f"<li>{html.escape(format_datetime(e.timestamp))} {html.escape(e.error_class)}: "
+    errors = "".join(f"<li>{html.escape(format_datetime(e.timestamp))} {html.escape(e.title)}: "
                      f"{html.escape(e.message)}"
                      + (f"<br>records: <code>{html.escape(e.failure.describe_records())}</code>" if e.failure else "")
                      + "</li>" for e in r.recent_errors)
