@@ -31,7 +31,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import sys as worker_sys
 import sys
 import tempfile
 import threading
@@ -163,7 +162,7 @@ def check_python(spark: Any, url: str) -> None:
     from pyspark.sql.types import StringType
 
     def version(_):  # noqa: ANN001 - untyped: Spark infers a UDF kind from type hints
-        return "%d.%d" % worker_sys.version_info[:2]
+        return "%d.%d" % sys.version_info[:2]  # the worker's: cloudpickle sends a module by its name
 
     try:
         # useArrow given: else pyspark reads a setting from the process's active session, which need not be `spark`
