@@ -41,14 +41,15 @@ from ingest_core.core.aggregators import DOUBLE, LIST, LONG, TEXT
 from ingest_core.core.column_types import canonical
 from ingest_core.core.periods import MAX_DATETIME, MIN_DATETIME
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor.formats.base import json_text
-from ingest_core.executor.formats.decoders import decoder_for
 from ingest_core.executor import discovery
 from ingest_core.executor.discovery import AUTO_JSON, encode
 from ingest_core.executor.expr_values import concat_arrays, expression_input
 from ingest_core.executor.expressions import compile_expression, evaluate_to_array
 from ingest_core.executor.filters import compile_filter
+from ingest_core.executor.formats.base import json_text
+from ingest_core.executor.formats.decoders import decoder_for
 from ingest_core.executor.sketches import input_sketch_bytes
+from ingest_core.executor.timestamps import timestamp_parser
 from ingest_core.handover.report import (
     Outcome,
     ParseExceptionRecord,
@@ -57,7 +58,6 @@ from ingest_core.handover.report import (
     ServiceProblem,
     ServiceUnavailableError,
 )
-from ingest_core.executor.timestamps import timestamp_parser
 
 log = logging.getLogger(__name__)
 

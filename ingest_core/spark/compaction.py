@@ -28,7 +28,6 @@ from ingest_core.core.column_types import merge_types
 from ingest_core.core.compaction import CompactedFile, CompactionJob
 from ingest_core.core.errors import IngestError
 from ingest_core.core.spec import DatasourceSpec, parse_spec_text
-from ingest_core.handover import deep_storage
 from ingest_core.executor.discovery import (
     arrow_schema,
     conform_batches,
@@ -37,6 +36,7 @@ from ingest_core.executor.discovery import (
 )
 from ingest_core.executor.rollup import aggregators, long_sum_columns
 from ingest_core.executor.row_parser import TIME
+from ingest_core.handover import deep_storage
 from ingest_core.spark.job import col, exact_long_sums, merge_functions, merge_sketches, merged_type, sql_functions
 
 log = logging.getLogger(__name__)

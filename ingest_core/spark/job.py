@@ -40,17 +40,6 @@ from ingest_core.core.planner import Plan, TaskGroup
 from ingest_core.core.spec import DatasourceSpec, load_spec, parse_spec_text
 from ingest_core.executor import buckets, discovery
 from ingest_core.executor.formats.protobuf_descriptors import inline_descriptors
-from ingest_core.handover import deep_storage
-from ingest_core.handover.report import (
-    GroupFailure,
-    GroupReport,
-    GroupState,
-    ParseExceptionLimitError,
-    SplitReport,
-    StagedSegment,
-    latest_split_reports,
-    limit_exceeded_message,
-)
 from ingest_core.executor.rollup import (
     FIRST_OFFSET,
     FIRST_TIME,
@@ -62,6 +51,17 @@ from ingest_core.executor.rollup import (
 )
 from ingest_core.executor.row_parser import DIMS_JSON, PARTITION, TIME, discovers_strings
 from ingest_core.executor.sketches import merge_batches
+from ingest_core.handover import deep_storage
+from ingest_core.handover.report import (
+    GroupFailure,
+    GroupReport,
+    GroupState,
+    ParseExceptionLimitError,
+    SplitReport,
+    StagedSegment,
+    latest_split_reports,
+    limit_exceeded_message,
+)
 from ingest_core.kafka.config import KafkaClientConfig
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
 from ingest_core.spark.kafka_source import (

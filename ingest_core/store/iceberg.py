@@ -39,8 +39,8 @@ from ingest_core.core.column_types import DOUBLE, FLOAT
 from ingest_core.core.errors import IngestError
 from ingest_core.core.offsets import offsets_to_json
 from ingest_core.core.timeline import visible_segments
-from ingest_core.handover import deep_storage
 from ingest_core.executor.discovery import arrow_schema, arrow_type, conform, needs_conversion
+from ingest_core.handover import deep_storage
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.records import SegmentRecord
 from ingest_core.store.segment_schema import typed

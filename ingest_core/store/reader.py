@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest_core.core.timeline import visible_segments
-from ingest_core.handover import dead_letters
 from ingest_core.executor.discovery import arrow_schema, conform_batches, needs_conversion
+from ingest_core.handover import dead_letters
 from ingest_core.store.metadata import MetadataStore, SegmentRecord
 from ingest_core.store.segment_schema import merged_types, read_conformed, typed
 

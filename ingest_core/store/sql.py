@@ -37,8 +37,8 @@ import pyarrow.dataset as ds
 
 from ingest_core.core.errors import IngestError
 from ingest_core.core.timeline import visible_segments
-from ingest_core.handover import deep_storage
 from ingest_core.executor.discovery import arrow_schema, castable, conform
+from ingest_core.handover import deep_storage
 from ingest_core.store import druid_sql
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.records import SegmentRecord

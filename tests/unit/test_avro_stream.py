@@ -19,8 +19,8 @@ from ingest_core.core import secrets
 from ingest_core.core.errors import SpecError
 from ingest_core.core.spec import parse_spec
 from ingest_core.executor.formats.decoders import decoder_for
-from ingest_core.executor.row_parser import RecordChunk, RowParser
 from ingest_core.executor.formats.schema_registry import RegistryConfig, SchemaRegistryClient
+from ingest_core.executor.row_parser import RecordChunk, RowParser
 
 CREATED = datetime(2026, 1, 1, tzinfo=timezone.utc)
 SETTINGS = settings(max_examples=80, derandomize=True, deadline=None, database=None,

@@ -5,6 +5,7 @@ import pytest
 
 from ingest_core.core.errors import SpecError
 from ingest_core.core.spec import parse_spec
+from ingest_core.executor.row_parser import RecordChunk
 from ingest_core.handover.dead_letters import (
     DeadLetterWriter,
     RawRecords,
@@ -12,7 +13,6 @@ from ingest_core.handover.dead_letters import (
     file_uri,
 )
 from ingest_core.handover.report import Outcome, Rejection, SplitReport
-from ingest_core.executor.row_parser import RecordChunk
 
 
 def spec(dead_letter=None):

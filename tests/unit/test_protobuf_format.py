@@ -37,13 +37,13 @@ from ingest_core.executor.formats.protobuf_descriptors import (
     pool_of,
     registry_file,
 )
-from ingest_core.executor.row_parser import RecordChunk, RowParser
 from ingest_core.executor.formats.schema_registry import (
     RegisteredSchema,
     RegistryConfig,
     RegistryUnavailableError,
     client_for,
 )
+from ingest_core.executor.row_parser import RecordChunk, RowParser
 from ingest_core.kafka.properties import load_checked_spec
 from ingest_core.provider.operators.plan import stage_spec
 
