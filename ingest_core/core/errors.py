@@ -1,8 +1,8 @@
 """Errors are part of the interface: each says what was wrong, where, and what to do next.
 
-Each error class has a stable `code` (docs/errors.md lists them all): reports, status, the CLI and the REST API
-carry it, and code that must tell errors apart compares codes, never message text (as Spark's Kafka connector
-gives each failure an error condition). A Spark job's executors write the code of the error that stopped a
+Each error class has a stable `code` (docs/errors.md lists them all): job reports, `ingest status` / `health`
+and the REST API's recent errors carry it, and code that must tell errors apart compares codes, never message
+text (as Spark's Kafka connector gives each failure an error condition). A Spark job's executors write the code of the error that stopped a
 split into its report; the driver raises the same error again from there (`error_for_code`)."""
 
 from __future__ import annotations
