@@ -101,7 +101,7 @@ from ingest_core.dev.embedded import (  # noqa: E402
     EmbeddedPostgres,
     EmbeddedSparkConnect,
 )
-from ingest_core.executor import deep_storage  # noqa: E402
+from ingest_core.handover import deep_storage  # noqa: E402
 from ingest_core.store.metadata import MetadataStore, RunStatus  # noqa: E402
 from ingest_core.store.reader import DatasourceReader  # noqa: E402
 

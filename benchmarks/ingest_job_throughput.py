@@ -67,7 +67,7 @@ from spark_kafka_jobs import anchor_job, jvm_reader_job, spark_kafka_jars  # noq
 from ingest_core.core.planner import Plan  # noqa: E402
 from ingest_core.core.spec import load_spec, parse_spec  # noqa: E402
 from ingest_core.dev.embedded import EmbeddedKafka  # noqa: E402
-from ingest_core.executor import deep_storage  # noqa: E402
+from ingest_core.handover import deep_storage  # noqa: E402
 from ingest_core.spark.job import GroupJob, run_group, spark_session_builder  # noqa: E402
 from ingest_core.store.metadata import MetadataStore  # noqa: E402
 from ingest_core.supervisor.planning import PlanOptions, Supervisor  # noqa: E402

@@ -23,8 +23,9 @@ from typing import Any, Iterator
 
 from ingest_core.core.errors import IngestError
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor import buckets, deep_storage
-from ingest_core.executor.report import (
+from ingest_core.executor import buckets
+from ingest_core.handover import deep_storage
+from ingest_core.handover.report import (
     GroupReport,
     ParseExceptionLimitError,
     SplitReport,
@@ -282,7 +283,7 @@ def jvm_reader_job(spark: Any, job: GroupJob, bootstrap: str) -> GroupReport:
          .write.mode("error").option("maxRecordsPerFile", spec.tuning_config.max_rows_per_segment)
          .partitionBy(SEGMENT).parquet(deep_storage.join(job.attempt_uri, "segments")))
     except Exception as exc:
-        raise _job_error(exc) from exc
+        raise _job_error(exc, job.attempt_uri)[0] from exc
     finally:
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", previous)
     found = {r.index: r for r in (

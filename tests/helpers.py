@@ -103,7 +103,7 @@ def ingest_run(spark, store, spec: DatasourceSpec, run_id: str, deep_storage_uri
 
 def run_and_publish(spark, store, spec: DatasourceSpec, plan, deep_storage_uri: str, *, stall_timeout_s: float = 30):
     """Run every task group of a persisted plan in this session, then publish: (group reports, publish result)."""
-    from ingest_core.executor import deep_storage
+    from ingest_core.handover import deep_storage
     from ingest_core.spark.job import GroupJob, run_group
     from ingest_core.store.publisher import GroupResult, Publisher
 

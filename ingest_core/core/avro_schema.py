@@ -8,7 +8,7 @@
 Druid's `schema_repo` (the default when `type` is left out) is not supported: the spec says so by name.
 
 Pure: schemas are parsed here (fastavro's `parse_schema`, no I/O) so `ingest validate` refuses a schema the
-executors could not read; the executors decode with the same parsed form (`ingest_core.executor.avro`).
+executors could not read; the executors decode with the same parsed form (`ingest_core.executor.formats.avro`).
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ import json
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import fastavro
+
 from ingest_core.core import secrets as credentials
 from ingest_core.core.binding import MISSING_VALUE, BindContext, bind_object, did_you_mean, join, spec_field
 
 MULTIPLE_SCHEMAS_VERSION = 1  # Druid's InlineSchemasAvroBytesDecoder: the first byte of every record
 DYNAMIC_PROVIDER_KEY = credentials.DYNAMIC_PROVIDER_KEY
-# registry client settings the executors' client applies (`ingest_core.executor.schema_registry`)
+# registry client settings the executors' client applies (`ingest_core.executor.formats.schema_registry`)
 REGISTRY_CONFIG_KEYS = ("basic.auth.credentials.source", "basic.auth.user.info", "ssl.ca.location")
 
 
@@ -47,8 +49,6 @@ def parse_avro_schema(schema: Any, named: dict[str, Any] | None = None) -> Any:
     """fastavro's parsed form of a schema (a JSON object, or its text), logical types dropped; ValueError
     (with fastavro's reason) when it is not a valid Avro schema. `named`: named types already parsed (another
     schema's, for a registry schema's references), extended with this one's."""
-    import fastavro
-
     if isinstance(schema, (str, bytes)):
         try:
             schema = json.loads(schema)

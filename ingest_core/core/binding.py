@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any, Iterator, Union
 
 from ingest_core.core.errors import SpecProblem
-from ingest_core.core.periods import Period, PeriodError, parse_datetime
+from ingest_core.core.periods import Period, PeriodError, format_datetime, parse_datetime
 
 _NO_DEFAULT = dataclasses.MISSING
 LONG_LIMIT = 2**63  # Java's long, which every Druid integer setting fits
@@ -319,8 +319,6 @@ def to_raw(obj: Any) -> Any:
     if isinstance(obj, Period):
         return str(obj)
     if isinstance(obj, datetime):
-        from ingest_core.core.periods import format_datetime
-
         return format_datetime(obj)
     if isinstance(obj, list):
         return [to_raw(x) for x in obj]

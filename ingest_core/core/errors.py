@@ -1,13 +1,48 @@
-"""Errors are part of the interface: each says what was wrong, where, and what to do next."""
+"""Errors are part of the interface: each says what was wrong, where, and what to do next.
+
+Each error class has a stable `code` (docs/errors.md lists them all): job reports, `ingest status` / `health`
+and the REST API's recent errors carry it, and code that must tell errors apart compares codes, never message
+text (as Spark's Kafka connector gives each failure an error condition). A Spark job's executors write the code of the error that stopped a
+split into its report; the driver raises the same error again from there (`error_for_code`)."""
 
 from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from typing import ClassVar
 
 
 class IngestError(Exception):
-    """Base class for every error this system raises on purpose."""
+    """Base class for every error this system raises on purpose. A subclass names its own `code`."""
+
+    code: ClassVar[str] = "INGEST_ERROR"
+    _by_code: ClassVar[dict[str, type["IngestError"]]] = {}
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "code" in cls.__dict__:
+            known = IngestError._by_code.get(cls.code)
+            # the same class again is a module loaded twice (as __main__ and by its name)
+            if known is not None and known.__qualname__ != cls.__qualname__:
+                raise TypeError(f"error code {cls.code} of {cls.__qualname__} is {known.__qualname__}'s already")
+            IngestError._by_code[cls.code] = cls
+
+
+def error_for_code(code: str, message: str) -> IngestError:
+    """The error of `code` with `message`, as a report recorded it where it was raised (a Spark executor).
+    An error class whose constructor needs more than its message (or a code of a module not loaded here)
+    comes back as an `IngestError` that carries the code."""
+    cls = IngestError._by_code.get(code)
+    try:
+        return cls(message) if cls is not None else _coded(code, message)
+    except TypeError:
+        return _coded(code, message)
+
+
+def _coded(code: str, message: str) -> IngestError:
+    error = IngestError(message)
+    error.code = code  # type: ignore[misc]  # this one error's code, not the class's
+    return error
 
 
 @dataclass(frozen=True)
@@ -22,6 +57,8 @@ class SpecProblem:
 class SpecError(IngestError):
     """A datasource spec that cannot be used. Lists every problem found, not only the first."""
 
+    code = "INGEST_SPEC_INVALID"
+
     def __init__(self, source: str, problems: list[SpecProblem]):
         self.source = source
         self.problems = list(problems)
@@ -35,6 +72,7 @@ class DependencyUnavailableError(IngestError):
     as `ingest status` does, `endpoint` says where (secrets hidden) and `deadline_s` how long it was given (None:
     not known where raised). One subclass per dependency; docs/deadlines.md lists them with their settings."""
 
+    code = "INGEST_DEPENDENCY_UNAVAILABLE"
     dependency = "dependency"
 
     def __init__(self, message: str, *, endpoint: str = "", deadline_s: float | None = None):
@@ -48,31 +86,40 @@ class DependencyUnavailableError(IngestError):
 class BrokerUnavailableError(DependencyUnavailableError):
     """Kafka could not be reached, or did not answer in time."""
 
+    code = "INGEST_KAFKA_UNAVAILABLE"
     dependency = "kafka"
 
 
 class ObjectStoreUnavailableError(DependencyUnavailableError):
     """Deep storage (an object store: S3 or another S3-compatible one) did not answer in time."""
 
+    code = "INGEST_OBJECT_STORE_UNAVAILABLE"
     dependency = "objectStore"
 
 
 class SparkConnectError(IngestError):
     """The Spark Connect server cannot run this job (unreachable, or a different Python)."""
 
+    code = "INGEST_SPARK_CONNECT_FAILED"
+
 
 class SparkConnectUnavailableError(SparkConnectError, DependencyUnavailableError):
     """The Spark Connect server accepted no session within its deadline (down, or not answering)."""
 
+    code = "INGEST_SPARK_CONNECT_UNAVAILABLE"
     dependency = "sparkConnect"
 
 
 class TopicNotFoundError(IngestError):
     """The spec's topic (or no topic at all for a topicPattern) exists on the cluster."""
 
+    code = "INGEST_KAFKA_TOPIC_NOT_FOUND"
+
 
 class OffsetOutOfRangeError(IngestError):
     """A start offset lies outside what the partition holds now (truncated, or the topic was re-created)."""
+
+    code = "INGEST_KAFKA_OFFSET_OUT_OF_RANGE"
 
     def __init__(self, message: str, *, topic: str = "", partition: int = -1, offset: int = -1, earliest: int = -1,
                  latest: int = -1):
@@ -85,6 +132,8 @@ class TopicRecreatedError(IngestError):
     """A topic's Kafka topic id is not the one its committed (or in-flight) offsets were read from: it was
     deleted and re-created, so those offsets describe another log. `topics`: name -> (stored id, broker's id)."""
 
+    code = "INGEST_KAFKA_TOPIC_RECREATED"
+
     def __init__(self, message: str, *, topics: dict[str, tuple[str, str]]):
         self.topics = topics
         super().__init__(message)
@@ -92,6 +141,8 @@ class TopicRecreatedError(IngestError):
 
 class DuplicatesNotConfirmedError(IngestError):
     """An operator action would ingest `duplicates` published records again, and that number was not confirmed."""
+
+    code = "INGEST_ACTION_DUPLICATES_NOT_CONFIRMED"
 
     def __init__(self, message: str, *, duplicates: int):
         self.duplicates = duplicates
@@ -101,6 +152,8 @@ class DuplicatesNotConfirmedError(IngestError):
 class StaleRunError(IngestError):
     """A run's planned start offsets no longer match the committed ones: another run got there first."""
 
+    code = "INGEST_PUBLISH_STALE_RUN"
+
     def __init__(self, message: str, *, run_id: str, superseded_by: str | None):
         self.run_id, self.superseded_by = run_id, superseded_by
         super().__init__(message)
@@ -108,6 +161,8 @@ class StaleRunError(IngestError):
 
 class PublishPendingError(IngestError):
     """A pipelined run continues from a run that has not published yet: it must publish after it, not instead."""
+
+    code = "INGEST_PUBLISH_PENDING"
 
     def __init__(self, message: str, *, run_id: str, waiting_for: str):
         self.run_id, self.waiting_for = run_id, waiting_for
@@ -117,6 +172,8 @@ class PublishPendingError(IngestError):
 class RunExpiredError(IngestError):
     """A run outlived its deadline (completionTimeout): it is FAILED for good and its publish is refused."""
 
+    code = "INGEST_RUN_EXPIRED"
+
     def __init__(self, message: str, *, run_id: str):
         self.run_id = run_id
         super().__init__(message)
@@ -125,15 +182,20 @@ class RunExpiredError(IngestError):
 class RunNotFoundError(IngestError):
     """No persisted plan for that run id."""
 
+    code = "INGEST_RUN_NOT_FOUND"
+
 
 class MetadataStoreError(IngestError):
     """The metadata store is unreachable or its schema is missing or too old."""
+
+    code = "INGEST_METADATA_STORE_UNAVAILABLE"
 
 
 class MetadataStoreUnavailableError(MetadataStoreError, DependencyUnavailableError):
     """The metadata store did not answer (no connection within its deadline, or a lost one that retries did not
     bring back)."""
 
+    code = "INGEST_METADATA_STORE_NO_ANSWER"
     dependency = "metadataStore"
 
 
@@ -141,10 +203,14 @@ class MetadataUrlError(MetadataStoreError):
     """The metadata store's URL cannot be used at all (not a URL, an unknown database, a bad port): a usage
     error, exit code 2 in the CLI."""
 
+    code = "INGEST_METADATA_STORE_URL_INVALID"
+
 
 class UnknownDatasourceError(IngestError):
     """No datasource of that name in the metadata store: exit code 2 in the CLI, HTTP 404 in the REST API, the
     same message with a did-you-mean everywhere."""
+
+    code = "INGEST_DATASOURCE_UNKNOWN"
 
     def __init__(self, name: str, known: list[str]):
         self.name, self.known = name, list(known)
@@ -158,13 +224,24 @@ class UnknownDatasourceError(IngestError):
 class NothingSucceededError(IngestError):
     """A run whose task groups with records all failed: nothing is published, and it never shows as published."""
 
+    code = "INGEST_PUBLISH_NOTHING_SUCCEEDED"
+
 
 class PredecessorGoneError(IngestError):
     """A pipelined run's predecessor will never publish (failed, expired, superseded): its range is not committed,
     so this run's commit is refused; it is not stale, it plans again from the committed offsets
     (`Supervisor.replan`) and publishes."""
 
+    code = "INGEST_PUBLISH_PREDECESSOR_GONE"
+
     def __init__(self, message: str, *, run_id: str, predecessor: str):
         super().__init__(message)
         self.run_id = run_id
         self.predecessor = predecessor
+
+
+class JobFailedError(IngestError):
+    """A Spark job stopped by something other than this system's own errors: an executor lost or out of memory,
+    a Spark error, an unexpected exception in a split (the report names its type and message)."""
+
+    code = "INGEST_JOB_FAILED"

@@ -20,17 +20,25 @@ Druid has but this cannot run (REFUSED) are refused by name with what to do inst
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
+from ingest_core.core.binding import did_you_mean
 from ingest_core.core.errors import IngestError
+from ingest_core.core.granularity import Granularity
 from ingest_core.core.json_path import JsonPath, JsonPathError
+from ingest_core.core.periods import Period, PeriodError, parse_datetime
+from ingest_core.core.time_formats import joda_to_strptime, joda_tokens, time_zone, timestamp_format_problem
 
 
 class ExpressionError(IngestError, ValueError):
     """An expression that cannot be parsed, uses something unsupported, or cannot be evaluated on a value."""
+
+    code = "INGEST_EXPRESSION_ERROR"
 
 
 # ------------------------------------------------------------------------------------------------ the tree
@@ -189,8 +197,6 @@ def _constant(args: tuple[Node, ...], index: int) -> Any:
 def _check_cast(name: str, args: tuple[Node, ...]) -> None:
     to = str(_constant(args, 1)).upper()
     if to not in CAST_TYPES:
-        from ingest_core.core.binding import did_you_mean
-
         raise ExpressionError(f"cast to {_constant(args, 1)!r} is not supported{did_you_mean(to, CAST_TYPES)}; "
                               f"use one of {', '.join(repr(t) for t in CAST_TYPES)}")
 
@@ -215,9 +221,6 @@ def _check_like(name: str, args: tuple[Node, ...]) -> None:
 
 
 def _check_period(name: str, args: tuple[Node, ...]) -> None:
-    from ingest_core.core.granularity import Granularity
-    from ingest_core.core.periods import Period, PeriodError
-
     text = str(_constant(args, 1))
     try:
         period = Period.parse(text)
@@ -237,8 +240,6 @@ def _check_period(name: str, args: tuple[Node, ...]) -> None:
 
 
 def _check_origin(name: str, args: tuple[Node, ...]) -> None:
-    from ingest_core.core.periods import PeriodError, parse_datetime
-
     origin = _constant(args, 2)
     if isinstance(origin, str) and origin:
         try:
@@ -249,8 +250,6 @@ def _check_origin(name: str, args: tuple[Node, ...]) -> None:
 
 def _check_zone_at(index: int) -> Callable[[str, tuple[Node, ...]], None]:
     def check(name: str, args: tuple[Node, ...]) -> None:
-        from ingest_core.core.time_formats import time_zone
-
         zone = _constant(args, index)
         if zone is not None:
             try:
@@ -269,13 +268,9 @@ def _check_unit(name: str, args: tuple[Node, ...]) -> None:
 
 
 def _check_timestamp_format(name: str, args: tuple[Node, ...]) -> None:
-    from ingest_core.core.time_formats import timestamp_format_problem
-
     fmt = _constant(args, 1)
     problem = timestamp_format_problem(str(fmt)) if fmt is not None else None
     if fmt is not None and name == "timestamp_parse" and not problem:  # Joda-Time patterns only, as Druid
-        from ingest_core.core.time_formats import joda_to_strptime
-
         try:
             joda_to_strptime(str(fmt))
         except ValueError as exc:
@@ -286,8 +281,6 @@ def _check_timestamp_format(name: str, args: tuple[Node, ...]) -> None:
 
 
 def _check_print_pattern(name: str, args: tuple[Node, ...]) -> None:
-    from ingest_core.core.time_formats import joda_tokens
-
     fmt = _constant(args, 1)
     if fmt is not None:
         try:
@@ -321,8 +314,6 @@ def _check_substring(name: str, args: tuple[Node, ...]) -> None:
 
 
 def _check_subnet(name: str, args: tuple[Node, ...]) -> None:
-    import ipaddress
-
     subnet = str(_constant(args, 1))
     version = 6 if name == "ipv6_match" else 4
     try:
@@ -754,8 +745,6 @@ class _Parser:
         if key in REFUSED:
             raise ExpressionError(f"in expression {self.text!r}: function {name}() is not supported: {REFUSED[key]}")
         if key not in FUNCTIONS:
-            from ingest_core.core.binding import did_you_mean
-
             raise ExpressionError(f"function {name}() is not supported in transforms{did_you_mean(key, FUNCTIONS)}; "
                                   f"supported: {', '.join(sorted(FUNCTIONS))}")
         self.take("(")
@@ -904,8 +893,6 @@ def _check_json_object(name: str, args: tuple[Node, ...]) -> None:
 
 def _check_parse_json(name: str, args: tuple[Node, ...]) -> None:
     """parse_json of a constant that is no JSON is refused up front, as Druid's parser refuses it."""
-    import json
-
     if isinstance(args[0], Literal) and isinstance(args[0].value, str):
         try:
             json.loads(args[0].value)

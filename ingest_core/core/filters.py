@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Union
 
+from ingest_core.core.binding import did_you_mean
 from ingest_core.core.errors import IngestError
 from ingest_core.core.expressions import ExpressionError, compile_regex, like_to_regex
 
@@ -24,6 +25,8 @@ MAX_DEPTH = 100
 
 class FilterError(IngestError, ValueError):
     """A filter that cannot be used; the message names the path inside the filter."""
+
+    code = "INGEST_FILTER_INVALID"
 
 
 @dataclass(frozen=True)
@@ -133,8 +136,6 @@ def _parse(spec: Any, path: str, depth: int) -> Filter:
         raise FilterError(f"{path}: expected a filter object with a type, got {spec!r}")
     kind = spec["type"]
     if kind not in FILTER_TYPES:
-        from ingest_core.core.binding import did_you_mean
-
         raise FilterError(f"{path}: filter type {kind!r} is not supported{did_you_mean(str(kind), FILTER_TYPES)}; "
                           f"supported: {', '.join(FILTER_TYPES)}")
     if spec.get("extractionFn") is not None:

@@ -1,7 +1,8 @@
 """The `regex` input format's pattern and columns, as Druid's RegexInputFormat reads them.
 
-Druid compiles the pattern with java.util.regex and matches each line whole (`Matcher.matches`); validation and
-the decoder (`ingest_core.executor.decoders.RegexDecoder`) both compile it here, so what validates is what runs.
+Druid compiles the pattern with java.util.regex and matches each line whole (`Matcher.matches`); validation
+and the decoder (`ingest_core.executor.formats.decoders.RegexDecoder`) both compile it here, so what validates
+is what runs.
 """
 
 from __future__ import annotations

@@ -41,6 +41,8 @@ ENDPOINT_KEYS = {"bootstrap.servers"}
 class SecretUnavailableError(IngestError):
     """A referenced secret could not be resolved. The message names the reference, never a value."""
 
+    code = "INGEST_SECRET_UNAVAILABLE"
+
 
 def is_secret_key(key: str) -> bool:
     """Whether a consumerProperties key holds a secret: its value is redacted wherever it is stored or shown."""

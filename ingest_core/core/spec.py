@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -27,8 +28,10 @@ from typing import Any, ClassVar
 
 import yaml
 
+from ingest_core.core import aggregators as A
 from ingest_core.core import defaults
 from ingest_core.core import secrets as credentials
+from ingest_core.core.aggregators import STRING_DEFAULT_MAX_BYTES, operation
 from ingest_core.core.avro_schema import AvroBytesDecoder, SchemaRegistryDecoder
 from ingest_core.core.binding import (
     MISSING_VALUE,
@@ -45,6 +48,8 @@ from ingest_core.core.binding import (
 )
 from ingest_core.core.cron import CONTINUOUS, cron_problem
 from ingest_core.core.errors import SpecError, SpecProblem
+from ingest_core.core.expressions import ExpressionError, parse_expression
+from ingest_core.core.filters import FilterError, parse_filter
 from ingest_core.core.granularity import GRANULARITY_PERIODS, Granularity  # noqa: F401 (re-exported)
 from ingest_core.core.ignore_file import ignore_syntax_from_env, unignored_files
 from ingest_core.core.json_path import JsonPath, JsonPathError
@@ -52,6 +57,7 @@ from ingest_core.core.legacy_parser import convert_parser
 from ingest_core.core.periods import Period
 from ingest_core.core.planner import ASSIGNMENTS, MODULO
 from ingest_core.core.regex_format import RegexFormatError, compile_pattern
+from ingest_core.core.time_formats import timestamp_format_problem
 
 # ---------------------------------------------------------------------------------------------- dataSchema
 
@@ -63,8 +69,6 @@ class TimestampSpec:
     missing_value: datetime | None = None
 
     def _validate(self, path: str, ctx: BindContext) -> None:
-        from ingest_core.core.time_formats import timestamp_format_problem
-
         problem = timestamp_format_problem(self.format)
         if problem:
             ctx.error(join(path, "format"), problem)
@@ -218,15 +222,11 @@ class Aggregator:
 
     @property
     def op(self) -> str:
-        from ingest_core.core.aggregators import operation
-
         return operation(self.inner.type)[0]
 
     @property
     def input_kind(self) -> str | None:
         """long, double, float or string: how the input field is read; None for count."""
-        from ingest_core.core.aggregators import operation
-
         return operation(self.inner.type)[1]
 
     @property
@@ -241,8 +241,6 @@ class Aggregator:
     @property
     def sketch(self) -> Any:
         """The `core.aggregators.SketchParams` of a sketch metric, else None."""
-        from ingest_core.core import aggregators as A
-
         a = self.inner
         op = self.op
         if op == "theta":
@@ -270,15 +268,11 @@ class Aggregator:
     @property
     def string_bytes(self) -> int:
         """A string aggregator's value is cut to this many UTF-8 bytes (Druid's maxStringBytes)."""
-        from ingest_core.core.aggregators import STRING_DEFAULT_MAX_BYTES
-
         return self.inner.max_string_bytes or STRING_DEFAULT_MAX_BYTES
 
     # -- checks
 
     def _validate(self, path: str, ctx: BindContext) -> None:
-        from ingest_core.core import aggregators as A
-
         if self.type in A.REFUSED_AGGREGATORS:
             ctx.error(join(path, "type"), f"aggregator type {self.type!r} is not supported: "
                       f"{A.REFUSED_AGGREGATORS[self.type]}")
@@ -302,8 +296,6 @@ class Aggregator:
                                      if json_key(f) in raw_keys - own})._check_parameters(path, ctx)
 
     def _check_parameters(self, path: str, ctx: BindContext) -> None:
-        from ingest_core.core import aggregators as A
-
         if self.expression is not None:
             ctx.error(join(path, "expression"), f"aggregator {self.name!r}: expressions are not supported; "
                       "compute the value with transformSpec.transforms and aggregate its fieldName")
@@ -340,9 +332,6 @@ class Aggregator:
                       "DataSketches HLL sketches (base64) to an HLLSketchMerge aggregator instead")
 
     def _validate_filtered(self, path: str, ctx: BindContext) -> None:
-        from ingest_core.core import aggregators as A
-        from ingest_core.core.filters import FilterError, parse_filter
-
         if self.filter is None:
             ctx.error(join(path, "filter"), f"filtered aggregator {self.name!r} needs a filter: the rows it "
                       "aggregates, as in transformSpec.filter, e.g. {type: selector, dimension: page, value: x}")
@@ -424,9 +413,6 @@ class TransformSpec:
     transforms: list[Transform] = spec_field(default_factory=list)
 
     def _validate(self, path: str, ctx: BindContext) -> None:
-        from ingest_core.core.expressions import ExpressionError, parse_expression
-        from ingest_core.core.filters import FilterError, parse_filter
-
         if self.filter is not None:
             try:
                 parse_filter(self.filter)
@@ -584,7 +570,7 @@ class ProtoBytesDecoder:
     """Druid's `protoBytesDecoder`: `file` (a descriptor set compiled by protoc, at a path or URL, and the message
     type in it), `inline` (the same set, base64, in `descriptorString`) or `schema_registry` (Confluent's wire
     format; Druid's default when `type` is left out). A `file` descriptor is read where the spec is staged and
-    shipped to the executors inline (`ingest_core.executor.protobuf.inline_descriptors`)."""
+    shipped to the executors inline (`ingest_core.executor.formats.protobuf.inline_descriptors`)."""
 
     type: str = "schema_registry"
     descriptor: str | None = None
@@ -1349,8 +1335,6 @@ class DatasourceSpec:
                                                                        input_format=fmt))
 
     def fingerprint(self) -> str:
-        import hashlib
-
         return hashlib.sha256(json.dumps(self.to_raw(), sort_keys=True).encode()).hexdigest()[:16]
 
 

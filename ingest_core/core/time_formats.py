@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta, timezone, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 NAMED_FORMATS = ("auto", "iso", "posix", "millis", "micro", "nano", "ruby")
 
@@ -88,8 +89,6 @@ _OFFSET = re.compile(r"^(?:UTC|GMT)?([+-])(\d{1,2})(?::?(\d{2}))?$")
 def time_zone(text: str) -> tzinfo:
     """A time zone as Druid's expressions take it: a name ('America/Los_Angeles', 'UTC') or an offset
     ('-08:00', '+0530'); ValueError saying what is accepted otherwise."""
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
     name = str(text).strip()
     if name.upper() in ("", "UTC", "Z", "GMT", "ETC/UTC"):  # '' is UTC, as Joda's forTimeZone gives GMT
         return timezone.utc

@@ -28,6 +28,8 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
+from ingest_core.dev import jars
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -146,8 +148,6 @@ class EmbeddedKafka:
         return "".join(f"{k}={v}\n" for k, v in conf.items())
 
     def _java_command(self, main: str, *args: str) -> list[str]:
-        from ingest_core.dev import jars
-
         return [_java(), "-Xms64m", f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
                 *self.jvm_options,
                 f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",

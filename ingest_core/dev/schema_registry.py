@@ -25,6 +25,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from ingest_core.dev import jars
 from ingest_core.dev.embedded import _port_free, _stop_group, free_port
 
 CCOMPAT_PATH = "/apis/ccompat/v7"
@@ -98,8 +99,6 @@ class EmbeddedSchemaRegistry:
         return self.work_dir / "registry.log"
 
     def command(self) -> list[str]:
-        from ingest_core.dev import jars
-
         settings = {
             "quarkus.http.host": "127.0.0.1",
             "quarkus.http.port": self.port,

@@ -1,4 +1,5 @@
-"""What a Spark executor runs on each split: decoding and parsing records, timestamps, transforms (Druid
-expressions), filters, rollup, row stats and parse exceptions, and the segment files' layout in deep storage.
-pyarrow only: never Airflow, SQLAlchemy, the metadata store or a Kafka client (the split's reader in
-`ingest_core.spark.kafka_source` consumes and hands this package record chunks)."""
+"""What a Spark executor runs on each split: decoding records (`formats`) and parsing them into rows,
+timestamps, transforms (Druid expressions), filters and rollup. The report, deep storage's layout and the
+dead-letter files it writes are `ingest_core.handover`'s. pyarrow only: never Airflow, SQLAlchemy, the metadata
+store or a Kafka client (the split's reader in `ingest_core.spark.kafka_source` consumes and hands this package
+record chunks)."""

@@ -29,6 +29,7 @@ from ingest_core.core.expressions import (
     Lambda,
     Literal,
     Node,
+    compile_regex,
     implicit_apply_candidates,
     mapped_arguments,
     node_columns,
@@ -207,8 +208,6 @@ def java_split(text: str, pattern: str) -> list[str]:
     pieces removed."""
     rx = _PATTERNS.get(pattern)
     if rx is None:
-        from ingest_core.core.expressions import compile_regex
-
         rx = _PATTERNS.setdefault(pattern, compile_regex(pattern))
     if text == "":
         return [""]

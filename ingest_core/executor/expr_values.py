@@ -18,6 +18,7 @@ from typing import Any, Iterable
 import pyarrow as pa
 
 from ingest_core.core.expressions import ExpressionError
+from ingest_core.executor import casts
 
 
 class JsonType(pa.ExtensionType):
@@ -174,16 +175,12 @@ def _unwrapped(v: Any) -> Any:
 
 
 def to_long(v: Any) -> int | None:
-    """Druid's cast to LONG of one value (`executor.expressions.to_long`, which imports this module)."""
-    from ingest_core.executor.expressions import to_long as cast_long
-
-    return cast_long(_unwrapped(v))
+    """Druid's cast to LONG of one value (`executor.casts.to_long`), a JSON value's own."""
+    return casts.to_long(_unwrapped(v))
 
 
 def to_double(v: Any) -> float | None:
-    from ingest_core.executor.expressions import to_double as cast_double
-
-    return cast_double(_unwrapped(v))
+    return casts.to_double(_unwrapped(v))
 
 
 _SAME = {"LONG": int, "DOUBLE": float, "STRING": str}

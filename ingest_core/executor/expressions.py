@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from datetime import datetime
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -38,7 +40,9 @@ from ingest_core.core.expressions import (
     like_to_regex,
     parse_expression,
 )
-from ingest_core.core.time_formats import joda_tokens
+from ingest_core.core.granularity import Granularity
+from ingest_core.core.periods import Period, parse_datetime
+from ingest_core.core.time_formats import joda_to_strptime, joda_tokens, time_zone
 from ingest_core.executor import buckets, value_functions
 from ingest_core.executor.array_functions import (
     APPLY_COMPILERS,
@@ -48,14 +52,14 @@ from ingest_core.executor.array_functions import (
     compile_array_literal,
     with_implicit_apply,
 )
+from ingest_core.executor.casts import LONG_MAX, is_arrow, is_text, to_double, to_long
 from ingest_core.executor.expr_values import scalar_view
 from ingest_core.executor.json_functions import JSON_IMPLEMENTATIONS
+from ingest_core.executor.timestamps import parse_iso, timestamp_parser
 
 Columns = Mapping[str, pa.Array]
 Compiled = Callable[[Columns, int], Any]  # (columns, row count) -> pa.Array or a Python scalar
 
-
-LONG_MIN, LONG_MAX = -(2 ** 63), 2 ** 63 - 1
 
 
 # ------------------------------------------------------------------------------------ value helpers
@@ -67,23 +71,19 @@ def _arr(v: Any, n: int) -> pa.Array:
     return pa.array([v] * n) if v is not None else pa.nulls(n)
 
 
-def _is_arrow(v: Any) -> bool:
-    return isinstance(v, (pa.Array, pa.ChunkedArray))
-
-
 def _lift(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Apply a pyarrow compute function to arrays or Python scalars."""
     def call(*args: Any) -> Any:
-        if not any(_is_arrow(a) for a in args):
+        if not any(is_arrow(a) for a in args):
             if any(a is None for a in args):
                 return None
             return fn(*[pa.scalar(a) for a in args]).as_py()
-        return fn(*[a if _is_arrow(a) else (pa.scalar(a) if a is not None else pa.scalar(None, pa.null())) for a in args])
+        return fn(*[a if is_arrow(a) else (pa.scalar(a) if a is not None else pa.scalar(None, pa.null())) for a in args])
     return call
 
 
 def _type_of(v: Any) -> pa.DataType:
-    if _is_arrow(v):
+    if is_arrow(v):
         return v.type
     if isinstance(v, bool):
         return pa.bool_()
@@ -96,10 +96,6 @@ def _type_of(v: Any) -> pa.DataType:
     return pa.string()
 
 
-def _is_text(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t)
-
-
 def _is_number(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t)
 
@@ -110,7 +106,7 @@ def _as_bool(v: Any, n: int) -> Any:
         return v
     if _is_number(t):
         return _lift(pc.greater)(v, 0)
-    if _is_text(t):
+    if is_text(t):
         return _lift(pc.equal)(_lift(pc.utf8_lower)(v), "true")
     if pa.types.is_null(t):
         return v
@@ -120,70 +116,19 @@ def _as_bool(v: Any, n: int) -> Any:
 def _as_long(v: Any) -> Any:
     t = _type_of(v)
     if pa.types.is_boolean(t):
-        return int(v) if not _is_arrow(v) else pc.cast(v, pa.int64())
+        return int(v) if not is_arrow(v) else pc.cast(v, pa.int64())
     return v
 
 
 def _numeric(v: Any) -> Any:
     """A value for a numeric operator: text read as a number (null when it is not one), as Druid does."""
     v = _as_long(v)
-    return to_double(v) if _is_text(_type_of(v)) else v
-
-
-def to_long(v: Any) -> Any:
-    """Druid's cast to LONG: text is read as a number (null when it is not one; whole numbers exactly),
-    fractions truncate toward zero; a value past the long range (or NaN, infinite) is an error, never a
-    wrapped number."""
-    if not _is_arrow(v):
-        if v is None or isinstance(v, bool):
-            return None if v is None else int(v)
-        if isinstance(v, str):
-            text = v.strip()
-            number = int(text) if re.fullmatch(_WHOLE_TEXT, text) else to_double(text)
-        else:
-            number = v
-        if number is None:
-            return None
-        if isinstance(number, float) and not math.isfinite(number):
-            raise ExpressionError(f"cannot cast {v!r} to LONG")
-        out = int(number)
-        if not LONG_MIN <= out <= LONG_MAX:
-            raise ExpressionError(f"{v!r} is outside the LONG range")
-        return out
-    try:
-        if _is_text(v.type):
-            whole = pc.match_substring_regex(v, _WHOLE_TEXT)
-            exact = pc.cast(pc.if_else(whole, pc.utf8_trim_whitespace(v), pa.scalar(None, pa.string())), pa.int64())
-            return pc.coalesce(exact, to_long(to_double(pc.if_else(whole, pa.scalar(None, pa.string()), v))))
-        if pa.types.is_floating(v.type):
-            return pc.cast(pc.trunc(v), pa.int64())  # a safe cast: NaN, infinities and overflow raise
-        return pc.cast(v, pa.int64())
-    except pa.ArrowInvalid as exc:
-        raise ExpressionError(f"cannot cast to LONG: {exc}") from None
-
-
-_WHOLE_TEXT = r"^\s*[-+]?\d+\s*$"
-_NUMBER_TEXT = r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$"
-
-
-def to_double(v: Any) -> Any:
-    """Druid's cast to DOUBLE: text that is a decimal number is read, anything else (including 'NaN') is null."""
-    if not _is_arrow(v):
-        if v is None:
-            return None
-        if isinstance(v, str):
-            return float(v) if re.match(_NUMBER_TEXT, v) else None
-        return float(v)
-    if _is_text(v.type):
-        ok = pc.match_substring_regex(v, _NUMBER_TEXT)
-        cleaned = pc.if_else(ok, pc.utf8_trim_whitespace(v), pa.scalar(None, pa.string()))
-        return pc.cast(cleaned, pa.float64())
-    return pc.cast(v, pa.float64())
+    return to_double(v) if is_text(_type_of(v)) else v
 
 
 def _to_string(v: Any) -> Any:
     """A value as Druid's asString: doubles as Java's Double.toString ('1.0', '1.0E7', 'NaN')."""
-    if not _is_arrow(v):
+    if not is_arrow(v):
         if isinstance(v, float):
             return value_functions.java_double(v)
         return None if v is None else (str(v).lower() if isinstance(v, bool) else str(v))
@@ -212,7 +157,7 @@ _CHECKED = {"+": pc.add_checked, "-": pc.subtract_checked, "*": pc.multiply_chec
 def _arith(name: str) -> Callable[[Any, Any], Any]:
     def op(a: Any, b: Any) -> Any:
         a, b = _as_long(a), _as_long(b)
-        if name == "+" and (_is_text(_type_of(a)) or _is_text(_type_of(b))):
+        if name == "+" and (is_text(_type_of(a)) or is_text(_type_of(b))):
             return _lift(pc.binary_join_element_wise)(_to_string(a), _to_string(b), "")
         a, b = _numeric(a), _numeric(b)
         ta, tb = _type_of(a), _type_of(b)
@@ -235,7 +180,7 @@ def _arith(name: str) -> Callable[[Any, Any], Any]:
 
 
 def _no_zero_divisor(b: Any) -> None:
-    if (b == 0) if not _is_arrow(b) else (pc.any(pc.equal(b, 0)).as_py() or False):
+    if (b == 0) if not is_arrow(b) else (pc.any(pc.equal(b, 0)).as_py() or False):
         raise ExpressionError("long division by zero")
 
 
@@ -271,7 +216,7 @@ def _f_replace(n: int, s: Any, pattern: str, replacement: str) -> Any:
 
 
 def _f_nvl(n: int, a: Any, b: Any) -> Any:
-    if not _is_arrow(a) and not _is_arrow(b):
+    if not is_arrow(a) and not is_arrow(b):
         return b if a is None else a
     a, b = _unify(a, b, n)
     return pc.coalesce(a, b)
@@ -279,7 +224,7 @@ def _f_nvl(n: int, a: Any, b: Any) -> Any:
 
 def _f_if(n: int, cond: Any, a: Any, b: Any) -> Any:
     c = _as_bool(cond, n)
-    if not _is_arrow(c) and not _is_arrow(a) and not _is_arrow(b):
+    if not is_arrow(c) and not is_arrow(a) and not is_arrow(b):
         return a if c else b
     a, b = _unify(a, b, n)
     return pc.if_else(pc.fill_null(_arr(c, n), False), a, b)
@@ -289,7 +234,7 @@ def _unify(a: Any, b: Any, n: int) -> tuple[pa.Array, pa.Array]:
     """Two values as arrays of one type: text if either is text, else double if they differ."""
     ta, tb = _type_of(a), _type_of(b)
     if ta != tb and not pa.types.is_null(ta) and not pa.types.is_null(tb):
-        if _is_text(ta) or _is_text(tb):
+        if is_text(ta) or is_text(tb):
             a, b = _to_string(a), _to_string(b)
         else:
             a, b = to_double(a), to_double(b)
@@ -332,7 +277,7 @@ def _f_regexp_extract(n: int, s: Any, pattern: str, index: int = 0) -> Any:
         m = rx.search(x)
         return m.group(group) if m else None
     s = _to_string(s)
-    if not _is_arrow(s):
+    if not is_arrow(s):
         return one(s)
     return pa.array([one(x) for x in s.to_pylist()], pa.string())
 
@@ -363,7 +308,7 @@ def _extreme(fn: Callable[..., Any]) -> Callable[..., Any]:
         if not args:
             return None
         types = [_type_of(a) for a in args]
-        if any(_is_text(t) for t in types):
+        if any(is_text(t) for t in types):
             args = tuple(_to_string(a) for a in args)
         elif any(pa.types.is_floating(t) for t in types):
             args = tuple(to_double(a) for a in args)
@@ -372,11 +317,11 @@ def _extreme(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _f_isnull(n: int, x: Any) -> Any:
-    return (x is None) if not _is_arrow(x) else pc.is_null(x)
+    return (x is None) if not is_arrow(x) else pc.is_null(x)
 
 
 def _f_notnull(n: int, x: Any) -> Any:
-    return (x is not None) if not _is_arrow(x) else pc.is_valid(x)
+    return (x is not None) if not is_arrow(x) else pc.is_valid(x)
 
 
 # ------------------------------------------------------------------------------------ running functions
@@ -387,9 +332,9 @@ def _per_value(fn: Callable[..., Any], out_type: pa.DataType, nulls: bool = True
     row with a null argument is null without calling it. It raises ExpressionError for a row it cannot take,
     which fails that row only (the row parser finds it)."""
     def apply(n: int, *args: Any) -> Any:
-        if not any(_is_arrow(a) for a in args):
+        if not any(is_arrow(a) for a in args):
             return None if nulls and any(a is None for a in args) else fn(*args)
-        columns = [a.to_pylist() if _is_arrow(a) else [a] * n for a in args]
+        columns = [a.to_pylist() if is_arrow(a) else [a] * n for a in args]
         out = [None if nulls and any(v is None for v in row) else fn(*row) for row in zip(*columns)]
         return pa.array(out, out_type)
     return apply
@@ -397,7 +342,7 @@ def _per_value(fn: Callable[..., Any], out_type: pa.DataType, nulls: bool = True
 
 def _numpy(fn: Callable[..., Any], args: list[Any], n: int, out_type: pa.DataType) -> Any:
     """`fn` over numpy arrays of the arguments (numbers of one kind each, nulls masked), vectorized."""
-    if not any(_is_arrow(a) for a in args):
+    if not any(is_arrow(a) for a in args):
         if any(a is None for a in args):
             return None
         with np.errstate(all="ignore"):
@@ -408,7 +353,7 @@ def _numpy(fn: Callable[..., Any], args: list[Any], n: int, out_type: pa.DataTyp
     for a in args:
         if a is None:
             return pa.nulls(n, out_type)
-        if _is_arrow(a):
+        if is_arrow(a):
             a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
             if a.null_count:
                 nulls = pc.is_null(a).to_numpy(zero_copy_only=False)
@@ -426,7 +371,7 @@ def _math_args(*args: Any) -> list[Any]:
     """Druid's math functions' arguments: a lone argument that is text is null (UnivariateMathFunction, even
     '3'); of two, both text give null and one text is read as a number (BivariateMathFunction's autoDetect)."""
     args = tuple(_as_long(a) for a in args)
-    texts = [_is_text(_type_of(a)) for a in args]
+    texts = [is_text(_type_of(a)) for a in args]
     if all(texts):
         return [None] * len(args)
     return [to_double(a) if text else a for a, text in zip(args, texts)]
@@ -436,10 +381,10 @@ def _number_only(v: Any) -> Any:
     """round's and the size formats' first argument: a number; text is null, or an error when it holds a
     number (Druid: 'first argument should be a LONG or DOUBLE but got STRING')."""
     v = _as_long(v)
-    if not _is_text(_type_of(v)):
+    if not is_text(_type_of(v)):
         return v
     numbers = to_double(v)
-    if (numbers is not None) if not _is_arrow(numbers) else numbers.null_count < len(numbers):
+    if (numbers is not None) if not is_arrow(numbers) else numbers.null_count < len(numbers):
         raise ExpressionError("first argument should be a LONG or DOUBLE but got STRING instead")
     return None
 
@@ -471,7 +416,7 @@ def _longs(*args: Any, checked: bool = False) -> list[Any]:
     for a in args:
         a = _numeric(a)
         if pa.types.is_floating(_type_of(a)):
-            if _is_arrow(a):
+            if is_arrow(a):
                 a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
                 a = pa.array(_java_long(pc.fill_null(a, 0.0).to_numpy(zero_copy_only=False), checked), pa.int64(),
                              mask=pc.is_null(a).to_numpy(zero_copy_only=False) if a.null_count else None)
@@ -554,7 +499,7 @@ def _f_safe_divide(n: int, x: Any, y: Any) -> Any:
         quotient = _numpy(lambda a, b: a / np.where(b == 0, 1, b), [x, y], n, pa.float64())
         kind, zero = pa.float64(), 0.0
     undefined = _lift(pc.or_)(_lift(pc.equal)(y, 0), _lift(pc.is_nan)(y) if kind == pa.float64() else False)
-    if not _is_arrow(undefined) and not _is_arrow(quotient) and not _is_arrow(x):
+    if not is_arrow(undefined) and not is_arrow(quotient) and not is_arrow(x):
         if undefined is None or quotient is None:
             return None
         return quotient if not undefined else (zero if x == 0 and kind == pa.float64() else None)
@@ -572,7 +517,7 @@ def _f_round(n: int, x: Any, scale: int = 0) -> Any:
             return x
         return _lift(lambda v: pc.round(v, digits, round_mode="half_towards_infinity"))(x)
     x = to_double(x)
-    if not _is_arrow(x):
+    if not is_arrow(x):
         return None if x is None else _round_one(x, digits)
     x = pc.if_else(pc.is_nan(x), 0.0, x)
     x = pc.if_else(pc.is_inf(x), pc.multiply(pc.sign(x), 1.7976931348623157e308), x)
@@ -590,8 +535,6 @@ def _f_round(n: int, x: Any, scale: int = 0) -> Any:
 
 
 def _round_one(v: float, digits: int) -> float:
-    from decimal import ROUND_HALF_UP, Decimal
-
     if math.isnan(v):
         return 0.0
     if math.isinf(v):
@@ -621,7 +564,7 @@ def _f_case_simple(n: int, value: Any, *args: Any) -> Any:
 def _text_arg(v: Any) -> Any:
     """Druid's string-only functions (reverse, left, right, repeat) refuse numbers."""
     t = _type_of(v)
-    if not (_is_text(t) or pa.types.is_null(t)):
+    if not (is_text(t) or pa.types.is_null(t)):
         raise ExpressionError(f"needs a STRING argument but got {t} instead")
     return v
 
@@ -635,7 +578,7 @@ def _long_arg(v: Any) -> Any:
 
 def _null_if_empty(v: Any, n: int) -> Any:
     """Druid's SQL-compatible empty results: text functions give null where they once gave ''."""
-    if not _is_arrow(v):
+    if not is_arrow(v):
         return None if v == "" else v
     return pc.if_else(pc.equal(v, ""), pa.scalar(None, v.type), v)
 
@@ -646,7 +589,7 @@ def _f_substring(n: int, s: Any, index: int, length: int | None = None) -> Any:
     s = _to_string(s)
     sliced = _lift(lambda x: pc.utf8_slice_codeunits(x, start, stop if stop is not None else 2**31 - 1))(s)
     past_end = _lift(lambda x: pc.less_equal(pc.utf8_length(x), start))(s)  # Druid: null past the end
-    if not _is_arrow(sliced):
+    if not is_arrow(sliced):
         return None if past_end else sliced
     return pc.if_else(past_end, pa.scalar(None, pa.string()), sliced)
 
@@ -661,14 +604,14 @@ def _f_right(n: int, s: Any, length: Any) -> Any:
 
 def _slice_side(n: int, s: Any, length: Any, left: bool) -> Any:
     s, length = _text_arg(s), _long_arg(length)
-    if _is_arrow(length):
+    if is_arrow(length):
         def one(x: str, k: int) -> str:
             if k < 0:
                 raise ExpressionError("needs a positive integer as the second argument")
             return x[:k] if left else (x[len(x) - k:] if k < len(x) else x)
         return _per_value(one, pa.string())(n, s, length)
     if length is None:
-        return _arr(None, n) if _is_arrow(s) else None
+        return _arr(None, n) if is_arrow(s) else None
     k = int(length)
     if k < 0:
         raise ExpressionError("needs a positive integer as the second argument")
@@ -693,7 +636,7 @@ def _trim(kind: str) -> Callable[..., Any]:
 
     def apply(n: int, s: Any, chars: Any = " ") -> Any:  # Druid trims spaces, not all whitespace
         s = _to_string(s)
-        if _is_arrow(chars):  # no characters (null or empty): the text as it is
+        if is_arrow(chars):  # no characters (null or empty): the text as it is
             return _per_value(lambda x, c: strip(x, c) if c and x is not None else x, pa.string(), nulls=False)(
                 n, s, chars)
         if chars is None or chars == "":
@@ -705,7 +648,7 @@ def _trim(kind: str) -> Callable[..., Any]:
 def _f_repeat(n: int, s: Any, times: Any) -> Any:
     s, times = _text_arg(s), _long_arg(times)
     sizes = _lift(lambda x, k: pc.multiply_checked(pc.cast(pc.utf8_length(x), pa.int64()), k))(s, times)
-    longest = (pc.max(sizes).as_py() if _is_arrow(sizes) else sizes) or 0
+    longest = (pc.max(sizes).as_py() if is_arrow(sizes) else sizes) or 0
     value_functions.check_length(longest)
     repeated = _lift(lambda x, k: pc.binary_repeat(x, pc.max_element_wise(k, 0)))(s, times)
     return _null_if_empty(repeated, n)  # fewer than one time: null, as Druid's SQL-compatible mode
@@ -723,7 +666,7 @@ def _f_contains(ignore_case: bool) -> Callable[..., Any]:
     def apply(n: int, s: Any, search: str) -> Any:
         s = _to_string(s)
         found = _lift(lambda x: pc.match_substring(x, str(search), ignore_case=ignore_case))(s)
-        return False if found is None else (pc.fill_null(found, False) if _is_arrow(found) else found)
+        return False if found is None else (pc.fill_null(found, False) if is_arrow(found) else found)
     return apply
 
 
@@ -759,8 +702,6 @@ def _f_format(n: int, pattern: Any, *args: Any) -> Any:
 
 
 def _zone(name: Any) -> Any:
-    from ingest_core.core.time_formats import time_zone
-
     return time_zone(str(name)) if name is not None else None
 
 
@@ -777,9 +718,8 @@ def _arrow_zone(zone: Any) -> str:
 def _millis_of_time_arg(t: Any) -> Any:
     """A time argument as epoch millis: numbers (and numeric text) as they are, other text read as ISO-8601,
     as Joda's DateTime(Object) does; text that is no time is an error."""
-    if not _is_text(_type_of(t)):
+    if not is_text(_type_of(t)):
         return to_long(t)
-    from ingest_core.executor.timestamps import parse_iso
 
     def one(x: str) -> int:
         number = to_long(x)
@@ -789,15 +729,13 @@ def _millis_of_time_arg(t: Any) -> Any:
             return parse_iso(x)
         except ValueError:
             raise ExpressionError(f"{x[:40]!r} is not a time") from None
-    return _per_value(one, pa.int64())(0 if not _is_arrow(t) else len(t), t)
+    return _per_value(one, pa.int64())(0 if not is_arrow(t) else len(t), t)
 
 
 def _f_timestamp(n: int, s: Any, fmt: str | None = None, *, seconds: bool = False) -> Any:
     """Druid's timestamp(): text parsed as ISO-8601 (or by the Joda-Time pattern); anything else, or text that
     does not parse, is an error (Druid throws)."""
-    from ingest_core.executor.timestamps import timestamp_parser
-
-    if not (_is_text(_type_of(s)) or pa.types.is_null(_type_of(s))):
+    if not (is_text(_type_of(s)) or pa.types.is_null(_type_of(s))):
         raise ExpressionError(f"first argument should be a STRING but got {_type_of(s)} instead")
     parse = timestamp_parser(str(fmt) if fmt is not None else "iso")
 
@@ -813,8 +751,6 @@ def _f_timestamp(n: int, s: Any, fmt: str | None = None, *, seconds: bool = Fals
 
 
 def _buckets(period: str, origin: Any, zone_name: Any) -> Any:
-    from ingest_core.core.periods import Period, parse_datetime
-
     zone = _zone(zone_name) or value_functions.EPOCH.tzinfo
     if isinstance(origin, str) and origin:
         when = parse_datetime(origin)
@@ -829,16 +765,13 @@ def _buckets(period: str, origin: Any, zone_name: Any) -> Any:
 def _f_timestamp_floor(n: int, t: Any, period: str, origin: Any = None, zone: Any = None) -> Any:
     t = _millis_of_time_arg(t)
     tz = _arrow_zone(_zone(zone)) if zone is not None else "UTC"
-    if origin is None and tz != "UTC" and _is_arrow(t) and _modern(t):
+    if origin is None and tz != "UTC" and is_arrow(t) and _modern(t):
         floored = _floor_in_zone(t, str(period), tz)
         if floored is not None:
             return floored
     if origin is None and tz == "UTC":
-        from ingest_core.core.granularity import Granularity
-        from ingest_core.core.periods import Period
-
         gran = Granularity(str(period), Period.parse(str(period)))
-        if not _is_arrow(t):
+        if not is_arrow(t):
             return None if t is None else buckets.floor(gran, pa.array([t], pa.timestamp("ms", tz="UTC"))
                                                         ).cast(pa.int64())[0].as_py()
         ts = pc.cast(_arr(t, n), pa.timestamp("ms", tz="UTC"))
@@ -854,8 +787,6 @@ _ZONE_UNITS = {"years": "year", "months": "month", "weeks": "week", "days": "day
 def _floor_in_zone(t: Any, period: str, tz: str) -> Any:
     """A one-unit period floored in a time zone's wall time by pyarrow (None when pyarrow cannot: a multiple,
     or a wall time in a daylight-saving gap; the per-value PeriodBuckets does those)."""
-    from ingest_core.core.periods import Period
-
     fields = value_functions.PeriodBuckets._fields(Period.parse(period))
     if len(fields) != 1 or fields[0][1] != 1 or fields[0][0] not in _ZONE_UNITS or Period.parse(period).negative:
         return None
@@ -870,7 +801,7 @@ def _floor_in_zone(t: Any, period: str, tz: str) -> Any:
 def _f_timestamp_ceil(n: int, t: Any, period: str, origin: Any = None, zone: Any = None) -> Any:
     t = _millis_of_time_arg(t)
     buckets_ = _buckets(period, origin, zone)
-    if origin is None and _arrow_zone(buckets_.zone) == "UTC" and _is_arrow(t) and buckets_.single is not None:
+    if origin is None and _arrow_zone(buckets_.zone) == "UTC" and is_arrow(t) and buckets_.single is not None:
         # vectorized: the bucket start, and when the time is past it the next bucket's start, found by flooring
         # a time surely inside the next bucket (a month is at most 31 days, a year 366)
         start = _f_timestamp_floor(n, t, period)
@@ -890,10 +821,10 @@ def _f_timestamp_shift(n: int, t: Any, period: str, step: Any, zone: Any = None)
     fixed_offset = shifts.zone.utcoffset(None)  # None for a zone with rules (daylight saving)
     elapsed = not ({"years", "months"} & fields.keys()) and (
         fixed_offset is not None or not ({"weeks", "days"} & fields.keys()))
-    if elapsed and (_is_arrow(t) or _is_arrow(steps)):  # no calendar field: a fixed number of milliseconds
+    if elapsed and (is_arrow(t) or is_arrow(steps)):  # no calendar field: a fixed number of milliseconds
         length = sign * sum(value_functions._FIXED_MS[f] * k for f, k in fields.items())
         return _lift(pc.add_checked)(t, _lift(pc.multiply_checked)(steps, length))
-    if fixed_offset is not None and (_is_arrow(t) or _is_arrow(steps)):
+    if fixed_offset is not None and (is_arrow(t) or is_arrow(steps)):
         offset = int(fixed_offset.total_seconds() * 1000)
 
         def shift(millis: Any, k: Any) -> Any:  # in the zone's wall time, field by field as Joda adds them
@@ -966,20 +897,16 @@ def _f_timestamp_extract(n: int, t: Any, unit: str, zone: Any = None) -> Any:
             out = pc.cast(pc.trunc(pc.divide(year, 10.0)), pa.int64())
         else:
             out = pc.ceil(pc.divide(year, 100.0 if u == "CENTURY" else 1000.0))  # a double, as Druid's
-    return out if _is_arrow(millis) else out[0].as_py()
+    return out if is_arrow(millis) else out[0].as_py()
 
 
 def _f_timestamp_parse(n: int, s: Any, pattern: Any = None, zone: Any = None) -> Any:
     """Text to epoch millis: ISO-8601 or SQL ('2026-01-02 03:04:05') without a pattern; the zone for text
     without an offset; null for text that does not parse (Druid's timestamp_parse)."""
-    from datetime import datetime
-
-    from ingest_core.core.time_formats import joda_to_strptime
-
     tz = _zone(zone) or value_functions.EPOCH.tzinfo
     directive = joda_to_strptime(str(pattern)) if pattern is not None else None
     s = _to_string(s)
-    if directive is None and _is_arrow(s):
+    if directive is None and is_arrow(s):
         parsed = _parse_iso_vectorized(s, tz)
         if parsed is not None:
             return parsed
@@ -1034,7 +961,7 @@ def _f_timestamp_format(n: int, t: Any, pattern: Any = None, zone: Any = None) -
     tz = _zone(zone) or value_functions.EPOCH.tzinfo
     millis = to_long(t)
     tokens = _ISO_TOKENS if pattern is None else joda_tokens(str(pattern))
-    if _is_arrow(millis) and _modern(millis) and not any(letter == "z" for letter, _ in tokens):  # PST/PDT
+    if is_arrow(millis) and _modern(millis) and not any(letter == "z" for letter, _ in tokens):  # PST/PDT
         return _print_vectorized(tokens, millis, tz, iso=pattern is None)
     printer = value_functions.joda_printer(None if pattern is None else str(pattern), tz)
     return _per_value(printer, pa.string())(n, millis)

@@ -26,7 +26,7 @@ from ingest_core.core.filters import (
     Not,
     parse_filter,
 )
-from ingest_core.executor.expressions import to_double
+from ingest_core.executor.casts import to_double
 
 Columns = Mapping[str, pa.Array]
 Predicate = Callable[[Columns, int], pa.Array]

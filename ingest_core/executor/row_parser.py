@@ -37,16 +37,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
+from ingest_core.core.aggregators import DOUBLE, LIST, LONG, TEXT
 from ingest_core.core.column_types import canonical
 from ingest_core.core.periods import MAX_DATETIME, MIN_DATETIME
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor.decoders import decoder_for, json_text
 from ingest_core.executor import discovery
 from ingest_core.executor.discovery import AUTO_JSON, encode
 from ingest_core.executor.expr_values import concat_arrays, expression_input
 from ingest_core.executor.expressions import compile_expression, evaluate_to_array
 from ingest_core.executor.filters import compile_filter
-from ingest_core.executor.report import (
+from ingest_core.executor.formats.base import json_text
+from ingest_core.executor.formats.decoders import decoder_for
+from ingest_core.executor.sketches import input_sketch_bytes
+from ingest_core.executor.timestamps import timestamp_parser
+from ingest_core.handover.report import (
     Outcome,
     ParseExceptionRecord,
     Rejection,
@@ -54,7 +58,6 @@ from ingest_core.executor.report import (
     ServiceProblem,
     ServiceUnavailableError,
 )
-from ingest_core.executor.timestamps import timestamp_parser
 
 log = logging.getLogger(__name__)
 
@@ -796,8 +799,6 @@ def _flat(value: Any) -> bool:
 def _offsets_array(offsets: Sequence[int]) -> pa.Array:
     """A chunk's offsets as an array; a contiguous run (the consumer passes a range) without a Python loop."""
     if isinstance(offsets, range):
-        import numpy as np
-
         return pa.array(np.arange(offsets.start, offsets.stop, offsets.step, dtype=np.int64))
     return pa.array(offsets, pa.int64())
 
@@ -928,8 +929,6 @@ def _plain_array(values: list[Any]) -> pa.Array | None:
 def value_kinds(raw: Any, n: int) -> pa.Array:
     """Each value's kind (`core.aggregators`: TEXT, LONG, DOUBLE, LIST) as Druid's parser would type it: a
     JSON (or Avro, ...) integer is a long, a decimal a double, a list of several values a multi-value."""
-    from ingest_core.core.aggregators import DOUBLE, LIST, LONG, TEXT
-
     if raw is None:
         return pa.array(np.zeros(n, dtype=np.int8))
     if not isinstance(raw, list):
@@ -954,8 +953,6 @@ def value_kinds(raw: Any, n: int) -> pa.Array:
 def _checked_sketches(values: pa.Array, params: Any, column: str, with_error: dict[int, str]) -> pa.Array:
     """Input sketches (base64 text) that DataSketches reads; any other value is null and its row
     processedWithError, as Druid's parse exception for a sketch it cannot read."""
-    from ingest_core.executor.sketches import input_sketch_bytes
-
     out = values.to_pylist()
     for row, text in enumerate(out):
         if text is None:

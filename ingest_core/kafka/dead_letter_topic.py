@@ -49,7 +49,7 @@ def delivery_group(spec: DatasourceSpec) -> str:
 
 @dataclass(frozen=True)
 class PublishedDeadLetters:
-    """One publish's dead letters (`executor.dead_letters.SCHEMA` rows)."""
+    """One publish's dead letters (`handover.dead_letters.SCHEMA` rows)."""
 
     publish_seq: int
     run_id: str

@@ -30,6 +30,7 @@ from ingest_core.core.secrets import (
     EnvironmentSecret,
 )
 from ingest_core.core.spec import DatasourceSpec, load_spec
+from ingest_core.executor.formats.protobuf_descriptors import descriptor_problems
 
 JAAS_KEY = "sasl.jaas.config"
 PROPERTIES_PATH = "spec.ioConfig.consumerProperties"
@@ -77,6 +78,8 @@ _NAMED = re.compile(r'configuration property "([^"]+)"', re.I)
 
 class JaasError(IngestError):
     """A sasl.jaas.config this consumer cannot translate; the message never holds the value."""
+
+    code = "INGEST_KAFKA_JAAS_INVALID"
 
 
 def call_timeout_s(props: Mapping[str, Any]) -> float:
@@ -238,8 +241,6 @@ def _text(value: Any) -> str:
 def check_spec(spec: DatasourceSpec) -> DatasourceSpec:
     """`spec` with its consumerProperties checked by librdkafka: raises SpecError listing every property
     librdkafka would refuse; ignored Java settings become warnings. Its protobuf descriptor files are read too."""
-    from ingest_core.executor.protobuf_descriptors import descriptor_problems
-
     errors, warnings = property_problems(spec.io_config.consumer_properties)
     errors += descriptor_problems(spec)
     if errors:

@@ -24,12 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, Asset, task
+from dateutil.relativedelta import relativedelta
 
 from ingest_core.core.errors import IngestError, SpecError, SpecProblem
 from ingest_core.core.periods import Period
 from ingest_core.core.settings import strict_specs
 from ingest_core.core.spec import DatasourceSpec, find_spec_files
 from ingest_core.kafka.properties import load_checked_spec
+from ingest_core.provider.operators import compaction as steps
 from ingest_core.provider.operators.plan import plan_task
 from ingest_core.provider.operators.publish import publish_task
 from ingest_core.provider.operators.report import report_task
@@ -58,7 +60,6 @@ def schedule_of(spec: DatasourceSpec) -> Any:
         CronDataIntervalTimetable,
         DeltaDataIntervalTimetable,
     )
-    from dateutil.relativedelta import relativedelta
 
     text = spec.microbatch.schedule
     if spec.microbatch.continuous:
@@ -138,8 +139,6 @@ def build_dag(spec: DatasourceSpec) -> DAG:
 def build_compaction_dag(spec: DatasourceSpec) -> DAG:
     """`<dataSource>.compaction`: search -> one Spark job per interval to compact -> publish -> kill
     (`provider.operators.compaction`), on the compaction section's schedule."""
-    from ingest_core.provider.operators import compaction as steps
-
     assert spec.compaction is not None
     micro = spec.microbatch
     # the compaction's own schedule, read as the microbatch's is
@@ -183,6 +182,8 @@ def build_compaction_dag(spec: DatasourceSpec) -> DAG:
 
 class SpecFilesError(IngestError):
     """Datasource specs of the DAG folder that do not load: the import error of dags/ingest_spec_errors.py."""
+
+    code = "INGEST_SPEC_FILES_INVALID"
 
     def __init__(self, errors: list[SpecError]):
         self.errors = errors

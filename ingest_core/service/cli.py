@@ -38,6 +38,8 @@ import os
 import sys
 from pathlib import Path
 
+import yaml
+
 from ingest_core.core.errors import (
     DependencyUnavailableError,
     IngestError,
@@ -47,14 +49,24 @@ from ingest_core.core.errors import (
     SpecError,
     UnknownDatasourceError,
 )
+from ingest_core.core.legacy_parser import convert_parser
 from ingest_core.core.periods import format_datetime, parse_datetime
 from ingest_core.core.settings import HOME_VAR, METADATA_URL_VAR, Settings, strict_specs
 from ingest_core.core.spec import DatasourceSpec, find_spec_files, load_spec
 from ingest_core.kafka.config import LIBRDKAFKA_LOGGER
 from ingest_core.kafka.properties import load_checked_spec
+from ingest_core.service.actions import AirflowCliDags, DatasourceActions, parse_offset_assignments
+from ingest_core.service.dead_letters import dead_letters
+from ingest_core.service.query import format_csv, format_json, format_table
 from ingest_core.service.registry_check import check_spec_registries
+from ingest_core.service.status import collect_statuses, segment_health, spec_for, specs_in
+from ingest_core.store import iceberg
+from ingest_core.store.cleanup import find_orphans, remove_orphans
 from ingest_core.store.engines import checked_url
 from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.reader import DatasourceReader
+from ingest_core.store.segment_schema import recorded_types
+from ingest_core.supervisor.planning import PlanOptions, Supervisor
 
 
 def _store(args: argparse.Namespace) -> MetadataStore:
@@ -144,10 +156,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_convert(args: argparse.Namespace) -> int:
     """The spec file as written, its `dataSchema.parser` replaced by today's fields, as YAML or JSON like the file:
     checked first, so what it prints loads (YAML comments are not kept)."""
-    import yaml
-
-    from ingest_core.core.legacy_parser import convert_parser
-
     path = Path(args.spec)
     try:
         load_checked_spec(path)
@@ -180,8 +188,6 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from ingest_core.supervisor.planning import PlanOptions, Supervisor
-
     spec = load_spec(args.spec)
     store = _store(args)
     store.check_schema()
@@ -216,8 +222,6 @@ def _names(args: argparse.Namespace, store: MetadataStore) -> list[str]:
 
 
 def _statuses(args: argparse.Namespace, store: MetadataStore) -> list:
-    from ingest_core.service.status import collect_statuses, specs_in
-
     return collect_statuses(store, _names(args, store), specs_in(_dags_folder(args)))
 
 
@@ -276,7 +280,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if r.recent_errors:
         print("  recent errors:")
         for e in r.recent_errors:
-            print(f"    {format_datetime(e.timestamp)} {e.error_class}: {e.message}")
+            print(f"    {format_datetime(e.timestamp)} {e.title}: {e.message}")
             if e.failure is not None:
                 print(f"      records: {e.failure.describe_records()}")
     for tp, n in sorted(r.skipped.items()):
@@ -302,14 +306,11 @@ def cmd_health(args: argparse.Namespace) -> int:
         print(f"{r.datasource}: {'healthy' if r.healthy else 'UNHEALTHY'} ({r.state} / {r.detailed_state})")
         failed = next((e for e in r.recent_errors if e.failure is not None), None)
         if failed is not None:  # the latest failed task group: which records, and why
-            print(f"  last failure: {failed.error_class}: {failed.message}\n  records: {failed.failure.describe_records()}")
+            print(f"  last failure: {failed.title}: {failed.message}\n  records: {failed.failure.describe_records()}")
     return 1 if unhealthy else 0
 
 
 def cmd_segments(args: argparse.Namespace) -> int:
-    from ingest_core.store.reader import DatasourceReader
-    from ingest_core.store.segment_schema import recorded_types
-
     store = _store(args)
     store.check_schema()
     segs = store.segments(args.datasource, used_only=not args.all)
@@ -324,7 +325,6 @@ def cmd_segments(args: argparse.Namespace) -> int:
     for s in segs:
         print(f"{s.id}  rows {s.num_rows:,}  {s.size_bytes:,} B  {'used' if s.used else 'unused'}  {s.location}")
     print(f"{len(segs)} segments, {sum(s.num_rows for s in segs):,} rows")
-    from ingest_core.service.status import segment_health, spec_for, specs_in
 
     health = segment_health(store, args.datasource, spec_for(store, args.datasource, specs_in(_dags_folder(args))))
     print(f"\n{'VISIBLE, PER INTERVAL':49} {'SEGMENTS':>8} {'ROWS':>12} {'AVG BYTES':>12}")
@@ -345,8 +345,6 @@ def cmd_segments(args: argparse.Namespace) -> int:
 
 
 def cmd_dead_letters(args: argparse.Namespace) -> int:
-    from ingest_core.service.dead_letters import dead_letters
-
     store = _store(args)
     store.check_schema()
     views, total = dead_letters(store, args.datasource, args.run, None if args.limit <= 0 else args.limit)
@@ -362,8 +360,7 @@ def cmd_dead_letters(args: argparse.Namespace) -> int:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from ingest_core.service.query import format_csv, format_json, format_table
-    from ingest_core.store.sql import run_sql
+    from ingest_core.store.sql import run_sql  # pyarrow.dataset (pandas) and sqlglot: only queries need them
 
     store = _store(args)
     store.check_schema()
@@ -379,8 +376,6 @@ def cmd_query(args: argparse.Namespace) -> int:
 def _store_and_spec(args: argparse.Namespace) -> tuple[MetadataStore, DatasourceSpec | None]:
     """The store (schema checked) and the spec of `args.datasource`: the DAG folder's, else the last one the
     store registered (None: neither)."""
-    from ingest_core.service.status import spec_for, specs_in
-
     store = _store(args)
     store.check_schema()
     store.require_datasource(args.datasource)
@@ -388,8 +383,6 @@ def _store_and_spec(args: argparse.Namespace) -> tuple[MetadataStore, Datasource
 
 
 def cmd_iceberg_sync(args: argparse.Namespace) -> int:
-    from ingest_core.store import iceberg
-
     store, spec = _store_and_spec(args)
     if spec is None or not spec.microbatch.iceberg_on:
         raise IngestError(f"datasource {args.datasource!r} has no Iceberg table: set microbatch.iceberg in its spec")
@@ -403,8 +396,6 @@ def cmd_iceberg_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
-    from ingest_core.store.cleanup import find_orphans, remove_orphans
-
     store, spec = _store_and_spec(args)
     if spec is None:  # its deep storage is in the spec
         raise IngestError(f"no spec for datasource {args.datasource!r} in {_dags_folder(args)} or the metadata store")
@@ -431,13 +422,6 @@ def _confirm(args: argparse.Namespace, what: str) -> bool:
 
 
 def cmd_action(args: argparse.Namespace) -> int:
-    from ingest_core.service.actions import (
-        AirflowCliDags,
-        DatasourceActions,
-        parse_offset_assignments,
-    )
-    from ingest_core.service.status import spec_for, specs_in
-
     store = _store(args)
     store.check_schema()
     dags = None if args.no_airflow else AirflowCliDags()

@@ -18,7 +18,7 @@ from typing import Any
 from ingest_core.core.avro_schema import SchemaRegistryDecoder
 from ingest_core.core.binding import did_you_mean
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor.schema_registry import (
+from ingest_core.executor.formats.schema_registry import (
     RegistryConfig,
     RegistryUnavailableError,
     SchemaRegistryClient,

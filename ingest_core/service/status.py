@@ -15,6 +15,7 @@ Below a threshold the state stays what it was: one failed loop is not yet an unh
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -25,6 +26,7 @@ from ingest_core.core.errors import (
     BrokerUnavailableError,
     DependencyUnavailableError,
     IngestError,
+    RunExpiredError,
     SpecError,
     SpecProblem,
 )
@@ -39,14 +41,16 @@ from ingest_core.core.spec import (
     parse_spec,
 )
 from ingest_core.core.states import LOOP_ERROR, effective_state
-from ingest_core.executor import deep_storage
-from ingest_core.executor.report import (
+from ingest_core.executor import buckets
+from ingest_core.handover import deep_storage
+from ingest_core.handover.report import (
     GroupFailure,
     GroupProgress,
     GroupReport,
     ServiceProblem,
     latest_split_reports,
 )
+from ingest_core.kafka.offset_reader import KafkaOffsetReader
 from ingest_core.store.audit import RECORDS_LOST, SKIP, losses, skipped_records
 from ingest_core.store.metadata import (
     AuditRecord,
@@ -55,6 +59,8 @@ from ingest_core.store.metadata import (
     RunStatus,
     utcnow,
 )
+from ingest_core.store.reader import DatasourceReader
+from ingest_core.store.segment_schema import new_columns as first_seen
 
 MAX_RECENT_ERRORS = 10
 
@@ -96,12 +102,20 @@ class RecentError:
     service: ServiceProblem | None = None  # a service a decoder needed that did not answer (a schema registry)
     # a remote dependency that did not answer: {"dependency", "endpoint", "deadlineSeconds"} (docs/deadlines.md)
     dependency: Mapping[str, Any] | None = None
+    code: str | None = None  # the error's stable code (docs/errors.md)
+
+    @property
+    def title(self) -> str:
+        """What went wrong, for people: `[code] type`, as Spark prints an error condition."""
+        return f"[{self.code}] {self.error_class}" if self.code else self.error_class
 
     def to_json(self) -> dict[str, Any]:
         out = {"timestamp": format_datetime(self.timestamp), "exceptionClass": self.error_class,
                "message": self.message, "streamException": self.stream_exception}
         if self.dependency is not None:
             out |= dict(self.dependency)
+        if self.code is not None:
+            out["code"] = self.code
         if self.run_id is not None:
             out["runId"] = self.run_id
         if self.failure is not None:
@@ -146,15 +160,16 @@ def run_errors(run: RunRecord, failures: Sequence[GroupReport]) -> list[RecentEr
     no group's report says more (an expired run, a run whose report was never kept)."""
     at = run.expired_at or run.published_at or run.created_at
     out = [RecentError(at, r.failure.error_class, f"run {run.run_id} task group {r.group_id}: {r.failure.message}",
-                       False, run.run_id, r.group_id, r.failure)
+                       False, run.run_id, r.group_id, r.failure, code=r.failure.code)
            for r in sorted(failures, key=lambda r: r.group_id) if r.failure is not None]
     if run.expired or not out:
         name, message = "RunExpired" if run.expired else "RunFailed", f"run {run.run_id}: {run.error}"
+        code = RunExpiredError.code if run.expired else IngestError.code
         # a run that failed whole (killed, expired) did not ingest any of its planned ranges
         ranges = tuple(p.range for g in run.plan.groups if not g.is_empty for p in g.partitions
                        ) if run.status is RunStatus.FAILED else ()
         out.append(RecentError(at, name, message, False, run.run_id, None,
-                               GroupFailure(name, message, ranges) if ranges else None))
+                               GroupFailure(code, name, message, ranges) if ranges else None, code=code))
     return out
 
 
@@ -270,8 +285,6 @@ class NewColumns:
 
 def new_columns(store: MetadataStore, name: str, runs: Sequence[RunRecord]) -> NewColumns | None:
     """The latest published run's new columns; None when it brought none (or nothing is published)."""
-    from ingest_core.store.segment_schema import new_columns as first_seen
-
     published = [r for r in runs if r.status is RunStatus.PUBLISHED and r.published_at is not None]
     if not published:
         return None
@@ -320,16 +333,18 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
                                     last_loop_error=last_error)
 
     errors = [RecentError(a.created_at, a.details.get("errorClass", "IngestError"), a.details.get("error", ""),
-                          bool(a.details.get("streamException")), dependency=a.details.get("dependency"))
+                          bool(a.details.get("streamException")), dependency=a.details.get("dependency"),
+                          code=a.details.get("code"))
               for a in loop_errors]
     errors += [e for r in runs if run_succeeded(r) is False for e in run_errors(r, (failures or {}).get(r.run_id, ()))]
     errors += loss_errors(lost)
     errors += [e for r in runs for e in service_errors(r, (problems or {}).get(r.run_id, ()))]
     down = [RecentError(now or utcnow(), type(e).__name__, str(e), isinstance(e, BrokerUnavailableError),
-                        dependency=e.to_json()) for e in unavailable]
+                        dependency=e.to_json(), code=e.code) for e in unavailable]
     errors += down
     if broker_error and not any(isinstance(e, BrokerUnavailableError) for e in unavailable):
-        errors.append(RecentError(now or utcnow(), "BrokerUnavailableError", broker_error, True))
+        errors.append(RecentError(now or utcnow(), "BrokerUnavailableError", broker_error, True,
+                                  code=BrokerUnavailableError.code))
     errors.sort(key=lambda e: e.timestamp, reverse=True)
 
     recent = [RunSummary(r.run_id, r.status.value, r.plan.records, r.created_at, r.published_at,
@@ -390,9 +405,6 @@ def collect_progress(spec: DatasourceSpec, run: RunRecord) -> list[GroupProgress
 
 def segment_health(store: MetadataStore, name: str, spec: DatasourceSpec | None) -> SegmentHealth:
     """The visible segments per interval, and with the spec's compaction, what is left to compact."""
-    from ingest_core.executor import buckets
-    from ingest_core.store.reader import DatasourceReader
-
     visible = DatasourceReader(store, name).segments()
     search = None
     if spec is not None and spec.compaction is not None and spec.compaction.enabled:
@@ -416,8 +428,6 @@ class BrokerView:
 
 def read_broker(spec: DatasourceSpec | None, kafka_timeout_s: float) -> BrokerView:
     """The latest offsets of `spec`'s partitions, each call to the broker within `kafka_timeout_s`."""
-    from ingest_core.kafka.offset_reader import KafkaOffsetReader
-
     if spec is None:
         return BrokerView("?", error="no spec found for this datasource: latest offsets and lag are unknown")
     io = spec.io_config
@@ -438,8 +448,6 @@ def collect_statuses(store: MetadataStore, names: Sequence[str], specs: dict[str
                      kafka_timeout_s: float = 10.0) -> list[StatusReport]:
     """The status of each datasource in `names`. Their brokers are asked at once, so datasources waiting on the
     same dead broker wait together: the whole read costs one `kafka_timeout_s`, not one per datasource."""
-    from concurrent.futures import ThreadPoolExecutor
-
     chosen = {name: spec_for(store, name, specs) for name in names}
     if not chosen:
         return []

@@ -27,8 +27,7 @@ import pyarrow.parquet as pq
 from ingest_core.core.column_types import merge_types
 from ingest_core.core.compaction import CompactedFile, CompactionJob
 from ingest_core.core.errors import IngestError
-from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor import deep_storage
+from ingest_core.core.spec import DatasourceSpec, parse_spec_text
 from ingest_core.executor.discovery import (
     arrow_schema,
     conform_batches,
@@ -37,6 +36,7 @@ from ingest_core.executor.discovery import (
 )
 from ingest_core.executor.rollup import aggregators, long_sum_columns
 from ingest_core.executor.row_parser import TIME
+from ingest_core.handover import deep_storage
 from ingest_core.spark.job import col, exact_long_sums, merge_functions, merge_sketches, merged_type, sql_functions
 
 log = logging.getLogger(__name__)
@@ -133,8 +133,6 @@ def argument_parser() -> argparse.ArgumentParser:
 
 
 def load(args: argparse.Namespace) -> tuple[DatasourceSpec, CompactionJob]:
-    from ingest_core.core.spec import parse_spec_text
-
     try:
         spec = parse_spec_text(deep_storage.read_text(args.spec), args.spec)
         job = CompactionJob.from_json(deep_storage.read_json(args.job))

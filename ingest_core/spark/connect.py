@@ -46,7 +46,8 @@ from ingest_core.core.errors import IngestError, SparkConnectError, SparkConnect
 log = logging.getLogger(__name__)
 
 # what the server's Python workers import: the data source and its parser, never Airflow, the store or dev tools
-PACKAGES = ("ingest_core/__init__.py", "ingest_core/core", "ingest_core/executor", "ingest_core/kafka", "ingest_core/spark")
+PACKAGES = ("ingest_core/__init__.py", "ingest_core/core", "ingest_core/handover", "ingest_core/executor",
+            "ingest_core/kafka", "ingest_core/spark")
 _CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
 RETRIES = 6  # with backoff 0.05 s x4 up to 10 s: about 25 s of an unreachable server
 SESSION_GENERATIONS = 16  # shared session ids tried before a job opens a session of its own
@@ -193,9 +194,7 @@ def check_python(spark: Any, url: str) -> None:
     from pyspark.sql.types import StringType
 
     def version(_):  # noqa: ANN001 - untyped: Spark infers a UDF kind from type hints
-        import sys as worker_sys
-
-        return "%d.%d" % worker_sys.version_info[:2]
+        return "%d.%d" % sys.version_info[:2]  # the worker's: cloudpickle sends a module by its name
 
     try:
         # useArrow given: else pyspark reads a setting from the process's active session, which need not be `spark`

@@ -26,24 +26,20 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any, Collection
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ingest_core.core.aggregators import SKETCH_OPS
 from ingest_core.core.defaults import PROGRESS_INTERVAL_S, STALL_TIMEOUT_S
-from ingest_core.core.errors import IngestError
+from ingest_core.core.errors import IngestError, JobFailedError, error_for_code
+from ingest_core.core.offsets import check_planned_topic_ids
 from ingest_core.core.planner import Plan, TaskGroup
-from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor import buckets, deep_storage, discovery
-from ingest_core.executor.report import (
-    GroupReport,
-    GroupState,
-    ParseExceptionLimitError,
-    SplitReport,
-    StagedSegment,
-    limit_exceeded_message,
-)
+from ingest_core.core.spec import DatasourceSpec, load_spec, parse_spec_text
+from ingest_core.executor import buckets, discovery
+from ingest_core.executor.formats.protobuf_descriptors import inline_descriptors
 from ingest_core.executor.rollup import (
     FIRST_OFFSET,
     FIRST_TIME,
@@ -54,7 +50,20 @@ from ingest_core.executor.rollup import (
     long_sum_columns,
 )
 from ingest_core.executor.row_parser import DIMS_JSON, PARTITION, TIME, discovers_strings
+from ingest_core.executor.sketches import merge_batches
+from ingest_core.handover import deep_storage
+from ingest_core.handover.report import (
+    GroupFailure,
+    GroupReport,
+    GroupState,
+    ParseExceptionLimitError,
+    SplitReport,
+    StagedSegment,
+    latest_split_reports,
+    limit_exceeded_message,
+)
 from ingest_core.kafka.config import KafkaClientConfig
+from ingest_core.kafka.offset_reader import KafkaOffsetReader
 from ingest_core.spark.kafka_source import (
     BUCKET,
     SEGMENT,
@@ -149,8 +158,8 @@ def run_group(spark: Any, job: GroupJob, stall_timeout_s: float = STALL_TIMEOUT_
             report = _ingest(spark, job, stall_timeout_s)
             _check_topic_ids(job)
     except Exception as exc:
-        error = _job_error(exc)
-        report = failed_report(job, error, *_root_cause(exc, error))
+        error, error_class = _job_error(exc, job.attempt_uri)
+        report = failed_report(job, error, error_class)
         report.seconds = time.monotonic() - started
         deep_storage.write_json(deep_storage.join(job.attempt_uri, "report.json"), report.to_json())
         if error is exc:
@@ -165,9 +174,6 @@ def _check_topic_ids(job: GroupJob) -> None:
     """After the read: a topic deleted and re-created since the run was planned was read from another log (its
     offsets name other records). Kafka never gives an id twice, so the planned id still there now means the
     planned topic was there throughout the read."""
-    from ingest_core.core.offsets import check_planned_topic_ids
-    from ingest_core.kafka.offset_reader import KafkaOffsetReader
-
     topics = {p.tp.topic for p in job.group.partitions if p.tp.topic in job.plan.topic_ids}
     if not topics:
         return  # planned before topic ids were
@@ -179,11 +185,10 @@ def _check_topic_ids(job: GroupJob) -> None:
     check_planned_topic_ids(job.spec.datasource, job.plan.run_id, {t: job.plan.topic_ids[t] for t in topics}, now)
 
 
-def failed_report(job: GroupJob, error: IngestError, error_class: str, message: str) -> GroupReport:
-    """The FAILED report of an attempt: why (typed: `GroupFailure`), which offset ranges, and what its splits
-    had read (their last reports: a split stopped by maxParseExceptions leaves its count and last exception)."""
-    from ingest_core.executor.report import GroupFailure, latest_split_reports
-
+def failed_report(job: GroupJob, error: IngestError, error_class: str) -> GroupReport:
+    """The FAILED report of an attempt: why (typed: `GroupFailure`, with the error's code and `error_class`, the
+    name of the exception type that stopped it), which offset ranges, and what its splits had read (their last
+    reports: a split stopped by maxParseExceptions leaves its count and last exception)."""
     spec = job.spec
     splits, _ = latest_split_reports(job.attempt_uri)
     max_saved = spec.tuning_config.effective_max_saved_parse_exceptions
@@ -192,34 +197,34 @@ def failed_report(job: GroupJob, error: IngestError, error_class: str, message: 
     last = report.saved_exceptions[-1] if report.saved_exceptions else None
     report.saved_exceptions = report.saved_exceptions[-max_saved:] if max_saved else []
     limit = spec.tuning_config.effective_max_parse_exceptions
-    stopped = isinstance(error, ParseExceptionLimitError)
+    stopped = error.code == ParseExceptionLimitError.code
     report.state, report.error = GroupState.FAILED, str(error)
-    report.failure = GroupFailure(error_class, message, tuple(p.range for p in job.group.partitions),
+    report.failure = GroupFailure(error.code, error_class, str(error), tuple(p.range for p in job.group.partitions),
                                   limit if stopped else None, report.stats.parse_exceptions if stopped else None,
                                   last if stopped else None)
     return report
 
 
-# "SomeError: message" lines of a Spark error's text: Python's and the JVM's exceptions
+# "SomeError: message" lines of a Spark error's text: Python's and the JVM's exceptions (for people to read)
 _EXCEPTION_LINE = re.compile(r"^\s*(?:[a-z_][\w]*\.)*([A-Z]\w*(?:Error|Exception|Exit|Interrupt)): ")
 
 
-def _root_cause(exc: BaseException, error: IngestError) -> tuple[str, str]:
-    """The exception that failed the job, as (its type's name, the message to show): a typed error of this
-    package as it is; else, out of the text Spark wraps an executor's failure in, the last exception a Python
-    traceback raised (e.g. OverflowError), else the first exception named (e.g. SparkException for a lost
-    executor), else the wrapper's own type; the message then ends with that exception's own line."""
-    if type(error) is not IngestError or isinstance(exc, IngestError):
-        return type(error).__name__, str(error)
-    lines = str(exc).splitlines()
+def _spark_cause(exc: BaseException) -> tuple[str, str]:
+    """A failure no split's report explains (an executor lost, a Spark error), as people read it: out of the
+    text Spark wraps it in, the last exception a Python traceback raised (e.g. OverflowError), else the first
+    exception named (e.g. SparkException for a lost executor), else the wrapper's own type; and the message,
+    Spark's first line ending with that exception's own line. Only shown: nothing decides on it."""
+    text = str(exc).strip()
+    first = f"the Spark job failed: {text.splitlines()[0] if text else type(exc).__name__}"
+    lines = text.splitlines()
     traceback_at = max((i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line),
                        default=None)
     named = [(i, m.group(1), line.strip()) for i, line in enumerate(lines) if (m := _EXCEPTION_LINE.match(line))]
     after = [(name, line) for i, name, line in named if traceback_at is not None and i > traceback_at]
     root = after[-1] if after else (named[0][1:] if named else None)
     if root is None:
-        return type(exc).__name__, str(error)
-    return root[0], str(error) if root[1] in str(error) else f"{error} ({root[1]})"
+        return type(exc).__name__, first
+    return root[0], first if root[1] in first else f"{first} ({root[1]})"
 
 
 def register_source(spark: Any) -> None:
@@ -233,26 +238,22 @@ def register_source(spark: Any) -> None:
             raise
 
 
-def _job_error(exc: BaseException) -> IngestError:
-    """Spark wraps an executor's exception in a long trace: recover the error it raised, with its message."""
-    from ingest_core.core import errors
-    from ingest_core.executor.report import ParseExceptionLimitError
-
+def _job_error(exc: BaseException, attempt_uri: str) -> tuple[IngestError, str]:
+    """The error that failed a job and the name of its type: an error of this system raised here as it is;
+    else the one a split recorded in its report as it stopped (`SplitFailure`: Spark hands the driver only the
+    exception's text, the report keeps its code), raised again from its code; else `JobFailedError`, with
+    Spark's account of it."""
     if isinstance(exc, IngestError):
-        return exc
-    text = str(exc)
-    for cls in (ParseExceptionLimitError, errors.OffsetOutOfRangeError, errors.BrokerUnavailableError,
-                errors.TopicNotFoundError, IngestError):
-        marker = f"{cls.__name__}: "
-        if marker in text:
-            return cls(text.split(marker, 1)[1].splitlines()[0].strip())
-    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return IngestError(f"the Spark job failed: {first}")
+        return exc, type(exc).__name__
+    splits, _ = latest_split_reports(attempt_uri)
+    failures = [report.failure for _, report in sorted(splits.items()) if report.failure is not None]
+    if failures:
+        return error_for_code(failures[0].code, failures[0].message), failures[0].error_class
+    error_class, message = _spark_cause(exc)
+    return JobFailedError(message), error_class
 
 
 def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
-    from ingest_core.executor.protobuf_descriptors import inline_descriptors
-
     spec, group = job.spec, job.group
     kafka = KafkaClientConfig.from_properties(spec.io_config.consumer_properties)
     # a protobuf descriptor file travels with the job: the executors need no access to its path
@@ -271,28 +272,25 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
         reader = reader.option("secret.input.format", json.dumps(spec.io_config.input_format._to_raw(redact=False)))
     rows = reader.load()
     types: dict[str, str] = {}
-    try:
-        if discovery.type_aware(spec.data_schema.dimensions_spec):
-            rows = rows.persist()
-            typed, dims, types = discover(rows, spec)
-            rolled, dims, metrics = rollup(typed, spec, dims)
-        else:
-            rolled, dims, metrics = rollup(rows, spec)
-            if DIMS_JSON in dims:
-                rolled, dims = _expand_discovered(rolled, dims)
-        F = sql_functions(rows)
-        out = rolled.select(SEGMENT, TIME, *[col(F, c) for c in dims + metrics])
-        # Each Spark task writes its rows of an interval as time-sorted files of at most maxRowsPerSegment rows:
-        # Druid's dynamic partitioning (segments fill up as rows come), with no extra shuffle. The attempt's
-        # folder is new: Spark must not delete anything ("error", i.e. error-if-exists: the one spelling Spark
-        # Connect knows too; never "overwrite").
-        (out.sortWithinPartitions(SEGMENT, TIME, *[col(F, d) for d in dims])
-         .write.mode("error").option("maxRecordsPerFile", spec.tuning_config.max_rows_per_segment)
-         .partitionBy(SEGMENT).parquet(deep_storage.join(job.attempt_uri, "segments")))
-        if types:
-            rows.unpersist()  # a Spark Connect session outlives the job
-    except Exception as exc:
-        raise _job_error(exc) from exc
+    if discovery.type_aware(spec.data_schema.dimensions_spec):
+        rows = rows.persist()
+        typed, dims, types = discover(rows, spec)
+        rolled, dims, metrics = rollup(typed, spec, dims)
+    else:
+        rolled, dims, metrics = rollup(rows, spec)
+        if DIMS_JSON in dims:
+            rolled, dims = _expand_discovered(rolled, dims)
+    F = sql_functions(rows)
+    out = rolled.select(SEGMENT, TIME, *[col(F, c) for c in dims + metrics])
+    # Each Spark task writes its rows of an interval as time-sorted files of at most maxRowsPerSegment rows:
+    # Druid's dynamic partitioning (segments fill up as rows come), with no extra shuffle. The attempt's
+    # folder is new: Spark must not delete anything ("error", i.e. error-if-exists: the one spelling Spark
+    # Connect knows too; never "overwrite").
+    (out.sortWithinPartitions(SEGMENT, TIME, *[col(F, d) for d in dims])
+     .write.mode("error").option("maxRecordsPerFile", spec.tuning_config.max_rows_per_segment)
+     .partitionBy(SEGMENT).parquet(deep_storage.join(job.attempt_uri, "segments")))
+    if types:
+        rows.unpersist()  # a Spark Connect session outlives the job
 
     splits = [SplitReport.from_json(deep_storage.read_json(deep_storage.to_uri(job.attempt_uri, f.path)))
               for f in deep_storage.list_files(deep_storage.join(job.attempt_uri, "splits"), ".json")]
@@ -372,11 +370,7 @@ def merged_type(a: Any) -> str:
 def merge_sketches(rolled: Any, aggs: list[Any]) -> Any:
     """The sketch columns, each a group's list of partial sketches, merged into one serialized sketch per row
     by the `datasketches` package (`executor.sketches.merge_batches`), in the executors."""
-    from functools import partial
-
     from pyspark.sql.types import BinaryType, StructField, StructType
-
-    from ingest_core.executor.sketches import merge_batches
 
     params = {a.name: a.sketch for a in aggs if a.sketch is not None}
     if not params:
@@ -445,9 +439,6 @@ def discover(rows: Any, spec: DatasourceSpec) -> tuple[Any, list[str], dict[str,
     """Type-aware discovery (`executor.discovery`): the rows with AUTO_JSON replaced by typed columns, the
     dimensions (listed ones in the spec's order, then the discovered ones by name) and the discovered columns'
     types. One small pass over the (persisted) rows collects each column's value types first."""
-    from functools import partial
-
-    import pyarrow as pa
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.types import StructType
 
@@ -524,14 +515,14 @@ def _time_range(meta: Any) -> tuple[datetime | None, datetime | None]:
 def load_job_spec(spec_uri: str, secrets_from: str | None = None) -> DatasourceSpec:
     """The job's spec. A staged spec is redacted; literal secrets come from the spec file it was staged from,
     here on the driver, which resolves them into the Kafka client config only (`_ingest`)."""
-    from ingest_core.core.spec import load_spec, parse_spec_text
-
     spec = parse_spec_text(deep_storage.read_text(spec_uri), spec_uri)
     return spec.with_secrets_from(load_spec(secrets_from)) if secrets_from else spec
 
 
 class BadJobInput(IngestError):
     """The job's arguments do not name a usable spec, plan and group (exit code 2)."""
+
+    code = "INGEST_JOB_INPUT_INVALID"
 
 
 def argument_parser() -> argparse.ArgumentParser:

@@ -25,10 +25,26 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ingest_core.core.defaults import PROGRESS_INTERVAL_S, STALL_TIMEOUT_S
+from ingest_core.core.errors import BrokerUnavailableError, OffsetOutOfRangeError, TopicNotFoundError
+from ingest_core.core.periods import parse_datetime
+from ingest_core.core.spec import parse_spec
 from ingest_core.executor import buckets
+from ingest_core.executor.discovery import AUTO_JSON
+from ingest_core.executor.rollup import PartialRollup, RollupBuffer, aggregators, row_metrics, row_metrics_schema
+from ingest_core.executor.row_parser import DIMS_JSON, PARTITION, TIME, TIME_TYPE, RecordChunk, RowParser
+from ingest_core.handover import dead_letters, deep_storage
+from ingest_core.handover.dead_letters import RawRecords
+from ingest_core.handover.report import (
+    ParseExceptionLimitError,
+    ServiceProblem,
+    SplitFailure,
+    SplitReport,
+    limit_exceeded_message,
+)
 from ingest_core.kafka.config import KafkaClientConfig
 
 log = logging.getLogger(__name__)
@@ -73,10 +89,6 @@ class ReadJob:
 
 def _spec_and_parser(job: ReadJob, input_format: dict | None = None):
     """`input_format`: the unredacted inputFormat (registry credentials) in place of the job spec's redacted one."""
-    from ingest_core.core.periods import parse_datetime
-    from ingest_core.core.spec import parse_spec
-    from ingest_core.executor.row_parser import RowParser
-
     raw = job.spec_raw
     if input_format:
         raw = {**raw, "spec": {**raw["spec"], "ioConfig": {**raw["spec"]["ioConfig"], "inputFormat": input_format}}}
@@ -89,10 +101,6 @@ def _spec_and_parser(job: ReadJob, input_format: dict | None = None):
 
 def split_rollup(parser: Any) -> Any:
     """The partial rollup each split applies before handing rows to Spark, or None without rollup."""
-    from ingest_core.executor.discovery import AUTO_JSON
-    from ingest_core.executor.rollup import PartialRollup, aggregators
-    from ingest_core.executor.row_parser import DIMS_JSON, PARTITION
-
     if not parser.spec.data_schema.granularity_spec.rollup:
         return None
     dims = ([t.column for t in parser.targets if not t.is_metric_input] + ([DIMS_JSON] if parser.schemaless else [])
@@ -103,10 +111,6 @@ def split_rollup(parser: Any) -> Any:
 def output_arrow_schema(parser: Any) -> pa.Schema:
     """The rows a split yields: the parser's columns plus the bucket (partial rows with rollup: see
     `ingest_core.executor.rollup`), then the segment; timestamps as Spark expects them."""
-    from ingest_core.executor.row_parser import TIME_TYPE
-
-    from ingest_core.executor.rollup import aggregators, row_metrics_schema
-
     rows = parser.output_schema.append(pa.field(BUCKET, TIME_TYPE))
     rollup = split_rollup(parser)
     if rollup is not None:
@@ -144,22 +148,32 @@ class KafkaRangeReader(DataSourceReader):
                 for i, s in enumerate(self.job.splits)]
 
     def read(self, partition: SplitPartition) -> Iterator[pa.RecordBatch]:
-        from ingest_core.executor import dead_letters, deep_storage
-        from ingest_core.executor.report import ServiceProblem, SplitReport
-        from ingest_core.executor.rollup import RollupBuffer, aggregators, row_metrics
-        from ingest_core.executor.row_parser import TIME
+        report = SplitReport(partition.index, partition.topic, partition.partition, partition.start, partition.end)
+        started = time.monotonic()
+        progress_uri = deep_storage.join(self.job.output_uri, "progress", f"split-{partition.index:05d}.json")
+        try:
+            yield from self._read(partition, report, started, progress_uri)
+        except Exception as exc:
+            # Spark hands the driver only this exception's text: its code goes into the split's report
+            report.failure = SplitFailure.of(exc)
+            report.seconds = time.monotonic() - started
+            try:
+                deep_storage.write_json(progress_uri, report.to_json())
+            except Exception as unwritten:  # noqa: BLE001 - the split's own error is the one to raise
+                log.warning("split %d: its failure could not be reported at %s: %s", partition.index, progress_uri,
+                            unwritten)
+            raise
 
+    def _read(self, partition: SplitPartition, report: SplitReport, started: float,
+              progress_uri: str) -> Iterator[pa.RecordBatch]:
         spec, parser = _spec_and_parser(self.job, self.input_format)
         gran = spec.data_schema.granularity_spec
         schema = output_arrow_schema(parser)
         rollup = split_rollup(parser)
         buffer = RollupBuffer(rollup, spec.tuning_config.max_rows_in_memory) if rollup is not None else None
         metrics = aggregators(spec)
-        report = SplitReport(partition.index, partition.topic, partition.partition, partition.start, partition.end)
         limit = spec.tuning_config.effective_max_parse_exceptions
-        started = time.monotonic()
         last_progress = started - self.job.progress_interval_s  # the first chunk reports at once
-        progress_uri = deep_storage.join(self.job.output_uri, "progress", f"split-{partition.index:05d}.json")
 
         def batches(rows: pa.Table) -> Iterator[pa.RecordBatch]:
             segment = buckets.floor(gran.segment_granularity, rows.column(BUCKET))
@@ -183,18 +197,11 @@ class KafkaRangeReader(DataSourceReader):
             if parser.max_saved and parsed.exceptions:
                 report.saved_exceptions = (report.saved_exceptions + parsed.exceptions)[-parser.max_saved:]
             if limit is not None and report.stats.parse_exceptions > limit:
-                from ingest_core.executor.report import (
-                    ParseExceptionLimitError,
-                    limit_exceeded_message,
-                )
-
                 last = parsed.exceptions[-1] if parsed.exceptions else None
                 # the split's count and the exception that stopped it, for the group's FAILED report
                 if last is not None:  # kept even with maxSavedParseExceptions 0
                     kept = [e for e in report.saved_exceptions if e != last]
                     report.saved_exceptions = kept[len(kept) - max(parser.max_saved - 1, 0):] + [last]
-                report.seconds = time.monotonic() - started
-                deep_storage.write_json(progress_uri, report.to_json())
                 raise ParseExceptionLimitError(limit_exceeded_message(
                     limit, report.stats.parse_exceptions,
                     f"split {partition.index} ({partition.topic}/{partition.partition} "
@@ -260,12 +267,6 @@ class SplitConsumer:
 
     def records(self) -> Iterator[tuple[Any, Any]]:
         """(RecordChunk, RawRecords or None): the raw parts only with `raw`."""
-        from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
-
-        from ingest_core.core.errors import BrokerUnavailableError
-        from ingest_core.executor.dead_letters import RawRecords
-        from ingest_core.executor.row_parser import RecordChunk
-
         s = self.split
         conf = self.config()
         consumer = Consumer(conf)
@@ -278,7 +279,6 @@ class SplitConsumer:
                     "Check that the brokers are up and reachable from the Spark executors.") from None
             topic_md = md.topics.get(s.topic)
             if topic_md is None or topic_md.error is not None or s.partition not in topic_md.partitions:
-                from ingest_core.core.errors import TopicNotFoundError
                 raise TopicNotFoundError(f"{s.topic}/{s.partition} does not exist on {conf.get('bootstrap.servers')}: "
                                          "the topic was deleted or re-created after the run was planned")
             consumer.assign([TopicPartition(s.topic, s.partition, s.start)])
@@ -332,14 +332,10 @@ class SplitConsumer:
             consumer.close()
 
     def _position(self, consumer: Any) -> int:
-        from confluent_kafka import TopicPartition
-
         pos = consumer.position([TopicPartition(self.split.topic, self.split.partition)])[0].offset
         return pos if pos >= 0 else -1
 
     def _watermarks(self, consumer: Any) -> tuple[int, int] | None:
-        from confluent_kafka import TopicPartition
-
         try:
             return consumer.get_watermark_offsets(TopicPartition(self.split.topic, self.split.partition), timeout=10)
         except Exception:  # noqa: BLE001 - the caller reports the broker as unreachable
@@ -351,8 +347,6 @@ class SplitConsumer:
             self._fail_range(position, marks)
 
     def _fail_range(self, position: int, marks: tuple[int, int]) -> None:
-        from ingest_core.core.errors import OffsetOutOfRangeError
-
         s = self.split
         earliest, latest = marks
         # The advice touches this partition only: a reset of the datasource would re-read every other one.
@@ -372,10 +366,6 @@ class SplitConsumer:
             topic=s.topic, partition=s.partition, offset=position, earliest=earliest, latest=latest)
 
     def _raise_for(self, err: Any, consumer: Any, position: int) -> None:
-        from confluent_kafka import KafkaError
-
-        from ingest_core.core.errors import BrokerUnavailableError
-
         if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
             marks = self._watermarks(consumer) or (position + 1, position + 1)
             self._fail_range(position, marks)
@@ -386,8 +376,6 @@ class SplitConsumer:
                            f"{position}: {err.str()}")
 
     def _stalled(self, consumer: Any, position: int) -> None:
-        from ingest_core.core.errors import BrokerUnavailableError
-
         s = self.split
         marks = self._watermarks(consumer)
         if marks is None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor import deep_storage
+from ingest_core.handover import deep_storage
 from ingest_core.store.metadata import MetadataStore
 
 log = logging.getLogger(__name__)

@@ -36,6 +36,8 @@ COMPACT = "compact"  # the audit action
 class CompactionConflictError(IngestError):
     """The interval changed after the compaction read it: nothing was written."""
 
+    code = "INGEST_COMPACTION_CONFLICT"
+
 
 @dataclass(frozen=True)
 class CompactionResult:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
 from ingest_core.core.errors import UnknownDatasourceError
@@ -34,8 +35,6 @@ class Datasources:
         if row is None:
             now = utcnow()
             if self.db.is_postgres:
-                from sqlalchemy.dialects.postgresql import insert as pg_insert
-
                 conn.execute(pg_insert(datasources).values(name=name, created_at=now, updated_at=now)
                              .on_conflict_do_nothing(index_elements=["name"]))
             else:

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 
 import sqlalchemy as sa
 
-from ingest_core.executor.report import DeadLetterFile
+from ingest_core.handover.report import DeadLetterFile
 from ingest_core.store.database import Database
 from ingest_core.store.records import DeadLetterFileRecord
 from ingest_core.store.schema import as_utc, dead_letter_files, utcnow

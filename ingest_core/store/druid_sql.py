@@ -32,6 +32,8 @@ class DruidSqlError(IngestError):
     """Druid SQL this server cannot run: a Druid function it does not have, or an argument Druid takes only as a
     literal (a period, a time zone, a pattern) given otherwise or malformed."""
 
+    code = "INGEST_SQL_UNSUPPORTED"
+
 
 class _Parser(DruidParser):
     # kept as written, rewritten below: sqlglot's generic builders read TIMESTAMPADD / TIMESTAMPDIFF in another

@@ -33,13 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import sqlalchemy as sa
 
 from ingest_core.core.column_types import DOUBLE, FLOAT
 from ingest_core.core.errors import IngestError
 from ingest_core.core.offsets import offsets_to_json
 from ingest_core.core.timeline import visible_segments
-from ingest_core.executor import deep_storage
 from ingest_core.executor.discovery import arrow_schema, arrow_type, conform, needs_conversion
+from ingest_core.handover import deep_storage
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.records import SegmentRecord
 from ingest_core.store.segment_schema import typed
@@ -103,7 +104,6 @@ def table_location(spec: DatasourceSpec) -> str:
 def catalog(store: MetadataStore) -> Any:
     """pyiceberg's SQL catalog in the metadata database (its own tables: iceberg_tables and
     iceberg_namespace_properties). Dispose of its engine (`.engine.dispose()`) when done."""
-    import sqlalchemy as sa
     from pyiceberg.catalog.sql import SqlCatalog
 
     for attempt in range(1, 4):
@@ -154,7 +154,6 @@ def sync(store: MetadataStore, spec: DatasourceSpec) -> IcebergSync:
 
 
 def _create(cat: Any, identifier: tuple[str, str], spec: DatasourceSpec, first_file: str) -> None:
-    import sqlalchemy as sa
     from pyiceberg.exceptions import NamespaceAlreadyExistsError
 
     try:

@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Sequence
 
+import pyarrow.fs as pafs
 import sqlalchemy as sa
 
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor import deep_storage
+from ingest_core.handover import deep_storage
+from ingest_core.store import iceberg
 from ingest_core.store.cleanup import unreferenced
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.schema import segments
@@ -86,7 +88,6 @@ def kill(store: MetadataStore, spec: DatasourceSpec, buffer: timedelta, now: dat
 def _older_than(folder: str, cutoff: datetime) -> bool:
     """Whether everything in `folder` was last written before `cutoff` (a job may still be writing a new one)."""
     fs, path = deep_storage.filesystem(folder)
-    import pyarrow.fs as pafs
 
     infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
     times = [i.mtime for i in infos if i.mtime is not None]
@@ -96,8 +97,6 @@ def _older_than(folder: str, cutoff: datetime) -> bool:
 def _iceberg_files(store: MetadataStore, spec: DatasourceSpec, cutoff: datetime) -> set[str]:
     """Expire the Iceberg table's snapshots older than `cutoff`; the files its current snapshot holds."""
     from pyiceberg.exceptions import NoSuchTableError
-
-    from ingest_core.store import iceberg
 
     cat = iceberg.catalog(store)
     try:

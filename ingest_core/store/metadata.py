@@ -24,7 +24,7 @@ from sqlalchemy.engine import Connection
 from ingest_core.core.offsets import KnownOffset, PublishedRange, TopicPartition
 from ingest_core.core.planner import Plan
 from ingest_core.core.states import Event
-from ingest_core.executor.report import GroupReport
+from ingest_core.handover.report import GroupReport
 from ingest_core.store.audit import AuditLog
 from ingest_core.store.database import Database
 from ingest_core.store.datasources import Datasources

@@ -30,7 +30,7 @@ from ingest_core.core.loss import LossCause, RecordsLost, read_by_partition, sub
 from ingest_core.core.offsets import OffsetRange, PublishedRange, offsets_to_json
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.planner import PartitionPlan, Plan
-from ingest_core.executor.report import DeadLetterFile, GroupReport
+from ingest_core.handover.report import DeadLetterFile, GroupReport
 from ingest_core.store.audit import RESET, cleared_by_last_reset
 from ingest_core.store.dead_letters import record_published
 from ingest_core.store.engines import retry_transient

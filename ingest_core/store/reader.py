@@ -5,20 +5,21 @@ table or a Spark DataFrame. Unpublished job output in deep storage is never read
     table = reader.to_arrow()                 # pyarrow.Table, sorted by __time
     df = reader.to_spark(spark)               # pyspark DataFrame over the same files
     reader.to_arrow(interval=(start, end))    # only segments overlapping [start, end)
-    reader.dead_letters(run_id=None)          # the published runs' dead letters (executor.dead_letters)
+    reader.dead_letters(run_id=None)          # the published runs' dead letters (handover.dead_letters)
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from functools import reduce
+from functools import partial, reduce
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ingest_core.core.timeline import visible_segments
-from ingest_core.executor import dead_letters
 from ingest_core.executor.discovery import arrow_schema, conform_batches, needs_conversion
+from ingest_core.handover import dead_letters
 from ingest_core.store.metadata import MetadataStore, SegmentRecord
 from ingest_core.store.segment_schema import merged_types, read_conformed, typed
 
@@ -42,8 +43,6 @@ class DatasourceReader:
         if table is None:
             return pa.table({"__time": pa.array([], pa.timestamp("ms", tz="UTC"))})
         if interval is not None:
-            import pyarrow.compute as pc
-
             t = table.column("__time")
             lo, hi = (pa.scalar(x, t.type) for x in interval)
             table = table.filter(pc.and_(pc.greater_equal(t, lo), pc.less(t, hi)))
@@ -54,8 +53,6 @@ class DatasourceReader:
         return merged_types(self.segments())
 
     def to_spark(self, spark: Any, interval: tuple[datetime, datetime] | None = None) -> Any:
-        from functools import partial
-
         from pyspark.sql.pandas.types import from_arrow_schema
 
         segments = self.segments(interval)
@@ -82,7 +79,7 @@ class DatasourceReader:
 
     def dead_letters(self, run_id: str | None = None) -> pa.Table:
         """The dead letters of the datasource's published runs (or of `run_id`), in publish and offset order:
-        `run_id` then `executor.dead_letters.SCHEMA`'s columns. A run that did not publish has none."""
+        `run_id` then `handover.dead_letters.SCHEMA`'s columns. A run that did not publish has none."""
         files = self.store.dead_letter_files.of(self.datasource, run_id=run_id)
         parts = []
         for f in files:

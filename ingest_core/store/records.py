@@ -103,7 +103,7 @@ class AuditRecord:
 
 @dataclass(frozen=True)
 class DeadLetterFileRecord:
-    """A published run's dead-letter file (`executor.dead_letters`): its records are the run's dead letters."""
+    """A published run's dead-letter file (`handover.dead_letters`): its records are the run's dead letters."""
 
     datasource: str
     location: str

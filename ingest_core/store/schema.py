@@ -154,7 +154,7 @@ task_reports = sa.Table(
 )
 sa.Index("ix_ingest_task_reports_run", task_reports.c.datasource, task_reports.c.run_id)
 
-# v4: the dead-letter files each publish made visible (`executor.dead_letters`), recorded in the publish's
+# v4: the dead-letter files each publish made visible (`handover.dead_letters`), recorded in the publish's
 # transaction with its segments. `publish_seq` numbers the publishes that had dead letters, per datasource, in the
 # order they committed (publishes hold the datasource's row lock): the dead-letter topic's delivery marker.
 dead_letter_files = sa.Table(

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ingest_core.core.column_types import merge_types
-from ingest_core.executor import deep_storage
 from ingest_core.executor.discovery import conform, schema_types
+from ingest_core.handover import deep_storage
 from ingest_core.store.records import SegmentRecord
 
 

@@ -37,8 +37,8 @@ import pyarrow.dataset as ds
 
 from ingest_core.core.errors import IngestError
 from ingest_core.core.timeline import visible_segments
-from ingest_core.executor import deep_storage
 from ingest_core.executor.discovery import arrow_schema, castable, conform
+from ingest_core.handover import deep_storage
 from ingest_core.store import druid_sql
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.records import SegmentRecord
@@ -59,17 +59,25 @@ class SqlError(IngestError):
     """A query that cannot run: not one read-only statement, a table that is no datasource, DuckDB's own
     error (syntax, binding, types), or past its time limit."""
 
+    code = "INGEST_SQL_INVALID"
+
 
 class SqlTimeLimitError(SqlError):
     """The query ran past its time limit (Druid's "Query timeout")."""
+
+    code = "INGEST_SQL_TIMEOUT"
 
 
 class SqlCancelledError(SqlError):
     """The query was stopped from outside: its client went away (Druid's "Query cancelled")."""
 
+    code = "INGEST_SQL_CANCELLED"
+
 
 class DatasourceNotReadable(SqlError):
     """A datasource the query names that the caller may not read (the REST API's DAG permissions)."""
+
+    code = "INGEST_SQL_DATASOURCE_NOT_READABLE"
 
     def __init__(self, names: list[str]):
         self.names = names

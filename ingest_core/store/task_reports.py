@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ingest_core.executor.report import (
+from ingest_core.handover.report import (
     AttemptReport,
     GroupReport,
     RowStats,

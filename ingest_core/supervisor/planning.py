@@ -245,7 +245,8 @@ class Supervisor:
         """The failed loop goes to the audit log; `status` turns a run of them into UNHEALTHY_SUPERVISOR."""
         stream = isinstance(exc, BrokerUnavailableError)
         detailed = loop_error_state(stream, first_loop).value
-        details = {"error": str(exc), "errorClass": type(exc).__name__, "streamException": stream,
+        details = {"error": str(exc), "errorClass": type(exc).__name__, "code": exc.code,
+                   "streamException": stream,
                    "detailedState": detailed}
         if isinstance(exc, DependencyUnavailableError):  # status names it: which, where, how long it was given
             details["dependency"] = exc.to_json()

@@ -143,7 +143,7 @@ def test_the_decoder_reads_registry_schemas_with_references_and_names_an_unknown
     from confluent_kafka.schema_registry import Schema, SchemaReference
 
     from ingest_core.core.spec import parse_spec
-    from ingest_core.executor.decoders import decoder_for
+    from ingest_core.executor.formats.decoders import decoder_for
 
     client = registry_client(schema_registry_url)
     topic = broker_free_topic()

@@ -9,7 +9,7 @@ import sys
 
 from helpers import ingest_run, spec_from
 
-from ingest_core.executor import deep_storage
+from ingest_core.handover import deep_storage
 from ingest_core.store.cleanup import find_orphans, unreferenced
 from ingest_core.store.reader import DatasourceReader
 

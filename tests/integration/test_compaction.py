@@ -214,7 +214,7 @@ def test_compact_job_under_spark_submit_and_a_reader_sees_the_old_set_or_the_new
     import threading
 
     from ingest_core.core.compaction import CompactionJob
-    from ingest_core.executor import deep_storage
+    from ingest_core.handover import deep_storage
     from ingest_core.spark.compaction import read_report
 
     three_runs(store, tmp_path)

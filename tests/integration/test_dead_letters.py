@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 from helpers import SIMPLE, T0, iso, rows_of, spec_from
 
-from ingest_core.executor import deep_storage
-from ingest_core.executor.report import ParseExceptionLimitError
+from ingest_core.handover import deep_storage
+from ingest_core.handover.report import ParseExceptionLimitError
 from ingest_core.spark.job import GroupJob, run_group
 from ingest_core.store.metadata import RunStatus
 from ingest_core.store.publisher import GroupResult, Publisher

@@ -21,7 +21,7 @@ import pytest
 from druid_docs import DOCS, TRANSFORM_ROWS, TRANSFORM_SCHEMA, records, rows, table
 
 from ingest_core.core.spec import DatasourceSpec, parse_spec
-from ingest_core.executor import deep_storage
+from ingest_core.handover import deep_storage
 from ingest_core.provider.operators import compaction as compaction_task
 from ingest_core.provider.operators.plan import job_arguments, stage_spec
 from ingest_core.provider.operators.publish import results_of

@@ -13,6 +13,9 @@ from helpers import SIMPLE, T0, iso, make_spec, plan_next, spec_from
 
 from ingest_core.core.errors import IngestError, NothingSucceededError
 from ingest_core.core.offsets import OffsetRange, TopicPartition
+from ingest_core.handover import deep_storage
+from ingest_core.handover.report import SplitFailure, latest_split_reports
+from ingest_core.provider.operators.publish import read_report
 from ingest_core.provider.operators.report import keep_failure_reports
 from ingest_core.service import cli
 from ingest_core.service.actions import DatasourceActions
@@ -44,6 +47,12 @@ def offline_spec(tmp_path):
     return make_spec("127.0.0.1:9", "wiki", topic="edits", microbatch={"deepStorage": {"uri": tmp_path.as_uri()}})
 
 
+def attempt_of(tmp_path, spec, run_id: str) -> str:
+    """The one attempt folder of task group 0 of `run_id` (where `run_failing_group` ran it)."""
+    [attempt] = deep_storage.attempt_folders(deep_storage.group_uri(tmp_path.as_uri(), spec.datasource, run_id, 0))
+    return attempt
+
+
 def committed(store) -> dict[TopicPartition, int]:
     return {tp: k.offset for tp, k in store.committed_offsets("wiki").items()}
 
@@ -73,13 +82,15 @@ def test_a_group_that_left_no_report_is_shown_with_its_records_and_skip_moves_pa
     status = collect_status(store, "wiki", None)
     errors = [e for e in status.to_json()["payload"]["recentErrors"] if e.get("taskGroup") is not None]
     assert errors == [{
-        "timestamp": errors[0]["timestamp"], "exceptionClass": "JobLostError", "streamException": False,
+        "timestamp": errors[0]["timestamp"], "exceptionClass": "JobLostError", "code": "INGEST_JOB_LOST",
+        "streamException": False,
         "runId": "r1", "taskGroup": 0, "message": errors[0]["message"],
         "partitions": [{"topic": "edits", "partition": p, "start": 10, "end": 25} for p in (0, 1)]}]
     assert "left no report" in errors[0]["message"] and "spark_job task log" in errors[0]["message"]
     assert cli.main(["--metadata-url", store_url, "health", "wiki", "--dags-folder", str(tmp_path / "none")]) in (0, 1)
     out = capsys.readouterr().out
-    assert "last failure: JobLostError" in out and "records: edits:0 [10, 25), edits:1 [10, 25)" in out
+    assert "last failure: [INGEST_JOB_LOST] JobLostError" in out
+    assert "records: edits:0 [10, 25), edits:1 [10, 25)" in out
 
     # a run planned after the failure, still in flight, reads the same offsets: skip supersedes it
     plan_next(store, "r2", {tp: 30 for tp in PARTS}, task_count=1)
@@ -130,7 +141,7 @@ def test_skip_offers_only_ranges_where_the_main_line_stands_and_refuses_what_was
 
 def run_failing_group(spark, store, spec, run_id: str, tmp_path):
     """Plan a run, run its one group's Spark job (which fails), and end the run as its report task does."""
-    from ingest_core.executor import deep_storage
+    from ingest_core.handover import deep_storage
     from ingest_core.spark.job import GroupJob, run_group
     from ingest_core.supervisor.planning import Supervisor
 
@@ -153,11 +164,15 @@ def test_max_parse_exceptions_stopping_a_run_shows_the_limit_the_count_and_the_l
     spec = spec_from(broker.bootstrap, topic, SIMPLE, tuning={"maxParseExceptions": 1},
                      microbatch={"deepStorage": {"uri": tmp_path.as_uri()}})
     plan, error = run_failing_group(spark, store, spec, "r1", tmp_path)
-    assert type(error).__name__ == "ParseExceptionLimitError"
+    assert type(error).__name__ == "ParseExceptionLimitError" and error.code == "INGEST_PARSE_EXCEPTION_LIMIT"
+    # the split stopped on its executor: its report, not Spark's trace text, told the driver which error
+    [split] = [r for r in latest_split_reports(attempt_of(tmp_path, spec, "r1"))[0].values() if r.failure]
+    assert split.failure == SplitFailure("INGEST_PARSE_EXCEPTION_LIMIT", "ParseExceptionLimitError", str(error))
 
     payload = collect_status(store, "ds", spec).to_json()["payload"]
     [failed] = [e for e in payload["recentErrors"] if e.get("taskGroup") is not None]
     assert failed["exceptionClass"] == "ParseExceptionLimitError" and failed["runId"] == "r1"
+    assert failed["code"] == "INGEST_PARSE_EXCEPTION_LIMIT"
     assert failed["partitions"] == [{"topic": topic, "partition": 0, "start": 0, "end": 8}]
     assert failed["maxParseExceptions"] == 1 and failed["parseExceptions"] == 2
     assert failed["lastParseException"]["offset"] == 4 and failed["lastParseException"]["partition"] == 0
@@ -166,6 +181,7 @@ def test_max_parse_exceptions_stopping_a_run_shows_the_limit_the_count_and_the_l
 
     assert cli.main(["--metadata-url", store.url, "status", "ds", "--dags-folder", str(tmp_path / "none")]) == 0
     out = capsys.readouterr().out
+    assert "[INGEST_PARSE_EXCEPTION_LIMIT] ParseExceptionLimitError: run r1 task group 0: Max parse" in out
     assert f"records: {topic}:0 [0, 8); 2 parse exceptions, maxParseExceptions 1; last: unparseable row at " \
            f"{topic}/0 offset 4" in out
 
@@ -184,12 +200,16 @@ def test_a_job_that_fails_on_the_broker_names_its_error_type_and_records(spark, 
     _, error = run_failing_group(spark, store, spec, "r1", tmp_path)
     [failed] = [e for e in collect_status(store, "ds", spec).recent_errors if e.failure is not None]
     assert failed.error_class == type(error).__name__ == "OffsetOutOfRangeError"
+    assert failed.code == error.code == failed.failure.code == "INGEST_KAFKA_OFFSET_OUT_OF_RANGE"
+    # the FAILED report the publish reads carries the code
+    report = read_report(deep_storage.join(attempt_of(tmp_path, spec, "r1"), "report.json"), "the report")
+    assert report.failure.code == "INGEST_KAFKA_OFFSET_OUT_OF_RANGE" and report.failure.retry_can_help
     assert failed.failure.ranges == (OffsetRange(TopicPartition(topic, 0), 0, 10),)
 
 
 def run_jobs(spark, spec, plan) -> None:
     """Every task group's Spark job of `plan`, in this session, writing where the DAG's jobs write."""
-    from ingest_core.executor import deep_storage
+    from ingest_core.handover import deep_storage
     from ingest_core.spark.job import GroupJob, run_group
 
     for group in plan.groups:
@@ -238,17 +258,19 @@ def committed_of(store, name: str) -> dict[TopicPartition, int]:
     return {tp: k.offset for tp, k in store.committed_offsets(name).items()}
 
 
-def test_the_exception_that_failed_a_spark_task_is_named_not_sparks_wrapper(spark):
+def test_the_exception_that_failed_a_spark_task_is_named_not_sparks_wrapper(spark, tmp_path):
+    """A failure no split's report explains (here a UDF's): JobFailedError, named after the exception Spark
+    wrapped, for people to read."""
     from pyspark.sql.functions import udf
 
-    from ingest_core.spark.job import _job_error, _root_cause
+    from ingest_core.spark.job import _job_error
 
     def overflow(value):
         raise OverflowError(f"value {value} too large")
 
     with pytest.raises(Exception) as raised:
         spark.range(1).select(udf(overflow)("id")).collect()
-    error = _job_error(raised.value)
-    name, message = _root_cause(raised.value, error)
-    assert name == "OverflowError" and message.endswith("(OverflowError: value 0 too large)")
+    error, name = _job_error(raised.value, tmp_path.as_uri())
+    assert error.code == "INGEST_JOB_FAILED" and name == "OverflowError"
+    assert str(error).endswith("(OverflowError: value 0 too large)")
     assert type(raised.value).__name__ != "OverflowError"  # Spark's wrapper

@@ -23,7 +23,7 @@ from helpers import (
 )
 
 from ingest_core.core.errors import BrokerUnavailableError
-from ingest_core.executor.report import ParseExceptionLimitError
+from ingest_core.handover.report import ParseExceptionLimitError
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.reader import DatasourceReader
 
@@ -355,7 +355,7 @@ def test_late_and_early_messages_are_thrown_away(spark, broker, store, tmp_path)
 def test_max_rows_per_segment_splits_an_interval_into_time_ordered_shards(spark, broker, store, tmp_path):
     import pyarrow.parquet as pq
 
-    from ingest_core.executor import deep_storage
+    from ingest_core.handover import deep_storage
 
     topic = broker.create_topic(partitions=2)
     events = [{"ts": iso(T0 + timedelta(seconds=i)), "a": str(i % 3)} for i in range(50)]
@@ -400,7 +400,7 @@ def test_unreachable_broker_fails_within_a_bounded_time(spark, store, tmp_path):
     with pytest.raises(BrokerUnavailableError, match="cannot reach Kafka"):
         run_group(spark, job, stall_timeout_s=5)
     assert _time.monotonic() - started < 60
-    from ingest_core.executor import deep_storage
+    from ingest_core.handover import deep_storage
     report = deep_storage.read_json(deep_storage.join(job.attempt_uri, "report.json"))
     assert report["state"] == "FAILED" and "cannot reach Kafka" in report["error"]
 
@@ -414,7 +414,7 @@ def test_spark_submit_entry_point(broker, store, tmp_path):
 
     import yaml
 
-    from ingest_core.executor import deep_storage
+    from ingest_core.handover import deep_storage
     from ingest_core.supervisor.planning import Supervisor
 
     topic = broker.create_topic(partitions=2)

@@ -275,7 +275,7 @@ def test_truncation_below_the_committed_offset_stops_the_run_or_resets_to_earlie
 def test_truncation_between_plan_and_job_fails_the_job_and_publishes_nothing(spark, broker, store, tmp_path):
     from ingest_core.core.errors import NothingSucceededError, OffsetOutOfRangeError
     from ingest_core.core.offsets import OffsetRequest
-    from ingest_core.executor import deep_storage
+    from ingest_core.handover import deep_storage
     from ingest_core.service.actions import DatasourceActions
     from ingest_core.spark.job import GroupJob, run_group
     from ingest_core.store.metadata import RunStatus
@@ -314,7 +314,7 @@ def test_a_topic_recreated_while_a_run_is_in_flight_is_not_published(spark, brok
     """The run was planned from the old topic; its job reads the new one, which holds the planned offsets too:
     the records read are another log's, and publishing them would skip the new log's first records."""
     from ingest_core.core.errors import NothingSucceededError, TopicRecreatedError
-    from ingest_core.executor import deep_storage
+    from ingest_core.handover import deep_storage
     from ingest_core.spark.job import GroupJob, run_group
     from ingest_core.store.publisher import Publisher
     from ingest_core.supervisor.planning import Supervisor
@@ -394,7 +394,7 @@ STALL_TIMEOUT = 60  # seconds without progress before a split fails
 
 def records_read(progress_uri: str) -> int:
     """How far a split got, from the progress report it rewrites as it reads."""
-    from ingest_core.executor import deep_storage
+    from ingest_core.handover import deep_storage
 
     try:
         return deep_storage.read_json(progress_uri)["records"]
@@ -410,7 +410,7 @@ def test_broker_restarts_mid_job_neither_hang_it_nor_lose_or_double_a_record(spa
     from conftest import Broker
 
     from ingest_core.core.errors import BrokerUnavailableError
-    from ingest_core.executor import deep_storage
+    from ingest_core.handover import deep_storage
     from ingest_core.spark.job import GroupJob, run_group
     from ingest_core.store.publisher import GroupResult, Publisher
     from ingest_core.supervisor.planning import Supervisor

@@ -147,7 +147,7 @@ def test_plan_cli_reports_an_unreachable_broker(tmp_path):
 
 
 def test_run_row_stats_count_each_group_once_whatever_its_replicas(store):
-    from ingest_core.executor.report import GroupReport, GroupState, RowStats
+    from ingest_core.handover.report import GroupReport, GroupState, RowStats
 
     def report(run_id, group_id, replica, processed):
         return GroupReport("wiki", run_id, group_id, replica, GroupState.SUCCESS,

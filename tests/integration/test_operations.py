@@ -155,7 +155,7 @@ def test_set_offsets_and_reset_take_effect_supersede_runs_in_flight_and_are_audi
 
 def test_reset_to_latest_with_backfill_while_a_run_is_in_flight_ingests_every_offset_once(
         ingested, pg_store, spark, broker, tmp_path):
-    from ingest_core.executor.deep_storage import group_uri
+    from ingest_core.handover.deep_storage import group_uri
     from ingest_core.spark.job import GroupJob, run_group
     from ingest_core.store.publisher import GroupResult
     from ingest_core.store.reader import DatasourceReader
@@ -264,7 +264,7 @@ def test_status_shows_how_far_a_run_in_flight_got(pg_store, spark, broker, tmp_p
     """Seed 004's hierarchy: each split reports as it reads, the status sums them per task group."""
     import threading
 
-    from ingest_core.executor.deep_storage import group_uri
+    from ingest_core.handover.deep_storage import group_uri
     from ingest_core.service.status import collect_status
     from ingest_core.spark.job import GroupJob, run_group
     from ingest_core.store.publisher import GroupResult

@@ -19,7 +19,7 @@ from helpers import T0, avro_serializer, ingest_run, protobuf_serializer, regist
 from protobuf_fixtures import METRICS_PROTO, compile_proto, metrics_events
 
 from ingest_core.core.spec import InputFormat, ProtoBytesDecoder, parse_spec
-from ingest_core.executor.decoders import decoder_for
+from ingest_core.executor.formats.decoders import decoder_for
 
 pytestmark = pytest.mark.kafka
 

@@ -10,8 +10,8 @@ import pytest
 from helpers import make_spec
 
 from ingest_core.core.errors import IngestError
-from ingest_core.executor import deep_storage
-from ingest_core.executor.report import (
+from ingest_core.handover import deep_storage
+from ingest_core.handover.report import (
     GroupReport,
     GroupState,
     ReportFormatError,

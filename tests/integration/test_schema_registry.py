@@ -23,8 +23,8 @@ from google.protobuf.message_factory import GetMessageClass
 from helpers import SERDE_CONF, avro_serializer, protobuf_serializer, registry_client
 
 from ingest_core.dev.embedded import free_port
-from ingest_core.executor import schema_registry as executor_registry
-from ingest_core.executor.schema_registry import (
+from ingest_core.executor.formats import schema_registry as executor_registry
+from ingest_core.executor.formats.schema_registry import (
     RegistryConfig,
     RegistryUnavailableError,
     UnknownSchemaError,

@@ -68,7 +68,7 @@ def test_kafka_planning_group_mirror_and_dead_letters_end_in_broker_unavailable(
 
 
 def test_schema_registry_lookup_ends_in_registry_unavailable(silent):
-    from ingest_core.executor.schema_registry import RegistryConfig, RegistryUnavailableError, SchemaRegistryClient
+    from ingest_core.executor.formats.schema_registry import RegistryConfig, RegistryUnavailableError, SchemaRegistryClient
 
     url = f"http://{silent.address}"
     client = SchemaRegistryClient(RegistryConfig.of(url=url), retry_delays=(0.2, 0.2), timeout=1.0, deadline=3.0)
@@ -111,7 +111,7 @@ def test_metadata_store_connect_ends_in_metadata_store_unavailable(silent, monke
 
 
 def test_object_store_request_ends_in_object_store_unavailable(silent, monkeypatch):
-    from ingest_core.executor import deep_storage
+    from ingest_core.handover import deep_storage
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
@@ -135,7 +135,7 @@ def test_status_names_each_dependency_that_did_not_answer(silent, monkeypatch, t
     reports, and names both."""
     from helpers import plan_next, sqlite_store
 
-    from ingest_core.executor import deep_storage
+    from ingest_core.handover import deep_storage
     from ingest_core.service.status import collect_status
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://{silent.address}")  # pyarrow's S3 endpoint, as the SDK reads it

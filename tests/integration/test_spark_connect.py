@@ -18,8 +18,8 @@ import pytest
 from helpers import spec_from
 
 from ingest_core.dev.embedded import EmbeddedSparkConnect
-from ingest_core.executor import deep_storage
-from ingest_core.executor.report import GroupReport
+from ingest_core.handover import deep_storage
+from ingest_core.handover.report import GroupReport
 from ingest_core.spark.connect import run_job
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.publisher import GroupResult, Publisher

@@ -138,7 +138,7 @@ def test_a_status_read_expires_runs_past_their_deadline(store):
 
 
 def test_a_service_that_did_not_answer_is_named_in_recent_errors_though_its_run_published():
-    from ingest_core.executor.report import GroupReport, ServiceProblem, SplitReport
+    from ingest_core.handover.report import GroupReport, ServiceProblem, SplitReport
 
     problem = ServiceProblem("schemaRegistry", "http://sr:8081", "schema registry http://sr:8081 did not answer", 3)
     split = SplitReport(0, "edits", 0, 0, 10, problems=[problem])

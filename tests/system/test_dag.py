@@ -20,7 +20,7 @@ from helpers import group_offsets
 
 from ingest_core.dev.demo import airflow_env, spark_connection
 from ingest_core.dev.demo import produce as produce_wiki
-from ingest_core.executor.deep_storage import attempt_folders, group_uri
+from ingest_core.handover.deep_storage import attempt_folders, group_uri
 from ingest_core.store.metadata import MetadataStore, RunStatus
 from ingest_core.store.reader import DatasourceReader
 from ingest_core.store.sql import run_sql
@@ -537,10 +537,11 @@ def test_a_failed_run_says_which_records_and_why_and_skip_moves_past_exactly_the
     status = json.loads(cli("status", "strict", "--json").stdout)["payload"]
     (failed,) = [e for e in status["recentErrors"] if e.get("taskGroup") is not None]
     assert failed["exceptionClass"] == "ParseExceptionLimitError" and failed["runId"] == run.run_id
+    assert failed["code"] == "INGEST_PARSE_EXCEPTION_LIMIT"  # the executor's, through the report
     assert failed["partitions"] == [{"topic": topic, "partition": 0, "start": 0, "end": 10}]
     assert (failed["maxParseExceptions"], failed["parseExceptions"]) == (0, 1)
     assert failed["lastParseException"]["offset"] == 5
-    assert "last failure: ParseExceptionLimitError" in cli("health", "strict").stdout
+    assert "last failure: [INGEST_PARSE_EXCEPTION_LIMIT] ParseExceptionLimitError" in cli("health", "strict").stdout
 
     skipped = cli("skip", "strict", "--yes", "--no-airflow")
     assert skipped.returncode == 0, skipped.stderr

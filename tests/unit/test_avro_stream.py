@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from ingest_core.core import secrets
 from ingest_core.core.errors import SpecError
 from ingest_core.core.spec import parse_spec
-from ingest_core.executor.decoders import decoder_for
+from ingest_core.executor.formats.decoders import decoder_for
+from ingest_core.executor.formats.schema_registry import RegistryConfig, SchemaRegistryClient
 from ingest_core.executor.row_parser import RecordChunk, RowParser
-from ingest_core.executor.schema_registry import RegistryConfig, SchemaRegistryClient
 
 CREATED = datetime(2026, 1, 1, tzinfo=timezone.utc)
 SETTINGS = settings(max_examples=80, derandomize=True, deadline=None, database=None,
@@ -324,7 +324,7 @@ def test_a_schema_with_an_array_of_items_that_take_no_bytes_is_refused():
         {"name": "many", "type": ["null", {"type": "array", "items": "Empty"}]}]}
     got = problems({"type": "avro_stream", "avroBytesDecoder": {"type": "schema_inline", "schema": schema}})
     assert got[0][0] == "spec.ioConfig.inputFormat.avroBytesDecoder.schema" and "'many' is an array" in got[0][1]
-    from ingest_core.executor.avro import ReaderSchema
+    from ingest_core.executor.formats.avro import ReaderSchema
 
     with pytest.raises(ValueError, match="schema id 4 is refused: its field 'many'"):
         ReaderSchema.of(json.dumps(schema), "schema id 4")  # as a registry's schema arrives

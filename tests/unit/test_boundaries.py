@@ -50,7 +50,7 @@ def test_spark_connect_ships_only_what_executors_import():
     with zipfile.ZipFile(code_archive()) as z:
         names = z.namelist()
     packages = {n.split("/")[1] for n in names if n.count("/") >= 2}
-    assert packages == {"core", "executor", "kafka", "spark"}, packages
+    assert packages == {"core", "handover", "executor", "kafka", "spark"}, packages
     assert "ingest_core/__init__.py" in names
     assert "ingest_core/spark/kafka_source.py" in names
     assert not [n for n in names if not n.endswith(".py")]

@@ -5,14 +5,14 @@ import pytest
 
 from ingest_core.core.errors import SpecError
 from ingest_core.core.spec import parse_spec
-from ingest_core.executor.dead_letters import (
+from ingest_core.executor.row_parser import RecordChunk
+from ingest_core.handover.dead_letters import (
     DeadLetterWriter,
     RawRecords,
     dead_letter_table,
     file_uri,
 )
-from ingest_core.executor.report import Outcome, Rejection, SplitReport
-from ingest_core.executor.row_parser import RecordChunk
+from ingest_core.handover.report import Outcome, Rejection, SplitReport
 
 
 def spec(dead_letter=None):

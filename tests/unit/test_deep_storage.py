@@ -8,7 +8,7 @@ import posixpath
 
 import pytest
 
-from ingest_core.executor import deep_storage
+from ingest_core.handover import deep_storage
 
 BASE = "file:///deep"
 

@@ -15,9 +15,9 @@ import pytest
 
 from ingest_core.core.periods import format_datetime, parse_datetime
 from ingest_core.core.spec import parse_spec
-from ingest_core.executor.report import Outcome
 from ingest_core.executor.rollup import PartialRollup, aggregators, long_sum_value
 from ingest_core.executor.row_parser import OFFSET, TIME, RecordChunk, RowParser
+from ingest_core.handover.report import Outcome
 
 CREATED = datetime(2026, 1, 1, tzinfo=timezone.utc)
 T0 = "2026-01-01T00:00:00Z"

@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ingest_core.core.spec import parse_spec
-from ingest_core.executor.report import Outcome
 from ingest_core.executor.rollup import PartialRollup, aggregators, long_sum_value
 from ingest_core.executor.row_parser import OFFSET, TIME, RecordChunk, RowParser
+from ingest_core.handover.report import Outcome
 
 CREATED = datetime(2026, 1, 1, tzinfo=timezone.utc)
 SETTINGS = settings(max_examples=60, derandomize=True, deadline=None, database=None,

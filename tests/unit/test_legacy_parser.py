@@ -17,7 +17,7 @@ from ingest_core.core.errors import SpecError
 from ingest_core.core.json_path import JsonPath, JsonPathError
 from ingest_core.core.legacy_parser import convert_parser
 from ingest_core.core.spec import FlattenSpec, InputFormat, parse_spec
-from ingest_core.executor.decoders import decoder_for
+from ingest_core.executor.formats.decoders import decoder_for
 from ingest_core.executor.row_parser import RecordChunk, RowParser
 from ingest_core.service.cli import main
 

@@ -1,4 +1,4 @@
-"""The `protobuf` format's columnar path (`executor/protobuf_columns.py`) gives the rows the per-record path gives
+"""The `protobuf` format's columnar path (`executor/formats/protobuf_columns.py`) gives the rows the per-record path gives
 (Druid's converter): for generated messages of a rich flat type, through the inline and the schema-registry
 decoders; and a chunk it does not fit (hostile bytes, a field twice, a column of a nested field, ...) decodes
 record by record, which names the records at fault."""
@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from protobuf_fixtures import compile_proto
 
 from ingest_core.core.spec import parse_spec
-from ingest_core.executor.protobuf import Converter, _RegistrySchema
-from ingest_core.executor.protobuf_descriptors import descriptor_set, pool_of
+from ingest_core.executor.formats.protobuf import Converter, _RegistrySchema
+from ingest_core.executor.formats.protobuf_descriptors import descriptor_set, pool_of
 from ingest_core.executor.row_parser import RecordChunk, RowParser
-from ingest_core.executor.schema_registry import RegistryConfig, client_for
+from ingest_core.executor.formats.schema_registry import RegistryConfig, client_for
 
 CREATED = datetime(2026, 1, 1, tzinfo=timezone.utc)
 SETTINGS = settings(max_examples=60, derandomize=True, deadline=None, database=None,

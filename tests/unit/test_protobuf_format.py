@@ -24,26 +24,26 @@ from protobuf_fixtures import (
 
 from ingest_core.core.errors import SpecError
 from ingest_core.core.spec import load_spec, parse_spec
-from ingest_core.executor.decoders import decoder_for
-from ingest_core.executor.protobuf import (
+from ingest_core.executor.formats.decoders import decoder_for
+from ingest_core.executor.formats.protobuf import (
     Converter,
     MessageReader,
     RegistryDecoder,
     _RegistrySchema,
 )
-from ingest_core.executor.protobuf_descriptors import (
+from ingest_core.executor.formats.protobuf_descriptors import (
     descriptor_problems,
     inline_descriptors,
     pool_of,
     registry_file,
 )
-from ingest_core.executor.row_parser import RecordChunk, RowParser
-from ingest_core.executor.schema_registry import (
+from ingest_core.executor.formats.schema_registry import (
     RegisteredSchema,
     RegistryConfig,
     RegistryUnavailableError,
     client_for,
 )
+from ingest_core.executor.row_parser import RecordChunk, RowParser
 from ingest_core.kafka.properties import load_checked_spec
 from ingest_core.provider.operators.plan import stage_spec
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ingest_core.core.offsets import OffsetRange, TopicPartition
-from ingest_core.executor.report import (
+from ingest_core.handover.report import (
     AttemptReport,
     GroupReport,
     GroupState,

@@ -11,7 +11,7 @@ from confluent_kafka.schema_registry.common.serde import SchemaId
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest_core.executor.schema_registry import (
+from ingest_core.executor.formats.schema_registry import (
     RegistryConfig,
     RegistryUnavailableError,
     SchemaRegistryClient,

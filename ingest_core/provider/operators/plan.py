@@ -8,7 +8,8 @@ import logging
 
 from ingest_core.core.planner import Plan
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor import deep_storage
+from ingest_core.executor.formats.protobuf_descriptors import inline_descriptors
+from ingest_core.handover import deep_storage
 from ingest_core.provider.operators.run import (
     RunContext,
     check_active,
@@ -77,8 +78,6 @@ def stage_spec(spec: DatasourceSpec, folder: str) -> list[str]:
     """Stage the spec for the run's Spark jobs; returns their spec arguments. The staged copy is redacted like
     every stored one: a literal secret stays in the spec file under `dags/`, which the job's driver reads it
     from (`--secrets-from`), so no secret lands in deep storage, XCom or the logs."""
-    from ingest_core.executor.protobuf_descriptors import inline_descriptors
-
     uri = deep_storage.join(folder, "spec.json")
     # a protobuf descriptor file is read here, beside the spec: the executors may not see that path
     deep_storage.write_json(uri, inline_descriptors(spec).to_raw())

@@ -1,5 +1,5 @@
 """The publish task: read the reports the run's Spark jobs left, and publish every task group that succeeded
-(its published replica: `executor.report.published_attempt`) in one transaction, in order after the run it
+(its published replica: `handover.report.published_attempt`) in one transaction, in order after the run it
 was pipelined from."""
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from ingest_core.core.offsets import OffsetRange, TopicPartition
 from ingest_core.core.planner import Plan, TaskGroup
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.core.states import Event, after_nothing_to_read
-from ingest_core.executor import deep_storage
-from ingest_core.executor.report import AttemptReport, GroupReport, successful_attempts
+from ingest_core.handover import deep_storage
+from ingest_core.handover.report import AttemptReport, GroupReport, successful_attempts
 from ingest_core.provider.operators.run import RunContext, final_reason, store
 from ingest_core.store.metadata import RunStatus, utcnow
 from ingest_core.store.publisher import GroupResult, Publisher, PublishResult

@@ -11,21 +11,23 @@ import dataclasses
 import json
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 from ingest_core.core.errors import IngestError
 from ingest_core.core.loss import RecordsLost
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor.report import GroupReport
+from ingest_core.handover.dead_letters import read_files
+from ingest_core.handover.report import GroupReport
+from ingest_core.kafka.config import KafkaClientConfig
 from ingest_core.kafka.consumer_group import mirror_offsets
+from ingest_core.kafka.dead_letter_topic import PublishedDeadLetters, produce_pending
 from ingest_core.provider.operators.publish import plan_reports
 from ingest_core.provider.operators.run import RunContext, check_active, store
+from ingest_core.store import iceberg
 from ingest_core.store.audit import RECORDS_LOST, losses
+from ingest_core.store.cleanup import find_orphans, remove_orphans
 from ingest_core.store.metadata import GroupStatus, MetadataStore, RunRecord, RunStatus
 from ingest_core.supervisor.planning import Supervisor
-
-if TYPE_CHECKING:
-    from ingest_core.store.iceberg import IcebergSync
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +93,7 @@ def report_task(spec: DatasourceSpec, run: RunContext, planned: bool) -> dict[st
         log.warning("run %s: %s", record.run_id, event.describe())
     for failed in metadata.task_reports(spec.datasource, record.run_id):
         if failed.failure is not None:  # which records, and why, in the Airflow log too
-            log.error("task group %d failed: %s: %s; records: %s", failed.group_id, failed.failure.error_class,
+            log.error("task group %d failed: %s: %s; records: %s", failed.group_id, failed.failure.title,
                       failed.failure.message, failed.failure.describe_records())
     outcome.check()
     return outcome.to_json()
@@ -154,8 +156,6 @@ def keep_failure_reports(metadata: MetadataStore, spec: DatasourceSpec, record: 
 def remove_unpublished_attempts(metadata: MetadataStore, spec: DatasourceSpec, run_id: str) -> None:
     """A final run's job output that nothing was published from (other replicas, failed attempts) goes. A
     failure here fails nothing: `ingest cleanup` removes it later."""
-    from ingest_core.store.cleanup import find_orphans, remove_orphans
-
     try:
         remove_orphans(metadata, spec.datasource, find_orphans(metadata, spec, [run_id]), f"report of run {run_id}")
     except Exception as exc:  # noqa: BLE001 - deep storage or the store: the run's outcome stands either way
@@ -173,12 +173,6 @@ def produce_dead_letters(metadata: MetadataStore, spec: DatasourceSpec) -> list[
     """Every published run's dead letters not produced yet (this run's and any an earlier report failed to
     produce), to `microbatch.deadLetter.topic`; the runs produced, None when there is no topic. A failure
     fails nothing and only warns: the next run's report produces them."""
-    from ingest_core.executor.dead_letters import read_files
-    from ingest_core.kafka.dead_letter_topic import (
-        PublishedDeadLetters,
-        produce_pending,
-    )
-
     if spec.microbatch.dead_letter_topic is None:
         return None
 
@@ -191,8 +185,6 @@ def produce_dead_letters(metadata: MetadataStore, spec: DatasourceSpec) -> list[
     try:
         return produce_pending(spec, pending)
     except Exception as exc:  # noqa: BLE001 - the publish stands; the next report produces them
-        from ingest_core.kafka.config import KafkaClientConfig
-
         try:  # never log a secret the client's error may quote
             text = KafkaClientConfig.from_properties(spec.io_config.consumer_properties).redact(str(exc))
         except Exception:  # noqa: BLE001 - the secrets cannot be resolved: name the error's type only
@@ -202,12 +194,10 @@ def produce_dead_letters(metadata: MetadataStore, spec: DatasourceSpec) -> list[
         return None
 
 
-def sync_iceberg_table(metadata: MetadataStore, spec: DatasourceSpec) -> "IcebergSync | None":
+def sync_iceberg_table(metadata: MetadataStore, spec: DatasourceSpec) -> iceberg.IcebergSync | None:
     """With `microbatch.iceberg`: bring the datasource's Iceberg table level with what is published (this run's
     publish and any an earlier report did not sync). A failure fails nothing and only warns: the table lags
     until the next report (or `ingest iceberg-sync`) brings it level."""
-    from ingest_core.store import iceberg
-
     if not spec.microbatch.iceberg_on:
         return None
     try:

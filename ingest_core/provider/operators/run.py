@@ -12,7 +12,7 @@ from typing import Any
 
 from ingest_core.core.settings import Settings
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor import deep_storage
+from ingest_core.handover import deep_storage
 from ingest_core.store.metadata import MetadataStore, RunRecord, RunStatus
 
 SCHEDULED_RUN_TYPES = ("scheduled", "backfill")

@@ -13,8 +13,12 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from ingest_core.core.planner import Plan
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.executor import deep_storage
+from ingest_core.handover import deep_storage
+from ingest_core.provider.hooks.spark_connect import connection_url
+from ingest_core.provider.operators.plan import job_arguments, stage_spec
+from ingest_core.provider.operators.publish import read_report
 from ingest_core.provider.operators.run import final_reason, run_folder, store
+from ingest_core.spark.connect import run_compaction, run_job
 from ingest_core.store.metadata import utcnow
 
 log = logging.getLogger(__name__)
@@ -61,8 +65,6 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
         its task without Airflow's retries: they would only delay the run's report by retries x retry_delay."""
         from airflow.sdk.exceptions import AirflowFailException
 
-        from ingest_core.provider.operators.publish import read_report
-
         args = [str(a) for a in self.application_args]
         group, replica = int(args[args.index("--group") + 1]), int(args[args.index("--replica") + 1])
         folder = deep_storage.group_uri(self.deep_storage_base, self.datasource, run_id, group, replica)
@@ -72,16 +74,12 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
         failure = report.failure if report is not None else None
         if failure is not None and not failure.retry_can_help:
             raise AirflowFailException(f"task group {group} of run {run_id} failed, and a retry would read the "
-                                       f"same records: {failure.error_class}: {failure.message}")
+                                       f"same records: {failure.title}: {failure.message}")
 
     def _execute_over_connect(self) -> None:
-        from ingest_core.spark.connect import run_job
-
         self._over_connect(run_job)
 
     def _over_connect(self, runner: Any) -> None:
-        from ingest_core.provider.hooks.spark_connect import connection_url
-
         def keep(interrupter: Any) -> None:
             self._interrupter = interrupter
 
@@ -111,8 +109,6 @@ class CompactionSparkOperator(IngestSparkSubmitOperator):
         return self._run(context)
 
     def _execute_over_connect(self) -> None:
-        from ingest_core.spark.connect import run_compaction
-
         self._over_connect(run_compaction)
 
 
@@ -133,8 +129,6 @@ def run_replanned_jobs(spec: DatasourceSpec, plan: Plan, context: Any) -> None:
     publishes its lowest successful replica), run one after the other inside the publish task. The plan is
     staged where the run's jobs read it, so a cleared run re-executes this plan. A job that fails leaves its
     FAILED report: its group fails, as in the DAG's own jobs."""
-    from ingest_core.provider.operators.plan import job_arguments, stage_spec
-
     folder = run_folder(spec, plan.run_id)
     plan_uri = deep_storage.join(folder, "plan.json")
     deep_storage.write_json(plan_uri, plan.to_json())

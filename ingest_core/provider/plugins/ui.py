@@ -35,6 +35,7 @@ from urllib.parse import unquote_plus
 from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from ingest_core.core.errors import DuplicatesNotConfirmedError, IngestError, UnknownDatasourceError
 from ingest_core.core.offsets import OffsetRequest
@@ -297,8 +298,6 @@ async def _until_done_or_gone(request: Request, cancel: QueryCancel, call) -> An
     """`call()` in a worker thread, cancelled (`QueryCancel`) as soon as the client goes away. The body has been
     read, so what the server receives next is the client's disconnect: it is awaited, not polled
     (`request.is_disconnected()` polls with a zero timeout, which Airflow's middleware stack never answers)."""
-    from starlette.concurrency import run_in_threadpool
-
     async def watch() -> None:
         while (await request.receive())["type"] != "http.disconnect":
             pass
@@ -454,7 +453,7 @@ def datasource_page(dag_id: str, user: GetUserDep) -> HTMLResponse:
         "<tr>" + _cell(run_id) + _cell(g.group_id, "n") + _cell(f"{g.records:,} / {g.planned:,}", "n")
         + _cell(f"{g.records_per_s:,.0f}", "n") + _cell(f"{g.remaining:,}", "n")
         + _cell(f"{g.splits_done} / {g.splits}", "n") + "</tr>" for run_id, groups in r.active.items() for g in groups)
-    errors = "".join(f"<li>{html.escape(format_datetime(e.timestamp))} {html.escape(e.error_class)}: "
+    errors = "".join(f"<li>{html.escape(format_datetime(e.timestamp))} {html.escape(e.title)}: "
                      f"{html.escape(e.message)}"
                      + (f"<br>records: <code>{html.escape(e.failure.describe_records())}</code>" if e.failure else "")
                      + "</li>" for e in r.recent_errors)

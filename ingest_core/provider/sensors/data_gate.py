@@ -18,7 +18,9 @@ from airflow.sdk.exceptions import AirflowSensorTimeout, TaskDeferralTimeout
 
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.core.spec import DatasourceSpec
+from ingest_core.provider.operators.run import RunContext, check_active, store
 from ingest_core.provider.triggers.new_records import NewRecordsTrigger
+from ingest_core.supervisor.planning import Supervisor
 
 # the trigger ends itself at maxWait; Airflow's own timeout only catches a triggerer that never ran it
 TRIGGER_TIMEOUT_SLACK = timedelta(minutes=5)
@@ -63,9 +65,6 @@ class DataGateSensor(BaseSensorOperator):
         self.spec = spec
 
     def look(self, context: Any) -> GateLook:
-        from ingest_core.provider.operators.run import RunContext, check_active, store
-        from ingest_core.supervisor.planning import Supervisor
-
         run = RunContext.from_airflow(context)
         metadata = store()
         check_active(metadata, self.spec.datasource)

@@ -29,12 +29,12 @@ import pyarrow.fs as pafs
 
 from ingest_core.core.defaults import OBJECT_STORE_CONNECT_TIMEOUT_S, OBJECT_STORE_REQUEST_TIMEOUT_S
 from ingest_core.core.errors import ObjectStoreUnavailableError
+from ingest_core.core.settings import Settings
+from ingest_core.core.spec import datasource_name_problem
 
 
 def base_for(spec: Any) -> str:
     """A datasource's deep storage: `microbatch.deepStorage.uri`, else $INGEST_DEEP_STORAGE."""
-    from ingest_core.core.settings import Settings
-
     return spec.microbatch.deep_storage.uri or Settings.from_env().deep_storage
 
 
@@ -98,8 +98,6 @@ def join(uri: str, *parts: str) -> str:
 
 
 def run_uri(base: str, datasource: str, run_id: str) -> str:
-    from ingest_core.core.spec import datasource_name_problem
-
     problem = datasource_name_problem(datasource)
     if problem:  # a name is a path segment here: never one that leaves the deep-storage base
         raise ValueError(f"datasource name {datasource!r}: {problem}")

@@ -19,8 +19,8 @@ from typing import Any, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ingest_core.executor import deep_storage
-from ingest_core.executor.report import DeadLetterFile, Outcome, Rejection
+from ingest_core.handover import deep_storage
+from ingest_core.handover.report import DeadLetterFile, Outcome, Rejection
 
 FOLDER = "dead-letters"
 
@@ -29,7 +29,7 @@ SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
     ("timestamp", pa.timestamp("ms", tz="UTC")),  # the Kafka record's timestamp; null when it has none
     ("key", pa.binary()), ("value", pa.binary()), ("headers", pa.list_(HEADER)),
-    ("outcome", pa.string()),  # unparseable, processedWithError or thrownAway (executor.report.Outcome)
+    ("outcome", pa.string()),  # unparseable, processedWithError or thrownAway (handover.report.Outcome)
     ("error", pa.string()),
 ])
 

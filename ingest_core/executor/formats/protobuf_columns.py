@@ -30,9 +30,9 @@ import numpy as np
 import pyarrow as pa
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from ingest_core.executor.avro_columns import same_header
-from ingest_core.executor.decoders import Flattener
-from ingest_core.executor.protobuf import (  # which imports this module only when a decoder is made
+from ingest_core.executor.formats.avro_columns import same_header
+from ingest_core.executor.formats.base import Flattener
+from ingest_core.executor.formats.protobuf import (
     MessageReader,
     RegistryDecoder,
     _float32,
@@ -40,7 +40,7 @@ from ingest_core.executor.protobuf import (  # which imports this module only wh
     _is_required,
     row_name,
 )
-from ingest_core.executor.schema_registry import read_message_indexes, split_wire_format
+from ingest_core.executor.formats.schema_registry import read_message_indexes, split_wire_format
 
 _PAD = 16  # zero bytes after the chunk, so a gather of up to 10 bytes from any position stays inside the buffer
 _FT = FieldDescriptor

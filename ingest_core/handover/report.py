@@ -18,21 +18,26 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable, Mapping
 
-from ingest_core.core.errors import IngestError
+from ingest_core.core.errors import IngestError, JobFailedError
 from ingest_core.core.offsets import (
     OffsetRange,
     offsets_from_json,
     offsets_to_json,
 )
 from ingest_core.core.periods import format_datetime, parse_datetime
+from ingest_core.handover import deep_storage
 
 
 class ParseExceptionLimitError(IngestError):
     """More parse exceptions than `tuningConfig.maxParseExceptions` allows."""
 
+    code = "INGEST_PARSE_EXCEPTION_LIMIT"
+
 
 class JobLostError(IngestError):
     """A task group's job left no report: its process died (killed, out of memory) before writing one."""
+
+    code = "INGEST_JOB_LOST"
 
 
 @dataclass
@@ -154,11 +159,36 @@ def limit_exceeded_message(limit: int, count: int, where: str, last: ParseExcept
 
 
 @dataclass(frozen=True)
-class GroupFailure:
-    """Why a task group's job failed and which records it was reading: the exception's type and message, the
-    group's offset ranges, and, when maxParseExceptions stopped it, the limit, the count and the last parse
-    exception (with its offset). Status, health, the UI and the REST API show it as it is."""
+class SplitFailure:
+    """Why a split's reader stopped, written by the executor into the split's report as it raises: the error's
+    stable code (`IngestError.code`; `INGEST_JOB_FAILED` for an exception not of this system), its type's name
+    and its message. Spark hands the driver only the exception's text: the driver reads this instead."""
 
+    code: str
+    error_class: str
+    message: str
+
+    @classmethod
+    def of(cls, error: BaseException) -> "SplitFailure":
+        code = error.code if isinstance(error, IngestError) else JobFailedError.code
+        return cls(code, type(error).__name__, str(error))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code, "exceptionClass": self.error_class, "message": self.message}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "SplitFailure":
+        return cls(d["code"], d["exceptionClass"], d["message"])
+
+
+@dataclass(frozen=True)
+class GroupFailure:
+    """Why a task group's job failed and which records it was reading: the error's stable code (`IngestError.code`),
+    its type and message, the group's offset ranges, and, when maxParseExceptions stopped it, the limit, the
+    count and the last parse exception (with its offset). Status, health, the UI and the REST API show it as
+    it is."""
+
+    code: str
     error_class: str
     message: str
     ranges: tuple[OffsetRange, ...]
@@ -167,7 +197,7 @@ class GroupFailure:
     last_parse_exception: ParseExceptionRecord | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"exceptionClass": self.error_class, "message": self.message,
+        out: dict[str, Any] = {"code": self.code, "exceptionClass": self.error_class, "message": self.message,
                                "partitions": [r.to_json() for r in self.ranges]}
         if self.max_parse_exceptions is not None:
             out["maxParseExceptions"] = self.max_parse_exceptions
@@ -178,14 +208,20 @@ class GroupFailure:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "GroupFailure":
         last = d.get("lastParseException")
-        return cls(d["exceptionClass"], d["message"], tuple(OffsetRange.from_json(r) for r in d.get("partitions", [])),
+        return cls(d.get("code", IngestError.code), d["exceptionClass"], d["message"],
+                   tuple(OffsetRange.from_json(r) for r in d.get("partitions", [])),
                    d.get("maxParseExceptions"), d.get("parseExceptions"),
                    ParseExceptionRecord.from_json(last) if last else None)
 
     @property
+    def title(self) -> str:
+        """What went wrong, for people: `[code] type`, as Spark prints an error condition."""
+        return f"[{self.code}] {self.error_class}"
+
+    @property
     def retry_can_help(self) -> bool:
         """False when the job would fail again on the same records (they are read again as they are)."""
-        return self.error_class != ParseExceptionLimitError.__name__
+        return self.code != ParseExceptionLimitError.code
 
     def describe_records(self) -> str:
         """Which records, for people: the ranges, and what stopped the group when maxParseExceptions did."""
@@ -212,6 +248,7 @@ class SplitReport:
     seconds: float = 0.0
     dead_letters: "DeadLetterFile | None" = None  # when dead letters are on and the split had any
     problems: list[ServiceProblem] = field(default_factory=list)  # services that did not answer
+    failure: SplitFailure | None = None  # the error that stopped the split (its last progress report)
 
     def to_json(self) -> dict[str, Any]:
         out = {"index": self.index, "topic": self.topic, "partition": self.partition, "start": self.start,
@@ -222,6 +259,8 @@ class SplitReport:
             out["deadLetters"] = self.dead_letters.to_json()
         if self.problems:
             out["problems"] = [p.to_json() for p in self.problems]
+        if self.failure is not None:
+            out["failure"] = self.failure.to_json()
         return out
 
     @classmethod
@@ -231,14 +270,13 @@ class SplitReport:
                    [ParseExceptionRecord.from_json(e) for e in d.get("unparseableEvents", [])],
                    float(d.get("seconds", 0.0)),
                    DeadLetterFile.from_json(d["deadLetters"]) if d.get("deadLetters") else None,
-                   [ServiceProblem.from_json(p) for p in d.get("problems", [])])
+                   [ServiceProblem.from_json(p) for p in d.get("problems", [])],
+                   SplitFailure.from_json(d["failure"]) if d.get("failure") else None)
 
 
 def latest_split_reports(attempt_uri: str) -> tuple[dict[int, SplitReport], set[int]]:
     """The latest report of each split of a job attempt (its final one once it finished, else its last
     progress report), and the indexes of the splits that finished."""
-    from ingest_core.executor import deep_storage
-
     reports: dict[int, SplitReport] = {}
     done: set[int] = set()
     for kind in ("progress", "splits"):  # a finished split's final report wins
@@ -293,6 +331,8 @@ class GroupState(str, enum.Enum):
 class ReportFormatError(IngestError):
     """A file or stored record that does not read as a task group report."""
 
+    code = "INGEST_REPORT_UNREADABLE"
+
 
 @dataclass(frozen=True)
 class StagedSegment:
@@ -344,7 +384,7 @@ class StagedSegment:
 
 @dataclass(frozen=True)
 class DeadLetterFile:
-    """A split's dead letters (one Parquet file, `executor.dead_letters`), in its attempt's folder: not visible
+    """A split's dead letters (one Parquet file, `handover.dead_letters`), in its attempt's folder: not visible
     until its run publishes (the publish records it with the segments)."""
 
     location: str
@@ -396,7 +436,7 @@ class GroupReport:
         error = JobLostError(f"the Spark job of task group {group_id} of run {run_id} left no report: it died "
                              "before finishing (killed, out of memory, a lost driver); see its spark_job task log")
         report = cls(datasource, run_id, group_id, 0, GroupState.FAILED, RowStats(), [], [], error=str(error))
-        report.failure = GroupFailure(type(error).__name__, str(error), tuple(ranges))
+        report.failure = GroupFailure(error.code, type(error).__name__, str(error), tuple(ranges))
         return report
 
     @property

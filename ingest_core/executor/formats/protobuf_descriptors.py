@@ -12,6 +12,9 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import importlib
+import importlib.resources
+import tempfile
 import threading
 import urllib.parse
 import urllib.request
@@ -24,10 +27,11 @@ from google.protobuf.descriptor import Descriptor
 from ingest_core.core.binding import did_you_mean
 from ingest_core.core.errors import SpecProblem
 from ingest_core.core.spec import DatasourceSpec, InputFormat, ProtoBytesDecoder
-from ingest_core.executor.schema_registry import (
+from ingest_core.executor.formats.schema_registry import (
     RegisteredSchema,
     RegistryUnavailableError,
 )
+from ingest_core.handover import deep_storage
 
 # the well-known types an import may name without the set (or the registry) carrying them
 _WELL_KNOWN = ("any", "api", "duration", "empty", "field_mask", "source_context", "struct", "timestamp", "type",
@@ -41,7 +45,6 @@ def well_known_file(name: str) -> bytes | None:
     stem = name[len("google/protobuf/"):-len(".proto")]
     if stem not in _WELL_KNOWN:
         return None
-    import importlib
 
     module = importlib.import_module(f"google.protobuf.{stem}_pb2")
     return module.DESCRIPTOR.serialized_pb
@@ -136,7 +139,6 @@ def read_descriptor_file(descriptor: str, relative_to: str | None = None) -> byt
             if not path.is_absolute() and relative_to and "://" not in relative_to:
                 path = Path(relative_to).parent / path
             return path.read_bytes()
-        from ingest_core.executor import deep_storage
 
         fs, path_in_fs = deep_storage.filesystem(descriptor)
         with fs.open_input_stream(path_in_fs) as f:
@@ -251,8 +253,6 @@ def compile_proto_text(text: str, what: str, imports: dict[str, str] | None = No
         raise ValueError(f"{what} came back as .proto text, and this executor has no protoc to compile it: "
                          "install grpcio-tools on the Spark executors, or use a registry that serves "
                          "?format=serialized (as Confluent's does)") from None
-    import importlib.resources
-    import tempfile
 
     with tempfile.TemporaryDirectory(prefix="ingest-proto-") as tmp, _compile_lock:
         root = Path(tmp)

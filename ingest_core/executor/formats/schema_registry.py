@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 from ingest_core.core import defaults
 from ingest_core.core.errors import DependencyUnavailableError
-from ingest_core.executor.report import ServiceUnavailableError
+from ingest_core.handover.report import ServiceUnavailableError
 
 MAGIC_BYTE = 0
 HEADER_SIZE = 5  # magic byte + schema id
@@ -48,6 +48,7 @@ class UnknownSchemaError(SchemaRegistryError):
 class RegistryUnavailableError(SchemaRegistryError, ServiceUnavailableError, DependencyUnavailableError):
     """Named in the run's report and in `status` (`ServiceProblem`), not only in its records' parse exceptions."""
 
+    code = "INGEST_SCHEMA_REGISTRY_UNAVAILABLE"
     dependency = "schemaRegistry"
 
     def __init__(self, url: str, reason: str, what: str | None = None, deadline_s: float | None = None):

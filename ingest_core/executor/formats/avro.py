@@ -32,9 +32,9 @@ from ingest_core.core.avro_schema import (
     zero_width_array,
 )
 from ingest_core.core.spec import InputFormat
-from ingest_core.executor import schema_registry
-from ingest_core.executor.avro_columns import ColumnarPlan, same_header
-from ingest_core.executor.decoders import Flattener
+from ingest_core.executor.formats import schema_registry
+from ingest_core.executor.formats.avro_columns import ColumnarPlan, same_header
+from ingest_core.executor.formats.base import Flattener
 
 
 @dataclass(frozen=True)

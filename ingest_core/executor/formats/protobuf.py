@@ -27,21 +27,13 @@ import struct
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-import pyarrow as pa
-from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
+from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from ingest_core.core.spec import InputFormat, ProtoBytesDecoder
-from ingest_core.executor.decoders import Flattener, json_text
-from ingest_core.executor.protobuf_descriptors import (
-    decoder_of,
-    descriptor_set,
-    find_message_type,
-    pool_of,
-    read_descriptor_file,
-    registry_file,
-)
-from ingest_core.executor.schema_registry import (
+from ingest_core.core.spec import ProtoBytesDecoder
+from ingest_core.executor.formats.base import json_text
+from ingest_core.executor.formats.protobuf_descriptors import pool_of, registry_file
+from ingest_core.executor.formats.schema_registry import (
     RegistryConfig,
     RegistryUnavailableError,
     SchemaRegistryError,
@@ -188,8 +180,6 @@ class Converter:
         return getattr(msg, kind)
 
     def _any(self, msg: Any) -> str:
-        from google.protobuf import json_format
-
         try:
             return json_text(json_format.MessageToDict(msg, descriptor_pool=self.pool))
         except (json_format.Error, TypeError, KeyError) as exc:
@@ -351,45 +341,3 @@ class RegistryDecoder:
             types = list(desc.nested_types)
         assert desc is not None
         return desc
-
-
-# ------------------------------------------------------------------------------------------ the decoder
-
-
-class ProtobufDecoder:
-    """`rows(data)`: one row per record, its fields as Druid names them, then the flattenSpec; `columns`: a chunk
-    of one message type into columns at once (`protobuf_columns`)."""
-
-    def __init__(self, fmt: InputFormat):
-        from ingest_core.executor.protobuf_columns import ChunkColumns  # here: it imports this module
-
-        dec = decoder_of(fmt)
-        self.flatten = Flattener(fmt.flatten_spec)
-        self.paths = self.flatten.paths
-        self._registry: RegistryDecoder | None = None
-        self._fixed: MessageReader | None = None
-        if dec.type == "schema_registry":
-            self._registry = RegistryDecoder(dec)
-            self._columns = ChunkColumns(self.flatten, None, self._registry)
-            return
-        if dec.type == "file":
-            data, what = read_descriptor_file(dec.descriptor or ""), f"descriptor {dec.descriptor!r}"
-        else:
-            data, what = base64.b64decode(dec.descriptor_string or ""), "descriptorString"
-        files = descriptor_set(data, what)
-        pool = pool_of(files)
-        self._fixed = MessageReader(find_message_type(pool, files, dec.proto_message_type, what), Converter(pool))
-        self._columns = ChunkColumns(self.flatten, self._fixed, None)
-
-    def rows(self, data: bytes) -> list[dict[str, Any]]:
-        if self._fixed is not None:
-            doc = self._fixed.read(data)
-        else:
-            assert self._registry is not None
-            doc = self._registry.read(data)
-        return [self.flatten(doc)]
-
-    def columns(self, values: list[bytes], needed: set[str]) -> dict[str, pa.Array] | None:
-        """The chunk as Arrow columns (those of `needed`) in one columnar pass, or None: the row parser then
-        decodes it record by record (`rows`), which names the records at fault."""
-        return self._columns.read(values, needed)
