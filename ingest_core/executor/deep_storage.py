@@ -3,6 +3,11 @@
 Spark writes through Hadoop's filesystems; Python code (split reports, segment footers, the reader) uses
 pyarrow's: `file://` (and plain paths), `hdfs://`, and `s3a://` (read as `s3://`).
 
+An S3 bucket is reached with the settings registered for it in this process (`register_s3`: a spec's
+`deepStorage.s3`, resolved lazily, at the first use), else with the AWS SDK's own chain (AWS_* variables,
+~/.aws, an instance role). Nothing here relies on a rename or on a listing to decide what is visible: a file is
+written once, by one PUT, and the metadata store's segment records name the published ones.
+
 Layout under a datasource's deep storage URI:
   <uri>/<datasource>/<run id, encoded by safe_name>/group=<g>/replica=<r>/attempt=<id>/
       segments/__segment=<interval start ms>/part-*.parquet   one Parquet file per segment (shard)
@@ -17,11 +22,14 @@ a retried or re-executed job cannot touch it. Attempts nothing was published fro
 from __future__ import annotations
 
 import json
+import os
 import posixpath
+import threading
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
@@ -41,15 +49,121 @@ def normalize_uri(uri: str) -> str:
     return uri.rstrip("/")
 
 
+S3_SCHEMES = ("s3a", "s3")
+# deadlines of every object-store request (seconds): a store that accepts and never answers costs this much
+S3_CONNECT_TIMEOUT_S = 10.0
+S3_REQUEST_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class S3Access:
+    """Resolved settings for one bucket: values, secrets included. Never logged, stored or put in a repr."""
+
+    endpoint: str | None = None  # http(s)://host:port; None: AWS
+    region: str | None = None
+    path_style: bool = False
+    access_key: str | None = None
+    secret_key: str | None = None
+    session_token: str | None = None
+
+    def __repr__(self) -> str:  # a traceback or a log line must not carry the keys
+        return f"S3Access(endpoint={self.endpoint!r}, region={self.region!r}, path_style={self.path_style})"
+
+    @property
+    def scheme(self) -> str:
+        return urlparse(self.endpoint).scheme if self.endpoint else "https"
+
+    @property
+    def host(self) -> str | None:
+        return urlparse(self.endpoint).netloc if self.endpoint else None
+
+    def to_json(self) -> dict[str, Any]:
+        """For the job's executors only (a Spark data source's secret option), as the Kafka secrets travel."""
+        return {"endpoint": self.endpoint, "region": self.region, "pathStyle": self.path_style,
+                "accessKey": self.access_key, "secretKey": self.secret_key, "sessionToken": self.session_token}
+
+    @staticmethod
+    def from_json(raw: dict[str, Any]) -> "S3Access":
+        return S3Access(raw.get("endpoint"), raw.get("region"), bool(raw.get("pathStyle")), raw.get("accessKey"),
+                        raw.get("secretKey"), raw.get("sessionToken"))
+
+
+_s3_lock = threading.Lock()
+_s3_sources: dict[str, Callable[[], S3Access]] = {}  # bucket -> how to get its settings
+_s3_resolved: dict[str, S3Access] = {}
+_s3_filesystems: dict[str, pafs.FileSystem] = {}
+
+
+def bucket_of(uri: str) -> str | None:
+    """The bucket of an s3a:// or s3:// URI (None: not one)."""
+    parsed = urlparse(normalize_uri(uri))
+    return parsed.netloc if parsed.scheme in S3_SCHEMES else None
+
+
+def register_s3(uri: str, source: Callable[[], S3Access] | S3Access) -> None:
+    """Reach the bucket of `uri` with these settings in this process; `source` may be a function, called at the
+    first use (a secret is resolved only where the store is actually read or written)."""
+    bucket = bucket_of(uri)
+    if bucket is None:
+        raise ValueError(f"{uri!r} is not an s3a:// or s3:// URI")
+    with _s3_lock:
+        _s3_sources[bucket] = source if callable(source) else (lambda: source)
+        _s3_resolved.pop(bucket, None)
+        _s3_filesystems.pop(bucket, None)
+
+
+def s3_access(uri: str) -> S3Access | None:
+    """The settings registered for the bucket of `uri`, resolved (None: none registered, the SDK's chain)."""
+    bucket = bucket_of(uri)
+    with _s3_lock:
+        source = _s3_sources.get(bucket) if bucket else None
+        if source is None:
+            return None
+        if bucket not in _s3_resolved:
+            _s3_resolved[bucket] = source()
+        return _s3_resolved[bucket]
+
+
+def _s3_filesystem(bucket: str) -> pafs.FileSystem:
+    access = s3_access(f"s3://{bucket}")
+    with _s3_lock:
+        fs = _s3_filesystems.get(bucket)
+        if fs is not None:
+            return fs
+    kwargs: dict[str, Any] = {"connect_timeout": S3_CONNECT_TIMEOUT_S, "request_timeout": S3_REQUEST_TIMEOUT_S}
+    if access is not None:
+        if access.endpoint:
+            # The AWS SDKs' default since 2025 (a CRC checksum trailer on every upload) is refused by many
+            # S3-compatible stores (S3Proxy among them): with another endpoint, checksums only where S3 asks.
+            os.environ.setdefault("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")
+            os.environ.setdefault("AWS_RESPONSE_CHECKSUM_VALIDATION", "when_required")
+            kwargs.update(endpoint_override=access.host, scheme=access.scheme)
+            # pyarrow addresses a bucket by path with an endpoint; a store that wants it in the host name says so
+            kwargs["force_virtual_addressing"] = not access.path_style
+        if access.region:
+            kwargs["region"] = access.region
+        if access.access_key:
+            kwargs.update(access_key=access.access_key, secret_key=access.secret_key,
+                          session_token=access.session_token)
+    fs = pafs.S3FileSystem(**kwargs)
+    with _s3_lock:
+        _s3_filesystems[bucket] = fs
+    return fs
+
+
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     uri = normalize_uri(uri)
     parsed = urlparse(uri)
     if parsed.scheme == "file":
         return pafs.LocalFileSystem(), parsed.path
-    if parsed.scheme == "s3a":
-        uri = "s3" + uri[3:]
+    if parsed.scheme in S3_SCHEMES:  # pyarrow's S3 paths: bucket/key
+        return _s3_filesystem(parsed.netloc), f"{parsed.netloc}{parsed.path}".rstrip("/")
     fs, path = pafs.FileSystem.from_uri(uri)
     return fs, path
+
+
+def is_object_store(uri: str) -> bool:
+    return bucket_of(uri) is not None
 
 
 def join(uri: str, *parts: str) -> str:
@@ -108,15 +222,31 @@ def safe_name(run_id: str) -> str:
     return "".join(out) or "~"
 
 
-def write_json(uri: str, obj: Any) -> None:
-    """Written aside, then moved in place: a reader (status, while a split rewrites its progress) never sees
-    half a file."""
+def staging_path(uri: str) -> tuple[pafs.FileSystem, str, str]:
+    """(filesystem, where to write, where the file belongs) for a file that a reader must see whole or not at
+    all: on a filesystem a name aside (its folder made), then `settle` moves it in place; on an object store the
+    place itself, where an object appears whole when its upload completes (a rename there is a copy and a
+    delete: no safer, and two requests more)."""
     fs, path = filesystem(uri)
+    if is_object_store(uri):
+        return fs, path, path
     fs.create_dir(posixpath.dirname(path), recursive=True)
-    tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
-    with fs.open_output_stream(tmp) as out:
+    return fs, f"{path}.{uuid.uuid4().hex[:8]}.tmp", path
+
+
+def settle(fs: pafs.FileSystem, written: str, path: str) -> None:
+    """The file written at `staging_path`'s place, now at its own."""
+    if written != path:
+        fs.move(written, path)
+
+
+def write_json(uri: str, obj: Any) -> None:
+    """Written whole or not at all (`staging_path`): a reader (status, while a split rewrites its progress)
+    never sees half a file."""
+    fs, written, path = staging_path(uri)
+    with fs.open_output_stream(written) as out:
         out.write(json.dumps(obj, indent=1, sort_keys=True).encode())
-    fs.move(tmp, path)
+    settle(fs, written, path)
 
 
 def read_text(uri: str) -> str:

@@ -26,8 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import posixpath
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -197,11 +195,9 @@ def _table_file(table: Any, uri: str, own: dict[str, str], target: dict[str, str
 def _write_converted(uri: str, source: str, own: dict[str, str], target: dict[str, str]) -> None:
     fs, path = deep_storage.filesystem(source)
     converted = conform(pq.read_table(path, filesystem=fs), own, target)
-    fs, path = deep_storage.filesystem(uri)
-    fs.create_dir(posixpath.dirname(path), recursive=True)
-    tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
-    pq.write_table(converted, tmp, filesystem=fs)
-    fs.move(tmp, path)  # whole or not at all: a sync that died midway left no half file the next one adds
+    fs, written, path = deep_storage.staging_path(uri)
+    pq.write_table(converted, written, filesystem=fs)
+    deep_storage.settle(fs, written, path)  # whole or not at all: a sync that died midway left no half file
 
 
 def _changed_types(schema: Any, target: dict[str, str]) -> list[str]:
