@@ -82,6 +82,24 @@ class S3Access:
         return {"endpoint": self.endpoint, "region": self.region, "pathStyle": self.path_style,
                 "accessKey": self.access_key, "secretKey": self.secret_key, "sessionToken": self.session_token}
 
+    def hadoop_conf(self, bucket: str) -> dict[str, str]:
+        """Hadoop S3A's settings for `bucket` (per-bucket keys: datasources on other buckets keep theirs), for
+        Spark's Parquet writer. Spark's UI and logs redact `secret.key` and `access.key` (spark.redaction.regex)."""
+        prefix = f"fs.s3a.bucket.{bucket}."
+        conf = {"path.style.access": "true" if self.path_style else "false"}
+        if self.endpoint:
+            # A store other than AWS: S3A's bulk delete (DeleteObjects, which Spark's commit uses on its
+            # temporary files) sends a checksum header that S3-compatible stores often refuse: one DELETE each.
+            conf.update({"endpoint": self.endpoint, "multiobjectdelete.enable": "false"})
+        if self.region:
+            conf["endpoint.region"] = self.region
+        if self.access_key:
+            conf.update({"access.key": self.access_key, "secret.key": self.secret_key or ""})
+            if self.session_token:
+                conf.update({"session.token": self.session_token, "aws.credentials.provider":
+                             "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"})
+        return {prefix + k: v for k, v in conf.items()}
+
     @staticmethod
     def from_json(raw: dict[str, Any]) -> "S3Access":
         return S3Access(raw.get("endpoint"), raw.get("region"), bool(raw.get("pathStyle")), raw.get("accessKey"),
@@ -271,9 +289,15 @@ def list_files(uri: str, suffix: str = "") -> list[pafs.FileInfo]:
 
 
 def delete_dir(uri: str) -> None:
+    """The folder and everything in it; on an object store also the incomplete multipart uploads under it
+    (a writer killed mid-upload leaves parts no listing shows)."""
     fs, path = filesystem(uri)
     if fs.get_file_info(path).type != pafs.FileType.NotFound:
         fs.delete_dir(path)
+    if is_object_store(uri):
+        from ingest_core.executor import s3_uploads
+
+        s3_uploads.abort_all(uri)
 
 
 def to_uri(uri_base: str, fs_path: str) -> str:

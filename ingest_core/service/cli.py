@@ -350,10 +350,12 @@ def cmd_dead_letters(args: argparse.Namespace) -> int:
 
 def cmd_query(args: argparse.Namespace) -> int:
     from ingest_core.service.query import format_csv, format_json, format_table
+    from ingest_core.service.status import specs_in
     from ingest_core.store.sql import run_sql
 
     store = _store(args)
     store.check_schema()
+    specs_in(_dags_folder(args))  # the datasources' deep storage settings (an S3 endpoint, its credentials)
     result = run_sql(store, args.sql, max_rows=None if args.max_rows <= 0 else args.max_rows,
                      timeout_s=None if args.timeout <= 0 else args.timeout)
     print(format_json(result.table) if args.json else format_csv(result.table) if args.csv

@@ -34,6 +34,7 @@ from ingest_core.core.spec import (
 )
 from ingest_core.core.states import LOOP_ERROR, effective_state
 from ingest_core.executor import deep_storage
+from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.executor.report import (
     GroupFailure,
     GroupProgress,
@@ -330,7 +331,9 @@ def specs_in(dags_folder: str | Path | None) -> dict[str, DatasourceSpec]:
                 spec = load_spec(path)
             except SpecError:
                 continue
-            specs.setdefault(spec.datasource, spec)
+            if spec.datasource not in specs:
+                specs[spec.datasource] = spec
+                use_deep_storage(spec)  # this command reads its deep storage with the spec's settings
     return specs
 
 
@@ -343,9 +346,11 @@ def spec_for(store: MetadataStore, name: str, specs: dict[str, DatasourceSpec]) 
     if not history:
         return None
     try:
-        return parse_spec(history[-1]["spec"], f"<metadata store: {name} v{history[-1]['version']}>")
+        spec = parse_spec(history[-1]["spec"], f"<metadata store: {name} v{history[-1]['version']}>")
     except SpecError:
         return None
+    use_deep_storage(spec)
+    return spec
 
 
 def collect_progress(spec: DatasourceSpec, run: RunRecord) -> list[GroupProgress]:

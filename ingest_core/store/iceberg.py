@@ -98,21 +98,44 @@ def table_location(spec: DatasourceSpec) -> str:
     return deep_storage.join(deep_storage.base_for(spec), spec.datasource, ".iceberg", table_identifier(spec)[1])
 
 
-def catalog(store: MetadataStore) -> Any:
+def catalog(store: MetadataStore, spec: DatasourceSpec | None = None) -> Any:
     """pyiceberg's SQL catalog in the metadata database (its own tables: iceberg_tables and
-    iceberg_namespace_properties). Dispose of its engine (`.engine.dispose()`) when done."""
+    iceberg_namespace_properties), its files reached as `spec`'s deep storage is (`file_io_properties`).
+    Dispose of its engine (`.engine.dispose()`) when done."""
     import sqlalchemy as sa
     from pyiceberg.catalog.sql import SqlCatalog
 
+    props = file_io_properties(deep_storage.base_for(spec)) if spec is not None else {}
     for attempt in range(1, 4):
         try:
-            return SqlCatalog(CATALOG, uri=store.url)
+            return SqlCatalog(CATALOG, uri=store.url, **props)
         except sa.exc.DBAPIError:
             # another process created one of the catalog's two tables at the same moment (pyiceberg checks, then
             # creates): it exists now; each attempt can lose that race only once per table
             if attempt == 3:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def file_io_properties(uri: str) -> dict[str, str]:
+    """pyiceberg's FileIO settings for an object store reached with registered settings
+    (`deep_storage.register_s3`); none for a filesystem or the AWS SDK's own chain."""
+    access = deep_storage.s3_access(uri)
+    if access is None:
+        return {}
+    props = {"s3.force-virtual-addressing": "false" if access.path_style else "true",
+             "s3.connect-timeout": str(deep_storage.S3_CONNECT_TIMEOUT_S),
+             "s3.request-timeout": str(deep_storage.S3_REQUEST_TIMEOUT_S)}
+    if access.endpoint:
+        deep_storage.filesystem(uri)  # the same AWS SDK settings as this process's own files (checksums)
+        props["s3.endpoint"] = access.endpoint
+    if access.region:
+        props["s3.region"] = access.region
+    if access.access_key:
+        props.update({"s3.access-key-id": access.access_key, "s3.secret-access-key": access.secret_key or ""})
+        if access.session_token:
+            props["s3.session-token"] = access.session_token
+    return props
 
 
 def sync(store: MetadataStore, spec: DatasourceSpec) -> IcebergSync:
@@ -125,7 +148,7 @@ def sync(store: MetadataStore, spec: DatasourceSpec) -> IcebergSync:
 
     identifier = table_identifier(spec)
     name = ".".join(identifier)
-    cat = catalog(store)
+    cat = catalog(store, spec)
     try:
         for attempt in range(1, COMMIT_ATTEMPTS + 1):
             try:

@@ -99,7 +99,7 @@ def _iceberg_files(store: MetadataStore, spec: DatasourceSpec, cutoff: datetime)
 
     from ingest_core.store import iceberg
 
-    cat = iceberg.catalog(store)
+    cat = iceberg.catalog(store, spec)
     try:
         try:
             table = cat.load_table(iceberg.table_identifier(spec))
