@@ -1110,24 +1110,27 @@ class S3Access:
     region: str | None = None
     path_style_access: bool | None = None  # bucket in the path, not the host name; default: true with an endpoint
     connection: str | None = None  # an Airflow connection id
-    access_key_id: dict[str, Any] | None = None  # a secret reference
-    secret_access_key: dict[str, Any] | None = None  # a secret reference
-    session_token: dict[str, Any] | None = None  # a secret reference (temporary credentials)
+    # secret references; typed Any so that a key written as a value is refused by `_validate` without echoing it
+    access_key_id: Any = None
+    secret_access_key: Any = None
+    session_token: Any = None  # temporary credentials
 
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.endpoint is not None and not re.fullmatch(r"https?://[^/\s]+/?", self.endpoint):
             ctx.error(join(path, "endpoint"), f"expected http(s)://host:port, got {self.endpoint!r}")
         for name, ref in self.references().items():
-            if credentials.parse_secret_ref(ref)[1] is not None:
+            problem = (credentials.parse_secret_ref(ref)[1] if isinstance(ref, dict)
+                       else "a value was given")  # never echoed: it may be the key itself
+            if problem is not None:
                 ctx.error(join(path, name), "expected a secret reference, {type: environment, variable: NAME} or "
                           "{type: airflowConnection, connId: ID, field: password}: a key is never written into "
-                          f"a spec ({credentials.parse_secret_ref(ref)[1]})")
+                          f"a spec ({problem})")
         if (self.access_key_id is None) != (self.secret_access_key is None):
             ctx.error(path, "accessKeyId and secretAccessKey go together: set both, or neither")
         if self.connection is not None and self.access_key_id is not None:
             ctx.error(path, "credentials from either `connection` or accessKeyId/secretAccessKey, not both")
 
-    def references(self) -> dict[str, dict[str, Any]]:
+    def references(self) -> dict[str, Any]:
         """The secret references set, by their JSON key."""
         refs = {"accessKeyId": self.access_key_id, "secretAccessKey": self.secret_access_key,
                 "sessionToken": self.session_token}

@@ -104,6 +104,28 @@ def attempt_folders(uri: str) -> list[str]:
     return sorted(found)
 
 
+def signed_headers(access: S3Access, region: str, method: str, host: str, path: str, query: str,
+                   now: datetime) -> dict[str, str]:
+    """The headers of a request with no body, signed with AWS Signature Version 4 (`path` and `query` in their
+    canonical, URI-encoded form)."""
+    stamp = now.strftime("%Y%m%dT%H%M%SZ")
+    headers = {"host": host, "x-amz-content-sha256": _EMPTY_SHA256, "x-amz-date": stamp}
+    if access.session_token:
+        headers["x-amz-security-token"] = access.session_token
+    names = sorted(headers)
+    canonical = "\n".join([method, path, query, "".join(f"{n}:{headers[n]}\n" for n in names), ";".join(names),
+                           _EMPTY_SHA256])
+    scope = f"{stamp[:8]}/{region}/s3/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    key = ("AWS4" + (access.secret_key or "")).encode()
+    for part in (stamp[:8], region, "s3", "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    headers["authorization"] = (f"AWS4-HMAC-SHA256 Credential={access.access_key}/{scope}, "
+                                f"SignedHeaders={';'.join(names)}, Signature={signature}")
+    return headers
+
+
 def _bucket_prefix(uri: str) -> tuple[str, str]:
     parsed = urlparse(deep_storage.normalize_uri(uri))
     if parsed.scheme not in deep_storage.S3_SCHEMES:
@@ -128,21 +150,8 @@ def _request(uri: str, method: str, bucket: str, key: str, query: dict[str, str]
         host, path = f"{bucket}.{host}", f"/{key}"
     signed_path = quote(path, safe="/-_.~")
     canonical_query = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(query.items()))
-    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
-    headers = {"host": host, "x-amz-content-sha256": _EMPTY_SHA256, "x-amz-date": stamp}
-    if access.session_token:
-        headers["x-amz-security-token"] = access.session_token
-    names = sorted(headers)
-    canonical = "\n".join([method, signed_path, canonical_query, "".join(f"{n}:{headers[n]}\n" for n in names),
-                           ";".join(names), _EMPTY_SHA256])
-    scope = f"{stamp[:8]}/{region}/s3/aws4_request"
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-    key_bytes = ("AWS4" + (access.secret_key or "")).encode()
-    for part in (stamp[:8], region, "s3", "aws4_request"):
-        key_bytes = hmac.new(key_bytes, part.encode(), hashlib.sha256).digest()
-    signature = hmac.new(key_bytes, to_sign.encode(), hashlib.sha256).hexdigest()
-    headers["authorization"] = (f"AWS4-HMAC-SHA256 Credential={access.access_key}/{scope}, "
-                                f"SignedHeaders={';'.join(names)}, Signature={signature}")
+    headers = signed_headers(access, region, method, host, signed_path, canonical_query,
+                             now or datetime.now(timezone.utc))
     conn_cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
     conn = conn_cls(host, timeout=deep_storage.S3_REQUEST_TIMEOUT_S)
     try:
