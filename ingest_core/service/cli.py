@@ -573,6 +573,8 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--csv", action="store_true")
     p.add_argument("--max-rows", type=int, default=10_000, help="stop after N rows (default 10,000; 0: no limit)")
     p.add_argument("--timeout", type=float, default=300, help="stop the query after S seconds (default 300; 0: none)")
+    p.add_argument("--dags-folder", help="the specs: their deep storage's settings (default: "
+                                         "$AIRFLOW__CORE__DAGS_FOLDER, else ./dags)")
     p.set_defaults(func=cmd_query)
 
     p = sub.add_parser("iceberg-sync", help="bring a datasource's Iceberg table level with what is published")
