@@ -104,3 +104,17 @@ def test_requests_are_signed_as_aws_documents_it(query, signature):
     assert headers["authorization"] == (
         f"AWS4-HMAC-SHA256 Credential={KEY}/20130524/us-east-1/s3/aws4_request, "
         f"SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature={signature}")
+
+
+def test_an_airflow_connection_gives_keys_endpoint_and_region_and_the_spec_wins(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_MY_S3", json.dumps({
+        "conn_type": "aws", "login": KEY, "password": SECRET,
+        "extra": {"endpoint_url": "http://s3.internal:9000", "region_name": "eu-west-1"}}))
+    spec = spec_with({"uri": "s3a://b/x", "s3": {"connection": "my_s3", "region": "us-east-1"}})
+    assert SECRET not in json.dumps(spec.to_raw())
+    access = resolve_s3(spec.microbatch.deep_storage.s3)
+    assert (access.endpoint, access.region, access.path_style, access.access_key, access.secret_key) == (
+        "http://s3.internal:9000", "us-east-1", True, KEY, SECRET)
+    monkeypatch.setenv("AIRFLOW_CONN_NO_KEYS", json.dumps({"conn_type": "aws"}))
+    with pytest.raises(SecretUnavailableError, match="'no_keys' has no login"):
+        resolve_s3(spec_with({"uri": "s3a://b/x", "s3": {"connection": "no_keys"}}).microbatch.deep_storage.s3)
