@@ -5,8 +5,9 @@ pyarrow's: `file://` (and plain paths), `hdfs://`, and `s3a://` (read as `s3://`
 
 An S3 bucket is reached with the settings registered for it in this process (`register_s3`: a spec's
 `deepStorage.s3`, resolved lazily, at the first use), else with the AWS SDK's own chain (AWS_* variables,
-~/.aws, an instance role). Nothing here relies on a rename or on a listing to decide what is visible: a file is
-written once, by one PUT, and the metadata store's segment records name the published ones.
+~/.aws, an instance role). Nothing here relies on a rename or on a listing to decide what is visible: an
+object appears whole when its upload completes, and the metadata store's segment records name the published
+files.
 
 Layout under a datasource's deep storage URI:
   <uri>/<datasource>/<run id, encoded by safe_name>/group=<g>/replica=<r>/attempt=<id>/
@@ -163,6 +164,11 @@ def _s3_filesystem(bucket: str) -> pafs.FileSystem:
         if access.access_key:
             kwargs.update(access_key=access.access_key, secret_key=access.secret_key,
                           session_token=access.session_token)
+    if "region" not in kwargs and not (access and access.endpoint):
+        try:  # an AWS bucket in another region than the SDK's default answers nothing but a redirect
+            kwargs["region"] = pafs.resolve_s3_region(bucket)
+        except OSError:
+            pass  # the SDK's default region, as pyarrow's own from_uri would leave it
     fs = pafs.S3FileSystem(**kwargs)
     with _s3_lock:
         _s3_filesystems[bucket] = fs
