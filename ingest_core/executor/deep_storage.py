@@ -23,6 +23,7 @@ a retried or re-executed job cannot touch it. Attempts nothing was published fro
 from __future__ import annotations
 
 import json
+import logging
 import os
 import posixpath
 import threading
@@ -303,7 +304,10 @@ def delete_dir(uri: str) -> None:
     if is_object_store(uri):
         from ingest_core.executor import s3_uploads
 
-        s3_uploads.abort_all(uri)
+        try:
+            s3_uploads.abort_all(uri)
+        except OSError as exc:  # the objects are gone; the parts stay for a lifecycle rule (docs/s3.md)
+            logging.getLogger(__name__).warning("incomplete uploads under %s not aborted: %s", uri, exc)
 
 
 def to_uri(uri_base: str, fs_path: str) -> str:
