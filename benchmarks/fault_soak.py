@@ -56,6 +56,13 @@ unreadable segments found so far, so a broken invariant is pinned to the fault t
     python benchmarks/fault_soak.py --iterations 2 --faults kill_airflow --keep --out /tmp/soak
     python benchmarks/fault_soak.py --iterations 14 --spark-connect
     python benchmarks/fault_soak.py --tiny --spark-connect      # one clean microbatch: that it runs (the tests)
+    python benchmarks/fault_soak.py --iterations 4 --spark-connect --s3   # deep storage on an object store
+
+With --s3 the deep storage is an S3-compatible object store of the soak's own (`EmbeddedS3`: S3Proxy over a
+folder of --out), reached with the spec's `deepStorage.s3` (keys referenced in environment variables): segments
+through Hadoop's S3A, reports and dead letters through pyarrow, no rename anywhere. At the end the orphans of
+every final run are removed as `ingest cleanup` does, and then none may be left: no attempt folder nothing
+points into and no incomplete multipart upload (a job killed mid-upload leaves one, which no listing shows).
 
 Prints runs, faults by kind, failed runs, runs to heal, lost, duplicated, median run time; writes
 report.json, metadata.json (runs, offsets, segments) and every run's log under --out. Exits 1 on any lost,
@@ -99,7 +106,9 @@ from ingest_core.dev.demo import airflow_env  # noqa: E402
 from ingest_core.dev.embedded import (  # noqa: E402
     EmbeddedKafka,
     EmbeddedPostgres,
+    EmbeddedS3,
     EmbeddedSparkConnect,
+    s3_spec_settings,
 )
 from ingest_core.handover import deep_storage  # noqa: E402
 from ingest_core.store.metadata import MetadataStore, RunStatus  # noqa: E402
@@ -206,6 +215,12 @@ class Report:
     duplicated_by_run: dict = field(default_factory=dict)  # run id -> duplicate rows in its segments
     final_lag: int | None = None
     in_flight_at_end: list[str] = field(default_factory=list)
+    # --s3: what cleanup removed at the end, then what it left: attempt folders of final runs nothing points
+    # into, and incomplete multipart uploads under final runs (both must be 0)
+    orphans_removed: int | None = None
+    orphans_left: int | None = None
+    uploads_aborted: int | None = None
+    uploads_left: int | None = None
 
     @property
     def healed(self) -> bool:
@@ -215,7 +230,7 @@ class Report:
     def ok(self) -> bool:
         return (self.healed and not self.lost and not self.duplicated and not self.unexpected
                 and not self.unreadable_segments and not self.hostile_wrong and self.loss_counted_exactly
-                and not self.iceberg_mismatch)
+                and not self.iceberg_mismatch and not self.orphans_left and not self.uploads_left)
 
     @property
     def loss_counted_exactly(self) -> bool:
@@ -258,6 +273,9 @@ class Report:
             f"duplicated: {self.duplicated}" + (f" {self.duplicated_by_run}" if self.duplicated else ""),
             *([f"iceberg: {self.iceberg_files} files, rows other than the reader's: {self.iceberg_mismatch}"]
               if self.iceberg_mismatch is not None else []),
+            *([f"object store: cleanup removed {self.orphans_removed} orphan attempts ({self.uploads_aborted} "
+               f"incomplete uploads aborted); left: {self.orphans_left} orphans, {self.uploads_left} incomplete "
+               "uploads"] if self.orphans_left is not None else []),
             f"unexpected: {self.unexpected}, unreadable segments: {len(self.unreadable_segments)}",
             f"hostile records: {self.hostile_produced} produced, {len(self.hostile_wrong)} not as Druid counts them"
             + (f" {self.hostile_wrong[:10]}" if self.hostile_wrong else ""),
@@ -337,7 +355,7 @@ class DagTest:
         elif milestone == "spark" and self.spark_jvms():
             self.events.add(milestone)
         elif milestone == "reading" and self.soak.connect is not None and self.run_id:
-            if any(self.soak.run_folder(self.run_id).glob("group=*/replica=*/attempt=*/progress/*.json")):
+            if self.soak.progress_reported(self.run_id):
                 self.events.add(milestone)
         elif milestone == "reading" and any("pyspark.daemon" in self._cmdline(p) or "pyspark.worker" in
                                             self._cmdline(p) for p in self._spark_tree()):
@@ -703,6 +721,7 @@ class Soak:
         self.postgres: EmbeddedPostgres | None = None
         self.kafka: EmbeddedKafka | None = None
         self.connect: EmbeddedSparkConnect | None = None
+        self.s3: EmbeddedS3 | None = None
         self.databases: list[str] = []
         self.pg_base = ""
 
@@ -727,16 +746,27 @@ class Soak:
         self.admin = AdminClient({"bootstrap.servers": self.kafka.bootstrap})
         self.admin.create_topics([NewTopic(TOPIC, self.args.partitions, 1)])[TOPIC].result(timeout=60)
         self.wait_partitions(self.args.partitions)
+        s3_env = {}
+        if self.args.s3:
+            self.s3 = EmbeddedS3(self.out / "s3").start()
+            s3_env = {"INGEST_SOAK_S3_KEY": self.s3.access_key, "INGEST_SOAK_S3_SECRET": self.s3.secret_key}
+            os.environ.update(s3_env)  # this process reads the deep storage too (the checks), as the spec says
         dags = self.out / "dags"
         (dags / "specs").mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / "dags" / "ingest_datasources.py", dags / "ingest_datasources.py")
         (dags / "specs" / f"{DATASOURCE}.yaml").write_text(yaml.safe_dump(self.spec()))
         if self.args.spark_connect:
-            self.connect = EmbeddedSparkConnect(self.out / "spark-connect", driver_memory="1g").start()
+            self.connect = EmbeddedSparkConnect(self.out / "spark-connect", driver_memory="1g",
+                                                jar_sets=("spark-s3",) if self.args.s3 else ()).start()
         self.env = airflow_env(self.out, self.kafka.bootstrap, dags_folder=dags,
                                metadata_url=f"{self.pg_base}/{self.databases[0]}",
                                spark_connect_url=self.connect.url if self.connect else None,
-                               AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"{self.pg_base}/{self.databases[1]}")
+                               AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"{self.pg_base}/{self.databases[1]}", **s3_env)
+        if self.s3 is not None:
+            from ingest_core.core.spec import parse_spec
+            from ingest_core.kafka.storage_secrets import use_deep_storage
+
+            use_deep_storage(parse_spec(self.spec()))
         # short-lived test JVMs: C1 only, as the tests do (an outer SPARK_SUBMIT_OPTS wins)
         self.env.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
         self.store = MetadataStore(self.env["INGEST_METADATA_URL"])
@@ -765,6 +795,8 @@ class Soak:
             self.kafka.stop()
         if self.connect is not None:
             self.connect.stop()
+        if self.s3 is not None:
+            self.s3.stop()
         if self.databases and not self.args.keep and self.pg_base and self.postgres is None:
             engine = sa.create_engine(f"{self.pg_base}/postgres", isolation_level="AUTOCOMMIT")
             with engine.connect() as conn:
@@ -799,13 +831,29 @@ class Soak:
             },
             "microbatch": {"schedule": "PT10M", "retries": self.args.retries, "retryDelay": "PT2S",
                            **({"deadLetter": {}} if self.args.hostile else {}),
-                           **({"iceberg": {}} if self.args.iceberg else {})},
+                           **({"iceberg": {}} if self.args.iceberg else {}),
+                           **(self.s3_settings() if self.args.s3 else {})},
         }
 
-    def run_folder(self, run_id: str) -> Path:
-        """Where a run's jobs write (deep storage is a local folder here)."""
-        base = deep_storage.run_uri(self.env["INGEST_DEEP_STORAGE"], DATASOURCE, run_id)
-        return Path(deep_storage.filesystem(base)[1])
+    def s3_settings(self) -> dict:
+        """The spec's deep storage on the soak's object store; spark-submit's jobs get Hadoop's S3A jars."""
+        from ingest_core.dev import jars
+
+        assert self.s3 is not None
+        out: dict = {"deepStorage": {"uri": f"{self.s3.uri}/ingest", "s3": s3_spec_settings(
+            self.s3.endpoint, "INGEST_SOAK_S3_KEY", "INGEST_SOAK_S3_SECRET")}}
+        if not self.args.spark_connect:
+            out["spark"] = {"conf": {"spark.jars": ",".join(str(p) for p in jars.ensure("spark-s3"))}}
+        return out
+
+    @property
+    def deep_storage(self) -> str:
+        return f"{self.s3.uri}/ingest" if self.s3 is not None else self.env["INGEST_DEEP_STORAGE"]
+
+    def progress_reported(self, run_id: str) -> bool:
+        """Whether a split of the run reported progress (its job reads Kafka)."""
+        run = deep_storage.run_uri(self.deep_storage, DATASOURCE, run_id)
+        return any("/progress/" in f.path for f in deep_storage.list_files(run, ".json"))
 
     # -- records ---------------------------------------------------------------------------------------
 
@@ -1112,13 +1160,34 @@ class Soak:
         report.in_flight_at_end = self.in_flight()
         if self.args.iceberg:
             report.iceberg_files, report.iceberg_mismatch = self.iceberg_rows(counts)
+        if self.s3 is not None:
+            self.check_cleanup()
+
+    def check_cleanup(self) -> None:
+        """Cleanup of every final run, as `ingest cleanup --yes`; then no orphan and no incomplete upload under
+        a final run may be left."""
+        from ingest_core.core.spec import parse_spec
+        from ingest_core.executor import s3_uploads
+        from ingest_core.store.cleanup import find_orphans, remove_orphans
+
+        spec, report = parse_spec(self.spec()), self.report
+        final = [r.run_id for r in self.store.list_runs(DATASOURCE, limit=None) if r.is_final]
+        runs = [deep_storage.run_uri(self.deep_storage, DATASOURCE, r) for r in final]
+        orphans = find_orphans(self.store, spec, final)
+        report.uploads_aborted = sum(len(s3_uploads.incomplete_uploads(o.uri)) for o in orphans)
+        remove_orphans(self.store, DATASOURCE, orphans, "fault soak")
+        report.orphans_removed = len(orphans)
+        report.orphans_left = len(find_orphans(self.store, spec, final))
+        report.uploads_left = sum(len(s3_uploads.incomplete_uploads(r)) for r in runs)
 
     def iceberg_rows(self, counts: Counter) -> tuple[int, int]:
         """(files, rows whose uid the Iceberg table holds other than as often as the reader): the table is read
         by pyiceberg alone, after the heal runs' reports synced it."""
         from pyiceberg.catalog.sql import SqlCatalog
 
-        catalog = SqlCatalog("ingest", uri=self.env["INGEST_METADATA_URL"])
+        from ingest_core.store.iceberg import file_io_properties
+
+        catalog = SqlCatalog("ingest", uri=self.env["INGEST_METADATA_URL"], **file_io_properties(self.deep_storage))
         try:
             table = catalog.load_table(("ingest", DATASOURCE))
             files = sum(1 for _ in table.scan().plan_files())
@@ -1201,6 +1270,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--iceberg", action="store_true",
                     help="the datasource also has an Iceberg table (microbatch.iceberg): at the end it must hold every "
                          "visible row exactly once, whatever killed the runs between their publish and its commit")
+    ap.add_argument("--s3", action="store_true",
+                    help="deep storage on an S3-compatible object store of the soak's own (S3Proxy); at the end, "
+                         "after cleanup, no orphan attempt and no incomplete multipart upload may be left")
     ap.add_argument("--tiny", action="store_true",
                     help="one clean microbatch and its heal run, one task group: that the soak runs, no fault")
     args = ap.parse_args(argv)

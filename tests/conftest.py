@@ -10,12 +10,16 @@
   INGEST_TEST_SCHEMA_REGISTRY=url.
 - Spark: one local SparkSession (local[2]) for the session, started before any Kafka client exists: forking
   the JVM launcher from a process that holds librdkafka threads can crash the child.
+- Object store (deep storage on S3): S3Proxy over a private folder, started the first time a test asks for
+  `object_store` (`ingest_core.dev.embedded.EmbeddedS3`), or the store at
+  INGEST_TEST_S3=http(s)://KEY:SECRET@host:port/bucket (keys URL-quoted).
 A missing broker or PostgreSQL fails the run; nothing is skipped.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 import uuid
@@ -125,7 +129,11 @@ def spark():
     from ingest_core.spark.job import spark_session_builder
 
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO line at exit hits pytest's closed streams
-    session = spark_session_builder("ingest-tests").master("local[2]").config("spark.driver.memory", "1g").getOrCreate()
+    from ingest_core.dev import jars
+
+    session = (spark_session_builder("ingest-tests").master("local[2]").config("spark.driver.memory", "1g")
+               .config("spark.jars", ",".join(str(p) for p in jars.ensure("spark-s3")))  # Hadoop's S3A
+               .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -140,7 +148,9 @@ def spark_connect(tmp_path_factory):
     if external:
         yield type("External", (), {"url": external})()
         return
-    server = EmbeddedSparkConnect(tmp_path_factory.mktemp("spark-connect"), driver_memory="1g")
+    # with Hadoop's S3A: the object-store tests write through this server too
+    server = EmbeddedSparkConnect(tmp_path_factory.mktemp("spark-connect"), driver_memory="1g",
+                                  jar_sets=("spark-s3",))
     try:
         server.start()
     except RuntimeError as exc:
@@ -157,6 +167,50 @@ def _spark_before_kafka(request):
     for name in ("spark", "spark_connect"):
         if any(name in getattr(item, "fixturenames", ()) for item in request.session.items):
             request.getfixturevalue(name)
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectStore:
+    """An S3-compatible store with one bucket for the tests' deep storage."""
+
+    endpoint: str
+    bucket: str
+    access_key: str
+    secret_key: str
+
+    @property
+    def uri(self) -> str:
+        return f"s3a://{self.bucket}"
+
+    def spec_settings(self, key_variable: str = "INGEST_TEST_S3_KEY",
+                      secret_variable: str = "INGEST_TEST_S3_SECRET") -> dict:
+        """A spec's `deepStorage.s3`, its keys referenced in these environment variables (`keys_in_env`)."""
+        from ingest_core.dev.embedded import s3_spec_settings
+
+        return s3_spec_settings(self.endpoint, key_variable, secret_variable)
+
+    def keys_in_env(self, monkeypatch, key_variable: str = "INGEST_TEST_S3_KEY",
+                    secret_variable: str = "INGEST_TEST_S3_SECRET") -> None:
+        monkeypatch.setenv(key_variable, self.access_key)
+        monkeypatch.setenv(secret_variable, self.secret_key)
+
+
+@pytest.fixture(scope="session")
+def object_store(tmp_path_factory) -> ObjectStore:
+    from urllib.parse import unquote, urlparse
+
+    from ingest_core.dev.embedded import EmbeddedS3
+
+    external = os.environ.get("INGEST_TEST_S3")
+    if external:
+        url = urlparse(external)
+        if not (url.username and url.password and url.path.strip("/")):
+            pytest.fail("INGEST_TEST_S3 must be http(s)://KEY:SECRET@host:port/bucket")
+        yield ObjectStore(f"{url.scheme}://{url.hostname}:{url.port or (443 if url.scheme == 'https' else 80)}",
+                          url.path.strip("/"), unquote(url.username), unquote(url.password))
+        return
+    with _started(EmbeddedS3(tmp_path_factory.mktemp("s3"))) as s3:
+        yield ObjectStore(s3.endpoint, s3.bucket, s3.access_key, s3.secret_key)
 
 
 @pytest.fixture(scope="session")

@@ -42,6 +42,6 @@ METADATA_CONNECT_TIMEOUT_S = 10
 # An object store (S3 deep storage): the TCP connect and each request (pyarrow's S3FileSystem connect_timeout
 # and request_timeout; the AWS SDK retries a request 3 times in all).
 OBJECT_STORE_CONNECT_TIMEOUT_S = 10.0
-OBJECT_STORE_REQUEST_TIMEOUT_S = 30.0
+OBJECT_STORE_REQUEST_TIMEOUT_S = 60.0  # a multipart upload's part on a slow link takes a while
 # Spark Connect: the server must accept the session's channel (gRPC's HTTP/2 handshake) within this long.
 SPARK_CONNECT_TIMEOUT_S = 30.0

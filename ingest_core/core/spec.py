@@ -1085,9 +1085,53 @@ class SparkConfig:
 
 
 @dataclass(frozen=True)
+class S3Access:
+    """How to reach an S3 or S3-compatible deep storage (`deepStorage.s3`); left out, the AWS SDKs' own chain
+    (AWS_* environment variables, ~/.aws, an instance role) and AWS's endpoints apply. Credentials are only ever
+    references, never values: an Airflow connection (`connection`: login = access key id, password = secret
+    access key, extra `endpoint_url` / `region_name`, as Airflow's `aws` connection type has them) or secret
+    references (`{type: environment, variable: NAME}`, `{type: airflowConnection, connId: ID, field: F}`)."""
+
+    endpoint: str | None = None  # http(s)://host:port of an S3-compatible store; none: AWS S3
+    region: str | None = None
+    path_style_access: bool | None = None  # bucket in the path, not the host name; default: true with an endpoint
+    connection: str | None = None  # an Airflow connection id
+    # secret references; typed Any so that a key written as a value is refused by `_validate` without echoing it
+    access_key_id: Any = None
+    secret_access_key: Any = None
+    session_token: Any = None  # temporary credentials
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        if self.endpoint is not None and not re.fullmatch(r"https?://[^/\s]+/?", self.endpoint):
+            ctx.error(join(path, "endpoint"), f"expected http(s)://host:port, got {self.endpoint!r}")
+        for name, ref in self.references().items():
+            problem = (credentials.parse_secret_ref(ref)[1] if isinstance(ref, dict)
+                       else "a value was given")  # never echoed: it may be the key itself
+            if problem is not None:
+                ctx.error(join(path, name), "expected a secret reference, {type: environment, variable: NAME} or "
+                          "{type: airflowConnection, connId: ID, field: password}: a key is never written into "
+                          f"a spec ({problem})")
+        if (self.access_key_id is None) != (self.secret_access_key is None):
+            ctx.error(path, "accessKeyId and secretAccessKey go together: set both, or neither")
+        if self.connection is not None and self.access_key_id is not None:
+            ctx.error(path, "credentials from either `connection` or accessKeyId/secretAccessKey, not both")
+
+    def references(self) -> dict[str, Any]:
+        """The secret references set, by their JSON key."""
+        refs = {"accessKeyId": self.access_key_id, "secretAccessKey": self.secret_access_key,
+                "sessionToken": self.session_token}
+        return {k: v for k, v in refs.items() if v is not None}
+
+
+@dataclass(frozen=True)
 class DeepStorage:
     # A Hadoop-compatible URI (file://, hdfs://, s3a://, ...); default: $INGEST_HOME/deep-storage.
     uri: str | None = None
+    s3: S3Access | None = None  # for an s3a:// (or s3://) uri: endpoint, region, credentials
+
+    def _validate(self, path: str, ctx: BindContext) -> None:
+        if self.s3 is not None and self.uri is not None and not self.uri.startswith(("s3a://", "s3://")):
+            ctx.error(join(path, "s3"), f"only for an s3a:// uri, and uri is {self.uri!r}")
 
 
 # librdkafka settings the dead-letter producer owns: its exactly-once delivery depends on them

@@ -8,6 +8,9 @@ whole process tree. Development tooling only: nothing in the ingestion path depe
 - `EmbeddedSparkConnect`: the pip pyspark's Spark Connect server (local[N], or against a cluster's master).
 - `EmbeddedSparkStandalone`: a Spark standalone cluster (a master and one worker) from the pip pyspark.
 - `EmbeddedRedis`: a Redis server (Debian's `redis-server`), the Celery broker of the CeleryExecutor tests.
+- `EmbeddedS3`: S3Proxy (Maven Central's jar, Apache-2.0) over a private folder: an S3-compatible object store
+  for deep storage on S3 (the tests, the fault soak's `--s3`). Tests can point at another store instead
+  (INGEST_TEST_S3=http://KEY:SECRET@host:port/bucket).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
@@ -320,8 +324,9 @@ class EmbeddedSparkConnect:
     MAIN_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
     def __init__(self, work_dir: str | Path, port: int | None = None, master: str = "local[2]",
-                 driver_memory: str = "2g", conf: dict[str, str] | None = None):
+                 driver_memory: str = "2g", conf: dict[str, str] | None = None, jar_sets: tuple[str, ...] = ()):
         self.work_dir = Path(work_dir)
+        self.jar_sets = jar_sets  # `ingest_core.dev.jars` sets on the server's classpath, e.g. "spark-s3"
         self.port = port or free_port()
         self.master = master
         self.driver_memory = driver_memory
@@ -344,6 +349,8 @@ class EmbeddedSparkConnect:
                 "--name", "ingest Spark Connect server", "--master", self.master, "--driver-memory", self.driver_memory]
         for key, value in conf.items():
             args += ["--conf", f"{key}={value}"]
+        if self.jar_sets:
+            args += ["--jars", ",".join(str(p) for name in self.jar_sets for p in jars.ensure(name))]
         return [*args, "spark-internal"]
 
     def start(self, timeout: float = 180) -> "EmbeddedSparkConnect":
@@ -459,6 +466,79 @@ class EmbeddedSparkStandalone:
         self.worker = self.master = None
 
     def __enter__(self) -> "EmbeddedSparkStandalone":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def s3_spec_settings(endpoint: str, key_variable: str, secret_variable: str) -> dict[str, object]:
+    """A spec's `deepStorage.s3` for an S3-compatible store at `endpoint`, its keys read from those environment
+    variables."""
+    return {"endpoint": endpoint, "region": "us-east-1", "pathStyleAccess": True,
+            "accessKeyId": {"type": "environment", "variable": key_variable},
+            "secretAccessKey": {"type": "environment", "variable": secret_variable}}
+
+
+class EmbeddedS3:
+    """S3Proxy with jclouds' `filesystem` backend: buckets are folders of `data_dir`, objects files. Signed
+    requests only (SigV2 or SigV4) with `access_key`/`secret_key`; one bucket made at start."""
+
+    def __init__(self, data_dir: str | Path, port: int | None = None, bucket: str = "deep-storage",
+                 access_key: str | None = None, secret_key: str | None = None, heap: str = "256m"):
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.bucket = bucket
+        self.access_key = access_key or f"test-{uuid.uuid4().hex[:8]}"
+        self.secret_key = secret_key or uuid.uuid4().hex
+        self.heap = heap
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "s3proxy.log"
+
+    @property
+    def uri(self) -> str:
+        """The bucket as deep storage."""
+        return f"s3a://{self.bucket}"
+
+    def start(self, timeout: float = 60) -> "EmbeddedS3":
+        blobs = self.data_dir / "blobs"
+        (blobs / self.bucket).mkdir(parents=True, exist_ok=True)  # a folder of the basedir is a bucket
+        props = self.data_dir / "s3proxy.properties"
+        props.write_text("\n".join([
+            f"s3proxy.endpoint={self.endpoint}", "s3proxy.authorization=aws-v2-or-v4",
+            f"s3proxy.identity={self.access_key}", f"s3proxy.credential={self.secret_key}",
+            "jclouds.provider=filesystem", f"jclouds.filesystem.basedir={blobs}", ""]))
+        props.chmod(0o600)
+        jar = next(iter(jars.ensure("s3proxy")))
+        with open(self.log_path, "ab") as out:
+            self.proc = subprocess.Popen([_java(), "-Xms32m", f"-Xmx{self.heap}", "-XX:+UseSerialGC",
+                                          "-XX:TieredStopAtLevel=1", "-jar", str(jar), "--properties", str(props)],
+                                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.proc = None
+                raise RuntimeError(f"S3Proxy exited at start: {self.log_path.read_text()[-3000:]}")
+            try:  # unsigned: any HTTP answer (403) means it serves
+                urllib.request.urlopen(self.endpoint + "/", timeout=2)
+                return self
+            except urllib.error.HTTPError:
+                return self
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"S3Proxy at {self.endpoint} did not answer in {timeout}s (log: {self.log_path})")
+
+    def stop(self) -> None:
+        _stop_group(self.proc, 10)
+        self.proc = None
+
+    def __enter__(self) -> "EmbeddedS3":
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 POMS = Path(__file__).resolve().parent / "maven"
-SETS = ("kafka", "spark-kafka", "apicurio")
+SETS = ("kafka", "spark-kafka", "apicurio", "s3proxy", "spark-s3")
 
 
 def cache_dir() -> Path:

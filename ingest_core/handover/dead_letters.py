@@ -11,8 +11,6 @@ dead letter, its errors joined), in offset order, with the record's raw key, val
 from __future__ import annotations
 
 import bisect
-import posixpath
-import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -94,7 +92,7 @@ def _headers(headers: Any) -> list[dict[str, Any]] | None:
 
 class DeadLetterWriter:
     """One split's dead letters, streamed into one Parquet file as chunks come (a row group per `row_group_bytes`
-    of them, so memory stays bounded). Written aside and moved in place when the split ends, so a Spark task
+    of them, so memory stays bounded). Written whole when the split ends (`deep_storage.staging_path`), so a Spark task
     retried in the same attempt replaces the file whole; no file at all when the split had none. A split that
     fails leaves at most a `.tmp` file, which no report names, so nothing ever reads it."""
 
@@ -102,8 +100,8 @@ class DeadLetterWriter:
         self.uri = uri
         self.records = 0
         self.row_group_bytes = row_group_bytes
-        self._fs, self._path = deep_storage.filesystem(uri)
-        self._tmp = f"{self._path}.{uuid.uuid4().hex[:8]}.tmp"
+        self._fs: Any = None
+        self._tmp = self._path = ""
         self._writer: pq.ParquetWriter | None = None
         self._pending: list[pa.Table] = []
         self._pending_bytes = 0
@@ -121,7 +119,7 @@ class DeadLetterWriter:
         if not self._pending:
             return
         if self._writer is None:
-            self._fs.create_dir(posixpath.dirname(self._path), recursive=True)
+            self._fs, self._tmp, self._path = deep_storage.staging_path(self.uri)
             self._writer = pq.ParquetWriter(self._tmp, SCHEMA, filesystem=self._fs, compression="zstd")
         self._writer.write_table(pa.concat_tables(self._pending))
         self._pending, self._pending_bytes = [], 0
@@ -131,7 +129,7 @@ class DeadLetterWriter:
         if self._writer is None:
             return None
         self._writer.close()
-        self._fs.move(self._tmp, self._path)
+        deep_storage.settle(self._fs, self._tmp, self._path)
         return DeadLetterFile(self.uri, self.records, self._fs.get_file_info(self._path).size)
 
 

@@ -3,6 +3,12 @@
 Spark writes through Hadoop's filesystems; Python code (split reports, segment footers, the reader) uses
 pyarrow's: `file://` (and plain paths), `hdfs://`, and `s3a://` (read as `s3://`).
 
+An S3 bucket is reached with the settings registered for it in this process (`register_s3`: a spec's
+`deepStorage.s3`, resolved lazily, at the first use), else with the AWS SDK's own chain (AWS_* variables,
+~/.aws, an instance role). Nothing here relies on a rename or on a listing to decide what is visible: an
+object appears whole when its upload completes, and the metadata store's segment records name the published
+files.
+
 Layout under a datasource's deep storage URI:
   <uri>/<datasource>/<run id, encoded by safe_name>/group=<g>/replica=<r>/attempt=<id>/
       segments/__segment=<interval start ms>/part-*.parquet   one Parquet file per segment (shard)
@@ -17,6 +23,8 @@ a retried or re-executed job cannot touch it. Attempts nothing was published fro
 from __future__ import annotations
 
 import json
+import logging
+import os
 import posixpath
 import uuid
 from contextlib import contextmanager
@@ -31,6 +39,7 @@ from ingest_core.core.defaults import OBJECT_STORE_CONNECT_TIMEOUT_S, OBJECT_STO
 from ingest_core.core.errors import ObjectStoreUnavailableError
 from ingest_core.core.settings import Settings
 from ingest_core.core.spec import datasource_name_problem
+from ingest_core.handover import object_store, s3_uploads
 
 
 def base_for(spec: Any) -> str:
@@ -50,8 +59,8 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     parsed = urlparse(uri)
     if parsed.scheme == "file":
         return pafs.LocalFileSystem(), parsed.path
-    if parsed.scheme == "s3a":
-        uri = "s3" + uri[3:]
+    if parsed.scheme in object_store.S3_SCHEMES:  # pyarrow's S3 paths: bucket/key
+        return object_store.s3_filesystem(parsed.netloc), f"{parsed.netloc}{parsed.path}".rstrip("/")
     fs, path = pafs.FileSystem.from_uri(uri)
     return with_deadlines(fs), path
 
@@ -91,6 +100,10 @@ def deadline(uri: str, fs: pafs.FileSystem) -> Iterator[None]:
         raise ObjectStoreUnavailableError(
             f"deep storage {uri} did not answer{within}: {text.splitlines()[0]}. Check that the object store is "
             "up and reachable from here", endpoint=uri, deadline_s=timeout) from None
+
+
+def is_object_store(uri: str) -> bool:
+    return object_store.bucket_of(uri) is not None
 
 
 def join(uri: str, *parts: str) -> str:
@@ -148,16 +161,33 @@ def safe_name(run_id: str) -> str:
     return "".join(out) or "~"
 
 
-def write_json(uri: str, obj: Any) -> None:
-    """Written aside, then moved in place: a reader (status, while a split rewrites its progress) never sees
-    half a file."""
+def staging_path(uri: str) -> tuple[pafs.FileSystem, str, str]:
+    """(filesystem, where to write, where the file belongs) for a file that a reader must see whole or not at
+    all: on a filesystem a name aside (its folder made), then `settle` moves it in place; on an object store the
+    place itself, where an object appears whole when its upload completes (a rename there is a copy and a
+    delete: no safer, and two requests more)."""
     fs, path = filesystem(uri)
+    if is_object_store(uri):
+        return fs, path, path
     with deadline(uri, fs):
         fs.create_dir(posixpath.dirname(path), recursive=True)
-        tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
-        with fs.open_output_stream(tmp) as out:
+    return fs, f"{path}.{uuid.uuid4().hex[:8]}.tmp", path
+
+
+def settle(fs: pafs.FileSystem, written: str, path: str) -> None:
+    """The file written at `staging_path`'s place, now at its own."""
+    if written != path:
+        fs.move(written, path)
+
+
+def write_json(uri: str, obj: Any) -> None:
+    """Written whole or not at all (`staging_path`): a reader (status, while a split rewrites its progress)
+    never sees half a file."""
+    fs, written, path = staging_path(uri)
+    with deadline(uri, fs):
+        with fs.open_output_stream(written) as out:
             out.write(json.dumps(obj, indent=1, sort_keys=True).encode())
-        fs.move(tmp, path)
+        settle(fs, written, path)
 
 
 def read_text(uri: str) -> str:
@@ -182,10 +212,17 @@ def list_files(uri: str, suffix: str = "") -> list[pafs.FileInfo]:
 
 
 def delete_dir(uri: str) -> None:
+    """The folder and everything in it; on an object store also the incomplete multipart uploads under it
+    (a writer killed mid-upload leaves parts no listing shows)."""
     fs, path = filesystem(uri)
     with deadline(uri, fs):
         if fs.get_file_info(path).type != pafs.FileType.NotFound:
             fs.delete_dir(path)
+    if is_object_store(uri):
+        try:
+            s3_uploads.abort_all(uri)
+        except OSError as exc:  # the objects are gone; the parts stay for a lifecycle rule (docs/s3.md)
+            logging.getLogger(__name__).warning("incomplete uploads under %s not aborted: %s", uri, exc)
 
 
 def to_uri(uri_base: str, fs_path: str) -> str:

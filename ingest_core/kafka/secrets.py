@@ -18,33 +18,35 @@ from ingest_core.core.secrets import (
 )
 
 
-def resolve(ref: SecretRef, key: str) -> str:
-    """The value `ref` names, for consumerProperties `key` (named in errors, never the value)."""
+def resolve(ref: SecretRef, key: str, qualified: bool = False) -> str:
+    """The value `ref` names, for consumerProperties `key` (named in errors, never the value); `qualified`: `key`
+    is a field's whole path (another section's secret, e.g. deepStorage's)."""
+    where = key if qualified else f"consumerProperties.{key}"
     if isinstance(ref, EnvironmentSecret):
-        return _environment(ref, key)
-    return _airflow_connection(ref, key)
+        return _environment(ref, where)
+    return _airflow_connection(ref, where)
 
 
-def _environment(ref: EnvironmentSecret, key: str) -> str:
+def _environment(ref: EnvironmentSecret, where: str) -> str:
     value = os.environ.get(ref.variable)
     if value is None:
         raise SecretUnavailableError(
-            f"consumerProperties.{key}: environment variable {ref.variable} is not set "
+            f"{where}: environment variable {ref.variable} is not set "
             f"(set it in the environment of the Airflow workers and Spark driver)"
         )
     return value
 
 
-def _airflow_connection(ref: AirflowConnectionSecret, key: str) -> str:
+def _airflow_connection(ref: AirflowConnectionSecret, where: str) -> str:
     try:
         from airflow.sdk import BaseHook
     except ImportError as exc:  # pragma: no cover - airflow is a hard dependency
-        raise SecretUnavailableError(f"consumerProperties.{key}: Airflow is not importable: {exc}") from None
+        raise SecretUnavailableError(f"{where}: Airflow is not importable: {exc}") from None
     try:
         conn = BaseHook.get_connection(ref.conn_id)
     except Exception as exc:
         raise SecretUnavailableError(
-            f"consumerProperties.{key}: Airflow connection '{ref.conn_id}' could not be read "
+            f"{where}: Airflow connection '{ref.conn_id}' could not be read "
             f"({type(exc).__name__}); create it with `airflow connections add {ref.conn_id} ...`"
         ) from None
     if ref.field.startswith("extra."):
@@ -53,7 +55,7 @@ def _airflow_connection(ref: AirflowConnectionSecret, key: str) -> str:
         value = getattr(conn, ref.field, None)
     if value in (None, ""):
         raise SecretUnavailableError(
-            f"consumerProperties.{key}: Airflow connection '{ref.conn_id}' has no {ref.field}"
+            f"{where}: Airflow connection '{ref.conn_id}' has no {ref.field}"
         )
     return str(value)
 

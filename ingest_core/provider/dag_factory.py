@@ -32,6 +32,7 @@ from ingest_core.core.settings import strict_specs
 from ingest_core.core.spec import DatasourceSpec, find_spec_files
 from ingest_core.kafka.properties import load_checked_spec
 from ingest_core.provider.operators import compaction as steps
+from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.provider.operators.plan import plan_task
 from ingest_core.provider.operators.publish import publish_task
 from ingest_core.provider.operators.report import report_task
@@ -77,6 +78,7 @@ def schedule_of(spec: DatasourceSpec) -> Any:
 
 
 def build_dag(spec: DatasourceSpec) -> DAG:
+    use_deep_storage(spec)  # its tasks, run in this process, reach the deep storage with the spec's settings
     micro, io = spec.microbatch, spec.io_config
     default_args = {"retries": micro.retries, "retry_delay": micro.retry_delay.to_timedelta(), "owner": "ingest"}
     dag = DAG(

@@ -364,6 +364,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
     store = _store(args)
     store.check_schema()
+    specs_in(_dags_folder(args))  # the datasources' deep storage settings (an S3 endpoint, its credentials)
     result = run_sql(store, args.sql, max_rows=None if args.max_rows <= 0 else args.max_rows,
                      timeout_s=None if args.timeout <= 0 else args.timeout)
     print(format_json(result.table) if args.json else format_csv(result.table) if args.csv
@@ -568,6 +569,8 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--csv", action="store_true")
     p.add_argument("--max-rows", type=int, default=10_000, help="stop after N rows (default 10,000; 0: no limit)")
     p.add_argument("--timeout", type=float, default=300, help="stop the query after S seconds (default 300; 0: none)")
+    p.add_argument("--dags-folder", help="the specs: their deep storage's settings (default: "
+                                         "$AIRFLOW__CORE__DAGS_FOLDER, else ./dags)")
     p.set_defaults(func=cmd_query)
 
     p = sub.add_parser("iceberg-sync", help="bring a datasource's Iceberg table level with what is published")

@@ -51,6 +51,7 @@ from ingest_core.handover.report import (
     latest_split_reports,
 )
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
+from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.store.audit import RECORDS_LOST, SKIP, losses, skipped_records
 from ingest_core.store.metadata import (
     AuditRecord,
@@ -364,7 +365,9 @@ def specs_in(dags_folder: str | Path | None) -> dict[str, DatasourceSpec]:
                 spec = load_spec(path)
             except SpecError:
                 continue
-            specs.setdefault(spec.datasource, spec)
+            if spec.datasource not in specs:
+                specs[spec.datasource] = spec
+                use_deep_storage(spec)  # this command reads its deep storage with the spec's settings
     return specs
 
 
@@ -377,9 +380,11 @@ def spec_for(store: MetadataStore, name: str, specs: dict[str, DatasourceSpec]) 
     if not history:
         return None
     try:
-        return parse_spec(history[-1]["spec"], f"<metadata store: {name} v{history[-1]['version']}>")
+        spec = parse_spec(history[-1]["spec"], f"<metadata store: {name} v{history[-1]['version']}>")
     except SpecError:
         return None
+    use_deep_storage(spec)
+    return spec
 
 
 def collect_progress(spec: DatasourceSpec, run: RunRecord) -> list[GroupProgress]:

@@ -37,7 +37,15 @@ from ingest_core.executor.discovery import (
 from ingest_core.executor.rollup import aggregators, long_sum_columns
 from ingest_core.executor.row_parser import TIME
 from ingest_core.handover import deep_storage
-from ingest_core.spark.job import col, exact_long_sums, merge_functions, merge_sketches, merged_type, sql_functions
+from ingest_core.spark.job import (
+    col,
+    exact_long_sums,
+    merge_functions,
+    merge_sketches,
+    merged_type,
+    sql_functions,
+    use_object_store,
+)
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +59,7 @@ def compact(spark: Any, spec: DatasourceSpec, job: CompactionJob) -> list[Compac
     a column a segment lacks as null)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
+    use_object_store(spark, job.output_uri)  # the segments' bucket and the output's: one deep storage
     target = merge_types(job.types) if job.types else {}
     frames = []
     for order, location in enumerate(job.locations):
@@ -135,6 +144,7 @@ def argument_parser() -> argparse.ArgumentParser:
 def load(args: argparse.Namespace) -> tuple[DatasourceSpec, CompactionJob]:
     try:
         spec = parse_spec_text(deep_storage.read_text(args.spec), args.spec)
+        use_deep_storage(spec)
         job = CompactionJob.from_json(deep_storage.read_json(args.job))
     except (IngestError, KeyError, ValueError, OSError) as exc:
         raise IngestError(f"compact_job: {exc}") from None

@@ -51,7 +51,7 @@ from ingest_core.executor.rollup import (
 )
 from ingest_core.executor.row_parser import DIMS_JSON, PARTITION, TIME, discovers_strings
 from ingest_core.executor.sketches import merge_batches
-from ingest_core.handover import deep_storage
+from ingest_core.handover import deep_storage, object_store
 from ingest_core.handover.report import (
     GroupFailure,
     GroupReport,
@@ -227,6 +227,19 @@ def _spark_cause(exc: BaseException) -> tuple[str, str]:
     return root[0], first if root[1] in first else f"{first} ({root[1]})"
 
 
+def use_object_store(spark: Any, uri: str) -> object_store.S3Access | None:
+    """Spark's writer reaches the object store of `uri` with the settings this process has for its bucket
+    (`object_store.register_s3`): Hadoop S3A's per-bucket keys, set in the session (Spark hands a session's
+    settings to Hadoop). The settings, for the executors' own writes; None: none registered."""
+    access = object_store.s3_access(uri)
+    bucket = object_store.bucket_of(uri)
+    if access is None or bucket is None:
+        return None
+    for key, value in access.hadoop_conf(bucket).items():
+        spark.conf.set(key, value)
+    return access
+
+
 def register_source(spark: Any) -> None:
     """Register `KafkaRangeDataSource` in the session. The jobs of a datasource share a Spark Connect session,
     and Spark refuses the second of two registrations at the same moment (DATA_SOURCE_ALREADY_EXISTS): the
@@ -270,6 +283,9 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
               .option("secret.consumer.properties", json.dumps(dict(kafka.properties))))
     if spec.io_config.input_format.has_literal_secrets:  # schema registry credentials, redacted in the job spec
         reader = reader.option("secret.input.format", json.dumps(spec.io_config.input_format._to_raw(redact=False)))
+    access = use_object_store(spark, job.attempt_uri)
+    if access is not None:
+        reader = reader.option("secret.deep.storage", json.dumps(access.to_json()))
     rows = reader.load()
     types: dict[str, str] = {}
     if discovery.type_aware(spec.data_schema.dimensions_spec):
@@ -515,8 +531,12 @@ def _time_range(meta: Any) -> tuple[datetime | None, datetime | None]:
 def load_job_spec(spec_uri: str, secrets_from: str | None = None) -> DatasourceSpec:
     """The job's spec. A staged spec is redacted; literal secrets come from the spec file it was staged from,
     here on the driver, which resolves them into the Kafka client config only (`_ingest`)."""
+    original = load_spec(secrets_from) if secrets_from else None
+    if original is not None:
+        use_deep_storage(original)  # the staged copy may be on the object store those settings reach
     spec = parse_spec_text(deep_storage.read_text(spec_uri), spec_uri)
-    return spec.with_secrets_from(load_spec(secrets_from)) if secrets_from else spec
+    use_deep_storage(spec)
+    return spec.with_secrets_from(original) if original is not None else spec
 
 
 class BadJobInput(IngestError):

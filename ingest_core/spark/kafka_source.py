@@ -11,8 +11,9 @@ transaction markers, aborted transactions and compaction leave holes in the offs
 
 Options (strings): `job` (JSON: the spec, the group's splits, creation time, output URI),
 `secret.consumer.properties` (JSON: the resolved Kafka client properties) and, when the spec's inputFormat
-holds schema registry credentials, `secret.input.format` (JSON: the inputFormat unredacted). Their keys match
-Spark's redaction pattern, so they never show in plans or the UI.
+holds schema registry credentials, `secret.input.format` (JSON: the inputFormat unredacted); with deep storage
+on an object store reached with a spec's settings, `secret.deep.storage` (JSON: those settings, resolved). Their
+keys match Spark's redaction pattern, so they never show in plans or the UI.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from ingest_core.executor import buckets
 from ingest_core.executor.discovery import AUTO_JSON
 from ingest_core.executor.rollup import PartialRollup, RollupBuffer, aggregators, row_metrics, row_metrics_schema
 from ingest_core.executor.row_parser import DIMS_JSON, PARTITION, TIME, TIME_TYPE, RecordChunk, RowParser
-from ingest_core.handover import dead_letters, deep_storage
+from ingest_core.handover import dead_letters, deep_storage, object_store
 from ingest_core.handover.dead_letters import RawRecords
 from ingest_core.handover.report import (
     ParseExceptionLimitError,
@@ -134,14 +135,17 @@ class KafkaRangeDataSource(DataSource):
     def reader(self, schema) -> "KafkaRangeReader":
         return KafkaRangeReader(ReadJob.loads(self.options["job"]),
                                 json.loads(self.options.get("secret.consumer.properties", "{}")),
-                                json.loads(self.options.get("secret.input.format", "null")))
+                                json.loads(self.options.get("secret.input.format", "null")),
+                                json.loads(self.options.get("secret.deep.storage", "null")))
 
 
 class KafkaRangeReader(DataSourceReader):
-    def __init__(self, job: ReadJob, consumer_properties: dict[str, Any], input_format: dict | None = None):
+    def __init__(self, job: ReadJob, consumer_properties: dict[str, Any], input_format: dict | None = None,
+                 deep_storage_access: dict | None = None):
         self.job = job
         self.consumer_properties = consumer_properties
         self.input_format = input_format
+        self.deep_storage_access = deep_storage_access
 
     def partitions(self) -> list[SplitPartition]:
         return [SplitPartition(i, s["topic"], int(s["partition"]), int(s["start"]), int(s["end"]))
@@ -166,6 +170,8 @@ class KafkaRangeReader(DataSourceReader):
 
     def _read(self, partition: SplitPartition, report: SplitReport, started: float,
               progress_uri: str) -> Iterator[pa.RecordBatch]:
+        if self.deep_storage_access is not None:  # reports and dead letters go where the driver writes
+            object_store.register_s3(self.job.output_uri, object_store.S3Access.from_json(self.deep_storage_access))
         spec, parser = _spec_and_parser(self.job, self.input_format)
         gran = spec.data_schema.granularity_spec
         schema = output_arrow_schema(parser)

@@ -56,7 +56,10 @@ def find_orphans(store: MetadataStore, spec: DatasourceSpec, run_ids: Sequence[s
     out = []
     for run in runs:
         if run.is_final:
-            folders = deep_storage.attempt_folders(deep_storage.run_uri(base, name, run.run_id), recursive=True)
+            run_folder = deep_storage.run_uri(base, name, run.run_id)
+            folders = deep_storage.attempt_folders(run_folder, recursive=True)
+            if deep_storage.is_object_store(run_folder):  # a killed job's unfinished uploads: no object lists them
+                folders = sorted(set(folders) | set(s3_uploads.folders_with_uploads(run_folder, deep_storage.ATTEMPT)))
             out.extend(Orphan(run.run_id, uri) for uri in unreferenced(folders, locations))
     return out
 

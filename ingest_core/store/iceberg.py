@@ -26,8 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import posixpath
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +38,8 @@ from ingest_core.core.errors import IngestError
 from ingest_core.core.offsets import offsets_to_json
 from ingest_core.core.timeline import visible_segments
 from ingest_core.executor.discovery import arrow_schema, arrow_type, conform, needs_conversion
-from ingest_core.handover import deep_storage
+from ingest_core.core.defaults import OBJECT_STORE_CONNECT_TIMEOUT_S, OBJECT_STORE_REQUEST_TIMEOUT_S
+from ingest_core.handover import deep_storage, object_store
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.records import SegmentRecord
 from ingest_core.store.segment_schema import typed
@@ -101,20 +100,43 @@ def table_location(spec: DatasourceSpec) -> str:
     return deep_storage.join(deep_storage.base_for(spec), spec.datasource, ".iceberg", table_identifier(spec)[1])
 
 
-def catalog(store: MetadataStore) -> Any:
+def catalog(store: MetadataStore, spec: DatasourceSpec | None = None) -> Any:
     """pyiceberg's SQL catalog in the metadata database (its own tables: iceberg_tables and
-    iceberg_namespace_properties). Dispose of its engine (`.engine.dispose()`) when done."""
+    iceberg_namespace_properties), its files reached as `spec`'s deep storage is (`file_io_properties`).
+    Dispose of its engine (`.engine.dispose()`) when done."""
     from pyiceberg.catalog.sql import SqlCatalog
 
+    props = file_io_properties(deep_storage.base_for(spec)) if spec is not None else {}
     for attempt in range(1, 4):
         try:
-            return SqlCatalog(CATALOG, uri=store.url)
+            return SqlCatalog(CATALOG, uri=store.url, **props)
         except sa.exc.DBAPIError:
             # another process created one of the catalog's two tables at the same moment (pyiceberg checks, then
             # creates): it exists now; each attempt can lose that race only once per table
             if attempt == 3:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def file_io_properties(uri: str) -> dict[str, str]:
+    """pyiceberg's FileIO settings for an object store reached with registered settings
+    (`object_store.register_s3`); none for a filesystem or the AWS SDK's own chain."""
+    access = object_store.s3_access(uri)
+    if access is None:
+        return {}
+    props = {"s3.force-virtual-addressing": "false" if access.path_style else "true",
+             "s3.connect-timeout": str(OBJECT_STORE_CONNECT_TIMEOUT_S),
+             "s3.request-timeout": str(OBJECT_STORE_REQUEST_TIMEOUT_S)}
+    if access.endpoint:
+        deep_storage.filesystem(uri)  # the same AWS SDK settings as this process's own files (checksums)
+        props["s3.endpoint"] = access.endpoint
+    if access.region:
+        props["s3.region"] = access.region
+    if access.access_key:
+        props.update({"s3.access-key-id": access.access_key, "s3.secret-access-key": access.secret_key or ""})
+        if access.session_token:
+            props["s3.session-token"] = access.session_token
+    return props
 
 
 def sync(store: MetadataStore, spec: DatasourceSpec) -> IcebergSync:
@@ -127,7 +149,7 @@ def sync(store: MetadataStore, spec: DatasourceSpec) -> IcebergSync:
 
     identifier = table_identifier(spec)
     name = ".".join(identifier)
-    cat = catalog(store)
+    cat = catalog(store, spec)
     try:
         for attempt in range(1, COMMIT_ATTEMPTS + 1):
             try:
@@ -196,11 +218,9 @@ def _table_file(table: Any, uri: str, own: dict[str, str], target: dict[str, str
 def _write_converted(uri: str, source: str, own: dict[str, str], target: dict[str, str]) -> None:
     fs, path = deep_storage.filesystem(source)
     converted = conform(pq.read_table(path, filesystem=fs), own, target)
-    fs, path = deep_storage.filesystem(uri)
-    fs.create_dir(posixpath.dirname(path), recursive=True)
-    tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
-    pq.write_table(converted, tmp, filesystem=fs)
-    fs.move(tmp, path)  # whole or not at all: a sync that died midway left no half file the next one adds
+    fs, written, path = deep_storage.staging_path(uri)
+    pq.write_table(converted, written, filesystem=fs)
+    deep_storage.settle(fs, written, path)  # whole or not at all: a sync that died midway left no half file
 
 
 def _changed_types(schema: Any, target: dict[str, str]) -> list[str]:

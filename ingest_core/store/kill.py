@@ -98,7 +98,7 @@ def _iceberg_files(store: MetadataStore, spec: DatasourceSpec, cutoff: datetime)
     """Expire the Iceberg table's snapshots older than `cutoff`; the files its current snapshot holds."""
     from pyiceberg.exceptions import NoSuchTableError
 
-    cat = iceberg.catalog(store)
+    cat = iceberg.catalog(store, spec)
     try:
         try:
             table = cat.load_table(iceberg.table_identifier(spec))

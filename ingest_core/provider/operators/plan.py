@@ -81,7 +81,9 @@ def stage_spec(spec: DatasourceSpec, folder: str) -> list[str]:
     uri = deep_storage.join(folder, "spec.json")
     # a protobuf descriptor file is read here, beside the spec: the executors may not see that path
     deep_storage.write_json(uri, inline_descriptors(spec).to_raw())
-    return ["--spec", uri, *(["--secrets-from", spec.source] if spec.has_literal_secrets else [])]
+    # the driver reads the staged copy from deep storage: an object store's settings come from the spec file too
+    secrets_from = spec.has_literal_secrets or spec.microbatch.deep_storage.s3 is not None
+    return ["--spec", uri, *(["--secrets-from", spec.source] if secrets_from else [])]
 
 
 def job_arguments(spec: DatasourceSpec, plan: Plan, staged: list[str]) -> list[list[str]]:

@@ -332,6 +332,7 @@ async def sql_query(request: Request, user: GetUserDep) -> Response:
 
         def run() -> SqlResult:  # in a worker thread: the store's calls block
             store = _store()
+            _specs()  # parsing them registers their deep storage's settings (an object store's endpoint, keys)
             return run_sql(store, sql.query, may_read=_Readable(user, store), max_rows=limits.max_rows,
                            timeout_s=sql.timeout_s, parameters=sql.parameters, time_zone=sql.time_zone,
                            limits=limits, cancel=cancel)
