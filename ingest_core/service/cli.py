@@ -46,6 +46,7 @@ from ingest_core.core.errors import (
     SpecError,
     UnknownDatasourceError,
 )
+from ingest_core.core.offsets import EARLIEST_OFFSET, LATEST_OFFSET, OffsetRequest
 from ingest_core.core.periods import format_datetime, parse_datetime
 from ingest_core.core.settings import HOME_VAR, METADATA_URL_VAR, Settings, strict_specs
 from ingest_core.core.spec import DatasourceSpec, find_spec_files, load_spec
@@ -311,7 +312,8 @@ def cmd_segments(args: argparse.Namespace) -> int:
     for s in segs:
         print(f"{s.id}  rows {s.num_rows:,}  {s.size_bytes:,} B  {'used' if s.used else 'unused'}  {s.location}")
     print(f"{len(segs)} segments, {sum(s.num_rows for s in segs):,} rows")
-    from ingest_core.service.status import segment_health, spec_for, specs_in
+    from ingest_core.service.status import segment_health, specs_in
+    from ingest_core.supervisor.planning import spec_for
 
     health = segment_health(store, args.datasource, spec_for(store, args.datasource, specs_in(_dags_folder(args))))
     print(f"\n{'VISIBLE, PER INTERVAL':49} {'SEGMENTS':>8} {'ROWS':>12} {'AVG BYTES':>12}")
@@ -366,7 +368,8 @@ def cmd_query(args: argparse.Namespace) -> int:
 def _store_and_spec(args: argparse.Namespace) -> tuple[MetadataStore, DatasourceSpec | None]:
     """The store (schema checked) and the spec of `args.datasource`: the DAG folder's, else the last one the
     store registered (None: neither)."""
-    from ingest_core.service.status import spec_for, specs_in
+    from ingest_core.service.status import specs_in
+    from ingest_core.supervisor.planning import spec_for
 
     store = _store(args)
     store.check_schema()
@@ -418,12 +421,10 @@ def _confirm(args: argparse.Namespace, what: str) -> bool:
 
 
 def cmd_action(args: argparse.Namespace) -> int:
-    from ingest_core.service.actions import (
-        AirflowCliDags,
-        DatasourceActions,
-        parse_offset_assignments,
-    )
-    from ingest_core.service.status import spec_for, specs_in
+    from ingest_core.service.dag_control import AirflowCliDags
+    from ingest_core.service.status import specs_in
+    from ingest_core.supervisor.actions import DatasourceActions
+    from ingest_core.supervisor.planning import spec_for
 
     store = _store(args)
     store.check_schema()
@@ -607,6 +608,24 @@ def _add_global_options(parser: argparse.ArgumentParser, *, sub: bool = False) -
 # a Unix tool that SIGPIPE ended)
 USAGE_ERRORS = (MetadataUrlError, UnknownDatasourceError, RunNotFoundError)
 EXIT_BROKEN_PIPE = 141
+
+
+def parse_offset_assignments(items: list[str]) -> list[OffsetRequest]:
+    """`topic:partition=offset`, `topic:partition=earliest|latest`, or `topic=...` for every partition of the
+    topic. Only the syntax is checked here; the values are checked against the broker by `set_offsets`."""
+    out: list[OffsetRequest] = []
+    for item in items:
+        where, sep, value = item.rpartition("=")
+        topic, colon, partition = where.rpartition(":")
+        if not colon or not partition.lstrip("-").isdigit():
+            topic, partition = where, None
+        value = value.strip()
+        if not sep or not topic or not (value in (EARLIEST_OFFSET, LATEST_OFFSET) or value.lstrip("-").isdigit()):
+            raise IngestError(f"{item!r} is not TOPIC:PARTITION=OFFSET (e.g. wikipedia:0=1200), TOPIC:PARTITION="
+                              f"earliest|latest, or TOPIC=earliest|latest (every partition of the topic)")
+        out.append(OffsetRequest(topic, None if partition is None else int(partition),
+                                 value if value in (EARLIEST_OFFSET, LATEST_OFFSET) else int(value)))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

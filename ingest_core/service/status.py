@@ -30,7 +30,6 @@ from ingest_core.core.spec import (
     HealthConfig,
     find_spec_files,
     load_spec,
-    parse_spec,
 )
 from ingest_core.core.states import LOOP_ERROR, effective_state
 from ingest_core.executor import deep_storage
@@ -49,6 +48,8 @@ from ingest_core.store.metadata import (
     RunStatus,
     utcnow,
 )
+from ingest_core.store.records import run_succeeded
+from ingest_core.supervisor.planning import spec_for
 
 MAX_RECENT_ERRORS = 10
 
@@ -267,16 +268,6 @@ def new_columns(store: MetadataStore, name: str, runs: Sequence[RunRecord]) -> N
     return NewColumns(latest.run_id, columns) if columns else None
 
 
-def run_succeeded(run: RunRecord) -> bool | None:
-    """A run's tasks: True when it published every group, False when it failed or published with failed
-    groups, None while in flight or when superseded (another run's doing, not its tasks')."""
-    if run.status is RunStatus.PUBLISHED:
-        return run.error is None
-    if run.status is RunStatus.FAILED:
-        return False
-    return None
-
-
 def build_status(*, datasource: str, stream: str, row: dict | None, committed: dict[TopicPartition, int],
                  latest: dict[TopicPartition, int] | None, offsets_last_updated: datetime | None,
                  runs: Sequence[RunRecord], row_stats: dict[str, dict[str, int]], loop_errors: Sequence[AuditRecord],
@@ -332,20 +323,6 @@ def specs_in(dags_folder: str | Path | None) -> dict[str, DatasourceSpec]:
                 continue
             specs.setdefault(spec.datasource, spec)
     return specs
-
-
-def spec_for(store: MetadataStore, name: str, specs: dict[str, DatasourceSpec]) -> DatasourceSpec | None:
-    """The datasource's spec: from the DAG folder's specs, else the last version registered in the metadata
-    store (secrets there are references, resolved in this environment)."""
-    if name in specs:
-        return specs[name]
-    history = store.spec_history(name)
-    if not history:
-        return None
-    try:
-        return parse_spec(history[-1]["spec"], f"<metadata store: {name} v{history[-1]['version']}>")
-    except SpecError:
-        return None
 
 
 def collect_progress(spec: DatasourceSpec, run: RunRecord) -> list[GroupProgress]:

@@ -114,3 +114,13 @@ class DeadLetterFileRecord:
     size_bytes: int
     publish_seq: int  # per datasource, in publish order: the dead-letter topic's delivery marker
     created_at: datetime
+
+
+def run_succeeded(run: RunRecord) -> bool | None:
+    """A run's tasks: True when it published every group, False when it failed or published with failed
+    groups, None while in flight or when superseded (another run's doing, not its tasks')."""
+    if run.status is RunStatus.PUBLISHED:
+        return run.error is None
+    if run.status is RunStatus.FAILED:
+        return False
+    return None

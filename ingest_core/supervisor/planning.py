@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterator, Mapping
 
-from ingest_core.core.errors import BrokerUnavailableError, IngestError
+from ingest_core.core.errors import BrokerUnavailableError, IngestError, SpecError
 from ingest_core.core.offsets import (
     StartOffset,
     StartResolution,
@@ -29,7 +29,7 @@ from ingest_core.core.offsets import (
     resolve_start_offsets,
 )
 from ingest_core.core.planner import FUTURE_TOLERANCE, Plan, PlanRequest, plan_run
-from ingest_core.core.spec import DatasourceSpec
+from ingest_core.core.spec import DatasourceSpec, parse_spec
 from ingest_core.core.states import (
     FIRST_LOOP_STATES,
     LOOP_ERROR,
@@ -264,3 +264,17 @@ class Supervisor:
     def mark_failed(self, run_id: str, error: str) -> None:
         self.store.set_run_status(self.datasource, run_id, RunStatus.FAILED, error=error,
                                   only_from=(RunStatus.PLANNED, RunStatus.RUNNING))
+
+
+def spec_for(store: MetadataStore, name: str, specs: dict[str, DatasourceSpec]) -> DatasourceSpec | None:
+    """The datasource's spec: from the DAG folder's specs, else the last version registered in the metadata
+    store (secrets there are references, resolved in this environment)."""
+    if name in specs:
+        return specs[name]
+    history = store.spec_history(name)
+    if not history:
+        return None
+    try:
+        return parse_spec(history[-1]["spec"], f"<metadata store: {name} v{history[-1]['version']}>")
+    except SpecError:
+        return None

@@ -81,7 +81,7 @@ def test_the_group_follows_every_offset_action_and_a_broker_down_is_a_warning_na
     from helpers import plan_next
 
     from ingest_core.service import cli
-    from ingest_core.service.actions import DatasourceActions
+    from ingest_core.supervisor.actions import DatasourceActions
     from ingest_core.store.main_line import MainLine
     from ingest_core.store.metadata import RunStatus
 

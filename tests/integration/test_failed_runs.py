@@ -13,9 +13,9 @@ from helpers import SIMPLE, T0, iso, make_spec, plan_next, spec_from
 
 from ingest_core.core.errors import IngestError, NothingSucceededError
 from ingest_core.core.offsets import OffsetRange, TopicPartition
-from ingest_core.provider.operators.report import keep_failure_reports
+from ingest_core.supervisor.report import keep_failure_reports
 from ingest_core.service import cli
-from ingest_core.service.actions import DatasourceActions
+from ingest_core.supervisor.actions import DatasourceActions
 from ingest_core.service.status import collect_status
 from ingest_core.store.audit import SKIP
 from ingest_core.store.metadata import RunStatus
@@ -202,7 +202,7 @@ def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes_every_rec
         spark, broker, store, tmp_path):
     from helpers import rows_of
 
-    from ingest_core.provider.operators.publish import publish_in_order, results_of
+    from ingest_core.supervisor.publish import publish_in_order, results_of
     from ingest_core.store.metadata import utcnow
     from ingest_core.supervisor.planning import PlanOptions, Supervisor
 

@@ -15,9 +15,9 @@ from helpers import make_spec
 from test_supervisor import fill, publish_all
 
 from ingest_core.core.offsets import OffsetRange, StartSource, TopicPartition
-from ingest_core.provider.operators.report import run_outcome
+from ingest_core.supervisor.report import run_outcome
 from ingest_core.service import cli
-from ingest_core.service.actions import DatasourceActions
+from ingest_core.supervisor.actions import DatasourceActions
 from ingest_core.service.status import collect_status
 from ingest_core.store.audit import RECORDS_LOST
 from ingest_core.store.main_line import MainLine

@@ -19,7 +19,8 @@ from helpers import recreate_topic, spec_from
 from ingest_core.core.errors import IngestError, OffsetOutOfRangeError, TopicRecreatedError
 from ingest_core.core.offsets import OffsetRequest, StartSource, TopicPartition
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
-from ingest_core.service.actions import DatasourceActions, parse_offset_assignments
+from ingest_core.service.cli import parse_offset_assignments
+from ingest_core.supervisor.actions import DatasourceActions
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.publisher import GroupResult, Publisher
 from ingest_core.store.schema import offsets as offsets_table

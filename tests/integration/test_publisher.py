@@ -135,7 +135,7 @@ def test_pipelined_runs_publish_in_order(store):
 def test_a_pipelined_publish_waits_for_its_predecessor_then_commits_after_it(store):
     import threading
 
-    from ingest_core.provider.operators.publish import publish_in_order
+    from ingest_core.supervisor.publish import publish_in_order
 
     r1 = plan_next(store, "r1", {tp: 10 for tp in PARTS})
     r2 = plan_next(store, "r2", {tp: 20 for tp in PARTS})
@@ -398,7 +398,7 @@ def test_a_late_publish_is_refused_in_the_transaction(store):
 
 
 def test_a_waiting_successor_expires_its_dead_predecessor_then_plans_again_and_publishes(store):
-    from ingest_core.provider.operators.publish import publish_in_order
+    from ingest_core.supervisor.publish import publish_in_order
     from ingest_core.store.metadata import utcnow
     from ingest_core.supervisor.planning import Supervisor
 

@@ -43,13 +43,14 @@ from ingest_core.core.settings import Settings
 from ingest_core.core.spec import DatasourceSpec, find_spec_files
 from ingest_core.provider.plugins.charts import history_charts, lag_sparkline, seconds
 from ingest_core.provider.plugins.permissions import REFUSED, readable, requires_datasource
-from ingest_core.service.actions import DatasourceActions
 from ingest_core.service.run_history import RunPoint, collect_run_history
 from ingest_core.service.sql_api import CONTENT_TYPES, SqlApiError, SqlRequest, invalid, write_result
-from ingest_core.service.status import StatusReport, collect_status, collect_statuses, spec_for, specs_in
+from ingest_core.service.status import StatusReport, collect_status, collect_statuses, specs_in
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.sql import (CANCELLED, CLIENT_GONE, DatasourceNotReadable, QueryCancel, SqlCancelledError,
                                    SqlError, SqlLimits, SqlResult, SqlTimeLimitError, run_sql)
+from ingest_core.supervisor.actions import DatasourceActions
+from ingest_core.supervisor.planning import spec_for
 
 app = FastAPI(title="Ingest datasources", description=__doc__)
 

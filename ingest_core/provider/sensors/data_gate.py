@@ -63,12 +63,13 @@ class DataGateSensor(BaseSensorOperator):
         self.spec = spec
 
     def look(self, context: Any) -> GateLook:
-        from ingest_core.provider.operators.run import RunContext, check_active, store
+        from ingest_core.provider.operators.run import RunContext, airflow_step
         from ingest_core.supervisor.planning import Supervisor
+        from ingest_core.supervisor.run import check_active, open_store
 
         run = RunContext.from_airflow(context)
-        metadata = store()
-        check_active(metadata, self.spec.datasource)
+        metadata = open_store()
+        airflow_step(lambda: check_active(metadata, self.spec.datasource))
         if metadata.get_run(self.spec.datasource, run.run_id) is not None:
             return GateLook(GateStatus.PLANNED)
         starts, records = Supervisor(self.spec, metadata).pending()

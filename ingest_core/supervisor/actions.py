@@ -16,11 +16,7 @@ transaction. After each action that moves the offsets, the Kafka consumer group 
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import ContextManager, Iterable, Mapping, Protocol
 
 from ingest_core.core.errors import IngestError
@@ -58,11 +54,11 @@ from ingest_core.core.spec import DatasourceSpec
 from ingest_core.core.states import Event, transition
 from ingest_core.kafka.consumer_group import sync_group
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
-from ingest_core.service.status import run_succeeded, spec_for
 from ingest_core.store.audit import RESET, SKIP, cleared_by_last_reset
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.metadata import GroupStatus, MetadataStore, utcnow
-from ingest_core.supervisor.planning import plan_request
+from ingest_core.store.records import run_succeeded
+from ingest_core.supervisor.planning import plan_request, spec_for
 
 log = logging.getLogger(__name__)
 
@@ -71,26 +67,6 @@ class DagControl(Protocol):
     def set_paused(self, dag_id: str, paused: bool) -> None: ...
 
     def trigger(self, dag_id: str, run_id: str) -> None: ...
-
-
-class AirflowCliDags:
-    """Pauses DAGs with the `airflow` command of this environment (its configuration, its database)."""
-
-    def set_paused(self, dag_id: str, paused: bool) -> None:
-        airflow = str(Path(sys.executable).parent / "airflow")
-        done = subprocess.run([airflow, "dags", "pause" if paused else "unpause", dag_id, "-y"],
-                              capture_output=True, text=True, timeout=300, env=os.environ)
-        if done.returncode != 0:
-            raise IngestError(f"`airflow dags {'pause' if paused else 'unpause'} {dag_id}` failed: "
-                              f"{(done.stderr or done.stdout).strip()[-2000:]}")
-
-    def trigger(self, dag_id: str, run_id: str) -> None:
-        airflow = str(Path(sys.executable).parent / "airflow")
-        done = subprocess.run([airflow, "dags", "trigger", dag_id, "--run-id", run_id], capture_output=True,
-                              text=True, timeout=300, env=os.environ)
-        if done.returncode != 0:
-            raise IngestError(f"`airflow dags trigger {dag_id} --run-id {run_id}` failed: "
-                              f"{(done.stderr or done.stdout).strip()[-2000:]}; trigger it by hand, the plan is kept")
 
 
 @dataclass(frozen=True)
@@ -509,22 +485,4 @@ def _ranges_json(items) -> dict[str, dict[str, list[int]]]:
     out: dict[str, dict[str, list[int]]] = {}
     for tp, value in items:
         out.setdefault(tp.topic, {})[str(tp.partition)] = value
-    return out
-
-
-def parse_offset_assignments(items: list[str]) -> list[OffsetRequest]:
-    """`topic:partition=offset`, `topic:partition=earliest|latest`, or `topic=...` for every partition of the
-    topic. Only the syntax is checked here; the values are checked against the broker by `set_offsets`."""
-    out: list[OffsetRequest] = []
-    for item in items:
-        where, sep, value = item.rpartition("=")
-        topic, colon, partition = where.rpartition(":")
-        if not colon or not partition.lstrip("-").isdigit():
-            topic, partition = where, None
-        value = value.strip()
-        if not sep or not topic or not (value in (EARLIEST_OFFSET, LATEST_OFFSET) or value.lstrip("-").isdigit()):
-            raise IngestError(f"{item!r} is not TOPIC:PARTITION=OFFSET (e.g. wikipedia:0=1200), TOPIC:PARTITION="
-                              f"earliest|latest, or TOPIC=earliest|latest (every partition of the topic)")
-        out.append(OffsetRequest(topic, None if partition is None else int(partition),
-                                 value if value in (EARLIEST_OFFSET, LATEST_OFFSET) else int(value)))
     return out
