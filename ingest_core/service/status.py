@@ -31,7 +31,7 @@ from ingest_core.core.spec import (
     find_spec_files,
     load_spec,
 )
-from ingest_core.core.states import LOOP_ERROR, effective_state
+from ingest_core.core.states import LOOP_ERROR, State, effective_state, stored_state
 from ingest_core.executor import deep_storage
 from ingest_core.executor.report import (
     GroupFailure,
@@ -48,7 +48,7 @@ from ingest_core.store.metadata import (
     RunStatus,
     utcnow,
 )
-from ingest_core.store.records import run_succeeded
+from ingest_core.store.records import PublishedFigures, run_succeeded
 from ingest_core.supervisor.planning import spec_for
 
 MAX_RECENT_ERRORS = 10
@@ -143,7 +143,7 @@ def run_errors(run: RunRecord, failures: Sequence[GroupReport]) -> list[RecentEr
         name, message = "RunExpired" if run.expired else "RunFailed", f"run {run.run_id}: {run.error}"
         # a run that failed whole (killed, expired) did not ingest any of its planned ranges
         ranges = tuple(p.range for g in run.plan.groups if not g.is_empty for p in g.partitions
-                       ) if run.status is RunStatus.FAILED else ()
+                       ) if run.status.failed else ()
         out.append(RecentError(at, name, message, False, run.run_id, None,
                                GroupFailure(name, message, ranges) if ranges else None))
     return out
@@ -160,6 +160,7 @@ class RunSummary:
     error: str | None
     deadline_at: datetime | None = None
     expired_at: datetime | None = None
+    published: PublishedFigures | None = None  # as its publish recorded them
 
     def to_json(self) -> dict[str, Any]:
         def fmt(when: datetime | None) -> str | None:
@@ -167,6 +168,7 @@ class RunSummary:
         return {"runId": self.run_id, "status": self.status, "records": self.records,
                 "createdAt": fmt(self.created_at), "publishedAt": fmt(self.published_at),
                 "deadline": fmt(self.deadline_at), "expiredAt": fmt(self.expired_at),
+                "published": self.published.to_json() if self.published else None,
                 "rowStats": self.row_stats, "error": self.error}
 
 
@@ -282,8 +284,8 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
     """`failures`: the failed task groups' reports, by run id; `skipped`: records skipped by `ingest skip`, per
     partition (lost on purpose); `lost`: every `records_lost` audit record (counted, the recent ones shown as
     errors)."""
-    suspended = bool(row and row["suspended"])
-    terminated = bool(row and row["terminated"])
+    stored = stored_state(row["state"], row["detailed_state"]) if row else stored_state(None, None)
+    suspended, terminated = stored[0] is State.SUSPENDED, stored[0] is State.TERMINATED
 
     loops = [Outcome(r.created_at, True) for r in runs] + [Outcome(a.created_at, False) for a in loop_errors]
     tasks = [Outcome(r.published_at or r.created_at, ok) for r in runs if (ok := run_succeeded(r)) is not None]
@@ -291,9 +293,7 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
     tasks_ok = is_healthy(tasks, thresholds.task_unhealthiness_threshold, thresholds.task_healthiness_threshold)
 
     last_error = max(loop_errors, key=lambda a: a.created_at).details.get("detailedState") if loop_errors else None
-    state, detail = effective_state((row["state"], row["detailed_state"]) if row else None, suspended=suspended,
-                                    terminated=terminated, supervisor_ok=supervisor_ok, tasks_ok=tasks_ok,
-                                    last_loop_error=last_error)
+    state, detail = effective_state(stored, supervisor_ok=supervisor_ok, tasks_ok=tasks_ok, last_loop_error=last_error)
 
     errors = [RecentError(a.created_at, a.details.get("errorClass", "IngestError"), a.details.get("error", ""),
                           bool(a.details.get("streamException"))) for a in loop_errors]
@@ -305,7 +305,7 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
     errors.sort(key=lambda e: e.timestamp, reverse=True)
 
     recent = [RunSummary(r.run_id, r.status.value, r.plan.records, r.created_at, r.published_at,
-                         row_stats.get(r.run_id, {}), r.error, r.deadline_at, r.expired_at) for r in runs]
+                         row_stats.get(r.run_id, {}), r.error, r.deadline_at, r.expired_at, r.published) for r in runs]
     return StatusReport(datasource, stream, state, detail, supervisor_ok and tasks_ok and not terminated,
                         suspended, terminated, committed, latest, offsets_last_updated,
                         errors[:MAX_RECENT_ERRORS], recent, now, active or {}, dict(skipped or {}),

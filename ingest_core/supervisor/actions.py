@@ -29,8 +29,6 @@ from ingest_core.core.loss import (
     subtract,
 )
 from ingest_core.core.offsets import (
-    EARLIEST_OFFSET,
-    LATEST_OFFSET,
     KnownOffset,
     MoveEffect,
     OffsetRange,
@@ -51,7 +49,7 @@ from ingest_core.core.offsets import (
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.planner import plan_run
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.core.states import Event, transition
+from ingest_core.core.states import Event, State, Stored, move
 from ingest_core.kafka.consumer_group import sync_group
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
 from ingest_core.store.audit import RESET, SKIP, cleared_by_last_reset
@@ -92,49 +90,49 @@ class DatasourceActions:
     def _require(self, name: str) -> dict:
         return self.store.require_datasource(name)
 
-    def _require_live(self, name: str, action: str) -> dict:
-        """Offsets move only on a datasource that exists for Druid: a terminated supervisor has none to move (and
-        a move would re-create the consumer group `terminate` deleted)."""
-        row = self._require(name)
-        if row["terminated"]:
-            raise IngestError(f"{action} of {name!r} refused, nothing was changed: the datasource is terminated; "
-                              f"`ingest resume {name}` restarts it, then move its offsets")
-        return row
+    def _taken(self, name: str, event: Event) -> Stored:
+        """The datasource's state, when it takes `event` (`core.states.TABLE`; else `IllegalMoveError`, before
+        anything is asked or changed). A terminated supervisor has no offsets to move, for one (and a move would
+        re-create the consumer group `terminate` deleted)."""
+        self._require(name)
+        state = self.store.datasources.state(name)
+        move(state, event, name)
+        return state
 
     def _pause(self, name: str, paused: bool) -> None:
         if self.dags is not None:
             self.dags.set_paused(name, paused)
 
-    def _switch(self, name: str, event: Event, paused: bool, **flags: bool) -> ActionResult:
-        row = self._require(name)
+    def _switch(self, name: str, event: Event, paused: bool) -> ActionResult:
+        """Move the state by `event` (the table refuses what the state does not take) and pause or unpause."""
+        before = self._taken(name, event)
         with self.store.session() as conn:
-            self.store.set_state(name, event, conn=conn, **flags)
-            self.store.audit(name, event.value, {"previousState": row["state"], "wasTerminated": bool(row["terminated"])},
+            after = self.store.datasources.set_state(name, event, conn=conn)
+            self.store.audit(name, event.value, {"previousState": before[0].value,
+                                                 "wasTerminated": before[0] is State.TERMINATED},
                              self.actor, conn=conn)
         self._pause(name, paused)
-        return ActionResult(event.value, name, {"state": transition(event)[0].value})
+        return ActionResult(event.value, name, {"state": after[0].value})
 
     def suspend(self, name: str) -> ActionResult:
-        if self._require(name)["terminated"]:
-            raise IngestError(f"datasource {name!r} is terminated; `ingest resume {name}` restarts it")
-        return self._switch(name, Event.SUSPEND, True, suspended=True)
+        return self._switch(name, Event.SUSPEND, True)
 
     def resume(self, name: str) -> ActionResult:
         """Resumes a suspended datasource, or restarts a terminated one (Druid: submitting its spec again);
         its committed offsets are kept either way."""
-        return self._followed(self._switch(name, Event.RESUME, False, suspended=False, terminated=False))
+        return self._followed(self._switch(name, Event.RESUME, False))
 
     def terminate(self, name: str) -> ActionResult:
         """A tombstone: the DAG stops scheduling and no run plans again. Runs in flight may still publish. The
         consumer group is deleted (nothing consumes for it any more: its lag would alert forever); the committed
         offsets stay in the store, and `resume` mirrors them again."""
-        return self._followed(self._switch(name, Event.TERMINATE, True, terminated=True), delete=True)
+        return self._followed(self._switch(name, Event.TERMINATE, True), delete=True)
 
     def sync_group(self, name: str) -> ActionResult:
         """`ingest sync-group`: the consumer group made to show the committed offsets again (deleted when none
-        are committed), after an action could not reach the broker."""
-        self._require(name)
-        return self._followed(ActionResult("sync-group", name, {}))
+        are committed, or the datasource is terminated), after an action could not reach the broker."""
+        state = self._taken(name, Event.SYNC_GROUP)
+        return self._followed(ActionResult("sync-group", name, {}), delete=state[0] is State.TERMINATED)
 
     def _followed(self, result: ActionResult, delete: bool = False) -> ActionResult:
         """`result` with what became of the consumer group: it follows the committed offsets (`delete`: it goes).
@@ -202,7 +200,7 @@ class DatasourceActions:
         """Druid's hard reset: forget the committed offsets; the next run starts from earliest or latest
         (useEarliestOffset). From earliest it ingests again what was published: it runs only when that number of
         duplicates is confirmed (`confirm_duplicates`); from latest the records in between are skipped (counted)."""
-        self._require_live(name, "reset")
+        self._taken(name, Event.RESET)
         spec = self._spec(name, spec)
         stored = set(self.store.committed_offsets(name)) | {c.tp for c in self.store.published_ranges(name)}
         view = self._broker(spec, {tp.topic for tp in stored}, reader)
@@ -231,7 +229,7 @@ class DatasourceActions:
         and their publish is refused. A publish that got in first (it holds the same lock) simply moves the
         backfill's start. So every offset is ingested once: Druid's own reset-to-latest admits duplicates.
         `reader`: the caller's (it stays open); else one of its own, closed once it has answered."""
-        self._require_live(name, "reset --to-latest")
+        self._taken(name, Event.RESET_TO_LATEST)
         io = spec.io_config
         own_reader = reader is None
         reader = reader or KafkaOffsetReader.for_spec(spec)
@@ -318,7 +316,7 @@ class DatasourceActions:
         `forced`); a negative offset always. Moving back over published records ingests them again: it runs only
         when their number is confirmed (`confirm_duplicates`). The topic ids are recorded with the offsets, so
         this is also how a re-created topic is taken up again (`TopicRecreatedError`)."""
-        self._require_live(name, "set-offsets")
+        self._taken(name, Event.SET_OFFSETS)
         requests = [OffsetRequest(tp.topic, tp.partition, off) for tp, off in new.items()] if isinstance(
             new, Mapping) else list(new)
         if not requests:
@@ -383,7 +381,7 @@ class DatasourceActions:
         the lock, superseding the runs in flight. The records skipped are lost: audited (`skippedRanges`) and
         counted in status (`skippedRecords`). `expect`: the ranges the operator confirmed; anything else (a
         run published or failed since) refuses, so nothing is skipped that was not shown."""
-        self._require_live(name, "skip")
+        self._taken(name, Event.SKIP)
         failed = failed_group_ranges(self.store, name)
         with self._main_line(name) as line:
             ranges = skippable(failed, line.committed())

@@ -66,7 +66,7 @@ def publish_step(spec: DatasourceSpec, run_id: str, run_jobs: Callable[[Plan], N
             for report in reports:
                 metadata.add_task_report(report)
     last_active = metadata.last_active(spec.datasource) if record.plan.is_empty else None  # idleConfig's clock
-    metadata.set_state(spec.datasource, state_event(spec, record.plan, last_active))
+    metadata.datasources.set_state(spec.datasource, state_event(spec, record.plan, last_active))
     summary = publish_summary(result, plans[-1])
     log.info("publish: %s", json.dumps(summary))
     return summary

@@ -129,7 +129,7 @@ def keep_failure_reports(metadata: MetadataStore, spec: DatasourceSpec, record: 
     it) keeps why in the store, once: its latest failed attempt's report, or a `lost` one when its job died
     before writing any. `ingest status` shows them as recent errors (which records, and why), and `ingest skip`
     offers exactly their ranges. Returns the reports kept now."""
-    if not (record.status is RunStatus.FAILED or (record.status is RunStatus.PUBLISHED and record.error)):
+    if not (record.status.failed or (record.status is RunStatus.PUBLISHED and record.error)):
         return []
     name, run_id = spec.datasource, record.run_id
     statuses = metadata.group_statuses(name, run_id)

@@ -18,6 +18,7 @@ from ingest_core.core.errors import IngestError
 from ingest_core.core.planner import Plan
 from ingest_core.core.settings import Settings
 from ingest_core.core.spec import DatasourceSpec
+from ingest_core.core.states import Event, refusal
 from ingest_core.executor import deep_storage
 from ingest_core.store.metadata import MetadataStore, RunRecord, RunStatus, utcnow
 from ingest_core.supervisor.planning import PlanOptions, Supervisor
@@ -56,12 +57,11 @@ def final_reason(record: RunRecord) -> str | None:
 
 
 def check_active(metadata: MetadataStore, datasource: str) -> None:
-    """A suspended or terminated datasource plans nothing, even for a run created before it was paused."""
-    row = metadata.datasource_row(datasource)
-    if row is not None and row["terminated"]:
-        raise RunSkipped(f"datasource {datasource} is terminated: nothing runs until `ingest resume {datasource}`")
-    if row is not None and row["suspended"]:
-        raise RunSkipped(f"datasource {datasource} is suspended: `ingest resume {datasource}` resumes it")
+    """A suspended or terminated datasource plans nothing, even for a run created before it was paused (the
+    state table's LOOP)."""
+    why = refusal(metadata.datasources.state(datasource)[0], Event.LOOP, datasource)
+    if why is not None:
+        raise RunSkipped(why)
 
 
 def plan_step(spec: DatasourceSpec, run_id: str, end_time: datetime | None,

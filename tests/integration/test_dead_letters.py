@@ -10,10 +10,10 @@ from datetime import timedelta
 import pytest
 from helpers import SIMPLE, T0, iso, rows_of, spec_from
 
+from ingest_core.core.states import RunEvent
 from ingest_core.executor import deep_storage
 from ingest_core.executor.report import ParseExceptionLimitError
 from ingest_core.spark.job import GroupJob, run_group
-from ingest_core.store.metadata import RunStatus
 from ingest_core.store.publisher import GroupResult, Publisher
 from ingest_core.store.reader import DatasourceReader
 from ingest_core.supervisor.planning import PlanOptions, Supervisor
@@ -129,7 +129,7 @@ def test_a_run_that_does_not_publish_shows_no_dead_letters_and_off_writes_none(s
     plan = plan_run(spec, store, "r1")
     report = run_attempt(spark, spec, plan)
     assert sum(f.records for f in report.dead_letters) == len(expected)
-    store.set_run_status("ds", "r1", RunStatus.FAILED)
+    store.runs.move("ds", "r1", RunEvent.FAIL)
     assert DatasourceReader(store, "ds").dead_letters().num_rows == 0
     assert store.dead_letter_files.of("ds") == []
 

@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 from helpers import SIMPLE, T0, iso, make_spec, plan_next, spec_from
 
+from ingest_core.core.states import RunEvent
 from ingest_core.core.errors import IngestError, NothingSucceededError
 from ingest_core.core.offsets import OffsetRange, TopicPartition
 from ingest_core.supervisor.report import keep_failure_reports
@@ -35,7 +36,7 @@ def publish_whole(store, plan) -> None:
 
 def fail(store, spec, run_id: str) -> None:
     """What a failed run's report task does: FAILED, and its failed groups' reports kept."""
-    store.set_run_status("wiki", run_id, RunStatus.FAILED, error="its tasks failed before publishing")
+    store.runs.move("wiki", run_id, RunEvent.FAIL, error="its tasks failed before publishing")
     keep_failure_reports(store, spec, store.require_run("wiki", run_id))
 
 

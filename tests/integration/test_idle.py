@@ -46,7 +46,7 @@ def test_a_datasource_is_idle_once_nothing_new_came_for_inactive_after_millis(st
 
     # status shows the stored state: IDLE after the idle run, RUNNING while not yet idle
     for event, shown in ((Event.PUBLISHED_NOTHING, "IDLE"), (Event.NOTHING_NEW, "RUNNING")):
-        store.set_state("wiki", event)
+        store.datasources.set_state("wiki", event)
         row = store.datasource_row("wiki")
         report = build_status(datasource="wiki", stream="edits", row=row, committed={P0: 10}, latest={P0: 10},
                               offsets_last_updated=T0, runs=[], row_stats={}, loop_errors=[],
@@ -74,7 +74,7 @@ def test_the_publish_of_a_run_that_found_nothing_leaves_the_idle_config_state(st
         empty = plan_run(PlanRequest(datasource=name, run_id="r0", created_at=day_ago,
                                      starts={P0: StartOffset(0, StartSource.EARLIEST)}, latest={P0: 0}, task_count=1))
         store.insert_run(empty)
-        store.set_state(name, Event.PLANNED)
+        store.datasources.set_state(name, Event.PLANNED)
         publish_step(spec, "r0", run_jobs=lambda plan: None)
         assert store.datasource_row(name)["state"] == shown, name
     store.dispose()

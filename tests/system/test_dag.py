@@ -440,7 +440,7 @@ def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, 
     healed, dead = store.list_runs("crashy")
     assert healed.status is RunStatus.PUBLISHED
     assert {p.start_source.value for p in healed.plan.partitions} == {"earliest"}  # not from the dead run's ends
-    assert dead.status is RunStatus.FAILED and dead.expired and dead.error.startswith("expired: ")
+    assert dead.status is RunStatus.EXPIRED and dead.error.startswith("expired: ")
     (audit,) = store.audit_records("crashy", action="run_expired")
     assert audit.details["runId"] == dead.run_id and audit.details["detectedBy"] == f"the plan step of run {healed.run_id}"
     status = json.loads(subprocess.run([sys.executable, "-m", "ingest_core.service.cli", "status", "crashy", "--json"],

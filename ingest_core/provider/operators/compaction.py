@@ -15,10 +15,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from ingest_core.core.commit_rules import CompactionConflictError
 from ingest_core.core.compaction import CompactionJob, find_candidates
 from ingest_core.core.spec import COMPACTION_DAG_SUFFIX, DatasourceSpec
 from ingest_core.executor import buckets, deep_storage
-from ingest_core.store.compaction import CompactionConflictError, publish_compaction
+from ingest_core.store.compaction import publish_compaction
 from ingest_core.store.publisher import SegmentDescriptor
 from ingest_core.store.reader import DatasourceReader
 from ingest_core.store.segment_schema import segment_types
