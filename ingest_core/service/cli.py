@@ -36,7 +36,9 @@ import json
 import logging
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from ingest_core.core.errors import (
     IngestError,
@@ -55,6 +57,9 @@ from ingest_core.kafka.properties import load_checked_spec
 from ingest_core.service.registry_check import check_spec_registries
 from ingest_core.store.engines import checked_url
 from ingest_core.store.metadata import MetadataStore
+
+if TYPE_CHECKING:
+    from ingest_core.supervisor.actions import ActionResult, DatasourceActions
 
 
 def _store(args: argparse.Namespace) -> MetadataStore:
@@ -420,6 +425,83 @@ def _confirm(args: argparse.Namespace, what: str) -> bool:
     return answer.strip() == args.datasource
 
 
+def _reset(actions: DatasourceActions, args: argparse.Namespace, spec: DatasourceSpec | None) -> ActionResult | None:
+    name = args.datasource
+    if args.to_latest:
+        what = "ingest the skipped range as a backfill run" if args.backfill else "skip the records in between"
+        if not _confirm(args, f"move {name} to the latest offsets and {what}"):
+            return None
+        return actions.reset_to_latest(name, spec, backfill=args.backfill)
+    if args.backfill:
+        raise IngestError("--backfill goes with --to-latest")
+    # --confirm-duplicates is the confirmation: the action refuses unless it is the number it would re-read
+    if args.confirm_duplicates is None and not _confirm(
+            args, f"reset the committed offsets of {name} (the next run starts from earliest or latest by "
+                  f"useEarliestOffset)"):
+        return None
+    return actions.reset(name, spec, confirm_duplicates=args.confirm_duplicates)
+
+
+def _set_offsets(actions: DatasourceActions, args: argparse.Namespace,
+                 spec: DatasourceSpec | None) -> ActionResult | None:
+    new = parse_offset_assignments(args.offsets)
+    if args.confirm_duplicates is None and not _confirm(
+            args, f"set the offsets of {args.datasource} to {', '.join(args.offsets)}"):
+        return None
+    return actions.set_offsets(args.datasource, new, spec, force=args.force,
+                               confirm_duplicates=args.confirm_duplicates)
+
+
+def _skip(actions: DatasourceActions, args: argparse.Namespace, spec: DatasourceSpec | None) -> ActionResult | None:
+    name = args.datasource
+    ranges = actions.failed_ranges(name)
+    for failed in ranges:
+        print(f"would skip {failed}")
+    if not ranges:
+        raise IngestError(f"datasource {name!r} has nothing to skip: no failed run's range starts where its "
+                          "committed offsets stand (`ingest status` shows the recent errors)")
+    if not _confirm(args, f"skip these {sum(f.range.size for f in ranges)} records of {name} (they are lost)"):
+        return None
+    return actions.skip(name, expect=ranges)
+
+
+def _terminate(actions: DatasourceActions, args: argparse.Namespace,
+               spec: DatasourceSpec | None) -> ActionResult | None:
+    if not _confirm(args, f"terminate {args.datasource} (its DAG stops scheduling)"):
+        return None
+    return actions.terminate(args.datasource)
+
+
+def _sync_group(actions: DatasourceActions, args: argparse.Namespace,
+                spec: DatasourceSpec | None) -> ActionResult | None:
+    result = actions.sync_group(args.datasource)
+    if result.warnings:  # it is the command that re-syncs: failing to is its error
+        raise IngestError("; ".join(result.warnings))
+    return result
+
+
+@dataclass(frozen=True)
+class ActionCommand:
+    """An operator action's command: its help, and the adapter that confirms and calls the supervisor's action
+    (None: not confirmed). `spec`: it needs the datasource's spec (its broker)."""
+
+    help: str
+    run: Callable[[DatasourceActions, argparse.Namespace, DatasourceSpec | None], ActionResult | None]
+    spec: bool = False
+
+
+ACTION_COMMANDS: dict[str, ActionCommand] = {
+    "suspend": ActionCommand("pause the DAG and record SUSPENDED", lambda a, args, _: a.suspend(args.datasource)),
+    "resume": ActionCommand("unpause the DAG (also restarts a terminated datasource)",
+                            lambda a, args, _: a.resume(args.datasource)),
+    "terminate": ActionCommand("tombstone: the DAG stops scheduling", _terminate),
+    "reset": ActionCommand("hard reset: forget the committed offsets", _reset, spec=True),
+    "set-offsets": ActionCommand("set the committed offsets of chosen partitions", _set_offsets, spec=True),
+    "skip": ActionCommand("move the committed offsets past exactly the ranges that failed", _skip),
+    "sync-group": ActionCommand("make the Kafka consumer group show the committed offsets again", _sync_group),
+}
+
+
 def cmd_action(args: argparse.Namespace) -> int:
     from ingest_core.service.dag_control import AirflowCliDags
     from ingest_core.service.status import specs_in
@@ -428,54 +510,15 @@ def cmd_action(args: argparse.Namespace) -> int:
 
     store = _store(args)
     store.check_schema()
-    dags = None if args.no_airflow else AirflowCliDags()
     specs = specs_in(_dags_folder(args))  # the consumer group each spec names follows the offsets
-    actions = DatasourceActions(store, dags, _actor(args), specs)
-    name = args.datasource
-    confirm_duplicates = getattr(args, "confirm_duplicates", None)
-    if args.command in ("reset", "set-offsets"):
-        spec = spec_for(store, name, specs)
-        if spec is None:
-            raise IngestError(f"no spec for datasource {name!r} in {_dags_folder(args)} or the metadata store")
-    if args.command == "reset" and args.to_latest:
-        what = "ingest the skipped range as a backfill run" if args.backfill else "skip the records in between"
-        if not _confirm(args, f"move {name} to the latest offsets and {what}"):
-            return 1
-        result = actions.reset_to_latest(name, spec, backfill=args.backfill)
-    elif args.command == "reset":
-        if args.backfill:
-            raise IngestError("--backfill goes with --to-latest")
-        # --confirm-duplicates is the confirmation: the action refuses unless it is the number it would re-read
-        if confirm_duplicates is None and not _confirm(
-                args, f"reset the committed offsets of {name} (the next run starts from earliest or latest by "
-                      f"useEarliestOffset)"):
-            return 1
-        result = actions.reset(name, spec, confirm_duplicates=confirm_duplicates)
-    elif args.command == "set-offsets":
-        new = parse_offset_assignments(args.offsets)
-        if confirm_duplicates is None and not _confirm(args, f"set the offsets of {name} to {', '.join(args.offsets)}"):
-            return 1
-        result = actions.set_offsets(name, new, spec, force=args.force, confirm_duplicates=confirm_duplicates)
-    elif args.command == "skip":
-        ranges = actions.failed_ranges(name)
-        for failed in ranges:
-            print(f"would skip {failed}")
-        if not ranges:
-            raise IngestError(f"datasource {name!r} has nothing to skip: no failed run's range starts where its "
-                              "committed offsets stand (`ingest status` shows the recent errors)")
-        if not _confirm(args, f"skip these {sum(f.range.size for f in ranges)} records of {name} (they are lost)"):
-            return 1
-        result = actions.skip(name, expect=ranges)
-    elif args.command == "terminate":
-        if not _confirm(args, f"terminate {name} (its DAG stops scheduling)"):
-            return 1
-        result = actions.terminate(name)
-    elif args.command == "sync-group":
-        result = actions.sync_group(name)
-        if result.warnings:  # it is the command that re-syncs: failing to is its error
-            raise IngestError("; ".join(result.warnings))
-    else:
-        result = getattr(actions, args.command)(name)
+    actions = DatasourceActions(store, None if args.no_airflow else AirflowCliDags(), _actor(args), specs)
+    command = ACTION_COMMANDS[args.command]
+    spec = spec_for(store, args.datasource, specs) if command.spec else None
+    if command.spec and spec is None:
+        raise IngestError(f"no spec for datasource {args.datasource!r} in {_dags_folder(args)} or the metadata store")
+    result = command.run(actions, args, spec)
+    if result is None:
+        return 1
     print(result)
     for warning in result.warnings:
         print(f"WARNING: {warning}", file=sys.stderr)
@@ -536,14 +579,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="with the exact key and value bytes in base64")
     p.set_defaults(func=cmd_dead_letters)
 
-    for command, help_text in (("suspend", "pause the DAG and record SUSPENDED"),
-                               ("resume", "unpause the DAG (also restarts a terminated datasource)"),
-                               ("terminate", "tombstone: the DAG stops scheduling"),
-                               ("reset", "hard reset: forget the committed offsets"),
-                               ("set-offsets", "set the committed offsets of chosen partitions"),
-                               ("skip", "move the committed offsets past exactly the ranges that failed"),
-                               ("sync-group", "make the Kafka consumer group show the committed offsets again")):
-        p = sub.add_parser(command, help=help_text)
+    for command, action in ACTION_COMMANDS.items():
+        p = sub.add_parser(command, help=action.help)
         p.add_argument("datasource")
         if command == "set-offsets":
             p.add_argument("offsets", nargs="+", metavar="TOPIC:PARTITION=OFFSET",

@@ -374,7 +374,7 @@ def test_a_run_in_flight_past_its_deadline_expires_for_good(store):
     assert not store.start_run("wiki", "r1", MINUTE, now=T0 + 2 * MINUTE)
     with pytest.raises(RunExpiredError, match="r1 .* was not published: expired: "):
         Publisher(store).publish("wiki", "r1", results_for(r1.plan), now=T0 + 2 * MINUTE)
-    assert store.require_run("wiki", "r1").status is RunStatus.FAILED and committed(store) == {}
+    assert store.require_run("wiki", "r1").status is RunStatus.EXPIRED and committed(store) == {}
     r2 = plan_next(store, "r2", {tp: 12 for tp in PARTS})  # from Kafka's start again, not from r1's ends
     assert r2.start_offsets() == {tp: 0 for tp in PARTS}
     assert {p.start_source for p in r2.partitions} == {StartSource.EARLIEST}
