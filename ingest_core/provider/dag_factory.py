@@ -126,8 +126,8 @@ def build_dag(spec: DatasourceSpec) -> DAG:
 
 def build_compaction_dag(spec: DatasourceSpec) -> DAG:
     """`<dataSource>.compaction`: search -> one Spark job per interval to compact -> publish -> kill
-    (`provider.operators.compaction`), on the compaction section's schedule."""
-    from ingest_core.provider.operators import compaction as steps
+    (`supervisor.compaction`), on the compaction section's schedule."""
+    from ingest_core.supervisor import compaction as steps
 
     assert spec.compaction is not None
     micro = spec.microbatch

@@ -191,3 +191,18 @@ def publish_summary(result: PublishResult, plan: Plan) -> dict[str, Any]:
     return {"runId": result.run_id, "alreadyPublished": result.already_published, "rows": result.rows,
             "segments": list(result.segment_ids), "publishedGroups": list(result.published_groups),
             "failedGroups": list(result.failed_groups), "endOffsets": result.end_offsets, "records": plan.records}
+
+
+def retry_cannot_help(base: str, datasource: str, run_id: str, args: list[str]) -> str | None:
+    """Why a failed job (its `ingest_job.py` arguments) would fail the same way on the same records if retried
+    (maxParseExceptions), from the report of its latest attempt; None when a retry may help."""
+    group, replica = int(args[args.index("--group") + 1]), int(args[args.index("--replica") + 1])
+    folder = deep_storage.group_uri(base, datasource, run_id, group, replica)
+    attempts = deep_storage.attempt_folders(folder)  # oldest first: this try's is the last
+    report = read_report(deep_storage.join(attempts[-1], "report.json"),
+                         f"the report of task group {group} of run {run_id}") if attempts else None
+    failure = report.failure if report is not None else None
+    if failure is not None and not failure.retry_can_help:
+        return (f"task group {group} of run {run_id} failed, and a retry would read the same records: "
+                f"{failure.error_class}: {failure.message}")
+    return None

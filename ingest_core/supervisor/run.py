@@ -127,3 +127,4 @@ def check_job_wanted(datasource: str, run_id: str) -> None:
     reason = final_reason(record) if record is not None else None
     if reason:
         raise RunSkipped(f"{reason}: no Spark job")
+

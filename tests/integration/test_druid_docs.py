@@ -22,7 +22,7 @@ from druid_docs import DOCS, TRANSFORM_ROWS, TRANSFORM_SCHEMA, records, rows, ta
 
 from ingest_core.core.spec import DatasourceSpec, parse_spec
 from ingest_core.executor import deep_storage
-from ingest_core.provider.operators import compaction as compaction_task
+from ingest_core.supervisor import compaction as compaction_task
 from ingest_core.supervisor.run import job_arguments, stage_spec
 from ingest_core.supervisor.publish import results_of
 from ingest_core.supervisor.run import run_folder

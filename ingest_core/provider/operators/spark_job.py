@@ -15,7 +15,7 @@ from ingest_core.core.planner import Plan
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor import deep_storage
 from ingest_core.provider.operators.run import airflow_step
-from ingest_core.supervisor.publish import read_report
+from ingest_core.supervisor.publish import retry_cannot_help
 from ingest_core.supervisor.run import check_job_wanted, stage_plan
 
 log = logging.getLogger(__name__)
@@ -58,20 +58,14 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
         return super().execute(context)
 
     def _fail_for_good_if_a_retry_cannot_help(self, run_id: str) -> None:
-        """A job that its own report says would fail the same way on the same records (maxParseExceptions) fails
-        its task without Airflow's retries: they would only delay the run's report by retries x retry_delay."""
+        """Airflow's retries would only delay the run's report by retries x retry_delay when the job's own
+        report says a retry fails the same way (`supervisor.run.retry_cannot_help`)."""
         from airflow.sdk.exceptions import AirflowFailException
 
-        args = [str(a) for a in self.application_args]
-        group, replica = int(args[args.index("--group") + 1]), int(args[args.index("--replica") + 1])
-        folder = deep_storage.group_uri(self.deep_storage_base, self.datasource, run_id, group, replica)
-        attempts = deep_storage.attempt_folders(folder)  # oldest first: this try's is the last
-        report = read_report(deep_storage.join(attempts[-1], "report.json"),
-                             f"the report of task group {group} of run {run_id}") if attempts else None
-        failure = report.failure if report is not None else None
-        if failure is not None and not failure.retry_can_help:
-            raise AirflowFailException(f"task group {group} of run {run_id} failed, and a retry would read the "
-                                       f"same records: {failure.error_class}: {failure.message}")
+        why = retry_cannot_help(self.deep_storage_base, self.datasource, run_id,
+                                [str(a) for a in self.application_args])
+        if why is not None:
+            raise AirflowFailException(why)
 
     def _execute_over_connect(self) -> None:
         from ingest_core.spark.connect import run_job

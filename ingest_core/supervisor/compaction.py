@@ -1,4 +1,4 @@
-"""The compaction DAG's tasks (`<dataSource>.compaction`, for a spec with a `compaction` section): search ->
+"""The compaction DAG's steps (`<dataSource>.compaction`, for a spec with a `compaction` section): search ->
 one Spark job per interval (`CompactionSparkOperator`) -> publish -> kill.
 
 The search finds the intervals to compact (`core.compaction`) among the visible segments, at most
