@@ -15,14 +15,19 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow.fs as pafs
+
 from ingest_core.core.commit_rules import CompactionConflictError
 from ingest_core.core.compaction import CompactionJob, find_candidates
 from ingest_core.core.spec import COMPACTION_DAG_SUFFIX, DatasourceSpec
 from ingest_core.executor import buckets, deep_storage
 from ingest_core.store.compaction import publish_compaction
+from ingest_core.store.kill import kill
 from ingest_core.store.publisher import SegmentDescriptor
 from ingest_core.store.reader import DatasourceReader
+from ingest_core.store.metadata import utcnow
 from ingest_core.store.segment_schema import segment_types
+from ingest_core.supervisor.report import sync_iceberg_table
 from ingest_core.supervisor.run import open_store
 
 log = logging.getLogger(__name__)
@@ -43,8 +48,6 @@ def run_folder(spec: DatasourceSpec, run_id: str) -> str:
 
 def job_folders(spec: DatasourceSpec) -> list[str]:
     """Every compaction job's output folder (`.compaction/<run>/<n>`)."""
-    import pyarrow.fs as pafs
-
     root = compaction_root(spec)
     fs, path = deep_storage.filesystem(root)
     infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
@@ -127,8 +130,6 @@ def publish_task(spec: DatasourceSpec, jobs: list[list[str]]) -> dict[str, Any]:
         before += len(result.replaced)
         after += len(result.segment_ids)
     if compacted and spec.microbatch.iceberg_on:
-        from ingest_core.supervisor.report import sync_iceberg_table
-
         sync_iceberg_table(metadata, spec)
     outcome = CompactionOutcome(compacted, conflicts, failed, before, after)
     log.info("compaction of %s: %s", spec.datasource, outcome.to_json())
@@ -148,9 +149,6 @@ def _remove_unpublished(metadata: Any, datasource: str, output_uri: str) -> None
 
 
 def kill_task(spec: DatasourceSpec) -> dict[str, Any]:
-    from ingest_core.store.kill import kill
-    from ingest_core.store.schema import utcnow
-
     compaction = spec.compaction
     assert compaction is not None
     if not compaction.kill.enabled:

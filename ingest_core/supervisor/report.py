@@ -17,8 +17,12 @@ from ingest_core.core.errors import IngestError
 from ingest_core.core.loss import RecordsLost
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor.report import GroupReport
+from ingest_core.executor.dead_letters import read_files
+from ingest_core.kafka.config import KafkaClientConfig
 from ingest_core.kafka.consumer_group import mirror_offsets
+from ingest_core.kafka.dead_letter_topic import PublishedDeadLetters, produce_pending
 from ingest_core.store.audit import RECORDS_LOST, losses
+from ingest_core.store.cleanup import find_orphans, remove_orphans
 from ingest_core.store.metadata import GroupStatus, MetadataStore, RunRecord, RunStatus
 from ingest_core.supervisor.planning import Supervisor
 from ingest_core.supervisor.publish import plan_reports
@@ -153,8 +157,6 @@ def keep_failure_reports(metadata: MetadataStore, spec: DatasourceSpec, record: 
 def remove_unpublished_attempts(metadata: MetadataStore, spec: DatasourceSpec, run_id: str) -> None:
     """A final run's job output that nothing was published from (other replicas, failed attempts) goes. A
     failure here fails nothing: `ingest cleanup` removes it later."""
-    from ingest_core.store.cleanup import find_orphans, remove_orphans
-
     try:
         remove_orphans(metadata, spec.datasource, find_orphans(metadata, spec, [run_id]), f"report of run {run_id}")
     except Exception as exc:  # noqa: BLE001 - deep storage or the store: the run's outcome stands either way
@@ -172,12 +174,6 @@ def produce_dead_letters(metadata: MetadataStore, spec: DatasourceSpec) -> list[
     """Every published run's dead letters not produced yet (this run's and any an earlier report failed to
     produce), to `microbatch.deadLetter.topic`; the runs produced, None when there is no topic. A failure
     fails nothing and only warns: the next run's report produces them."""
-    from ingest_core.executor.dead_letters import read_files
-    from ingest_core.kafka.dead_letter_topic import (
-        PublishedDeadLetters,
-        produce_pending,
-    )
-
     if spec.microbatch.dead_letter_topic is None:
         return None
 
@@ -190,8 +186,6 @@ def produce_dead_letters(metadata: MetadataStore, spec: DatasourceSpec) -> list[
     try:
         return produce_pending(spec, pending)
     except Exception as exc:  # noqa: BLE001 - the publish stands; the next report produces them
-        from ingest_core.kafka.config import KafkaClientConfig
-
         try:  # never log a secret the client's error may quote
             text = KafkaClientConfig.from_properties(spec.io_config.consumer_properties).redact(str(exc))
         except Exception:  # noqa: BLE001 - the secrets cannot be resolved: name the error's type only

@@ -20,6 +20,7 @@ from ingest_core.core.settings import Settings
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.core.states import Event, refusal
 from ingest_core.executor import deep_storage
+from ingest_core.executor.protobuf_descriptors import inline_descriptors
 from ingest_core.store.metadata import MetadataStore, RunRecord, RunStatus, utcnow
 from ingest_core.supervisor.planning import PlanOptions, Supervisor
 
@@ -102,8 +103,6 @@ def stage_spec(spec: DatasourceSpec, folder: str) -> list[str]:
     """Stage the spec for the run's Spark jobs; returns their spec arguments. The staged copy is redacted like
     every stored one: a literal secret stays in the spec file under `dags/`, which the job's driver reads it
     from (`--secrets-from`), so no secret lands in deep storage, XCom or the logs."""
-    from ingest_core.executor.protobuf_descriptors import inline_descriptors
-
     uri = deep_storage.join(folder, "spec.json")
     # a protobuf descriptor file is read here, beside the spec: the executors may not see that path
     deep_storage.write_json(uri, inline_descriptors(spec).to_raw())
