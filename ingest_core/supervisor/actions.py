@@ -15,6 +15,7 @@ transaction. After each action that moves the offsets, the Kafka consumer group 
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, replace
 from typing import ContextManager, Iterable, Mapping, Protocol
@@ -29,6 +30,8 @@ from ingest_core.core.loss import (
     subtract,
 )
 from ingest_core.core.offsets import (
+    EARLIEST_OFFSET,
+    LATEST_OFFSET,
     KnownOffset,
     MoveEffect,
     OffsetRange,
@@ -372,7 +375,7 @@ class DatasourceActions:
 
     def failed_ranges(self, name: str) -> list["FailedRange"]:
         """What `skip` would skip now (see `skippable`), read outside any lock: for the operator to confirm."""
-        self._require(name)
+        self._taken(name, Event.SKIP)
         return skippable(failed_group_ranges(self.store, name), self.store.committed_offsets(name))
 
     def skip(self, name: str, expect: list["FailedRange"] | None = None) -> ActionResult:
@@ -484,3 +487,48 @@ def _ranges_json(items) -> dict[str, dict[str, list[int]]]:
     for tp, value in items:
         out.setdefault(tp.topic, {})[str(tp.partition)] = value
     return out
+
+
+RESET_OFFSETS_BODY = ('expected {"type": "kafka", "partitions": {"type": "end", "stream": TOPIC, "partitionOffsetMap": '
+                      '{"0": OFFSET}}} (OFFSET: a number, "earliest" or "latest"), optionally "force": true, '
+                      '"confirmDuplicates": N')
+
+
+def druid_json_object(raw: bytes) -> dict:
+    """A REST body as a JSON object, refusing a key given twice (JSON parsers keep the last one silently: one
+    partition given two offsets must not pick one)."""
+    def unique(pairs: list[tuple[str, object]]) -> dict:
+        seen: dict = {}
+        for key, value in pairs:
+            if key in seen:
+                raise IngestError(f"{key!r} is given twice in the body ({seen[key]!r}, {value!r}): give it once; "
+                                  "nothing was changed")
+            seen[key] = value
+        return seen
+
+    try:
+        body = json.loads(raw, object_pairs_hook=unique)
+    except ValueError:  # not JSON, or not UTF-8
+        body = None
+    if not isinstance(body, dict):
+        raise IngestError(f"the body is not a JSON object: {RESET_OFFSETS_BODY}")
+    return body
+
+
+def druid_offset_requests(body: dict) -> list[OffsetRequest]:
+    """Druid's resetOffsets `partitions` as offset requests; their values are checked by `set_offsets`
+    (`offsets.request_problem`: a `stream` that is not a topic name, an offset past the 64-bit range)."""
+    try:
+        partitions = body["partitions"]
+        return [OffsetRequest(partitions["stream"], int(p), _offset_value(o))
+                for p, o in partitions["partitionOffsetMap"].items()]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise IngestError(RESET_OFFSETS_BODY) from None
+
+
+def _offset_value(value: object) -> int | str:
+    if isinstance(value, str) and value in (EARLIEST_OFFSET, LATEST_OFFSET):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(value)
+    return value

@@ -37,7 +37,6 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from ingest_core.core.errors import DuplicatesNotConfirmedError, IngestError, UnknownDatasourceError
-from ingest_core.core.offsets import OffsetRequest
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.settings import Settings
 from ingest_core.core.spec import DatasourceSpec, find_spec_files
@@ -49,7 +48,7 @@ from ingest_core.service.status import StatusReport, collect_status, collect_sta
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.sql import (CANCELLED, CLIENT_GONE, DatasourceNotReadable, QueryCancel, SqlCancelledError,
                                    SqlError, SqlLimits, SqlResult, SqlTimeLimitError, run_sql)
-from ingest_core.supervisor.actions import DatasourceActions
+from ingest_core.supervisor.actions import DatasourceActions, druid_json_object, druid_offset_requests
 from ingest_core.supervisor.planning import spec_for
 
 app = FastAPI(title="Ingest datasources", description=__doc__)
@@ -184,31 +183,13 @@ def _confirmed(body: Any) -> int | None:
     return value
 
 
-def _offset_value(value: Any) -> int | str:
-    if isinstance(value, str) and value in ("earliest", "latest"):
-        return value
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(value)
-    return value
-
-
 @app.post("/api/v1/supervisor/{dag_id}/resetOffsets", dependencies=WRITE)
 async def supervisor_reset_offsets(dag_id: str, request: Request, user: GetUserDep) -> dict:
     try:
-        body = json.loads(await request.body())
-    except ValueError:  # not JSON, or not UTF-8
-        body = None
-    if not isinstance(body, dict):
-        raise HTTPException(400, 'the body is not a JSON object: expected {"type": "kafka", "partitions": '
-                                 '{"type": "end", "stream": TOPIC, "partitionOffsetMap": {"0": OFFSET}}}')
-    try:
-        partitions = body["partitions"]
-        topic = partitions["stream"]
-        new = [OffsetRequest(topic, int(p), _offset_value(o)) for p, o in partitions["partitionOffsetMap"].items()]
-    except (KeyError, TypeError, ValueError, AttributeError):
-        raise HTTPException(400, 'expected {"type": "kafka", "partitions": {"type": "end", "stream": TOPIC, '
-                                 '"partitionOffsetMap": {"0": OFFSET}}} (OFFSET: a number, "earliest" or '
-                                 '"latest"), optionally "force": true, "confirmDuplicates": N') from None
+        body = druid_json_object(await request.body())
+        new = druid_offset_requests(body)
+    except IngestError as exc:
+        raise HTTPException(400, str(exc)) from None
     force, confirm = body.get("force") is True, _confirmed(body)
     store = _store()
     return _act(lambda: _actions(store, user).set_offsets(dag_id, new, spec_for(store, dag_id, _specs()),
