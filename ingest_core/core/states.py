@@ -100,7 +100,7 @@ _OFFSET_MOVES = (Event.RESET, Event.RESET_TO_LATEST, Event.SET_OFFSETS, Event.SK
 _LOOP_SUSPENDED = Refused("datasource {name} is suspended: `ingest resume {name}` resumes it")
 _LOOP_TERMINATED = Refused("datasource {name} is terminated: nothing runs until `ingest resume {name}`")
 _TERMINATED = Refused("the datasource is terminated; `ingest resume {name}` restarts it (its committed offsets are "
-                      "kept), then {action} it")
+                      "kept), then {action}")
 
 # (from-state, event) -> the stored state after it, STAY, or Refused. A pair that is not here is a bug: `move`
 # raises for it too.
@@ -150,7 +150,7 @@ def refusal(state: State, event: Event, name: str = "the datasource") -> str | N
 
 
 def _verb(event: Event) -> str:
-    return "move its offsets" if event in _OFFSET_MOVES else event.value
+    return "move its offsets" if event in _OFFSET_MOVES else f"{event.value} it"
 
 
 # the detailed states of a datasource that has not yet completed a loop

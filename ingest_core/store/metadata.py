@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection
 
 from ingest_core.core.offsets import KnownOffset, PublishedRange, TopicPartition
 from ingest_core.core.planner import Plan
+from ingest_core.core.states import GroupStatus, RunStatus
 from ingest_core.executor.report import GroupReport
 from ingest_core.store.audit import AuditLog
 from ingest_core.store.database import Database
@@ -30,13 +31,7 @@ from ingest_core.store.datasources import Datasources
 from ingest_core.store.dead_letters import DeadLetterFiles
 from ingest_core.store.engines import make_engine, shared_engine
 from ingest_core.store.offsets import Offsets
-from ingest_core.store.records import (
-    AuditRecord,
-    GroupStatus,
-    RunRecord,
-    RunStatus,
-    SegmentRecord,
-)
+from ingest_core.store.records import AuditRecord, RunRecord, SegmentRecord
 from ingest_core.store.runs import RUN_EXPIRED, Runs
 from ingest_core.store.schema import (
     MIGRATIONS,

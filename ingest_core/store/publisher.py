@@ -30,7 +30,7 @@ from ingest_core.core.loss import LossCause, RecordsLost, read_by_partition, sub
 from ingest_core.core.offsets import OffsetRange, PublishedRange, offsets_to_json
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.planner import PartitionPlan, Plan
-from ingest_core.core.states import RunEvent
+from ingest_core.core.states import GroupStatus, RunEvent, RunStatus
 from ingest_core.executor.report import DeadLetterFile, GroupReport
 from ingest_core.store.audit import RESET, cleared_by_last_reset
 from ingest_core.store.dead_letters import record_published
@@ -38,7 +38,7 @@ from ingest_core.store.engines import retry_transient
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.offsets import claim_row
-from ingest_core.store.records import GroupStatus, PublishedFigures, RunStatus
+from ingest_core.store.records import PublishedFigures
 from ingest_core.store.runs import published_columns
 from ingest_core.store.schema import as_utc, published_ranges, segments, utcnow
 

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.planner import Plan
-from ingest_core.core.states import GroupStatus, RunStatus
+from ingest_core.core.states import RunStatus
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,11 @@ from sqlalchemy.engine import Connection
 from ingest_core.core.errors import RunNotFoundError
 from ingest_core.core.offsets import KnownOffset, TopicPartition
 from ingest_core.core.planner import Plan
-from ingest_core.core.states import RUN_TABLE, RunEvent
+from ingest_core.core.states import RUN_TABLE, GroupStatus, RunEvent, RunStatus
 from ingest_core.store.audit import AuditLog
 from ingest_core.store.database import Database
 from ingest_core.store.datasources import Datasources
-from ingest_core.store.records import GroupStatus, PublishedFigures, RunRecord, RunStatus
+from ingest_core.store.records import PublishedFigures, RunRecord
 from ingest_core.store.schema import as_utc, runs, task_groups, utcnow
 
 RUN_EXPIRED = "run_expired"  # the audit action of a run that outlived its deadline

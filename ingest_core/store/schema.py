@@ -16,8 +16,7 @@ from sqlalchemy.engine import Connection
 
 from ingest_core.core.offsets import PublishedRange, find_overlap
 from ingest_core.core.planner import Plan
-from ingest_core.core.states import DetailedState, State
-from ingest_core.store.records import RunStatus
+from ingest_core.core.states import DetailedState, RunStatus, State
 
 SCHEMA_VERSION = 8
 

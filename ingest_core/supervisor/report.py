@@ -24,6 +24,7 @@ from ingest_core.kafka.dead_letter_topic import PublishedDeadLetters, produce_pe
 from ingest_core.store.audit import RECORDS_LOST, losses
 from ingest_core.store.cleanup import find_orphans, remove_orphans
 from ingest_core.store.metadata import GroupStatus, MetadataStore, RunRecord, RunStatus
+from ingest_core.store.records import PublishedFigures
 from ingest_core.supervisor.planning import Supervisor
 from ingest_core.supervisor.publish import plan_reports
 from ingest_core.supervisor.run import RunSkipped, check_active, open_store
@@ -213,8 +214,8 @@ def sync_iceberg_table(metadata: MetadataStore, spec: DatasourceSpec) -> "Iceber
 
 def run_outcome(metadata: MetadataStore, record: RunRecord, mirrored: str | None) -> RunOutcome:
     datasource, run_id = record.datasource, record.run_id
-    segments = metadata.segments(datasource, run_id=run_id)
+    published = record.published or PublishedFigures(0, 0, 0, 0)  # as its publish recorded them
     failed = sorted(g for g, s in metadata.group_statuses(datasource, run_id).items() if s is GroupStatus.FAILED)
     lost = tuple(e for e in losses(metadata.audit_records(datasource, action=RECORDS_LOST)) if e.run_id == run_id)
     return RunOutcome(run_id, record.status, record.plan.records, metadata.run_row_stats(datasource, run_id),
-                      len(segments), sum(s.num_rows for s in segments), failed, record.error, mirrored, lost=lost)
+                      published.segments, published.rows, failed, record.error, mirrored, lost=lost)

@@ -36,7 +36,7 @@ def test_a_terminated_datasource_takes_no_offset_move_and_no_suspend_and_says_wh
         with pytest.raises(IllegalMoveError, match="refused, nothing was changed: the datasource is terminated; "
                                                    "`ingest resume door` restarts it"):
             move((State.TERMINATED, DetailedState.TERMINATED), event, "door")
-    assert refusal(State.TERMINATED, Event.SET_OFFSETS, "door").endswith("then move its offsets it")
+    assert refusal(State.TERMINATED, Event.SET_OFFSETS, "door").endswith("then move its offsets")
     # what it does take: resume (back to RUNNING), terminate again (nothing changes), a group sync
     assert move((State.TERMINATED, DetailedState.TERMINATED), Event.RESUME) == (State.RUNNING, DetailedState.RUNNING)
     for event in (Event.TERMINATE, Event.SYNC_GROUP):
@@ -115,3 +115,25 @@ def test_the_run_table_in_words():
     with pytest.raises(IllegalMoveError):
         move_run(RunStatus.FAILED, RunEvent.EXPIRE)  # only a run in flight expires
     assert RunStatus.EXPIRED.failed and RunStatus.FAILED.failed and not RunStatus.SUPERSEDED.failed
+
+
+def test_the_documented_table_is_the_table():
+    """docs/supervisor.md shows the supervisor's state table; it must say what the code does."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "supervisor.md").read_text()
+    states = [State.PENDING, State.RUNNING, State.IDLE, State.SUSPENDED, State.TERMINATED]
+
+    def cell(state: State, event: Event) -> str:
+        to = TABLE[state, event]
+        if to is None:
+            return "stays"
+        if not isinstance(to, tuple):
+            return "**refused**"
+        return to[0].value if to[1].value == to[0].value else f"{to[0].value}/{to[1].value}"
+
+    for event in Event:
+        row = f"| `{event.value}` | " + " | ".join(cell(s, event) for s in states) + " |"
+        assert row in text, row
+    for event, (sources, to) in RUN_TABLE.items():
+        assert f"| {', '.join(s.value for s in RunStatus if s in sources)} | {to.value} |" in text, event
