@@ -430,17 +430,15 @@ def test_a_waiting_successor_expires_its_dead_predecessor_then_plans_again_and_p
 
 
 def test_a_spark_job_of_a_final_run_does_nothing(store, monkeypatch):
-    from airflow.sdk.exceptions import AirflowSkipException
-
-    from ingest_core.provider.operators.spark_job import check_job_wanted
+    from ingest_core.supervisor.run import RunSkipped, check_job_wanted
 
     monkeypatch.setenv("INGEST_METADATA_URL", store.url)
     r1 = plan_next(store, "r1", {tp: 10 for tp in PARTS})
     check_job_wanted("wiki", "r1")  # in flight: the job runs
     Publisher(store).publish("wiki", "r1", results_for(r1))
-    with pytest.raises(AirflowSkipException, match="run r1 is already published: no Spark job"):
+    with pytest.raises(RunSkipped, match="run r1 is already published: no Spark job"):
         check_job_wanted("wiki", "r1")
     plan_next(store, "r2", {tp: 20 for tp in PARTS})
     store.start_run("wiki", "r2", MINUTE, now=T0)  # long past its deadline: the job's check expires it
-    with pytest.raises(AirflowSkipException, match="run r2 is not executed again: expired: "):
+    with pytest.raises(RunSkipped, match="run r2 is not executed again: expired: "):
         check_job_wanted("wiki", "r2")
