@@ -233,81 +233,47 @@ class DatasourceActions:
         backfill's start. So every offset is ingested once: Druid's own reset-to-latest admits duplicates.
         `reader`: the caller's (it stays open); else one of its own, closed once it has answered."""
         self._taken(name, Event.RESET_TO_LATEST)
-        io = spec.io_config
-        own_reader = reader is None
-        reader = reader or KafkaOffsetReader.for_spec(spec)
-        try:
-            tps = reader.partitions(topic=io.topic, pattern=io.topic_pattern)
-            snap = reader.snapshot(tps)
-            topic_ids = reader.topic_ids(tp.topic for tp in tps)
-        finally:
-            if own_reader:
-                reader.close()
+        view = self._stream(spec, reader)
         now = utcnow()
-        run_id = f"reset_backfill__{format_datetime(now)}"
         with self._main_line(name) as line:
-            # Offsets that left the log (retention, a re-created topic) stop every run: getting past them is
-            # what this reset is for, so they are moved into the log, and what that loses is reported.
-            before = line.committed()
-            # a topic deleted and re-created: its offsets describe the old log; the new one is read from its start
-            recreated = recreated_topics(before, topic_ids)
-            committed, moved = clamp_to_log({tp: k for tp, k in before.items() if tp.topic not in recreated},
-                                            snap.earliest, snap.latest)
-            # where the main line stands, ignoring runs in flight (superseded below)
-            starts = resolve_start_offsets(tps, datasource=name, inflight={}, committed=committed,
-                                           earliest=snap.earliest, latest=snap.latest,
-                                           use_earliest=io.use_earliest_offset,
-                                           reset_automatically=spec.tuning_config.reset_offset_automatically).starts
-            starts.update({tp: StartOffset(snap.earliest[tp], StartSource.NEW_PARTITION) for tp in tps
-                           if tp.topic in recreated})
-            target = {tp: max(snap.latest[tp], starts[tp].offset) for tp in tps}
+            jump = jump_to_latest(spec, line.committed(), view)
             # releases only a re-created topic's claims, in practice
-            move = line.move(target, by=f"reset-to-latest by {self.actor}",
-                             reason="the datasource was reset to the latest offsets", topic_ids=topic_ids)
-            skipped = {tp: (starts[tp].offset, target[tp]) for tp in tps if starts[tp].offset < target[tp]}
+            move = line.move(jump.target, by=f"reset-to-latest by {self.actor}",
+                             reason="the datasource was reset to the latest offsets", topic_ids=view.topic_ids)
             plan = None
-            if backfill and skipped:
+            if backfill and jump.skipped:
                 plan = plan_run(plan_request(
-                    spec, run_id, now,
-                    starts={tp: StartOffset(start, StartSource.BACKFILL) for tp, (start, _) in skipped.items()},
-                    latest={tp: end for tp, (_, end) in skipped.items()}))
+                    spec, f"reset_backfill__{format_datetime(now)}", now,
+                    starts={tp: StartOffset(start, StartSource.BACKFILL) for tp, (start, _) in jump.skipped.items()},
+                    latest={tp: end for tp, (_, end) in jump.skipped.items()}))
                 self.store.insert_run(plan, conn=line.conn)
-            below = [m for m in moved if m.from_offset < m.earliest]
-            beyond = [m for m in moved if m.from_offset > m.latest]
-            read = read_by_partition(self.store.offsets.claims(name, conn=line.conn))
-            lost = [r for m in below for r in subtract(m.tp, m.from_offset, m.earliest, read.get(m.tp, ()))]
-            if plan is None:  # no backfill reads them: what the main line jumps over is lost too
-                lost += [r for tp, (s, e) in sorted(skipped.items()) for r in subtract(tp, s, e, read.get(tp, ()))]
-            loss, lost_warnings = self._lost(line, RecordsLost(LossCause.RESET_TO_LATEST, tuple(sorted(lost))))
-            details = {"from": offsets_to_json({tp: s for tp, (s, _) in skipped.items()}),
-                       "to": offsets_to_json(target), "skippedRecords": sum(e - s for s, e in skipped.values()),
-                       "backfillRun": plan.run_id if plan else None, "supersededRuns": move.superseded,
-                       "removedBeforeIngestion": _ranges_json((m.tp, [m.from_offset, m.earliest]) for m in below),
-                       "removedRecords": sum(m.earliest - m.from_offset for m in below),
-                       "beyondLogEnd": _ranges_json((m.tp, [m.from_offset, m.latest]) for m in beyond),
-                       "releasedRanges": _ranges(move.released), **loss}
-            if recreated:
-                details["topicIds"] = {t: {"from": old, "to": now} for t, (old, now) in recreated.items()}
+            loss, lost_warnings = self._lost(line, RecordsLost(LossCause.RESET_TO_LATEST, jump.lost(
+                read_by_partition(self.store.offsets.claims(name, conn=line.conn)), backfilled=plan is not None)))
+            details = {**jump.to_json(), "backfillRun": plan.run_id if plan else None,
+                       "supersededRuns": move.superseded, "releasedRanges": _ranges(move.released), **loss}
             self.store.audit(name, "reset_to_latest", details, self.actor, conn=line.conn)
-        warnings = [f"partition {m.tp}: records {m.from_offset}..{m.earliest - 1} ({m.earliest - m.from_offset} "
-                    f"records) were removed (retention or delete_records) before they were ingested: they are lost"
-                    + (f"; the backfill starts at {m.earliest}" if plan and m.tp in skipped else "") for m in below]
-        warnings += [f"partition {m.tp}: committed offset {m.from_offset} is beyond the log end offset {m.latest} "
-                     f"(the topic was re-created?): it described another log, of which nothing is backfilled; the "
-                     f"main line continues from {m.latest}" for m in beyond]
-        warnings += [f"topic {t!r} was deleted and re-created (topic id {old} -> {now}): its committed offsets "
-                     f"described the old log; the new log is skipped from its start"
-                     + (" and backfilled" if plan else "") for t, (old, now) in sorted(recreated.items())]
-        if backfill and plan is None:
-            warnings.append("nothing to backfill: no records are left in the log between where the main line stood "
-                            "and the latest offsets")
-        warnings += lost_warnings
+        warnings = jump.warnings(backfill, plan is not None) + lost_warnings
         for warning in warnings:
             log.warning("reset --to-latest of %s: %s", name, warning)
         if plan is not None and self.dags is not None:
             self.dags.trigger(name, plan.run_id)
         return self._followed(ActionResult("reset --to-latest" + (" --backfill" if backfill else ""), name, details,
-                                           tuple(warnings)))
+                                           warnings))
+
+    @staticmethod
+    def _stream(spec: DatasourceSpec, reader: KafkaOffsetReader | None) -> "BrokerView":
+        """What the broker has of the datasource's stream now: its partitions' log start and end, topic ids.
+        `reader`: the caller's (left open); else one of our own, closed once it has answered."""
+        io = spec.io_config
+        own = reader is None
+        reader = reader or KafkaOffsetReader.for_spec(spec)
+        try:
+            tps = reader.partitions(topic=io.topic, pattern=io.topic_pattern)
+            snap = reader.snapshot(tps)
+            return BrokerView({}, snap.earliest, snap.latest, reader.topic_ids(tp.topic for tp in tps))
+        finally:
+            if own:
+                reader.close()
 
     def set_offsets(self, name: str, new: Mapping[TopicPartition, int] | Iterable[OffsetRequest],
                     spec: DatasourceSpec | None = None, *, reader: KafkaOffsetReader | None = None,
@@ -417,6 +383,73 @@ class BrokerView:
     earliest: dict[TopicPartition, int]
     latest: dict[TopicPartition, int]
     topic_ids: dict[str, str]
+
+
+@dataclass(frozen=True)
+class LatestJump:
+    """Where `reset --to-latest` moves the main line, decided from the committed offsets and the broker's view
+    (pure). Offsets that left the log (retention, a re-created topic) stop every run: getting past them is what
+    this reset is for, so they are moved into the log (`below`, `beyond`), and what that loses is reported."""
+
+    target: dict[TopicPartition, int]
+    skipped: dict[TopicPartition, tuple[int, int]]  # [where the main line stood, target) per partition
+    below: tuple  # `offsets.clamp_to_log` moves: committed below the log start (removed before ingestion)
+    beyond: tuple  # committed beyond the log end (the topic was re-created?)
+    recreated: dict[str, tuple[str | None, str]]  # topic -> (old id, new id)
+
+    def lost(self, read: Mapping[TopicPartition, list], backfilled: bool) -> tuple[LostRange, ...]:
+        """What nothing will read: the removed ranges, and (no backfill reads them) what the main line jumps."""
+        out = [r for m in self.below for r in subtract(m.tp, m.from_offset, m.earliest, read.get(m.tp, ()))]
+        if not backfilled:
+            out += [r for tp, (s, e) in sorted(self.skipped.items()) for r in subtract(tp, s, e, read.get(tp, ()))]
+        return tuple(sorted(out))
+
+    def to_json(self) -> dict:
+        out = {"from": offsets_to_json({tp: s for tp, (s, _) in self.skipped.items()}),
+               "to": offsets_to_json(self.target), "skippedRecords": sum(e - s for s, e in self.skipped.values()),
+               "removedBeforeIngestion": _ranges_json((m.tp, [m.from_offset, m.earliest]) for m in self.below),
+               "removedRecords": sum(m.earliest - m.from_offset for m in self.below),
+               "beyondLogEnd": _ranges_json((m.tp, [m.from_offset, m.latest]) for m in self.beyond)}
+        if self.recreated:
+            out["topicIds"] = {t: {"from": old, "to": now} for t, (old, now) in self.recreated.items()}
+        return out
+
+    def warnings(self, backfill: bool, backfilled: bool) -> tuple[str, ...]:
+        out = [f"partition {m.tp}: records {m.from_offset}..{m.earliest - 1} ({m.earliest - m.from_offset} "
+               f"records) were removed (retention or delete_records) before they were ingested: they are lost"
+               + (f"; the backfill starts at {m.earliest}" if backfilled and m.tp in self.skipped else "")
+               for m in self.below]
+        out += [f"partition {m.tp}: committed offset {m.from_offset} is beyond the log end offset {m.latest} "
+                f"(the topic was re-created?): it described another log, of which nothing is backfilled; the "
+                f"main line continues from {m.latest}" for m in self.beyond]
+        out += [f"topic {t!r} was deleted and re-created (topic id {old} -> {now}): its committed offsets "
+                f"described the old log; the new log is skipped from its start" + (" and backfilled" if backfilled
+                                                                                    else "")
+                for t, (old, now) in sorted(self.recreated.items())]
+        if backfill and not backfilled:
+            out.append("nothing to backfill: no records are left in the log between where the main line stood "
+                       "and the latest offsets")
+        return tuple(out)
+
+
+def jump_to_latest(spec: DatasourceSpec, before: Mapping[TopicPartition, KnownOffset],
+                   view: "BrokerView") -> LatestJump:
+    """`reset --to-latest`'s move from the committed offsets `before` to the latest ones of `view`."""
+    io, tps = spec.io_config, sorted(view.latest)
+    # a topic deleted and re-created: its offsets describe the old log; the new one is read from its start
+    recreated = recreated_topics(before, view.topic_ids)
+    committed, moved = clamp_to_log({tp: k for tp, k in before.items() if tp.topic not in recreated},
+                                    view.earliest, view.latest)
+    # where the main line stands, ignoring runs in flight (the move supersedes them)
+    starts = resolve_start_offsets(tps, datasource=spec.datasource, inflight={}, committed=committed,
+                                   earliest=view.earliest, latest=view.latest, use_earliest=io.use_earliest_offset,
+                                   reset_automatically=spec.tuning_config.reset_offset_automatically).starts
+    starts.update({tp: StartOffset(view.earliest[tp], StartSource.NEW_PARTITION) for tp in tps
+                   if tp.topic in recreated})
+    target = {tp: max(view.latest[tp], starts[tp].offset) for tp in tps}
+    skipped = {tp: (starts[tp].offset, target[tp]) for tp in tps if starts[tp].offset < target[tp]}
+    return LatestJump(target, skipped, tuple(m for m in moved if m.from_offset < m.earliest),
+                      tuple(m for m in moved if m.from_offset > m.latest), recreated)
 
 
 def _effect_json(effect: MoveEffect) -> dict:
