@@ -410,11 +410,11 @@ def datasources_page(user: GetUserDep) -> HTMLResponse:
 
 
 def _run_figures(p: RunPoint | None) -> str:
-    """A run's charted figures, exactly (the Recent runs table's cells)."""
+    """A run's charted figures, exactly, as its publish recorded them (the Recent runs table's cells)."""
     if p is None:
-        return _cell("-") * 4
+        return _cell("-") * 5
     lag = "-" if p.lag is None else ("≥" if p.lag_capped else "") + f"{p.lag:,}"
-    return (_cell(lag, "n") + _cell(f"{p.rows:,}", "n") + _cell(p.segments, "n")
+    return (_cell(lag, "n") + _cell(f"{p.rows:,}", "n") + _cell(p.segments, "n") + _cell(f"{p.bytes:,}", "n")
             + _cell("-" if p.duration_s is None else seconds(p.duration_s), "n"))
 
 
@@ -458,7 +458,7 @@ def datasource_page(dag_id: str, user: GetUserDep) -> HTMLResponse:
                  f"<th>Lag</th><th>Splits done</th></tr>{active}</table>") if active else "")
             + "<h3>Offsets</h3><table><tr><th>Partition</th><th>Committed</th><th>Latest</th><th>Lag</th></tr>"
             f"{offsets}</table><h3>Recent runs</h3><table><tr><th>Run</th><th>Status</th><th>Records</th>"
-            "<th>Lag at planning</th><th>Rows published</th><th>Segments</th><th>Duration</th>"
+            "<th>Lag at planning</th><th>Rows published</th><th>Segments</th><th>Bytes</th><th>Duration</th>"
             f"<th>Row stats</th><th>Error</th></tr>{runs}</table>"
             + (f"<h3>Recent errors</h3><ul>{errors}</ul>" if errors else "")
             + (f"<h3>Spec warnings</h3><ul>{warnings}</ul>" if warnings else "")
