@@ -17,7 +17,7 @@ from ingest_core.executor.report import (
     ReportFormatError,
     RowStats,
 )
-from ingest_core.provider.operators import publish
+from ingest_core.supervisor import publish
 from ingest_core.supervisor.publish import group_reports
 
 
