@@ -29,6 +29,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ingest_core.core.states import RunEvent
 from ingest_core.core.spec import parse_spec  # noqa: E402
 from ingest_core.dev.embedded import EmbeddedKafka  # noqa: E402
 from ingest_core.kafka.offset_reader import KafkaOffsetReader  # noqa: E402
@@ -111,7 +112,7 @@ def main() -> None:
             times.append(time.perf_counter() - t0)
             cpus.append(time.process_time() - c0)
             broker_cpus.append(_cpu(broker) - b0)
-            store.set_run_status("bench", f"bench-{i}", store.require_run("bench", f"bench-{i}").status.FAILED)
+            store.runs.move("bench", f"bench-{i}", RunEvent.FAIL)
         plan = record.plan
         assert len(plan.partitions) == args.partitions
 

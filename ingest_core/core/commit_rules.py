@@ -16,7 +16,8 @@ value with `validate(state)`, checked in order; the first that fails refuses the
                            swap on, and an operator may move the main line back into a published range)
 
 Rules 4 and 5 are the main line's, checked partition by partition (`ContinuesTheMainLine`); a backfill skips
-them. Whether the run may publish at all (superseded,
+them. A compaction's publish has one rule of its own (`decide_compaction`, `VisibleSetUnchanged`): the
+interval's visible segments are exactly those it read. Whether the run may publish at all (superseded,
 expired, already published) is the run's lifecycle, decided by the store before it asks.
 """
 
@@ -219,3 +220,56 @@ def decide(proposal: Proposal, state: LineState, rules: Sequence[Rule] = RULES) 
     for rule in rules:
         rule.validate(proposal, state)
     return Decision(proposal, proposal.publishing, proposal.failed, tuple(p.range for p in proposal.parts))
+
+
+# ---------------------------------------------------------------------------------------------- compaction
+
+
+class CompactionConflictError(IngestError):
+    """The interval changed after the compaction read it: nothing was written."""
+
+    code = "INGEST_COMPACTION_CONFLICT"
+
+
+@dataclass(frozen=True)
+class VisibleSegment:
+    """A segment visible in the interval now, as the compaction's rule needs it."""
+
+    id: str
+    run_id: str  # the run, or the compaction task, that published it
+    location: str
+
+
+@dataclass(frozen=True)
+class CompactionProposal:
+    """What a compaction asks to commit: the segments it read (their ids) and what it wrote in their place."""
+
+    task_id: str
+    what: str  # "compaction <task> of '<datasource>' interval <start>/<end>", for the messages
+    expected: frozenset[str]
+    locations: frozenset[str]
+
+
+@dataclass(frozen=True)
+class VisibleSetUnchanged:
+    """The compare-and-swap of a compaction: the interval's visible segments are exactly those it read. An
+    append published meanwhile refuses it, so the append is never lost; the next compaction reads it too."""
+
+    def validate(self, proposal: CompactionProposal, visible: Sequence[VisibleSegment]) -> None:
+        found = {s.id for s in visible}
+        if found != proposal.expected:
+            appended = sorted(found - proposal.expected)
+            raise CompactionConflictError(
+                f"{proposal.what} was not published: the interval changed after it was read ({len(appended)} "
+                f"segments published since, e.g. {appended[:3]}; {len(proposal.expected - found)} no longer "
+                "visible). Nothing was written; the next compaction run reads the interval again.")
+
+
+def decide_compaction(proposal: CompactionProposal, visible: Sequence[VisibleSegment]) -> bool:
+    """True: publish the rewrite; False: it is visible already (a retry whose commit went through), nothing to
+    do; `CompactionConflictError` when the interval changed since it was read."""
+    mine = {s.location for s in visible if s.run_id == proposal.task_id}
+    if mine and mine == set(proposal.locations):
+        return False
+    VisibleSetUnchanged().validate(proposal, visible)
+    return True

@@ -31,7 +31,6 @@ from ingest_core.core.periods import Period
 from ingest_core.core.settings import strict_specs
 from ingest_core.core.spec import DatasourceSpec, find_spec_files
 from ingest_core.kafka.properties import load_checked_spec
-from ingest_core.provider.operators import compaction as steps
 from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.provider.operators.plan import plan_task
 from ingest_core.provider.operators.publish import publish_task
@@ -45,6 +44,7 @@ from ingest_core.provider.operators.spark_job import (
     run_replanned_jobs,
 )
 from ingest_core.provider.sensors.data_gate import DataGateSensor
+from ingest_core.supervisor import compaction as steps
 
 DEFAULT_START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 log = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ def build_dag(spec: DatasourceSpec) -> DAG:
 
 def build_compaction_dag(spec: DatasourceSpec) -> DAG:
     """`<dataSource>.compaction`: search -> one Spark job per interval to compact -> publish -> kill
-    (`provider.operators.compaction`), on the compaction section's schedule."""
+    (`supervisor.compaction`), on the compaction section's schedule."""
     assert spec.compaction is not None
     micro = spec.microbatch
     # the compaction's own schedule, read as the microbatch's is

@@ -36,7 +36,9 @@ import json
 import logging
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
@@ -50,24 +52,25 @@ from ingest_core.core.errors import (
     UnknownDatasourceError,
 )
 from ingest_core.core.legacy_parser import convert_parser
+from ingest_core.core.offsets import EARLIEST_OFFSET, LATEST_OFFSET, OffsetRequest
 from ingest_core.core.periods import format_datetime, parse_datetime
 from ingest_core.core.settings import HOME_VAR, METADATA_URL_VAR, Settings, strict_specs
 from ingest_core.core.spec import DatasourceSpec, find_spec_files, load_spec
 from ingest_core.kafka.config import LIBRDKAFKA_LOGGER
 from ingest_core.kafka.properties import load_checked_spec
-from ingest_core.service.actions import AirflowCliDags, DatasourceActions, parse_offset_assignments
+from ingest_core.service.dag_control import AirflowCliDags
 from ingest_core.service.dead_letters import dead_letters
 from ingest_core.service.query import format_csv, format_json, format_table
 from ingest_core.service.registry_check import check_spec_registries
-from ingest_core.service.status import collect_statuses, segment_health, spec_for, specs_in
+from ingest_core.service.status import collect_statuses, segment_health, specs_in
 from ingest_core.store import iceberg
 from ingest_core.store.cleanup import find_orphans, remove_orphans
 from ingest_core.store.engines import checked_url
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.reader import DatasourceReader
 from ingest_core.store.segment_schema import recorded_types
-from ingest_core.supervisor.planning import PlanOptions, Supervisor
-
+from ingest_core.supervisor.actions import ActionResult, DatasourceActions
+from ingest_core.supervisor.planning import PlanOptions, Supervisor, spec_for
 
 def _store(args: argparse.Namespace) -> MetadataStore:
     """The metadata store; with a DATASOURCE argument, one that knows it (every command alike: exit code 2 and a
@@ -156,6 +159,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_convert(args: argparse.Namespace) -> int:
     """The spec file as written, its `dataSchema.parser` replaced by today's fields, as YAML or JSON like the file:
     checked first, so what it prints loads (YAML comments are not kept)."""
+
+
     path = Path(args.spec)
     try:
         load_checked_spec(path)
@@ -188,6 +193,7 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+
     spec = load_spec(args.spec)
     store = _store(args)
     store.check_schema()
@@ -222,6 +228,7 @@ def _names(args: argparse.Namespace, store: MetadataStore) -> list[str]:
 
 
 def _statuses(args: argparse.Namespace, store: MetadataStore) -> list:
+
     return collect_statuses(store, _names(args, store), specs_in(_dags_folder(args)))
 
 
@@ -311,6 +318,7 @@ def cmd_health(args: argparse.Namespace) -> int:
 
 
 def cmd_segments(args: argparse.Namespace) -> int:
+
     store = _store(args)
     store.check_schema()
     segs = store.segments(args.datasource, used_only=not args.all)
@@ -345,6 +353,7 @@ def cmd_segments(args: argparse.Namespace) -> int:
 
 
 def cmd_dead_letters(args: argparse.Namespace) -> int:
+
     store = _store(args)
     store.check_schema()
     views, total = dead_letters(store, args.datasource, args.run, None if args.limit <= 0 else args.limit)
@@ -384,6 +393,7 @@ def _store_and_spec(args: argparse.Namespace) -> tuple[MetadataStore, Datasource
 
 
 def cmd_iceberg_sync(args: argparse.Namespace) -> int:
+
     store, spec = _store_and_spec(args)
     if spec is None or not spec.microbatch.iceberg_on:
         raise IngestError(f"datasource {args.datasource!r} has no Iceberg table: set microbatch.iceberg in its spec")
@@ -397,6 +407,7 @@ def cmd_iceberg_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
+
     store, spec = _store_and_spec(args)
     if spec is None:  # its deep storage is in the spec
         raise IngestError(f"no spec for datasource {args.datasource!r} in {_dags_folder(args)} or the metadata store")
@@ -422,57 +433,95 @@ def _confirm(args: argparse.Namespace, what: str) -> bool:
     return answer.strip() == args.datasource
 
 
-def cmd_action(args: argparse.Namespace) -> int:
-    store = _store(args)
-    store.check_schema()
-    dags = None if args.no_airflow else AirflowCliDags()
-    specs = specs_in(_dags_folder(args))  # the consumer group each spec names follows the offsets
-    actions = DatasourceActions(store, dags, _actor(args), specs)
+def _reset(actions: DatasourceActions, args: argparse.Namespace, spec: DatasourceSpec | None) -> ActionResult | None:
     name = args.datasource
-    confirm_duplicates = getattr(args, "confirm_duplicates", None)
-    if args.command in ("reset", "set-offsets"):
-        spec = spec_for(store, name, specs)
-        if spec is None:
-            raise IngestError(f"no spec for datasource {name!r} in {_dags_folder(args)} or the metadata store")
-    if args.command == "reset" and args.to_latest:
+    if args.to_latest:
         what = "ingest the skipped range as a backfill run" if args.backfill else "skip the records in between"
         if not _confirm(args, f"move {name} to the latest offsets and {what}"):
-            return 1
-        result = actions.reset_to_latest(name, spec, backfill=args.backfill)
-    elif args.command == "reset":
-        if args.backfill:
-            raise IngestError("--backfill goes with --to-latest")
-        # --confirm-duplicates is the confirmation: the action refuses unless it is the number it would re-read
-        if confirm_duplicates is None and not _confirm(
-                args, f"reset the committed offsets of {name} (the next run starts from earliest or latest by "
-                      f"useEarliestOffset)"):
-            return 1
-        result = actions.reset(name, spec, confirm_duplicates=confirm_duplicates)
-    elif args.command == "set-offsets":
-        new = parse_offset_assignments(args.offsets)
-        if confirm_duplicates is None and not _confirm(args, f"set the offsets of {name} to {', '.join(args.offsets)}"):
-            return 1
-        result = actions.set_offsets(name, new, spec, force=args.force, confirm_duplicates=confirm_duplicates)
-    elif args.command == "skip":
-        ranges = actions.failed_ranges(name)
-        for failed in ranges:
-            print(f"would skip {failed}")
-        if not ranges:
-            raise IngestError(f"datasource {name!r} has nothing to skip: no failed run's range starts where its "
-                              "committed offsets stand (`ingest status` shows the recent errors)")
-        if not _confirm(args, f"skip these {sum(f.range.size for f in ranges)} records of {name} (they are lost)"):
-            return 1
-        result = actions.skip(name, expect=ranges)
-    elif args.command == "terminate":
-        if not _confirm(args, f"terminate {name} (its DAG stops scheduling)"):
-            return 1
-        result = actions.terminate(name)
-    elif args.command == "sync-group":
-        result = actions.sync_group(name)
-        if result.warnings:  # it is the command that re-syncs: failing to is its error
-            raise IngestError("; ".join(result.warnings))
-    else:
-        result = getattr(actions, args.command)(name)
+            return None
+        return actions.reset_to_latest(name, spec, backfill=args.backfill)
+    if args.backfill:
+        raise IngestError("--backfill goes with --to-latest")
+    # --confirm-duplicates is the confirmation: the action refuses unless it is the number it would re-read
+    if args.confirm_duplicates is None and not _confirm(
+            args, f"reset the committed offsets of {name} (the next run starts from earliest or latest by "
+                  f"useEarliestOffset)"):
+        return None
+    return actions.reset(name, spec, confirm_duplicates=args.confirm_duplicates)
+
+
+def _set_offsets(actions: DatasourceActions, args: argparse.Namespace,
+                 spec: DatasourceSpec | None) -> ActionResult | None:
+    new = parse_offset_assignments(args.offsets)
+    if args.confirm_duplicates is None and not _confirm(
+            args, f"set the offsets of {args.datasource} to {', '.join(args.offsets)}"):
+        return None
+    return actions.set_offsets(args.datasource, new, spec, force=args.force,
+                               confirm_duplicates=args.confirm_duplicates)
+
+
+def _skip(actions: DatasourceActions, args: argparse.Namespace, spec: DatasourceSpec | None) -> ActionResult | None:
+    name = args.datasource
+    ranges = actions.failed_ranges(name)
+    for failed in ranges:
+        print(f"would skip {failed}")
+    if not ranges:
+        raise IngestError(f"datasource {name!r} has nothing to skip: no failed run's range starts where its "
+                          "committed offsets stand (`ingest status` shows the recent errors)")
+    if not _confirm(args, f"skip these {sum(f.range.size for f in ranges)} records of {name} (they are lost)"):
+        return None
+    return actions.skip(name, expect=ranges)
+
+
+def _terminate(actions: DatasourceActions, args: argparse.Namespace,
+               spec: DatasourceSpec | None) -> ActionResult | None:
+    if not _confirm(args, f"terminate {args.datasource} (its DAG stops scheduling)"):
+        return None
+    return actions.terminate(args.datasource)
+
+
+def _sync_group(actions: DatasourceActions, args: argparse.Namespace,
+                spec: DatasourceSpec | None) -> ActionResult | None:
+    result = actions.sync_group(args.datasource)
+    if result.warnings:  # it is the command that re-syncs: failing to is its error
+        raise IngestError("; ".join(result.warnings))
+    return result
+
+
+@dataclass(frozen=True)
+class ActionCommand:
+    """An operator action's command: its help, and the adapter that confirms and calls the supervisor's action
+    (None: not confirmed). `spec`: it needs the datasource's spec (its broker)."""
+    help: str
+    run: Callable[[DatasourceActions, argparse.Namespace, DatasourceSpec | None], ActionResult | None]
+    spec: bool = False
+
+
+ACTION_COMMANDS: dict[str, ActionCommand] = {
+    "suspend": ActionCommand("pause the DAG and record SUSPENDED", lambda a, args, _: a.suspend(args.datasource)),
+    "resume": ActionCommand("unpause the DAG (also restarts a terminated datasource)",
+                            lambda a, args, _: a.resume(args.datasource)),
+    "terminate": ActionCommand("tombstone: the DAG stops scheduling", _terminate),
+    "reset": ActionCommand("hard reset: forget the committed offsets", _reset, spec=True),
+    "set-offsets": ActionCommand("set the committed offsets of chosen partitions", _set_offsets, spec=True),
+    "skip": ActionCommand("move the committed offsets past exactly the ranges that failed", _skip),
+    "sync-group": ActionCommand("make the Kafka consumer group show the committed offsets again", _sync_group),
+}
+
+
+def cmd_action(args: argparse.Namespace) -> int:
+
+    store = _store(args)
+    store.check_schema()
+    specs = specs_in(_dags_folder(args))  # the consumer group each spec names follows the offsets
+    actions = DatasourceActions(store, None if args.no_airflow else AirflowCliDags(), _actor(args), specs)
+    command = ACTION_COMMANDS[args.command]
+    spec = spec_for(store, args.datasource, specs) if command.spec else None
+    if command.spec and spec is None:
+        raise IngestError(f"no spec for datasource {args.datasource!r} in {_dags_folder(args)} or the metadata store")
+    result = command.run(actions, args, spec)
+    if result is None:
+        return 1
     print(result)
     for warning in result.warnings:
         print(f"WARNING: {warning}", file=sys.stderr)
@@ -533,14 +582,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="with the exact key and value bytes in base64")
     p.set_defaults(func=cmd_dead_letters)
 
-    for command, help_text in (("suspend", "pause the DAG and record SUSPENDED"),
-                               ("resume", "unpause the DAG (also restarts a terminated datasource)"),
-                               ("terminate", "tombstone: the DAG stops scheduling"),
-                               ("reset", "hard reset: forget the committed offsets"),
-                               ("set-offsets", "set the committed offsets of chosen partitions"),
-                               ("skip", "move the committed offsets past exactly the ranges that failed"),
-                               ("sync-group", "make the Kafka consumer group show the committed offsets again")):
-        p = sub.add_parser(command, help=help_text)
+    for command, action in ACTION_COMMANDS.items():
+        p = sub.add_parser(command, help=action.help)
         p.add_argument("datasource")
         if command == "set-offsets":
             p.add_argument("offsets", nargs="+", metavar="TOPIC:PARTITION=OFFSET",
@@ -607,6 +650,24 @@ def _add_global_options(parser: argparse.ArgumentParser, *, sub: bool = False) -
 # a Unix tool that SIGPIPE ended)
 USAGE_ERRORS = (MetadataUrlError, UnknownDatasourceError, RunNotFoundError)
 EXIT_BROKEN_PIPE = 141
+
+
+def parse_offset_assignments(items: list[str]) -> list[OffsetRequest]:
+    """`topic:partition=offset`, `topic:partition=earliest|latest`, or `topic=...` for every partition of the
+    topic. Only the syntax is checked here; the values are checked against the broker by `set_offsets`."""
+    out: list[OffsetRequest] = []
+    for item in items:
+        where, sep, value = item.rpartition("=")
+        topic, colon, partition = where.rpartition(":")
+        if not colon or not partition.lstrip("-").isdigit():
+            topic, partition = where, None
+        value = value.strip()
+        if not sep or not topic or not (value in (EARLIEST_OFFSET, LATEST_OFFSET) or value.lstrip("-").isdigit()):
+            raise IngestError(f"{item!r} is not TOPIC:PARTITION=OFFSET (e.g. wikipedia:0=1200), TOPIC:PARTITION="
+                              f"earliest|latest, or TOPIC=earliest|latest (every partition of the topic)")
+        out.append(OffsetRequest(topic, None if partition is None else int(partition),
+                                 value if value in (EARLIEST_OFFSET, LATEST_OFFSET) else int(value)))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

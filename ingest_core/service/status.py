@@ -38,9 +38,8 @@ from ingest_core.core.spec import (
     HealthConfig,
     find_spec_files,
     load_spec,
-    parse_spec,
 )
-from ingest_core.core.states import LOOP_ERROR, effective_state
+from ingest_core.core.states import LOOP_ERROR, State, effective_state, stored_state
 from ingest_core.executor import buckets
 from ingest_core.handover import deep_storage
 from ingest_core.handover.report import (
@@ -61,7 +60,9 @@ from ingest_core.store.metadata import (
     utcnow,
 )
 from ingest_core.store.reader import DatasourceReader
+from ingest_core.store.records import PublishedFigures, run_succeeded
 from ingest_core.store.segment_schema import new_columns as first_seen
+from ingest_core.supervisor.planning import spec_for
 
 MAX_RECENT_ERRORS = 10
 
@@ -168,7 +169,7 @@ def run_errors(run: RunRecord, failures: Sequence[GroupReport]) -> list[RecentEr
         code = RunExpiredError.code if run.expired else IngestError.code
         # a run that failed whole (killed, expired) did not ingest any of its planned ranges
         ranges = tuple(p.range for g in run.plan.groups if not g.is_empty for p in g.partitions
-                       ) if run.status is RunStatus.FAILED else ()
+                       ) if run.status.failed else ()
         out.append(RecentError(at, name, message, False, run.run_id, None,
                                GroupFailure(code, name, message, ranges) if ranges else None, code=code))
     return out
@@ -185,6 +186,7 @@ class RunSummary:
     error: str | None
     deadline_at: datetime | None = None
     expired_at: datetime | None = None
+    published: PublishedFigures | None = None  # as its publish recorded them
 
     def to_json(self) -> dict[str, Any]:
         def fmt(when: datetime | None) -> str | None:
@@ -192,6 +194,7 @@ class RunSummary:
         return {"runId": self.run_id, "status": self.status, "records": self.records,
                 "createdAt": fmt(self.created_at), "publishedAt": fmt(self.published_at),
                 "deadline": fmt(self.deadline_at), "expiredAt": fmt(self.expired_at),
+                "published": self.published.to_json() if self.published else None,
                 "rowStats": self.row_stats, "error": self.error}
 
 
@@ -294,16 +297,6 @@ def new_columns(store: MetadataStore, name: str, runs: Sequence[RunRecord]) -> N
     return NewColumns(latest.run_id, columns) if columns else None
 
 
-def run_succeeded(run: RunRecord) -> bool | None:
-    """A run's tasks: True when it published every group, False when it failed or published with failed
-    groups, None while in flight or when superseded (another run's doing, not its tasks')."""
-    if run.status is RunStatus.PUBLISHED:
-        return run.error is None
-    if run.status is RunStatus.FAILED:
-        return False
-    return None
-
-
 def build_status(*, datasource: str, stream: str, row: dict | None, committed: dict[TopicPartition, int],
                  latest: dict[TopicPartition, int] | None, offsets_last_updated: datetime | None,
                  runs: Sequence[RunRecord], row_stats: dict[str, dict[str, int]], loop_errors: Sequence[AuditRecord],
@@ -320,8 +313,8 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
     partition (lost on purpose); `lost`: every `records_lost` audit record (counted, the recent ones shown as
     errors); `broker_error`: why the latest offsets are unknown; `unavailable`: the dependencies that did not
     answer this read (the broker's error among them)."""
-    suspended = bool(row and row["suspended"])
-    terminated = bool(row and row["terminated"])
+    stored = stored_state(row["state"], row["detailed_state"]) if row else stored_state(None, None)
+    suspended, terminated = stored[0] is State.SUSPENDED, stored[0] is State.TERMINATED
 
     loops = [Outcome(r.created_at, True) for r in runs] + [Outcome(a.created_at, False) for a in loop_errors]
     tasks = [Outcome(r.published_at or r.created_at, ok) for r in runs if (ok := run_succeeded(r)) is not None]
@@ -329,9 +322,7 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
     tasks_ok = is_healthy(tasks, thresholds.task_unhealthiness_threshold, thresholds.task_healthiness_threshold)
 
     last_error = max(loop_errors, key=lambda a: a.created_at).details.get("detailedState") if loop_errors else None
-    state, detail = effective_state((row["state"], row["detailed_state"]) if row else None, suspended=suspended,
-                                    terminated=terminated, supervisor_ok=supervisor_ok, tasks_ok=tasks_ok,
-                                    last_loop_error=last_error)
+    state, detail = effective_state(stored, supervisor_ok=supervisor_ok, tasks_ok=tasks_ok, last_loop_error=last_error)
 
     errors = [RecentError(a.created_at, a.details.get("errorClass", "IngestError"), a.details.get("error", ""),
                           bool(a.details.get("streamException")), dependency=a.details.get("dependency"),
@@ -349,7 +340,7 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
     errors.sort(key=lambda e: e.timestamp, reverse=True)
 
     recent = [RunSummary(r.run_id, r.status.value, r.plan.records, r.created_at, r.published_at,
-                         row_stats.get(r.run_id, {}), r.error, r.deadline_at, r.expired_at) for r in runs]
+                         row_stats.get(r.run_id, {}), r.error, r.deadline_at, r.expired_at, r.published) for r in runs]
     return StatusReport(datasource, stream, state, detail, supervisor_ok and tasks_ok and not terminated,
                         suspended, terminated, committed, latest, offsets_last_updated,
                         errors[:MAX_RECENT_ERRORS], recent, now, active or {}, dict(skipped or {}),
@@ -369,22 +360,6 @@ def specs_in(dags_folder: str | Path | None) -> dict[str, DatasourceSpec]:
                 specs[spec.datasource] = spec
                 use_deep_storage(spec)  # this command reads its deep storage with the spec's settings
     return specs
-
-
-def spec_for(store: MetadataStore, name: str, specs: dict[str, DatasourceSpec]) -> DatasourceSpec | None:
-    """The datasource's spec: from the DAG folder's specs, else the last version registered in the metadata
-    store (secrets there are references, resolved in this environment)."""
-    if name in specs:
-        return specs[name]
-    history = store.spec_history(name)
-    if not history:
-        return None
-    try:
-        spec = parse_spec(history[-1]["spec"], f"<metadata store: {name} v{history[-1]['version']}>")
-    except SpecError:
-        return None
-    use_deep_storage(spec)
-    return spec
 
 
 def collect_progress(spec: DatasourceSpec, run: RunRecord) -> list[GroupProgress]:

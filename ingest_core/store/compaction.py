@@ -20,7 +20,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Sequence
 
-from ingest_core.core.errors import IngestError
+from ingest_core.core.commit_rules import (
+    CompactionProposal,
+    VisibleSegment,
+    decide_compaction,
+)
 from ingest_core.core.periods import format_datetime, parse_datetime
 from ingest_core.core.timeline import visible_segments
 from ingest_core.store.main_line import MainLine
@@ -31,12 +35,6 @@ from ingest_core.store.schema import segments, utcnow
 log = logging.getLogger(__name__)
 
 COMPACT = "compact"  # the audit action
-
-
-class CompactionConflictError(IngestError):
-    """The interval changed after the compaction read it: nothing was written."""
-
-    code = "INGEST_COMPACTION_CONFLICT"
 
 
 @dataclass(frozen=True)
@@ -67,18 +65,14 @@ def publish_compaction(store: MetadataStore, datasource: str, interval: tuple[da
         every = store.segment_records.of(datasource, used_only=False, overlapping=(start, end), conn=conn)
         current = visible_segments(every)
         found = tuple(sorted(s.id for s in current))
-        mine = [s for s in current if s.run_id == task_id]
-        if mine and {s.location for s in mine} == {seg.location for seg in rewritten}:
+        proposal = CompactionProposal(
+            task_id, f"compaction {task_id} of {datasource!r} interval {format_datetime(start)}/"
+            f"{format_datetime(end)}", frozenset(expected), frozenset(seg.location for seg in rewritten))
+        if not decide_compaction(proposal, [VisibleSegment(s.id, s.run_id, s.location) for s in current]):
+            mine = [s for s in current if s.run_id == task_id]
             log.info("compaction %s of %s is already published", task_id, datasource)
             return CompactionResult(start, end, mine[0].version, tuple(s.id for s in mine),
                                     tuple(mine[0].payload.get("compactedFrom", ())), sum(s.num_rows for s in mine))
-        if found != expected:
-            appended = sorted(set(found) - set(expected))
-            raise CompactionConflictError(
-                f"compaction {task_id} of {datasource!r} interval {format_datetime(start)}/{format_datetime(end)} "
-                f"was not published: the interval changed after it was read ({len(appended)} segments published "
-                f"since, e.g. {appended[:3]}; {len(set(expected) - set(found))} no longer visible). "
-                f"Nothing was written; the next compaction run reads the interval again.")
         version = _newer_version(now, [s.version for s in every])
         starts: dict[str, dict[str, int]] = {}
         ends: dict[str, dict[str, int]] = {}

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from ingest_core.core.errors import UnknownDatasourceError
 from ingest_core.core.secrets import redact_spec_json
-from ingest_core.core.states import Event, transition
+from ingest_core.core.states import Event, State, Stored, move, stored_state
 from ingest_core.store.database import Database
 from ingest_core.store.schema import datasources, specs, utcnow
 
@@ -58,13 +58,24 @@ class Datasources:
         with self.db.session() as conn:
             return [dict(r) for r in conn.execute(sa.select(datasources).order_by(datasources.c.name)).mappings()]
 
-    def set_state(self, name: str, event: Event, *, conn: Connection | None = None, **flags: bool) -> None:
-        """The stored state after `event` (and the `suspended` / `terminated` flags when given)."""
-        state, detailed = transition(event)
-        values = {"state": state.value, "detailed_state": detailed.value, "updated_at": utcnow(), **flags}
+    def set_state(self, name: str, event: Event, *, conn: Connection | None = None) -> Stored:
+        """Move the datasource by `event` from the state it is in (`core.states.move`: `IllegalMoveError`, and
+        nothing written, when that state does not take it); returns the state after it. The `suspended` and
+        `terminated` columns (schema v1-v6's flags) are kept in step with the state."""
         with self.db.within(conn) as c:
-            self.lock(name, conn=c)
-            c.execute(datasources.update().where(datasources.c.name == name).values(**values))
+            row = self.lock(name, conn=c)
+            before = stored_state(row["state"], row["detailed_state"])
+            state, detailed = move(before, event, name)
+            if (state, detailed) != before:
+                c.execute(datasources.update().where(datasources.c.name == name).values(
+                    state=state.value, detailed_state=detailed.value, suspended=state is State.SUSPENDED,
+                    terminated=state is State.TERMINATED, updated_at=utcnow()))
+        return state, detailed
+
+    def state(self, name: str, *, conn: Connection | None = None) -> Stored:
+        """The datasource's stored state (PENDING when it has no row yet)."""
+        row = self.get(name, conn=conn)
+        return stored_state(row["state"], row["detailed_state"]) if row else stored_state(None, None)
 
     # ------------------------------------------------------------------------------------------ spec history
 

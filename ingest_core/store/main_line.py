@@ -1,7 +1,7 @@
 """The main line: a datasource's committed offsets, and the one transaction that moves them.
 
 Whatever changes the committed offsets (a publish advancing them: `publisher`; an operator's reset,
-reset-to-latest or set-offsets: `service.actions`) does it in a `MainLine.locked` transaction with `move`:
+reset-to-latest or set-offsets: `supervisor.actions`) does it in a `MainLine.locked` transaction with `move`:
 
   1. lock the datasource row (an operator's move takes the planning lock first, so no planner plans from the
      offsets it changes; a publish does not, so it never waits for a planner asking Kafka);

@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection
 
 from ingest_core.core.offsets import KnownOffset, PublishedRange, TopicPartition
 from ingest_core.core.planner import Plan
-from ingest_core.core.states import Event
+from ingest_core.core.states import GroupStatus, RunStatus
 from ingest_core.handover.report import GroupReport
 from ingest_core.store.audit import AuditLog
 from ingest_core.store.database import Database
@@ -31,13 +31,7 @@ from ingest_core.store.datasources import Datasources
 from ingest_core.store.dead_letters import DeadLetterFiles
 from ingest_core.store.engines import make_engine, shared_engine
 from ingest_core.store.offsets import Offsets
-from ingest_core.store.records import (
-    AuditRecord,
-    GroupStatus,
-    RunRecord,
-    RunStatus,
-    SegmentRecord,
-)
+from ingest_core.store.records import AuditRecord, RunRecord, SegmentRecord
 from ingest_core.store.runs import RUN_EXPIRED, Runs
 from ingest_core.store.schema import (
     MIGRATIONS,
@@ -122,9 +116,6 @@ class MetadataStore(Database):
     def list_datasources(self) -> list[dict]:
         return self.datasources.all()
 
-    def set_state(self, name: str, event: Event, *, conn: Connection | None = None, **flags: bool) -> None:
-        self.datasources.set_state(name, event, conn=conn, **flags)
-
     # ------------------------------------------------------------------------------------------ offsets
 
     def committed_offsets(self, name: str, *, conn: Connection | None = None) -> dict[TopicPartition, KnownOffset]:
@@ -159,12 +150,6 @@ class MetadataStore(Database):
 
     def start_run(self, name: str, run_id: str, timeout: timedelta | None, now: datetime | None = None) -> bool:
         return self.runs.start(name, run_id, timeout, now)
-
-    def set_run_status(self, name: str, run_id: str, status: RunStatus, *, error: str | None = None,
-                       superseded_by: str | None = None, only_from: tuple[RunStatus, ...] | None = None,
-                       conn: Connection | None = None) -> None:
-        self.runs.set_status(name, run_id, status, error=error, superseded_by=superseded_by, only_from=only_from,
-                             conn=conn)
 
     def set_missing_deadlines(self, name: str, deadline: datetime) -> list[str]:
         return self.runs.set_missing_deadlines(name, deadline)

@@ -30,6 +30,7 @@ from ingest_core.core.loss import LossCause, RecordsLost, read_by_partition, sub
 from ingest_core.core.offsets import OffsetRange, PublishedRange, offsets_to_json
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.planner import PartitionPlan, Plan
+from ingest_core.core.states import GroupStatus, RunEvent, RunStatus
 from ingest_core.handover.report import DeadLetterFile, GroupReport
 from ingest_core.store.audit import RESET, cleared_by_last_reset
 from ingest_core.store.dead_letters import record_published
@@ -37,7 +38,8 @@ from ingest_core.store.engines import retry_transient
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.offsets import claim_row
-from ingest_core.store.records import GroupStatus, RunStatus
+from ingest_core.store.records import PublishedFigures
+from ingest_core.store.runs import published_columns
 from ingest_core.store.schema import as_utc, published_ranges, segments, utcnow
 
 log = logging.getLogger(__name__)
@@ -135,9 +137,8 @@ class Publisher:
             raise
         except StaleRunError as exc:
             # The publish transaction rolled back; record why, so reruns and status can explain it.
-            self.store.runs.set_status(datasource, run_id, RunStatus.SUPERSEDED, error=str(exc),
-                                       superseded_by=exc.superseded_by,
-                                       only_from=(RunStatus.PLANNED, RunStatus.RUNNING, RunStatus.FAILED))
+            self.store.runs.move(datasource, run_id, RunEvent.SUPERSEDE, error=str(exc),
+                                 superseded_by=exc.superseded_by)
             raise
 
     def _publish(self, line: MainLine, run_id: str, results: Sequence[GroupResult], now: datetime) -> PublishResult:
@@ -165,7 +166,7 @@ class Publisher:
         claim_ranges(conn, datasource, ranges, run_id, backfill=plan.is_backfill, claims=claims)
 
         seg_ids: list[str] = []
-        rows = 0
+        rows = size = 0
         version = format_datetime(plan.created_at)
         for g in publishing:
             group_start = offsets_to_json({p.tp: p.start for p in g.partitions})
@@ -179,6 +180,7 @@ class Publisher:
                     start_offsets=group_start, end_offsets=group_end, created_at=utcnow(), payload=seg.payload))
                 seg_ids.append(sid)
                 rows += seg.num_rows
+                size += seg.size_bytes
         record_published(conn, datasource, run_id, [(g.group_id, by_group[g.group_id].replica, f)
                                                     for g in publishing if g.group_id in by_group
                                                     for f in by_group[g.group_id].dead_letters])
@@ -195,7 +197,8 @@ class Publisher:
         for g in failed:
             runs.set_group_status(datasource, run_id, g.group_id, GroupStatus.FAILED, conn=conn)
         error = f"task groups {[g.group_id for g in failed]} failed; their partitions keep their offsets" if failed else None
-        runs.set_status(datasource, run_id, RunStatus.PUBLISHED, error=error, conn=conn)
+        figures = PublishedFigures(sum(g.records for g in publishing), rows, len(seg_ids), size)
+        runs.move(datasource, run_id, RunEvent.PUBLISH, error=error, conn=conn, **published_columns(figures))
         log.info("published run %s of %s: %d segments, %d rows, groups %s (failed: %s)", run_id, datasource,
                  len(seg_ids), rows, [g.group_id for g in publishing], [g.group_id for g in failed])
         return PublishResult(run_id, False, tuple(g.group_id for g in publishing), tuple(g.group_id for g in failed),

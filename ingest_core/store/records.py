@@ -3,34 +3,28 @@ audit entries (plain values, no SQL)."""
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from datetime import datetime
 
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.planner import Plan
+from ingest_core.core.states import RunStatus
 
 
-class RunStatus(str, enum.Enum):
-    """PLANNED -> RUNNING -> PUBLISHED, or FAILED (may be retried and still publish, unless it expired), or
-    SUPERSEDED (final). An in-flight run past its deadline expires: FAILED for good (`RunRecord.expired`)."""
+@dataclass(frozen=True)
+class PublishedFigures:
+    """What a run published, recorded by its publish in the same transaction and never recomputed: compaction
+    rewrites and kill removes its segments, not what it did. `records`: Kafka offsets of the task groups it
+    published (an estimate of records: compaction and transaction markers leave gaps); `rows`: rows after
+    rollup; `segments` and their `bytes`."""
 
-    PLANNED = "PLANNED"
-    RUNNING = "RUNNING"
-    PUBLISHED = "PUBLISHED"
-    FAILED = "FAILED"
-    SUPERSEDED = "SUPERSEDED"  # its start offsets no longer match the committed ones; re-plan
+    records: int
+    rows: int
+    segments: int
+    bytes: int
 
-    @property
-    def in_flight(self) -> bool:
-        return self in (RunStatus.PLANNED, RunStatus.RUNNING)
-
-
-class GroupStatus(str, enum.Enum):
-    PENDING = "PENDING"
-    PUBLISHED = "PUBLISHED"
-    FAILED = "FAILED"
-    EMPTY = "EMPTY"  # nothing to read; its offsets still advance when the run publishes
+    def to_json(self) -> dict[str, int]:
+        return {"records": self.records, "rows": self.rows, "segments": self.segments, "bytes": self.bytes}
 
 
 @dataclass(frozen=True)
@@ -46,16 +40,17 @@ class RunRecord:
     error: str | None
     running_since: datetime | None = None
     deadline_at: datetime | None = None  # None: no deadline (backfills; runs planned before schema v3)
-    expired_at: datetime | None = None
+    expired_at: datetime | None = None  # when it expired (EXPIRED)
+    published: PublishedFigures | None = None  # None until it publishes
 
     @property
     def expired(self) -> bool:
-        return self.expired_at is not None
+        return self.status is RunStatus.EXPIRED
 
     @property
     def is_final(self) -> bool:
         """Nothing changes it any more: published, superseded or expired (no retry revives it)."""
-        return self.status in (RunStatus.PUBLISHED, RunStatus.SUPERSEDED) or self.expired
+        return self.status.is_final
 
     def past_deadline(self, now: datetime) -> bool:
         """In flight at `now` past its deadline: it will never publish (Druid kills such a task group)."""
@@ -114,3 +109,13 @@ class DeadLetterFileRecord:
     size_bytes: int
     publish_seq: int  # per datasource, in publish order: the dead-letter topic's delivery marker
     created_at: datetime
+
+
+def run_succeeded(run: RunRecord) -> bool | None:
+    """A run's tasks: True when it published every group, False when it failed or published with failed
+    groups, None while in flight or when superseded (another run's doing, not its tasks')."""
+    if run.status is RunStatus.PUBLISHED:
+        return run.error is None
+    if run.status.failed:
+        return False
+    return None

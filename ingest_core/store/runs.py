@@ -1,5 +1,6 @@
 """The runs of a datasource and their task groups: each run's persisted plan, its status (PLANNED, RUNNING,
-PUBLISHED, FAILED, SUPERSEDED), its deadline (completionTimeout) and its expiry, and each group's status."""
+PUBLISHED, FAILED, SUPERSEDED, EXPIRED), its deadline (completionTimeout), and each group's status. A run's
+status moves only as `core.states.RUN_TABLE` allows: each update is guarded by the event's from-statuses."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from sqlalchemy.engine import Connection
 from ingest_core.core.errors import RunNotFoundError
 from ingest_core.core.offsets import KnownOffset, TopicPartition
 from ingest_core.core.planner import Plan
+from ingest_core.core.states import RUN_TABLE, GroupStatus, RunEvent, RunStatus
 from ingest_core.store.audit import AuditLog
 from ingest_core.store.database import Database
 from ingest_core.store.datasources import Datasources
-from ingest_core.store.records import GroupStatus, RunRecord, RunStatus
+from ingest_core.store.records import PublishedFigures, RunRecord
 from ingest_core.store.schema import as_utc, runs, task_groups, utcnow
 
 RUN_EXPIRED = "run_expired"  # the audit action of a run that outlived its deadline
@@ -65,8 +67,8 @@ class Runs:
         task groups reset, and a new deadline (its jobs start again). Returns its record."""
         now = utcnow()
         key = (runs.c.datasource == plan.datasource) & (runs.c.run_id == plan.run_id)
-        conn.execute(runs.update().where(key & runs.c.status.in_(_IN_FLIGHT)).values(
-            plan=plan.to_json(), records=plan.records, status=RunStatus.RUNNING.value, running_since=now,
+        conn.execute(runs.update().where(key & _takes(RunEvent.REPLAN)).values(
+            plan=plan.to_json(), records=plan.records, status=RUN_TABLE[RunEvent.REPLAN][1].value, running_since=now,
             deadline_at=deadline_at, updated_at=now))
         conn.execute(task_groups.delete().where((task_groups.c.datasource == plan.datasource)
                                                 & (task_groups.c.run_id == plan.run_id)))
@@ -125,32 +127,27 @@ class Runs:
     # ------------------------------------------------------------------------------------------ status
 
     def start(self, name: str, run_id: str, timeout: timedelta | None, now: datetime | None = None) -> bool:
-        """PLANNED (or FAILED, retried) -> RUNNING: its jobs start `now` and it must publish within `timeout`
+        """START (PLANNED, or FAILED retried -> RUNNING): its jobs start `now` and it must publish within `timeout`
         (completionTimeout; None: no deadline). An expired run stays expired. True when it changed."""
         now = now or utcnow()
-        with self.db.session() as conn:
-            done = conn.execute(runs.update().where(
-                (runs.c.datasource == name) & (runs.c.run_id == run_id) & runs.c.expired_at.is_(None)
-                & runs.c.status.in_([RunStatus.PLANNED.value, RunStatus.FAILED.value])
-            ).values(status=RunStatus.RUNNING.value, running_since=now, updated_at=now,
-                     deadline_at=now + timeout if timeout is not None else None))
-            return done.rowcount == 1
+        return self.move(name, run_id, RunEvent.START, running_since=now,
+                         deadline_at=now + timeout if timeout is not None else None)
 
-    def set_status(self, name: str, run_id: str, status: RunStatus, *, error: str | None = None,
-                   superseded_by: str | None = None, only_from: tuple[RunStatus, ...] | None = None,
-                   conn: Connection | None = None) -> None:
-        values: dict[str, Any] = {"status": status.value, "updated_at": utcnow()}
+    def move(self, name: str, run_id: str, event: RunEvent, *, error: str | None = None,
+             superseded_by: str | None = None, conn: Connection | None = None, **values: Any) -> bool:
+        """The run's status after `event`, only from the statuses that take it (`core.states.RUN_TABLE`; from
+        any other the run is left as it is). `values`: other columns to set with it. True when it moved."""
+        to = RUN_TABLE[event][1]
+        values.update(status=to.value, updated_at=utcnow())
         if error is not None:
             values["error"] = error
         if superseded_by is not None:
             values["superseded_by"] = superseded_by
-        if status is RunStatus.PUBLISHED:
+        if to is RunStatus.PUBLISHED:
             values["published_at"] = utcnow()
-        where = (runs.c.datasource == name) & (runs.c.run_id == run_id)
-        if only_from is not None:
-            where &= runs.c.status.in_([s.value for s in only_from])
+        where = (runs.c.datasource == name) & (runs.c.run_id == run_id) & _takes(event)
         with self.db.within(conn) as c:
-            c.execute(runs.update().where(where).values(**values))
+            return c.execute(runs.update().where(where).values(**values)).rowcount == 1
 
     def supersede_inflight(self, name: str, by: str, reason: str, *, conn: Connection) -> list[str]:
         """Mark every in-flight run of the main line superseded (their publish is then refused, and no run
@@ -159,8 +156,9 @@ class Runs:
         ids = [run_id for run_id, plan in conn.execute(sa.select(runs.c.run_id, runs.c.plan).where(
             (runs.c.datasource == name) & runs.c.status.in_(_IN_FLIGHT))) if not Plan.from_json(plan).is_backfill]
         if ids:
-            conn.execute(runs.update().where((runs.c.datasource == name) & runs.c.run_id.in_(ids)).values(
-                status=RunStatus.SUPERSEDED.value, superseded_by=by, error=reason, updated_at=utcnow()))
+            conn.execute(runs.update().where((runs.c.datasource == name) & runs.c.run_id.in_(ids)
+                                             & _takes(RunEvent.SUPERSEDE)).values(
+                status=RUN_TABLE[RunEvent.SUPERSEDE][1].value, superseded_by=by, error=reason, updated_at=utcnow()))
         return ids
 
     # ------------------------------------------------------------------------------------------ deadlines
@@ -177,7 +175,7 @@ class Runs:
         return ids
 
     def expire_overdue(self, name: str, now: datetime, by: str) -> list[str]:
-        """Expire the runs in flight past their deadline: FAILED for good, with the reason and an audit record
+        """Expire the runs in flight past their deadline: EXPIRED (failed for good), with the reason and an audit record
         (`by`: who noticed). Nothing continues from their planned ends any more and their publish is refused,
         so the next run plans from the committed offsets. Returns their ids."""
         if not any(r.past_deadline(now) for r in self.in_flight(name)):  # a cheap read first: usually none is
@@ -189,8 +187,7 @@ class Runs:
                 if not run.past_deadline(now):
                     continue
                 reason = run.expiry_reason(now)
-                conn.execute(runs.update().where((runs.c.datasource == name) & (runs.c.run_id == run.run_id))
-                             .values(status=RunStatus.FAILED.value, error=reason, expired_at=now, updated_at=now))
+                self.move(name, run.run_id, RunEvent.EXPIRE, error=reason, expired_at=now, conn=conn)
                 self.audit_log.write(name, RUN_EXPIRED, {"runId": run.run_id, "status": run.status.value,
                                                          "runningSince": run.running_since,
                                                          "deadline": run.deadline_at, "detectedBy": by,
@@ -213,6 +210,16 @@ class Runs:
         return {int(g): GroupStatus(s) for g, s in rows}
 
 
+def published_columns(figures: PublishedFigures) -> dict[str, int]:
+    """A publish's figures as the run row's columns (set with its move to PUBLISHED)."""
+    return {f"published_{name}": value for name, value in figures.to_json().items()}
+
+
+def _takes(event: RunEvent) -> sa.ColumnElement[bool]:
+    """The SQL guard of a run's move: its status is one of those `event` is taken from."""
+    return runs.c.status.in_(sorted(s.value for s in RUN_TABLE[event][0]))
+
+
 def _run_record(row: Mapping[str, Any]) -> RunRecord:
     return RunRecord(
         datasource=row["datasource"], run_id=row["run_id"], seq=int(row["seq"]), status=RunStatus(row["status"]),
@@ -220,4 +227,7 @@ def _run_record(row: Mapping[str, Any]) -> RunRecord:
         published_at=as_utc(row["published_at"]), superseded_by=row["superseded_by"], error=row["error"],
         running_since=as_utc(row["running_since"]), deadline_at=as_utc(row["deadline_at"]),
         expired_at=as_utc(row["expired_at"]),
+        published=None if row["published_rows"] is None else PublishedFigures(
+            int(row["published_records"]), int(row["published_rows"]), int(row["published_segments"]),
+            int(row["published_bytes"])),
     )

@@ -16,10 +16,9 @@ from sqlalchemy.engine import Connection
 
 from ingest_core.core.offsets import PublishedRange, find_overlap
 from ingest_core.core.planner import Plan
-from ingest_core.core.states import DetailedState, State
-from ingest_core.store.records import RunStatus
+from ingest_core.core.states import DetailedState, RunStatus, State
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 8
 
 Json = sa.JSON().with_variant(JSONB(), "postgresql")
 Timestamp = sa.DateTime(timezone=True)
@@ -41,6 +40,7 @@ datasources = sa.Table(
     sa.Column("commit_version", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("state", sa.String(40), nullable=False, server_default=State.PENDING.value),
     sa.Column("detailed_state", sa.String(40), nullable=False, server_default=DetailedState.PENDING.value),
+    # v1-v6's flags beside the state; since v7 SUSPENDED and TERMINATED are states, and these follow them
     sa.Column("suspended", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("terminated", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("created_at", Timestamp, nullable=False),
@@ -128,7 +128,13 @@ runs = sa.Table(
     # v3: completionTimeout bounds a run in flight, from when its jobs started (until then, from planning)
     sa.Column("running_since", Timestamp),
     sa.Column("deadline_at", Timestamp),
-    sa.Column("expired_at", Timestamp),  # it outlived its deadline: FAILED for good
+    sa.Column("expired_at", Timestamp),  # it outlived its deadline: EXPIRED (v3-v6: FAILED with this set)
+    # v8: what the run published, recorded by its publish (compaction and kill never change them): Kafka offsets
+    # of the groups it published, rows (after rollup), segments and their bytes. NULL: it has not published.
+    sa.Column("published_records", sa.BigInteger),
+    sa.Column("published_rows", sa.BigInteger),
+    sa.Column("published_segments", sa.Integer),
+    sa.Column("published_bytes", sa.BigInteger),
     sa.UniqueConstraint("datasource", "seq", name="uq_ingest_runs_seq"),
 )
 
@@ -221,10 +227,15 @@ def _add_published_ranges(conn: Connection) -> None:
 def _add_run_deadlines(conn: Connection) -> None:
     """v3: runs record when their jobs started, their deadline and when they expired. (v1's step creates today's
     tables, so a store created at this release has the columns already.)"""
-    have = {c["name"] for c in sa.inspect(conn).get_columns(runs.name)}
-    for column in (runs.c.running_since, runs.c.deadline_at, runs.c.expired_at):
-        if column.name not in have:
-            conn.execute(sa.text(f"ALTER TABLE {runs.name} ADD COLUMN {column.name} "
+    _add_columns(conn, runs.c.running_since, runs.c.deadline_at, runs.c.expired_at)
+
+
+def _add_columns(conn: Connection, *columns: sa.Column) -> None:
+    """Add the columns a table of an older schema does not have yet (nullable ones: rows of before hold NULL)."""
+    for column in columns:
+        table = column.table.name
+        if column.name not in {c["name"] for c in sa.inspect(conn).get_columns(table)}:
+            conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {column.name} "
                                  f"{column.type.compile(dialect=conn.dialect)}"))
 
 
@@ -236,23 +247,51 @@ def _add_dead_letter_files(conn: Connection) -> None:
 def _add_offset_topic_ids(conn: Connection) -> None:
     """v5: committed offsets record their topic's Kafka topic id. Rows of before stay NULL (readable, not
     checked) until the next publish of their partition records it."""
-    if offsets.c.topic_id.name not in {c["name"] for c in sa.inspect(conn).get_columns(offsets.name)}:
-        conn.execute(sa.text(f"ALTER TABLE {offsets.name} ADD COLUMN {offsets.c.topic_id.name} "
-                             f"{offsets.c.topic_id.type.compile(dialect=conn.dialect)}"))
+    _add_columns(conn, offsets.c.topic_id)
 
 
 def _add_used_status_last_updated(conn: Connection) -> None:
     """v6: when each segment's `used` last changed (compaction marks what it replaced unused; kill waits)."""
-    if "used_status_last_updated" not in {c["name"] for c in sa.inspect(conn).get_columns(segments.name)}:
-        column = segments.c.used_status_last_updated
-        conn.execute(sa.text(f"ALTER TABLE {segments.name} ADD COLUMN {column.name} "
-                             f"{column.type.compile(dialect=conn.dialect)}"))
+    _add_columns(conn, segments.c.used_status_last_updated)
+
+
+def _states_in_the_table(conn: Connection) -> None:
+    """v7: SUSPENDED and TERMINATED are stored states (they were flags beside the state), and an expired run is
+    EXPIRED (it was FAILED with `expired_at`). The flags stay, kept in step with the state."""
+    conn.execute(datasources.update().where(datasources.c.terminated == sa.true()).values(
+        state=State.TERMINATED.value, detailed_state=DetailedState.TERMINATED.value))
+    conn.execute(datasources.update().where((datasources.c.suspended == sa.true())
+                                            & (datasources.c.terminated == sa.false())).values(
+        state=State.SUSPENDED.value, detailed_state=DetailedState.SUSPENDED.value))
+    conn.execute(runs.update().where(runs.c.expired_at.is_not(None) & (runs.c.status == RunStatus.FAILED.value))
+                 .values(status=RunStatus.EXPIRED.value))
+
+
+def _add_published_figures(conn: Connection) -> None:
+    """v8: each run's published figures, recorded at publish. Runs published before take them from what is
+    recorded now: their segment records (used or not) and their published groups' records; a segment kill
+    already removed is not counted (nothing recorded it)."""
+    _add_columns(conn, runs.c.published_records, runs.c.published_rows, runs.c.published_segments,
+                 runs.c.published_bytes)
+    same_run = (segments.c.datasource == runs.c.datasource) & (segments.c.run_id == runs.c.run_id)
+    published_groups = ((task_groups.c.datasource == runs.c.datasource) & (task_groups.c.run_id == runs.c.run_id)
+                        & (task_groups.c.status == "PUBLISHED"))
+    conn.execute(runs.update().where((runs.c.status == RunStatus.PUBLISHED.value)
+                                     & runs.c.published_rows.is_(None)).values(
+        published_records=sa.select(sa.func.coalesce(sa.func.sum(task_groups.c.records), 0))
+        .where(published_groups).scalar_subquery(),
+        published_rows=sa.select(sa.func.coalesce(sa.func.sum(segments.c.num_rows), 0)).where(same_run)
+        .scalar_subquery(),
+        published_segments=sa.select(sa.func.count()).where(same_run).scalar_subquery(),
+        published_bytes=sa.select(sa.func.coalesce(sa.func.sum(segments.c.size_bytes), 0)).where(same_run)
+        .scalar_subquery()))
 
 
 # Ordered schema steps; a new release appends (version, step). Each runs once (`migrate`).
 MIGRATIONS: list[tuple[int, Any]] = [(1, _create_schema_v1), (2, _add_published_ranges), (3, _add_run_deadlines),
                                      (4, _add_dead_letter_files), (5, _add_offset_topic_ids),
-                                     (6, _add_used_status_last_updated)]
+                                     (6, _add_used_status_last_updated), (7, _states_in_the_table),
+                                     (8, _add_published_figures)]
 
 
 def installed_version(conn: Connection) -> int:

@@ -3,8 +3,7 @@ the offset ranges it came from. Only a publish inserts them (`publisher`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -36,25 +35,6 @@ class SegmentRecords:
             rows = c.execute(query.order_by(segments.c.interval_start, segments.c.version,
                                             segments.c.partition_num)).mappings().all()
         return [_segment_record(r) for r in rows]
-
-    def per_run(self, name: str, run_ids: Iterable[str]) -> dict[str, RunSegments]:
-        """Segments and rows each of `run_ids` published (one query; a run that published none is absent)."""
-        ids = list(run_ids)
-        if not ids:
-            return {}
-        query = (sa.select(segments.c.run_id, sa.func.count(), sa.func.coalesce(sa.func.sum(segments.c.num_rows), 0))
-                 .where((segments.c.datasource == name) & segments.c.run_id.in_(ids)).group_by(segments.c.run_id))
-        with self.db.session() as conn:
-            return {run_id: RunSegments(int(n), int(rows)) for run_id, n, rows in conn.execute(query)}
-
-
-@dataclass(frozen=True)
-class RunSegments:
-    """What one run published: its segments and their rows (after rollup), counted as published, whether a later
-    operator action marked some unused since."""
-
-    segments: int
-    rows: int
 
 
 def _segment_record(row: Mapping[str, Any]) -> SegmentRecord:

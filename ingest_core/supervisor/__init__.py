@@ -1,2 +1,4 @@
-"""The supervisor loop's steps with their I/O: planning one run (offsets from the store and the broker, a pure
-plan from `ingest_core.core.planner`, persisted) and the supervisor's states (Druid's vocabulary)."""
+"""The supervisor owns a datasource's loop (Druid's `SeekableStreamSupervisor`): a run's steps (`run`: plan;
+`publish`; `report`; each expires the runs past their deadline first), planning with its I/O (`planning`), the
+compaction DAG's steps (`compaction`) and the operator actions (`actions`). Each is a function of typed inputs;
+Airflow's operators and the CLI only gather them. States: `ingest_core.core.states`; `docs/supervisor.md`."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterator, Mapping
 
-from ingest_core.core.errors import BrokerUnavailableError, DependencyUnavailableError, IngestError
+from ingest_core.core.errors import BrokerUnavailableError, DependencyUnavailableError, IngestError, SpecError
 from ingest_core.core.offsets import (
     StartOffset,
     StartResolution,
@@ -29,14 +29,16 @@ from ingest_core.core.offsets import (
     resolve_start_offsets,
 )
 from ingest_core.core.planner import FUTURE_TOLERANCE, Plan, PlanRequest, plan_run
-from ingest_core.core.spec import DatasourceSpec
+from ingest_core.core.spec import DatasourceSpec, parse_spec
 from ingest_core.core.states import (
     FIRST_LOOP_STATES,
     LOOP_ERROR,
     Event,
+    RunEvent,
     loop_error_state,
 )
 from ingest_core.kafka.offset_reader import KafkaOffsetReader, OffsetSnapshot
+from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.metadata import MetadataStore, RunRecord, RunStatus, utcnow
 
@@ -172,10 +174,10 @@ class Supervisor:
             plan = replace(plan_run(plan_request(self.spec, run_id, old.created_at, starts, old.end_offsets())),
                            end_time=old.end_time, revision=old.revision + 1, topic_ids=old.topic_ids)
             dead = [runs.get(self.datasource, rid, conn=line.conn) for rid in sorted(gone)]
-            failed = [r.run_id for r in dead if r.status is RunStatus.FAILED and not r.expired]  # may be retried
+            failed = [r.run_id for r in dead if r.status is RunStatus.FAILED]  # may be retried
             for rid in failed:  # a retry of theirs must not publish what this run now reads
-                runs.set_status(self.datasource, rid, RunStatus.SUPERSEDED, superseded_by=run_id, conn=line.conn,
-                                error=f"its range was planned again by run {run_id}", only_from=(RunStatus.FAILED,))
+                runs.move(self.datasource, rid, RunEvent.SUPERSEDE, superseded_by=run_id, conn=line.conn,
+                          error=f"its range was planned again by run {run_id}")
             record = runs.replace_plan(plan, deadline_at=now + self.completion_timeout, conn=line.conn)
             self.store.audit(self.datasource, RUN_REPLANNED, {
                 "runId": run_id, "revision": plan.revision, "predecessors": sorted(gone), "supersededRuns": failed,
@@ -198,7 +200,7 @@ class Supervisor:
             offsets_at_future=snap.at_future,
             topic_ids=topic_ids,
         ))
-        self.store.set_state(self.datasource, Event.PLANNED)
+        self.store.datasources.set_state(self.datasource, Event.PLANNED)
         return plan
 
     def pending(self) -> tuple[dict[TopicPartition, int], int]:
@@ -216,7 +218,7 @@ class Supervisor:
         first_loop = self._first_loop()
         try:
             if first_loop:
-                self.store.set_state(self.datasource, Event.CONNECTING)
+                self.store.datasources.set_state(self.datasource, Event.CONNECTING)
             with self._kafka() as reader:
                 tps = reader.partitions(topic=io.topic, pattern=io.topic_pattern)
                 snap = reader.snapshot(tps, at=end_time, future_after=future_after if end_time else None)
@@ -266,5 +268,20 @@ class Supervisor:
                 })
 
     def mark_failed(self, run_id: str, error: str) -> None:
-        self.store.set_run_status(self.datasource, run_id, RunStatus.FAILED, error=error,
-                                  only_from=(RunStatus.PLANNED, RunStatus.RUNNING))
+        self.store.runs.move(self.datasource, run_id, RunEvent.FAIL, error=error)
+
+
+def spec_for(store: MetadataStore, name: str, specs: dict[str, DatasourceSpec]) -> DatasourceSpec | None:
+    """The datasource's spec: from the DAG folder's specs, else the last version registered in the metadata
+    store (secrets there are references, resolved in this environment)."""
+    if name in specs:
+        return specs[name]
+    history = store.spec_history(name)
+    if not history:
+        return None
+    try:
+        spec = parse_spec(history[-1]["spec"], f"<metadata store: {name} v{history[-1]['version']}>")
+    except SpecError:
+        return None
+    use_deep_storage(spec)
+    return spec

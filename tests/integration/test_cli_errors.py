@@ -168,3 +168,12 @@ def test_reset_offsets_with_a_body_that_is_not_a_json_object_is_400(ui, body):
     status, detail = http_error(lambda: ui.supervisor_reset_offsets("wiki", post(body),
                                                                     SimpleAuthManagerUser(username="alice", role="admin")))
     assert status == 400 and detail.startswith("the body is not a JSON object: expected {\"type\": \"kafka\"")
+
+
+def test_reset_offsets_naming_a_partition_twice_is_400_not_the_last_value_kept(ui):
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    body = b'{"type": "kafka", "partitions": {"type": "end", "stream": "t", "partitionOffsetMap": {"0": 1, "0": 2}}}'
+    status, detail = http_error(lambda: ui.supervisor_reset_offsets("wiki", post(body),
+                                                                    SimpleAuthManagerUser(username="alice", role="admin")))
+    assert (status, detail) == (400, "'0' is given twice in the body (1, 2): give it once; nothing was changed")

@@ -12,16 +12,13 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import make_spec, publish_segments
 
-from ingest_core.core.compaction import find_candidates
 from ingest_core.core.granularity import Granularity
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.core.periods import Period
 from ingest_core.executor.buckets import bucket
-from ingest_core.store.compaction import (
-    COMPACT,
-    CompactionConflictError,
-    publish_compaction,
-)
+from ingest_core.core.commit_rules import CompactionConflictError
+from ingest_core.core.compaction import find_candidates
+from ingest_core.store.compaction import COMPACT, publish_compaction
 from ingest_core.store.publisher import SegmentDescriptor
 from ingest_core.store.reader import DatasourceReader
 
@@ -260,3 +257,38 @@ def test_compact_job_under_spark_submit_and_a_reader_sees_the_old_set_or_the_new
         t.join()
     assert {(len(v), n, rows) for v, n, rows in seen} <= {(1, 6, 30), (1, 1, 30)}
     assert deep_storage.read_json(deep_storage.join(job.output_uri, "report.json"))["job"]["taskId"] == "compact-x"
+
+
+def test_the_ingest_tab_shows_each_runs_published_figures_after_compaction_and_kill(store, tmp_path, monkeypatch):
+    """Each run's figures are what its publish recorded: compaction rewrites its segments and kill removes their
+    records, and the Ingest tab (its JSON and its page) still shows what the run published, not what is left."""
+    import re
+
+    from ingest_core.provider.plugins import ui
+    from ingest_core.store.kill import kill
+
+    monkeypatch.setenv("INGEST_METADATA_URL", store.url)
+    monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(tmp_path / "no-dags"))
+    spec = make_spec("127.0.0.1:9", "wiki", topic="edits", taskCount=2,
+                     microbatch={"deepStorage": {"uri": (tmp_path / "deep").as_uri()}})
+    three_runs(store, tmp_path)
+
+    def shown() -> tuple[dict, list]:
+        payload = ui.supervisor_status("wiki", None)["payload"]
+        page = ui.datasource_page("wiki", None).body.decode()
+        table = page[page.index("<h3>Recent runs</h3>"):]
+        return ({r["runId"]: r["published"] for r in payload["recentRuns"]},
+                re.findall(r"<tr><td class=''>(r\d)</td>(.*?)</tr>", table))
+
+    before = shown()
+    figures, rows = before
+    assert sorted(figures) == ["r0", "r1", "r2"] and len(rows) == 3
+    assert all((f["records"], f["rows"], f["segments"]) == (10, 10, 2) and f["bytes"] > 0 for f in figures.values())
+    (candidate,) = candidates(store)
+    compacted_at = datetime(2026, 11, 23, 12, tzinfo=timezone.utc)
+    publish_compaction(store, "wiki", candidate.interval, candidate.segment_ids,
+                       rewrite(store, tmp_path, candidate, "c1"), "compact-1", now=compacted_at)
+    done = kill(store, spec, timedelta(hours=1), datetime.now(timezone.utc) + timedelta(hours=2))
+    assert len(done.segments) == 6 and [s.run_id for s in store.segments("wiki", used_only=False)] == ["compact-1"]
+    assert shown() == before
+    assert sums(store) == (30, sum(range(30)))

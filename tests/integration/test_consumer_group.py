@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Consumer
 from helpers import SIMPLE, group_offsets, spec_from
 
+from ingest_core.core.states import RunEvent
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.dev.embedded import free_port
 from ingest_core.kafka.consumer_group import mirror_group, mirror_offsets
@@ -81,9 +82,8 @@ def test_the_group_follows_every_offset_action_and_a_broker_down_is_a_warning_na
     from helpers import plan_next
 
     from ingest_core.service import cli
-    from ingest_core.service.actions import DatasourceActions
+    from ingest_core.supervisor.actions import DatasourceActions
     from ingest_core.store.main_line import MainLine
-    from ingest_core.store.metadata import RunStatus
 
     topic = broker.create_topic(partitions=2)
     broker.produce(topic, [b"x"] * 30, partition=0)
@@ -104,7 +104,7 @@ def test_the_group_follows_every_offset_action_and_a_broker_down_is_a_warning_na
     assert not [w for w in result.warnings if "consumer group" in w]
     # a run that failed over [12, 20) of p0 and [5, 9) of p1: skip moves past exactly it
     plan_next(pg_store, "r1", {p0: 20, p1: 9}, task_count=1, ds=name)
-    pg_store.set_run_status(name, "r1", RunStatus.FAILED, error="its tasks failed")
+    pg_store.runs.move(name, "r1", RunEvent.FAIL, error="its tasks failed")
     actions.skip(name)
     assert shown() == {0: 20, 1: 9}
     actions.reset_to_latest(name, spec, backfill=False)

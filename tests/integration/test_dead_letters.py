@@ -10,10 +10,10 @@ from datetime import timedelta
 import pytest
 from helpers import SIMPLE, T0, iso, rows_of, spec_from
 
+from ingest_core.core.states import RunEvent
 from ingest_core.handover import deep_storage
 from ingest_core.handover.report import ParseExceptionLimitError
 from ingest_core.spark.job import GroupJob, run_group
-from ingest_core.store.metadata import RunStatus
 from ingest_core.store.publisher import GroupResult, Publisher
 from ingest_core.store.reader import DatasourceReader
 from ingest_core.supervisor.planning import PlanOptions, Supervisor
@@ -70,7 +70,7 @@ def run_attempt(spark, spec, plan, group_id: int = 0, replica: int = 0):
 
 def publish(store, spec, plan):
     """As the publish task does: each group's published replica (`successful_reports`)."""
-    from ingest_core.provider.operators.publish import successful_reports
+    from ingest_core.supervisor.publish import successful_reports
 
     chosen = successful_reports(spec, plan)
     return Publisher(store).publish(spec.datasource, plan.run_id, [GroupResult.from_report(r[0]) for r in chosen.values()])
@@ -129,7 +129,7 @@ def test_a_run_that_does_not_publish_shows_no_dead_letters_and_off_writes_none(s
     plan = plan_run(spec, store, "r1")
     report = run_attempt(spark, spec, plan)
     assert sum(f.records for f in report.dead_letters) == len(expected)
-    store.set_run_status("ds", "r1", RunStatus.FAILED)
+    store.runs.move("ds", "r1", RunEvent.FAIL)
     assert DatasourceReader(store, "ds").dead_letters().num_rows == 0
     assert store.dead_letter_files.of("ds") == []
 
@@ -170,11 +170,10 @@ def topic_records(broker, topic: str) -> list:
 
 
 def report(spec, store, run_id: str) -> dict:
-    """The report task, as Airflow runs it (and re-runs it)."""
-    from ingest_core.provider.operators.report import report_task
-    from ingest_core.provider.operators.run import RunContext
+    """The report step, as the report task runs it (and re-runs it)."""
+    from ingest_core.supervisor.report import report_step
 
-    return report_task(spec, RunContext(run_id, "manual", None), planned=True)
+    return report_step(spec, run_id, planned=True)
 
 
 def test_dead_letters_are_produced_to_the_topic_once_per_published_run(spark, broker, store, tmp_path, monkeypatch):

@@ -22,10 +22,10 @@ from druid_docs import DOCS, TRANSFORM_ROWS, TRANSFORM_SCHEMA, records, rows, ta
 
 from ingest_core.core.spec import DatasourceSpec, parse_spec
 from ingest_core.handover import deep_storage
-from ingest_core.provider.operators import compaction as compaction_task
-from ingest_core.provider.operators.plan import job_arguments, stage_spec
-from ingest_core.provider.operators.publish import results_of
-from ingest_core.provider.operators.run import run_folder
+from ingest_core.supervisor import compaction as compaction_task
+from ingest_core.supervisor.run import job_arguments, stage_spec
+from ingest_core.supervisor.publish import results_of
+from ingest_core.supervisor.run import run_folder
 from ingest_core.service.cli import main
 from ingest_core.spark.connect import run_compaction, run_job
 from ingest_core.store.metadata import MetadataStore

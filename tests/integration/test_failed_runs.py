@@ -11,14 +11,15 @@ from datetime import timedelta
 import pytest
 from helpers import SIMPLE, T0, iso, make_spec, plan_next, spec_from
 
+from ingest_core.core.states import RunEvent
 from ingest_core.core.errors import IngestError, NothingSucceededError
 from ingest_core.core.offsets import OffsetRange, TopicPartition
 from ingest_core.handover import deep_storage
 from ingest_core.handover.report import SplitFailure, latest_split_reports
-from ingest_core.provider.operators.publish import read_report
-from ingest_core.provider.operators.report import keep_failure_reports
+from ingest_core.supervisor.publish import read_report
+from ingest_core.supervisor.report import keep_failure_reports
 from ingest_core.service import cli
-from ingest_core.service.actions import DatasourceActions
+from ingest_core.supervisor.actions import DatasourceActions
 from ingest_core.service.status import collect_status
 from ingest_core.store.audit import SKIP
 from ingest_core.store.metadata import RunStatus
@@ -38,7 +39,7 @@ def publish_whole(store, plan) -> None:
 
 def fail(store, spec, run_id: str) -> None:
     """What a failed run's report task does: FAILED, and its failed groups' reports kept."""
-    store.set_run_status("wiki", run_id, RunStatus.FAILED, error="its tasks failed before publishing")
+    store.runs.move("wiki", run_id, RunEvent.FAIL, error="its tasks failed before publishing")
     keep_failure_reports(store, spec, store.require_run("wiki", run_id))
 
 
@@ -222,7 +223,7 @@ def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes_every_rec
         spark, broker, store, tmp_path):
     from helpers import rows_of
 
-    from ingest_core.provider.operators.publish import publish_in_order, results_of
+    from ingest_core.supervisor.publish import publish_in_order, results_of
     from ingest_core.store.metadata import utcnow
     from ingest_core.supervisor.planning import PlanOptions, Supervisor
 

@@ -10,7 +10,7 @@ from ingest_core.core.offsets import StartOffset, StartSource, TopicPartition
 from ingest_core.core.planner import PlanRequest, plan_run
 from ingest_core.core.spec import HealthConfig
 from ingest_core.core.states import Event
-from ingest_core.provider.operators.publish import state_event
+from ingest_core.supervisor.publish import state_event
 from ingest_core.service.status import build_status
 
 T0 = datetime(2026, 11, 26, 12, tzinfo=timezone.utc)
@@ -46,7 +46,7 @@ def test_a_datasource_is_idle_once_nothing_new_came_for_inactive_after_millis(st
 
     # status shows the stored state: IDLE after the idle run, RUNNING while not yet idle
     for event, shown in ((Event.PUBLISHED_NOTHING, "IDLE"), (Event.NOTHING_NEW, "RUNNING")):
-        store.set_state("wiki", event)
+        store.datasources.set_state("wiki", event)
         row = store.datasource_row("wiki")
         report = build_status(datasource="wiki", stream="edits", row=row, committed={P0: 10}, latest={P0: 10},
                               offsets_last_updated=T0, runs=[], row_stats={}, loop_errors=[],
@@ -56,9 +56,8 @@ def test_a_datasource_is_idle_once_nothing_new_came_for_inactive_after_millis(st
 
 
 def test_the_publish_of_a_run_that_found_nothing_leaves_the_idle_config_state(store_url, tmp_path, monkeypatch):
-    from ingest_core.provider.operators.publish import publish_task
-    from ingest_core.provider.operators.run import RunContext
     from ingest_core.store.metadata import MetadataStore, utcnow
+    from ingest_core.supervisor.publish import publish_step
 
     monkeypatch.setenv("INGEST_METADATA_URL", store_url)
     monkeypatch.setenv("INGEST_DEEP_STORAGE", (tmp_path / "deep").as_uri())
@@ -75,7 +74,7 @@ def test_the_publish_of_a_run_that_found_nothing_leaves_the_idle_config_state(st
         empty = plan_run(PlanRequest(datasource=name, run_id="r0", created_at=day_ago,
                                      starts={P0: StartOffset(0, StartSource.EARLIEST)}, latest={P0: 0}, task_count=1))
         store.insert_run(empty)
-        store.set_state(name, Event.PLANNED)
-        publish_task(spec, RunContext("r0", "manual", None), run_jobs=lambda plan: None)
+        store.datasources.set_state(name, Event.PLANNED)
+        publish_step(spec, "r0", run_jobs=lambda plan: None)
         assert store.datasource_row(name)["state"] == shown, name
     store.dispose()

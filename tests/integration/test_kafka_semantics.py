@@ -276,7 +276,7 @@ def test_truncation_between_plan_and_job_fails_the_job_and_publishes_nothing(spa
     from ingest_core.core.errors import NothingSucceededError, OffsetOutOfRangeError
     from ingest_core.core.offsets import OffsetRequest
     from ingest_core.handover import deep_storage
-    from ingest_core.service.actions import DatasourceActions
+    from ingest_core.supervisor.actions import DatasourceActions
     from ingest_core.spark.job import GroupJob, run_group
     from ingest_core.store.metadata import RunStatus
     from ingest_core.store.publisher import Publisher

@@ -14,14 +14,14 @@ from confluent_kafka import TopicPartition as KTP
 from helpers import make_spec
 from test_supervisor import fill, publish_all
 
+from ingest_core.core.states import RunEvent
 from ingest_core.core.offsets import OffsetRange, StartSource, TopicPartition
-from ingest_core.provider.operators.report import run_outcome
+from ingest_core.supervisor.report import run_outcome
 from ingest_core.service import cli
-from ingest_core.service.actions import DatasourceActions
+from ingest_core.supervisor.actions import DatasourceActions
 from ingest_core.service.status import collect_status
 from ingest_core.store.audit import RECORDS_LOST
 from ingest_core.store.main_line import MainLine
-from ingest_core.store.metadata import RunStatus
 from ingest_core.store.publisher import claim_ranges
 from ingest_core.supervisor.planning import Supervisor
 
@@ -49,7 +49,7 @@ def test_an_automatic_reset_counts_exactly_what_it_skipped_once_when_it_publishe
     # a run that resets and then fails counts nothing: the main line did not move
     r2 = Supervisor(spec, store).plan("r2")
     assert r2.plan.partitions[0].start_source in (StartSource.RESET_EARLIEST, StartSource.RESET_LATEST)
-    store.set_run_status("wiki", "r2", RunStatus.FAILED, error="its tasks failed")
+    store.runs.move("wiki", "r2", RunEvent.FAIL, error="its tasks failed")
     assert lost(store) == []
     r3 = Supervisor(spec, store).plan("r3")
     publish_all(store, r3)

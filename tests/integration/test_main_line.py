@@ -16,7 +16,7 @@ from ingest_core.core.offsets import (
     TopicPartition,
 )
 from ingest_core.core.planner import PlanRequest, plan_run
-from ingest_core.service.actions import DatasourceActions
+from ingest_core.supervisor.actions import DatasourceActions
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.metadata import RunStatus
 from ingest_core.store.publisher import (

@@ -10,10 +10,12 @@ import pytest
 import yaml
 from helpers import make_spec
 
+from ingest_core.core.states import RunEvent
 from ingest_core.core.errors import MetadataStoreError
 from ingest_core.core.offsets import KnownOffset, TopicPartition
 from ingest_core.core.planner import Plan
 from ingest_core.store.metadata import SCHEMA_VERSION, MetadataStore, RunStatus
+from ingest_core.store.records import PublishedFigures
 
 DATA = Path(__file__).parents[1] / "data"
 T0 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
@@ -48,8 +50,10 @@ def v1_store_url(request, tmp_path) -> str:
         published_ranges,
         runs,
         schema_version,
+        task_groups,
         utcnow,
     )
+    from ingest_core.store.schema import segments
 
     url = f"sqlite:///{tmp_path / 'v1.db'}" if request.param == "sqlite" else request.getfixturevalue("pg_url")
     engine = make_engine(url)
@@ -60,7 +64,8 @@ def v1_store_url(request, tmp_path) -> str:
         dict(MIGRATIONS)[1](conn)
         published_ranges.drop(conn)  # v2's
         dead_letter_files.drop(conn)  # v4's
-        for column in ("running_since", "deadline_at", "expired_at"):  # v1's runs table had none of them
+        for column in ("running_since", "deadline_at", "expired_at",  # v1's runs table had none of them
+                       "published_records", "published_rows", "published_segments", "published_bytes"):
             conn.execute(sa.text(f"ALTER TABLE {runs.name} DROP COLUMN {column}"))
         conn.execute(sa.text("ALTER TABLE ingest_offsets DROP COLUMN topic_id"))  # v5's
         conn.execute(sa.text("INSERT INTO ingest_offsets (datasource, topic, partition, \"offset\", run_id, "
@@ -69,6 +74,21 @@ def v1_store_url(request, tmp_path) -> str:
         plan = Plan("wiki", "old", T0, (), "modulo")
         conn.execute(runs.insert().values(datasource="wiki", run_id="old", seq=1, status="RUNNING", plan=plan.to_json(),
                                           records=0, created_at=T0, updated_at=T0))
+        # a datasource suspended and one terminated by v1's flags; a run published before v8 recorded its figures
+        conn.execute(sa.text("INSERT INTO ingest_datasources (name, state, detailed_state, suspended, terminated, "
+                             "created_at, updated_at) VALUES ('wiki', 'RUNNING', 'RUNNING', true, false, :t, :t), "
+                             "('gone', 'IDLE', 'IDLE', true, true, :t, :t)"), {"t": T0})
+        done = Plan("wiki", "done", T0, (), "modulo")
+        conn.execute(runs.insert().values(datasource="wiki", run_id="done", seq=2, status="PUBLISHED",
+                                          plan=done.to_json(), records=30, created_at=T0, updated_at=T0))
+        conn.execute(task_groups.insert(), [
+            {"datasource": "wiki", "run_id": "done", "group_id": g, "status": status, "records": records,
+             "updated_at": T0} for g, status, records in ((0, "PUBLISHED", 20), (1, "FAILED", 10))])
+        conn.execute(segments.insert(), [
+            {"id": f"seg{i}", "datasource": "wiki", "interval_start": T0, "interval_end": T0, "version": "v",
+             "partition_num": i, "location": f"file:///s{i}", "num_rows": rows, "size_bytes": 100 * rows,
+             "used": i == 0, "run_id": "done", "group_id": 0, "start_offsets": {}, "end_offsets": {},
+             "created_at": T0, "payload": {}} for i, rows in ((0, 7), (1, 5))])
     engine.dispose()
     return url
 
@@ -92,6 +112,11 @@ def test_a_v1_store_upgrades_to_run_deadlines(v1_store_url):
     assert store.set_missing_deadlines("wiki", T0 + timedelta(minutes=30)) == ["old"]  # a planner gives it one
     assert store.expire_overdue("wiki", T0 + timedelta(minutes=30), "test") == ["old"]
     assert store.require_run("wiki", "old").expired
+    # v7: the flags became states; v8: the published run's figures from its segment records, used or not
+    assert [(r["name"], r["state"], r["detailed_state"]) for r in store.list_datasources()] == [
+        ("gone", "TERMINATED", "TERMINATED"), ("wiki", "SUSPENDED", "SUSPENDED")]
+    assert store.require_run("wiki", "done").published == PublishedFigures(20, 12, 2, 1200)
+    assert store.require_run("wiki", "old").published is None
     store.dispose()
 
 
@@ -176,7 +201,7 @@ def test_upgrade_to_v2_claims_the_ranges_of_the_backfills_published_before(store
         TopicPartition,
     )
     from ingest_core.core.planner import PlanRequest, plan_run
-    from ingest_core.store.metadata import RunStatus, published_ranges, schema_version
+    from ingest_core.store.metadata import published_ranges, schema_version
 
     tp = TopicPartition("edits", 0)
 
@@ -184,7 +209,7 @@ def test_upgrade_to_v2_claims_the_ranges_of_the_backfills_published_before(store
         store.insert_run(plan_run(PlanRequest(datasource="wiki", run_id=run_id, task_count=1,
                                               created_at=datetime(2026, 11, 22, tzinfo=timezone.utc),
                                               starts={tp: StartOffset(start, source)}, latest={tp: end})))
-        store.set_run_status("wiki", run_id, RunStatus.PUBLISHED)
+        store.runs.move("wiki", run_id, RunEvent.PUBLISH)
 
     # a v1 store: published runs, no claims (two backfills even published the same offsets)
     with store.transaction() as conn:
@@ -224,5 +249,5 @@ def test_a_run_is_past_its_deadline_only_while_in_flight():
     for status in (RunStatus.PUBLISHED, RunStatus.SUPERSEDED, RunStatus.FAILED):
         assert not replace(running, status=status).past_deadline(late)
     assert not replace(running, deadline_at=None).past_deadline(late)  # a backfill, or planned before v2
-    assert [replace(running, status=s).is_final for s in RunStatus] == [False, False, True, False, True]
-    assert replace(running, status=RunStatus.FAILED, expired_at=late).is_final  # expired: no retry revives it
+    assert [replace(running, status=s).is_final for s in RunStatus] == [False, False, True, False, True, True]
+    assert replace(running, status=RunStatus.EXPIRED, expired_at=late).is_final  # expired: no retry revives it

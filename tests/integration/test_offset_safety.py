@@ -14,12 +14,13 @@ import pytest
 import sqlalchemy as sa
 import yaml
 from confluent_kafka import TopicPartition as KTP
-from helpers import recreate_topic, spec_from
+from helpers import group_offsets, recreate_topic, spec_from
 
 from ingest_core.core.errors import IngestError, OffsetOutOfRangeError, TopicRecreatedError
 from ingest_core.core.offsets import OffsetRequest, StartSource, TopicPartition
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
-from ingest_core.service.actions import DatasourceActions, parse_offset_assignments
+from ingest_core.service.cli import parse_offset_assignments
+from ingest_core.supervisor.actions import DatasourceActions
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.publisher import GroupResult, Publisher
 from ingest_core.store.schema import offsets as offsets_table
@@ -230,4 +231,10 @@ def test_operator_input_no_log_can_hold_is_refused_with_nothing_changed(broker, 
                 lambda: actions.skip("door")):
         with pytest.raises(IngestError, match="the datasource is terminated; `ingest resume door` restarts it"):
             act()
-    assert committed(pg_store, "door") == before
+    for args in (("set-offsets", "door", f"{topic}:0=5", "--force"), ("reset", "door", "--to-latest"),
+                 ("reset", "door", "--confirm-duplicates", "10"), ("skip", "door")):  # the same over the CLI
+        done = cli(*args, "--yes")
+        assert done.returncode == 1 and "Traceback" not in done.stderr, (args, done.stderr)
+        assert "of 'door' refused, nothing was changed: the datasource is terminated" in done.stderr
+    assert committed(pg_store, "door") == before and not pg_store.audit_records("door", action="set_offsets")
+    assert group_offsets(broker, "ingest.door", topic, 1) == {0: -1001}  # what terminate deleted stays deleted

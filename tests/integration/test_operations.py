@@ -13,6 +13,7 @@ import pytest
 import yaml
 from helpers import group_offsets, ingest_run, spec_from
 
+from ingest_core.core.states import RunEvent
 from ingest_core.core.errors import BrokerUnavailableError, StaleRunError
 from ingest_core.core.offsets import OffsetRange, StartSource, TopicPartition
 from ingest_core.kafka.config import KafkaClientConfig
@@ -276,7 +277,7 @@ def test_status_shows_how_far_a_run_in_flight_got(pg_store, spark, broker, tmp_p
     spec = spec_from(broker.bootstrap, topic, SCHEMA, datasource="slow", tuning={"maxRecordsPerPoll": 5},
                      microbatch={"deepStorage": {"uri": (tmp_path / "deep").as_uri()}})
     plan = Supervisor(spec, pg_store).plan("r1").plan
-    pg_store.set_run_status("slow", "r1", RunStatus.RUNNING)
+    pg_store.runs.move("slow", "r1", RunEvent.START)
     job = GroupJob(spec, plan, 0, 0, group_uri((tmp_path / "deep").as_uri(), "slow", "r1", 0),
                    progress_interval_s=0.05)
     done: dict = {}

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from helpers import make_spec, plan_next
 
+from ingest_core.core.states import RunEvent
 from ingest_core.core.errors import (
     IngestError,
     PredecessorGoneError,
@@ -72,7 +73,7 @@ def test_publishing_again_is_a_no_op_success(store):
 def test_stale_run_is_rejected_names_the_winner_and_writes_nothing(store):
     # Two runs planned from the same start (e.g. a run cleared and re-planned under another id)
     a = plan_next(store, "run-a", {tp: 5 for tp in PARTS})
-    store.set_run_status("wiki", "run-a", RunStatus.FAILED, error="worker lost")
+    store.runs.move("wiki", "run-a", RunEvent.FAIL, error="worker lost")
     b = plan_next(store, "run-b", {tp: 7 for tp in PARTS})
     assert a.start_offsets() == b.start_offsets()
     Publisher(store).publish("wiki", "run-b", results_for(b))
@@ -95,7 +96,7 @@ def test_a_pipelined_run_whose_predecessor_fails_plans_again_from_the_committed_
     r2 = plan_next(store, "r2", {tp: 20 for tp in PARTS})  # starts at r1's planned end while r1 is in flight
     assert r2.start_offsets() == r1.end_offsets()
     assert all(p.start_source is StartSource.INFLIGHT and p.after_run == "r1" for p in r2.partitions)
-    store.set_run_status("wiki", "r1", RunStatus.FAILED, error="spark job failed")
+    store.runs.move("wiki", "r1", RunEvent.FAIL, error="spark job failed")
     with pytest.raises(PredecessorGoneError, match="will never publish") as info:  # refused, but not stale
         Publisher(store).publish("wiki", "r2", results_for(r2))
     assert info.value.predecessor == "r1" and store.require_run("wiki", "r2").status is RunStatus.PLANNED
@@ -135,7 +136,7 @@ def test_pipelined_runs_publish_in_order(store):
 def test_a_pipelined_publish_waits_for_its_predecessor_then_commits_after_it(store):
     import threading
 
-    from ingest_core.provider.operators.publish import publish_in_order
+    from ingest_core.supervisor.publish import publish_in_order
 
     r1 = plan_next(store, "r1", {tp: 10 for tp in PARTS})
     r2 = plan_next(store, "r2", {tp: 20 for tp in PARTS})
@@ -215,9 +216,9 @@ def test_concurrent_publishers_of_competing_runs_serialize(store_url, rounds):
     for i in range(rounds):
         latest = {tp: 10 * (i + 1) for tp in PARTS}
         a = plan_next(store, f"a{i}", latest)
-        store.set_run_status("wiki", f"a{i}", RunStatus.FAILED, error="simulated: planned twice")
+        store.runs.move("wiki", f"a{i}", RunEvent.FAIL, error="simulated: planned twice")
         plan_next(store, f"b{i}", latest)
-        store.set_run_status("wiki", f"a{i}", RunStatus.RUNNING)
+        store.runs.move("wiki", f"a{i}", RunEvent.START)
         outcomes = dict(_race(store_url, [f"a{i}", f"b{i}"]))
         assert sorted(outcomes.values())[0] == "published", outcomes
         winner = next(r for r, o in outcomes.items() if o == "published")
@@ -363,7 +364,7 @@ def test_a_run_in_flight_past_its_deadline_expires_for_good(store):
     assert store.expire_overdue("wiki", T0 + MINUTE - timedelta(seconds=1), "test") == []
     assert store.expire_overdue("wiki", T0 + MINUTE, "the plan step of run r2") == ["r1"]
     r1 = store.require_run("wiki", "r1")
-    assert r1.status is RunStatus.FAILED and r1.expired and r1.is_final
+    assert r1.status is RunStatus.EXPIRED and r1.expired and r1.is_final
     assert r1.error.startswith("expired: run r1 was RUNNING since 2026-11-22T10:00:00.000Z, past completionTimeout "
                                "(60s, deadline 2026-11-22T10:01:00.000Z)")
     (audit,) = store.audit_records("wiki", action=RUN_EXPIRED)
@@ -373,7 +374,7 @@ def test_a_run_in_flight_past_its_deadline_expires_for_good(store):
     assert not store.start_run("wiki", "r1", MINUTE, now=T0 + 2 * MINUTE)
     with pytest.raises(RunExpiredError, match="r1 .* was not published: expired: "):
         Publisher(store).publish("wiki", "r1", results_for(r1.plan), now=T0 + 2 * MINUTE)
-    assert store.require_run("wiki", "r1").status is RunStatus.FAILED and committed(store) == {}
+    assert store.require_run("wiki", "r1").status is RunStatus.EXPIRED and committed(store) == {}
     r2 = plan_next(store, "r2", {tp: 12 for tp in PARTS})  # from Kafka's start again, not from r1's ends
     assert r2.start_offsets() == {tp: 0 for tp in PARTS}
     assert {p.start_source for p in r2.partitions} == {StartSource.EARLIEST}
@@ -398,7 +399,7 @@ def test_a_late_publish_is_refused_in_the_transaction(store):
 
 
 def test_a_waiting_successor_expires_its_dead_predecessor_then_plans_again_and_publishes(store):
-    from ingest_core.provider.operators.publish import publish_in_order
+    from ingest_core.supervisor.publish import publish_in_order
     from ingest_core.store.metadata import utcnow
     from ingest_core.supervisor.planning import Supervisor
 
@@ -415,31 +416,29 @@ def test_a_waiting_successor_expires_its_dead_predecessor_then_plans_again_and_p
     # no waiting out the 600 s (r1 is past its deadline) and no failing: r2 reads r1's range too and publishes
     result = publish_in_order(Publisher(store), "wiki", "r2", results_for(r2), timeout_s=600, poll_s=60,
                               replan=replan)
-    assert store.require_run("wiki", "r1").expired and store.require_run("wiki", "r1").status is RunStatus.FAILED
+    assert store.require_run("wiki", "r1").status is RunStatus.EXPIRED
     assert [p.start_offsets() for p in replanned] == [{tp: 0 for tp in PARTS}]
     assert not result.already_published and committed(store) == {tp: 20 for tp in PARTS}
     assert store.require_run("wiki", "r2").status is RunStatus.PUBLISHED
     # without a way to plan again (a bare publish), the refusal is raised and nothing is written
     plan_next(store, "r3", {tp: 30 for tp in PARTS})
     r4 = plan_next(store, "r4", {tp: 40 for tp in PARTS})
-    store.set_run_status("wiki", "r3", RunStatus.FAILED, error="killed")
+    store.runs.move("wiki", "r3", RunEvent.FAIL, error="killed")
     with pytest.raises(PredecessorGoneError):
         publish_in_order(Publisher(store), "wiki", "r4", results_for(r4), timeout_s=600, poll_s=60)
     assert committed(store) == {tp: 20 for tp in PARTS}
 
 
 def test_a_spark_job_of_a_final_run_does_nothing(store, monkeypatch):
-    from airflow.sdk.exceptions import AirflowSkipException
-
-    from ingest_core.provider.operators.spark_job import check_job_wanted
+    from ingest_core.supervisor.run import RunSkipped, check_job_wanted
 
     monkeypatch.setenv("INGEST_METADATA_URL", store.url)
     r1 = plan_next(store, "r1", {tp: 10 for tp in PARTS})
     check_job_wanted("wiki", "r1")  # in flight: the job runs
     Publisher(store).publish("wiki", "r1", results_for(r1))
-    with pytest.raises(AirflowSkipException, match="run r1 is already published: no Spark job"):
+    with pytest.raises(RunSkipped, match="run r1 is already published: no Spark job"):
         check_job_wanted("wiki", "r1")
     plan_next(store, "r2", {tp: 20 for tp in PARTS})
     store.start_run("wiki", "r2", MINUTE, now=T0)  # long past its deadline: the job's check expires it
-    with pytest.raises(AirflowSkipException, match="run r2 is not executed again: expired: "):
+    with pytest.raises(RunSkipped, match="run r2 is not executed again: expired: "):
         check_job_wanted("wiki", "r2")

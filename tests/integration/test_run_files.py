@@ -17,8 +17,8 @@ from ingest_core.handover.report import (
     ReportFormatError,
     RowStats,
 )
-from ingest_core.provider.operators import publish
-from ingest_core.provider.operators.publish import group_reports
+from ingest_core.supervisor import publish
+from ingest_core.supervisor.publish import group_reports
 
 
 def _report_uri(spec, run_id: str, group_id: int, replica: int = 0) -> str:
@@ -78,7 +78,7 @@ def test_a_literal_secret_reaches_the_jobs_consumer_but_is_never_staged_stored_o
 
     from ingest_core.core.spec import load_spec
     from ingest_core.kafka.config import KafkaClientConfig
-    from ingest_core.provider.operators.plan import stage_spec
+    from ingest_core.supervisor.run import stage_spec
     from ingest_core.spark.job import load_job_spec
     from ingest_core.supervisor.planning import Supervisor
 

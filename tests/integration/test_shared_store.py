@@ -35,13 +35,13 @@ def test_stores_opened_per_call_share_one_engine_and_its_connection(shared_url):
     assert not store_connections(shared_url) - before
 
 
-def test_the_operators_and_the_api_open_the_shared_store(shared_url, monkeypatch):
-    from ingest_core.provider.operators import run as operators
+def test_the_supervisors_steps_and_the_api_open_the_shared_store(shared_url, monkeypatch):
     from ingest_core.provider.plugins import ui
+    from ingest_core.supervisor.run import open_store
 
     monkeypatch.setenv("INGEST_METADATA_URL", shared_url)
     engine = MetadataStore.shared(shared_url).engine
-    assert operators.store().engine is engine and ui._store().engine is engine
+    assert open_store().engine is engine and ui._store().engine is engine
 
 
 def test_shared_engines_are_disposed_when_the_process_exits(shared_url):

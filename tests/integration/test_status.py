@@ -101,7 +101,7 @@ def test_failed_runs_make_unhealthy_tasks_and_successes_heal_them():
 def test_an_expired_run_shows_in_recent_errors_and_runs():
     from dataclasses import replace
 
-    dead = replace(run(1, RunStatus.FAILED, "expired: run r1 was RUNNING since ..., past completionTimeout (60s, ...)"),
+    dead = replace(run(1, RunStatus.EXPIRED, "expired: run r1 was RUNNING since ..., past completionTimeout (60s, ...)"),
                    running_since=T0, deadline_at=T0 + timedelta(minutes=1), expired_at=T0 + timedelta(minutes=5))
     payload = status(runs=[run(0, RunStatus.PUBLISHED), dead]).to_json()["payload"]
     (error,) = payload["recentErrors"]
@@ -109,16 +109,16 @@ def test_an_expired_run_shows_in_recent_errors_and_runs():
     assert error["timestamp"] == "2026-11-22T10:05:00.000Z" and error["runId"] == "r1"
     assert error["partitions"] == [{"topic": P0.topic, "partition": P0.partition, "start": 0, "end": 10}]
     assert payload["recentRuns"][1] | {"rowStats": {}} == {
-        "runId": "r1", "status": "FAILED", "records": 10, "createdAt": "2026-11-22T10:10:00.000Z",
+        "runId": "r1", "status": "EXPIRED", "records": 10, "createdAt": "2026-11-22T10:10:00.000Z",
         "publishedAt": None, "deadline": "2026-11-22T10:01:00.000Z", "expiredAt": "2026-11-22T10:05:00.000Z",
-        "rowStats": {}, "error": dead.error}
+        "published": None, "rowStats": {}, "error": dead.error}
 
 
 def test_suspended_and_terminated_win_over_everything():
     errors = [loop_error(i) for i in range(5)]
-    s = status(row={**ROW, "suspended": True, "state": "SUSPENDED"}, loop_errors=errors)
+    s = status(row={**ROW, "suspended": True, "state": "SUSPENDED", "detailed_state": "SUSPENDED"}, loop_errors=errors)
     assert (s.state, s.detailed_state, s.suspended) == ("SUSPENDED", "SUSPENDED", True)
-    t = status(row={**ROW, "terminated": True, "state": "TERMINATED"})
+    t = status(row={**ROW, "terminated": True, "state": "TERMINATED", "detailed_state": "TERMINATED"})
     assert (t.state, t.healthy) == ("TERMINATED", False)
     idle = status(row={**ROW, "state": "IDLE", "detailed_state": "IDLE"})
     assert (idle.state, idle.detailed_state) == ("IDLE", "IDLE")
@@ -131,7 +131,7 @@ def test_a_status_read_expires_runs_past_their_deadline(store):
     store.insert_run(run(1, RunStatus.PLANNED).plan)
     store.start_run("wiki", "r1", timedelta(minutes=1), now=T0)  # its jobs started in 2026 and died
     report = collect_status(store, "wiki", None)
-    assert report.recent_runs[0].expired_at is not None and report.recent_runs[0].status == "FAILED"
+    assert report.recent_runs[0].expired_at is not None and report.recent_runs[0].status == "EXPIRED"
     assert "RunExpired" in [e.error_class for e in report.recent_errors]  # beside "no spec: lag unknown"
     assert [a.details["detectedBy"] for a in store.audit_records("wiki", action="run_expired")] == ["a status read"]
 

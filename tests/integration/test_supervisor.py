@@ -9,6 +9,7 @@ from confluent_kafka import TopicPartition as KTP
 from confluent_kafka.admin import NewPartitions
 from helpers import broker_connections, make_spec, recreate_topic
 
+from ingest_core.core.states import RunEvent
 from ingest_core.core.errors import OffsetOutOfRangeError, TopicNotFoundError, TopicRecreatedError
 from ingest_core.core.offsets import StartSource, TopicPartition
 from ingest_core.store.metadata import RunStatus
@@ -117,13 +118,13 @@ def test_planning_expires_runs_in_flight_past_their_deadline(broker, store):
     store.start_run("wiki", "dead", sup.completion_timeout, now=t0 + timedelta(minutes=1))  # ... and then they died
     pipelined = sup.plan("r2", PlanOptions(now=t0 + timedelta(minutes=10)))  # 1 min before its deadline
     assert {p.start_source for p in pipelined.plan.partitions} == {StartSource.INFLIGHT}
-    store.set_run_status("wiki", "r2", RunStatus.FAILED, error="simulated")
+    store.runs.move("wiki", "r2", RunEvent.FAIL, error="simulated")
     r3 = sup.plan("r3", PlanOptions(now=t0 + timedelta(minutes=11)))
     assert store.require_run("wiki", "dead").expired
     assert {p.start_source for p in r3.plan.partitions} == {StartSource.COMMITTED}
     assert r3.plan.start_offsets() == {TopicPartition(topic, 0): 3, TopicPartition(topic, 1): 3}
     again = sup.plan("dead", PlanOptions(now=t0 + timedelta(minutes=12)))  # a retry of its plan step: still expired
-    assert again.status is RunStatus.FAILED and again.expired
+    assert again.status is RunStatus.EXPIRED and again.expired
 
 
 def test_topic_pattern_picks_up_new_topics_from_earliest(broker, store):

@@ -440,7 +440,7 @@ def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, 
     healed, dead = store.list_runs("crashy")
     assert healed.status is RunStatus.PUBLISHED
     assert {p.start_source.value for p in healed.plan.partitions} == {"earliest"}  # not from the dead run's ends
-    assert dead.status is RunStatus.FAILED and dead.expired and dead.error.startswith("expired: ")
+    assert dead.status is RunStatus.EXPIRED and dead.error.startswith("expired: ")
     (audit,) = store.audit_records("crashy", action="run_expired")
     assert audit.details["runId"] == dead.run_id and audit.details["detectedBy"] == f"the plan step of run {healed.run_id}"
     status = json.loads(subprocess.run([sys.executable, "-m", "ingest_core.service.cli", "status", "crashy", "--json"],
@@ -455,7 +455,7 @@ def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, 
     for run, why in ((dead, "is not executed again: expired: "), (healed, "is already published")):
         done = home.airflow("tasks", "test", "crashy", "spark_job", run.run_id, "--map-index", "0")
         assert f"run {run.run_id} {why}" in done.stdout + done.stderr
-    assert store.get_run("crashy", dead.run_id).status is RunStatus.FAILED and edits(store, "crashy") == 120
+    assert store.get_run("crashy", dead.run_id).status is RunStatus.EXPIRED and edits(store, "crashy") == 120
 
 
 def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path, own_dags, broker, metadata_url):

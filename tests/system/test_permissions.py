@@ -279,9 +279,10 @@ def test_sql_reads_only_the_datasources_a_user_may_read(server):
 # ------------------------------------------------------------------------------------ SQL on a shared server
 
 
-def sql_raw(server, user: str, body: bytes, content_type: str = "application/json") -> tuple[int, Any, str]:
-    """(status, headers (their names in any case), text) of a POST to the SQL API."""
-    request = urllib.request.Request(f"{server.base}{SQL}", method="POST", data=body, headers={
+def sql_raw(server, user: str, body: bytes, content_type: str = "application/json", path: str = SQL
+            ) -> tuple[int, Any, str]:
+    """(status, headers (their names in any case), text) of a POST of `body` as it is (to the SQL API)."""
+    request = urllib.request.Request(f"{server.base}{path}", method="POST", data=body, headers={
         "Content-Type": content_type, "Authorization": f"Bearer {server.token(user)}"})
     try:
         with urllib.request.urlopen(request, timeout=120) as r:
@@ -503,6 +504,11 @@ def test_operator_input_is_typed_at_the_door_and_druids_shutdown_terminates(serv
                 "force": True}
         status, answer = server.http("POST", f"{API}/{SHOWN}/resetOffsets", "editor", body)
         assert status == 400 and says in str(answer) and "nothing was changed" in str(answer), (stream, answer)
+    # one partition given two offsets: refused, not the last one kept (as JSON parsers do)
+    status, _, text = sql_raw(server, "editor", b'{"type": "kafka", "partitions": {"type": "end", "stream": "'
+                              + SHOWN.encode() + b'", "partitionOffsetMap": {"0": 1, "0": 2}}}',
+                              path=f"{API}/{SHOWN}/resetOffsets")
+    assert status == 400 and "'0' is given twice in the body (1, 2)" in text and "nothing was changed" in text, text
     assert store.committed_offsets(SHOWN) == before and not store.audit_records(SHOWN, action="set_offsets")
 
     status, result = server.http("POST", f"{API}/{SHOWN}/shutdown", "editor")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -29,7 +30,7 @@ from ingest_core.provider.plugins.charts import (
 )
 from ingest_core.service.run_history import run_points
 from ingest_core.store.metadata import RunRecord, RunStatus
-from ingest_core.store.segments import RunSegments
+from ingest_core.store.records import PublishedFigures
 
 SVG = "{http://www.w3.org/2000/svg}"
 T0 = datetime(2026, 11, 25, 8, 0, tzinfo=timezone.utc)
@@ -188,21 +189,26 @@ def run(seq: int, records: int, status: RunStatus = RunStatus.PUBLISHED, *, sour
                      at + timedelta(seconds=took_s) if status is RunStatus.PUBLISHED else None, None, None)
 
 
+def published(record: RunRecord, segments: int, rows: int) -> RunRecord:
+    """`record` with the figures its publish recorded."""
+    return replace(record, published=PublishedFigures(record.plan.records, rows, segments, 1000 * segments))
+
+
 def test_run_points_oldest_first_with_what_each_run_published():
-    runs = [run(3, 0), run(1, 120, took_s=42.5), run(2, 500, max_records=200), run(4, 80, RunStatus.FAILED),
-            run(5, 60, source=StartSource.BACKFILL)]
-    points = run_points(runs, {"run1": RunSegments(2, 118), "run2": RunSegments(1, 200)})
+    runs = [run(3, 0), published(run(1, 120, took_s=42.5), 2, 118), published(run(2, 500, max_records=200), 1, 200),
+            run(4, 80, RunStatus.FAILED), run(5, 60, source=StartSource.BACKFILL)]
+    points = run_points(runs)
     assert [p.run_id for p in points] == ["run1", "run2", "run3", "run4", "run5"]
     assert [(p.lag, p.lag_capped) for p in points] == [(120, False), (200, True), (0, False), (80, False),
                                                         (None, False)]  # a backfill's range is not lag
     assert [(p.records, p.rows, p.segments) for p in points] == [(120, 118, 2), (200, 200, 1), (0, 0, 0),
                                                                  (80, 0, 0), (60, 0, 0)]
     assert [p.duration_s for p in points] == [42.5, 30.0, 30.0, None, 30.0]
+    assert [p.bytes for p in points] == [2000, 1000, 0, 0, 0]
 
 
 def test_the_datasource_page_charts_name_the_runs_figures():
-    points = run_points([run(1, 120), run(2, 500, max_records=200), run(3, 80, RunStatus.FAILED)],
-                        {"run1": RunSegments(2, 118)})
+    points = run_points([published(run(1, 120), 2, 118), run(2, 500, max_records=200), run(3, 80, RunStatus.FAILED)])
     page = history_charts(points)
     labels = re.findall(r'aria-label="([^"]*)"', page)
     assert labels == [

@@ -8,7 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest_core.core.commit_rules import LineState, Predecessor, Proposal, decide
+from ingest_core.core.commit_rules import (
+    CompactionConflictError,
+    CompactionProposal,
+    LineState,
+    Predecessor,
+    Proposal,
+    VisibleSegment,
+    decide,
+    decide_compaction,
+)
 from ingest_core.core.errors import (
     IngestError,
     NothingSucceededError,
@@ -202,3 +211,34 @@ def test_any_interleaving_publishes_every_record_at_most_once_and_leaves_no_hole
         else:
             model.backfill(TPS[args[0]], args[1], args[2])
         model.check()
+
+
+# ---------------------------------------------------------------------------------------------- compaction
+
+
+def compaction(expected, locations=("c/0",), task="compact_1"):
+    return CompactionProposal(task, f"compaction {task} of 'ds' interval I", frozenset(expected), frozenset(locations))
+
+
+def test_a_compaction_publishes_only_onto_the_visible_set_it_read():
+    read = [VisibleSegment("s1", "r1", "a/0"), VisibleSegment("s2", "r2", "b/0")]
+    assert decide_compaction(compaction({"s1", "s2"}), read) is True
+    appended = [*read, VisibleSegment("s3", "r3", "c/9")]
+    with pytest.raises(CompactionConflictError, match=r"compaction compact_1 of 'ds' interval I was not published: "
+                                                      r"the interval changed after it was read \(1 segments "
+                                                      r"published since, e\.g\. \['s3'\]; 0 no longer visible\)"):
+        decide_compaction(compaction({"s1", "s2"}), appended)
+    # its own rewrite visible already (a retry whose commit went through): nothing to do
+    mine = [VisibleSegment("n0", "compact_1", "c/0")]
+    assert decide_compaction(compaction({"s1", "s2"}), mine) is False
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.sampled_from([f"s{i}" for i in range(6)])), st.sets(st.sampled_from([f"s{i}" for i in range(6)])))
+def test_a_compaction_is_refused_whenever_the_visible_set_differs(expected, visible_ids):
+    visible = [VisibleSegment(i, "r", f"loc/{i}") for i in sorted(visible_ids)]
+    if expected == visible_ids:
+        assert decide_compaction(compaction(expected), visible) is True
+    else:
+        with pytest.raises(CompactionConflictError, match="Nothing was written"):
+            decide_compaction(compaction(expected), visible)

@@ -45,7 +45,7 @@ from ingest_core.executor.formats.schema_registry import (
 )
 from ingest_core.executor.row_parser import RecordChunk, RowParser
 from ingest_core.kafka.properties import load_checked_spec
-from ingest_core.provider.operators.plan import stage_spec
+from ingest_core.supervisor.run import stage_spec
 
 CREATED = datetime(2026, 1, 1, tzinfo=timezone.utc)
 SETTINGS = settings(max_examples=80, derandomize=True, deadline=None, database=None,

@@ -1,21 +1,16 @@
-"""A DAG run as its tasks see it: its Airflow context, the metadata store, and whether it may still run.
-
-Re-running a run (clear, backfill) re-executes its persisted plan: already published -> nothing to do;
-superseded or expired -> skipped with the reason; a suspended or terminated datasource -> skipped.
-"""
+"""A DAG run as its tasks see it (run type and interval), and the one adapter from the supervisor's steps to
+Airflow: `RunSkipped` -> skipped, `RunFailedForGood` -> failed without retries (`supervisor.run`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable, TypeVar
 
-from ingest_core.core.settings import Settings
-from ingest_core.core.spec import DatasourceSpec
-from ingest_core.handover import deep_storage
-from ingest_core.store.metadata import MetadataStore, RunRecord, RunStatus
+from ingest_core.supervisor.run import RunFailedForGood, RunSkipped
 
 SCHEDULED_RUN_TYPES = ("scheduled", "backfill")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -38,35 +33,13 @@ class RunContext:
         return self.data_interval_end if self.run_type in SCHEDULED_RUN_TYPES else None
 
 
-def store() -> MetadataStore:
-    s = MetadataStore.shared(Settings.from_env().metadata_url)
-    s.check_schema()
-    return s
+def airflow_step(step: Callable[[], T]) -> T:
+    """Run a supervisor step; its skip and its final failure as Airflow's."""
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-
-def run_folder(spec: DatasourceSpec, run_id: str) -> str:
-    return deep_storage.run_uri(deep_storage.base_for(spec), spec.datasource, run_id)
-
-
-def final_reason(record: RunRecord) -> str | None:
-    """Why a run's tasks have nothing left to do (published, superseded, expired); None while it may still run."""
-    if record.status is RunStatus.PUBLISHED:
-        return f"run {record.run_id} is already published"
-    if record.status is RunStatus.SUPERSEDED:
-        return (f"run {record.run_id} was superseded by run {record.superseded_by} and is not executed again: "
-                f"{record.error or ''}").strip()
-    if record.expired:
-        return f"run {record.run_id} is not executed again: {record.error}"
-    return None
-
-
-def check_active(metadata: MetadataStore, datasource: str) -> None:
-    """A suspended or terminated datasource plans nothing, even for a run created before it was paused."""
-    from airflow.sdk.exceptions import AirflowSkipException
-
-    row = metadata.datasource_row(datasource)
-    if row is not None and row["terminated"]:
-        raise AirflowSkipException(f"datasource {datasource} is terminated: nothing runs until "
-                                   f"`ingest resume {datasource}`")
-    if row is not None and row["suspended"]:
-        raise AirflowSkipException(f"datasource {datasource} is suspended: `ingest resume {datasource}` resumes it")
+    try:
+        return step()
+    except RunSkipped as exc:
+        raise AirflowSkipException(str(exc)) from None
+    except RunFailedForGood as exc:
+        raise AirflowFailException(str(exc)) from None

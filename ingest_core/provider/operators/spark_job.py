@@ -15,11 +15,10 @@ from ingest_core.core.planner import Plan
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.handover import deep_storage
 from ingest_core.provider.hooks.spark_connect import connection_url
-from ingest_core.provider.operators.plan import job_arguments, stage_spec
-from ingest_core.provider.operators.publish import read_report
-from ingest_core.provider.operators.run import final_reason, run_folder, store
+from ingest_core.provider.operators.run import airflow_step
 from ingest_core.spark.connect import run_compaction, run_job
-from ingest_core.store.metadata import utcnow
+from ingest_core.supervisor.publish import retry_cannot_help
+from ingest_core.supervisor.run import check_job_wanted, stage_plan
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +43,7 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
             self.log.info("nothing to read in this run: no Spark job")
             return None
         run_id = context["dag_run"].run_id
-        check_job_wanted(self.datasource, run_id)
+        airflow_step(lambda: check_job_wanted(self.datasource, run_id))
         try:
             return self._run(context)
         except Exception:
@@ -61,20 +60,14 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
         return super().execute(context)
 
     def _fail_for_good_if_a_retry_cannot_help(self, run_id: str) -> None:
-        """A job that its own report says would fail the same way on the same records (maxParseExceptions) fails
-        its task without Airflow's retries: they would only delay the run's report by retries x retry_delay."""
+        """Airflow's retries would only delay the run's report by retries x retry_delay when the job's own
+        report says a retry fails the same way (`supervisor.run.retry_cannot_help`)."""
         from airflow.sdk.exceptions import AirflowFailException
 
-        args = [str(a) for a in self.application_args]
-        group, replica = int(args[args.index("--group") + 1]), int(args[args.index("--replica") + 1])
-        folder = deep_storage.group_uri(self.deep_storage_base, self.datasource, run_id, group, replica)
-        attempts = deep_storage.attempt_folders(folder)  # oldest first: this try's is the last
-        report = read_report(deep_storage.join(attempts[-1], "report.json"),
-                             f"the report of task group {group} of run {run_id}") if attempts else None
-        failure = report.failure if report is not None else None
-        if failure is not None and not failure.retry_can_help:
-            raise AirflowFailException(f"task group {group} of run {run_id} failed, and a retry would read the "
-                                       f"same records: {failure.title}: {failure.message}")
+        why = retry_cannot_help(self.deep_storage_base, self.datasource, run_id,
+                                [str(a) for a in self.application_args])
+        if why is not None:
+            raise AirflowFailException(why)
 
     def _execute_over_connect(self) -> None:
         self._over_connect(run_job)
@@ -129,10 +122,7 @@ def run_replanned_jobs(spec: DatasourceSpec, plan: Plan, context: Any) -> None:
     publishes its lowest successful replica), run one after the other inside the publish task. The plan is
     staged where the run's jobs read it, so a cleared run re-executes this plan. A job that fails leaves its
     FAILED report: its group fails, as in the DAG's own jobs."""
-    folder = run_folder(spec, plan.run_id)
-    plan_uri = deep_storage.join(folder, "plan.json")
-    deep_storage.write_json(plan_uri, plan.to_json())
-    for args in job_arguments(spec, plan, [*stage_spec(spec, folder), "--plan", plan_uri]):
+    for args in stage_plan(spec, plan):
         if args[args.index("--replica") + 1] != "0":
             continue
         operator = IngestSparkSubmitOperator(task_id=f"spark_job_revision_{plan.revision}", application_args=args,
@@ -141,18 +131,6 @@ def run_replanned_jobs(spec: DatasourceSpec, plan: Plan, context: Any) -> None:
             operator.execute(context)
         except Exception as exc:  # noqa: BLE001 - the group's report says why; the publish decides
             log.warning("run %s (revision %d): the job %s failed: %s", plan.run_id, plan.revision, " ".join(args), exc)
-
-
-def check_job_wanted(datasource: str, run_id: str) -> None:
-    """A job of a run that is published, superseded or expired (a re-executed or late task) does nothing."""
-    from airflow.sdk.exceptions import AirflowSkipException
-
-    metadata = store()
-    metadata.expire_overdue(datasource, utcnow(), f"a Spark job of run {run_id}")
-    record = metadata.get_run(datasource, run_id)
-    reason = final_reason(record) if record is not None else None
-    if reason:
-        raise AirflowSkipException(f"{reason}: no Spark job")
 
 
 def connection_type(conn_id: str) -> str | None:

@@ -288,7 +288,7 @@ def _when(at: datetime) -> str:
 
 
 def _tone(status: RunStatus) -> Tone:
-    return {RunStatus.PUBLISHED: "ok", RunStatus.FAILED: "bad"}.get(status, "muted")
+    return {RunStatus.PUBLISHED: "ok", RunStatus.FAILED: "bad", RunStatus.EXPIRED: "bad"}.get(status, "muted")
 
 
 def _series(title: str, history: Sequence[RunPoint], value: Callable[[RunPoint], float | None], *,

@@ -38,19 +38,19 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from ingest_core.core.errors import DuplicatesNotConfirmedError, IngestError, UnknownDatasourceError
-from ingest_core.core.offsets import OffsetRequest
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.settings import Settings
 from ingest_core.core.spec import DatasourceSpec, find_spec_files
 from ingest_core.provider.plugins.charts import history_charts, lag_sparkline, seconds
 from ingest_core.provider.plugins.permissions import REFUSED, readable, requires_datasource
-from ingest_core.service.actions import DatasourceActions
 from ingest_core.service.run_history import RunPoint, collect_run_history
 from ingest_core.service.sql_api import CONTENT_TYPES, SqlApiError, SqlRequest, invalid, write_result
-from ingest_core.service.status import StatusReport, collect_status, collect_statuses, spec_for, specs_in
+from ingest_core.service.status import StatusReport, collect_status, collect_statuses, specs_in
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.sql import (CANCELLED, CLIENT_GONE, DatasourceNotReadable, QueryCancel, SqlCancelledError,
                                    SqlError, SqlLimits, SqlResult, SqlTimeLimitError, run_sql)
+from ingest_core.supervisor.actions import DatasourceActions, druid_json_object, druid_offset_requests
+from ingest_core.supervisor.planning import spec_for
 
 app = FastAPI(title="Ingest datasources", description=__doc__)
 
@@ -184,31 +184,13 @@ def _confirmed(body: Any) -> int | None:
     return value
 
 
-def _offset_value(value: Any) -> int | str:
-    if isinstance(value, str) and value in ("earliest", "latest"):
-        return value
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(value)
-    return value
-
-
 @app.post("/api/v1/supervisor/{dag_id}/resetOffsets", dependencies=WRITE)
 async def supervisor_reset_offsets(dag_id: str, request: Request, user: GetUserDep) -> dict:
     try:
-        body = json.loads(await request.body())
-    except ValueError:  # not JSON, or not UTF-8
-        body = None
-    if not isinstance(body, dict):
-        raise HTTPException(400, 'the body is not a JSON object: expected {"type": "kafka", "partitions": '
-                                 '{"type": "end", "stream": TOPIC, "partitionOffsetMap": {"0": OFFSET}}}')
-    try:
-        partitions = body["partitions"]
-        topic = partitions["stream"]
-        new = [OffsetRequest(topic, int(p), _offset_value(o)) for p, o in partitions["partitionOffsetMap"].items()]
-    except (KeyError, TypeError, ValueError, AttributeError):
-        raise HTTPException(400, 'expected {"type": "kafka", "partitions": {"type": "end", "stream": TOPIC, '
-                                 '"partitionOffsetMap": {"0": OFFSET}}} (OFFSET: a number, "earliest" or '
-                                 '"latest"), optionally "force": true, "confirmDuplicates": N') from None
+        body = druid_json_object(await request.body())
+        new = druid_offset_requests(body)
+    except IngestError as exc:
+        raise HTTPException(400, str(exc)) from None
     force, confirm = body.get("force") is True, _confirmed(body)
     store = _store()
     return _act(lambda: _actions(store, user).set_offsets(dag_id, new, spec_for(store, dag_id, _specs()),
@@ -428,11 +410,11 @@ def datasources_page(user: GetUserDep) -> HTMLResponse:
 
 
 def _run_figures(p: RunPoint | None) -> str:
-    """A run's charted figures, exactly (the Recent runs table's cells)."""
+    """A run's charted figures, exactly, as its publish recorded them (the Recent runs table's cells)."""
     if p is None:
-        return _cell("-") * 4
+        return _cell("-") * 5
     lag = "-" if p.lag is None else ("≥" if p.lag_capped else "") + f"{p.lag:,}"
-    return (_cell(lag, "n") + _cell(f"{p.rows:,}", "n") + _cell(p.segments, "n")
+    return (_cell(lag, "n") + _cell(f"{p.rows:,}", "n") + _cell(p.segments, "n") + _cell(f"{p.bytes:,}", "n")
             + _cell("-" if p.duration_s is None else seconds(p.duration_s), "n"))
 
 
@@ -476,7 +458,7 @@ def datasource_page(dag_id: str, user: GetUserDep) -> HTMLResponse:
                  f"<th>Lag</th><th>Splits done</th></tr>{active}</table>") if active else "")
             + "<h3>Offsets</h3><table><tr><th>Partition</th><th>Committed</th><th>Latest</th><th>Lag</th></tr>"
             f"{offsets}</table><h3>Recent runs</h3><table><tr><th>Run</th><th>Status</th><th>Records</th>"
-            "<th>Lag at planning</th><th>Rows published</th><th>Segments</th><th>Duration</th>"
+            "<th>Lag at planning</th><th>Rows published</th><th>Segments</th><th>Bytes</th><th>Duration</th>"
             f"<th>Row stats</th><th>Error</th></tr>{runs}</table>"
             + (f"<h3>Recent errors</h3><ul>{errors}</ul>" if errors else "")
             + (f"<h3>Spec warnings</h3><ul>{warnings}</ul>" if warnings else "")

@@ -18,9 +18,10 @@ from airflow.sdk.exceptions import AirflowSensorTimeout, TaskDeferralTimeout
 
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.provider.operators.run import RunContext, check_active, store
+from ingest_core.provider.operators.run import RunContext, airflow_step
 from ingest_core.provider.triggers.new_records import NewRecordsTrigger
 from ingest_core.supervisor.planning import Supervisor
+from ingest_core.supervisor.run import check_active, open_store
 
 # the trigger ends itself at maxWait; Airflow's own timeout only catches a triggerer that never ran it
 TRIGGER_TIMEOUT_SLACK = timedelta(minutes=5)
@@ -66,8 +67,8 @@ class DataGateSensor(BaseSensorOperator):
 
     def look(self, context: Any) -> GateLook:
         run = RunContext.from_airflow(context)
-        metadata = store()
-        check_active(metadata, self.spec.datasource)
+        metadata = open_store()
+        airflow_step(lambda: check_active(metadata, self.spec.datasource))
         if metadata.get_run(self.spec.datasource, run.run_id) is not None:
             return GateLook(GateStatus.PLANNED)
         starts, records = Supervisor(self.spec, metadata).pending()

@@ -1,4 +1,4 @@
-"""The compaction DAG's tasks (`<dataSource>.compaction`, for a spec with a `compaction` section): search ->
+"""The compaction DAG's steps (`<dataSource>.compaction`, for a spec with a `compaction` section): search ->
 one Spark job per interval (`CompactionSparkOperator`) -> publish -> kill.
 
 The search finds the intervals to compact (`core.compaction`) among the visible segments, at most
@@ -17,18 +17,19 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from ingest_core.core.commit_rules import CompactionConflictError
 from ingest_core.core.compaction import CompactionJob, find_candidates
 from ingest_core.core.spec import COMPACTION_DAG_SUFFIX, DatasourceSpec
 from ingest_core.executor import buckets
 from ingest_core.handover import deep_storage
-from ingest_core.provider.operators.report import sync_iceberg_table
-from ingest_core.provider.operators.run import store
-from ingest_core.store.compaction import CompactionConflictError, publish_compaction
+from ingest_core.store.compaction import publish_compaction
 from ingest_core.store.kill import kill
 from ingest_core.store.publisher import SegmentDescriptor
 from ingest_core.store.reader import DatasourceReader
-from ingest_core.store.schema import utcnow
+from ingest_core.store.metadata import utcnow
 from ingest_core.store.segment_schema import segment_types
+from ingest_core.supervisor.report import sync_iceberg_table
+from ingest_core.supervisor.run import open_store
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ def search_task(spec: DatasourceSpec, run_id: str) -> list[list[str]]:
     """Stage the jobs of the intervals to compact; returns each job's `compact_job.py` arguments."""
     compaction = spec.compaction
     assert compaction is not None
-    visible = DatasourceReader(store(), spec.datasource).segments()
+    visible = DatasourceReader(open_store(), spec.datasource).segments()
     granularity = (compaction.granularity_spec.segment_granularity
                    or spec.data_schema.granularity_spec.segment_granularity)
     found = find_candidates(visible, granularity=granularity, target_rows=compaction.target_rows,
@@ -105,7 +106,7 @@ class CompactionOutcome:
 def publish_task(spec: DatasourceSpec, jobs: list[list[str]]) -> dict[str, Any]:
     from ingest_core.spark.compaction import read_report
 
-    metadata = store()
+    metadata = open_store()
     compacted, conflicts, failed, before, after = [], [], [], 0, 0
     for args in jobs or []:
         job = CompactionJob.from_json(deep_storage.read_json(args[args.index("--job") + 1]))
@@ -153,5 +154,5 @@ def kill_task(spec: DatasourceSpec) -> dict[str, Any]:
     assert compaction is not None
     if not compaction.kill.enabled:
         return {"kill": "off"}
-    result = kill(store(), spec, compaction.kill.buffer_period.to_timedelta(), utcnow(), job_folders(spec))
+    result = kill(open_store(), spec, compaction.kill.buffer_period.to_timedelta(), utcnow(), job_folders(spec))
     return result.to_json()

@@ -15,12 +15,9 @@ transaction. After each action that moves the offsets, the Kafka consumer group 
 
 from __future__ import annotations
 
+import json
 import logging
-import os
-import subprocess
-import sys
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import ContextManager, Iterable, Mapping, Protocol
 
 from ingest_core.core.errors import IngestError
@@ -55,14 +52,14 @@ from ingest_core.core.offsets import (
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.planner import plan_run
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.core.states import Event, transition
+from ingest_core.core.states import Event, State, Stored, move
 from ingest_core.kafka.consumer_group import sync_group
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
-from ingest_core.service.status import run_succeeded, spec_for
 from ingest_core.store.audit import RESET, SKIP, cleared_by_last_reset
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.metadata import GroupStatus, MetadataStore, utcnow
-from ingest_core.supervisor.planning import plan_request
+from ingest_core.store.records import run_succeeded
+from ingest_core.supervisor.planning import plan_request, spec_for
 
 log = logging.getLogger(__name__)
 
@@ -71,26 +68,6 @@ class DagControl(Protocol):
     def set_paused(self, dag_id: str, paused: bool) -> None: ...
 
     def trigger(self, dag_id: str, run_id: str) -> None: ...
-
-
-class AirflowCliDags:
-    """Pauses DAGs with the `airflow` command of this environment (its configuration, its database)."""
-
-    def set_paused(self, dag_id: str, paused: bool) -> None:
-        airflow = str(Path(sys.executable).parent / "airflow")
-        done = subprocess.run([airflow, "dags", "pause" if paused else "unpause", dag_id, "-y"],
-                              capture_output=True, text=True, timeout=300, env=os.environ)
-        if done.returncode != 0:
-            raise IngestError(f"`airflow dags {'pause' if paused else 'unpause'} {dag_id}` failed: "
-                              f"{(done.stderr or done.stdout).strip()[-2000:]}")
-
-    def trigger(self, dag_id: str, run_id: str) -> None:
-        airflow = str(Path(sys.executable).parent / "airflow")
-        done = subprocess.run([airflow, "dags", "trigger", dag_id, "--run-id", run_id], capture_output=True,
-                              text=True, timeout=300, env=os.environ)
-        if done.returncode != 0:
-            raise IngestError(f"`airflow dags trigger {dag_id} --run-id {run_id}` failed: "
-                              f"{(done.stderr or done.stdout).strip()[-2000:]}; trigger it by hand, the plan is kept")
 
 
 @dataclass(frozen=True)
@@ -116,49 +93,49 @@ class DatasourceActions:
     def _require(self, name: str) -> dict:
         return self.store.require_datasource(name)
 
-    def _require_live(self, name: str, action: str) -> dict:
-        """Offsets move only on a datasource that exists for Druid: a terminated supervisor has none to move (and
-        a move would re-create the consumer group `terminate` deleted)."""
-        row = self._require(name)
-        if row["terminated"]:
-            raise IngestError(f"{action} of {name!r} refused, nothing was changed: the datasource is terminated; "
-                              f"`ingest resume {name}` restarts it, then move its offsets")
-        return row
+    def _taken(self, name: str, event: Event) -> Stored:
+        """The datasource's state, when it takes `event` (`core.states.TABLE`; else `IllegalMoveError`, before
+        anything is asked or changed). A terminated supervisor has no offsets to move, for one (and a move would
+        re-create the consumer group `terminate` deleted)."""
+        self._require(name)
+        state = self.store.datasources.state(name)
+        move(state, event, name)
+        return state
 
     def _pause(self, name: str, paused: bool) -> None:
         if self.dags is not None:
             self.dags.set_paused(name, paused)
 
-    def _switch(self, name: str, event: Event, paused: bool, **flags: bool) -> ActionResult:
-        row = self._require(name)
+    def _switch(self, name: str, event: Event, paused: bool) -> ActionResult:
+        """Move the state by `event` (the table refuses what the state does not take) and pause or unpause."""
+        before = self._taken(name, event)
         with self.store.session() as conn:
-            self.store.set_state(name, event, conn=conn, **flags)
-            self.store.audit(name, event.value, {"previousState": row["state"], "wasTerminated": bool(row["terminated"])},
+            after = self.store.datasources.set_state(name, event, conn=conn)
+            self.store.audit(name, event.value, {"previousState": before[0].value,
+                                                 "wasTerminated": before[0] is State.TERMINATED},
                              self.actor, conn=conn)
         self._pause(name, paused)
-        return ActionResult(event.value, name, {"state": transition(event)[0].value})
+        return ActionResult(event.value, name, {"state": after[0].value})
 
     def suspend(self, name: str) -> ActionResult:
-        if self._require(name)["terminated"]:
-            raise IngestError(f"datasource {name!r} is terminated; `ingest resume {name}` restarts it")
-        return self._switch(name, Event.SUSPEND, True, suspended=True)
+        return self._switch(name, Event.SUSPEND, True)
 
     def resume(self, name: str) -> ActionResult:
         """Resumes a suspended datasource, or restarts a terminated one (Druid: submitting its spec again);
         its committed offsets are kept either way."""
-        return self._followed(self._switch(name, Event.RESUME, False, suspended=False, terminated=False))
+        return self._followed(self._switch(name, Event.RESUME, False))
 
     def terminate(self, name: str) -> ActionResult:
         """A tombstone: the DAG stops scheduling and no run plans again. Runs in flight may still publish. The
         consumer group is deleted (nothing consumes for it any more: its lag would alert forever); the committed
         offsets stay in the store, and `resume` mirrors them again."""
-        return self._followed(self._switch(name, Event.TERMINATE, True, terminated=True), delete=True)
+        return self._followed(self._switch(name, Event.TERMINATE, True), delete=True)
 
     def sync_group(self, name: str) -> ActionResult:
         """`ingest sync-group`: the consumer group made to show the committed offsets again (deleted when none
-        are committed), after an action could not reach the broker."""
-        self._require(name)
-        return self._followed(ActionResult("sync-group", name, {}))
+        are committed, or the datasource is terminated), after an action could not reach the broker."""
+        state = self._taken(name, Event.SYNC_GROUP)
+        return self._followed(ActionResult("sync-group", name, {}), delete=state[0] is State.TERMINATED)
 
     def _followed(self, result: ActionResult, delete: bool = False) -> ActionResult:
         """`result` with what became of the consumer group: it follows the committed offsets (`delete`: it goes).
@@ -226,7 +203,7 @@ class DatasourceActions:
         """Druid's hard reset: forget the committed offsets; the next run starts from earliest or latest
         (useEarliestOffset). From earliest it ingests again what was published: it runs only when that number of
         duplicates is confirmed (`confirm_duplicates`); from latest the records in between are skipped (counted)."""
-        self._require_live(name, "reset")
+        self._taken(name, Event.RESET)
         spec = self._spec(name, spec)
         stored = set(self.store.committed_offsets(name)) | {c.tp for c in self.store.published_ranges(name)}
         view = self._broker(spec, {tp.topic for tp in stored}, reader)
@@ -255,82 +232,48 @@ class DatasourceActions:
         and their publish is refused. A publish that got in first (it holds the same lock) simply moves the
         backfill's start. So every offset is ingested once: Druid's own reset-to-latest admits duplicates.
         `reader`: the caller's (it stays open); else one of its own, closed once it has answered."""
-        self._require_live(name, "reset --to-latest")
-        io = spec.io_config
-        own_reader = reader is None
-        reader = reader or KafkaOffsetReader.for_spec(spec)
-        try:
-            tps = reader.partitions(topic=io.topic, pattern=io.topic_pattern)
-            snap = reader.snapshot(tps)
-            topic_ids = reader.topic_ids(tp.topic for tp in tps)
-        finally:
-            if own_reader:
-                reader.close()
+        self._taken(name, Event.RESET_TO_LATEST)
+        view = self._stream(spec, reader)
         now = utcnow()
-        run_id = f"reset_backfill__{format_datetime(now)}"
         with self._main_line(name) as line:
-            # Offsets that left the log (retention, a re-created topic) stop every run: getting past them is
-            # what this reset is for, so they are moved into the log, and what that loses is reported.
-            before = line.committed()
-            # a topic deleted and re-created: its offsets describe the old log; the new one is read from its start
-            recreated = recreated_topics(before, topic_ids)
-            committed, moved = clamp_to_log({tp: k for tp, k in before.items() if tp.topic not in recreated},
-                                            snap.earliest, snap.latest)
-            # where the main line stands, ignoring runs in flight (superseded below)
-            starts = resolve_start_offsets(tps, datasource=name, inflight={}, committed=committed,
-                                           earliest=snap.earliest, latest=snap.latest,
-                                           use_earliest=io.use_earliest_offset,
-                                           reset_automatically=spec.tuning_config.reset_offset_automatically).starts
-            starts.update({tp: StartOffset(snap.earliest[tp], StartSource.NEW_PARTITION) for tp in tps
-                           if tp.topic in recreated})
-            target = {tp: max(snap.latest[tp], starts[tp].offset) for tp in tps}
+            jump = jump_to_latest(spec, line.committed(), view)
             # releases only a re-created topic's claims, in practice
-            move = line.move(target, by=f"reset-to-latest by {self.actor}",
-                             reason="the datasource was reset to the latest offsets", topic_ids=topic_ids)
-            skipped = {tp: (starts[tp].offset, target[tp]) for tp in tps if starts[tp].offset < target[tp]}
+            move = line.move(jump.target, by=f"reset-to-latest by {self.actor}",
+                             reason="the datasource was reset to the latest offsets", topic_ids=view.topic_ids)
             plan = None
-            if backfill and skipped:
+            if backfill and jump.skipped:
                 plan = plan_run(plan_request(
-                    spec, run_id, now,
-                    starts={tp: StartOffset(start, StartSource.BACKFILL) for tp, (start, _) in skipped.items()},
-                    latest={tp: end for tp, (_, end) in skipped.items()}))
+                    spec, f"reset_backfill__{format_datetime(now)}", now,
+                    starts={tp: StartOffset(start, StartSource.BACKFILL) for tp, (start, _) in jump.skipped.items()},
+                    latest={tp: end for tp, (_, end) in jump.skipped.items()}))
                 self.store.insert_run(plan, conn=line.conn)
-            below = [m for m in moved if m.from_offset < m.earliest]
-            beyond = [m for m in moved if m.from_offset > m.latest]
-            read = read_by_partition(self.store.offsets.claims(name, conn=line.conn))
-            lost = [r for m in below for r in subtract(m.tp, m.from_offset, m.earliest, read.get(m.tp, ()))]
-            if plan is None:  # no backfill reads them: what the main line jumps over is lost too
-                lost += [r for tp, (s, e) in sorted(skipped.items()) for r in subtract(tp, s, e, read.get(tp, ()))]
-            loss, lost_warnings = self._lost(line, RecordsLost(LossCause.RESET_TO_LATEST, tuple(sorted(lost))))
-            details = {"from": offsets_to_json({tp: s for tp, (s, _) in skipped.items()}),
-                       "to": offsets_to_json(target), "skippedRecords": sum(e - s for s, e in skipped.values()),
-                       "backfillRun": plan.run_id if plan else None, "supersededRuns": move.superseded,
-                       "removedBeforeIngestion": _ranges_json((m.tp, [m.from_offset, m.earliest]) for m in below),
-                       "removedRecords": sum(m.earliest - m.from_offset for m in below),
-                       "beyondLogEnd": _ranges_json((m.tp, [m.from_offset, m.latest]) for m in beyond),
-                       "releasedRanges": _ranges(move.released), **loss}
-            if recreated:
-                details["topicIds"] = {t: {"from": old, "to": now} for t, (old, now) in recreated.items()}
+            loss, lost_warnings = self._lost(line, RecordsLost(LossCause.RESET_TO_LATEST, jump.lost(
+                read_by_partition(self.store.offsets.claims(name, conn=line.conn)), backfilled=plan is not None)))
+            details = {**jump.to_json(), "backfillRun": plan.run_id if plan else None,
+                       "supersededRuns": move.superseded, "releasedRanges": _ranges(move.released), **loss}
             self.store.audit(name, "reset_to_latest", details, self.actor, conn=line.conn)
-        warnings = [f"partition {m.tp}: records {m.from_offset}..{m.earliest - 1} ({m.earliest - m.from_offset} "
-                    f"records) were removed (retention or delete_records) before they were ingested: they are lost"
-                    + (f"; the backfill starts at {m.earliest}" if plan and m.tp in skipped else "") for m in below]
-        warnings += [f"partition {m.tp}: committed offset {m.from_offset} is beyond the log end offset {m.latest} "
-                     f"(the topic was re-created?): it described another log, of which nothing is backfilled; the "
-                     f"main line continues from {m.latest}" for m in beyond]
-        warnings += [f"topic {t!r} was deleted and re-created (topic id {old} -> {now}): its committed offsets "
-                     f"described the old log; the new log is skipped from its start"
-                     + (" and backfilled" if plan else "") for t, (old, now) in sorted(recreated.items())]
-        if backfill and plan is None:
-            warnings.append("nothing to backfill: no records are left in the log between where the main line stood "
-                            "and the latest offsets")
-        warnings += lost_warnings
+        warnings = jump.warnings(backfill, plan is not None) + lost_warnings
         for warning in warnings:
             log.warning("reset --to-latest of %s: %s", name, warning)
         if plan is not None and self.dags is not None:
             self.dags.trigger(name, plan.run_id)
         return self._followed(ActionResult("reset --to-latest" + (" --backfill" if backfill else ""), name, details,
-                                           tuple(warnings)))
+                                           warnings))
+
+    @staticmethod
+    def _stream(spec: DatasourceSpec, reader: KafkaOffsetReader | None) -> "BrokerView":
+        """What the broker has of the datasource's stream now: its partitions' log start and end, topic ids.
+        `reader`: the caller's (left open); else one of our own, closed once it has answered."""
+        io = spec.io_config
+        own = reader is None
+        reader = reader or KafkaOffsetReader.for_spec(spec)
+        try:
+            tps = reader.partitions(topic=io.topic, pattern=io.topic_pattern)
+            snap = reader.snapshot(tps)
+            return BrokerView({}, snap.earliest, snap.latest, reader.topic_ids(tp.topic for tp in tps))
+        finally:
+            if own:
+                reader.close()
 
     def set_offsets(self, name: str, new: Mapping[TopicPartition, int] | Iterable[OffsetRequest],
                     spec: DatasourceSpec | None = None, *, reader: KafkaOffsetReader | None = None,
@@ -342,7 +285,7 @@ class DatasourceActions:
         `forced`); a negative offset always. Moving back over published records ingests them again: it runs only
         when their number is confirmed (`confirm_duplicates`). The topic ids are recorded with the offsets, so
         this is also how a re-created topic is taken up again (`TopicRecreatedError`)."""
-        self._require_live(name, "set-offsets")
+        self._taken(name, Event.SET_OFFSETS)
         requests = [OffsetRequest(tp.topic, tp.partition, off) for tp, off in new.items()] if isinstance(
             new, Mapping) else list(new)
         if not requests:
@@ -398,7 +341,7 @@ class DatasourceActions:
 
     def failed_ranges(self, name: str) -> list["FailedRange"]:
         """What `skip` would skip now (see `skippable`), read outside any lock: for the operator to confirm."""
-        self._require(name)
+        self._taken(name, Event.SKIP)
         return skippable(failed_group_ranges(self.store, name), self.store.committed_offsets(name))
 
     def skip(self, name: str, expect: list["FailedRange"] | None = None) -> ActionResult:
@@ -407,7 +350,7 @@ class DatasourceActions:
         the lock, superseding the runs in flight. The records skipped are lost: audited (`skippedRanges`) and
         counted in status (`skippedRecords`). `expect`: the ranges the operator confirmed; anything else (a
         run published or failed since) refuses, so nothing is skipped that was not shown."""
-        self._require_live(name, "skip")
+        self._taken(name, Event.SKIP)
         failed = failed_group_ranges(self.store, name)
         with self._main_line(name) as line:
             ranges = skippable(failed, line.committed())
@@ -440,6 +383,73 @@ class BrokerView:
     earliest: dict[TopicPartition, int]
     latest: dict[TopicPartition, int]
     topic_ids: dict[str, str]
+
+
+@dataclass(frozen=True)
+class LatestJump:
+    """Where `reset --to-latest` moves the main line, decided from the committed offsets and the broker's view
+    (pure). Offsets that left the log (retention, a re-created topic) stop every run: getting past them is what
+    this reset is for, so they are moved into the log (`below`, `beyond`), and what that loses is reported."""
+
+    target: dict[TopicPartition, int]
+    skipped: dict[TopicPartition, tuple[int, int]]  # [where the main line stood, target) per partition
+    below: tuple  # `offsets.clamp_to_log` moves: committed below the log start (removed before ingestion)
+    beyond: tuple  # committed beyond the log end (the topic was re-created?)
+    recreated: dict[str, tuple[str | None, str]]  # topic -> (old id, new id)
+
+    def lost(self, read: Mapping[TopicPartition, list], backfilled: bool) -> tuple[LostRange, ...]:
+        """What nothing will read: the removed ranges, and (no backfill reads them) what the main line jumps."""
+        out = [r for m in self.below for r in subtract(m.tp, m.from_offset, m.earliest, read.get(m.tp, ()))]
+        if not backfilled:
+            out += [r for tp, (s, e) in sorted(self.skipped.items()) for r in subtract(tp, s, e, read.get(tp, ()))]
+        return tuple(sorted(out))
+
+    def to_json(self) -> dict:
+        out = {"from": offsets_to_json({tp: s for tp, (s, _) in self.skipped.items()}),
+               "to": offsets_to_json(self.target), "skippedRecords": sum(e - s for s, e in self.skipped.values()),
+               "removedBeforeIngestion": _ranges_json((m.tp, [m.from_offset, m.earliest]) for m in self.below),
+               "removedRecords": sum(m.earliest - m.from_offset for m in self.below),
+               "beyondLogEnd": _ranges_json((m.tp, [m.from_offset, m.latest]) for m in self.beyond)}
+        if self.recreated:
+            out["topicIds"] = {t: {"from": old, "to": now} for t, (old, now) in self.recreated.items()}
+        return out
+
+    def warnings(self, backfill: bool, backfilled: bool) -> tuple[str, ...]:
+        out = [f"partition {m.tp}: records {m.from_offset}..{m.earliest - 1} ({m.earliest - m.from_offset} "
+               f"records) were removed (retention or delete_records) before they were ingested: they are lost"
+               + (f"; the backfill starts at {m.earliest}" if backfilled and m.tp in self.skipped else "")
+               for m in self.below]
+        out += [f"partition {m.tp}: committed offset {m.from_offset} is beyond the log end offset {m.latest} "
+                f"(the topic was re-created?): it described another log, of which nothing is backfilled; the "
+                f"main line continues from {m.latest}" for m in self.beyond]
+        out += [f"topic {t!r} was deleted and re-created (topic id {old} -> {now}): its committed offsets "
+                f"described the old log; the new log is skipped from its start" + (" and backfilled" if backfilled
+                                                                                    else "")
+                for t, (old, now) in sorted(self.recreated.items())]
+        if backfill and not backfilled:
+            out.append("nothing to backfill: no records are left in the log between where the main line stood "
+                       "and the latest offsets")
+        return tuple(out)
+
+
+def jump_to_latest(spec: DatasourceSpec, before: Mapping[TopicPartition, KnownOffset],
+                   view: "BrokerView") -> LatestJump:
+    """`reset --to-latest`'s move from the committed offsets `before` to the latest ones of `view`."""
+    io, tps = spec.io_config, sorted(view.latest)
+    # a topic deleted and re-created: its offsets describe the old log; the new one is read from its start
+    recreated = recreated_topics(before, view.topic_ids)
+    committed, moved = clamp_to_log({tp: k for tp, k in before.items() if tp.topic not in recreated},
+                                    view.earliest, view.latest)
+    # where the main line stands, ignoring runs in flight (the move supersedes them)
+    starts = resolve_start_offsets(tps, datasource=spec.datasource, inflight={}, committed=committed,
+                                   earliest=view.earliest, latest=view.latest, use_earliest=io.use_earliest_offset,
+                                   reset_automatically=spec.tuning_config.reset_offset_automatically).starts
+    starts.update({tp: StartOffset(view.earliest[tp], StartSource.NEW_PARTITION) for tp in tps
+                   if tp.topic in recreated})
+    target = {tp: max(view.latest[tp], starts[tp].offset) for tp in tps}
+    skipped = {tp: (starts[tp].offset, target[tp]) for tp in tps if starts[tp].offset < target[tp]}
+    return LatestJump(target, skipped, tuple(m for m in moved if m.from_offset < m.earliest),
+                      tuple(m for m in moved if m.from_offset > m.latest), recreated)
 
 
 def _effect_json(effect: MoveEffect) -> dict:
@@ -512,19 +522,46 @@ def _ranges_json(items) -> dict[str, dict[str, list[int]]]:
     return out
 
 
-def parse_offset_assignments(items: list[str]) -> list[OffsetRequest]:
-    """`topic:partition=offset`, `topic:partition=earliest|latest`, or `topic=...` for every partition of the
-    topic. Only the syntax is checked here; the values are checked against the broker by `set_offsets`."""
-    out: list[OffsetRequest] = []
-    for item in items:
-        where, sep, value = item.rpartition("=")
-        topic, colon, partition = where.rpartition(":")
-        if not colon or not partition.lstrip("-").isdigit():
-            topic, partition = where, None
-        value = value.strip()
-        if not sep or not topic or not (value in (EARLIEST_OFFSET, LATEST_OFFSET) or value.lstrip("-").isdigit()):
-            raise IngestError(f"{item!r} is not TOPIC:PARTITION=OFFSET (e.g. wikipedia:0=1200), TOPIC:PARTITION="
-                              f"earliest|latest, or TOPIC=earliest|latest (every partition of the topic)")
-        out.append(OffsetRequest(topic, None if partition is None else int(partition),
-                                 value if value in (EARLIEST_OFFSET, LATEST_OFFSET) else int(value)))
-    return out
+RESET_OFFSETS_BODY = ('expected {"type": "kafka", "partitions": {"type": "end", "stream": TOPIC, "partitionOffsetMap": '
+                      '{"0": OFFSET}}} (OFFSET: a number, "earliest" or "latest"), optionally "force": true, '
+                      '"confirmDuplicates": N')
+
+
+def druid_json_object(raw: bytes) -> dict:
+    """A REST body as a JSON object, refusing a key given twice (JSON parsers keep the last one silently: one
+    partition given two offsets must not pick one)."""
+    def unique(pairs: list[tuple[str, object]]) -> dict:
+        seen: dict = {}
+        for key, value in pairs:
+            if key in seen:
+                raise IngestError(f"{key!r} is given twice in the body ({seen[key]!r}, {value!r}): give it once; "
+                                  "nothing was changed")
+            seen[key] = value
+        return seen
+
+    try:
+        body = json.loads(raw, object_pairs_hook=unique)
+    except ValueError:  # not JSON, or not UTF-8
+        body = None
+    if not isinstance(body, dict):
+        raise IngestError(f"the body is not a JSON object: {RESET_OFFSETS_BODY}")
+    return body
+
+
+def druid_offset_requests(body: dict) -> list[OffsetRequest]:
+    """Druid's resetOffsets `partitions` as offset requests; their values are checked by `set_offsets`
+    (`offsets.request_problem`: a `stream` that is not a topic name, an offset past the 64-bit range)."""
+    try:
+        partitions = body["partitions"]
+        return [OffsetRequest(partitions["stream"], int(p), _offset_value(o))
+                for p, o in partitions["partitionOffsetMap"].items()]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise IngestError(RESET_OFFSETS_BODY) from None
+
+
+def _offset_value(value: object) -> int | str:
+    if isinstance(value, str) and value in (EARLIEST_OFFSET, LATEST_OFFSET):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(value)
+    return value

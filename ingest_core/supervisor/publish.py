@@ -1,0 +1,208 @@
+"""The publish step of a run: read the reports the run's Spark jobs left, and publish every task group that
+succeeded (its published replica: `executor.report.published_attempt`) in one transaction (`store.publisher`),
+in order after the run it was pipelined from; then the state the run leaves the datasource in."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from datetime import datetime, timedelta
+from typing import Any, Callable
+
+from ingest_core.core.errors import (
+    IngestError,
+    NothingSucceededError,
+    PredecessorGoneError,
+    PublishPendingError,
+    RunExpiredError,
+    StaleRunError,
+)
+from ingest_core.core.offsets import OffsetRange, TopicPartition
+from ingest_core.core.planner import Plan, TaskGroup
+from ingest_core.core.spec import DatasourceSpec
+from ingest_core.core.states import Event, after_nothing_to_read
+from ingest_core.handover import deep_storage
+from ingest_core.handover.report import AttemptReport, GroupReport, successful_attempts
+from ingest_core.store.metadata import MetadataStore, RunStatus, utcnow
+from ingest_core.store.publisher import GroupResult, Publisher, PublishResult
+from ingest_core.supervisor.planning import Supervisor
+from ingest_core.supervisor.run import RunFailedForGood, RunSkipped, final_reason, open_store
+
+log = logging.getLogger(__name__)
+
+REPORT_READ_ATTEMPTS, REPORT_READ_RETRY_S = 3, 2.0  # a report that exists but cannot be read: retry, then fail
+
+
+def publish_step(spec: DatasourceSpec, run_id: str, run_jobs: Callable[[Plan], None],
+                 metadata: MetadataStore | None = None) -> dict[str, Any]:
+    """Publish every group whose job succeeded, in one transaction; keep the reports of its replicas that
+    succeeded; returns the publish's summary (XCom, the Asset event's extra). `run_jobs(plan)`: runs the Spark
+    jobs of a plan made again here (a run whose predecessor will never publish plans again and publishes)."""
+    metadata = metadata or open_store()
+    record = metadata.require_run(spec.datasource, run_id)
+    if record.status is RunStatus.SUPERSEDED or record.expired:
+        raise RunSkipped(final_reason(record))
+    if record.plan.revision and record.status.in_flight and unread_groups(spec, record.plan):
+        run_jobs(record.plan)  # planned again by an earlier try of this task, which did not run all its jobs
+    plans = [record.plan]
+
+    def replan() -> list[GroupResult] | None:
+        plan = Supervisor(spec, metadata).replan(run_id).plan
+        if plan.revision == plans[-1].revision:
+            return None  # not planned again: no longer in flight (an operator's move superseded it)
+        plans.append(plan)
+        run_jobs(plan)
+        return results_of(spec, plan)
+
+    try:
+        result = publish_in_order(Publisher(metadata), spec.datasource, run_id, results_of(spec, record.plan),
+                                  timeout_s=spec.io_config.completion_timeout.to_timedelta().total_seconds(),
+                                  replan=replan)
+    except (RunExpiredError, NothingSucceededError) as exc:  # a retry would be refused again
+        raise RunFailedForGood(str(exc)) from None
+    if not result.already_published:  # a re-run of a published run keeps the reports it has
+        for reports in successful_reports(spec, plans[-1]).values():
+            for report in reports:
+                metadata.add_task_report(report)
+    last_active = metadata.last_active(spec.datasource) if record.plan.is_empty else None  # idleConfig's clock
+    metadata.datasources.set_state(spec.datasource, state_event(spec, record.plan, last_active))
+    summary = publish_summary(result, plans[-1])
+    log.info("publish: %s", json.dumps(summary))
+    return summary
+
+
+def state_event(spec: DatasourceSpec, plan: Plan, last_active: datetime | None, now: datetime | None = None) -> Event:
+    """The state a published run leaves: RUNNING after rows; after nothing, IDLE or not by ioConfig.idleConfig."""
+    if not plan.is_empty:
+        return Event.PUBLISHED
+    idle = spec.io_config.idle_config
+    return after_nothing_to_read(None if idle is None else idle.enabled,
+                                 timedelta(milliseconds=idle.inactive_after_millis if idle else 0), last_active,
+                                 now or utcnow())
+
+
+def results_of(spec: DatasourceSpec, plan: Plan) -> list[GroupResult]:
+    """What the plan's groups that succeeded publish (each group's published replica)."""
+    return [GroupResult.from_report(reports[0]) for reports in successful_reports(spec, plan).values()]
+
+
+def successful_reports(spec: DatasourceSpec, plan: Plan) -> dict[int, list[GroupReport]]:
+    """Per task group with something to read, the reports of its replicas that succeeded (the earliest
+    successful attempt of each), the one to publish first. A group none succeeded in is left out: it failed."""
+    out = {}
+    for group in plan.groups:
+        if group.is_empty:
+            continue
+        chosen = successful_attempts(plan_reports(spec, plan, group.group_id))
+        if chosen:
+            out[group.group_id] = [a.report for a in chosen]
+    return out
+
+
+def unread_groups(spec: DatasourceSpec, plan: Plan) -> list[int]:
+    """The plan's groups with something to read that no job of this plan has reported on (succeeded or not)."""
+    return [g.group_id for g in plan.groups if not g.is_empty and not plan_reports(spec, plan, g.group_id)]
+
+
+def plan_reports(spec: DatasourceSpec, plan: Plan, group_id: int) -> list[AttemptReport]:
+    """The reports of a group's attempts that read this plan of the run: a run planned again (`Plan.revision`)
+    keeps its earlier jobs' output in the same folders, and a report of other offsets than the group's plan is
+    never this group's (publishing it would ingest the wrong range)."""
+    group = plan.group(group_id)
+    return [a for a in group_reports(spec, plan.run_id, group_id) if reads(a.report, group)]
+
+
+def reads(report: GroupReport, group: TaskGroup) -> bool:
+    """Whether the report is of a job of this group's plan: its splits, or (failed before it read any) the
+    ranges its failure names; a report that says neither is taken for the group's."""
+    if report.splits and report.succeeded:
+        return tuple(OffsetRange(TopicPartition(s.topic, s.partition), s.start, s.end)
+                     for s in report.splits) == group.splits
+    if report.failure is not None:
+        return report.failure.ranges == tuple(p.range for p in group.partitions)
+    return True
+
+
+def group_reports(spec: DatasourceSpec, run_id: str, group_id: int) -> list[AttemptReport]:
+    """The reports the attempts of a group's replicas left."""
+    out = []
+    for replica in range(spec.io_config.replicas):
+        group = deep_storage.group_uri(deep_storage.base_for(spec), spec.datasource, run_id, group_id, replica)
+        for uri in deep_storage.attempt_folders(group):
+            attempt = deep_storage.attempt_id(uri)
+            report = read_report(deep_storage.join(uri, "report.json"), f"the report of task group {group_id} "
+                                 f"(replica {replica}, attempt {attempt}) of run {run_id}")
+            if report is not None:
+                out.append(AttemptReport(report, attempt))
+    return out
+
+
+def read_report(uri: str, what: str) -> GroupReport | None:
+    """A report, or None when there is none (its job failed before writing it). Any other error is a storage
+    fault: retried, then raised, so the publish task fails and Airflow retries it; taking it for "no report"
+    would mark a group that succeeded as failed."""
+    for attempt in range(1, REPORT_READ_ATTEMPTS + 1):
+        try:
+            text = deep_storage.read_text(uri)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if attempt == REPORT_READ_ATTEMPTS:
+                raise IngestError(f"could not read {what} at {uri} ({exc}) in {attempt} attempts; nothing was "
+                                  "published (the publish task fails and is retried)") from exc
+            log.warning("reading %s at %s failed (%s): retrying", what, uri, exc)
+            time.sleep(REPORT_READ_RETRY_S)
+        else:
+            return GroupReport.loads(text, f"{what} at {uri}")
+    return None  # pragma: no cover - the loop returns or raises
+
+
+def publish_in_order(publisher: Publisher, datasource: str, run_id: str, results: list[GroupResult], *,
+                     timeout_s: float, poll_s: float = 2.0,
+                     replan: Callable[[], list[GroupResult] | None] | None = None) -> PublishResult:
+    """Publish, after the in-flight run this one was pipelined from: until that one publishes, fails or passes
+    its deadline, at most `timeout_s` (completionTimeout). When it will never publish, this run's commit is
+    refused (`PredecessorGoneError`): `replan()` plans it again from the committed offsets, runs its jobs and
+    returns their results, which are published instead (None, or no `replan`: the error is raised)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return publisher.publish(datasource, run_id, results)
+        except PredecessorGoneError as exc:
+            log.warning("%s", exc)
+            again = replan() if replan is not None else None
+            if again is None:
+                raise
+            results, deadline = again, time.monotonic() + timeout_s
+        except PublishPendingError as exc:
+            if publisher.store.expire_overdue(datasource, utcnow(), f"run {run_id} waiting to publish after it"):
+                continue
+            if time.monotonic() > deadline:
+                raise IngestError(f"{exc}; it did not publish within {timeout_s:g}s (completionTimeout)") from None
+            log.info("%s: waiting", exc)
+            time.sleep(poll_s)
+        except StaleRunError as exc:
+            log.error("%s", exc)
+            raise
+
+
+def publish_summary(result: PublishResult, plan: Plan) -> dict[str, Any]:
+    return {"runId": result.run_id, "alreadyPublished": result.already_published, "rows": result.rows,
+            "segments": list(result.segment_ids), "publishedGroups": list(result.published_groups),
+            "failedGroups": list(result.failed_groups), "endOffsets": result.end_offsets, "records": plan.records}
+
+
+def retry_cannot_help(base: str, datasource: str, run_id: str, args: list[str]) -> str | None:
+    """Why a failed job (its `ingest_job.py` arguments) would fail the same way on the same records if retried
+    (maxParseExceptions), from the report of its latest attempt; None when a retry may help."""
+    group, replica = int(args[args.index("--group") + 1]), int(args[args.index("--replica") + 1])
+    folder = deep_storage.group_uri(base, datasource, run_id, group, replica)
+    attempts = deep_storage.attempt_folders(folder)  # oldest first: this try's is the last
+    report = read_report(deep_storage.join(attempts[-1], "report.json"),
+                         f"the report of task group {group} of run {run_id}") if attempts else None
+    failure = report.failure if report is not None else None
+    if failure is not None and not failure.retry_can_help:
+        return (f"task group {group} of run {run_id} failed, and a retry would read the same records: "
+                f"{failure.title}: {failure.message}")
+    return None
