@@ -39,13 +39,14 @@ class SilentServer:
 
     def close(self) -> None:
         self.sock.close()
-        for c in self.open:
-            c.close()
+        with self.lock:
+            for c in self.open:
+                c.close()
 
 
 def _closed(conn: socket.socket) -> bool:
-    conn.setblocking(False)
     try:
+        conn.setblocking(False)
         return conn.recv(1 << 16) == b""  # the client hung up (a request it sent is read and dropped)
     except BlockingIOError:
         return False

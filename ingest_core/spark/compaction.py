@@ -37,6 +37,7 @@ from ingest_core.executor.discovery import (
 from ingest_core.executor.rollup import aggregators, long_sum_columns
 from ingest_core.executor.row_parser import TIME
 from ingest_core.handover import deep_storage
+from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.spark.job import (
     col,
     exact_long_sums,

@@ -64,6 +64,7 @@ from ingest_core.handover.report import (
 )
 from ingest_core.kafka.config import KafkaClientConfig
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
+from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.spark.kafka_source import (
     BUCKET,
     SEGMENT,

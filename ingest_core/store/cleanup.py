@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.handover import deep_storage
+from ingest_core.handover import deep_storage, s3_uploads
 from ingest_core.store.metadata import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,8 @@ def find_orphans(store: MetadataStore, spec: DatasourceSpec, run_ids: Sequence[s
             run_folder = deep_storage.run_uri(base, name, run.run_id)
             folders = deep_storage.attempt_folders(run_folder, recursive=True)
             if deep_storage.is_object_store(run_folder):  # a killed job's unfinished uploads: no object lists them
-                folders = sorted(set(folders) | set(s3_uploads.folders_with_uploads(run_folder, deep_storage.ATTEMPT)))
+                uploading = s3_uploads.folders_with_uploads(run_folder, deep_storage.ATTEMPT)
+                folders = sorted(set(folders) | set(uploading))
             out.extend(Orphan(run.run_id, uri) for uri in unreferenced(folders, locations))
     return out
 

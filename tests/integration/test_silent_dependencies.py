@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 
 import pytest
 from helpers import SIMPLE, spec_from
@@ -111,19 +112,20 @@ def test_metadata_store_connect_ends_in_metadata_store_unavailable(silent, monke
 
 
 def test_object_store_request_ends_in_object_store_unavailable(silent, monkeypatch):
-    from ingest_core.handover import deep_storage
+    from ingest_core.handover import deep_storage, object_store
 
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setattr(deep_storage, "OBJECT_STORE_CONNECT_TIMEOUT_S", 1.0)
-    monkeypatch.setattr(deep_storage, "OBJECT_STORE_REQUEST_TIMEOUT_S", 1.0)
-    uri = f"s3://bucket/deep?endpoint_override={silent.address}&scheme=http&region=us-east-1"
+    monkeypatch.setattr(object_store, "OBJECT_STORE_CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(object_store, "OBJECT_STORE_REQUEST_TIMEOUT_S", 1.0)
+    bucket = f"silent-{uuid.uuid4().hex[:8]}"  # filesystems are kept per bucket: one of this test's own
+    uri = f"s3a://{bucket}/deep"
+    object_store.register_s3(uri, object_store.S3Access(endpoint=f"http://{silent.address}", region="us-east-1",
+                                                        path_style=True, access_key="test", secret_key="test"))
     for call in (deep_storage.list_files, deep_storage.read_json):
         with Clock(), pytest.raises(ObjectStoreUnavailableError) as info:
             call(uri)
         assert info.value.endpoint == uri and info.value.deadline_s == 1.0 and "request timeout 1s" in str(info.value)
-    # a filesystem with deadlines of its own keeps them
+    # a filesystem pyarrow made from a URI of its own form gets the deadlines too, unless it has its own
     import pyarrow.fs as pafs
 
     own = pafs.S3FileSystem(endpoint_override=silent.address, scheme="http", connect_timeout=5, request_timeout=7)
