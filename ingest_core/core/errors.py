@@ -34,6 +34,12 @@ class BrokerUnavailableError(IngestError):
     """Kafka could not be reached, or did not answer in time."""
 
 
+class KafkaAuthenticationError(BrokerUnavailableError):
+    """A broker refused the client: SASL credentials rejected, or a TLS handshake refused (a client certificate
+    the listener does not trust, a CA that does not match). Asking again cannot help until the configuration is
+    fixed, so it is raised at the first refusal, never retried."""
+
+
 class TopicNotFoundError(IngestError):
     """The spec's topic (or no topic at all for a topicPattern) exists on the cluster."""
 

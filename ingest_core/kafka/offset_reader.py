@@ -22,7 +22,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from ingest_core.core.defaults import ISOLATION_LEVEL
-from ingest_core.core.errors import BrokerUnavailableError, TopicNotFoundError
+from ingest_core.core.errors import BrokerUnavailableError, KafkaAuthenticationError, TopicNotFoundError
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.kafka.config import KafkaClientConfig
 
@@ -71,7 +71,16 @@ class KafkaOffsetReader:
     def _describe(self, exc: BaseException) -> str:
         return self.config.redact(str(exc.args[0] if exc.args else exc))
 
+    def _refusal(self) -> KafkaAuthenticationError | None:
+        """The broker's refusal of this reader's clients, if one came (poll serves their error_cb)."""
+        for client in (self._client(), self._admin):
+            if client is not None:
+                client.poll(0)
+        return self.config.refusal()
+
     def _unavailable(self, what: str, exc: BaseException) -> BrokerUnavailableError:
+        if (refused := self._refusal()) is not None:
+            return refused
         return BrokerUnavailableError(
             f"Kafka at {self.config.bootstrap_servers!r} did not answer {what} within {self.timeout_s:g}s: "
             f"{self._describe(exc)}. Check that the brokers are up and consumerProperties.bootstrap.servers "
@@ -81,11 +90,17 @@ class KafkaOffsetReader:
     # ------------------------------------------------------------------------------------------ discovery
 
     def topics(self) -> dict[str, int]:
-        """All non-internal topics with their partition counts."""
-        try:
-            md = self._client().list_topics(timeout=self.timeout_s)
-        except KafkaException as exc:
-            raise self._unavailable("a metadata request", exc) from None
+        """All non-internal topics with their partition counts. Asked in slices of a second, so that a broker
+        refusing the credentials or the certificate ends it at once (librdkafka itself reconnects and asks
+        again until the timeout)."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                md = self._client().list_topics(timeout=min(1.0, max(deadline - time.monotonic(), 0.1)))
+                break
+            except KafkaException as exc:
+                if time.monotonic() >= deadline or self._refusal() is not None:
+                    raise self._unavailable("a metadata request", exc) from None
         return {name: len(t.partitions) for name, t in md.topics.items()
                 if not name.startswith("__") and t.error is None}
 

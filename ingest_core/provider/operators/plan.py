@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 
+from ingest_core.core.errors import KafkaAuthenticationError
 from ingest_core.core.planner import Plan
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor import deep_storage
@@ -29,14 +30,17 @@ NO_JOB: list[str] = []
 def plan_task(spec: DatasourceSpec, run: RunContext) -> list[list[str]]:
     """Plan (or re-use) the run's plan; stage spec and plan in deep storage; return one spark-submit argument
     list per task group x replica, or [NO_JOB] when there is nothing to read."""
-    from airflow.sdk.exceptions import AirflowSkipException
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
     check_spark_connection(spec.microbatch.spark.conn_id)
     metadata = store()
     check_active(metadata, spec.datasource)
     supervisor = Supervisor(spec, metadata)
     supervisor.register()
-    record = supervisor.plan(run.run_id, PlanOptions(end_time=run.end_time))  # expires overdue runs first
+    try:
+        record = supervisor.plan(run.run_id, PlanOptions(end_time=run.end_time))  # expires overdue runs first
+    except KafkaAuthenticationError as exc:  # refused credentials or certificate: a retry would be refused too
+        raise AirflowFailException(str(exc)) from None
     plan = record.plan
     log.info("plan of run %s (%s):\n%s", run.run_id, record.status.value, json.dumps(plan.to_json(), indent=1))
     if record.status is RunStatus.PUBLISHED:
