@@ -126,3 +126,32 @@ def test_a_refused_client_is_one_clear_error_at_once_naming_the_listener_and_mec
         assert any("authentication" in r.getMessage().lower() or "alert" in r.getMessage()
                    for r in caplog.records), why
         assert not any(wrong in r.getMessage() or broker.password in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.timeout(120)  # maxWait is an hour: reaching it would mean the gate kept asking
+def test_the_data_gate_ends_at_the_first_refusal_instead_of_waiting_out_max_wait(secured_broker, monkeypatch,
+                                                                                  tmp_path):
+    import asyncio
+    import json
+    from datetime import datetime, timedelta, timezone
+
+    from ingest_core.provider.triggers.new_records import NewRecordsTrigger
+
+    broker = secured_broker
+    topic = broker.create_topic()
+    monkeypatch.setenv("SECURE_KAFKA_PASSWORD", f"{broker.password}-wrong")
+    spec = spec_with(topic, "gated", sasl_properties(broker, **{
+        "sasl.username": broker.user, "sasl.password": {"type": "environment", "variable": "SECURE_KAFKA_PASSWORD"}}))
+    path = tmp_path / "gated.json"
+    path.write_text(json.dumps(spec.to_raw()))  # references stay references
+    trigger = NewRecordsTrigger(str(path), [[topic, 0, 0]], 10,
+                                (datetime.now(timezone.utc) + timedelta(hours=1)).isoformat(), poke_interval_s=0.2)
+
+    async def first():
+        async for event in trigger.run():
+            return event
+
+    event = asyncio.run(first())
+    assert event.payload["status"] == "refused"
+    assert event.payload["error"].startswith(f"Kafka listener sasl_ssl://{broker.sasl_bootstrap} refused the "
+                                             "credentials")
