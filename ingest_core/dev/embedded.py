@@ -238,7 +238,8 @@ class SecuredKafka(EmbeddedKafka):
         self.mtls_port = self._saved_ports.get("mtls") or free_port()
         self.sasl_bootstrap = f"127.0.0.1:{self.sasl_port}"
         self.mtls_bootstrap = f"127.0.0.1:{self.mtls_port}"
-        self.tls = TlsFiles(self.data_dir / "tls", client_key_password)
+        # absolute paths: clients elsewhere (a Spark executor's working dir) read the same files
+        self.tls = TlsFiles(self.data_dir.resolve() / "tls", client_key_password)
 
     def _ports(self) -> dict[str, int]:
         return {**super()._ports(), "sasl_ssl": self.sasl_port, "mtls": self.mtls_port}
