@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from ingest_core.core import secrets
 from ingest_core.core.errors import KafkaAuthenticationError
@@ -126,3 +127,19 @@ class KafkaClientConfig:
             f"ssl.ca.location (the brokers' CA) and, where the listener requires client certificates, "
             f"ssl.certificate.location, ssl.key.location and ssl.key.password; asking again cannot help until "
             f"they are fixed.")
+
+
+def list_topics(client: Any, config: KafkaClientConfig, timeout_s: float, topic: str | None = None) -> Any:
+    """`client.list_topics` (a Consumer's, an AdminClient's) made with `config`, asked in slices of a second so
+    that a broker refusing the credentials or the certificate ends it at once with `KafkaAuthenticationError`:
+    librdkafka itself reconnects and asks again until the timeout. Other failures raise KafkaException."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return client.list_topics(topic, timeout=min(1.0, max(deadline - time.monotonic(), 0.1)))
+        except KafkaException:
+            client.poll(0)  # serves the client's error_cb: a refusal is recorded
+            if (refused := config.refusal()) is not None:
+                raise refused from None
+            if time.monotonic() >= deadline:
+                raise

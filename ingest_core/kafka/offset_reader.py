@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient
 from ingest_core.core.defaults import ISOLATION_LEVEL
 from ingest_core.core.errors import BrokerUnavailableError, KafkaAuthenticationError, TopicNotFoundError
 from ingest_core.core.offsets import TopicPartition
-from ingest_core.kafka.config import KafkaClientConfig
+from ingest_core.kafka.config import KafkaClientConfig, list_topics
 
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps with special meaning in the Kafka protocol
 _MISSING_PARTITION = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
@@ -93,14 +93,10 @@ class KafkaOffsetReader:
         """All non-internal topics with their partition counts. Asked in slices of a second, so that a broker
         refusing the credentials or the certificate ends it at once (librdkafka itself reconnects and asks
         again until the timeout)."""
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            try:
-                md = self._client().list_topics(timeout=min(1.0, max(deadline - time.monotonic(), 0.1)))
-                break
-            except KafkaException as exc:
-                if time.monotonic() >= deadline or self._refusal() is not None:
-                    raise self._unavailable("a metadata request", exc) from None
+        try:
+            md = list_topics(self._client(), self.config, self.timeout_s)
+        except KafkaException as exc:
+            raise self._unavailable("a metadata request", exc) from None
         return {name: len(t.partitions) for name, t in md.topics.items()
                 if not name.startswith("__") and t.error is None}
 

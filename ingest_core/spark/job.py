@@ -241,7 +241,8 @@ def _job_error(exc: BaseException) -> IngestError:
     if isinstance(exc, IngestError):
         return exc
     text = str(exc)
-    for cls in (ParseExceptionLimitError, errors.OffsetOutOfRangeError, errors.BrokerUnavailableError,
+    for cls in (ParseExceptionLimitError, errors.OffsetOutOfRangeError, errors.KafkaAuthenticationError,
+                errors.BrokerUnavailableError,
                 errors.TopicNotFoundError, IngestError):
         marker = f"{cls.__name__}: "
         if marker in text:

@@ -37,7 +37,8 @@ def spec_with(topic: str, name: str, properties: dict):
     raw = {"type": "kafka", "spec": {
         "dataSchema": {"dataSource": name, "timestampSpec": {"column": "ts"},
                        "granularitySpec": {"segmentGranularity": "HOUR"}},
-        "ioConfig": {"topic": topic, "inputFormat": {"type": "json"}, "consumerProperties": properties},
+        "ioConfig": {"topic": topic, "inputFormat": {"type": "json"}, "consumerProperties": properties,
+                     "useEarliestOffset": True},
         "tuningConfig": {"type": "kafka"}}}
     return check_spec(parse_spec(raw, f"<test spec {name}>"))  # as `ingest validate` and the DAG factory load it
 
@@ -155,3 +156,36 @@ def test_the_data_gate_ends_at_the_first_refusal_instead_of_waiting_out_max_wait
     assert event.payload["status"] == "refused"
     assert event.payload["error"].startswith(f"Kafka listener sasl_ssl://{broker.sasl_bootstrap} refused the "
                                              "credentials")
+
+
+def test_a_spark_job_refused_by_the_broker_fails_for_good_naming_the_listener_and_mechanism(
+        spark, secured_broker, monkeypatch, tmp_path):
+    """The executors' consumers get the properties the driver resolved: a password changed between the plan and
+    the job (rotated, or another in the driver's environment) is refused there, and the job's error says so."""
+    from helpers import run_and_publish, sqlite_store
+
+    from ingest_core.executor import deep_storage
+    from ingest_core.executor.report import GroupReport
+    from ingest_core.supervisor.planning import PlanOptions, Supervisor
+
+    broker, store = secured_broker, sqlite_store(tmp_path)
+    topic = broker.create_topic()
+    broker.produce(topic, [b'{"ts": "2026-01-01T00:00:00Z"}'] * 5)
+    spec = spec_with(topic, "refused_job", sasl_properties(broker, **{
+        "sasl.username": broker.user, "sasl.password": {"type": "environment", "variable": "SECURE_KAFKA_PASSWORD"}}))
+    monkeypatch.setenv("SECURE_KAFKA_PASSWORD", broker.password)
+    supervisor = Supervisor(spec, store)
+    supervisor.register()
+    plan = supervisor.plan("r1", PlanOptions()).plan
+    assert plan.records == 5
+    wrong = f"{broker.password}-rotated"
+    monkeypatch.setenv("SECURE_KAFKA_PASSWORD", wrong)
+    with pytest.raises(KafkaAuthenticationError) as caught:
+        run_and_publish(spark, store, spec, plan, (tmp_path / "deep").as_uri(), stall_timeout_s=600)
+    assert str(caught.value).startswith(f"Kafka listener sasl_ssl://{broker.sasl_bootstrap} refused the credentials "
+                                        f"(security.protocol SASL_SSL, sasl.mechanism {broker.mechanism})")
+    assert wrong not in str(caught.value) and broker.password not in str(caught.value)
+    deep = (tmp_path / "deep").as_uri()
+    (found,) = [f for f in deep_storage.list_files(deep, ".json") if f.path.endswith("/report.json")]
+    report = GroupReport.from_json(deep_storage.read_json(deep_storage.to_uri(deep, found.path)), found.path)
+    assert report.failure.error_class == "KafkaAuthenticationError" and not report.failure.retry_can_help

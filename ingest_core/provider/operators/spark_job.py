@@ -57,8 +57,9 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
         return super().execute(context)
 
     def _fail_for_good_if_a_retry_cannot_help(self, run_id: str) -> None:
-        """A job that its own report says would fail the same way on the same records (maxParseExceptions) fails
-        its task without Airflow's retries: they would only delay the run's report by retries x retry_delay."""
+        """A job that its own report says would fail the same way again (maxParseExceptions on the same records,
+        a broker refusing its credentials) fails its task without Airflow's retries: they would only delay the
+        run's report by retries x retry_delay."""
         from airflow.sdk.exceptions import AirflowFailException
 
         from ingest_core.provider.operators.publish import read_report
@@ -71,8 +72,8 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
                              f"the report of task group {group} of run {run_id}") if attempts else None
         failure = report.failure if report is not None else None
         if failure is not None and not failure.retry_can_help:
-            raise AirflowFailException(f"task group {group} of run {run_id} failed, and a retry would read the "
-                                       f"same records: {failure.error_class}: {failure.message}")
+            raise AirflowFailException(f"task group {group} of run {run_id} failed, and a retry would fail the "
+                                       f"same way: {failure.error_class}: {failure.message}")
 
     def _execute_over_connect(self) -> None:
         from ingest_core.spark.connect import run_job
