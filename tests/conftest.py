@@ -224,6 +224,33 @@ def broker(tmp_path_factory) -> Broker:
         yield Broker(kafka.bootstrap)
 
 
+class SecuredBroker(Broker):
+    """The session's secured Apache Kafka (`SecuredKafka`): `admin` and `produce` use its PLAINTEXT listener, the
+    tests' own side door; what is tested connects to `sasl_bootstrap` (SASL_SSL, SCRAM-SHA-512, user `user`) or
+    `mtls_bootstrap` (client certificate required). The password and the client key's password are new each
+    session, so that a test can look for them wherever they must not be."""
+
+    def __init__(self, kafka):
+        super().__init__(kafka.bootstrap)
+        self.kafka = kafka
+        self.sasl_bootstrap, self.mtls_bootstrap, self.tls = kafka.sasl_bootstrap, kafka.mtls_bootstrap, kafka.tls
+        self.mechanism = kafka.MECHANISM
+        (self.user, self.password), = kafka.users.items()
+        self.key_password = kafka.client_key_password
+
+
+@pytest.fixture(scope="session")
+def secured_broker(tmp_path_factory) -> SecuredBroker:
+    """Started the first time a test asks for it (always embedded: INGEST_TEST_KAFKA names a plaintext broker)."""
+    from ingest_core.dev.embedded import SecuredKafka
+
+    users = {"ingest": f"scram-{uuid.uuid4().hex}"}
+    kafka = SecuredKafka(tmp_path_factory.mktemp("secured-kafka"), users, f"keypass-{uuid.uuid4().hex}",
+                         jvm_options=["-XX:TieredStopAtLevel=1"])
+    with _started(kafka):
+        yield SecuredBroker(kafka)
+
+
 @contextlib.contextmanager
 def _started(server):
     """An embedded server, started (a failed start fails the test with its reason) and stopped afterwards."""

@@ -246,3 +246,29 @@ def protobuf_serializer(message_class, client, **conf):
     from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 
     return ProtobufSerializer(message_class, client, {**SERDE_CONF, **conf})
+
+
+def topic_records(broker, topic: str) -> list:
+    """Every record of `topic` a read_committed consumer sees (aborted transactions left out)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    md = broker.admin.list_topics(topic, timeout=10)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "dl-test-reader",
+                         "isolation.level": "read_committed", "enable.partition.eof": True,
+                         "enable.auto.commit": False})
+    parts = sorted(md.topics[topic].partitions)
+    consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+    out, at_end = [], set()
+    try:
+        while at_end != set(parts):
+            m = consumer.poll(10)
+            assert m is not None, f"no record and no end of partition from {topic} in 10s"
+            if m.error() is not None:
+                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                at_end.add(m.partition())
+            else:
+                at_end.discard(m.partition())
+                out.append(m)
+    finally:
+        consumer.close()
+    return out

@@ -110,6 +110,14 @@ class SparkConnectUnavailableError(SparkConnectError, DependencyUnavailableError
     dependency = "sparkConnect"
 
 
+class KafkaAuthenticationError(BrokerUnavailableError):
+    """A broker refused the client: SASL credentials rejected, or a TLS handshake refused (a client certificate
+    the listener does not trust, a CA that does not match). Asking again cannot help until the configuration is
+    fixed, so it is raised at the first refusal, never retried."""
+
+    code = "INGEST_KAFKA_AUTHENTICATION_FAILED"
+
+
 class TopicNotFoundError(IngestError):
     """The spec's topic (or no topic at all for a topicPattern) exists on the cluster."""
 

@@ -3,6 +3,7 @@ whole process tree. Development tooling only: nothing in the ingestion path depe
 
 - `EmbeddedKafka`: Apache Kafka itself (KRaft, one combined broker + controller) from Maven Central's jars
   (`ingest_core.dev.jars`). Every test can point at another Kafka instead (INGEST_TEST_KAFKA=host:port).
+  `SecuredKafka`: the same broker with SASL_SSL (SCRAM-SHA-512) and mutual-TLS listeners besides.
 - `EmbeddedPostgres`: a private PostgreSQL server (Debian's `postgresql` binaries) with trust auth on
   127.0.0.1, for the tests when INGEST_TEST_POSTGRES names none.
 - `EmbeddedSparkConnect`: the pip pyspark's Spark Connect server (local[N], or against a cluster's master).
@@ -18,6 +19,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -33,6 +35,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from ingest_core.dev import jars
+from ingest_core.dev.tls import TlsFiles, make_tls_files
 
 
 def free_port() -> int:
@@ -111,7 +114,7 @@ class EmbeddedKafka:
         self.broker_config = dict(broker_config or {})
         self.jvm_options = list(jvm_options or [])  # e.g. -XX:TieredStopAtLevel=1: starts twice as fast
         saved = self.data_dir / "ports.json"
-        ports = json.loads(saved.read_text()) if saved.is_file() else {}
+        ports = self._saved_ports = json.loads(saved.read_text()) if saved.is_file() else {}
         self.port = port or ports.get("broker") or free_port()
         self.controller_port = ports.get("controller") or free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
@@ -125,8 +128,15 @@ class EmbeddedKafka:
     def _log_dir(self) -> Path:
         return self.data_dir / "log"
 
-    def _properties(self) -> str:
-        conf = {
+    def _ports(self) -> dict[str, int]:
+        return {"broker": self.port, "controller": self.controller_port}
+
+    def _format_args(self) -> list[str]:
+        """Extra arguments of `kafka-storage format` (the log dir is formatted once, at the first start)."""
+        return []
+
+    def _config(self) -> dict[str, str]:
+        return {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
@@ -149,7 +159,9 @@ class EmbeddedKafka:
             "log.cleaner.backoff.ms": "1000",
             **self.broker_config,
         }
-        return "".join(f"{k}={v}\n" for k, v in conf.items())
+
+    def _properties(self) -> str:
+        return "".join(f"{k}={v}\n" for k, v in self._config().items())
 
     def _java_command(self, main: str, *args: str) -> list[str]:
         return [_java(), "-Xms64m", f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
@@ -159,19 +171,19 @@ class EmbeddedKafka:
 
     def start(self, timeout: float = 90) -> "EmbeddedKafka":
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        for p in (self.port, self.controller_port):
+        for p in self._ports().values():
             if not _port_free(p):
                 raise RuntimeError(f"port {p} of the embedded Kafka in {self.data_dir} is taken: stop what uses it, "
                                    f"or remove {self.data_dir / 'ports.json'} to pick new ports")
-        (self.data_dir / "ports.json").write_text(json.dumps({"broker": self.port,
-                                                               "controller": self.controller_port}))
+        (self.data_dir / "ports.json").write_text(json.dumps(self._ports()))
         (self.data_dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.log_path))
         props = self.data_dir / "server.properties"
         props.write_text(self._properties())
         if not (self._log_dir / "meta.properties").is_file():
             cluster_id = uuid.uuid4().hex[:22]
             fmt = subprocess.run(self._java_command("kafka.tools.StorageTool", "format", "-t", cluster_id,
-                                                    "-c", str(props), "--ignore-formatted"),
+                                                    "-c", str(props), "--ignore-formatted",
+                                                    *self._format_args()),
                                  capture_output=True, text=True)
             if fmt.returncode != 0:
                 raise RuntimeError(f"formatting Kafka's log dir {self._log_dir} failed: {fmt.stdout}{fmt.stderr}")
@@ -210,6 +222,77 @@ class EmbeddedKafka:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class SecuredKafka(EmbeddedKafka):
+    """`EmbeddedKafka` with two secured listeners beside its PLAINTEXT one (kept for the tests' own admin):
+    SASL_SSL with SCRAM-SHA-512 (`sasl_bootstrap`), and SSL with client certificates required, mutual TLS
+    (`mtls_bootstrap`). The certificates (`tls`, `ingest_core.dev.tls`) are made at each start in the data dir's
+    private `tls/` folder; the SCRAM users are created by Kafka's own tooling when the log dir is formatted
+    (`kafka-storage format --add-scram`), so they exist before the broker first answers."""
+
+    MECHANISM = "SCRAM-SHA-512"
+
+    def __init__(self, data_dir: str | Path, users: dict[str, str], client_key_password: str, **kwargs):
+        super().__init__(data_dir, **kwargs)
+        self.users = dict(users)
+        self.client_key_password = client_key_password
+        self.sasl_port = self._saved_ports.get("sasl_ssl") or free_port()
+        self.mtls_port = self._saved_ports.get("mtls") or free_port()
+        self.sasl_bootstrap = f"127.0.0.1:{self.sasl_port}"
+        self.mtls_bootstrap = f"127.0.0.1:{self.mtls_port}"
+        # absolute paths: clients elsewhere (a Spark executor's working dir) read the same files
+        self.tls = TlsFiles(self.data_dir.resolve() / "tls", client_key_password)
+
+    def _ports(self) -> dict[str, int]:
+        return {**super()._ports(), "sasl_ssl": self.sasl_port, "mtls": self.mtls_port}
+
+    def _format_args(self) -> list[str]:
+        for name, password in self.users.items():
+            if not re.fullmatch(r"[\w.-]+", name + password):  # the tool's own `[name=...,password=...]` syntax
+                raise ValueError("SCRAM user names and passwords here are letters, digits, '_', '.', '-'")
+        return [arg for name, password in self.users.items()
+                for arg in ("--add-scram", f"{self.MECHANISM}=[name={name},password={password}]")]
+
+    def _config(self) -> dict[str, str]:
+        conf = super()._config()
+        plain = f"PLAINTEXT://127.0.0.1:{self.port}"
+        secured = f"SASL_SSL://127.0.0.1:{self.sasl_port},MTLS://127.0.0.1:{self.mtls_port}"
+        mechanism = self.MECHANISM.lower()
+        return {
+            **conf,
+            "listeners": f"{plain},CONTROLLER://127.0.0.1:{self.controller_port},{secured}",
+            "advertised.listeners": f"{plain},{secured}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL,MTLS:SSL",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self.tls.server),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.tls.ca),
+            "listener.name.mtls.ssl.client.auth": "required",
+            "sasl.enabled.mechanisms": self.MECHANISM,
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms": self.MECHANISM,
+            f"listener.name.sasl_ssl.{mechanism}.sasl.jaas.config":
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            **self.broker_config,
+        }
+
+    def start(self, timeout: float = 90) -> "SecuredKafka":
+        make_tls_files(self.tls.folder, self.client_key_password)
+        super().start(timeout)
+        return self
+
+    def sasl_client(self, user: str, password: str | None = None) -> dict[str, str]:
+        """librdkafka properties for the SASL_SSL listener as `user` (`password`: another than the user's)."""
+        return {"bootstrap.servers": self.sasl_bootstrap, "security.protocol": "SASL_SSL",
+                "sasl.mechanism": self.MECHANISM, "sasl.username": user,
+                "sasl.password": self.users[user] if password is None else password,
+                "ssl.ca.location": str(self.tls.ca)}
+
+    def mtls_client(self) -> dict[str, str]:
+        """librdkafka properties for the mutual-TLS listener, with the client certificate."""
+        return {"bootstrap.servers": self.mtls_bootstrap, "security.protocol": "SSL",
+                "ssl.ca.location": str(self.tls.ca), "ssl.certificate.location": str(self.tls.client_cert),
+                "ssl.key.location": str(self.tls.client_key), "ssl.key.password": self.client_key_password}
 
 
 def _postgres_bin() -> Path:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable, Mapping
 
-from ingest_core.core.errors import IngestError, JobFailedError
+from ingest_core.core.errors import IngestError, JobFailedError, KafkaAuthenticationError
 from ingest_core.core.offsets import (
     OffsetRange,
     offsets_from_json,
@@ -220,8 +220,9 @@ class GroupFailure:
 
     @property
     def retry_can_help(self) -> bool:
-        """False when the job would fail again on the same records (they are read again as they are)."""
-        return self.code != ParseExceptionLimitError.code
+        """False when the job would fail again: on the same records (they are read again as they are), or
+        refused by the broker (its credentials or certificate are the same on a retry)."""
+        return self.code not in (ParseExceptionLimitError.code, KafkaAuthenticationError.code)
 
     def describe_records(self) -> str:
         """Which records, for people: the ranges, and what stopped the group when maxParseExceptions did."""

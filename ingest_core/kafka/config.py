@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import re
+import threading
+import time
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ingest_core.core import secrets
 from confluent_kafka import KafkaError, KafkaException
 
+from ingest_core.core import secrets
 from ingest_core.core.defaults import CONSUMER_GROUP_ID, ISOLATION_LEVEL
-from ingest_core.core.errors import BrokerUnavailableError
+from ingest_core.core.errors import BrokerUnavailableError, KafkaAuthenticationError
 from ingest_core.kafka.properties import to_librdkafka
 from ingest_core.kafka.secrets import mask_in_airflow_logs, resolve_properties, secret_values
 
@@ -27,12 +30,43 @@ _CONSUMER_ONLY = {"isolation.level", "group.id", "auto.offset.reset", "enable.au
                   "queued.min.messages", "queued.max.messages.kbytes", "check.crcs"}
 
 
+_LISTENER = re.compile(r"^\s*(\w+://[^/\s:]+(?::\d+)?)")
+
+
+def is_refusal(err: KafkaError) -> bool:
+    """Whether librdkafka's error is a broker refusing this client (SASL credentials, or a TLS alert the
+    broker sent during the handshake), not a broker that is down or slow. librdkafka reconnects after either
+    without end: only a refusal is worth stopping for at once."""
+    code = err.code()
+    return code in (KafkaError._AUTHENTICATION, KafkaError._SSL) or (
+        code == KafkaError._TRANSPORT and "alert" in err.str() and "SSL" in err.str())
+
+
+class ClientRefusals:
+    """The first refusal the clients of one configuration reported (their `error_cb`, which librdkafka calls
+    from the client's poll: `poll(0)` serves it)."""
+
+    def __init__(self) -> None:
+        self._first: KafkaError | None = None
+        self._lock = threading.Lock()
+
+    def record(self, err: KafkaError) -> None:
+        if is_refusal(err):
+            with self._lock:
+                self._first = self._first or err
+
+    @property
+    def first(self) -> KafkaError | None:
+        return self._first
+
+
 @dataclass(frozen=True)
 class KafkaClientConfig:
     """Resolved client properties plus the values that must never be printed."""
 
     properties: Mapping[str, str]
     secrets: tuple[str, ...]
+    refusals: ClientRefusals = field(default_factory=ClientRefusals, compare=False, repr=False)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any]) -> "KafkaClientConfig":
@@ -51,6 +85,7 @@ class KafkaClientConfig:
     def admin(self, **overrides: Any) -> dict[str, Any]:
         conf: dict[str, Any] = {k: v for k, v in self.properties.items() if k not in _CONSUMER_ONLY}
         conf["logger"] = LIBRDKAFKA_LOGGER
+        conf["error_cb"] = self.refusals.record
         conf.update(overrides)
         return conf
 
@@ -60,7 +95,8 @@ class KafkaClientConfig:
                                 "isolation.level": ISOLATION_LEVEL}
         conf.update(self.properties)
         # Offsets live in the metadata store; never let Kafka's group offsets or auto-reset move a range.
-        conf.update({"enable.auto.commit": False, "auto.offset.reset": "error", "logger": LIBRDKAFKA_LOGGER})
+        conf.update({"enable.auto.commit": False, "auto.offset.reset": "error", "logger": LIBRDKAFKA_LOGGER,
+                     "error_cb": self.refusals.record})
         conf.update(overrides)
         return conf
 
@@ -77,6 +113,32 @@ class KafkaClientConfig:
             endpoint=self.bootstrap_servers, deadline_s=timeout_s)
 
 
+    def refusal(self) -> KafkaAuthenticationError | None:
+        """The error to raise when a broker refused one of this configuration's clients (see `is_refusal`):
+        it names the listener, the security protocol and the SASL mechanism, and never a secret."""
+        err = self.refusals.first
+        if err is None:
+            return None
+        text = self.redact(err.str())
+        found = _LISTENER.match(text)
+        listener = found.group(1) if found else self.bootstrap_servers
+        reason = re.sub(r"^/[^:\s]*:\s*", "", text[found.end():]) if found else text  # "/bootstrap: ..."
+        protocol = self.properties.get("security.protocol", "plaintext").upper()
+        if err.code() == KafkaError._AUTHENTICATION and "SASL" in protocol:
+            mechanism = (self.properties.get("sasl.mechanism") or self.properties.get("sasl.mechanisms")
+                         or "GSSAPI").upper()
+            return KafkaAuthenticationError(
+                f"Kafka listener {listener} refused the credentials (security.protocol {protocol}, sasl.mechanism "
+                f"{mechanism}): {reason}. Check sasl.username and sasl.password (or sasl.jaas.config) in "
+                f"consumerProperties and the user's {mechanism} credentials on the brokers; asking again cannot "
+                f"help until they are fixed.")
+        return KafkaAuthenticationError(
+            f"Kafka listener {listener} refused the TLS handshake (security.protocol {protocol}): {reason}. Check "
+            f"ssl.ca.location (the brokers' CA) and, where the listener requires client certificates, "
+            f"ssl.certificate.location, ssl.key.location and ssl.key.password; asking again cannot help until "
+            f"they are fixed.")
+
+
 # librdkafka's errors for a call that got no answer (timed out, no connection), as opposed to a refusal
 _UNANSWERED = {KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
                KafkaError._MSG_TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError._RESOLVE,
@@ -89,3 +151,18 @@ def unanswered(exc: BaseException) -> bool:
         return True
     err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
     return isinstance(err, KafkaError) and err.code() in _UNANSWERED
+
+def list_topics(client: Any, config: KafkaClientConfig, timeout_s: float, topic: str | None = None) -> Any:
+    """`client.list_topics` (a Consumer's, an AdminClient's) made with `config`, asked in slices of a second so
+    that a broker refusing the credentials or the certificate ends it at once with `KafkaAuthenticationError`:
+    librdkafka itself reconnects and asks again until the timeout. Other failures raise KafkaException."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return client.list_topics(topic, timeout=min(1.0, max(deadline - time.monotonic(), 0.1)))
+        except KafkaException:
+            client.poll(0)  # serves the client's error_cb: a refusal is recorded
+            if (refused := config.refusal()) is not None:
+                raise refused from None
+            if time.monotonic() >= deadline:
+                raise

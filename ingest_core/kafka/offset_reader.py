@@ -22,9 +22,9 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from ingest_core.core.defaults import ISOLATION_LEVEL, KAFKA_CALL_TIMEOUT_S
-from ingest_core.core.errors import BrokerUnavailableError, TopicNotFoundError
+from ingest_core.core.errors import BrokerUnavailableError, KafkaAuthenticationError, TopicNotFoundError
 from ingest_core.core.offsets import TopicPartition
-from ingest_core.kafka.config import KafkaClientConfig
+from ingest_core.kafka.config import KafkaClientConfig, list_topics
 from ingest_core.kafka.properties import call_timeout_s
 
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps with special meaning in the Kafka protocol
@@ -74,15 +74,26 @@ class KafkaOffsetReader:
     def _describe(self, exc: BaseException) -> str:
         return self.config.redact(str(exc.args[0] if exc.args else exc))
 
+    def _refusal(self) -> KafkaAuthenticationError | None:
+        """The broker's refusal of this reader's clients, if one came (poll serves their error_cb)."""
+        for client in (self._client(), self._admin):
+            if client is not None:
+                client.poll(0)
+        return self.config.refusal()
+
     def _unavailable(self, what: str, exc: BaseException) -> BrokerUnavailableError:
+        if (refused := self._refusal()) is not None:
+            return refused
         return self.config.unavailable(what, self.timeout_s, exc, "nothing was planned or committed")
 
     # ------------------------------------------------------------------------------------------ discovery
 
     def topics(self) -> dict[str, int]:
-        """All non-internal topics with their partition counts."""
+        """All non-internal topics with their partition counts. Asked in slices of a second, so that a broker
+        refusing the credentials or the certificate ends it at once (librdkafka itself reconnects and asks
+        again until the timeout)."""
         try:
-            md = self._client().list_topics(timeout=self.timeout_s)
+            md = list_topics(self._client(), self.config, self.timeout_s)
         except KafkaException as exc:
             raise self._unavailable("a metadata request", exc) from None
         return {name: len(t.partitions) for name, t in md.topics.items()

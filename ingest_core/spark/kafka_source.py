@@ -26,7 +26,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ingest_core.core.defaults import PROGRESS_INTERVAL_S, STALL_TIMEOUT_S
@@ -46,7 +46,7 @@ from ingest_core.handover.report import (
     SplitReport,
     limit_exceeded_message,
 )
-from ingest_core.kafka.config import KafkaClientConfig
+from ingest_core.kafka.config import KafkaClientConfig, list_topics
 
 log = logging.getLogger(__name__)
 
@@ -245,14 +245,16 @@ class SplitConsumer:
         self.datasource = spec.datasource  # for the commands its errors advise
         self.raw = raw
         self.errors: list[str] = []
+        self.kafka = KafkaClientConfig(properties, ())  # resolved on the driver already: no secrets to find
 
     def _on_error(self, err: Any) -> None:
         self.errors.append(str(err))
+        self.kafka.refusals.record(err)
 
     def config(self) -> dict[str, Any]:
         """The consumer's librdkafka configuration: the spec's consumerProperties, then what a bounded read
         needs."""
-        conf = KafkaClientConfig(self.properties, ()).consumer(**{
+        conf = self.kafka.consumer(**{
             "enable.auto.offset.store": False, "enable.partition.eof": True, "error_cb": self._on_error})
         conf.setdefault("log_level", 2)  # connection errors reach error_cb and the split's error message
         # librdkafka pre-fetches in the background until its queue holds queued.min.messages (100,000) records
@@ -277,9 +279,9 @@ class SplitConsumer:
         conf = self.config()
         consumer = Consumer(conf)
         try:
-            try:
-                md = consumer.list_topics(s.topic, timeout=min(self.job.stall_timeout_s, 30))
-            except Exception as exc:  # noqa: BLE001 - librdkafka raises KafkaException with a code
+            try:  # a refused login or certificate raises KafkaAuthenticationError at once
+                md = list_topics(consumer, self.kafka, min(self.job.stall_timeout_s, 30), s.topic)
+            except KafkaException as exc:
                 raise BrokerUnavailableError(
                     f"cannot reach Kafka at {conf.get('bootstrap.servers')} to read {s.topic}/{s.partition}: {exc}. "
                     "Check that the brokers are up and reachable from the Spark executors.") from None
@@ -383,6 +385,8 @@ class SplitConsumer:
 
     def _stalled(self, consumer: Any, position: int) -> None:
         s = self.split
+        if (refused := self.kafka.refusal()) is not None:
+            raise refused
         marks = self._watermarks(consumer)
         if marks is None:
             recent = "; ".join(self.errors[-3:]) or "no answer"

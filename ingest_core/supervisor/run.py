@@ -14,13 +14,13 @@ import json
 import logging
 from datetime import datetime
 
-from ingest_core.core.errors import IngestError
+from ingest_core.core.errors import IngestError, KafkaAuthenticationError
 from ingest_core.core.planner import Plan
 from ingest_core.core.settings import Settings
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.core.states import Event, refusal
-from ingest_core.handover import deep_storage
 from ingest_core.executor.formats.protobuf_descriptors import inline_descriptors
+from ingest_core.handover import deep_storage
 from ingest_core.store.metadata import MetadataStore, RunRecord, RunStatus, utcnow
 from ingest_core.supervisor.planning import PlanOptions, Supervisor
 
@@ -75,7 +75,10 @@ def plan_step(spec: DatasourceSpec, run_id: str, end_time: datetime | None,
     check_active(metadata, spec.datasource)
     supervisor = Supervisor(spec, metadata)
     supervisor.register()
-    record = supervisor.plan(run_id, PlanOptions(end_time=end_time))  # expires overdue runs first
+    try:
+        record = supervisor.plan(run_id, PlanOptions(end_time=end_time))  # expires overdue runs first
+    except KafkaAuthenticationError as exc:  # refused credentials or certificate: a retry would be refused too
+        raise RunFailedForGood(str(exc)) from None
     plan = record.plan
     log.info("plan of run %s (%s):\n%s", run_id, record.status.value, json.dumps(plan.to_json(), indent=1))
     if record.status is RunStatus.PUBLISHED:

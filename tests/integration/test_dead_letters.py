@@ -8,7 +8,7 @@ import json
 from datetime import timedelta
 
 import pytest
-from helpers import SIMPLE, T0, iso, rows_of, spec_from
+from helpers import SIMPLE, T0, iso, rows_of, spec_from, topic_records
 
 from ingest_core.core.states import RunEvent
 from ingest_core.handover import deep_storage
@@ -141,32 +141,6 @@ def test_a_run_that_does_not_publish_shows_no_dead_letters_and_off_writes_none(s
     assert deep_storage.list_files(deep_storage.join(tmp_path.as_uri(), "off"), ".parquet")  # its segments
     assert not [f for f in deep_storage.list_files(deep_storage.join(tmp_path.as_uri(), "off"))
                 if "/dead-letters/" in f.path]
-
-
-def topic_records(broker, topic: str) -> list:
-    """Every record of `topic` a read_committed consumer sees (aborted transactions left out)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    md = broker.admin.list_topics(topic, timeout=10)
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "dl-test-reader",
-                         "isolation.level": "read_committed", "enable.partition.eof": True,
-                         "enable.auto.commit": False})
-    parts = sorted(md.topics[topic].partitions)
-    consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-    out, at_end = [], set()
-    try:
-        while at_end != set(parts):
-            m = consumer.poll(10)
-            assert m is not None, f"no record and no end of partition from {topic} in 10s"
-            if m.error() is not None:
-                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
-                at_end.add(m.partition())
-            else:
-                at_end.discard(m.partition())
-                out.append(m)
-    finally:
-        consumer.close()
-    return out
 
 
 def report(spec, store, run_id: str) -> dict:

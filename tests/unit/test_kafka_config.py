@@ -33,3 +33,30 @@ def test_the_specs_properties_win_except_what_keeps_offsets_out_of_kafka():
         assert (conf["enable.auto.commit"], conf["auto.offset.reset"]) == (False, "error")
     assert split_consumer_config(props)["enable.auto.offset.store"] is False
     assert split_consumer_config(props)["enable.partition.eof"] is True
+
+
+def test_a_refusal_names_the_listener_the_protocol_and_the_mechanism_and_no_secret():
+    from confluent_kafka import KafkaError
+
+    sasl = KafkaClientConfig({"bootstrap.servers": "b:9093", "security.protocol": "sasl_ssl",
+                              "sasl.mechanism": "SCRAM-SHA-512", "sasl.password": "hunter2"}, ("hunter2",))
+    assert sasl.refusal() is None
+    for err in (KafkaError(KafkaError._TRANSPORT, "b:9093/bootstrap: Connect to ipv4#10.0.0.1:9093 failed"),
+                KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"),
+                KafkaError(KafkaError._TRANSPORT, "ssl://b:9093/1: SSL routines::unexpected eof while reading")):
+        sasl.refusals.record(err)  # a broker down or gone is not a refusal: librdkafka's reconnects may help
+    assert sasl.refusal() is None
+    sasl.refusals.record(KafkaError(KafkaError._AUTHENTICATION, "sasl_ssl://b:9093/bootstrap: SASL authentication "
+                                    "error: invalid credentials with SASL mechanism SCRAM-SHA-512 (hunter2)"))
+    assert str(sasl.refusal()).startswith(
+        "Kafka listener sasl_ssl://b:9093 refused the credentials (security.protocol SASL_SSL, sasl.mechanism "
+        "SCRAM-SHA-512): SASL authentication error: invalid credentials with SASL mechanism SCRAM-SHA-512 "
+        "([REDACTED]). Check sasl.username and sasl.password")
+
+    mtls = KafkaClientConfig({"bootstrap.servers": "b:9094", "security.protocol": "SSL"}, ())
+    mtls.refusals.record(KafkaError(KafkaError._TRANSPORT, "ssl://b:9094/1: Receive failed: error:0A000412:SSL "
+                                    "routines::ssl/tls alert bad certificate: SSL alert number 42"))
+    assert str(mtls.refusal()).startswith("Kafka listener ssl://b:9094 refused the TLS handshake (security.protocol "
+                                          "SSL): Receive failed: error:0A000412:SSL routines::ssl/tls alert bad")
+    # the first refusal stands; every client of the configuration reports to it
+    assert mtls.consumer()["error_cb"] == mtls.admin()["error_cb"] == mtls.refusals.record

@@ -60,8 +60,9 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
         return super().execute(context)
 
     def _fail_for_good_if_a_retry_cannot_help(self, run_id: str) -> None:
-        """Airflow's retries would only delay the run's report by retries x retry_delay when the job's own
-        report says a retry fails the same way (`supervisor.run.retry_cannot_help`)."""
+        """A job that its own report says would fail the same way again (maxParseExceptions on the same records,
+        a broker refusing its credentials) fails its task without Airflow's retries: they would only delay the
+        run's report by retries x retry_delay (`supervisor.publish.retry_cannot_help`)."""
         from airflow.sdk.exceptions import AirflowFailException
 
         why = retry_cannot_help(self.deep_storage_base, self.datasource, run_id,

@@ -14,8 +14,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
-from airflow.sdk.exceptions import AirflowSensorTimeout, TaskDeferralTimeout
+from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, TaskDeferralTimeout
 
+from ingest_core.core.errors import KafkaAuthenticationError
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.provider.operators.run import RunContext, airflow_step
@@ -81,7 +82,10 @@ class DataGateSensor(BaseSensorOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         gate = self.spec.microbatch.data_gate
-        look = self.look(context)
+        try:
+            look = self.look(context)
+        except KafkaAuthenticationError as exc:  # refused credentials or certificate: a retry is refused too
+            raise AirflowFailException(str(exc)) from None
         if look.status is GateStatus.PLANNED:
             self.log.info("run %s already has a plan: the gate does not wait again", context["dag_run"].run_id)
             return look.event
@@ -105,6 +109,8 @@ class DataGateSensor(BaseSensorOperator):
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         gate = self.spec.microbatch.data_gate
+        if event["status"] == "refused":
+            raise AirflowFailException(event["error"])
         if event["status"] == "ready":
             self.log.info("data gate open: %d new records (minRecords %d)", event["records"], gate.min_records)
         elif event.get("records"):

@@ -16,7 +16,7 @@ from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from ingest_core.core.errors import IngestError
+from ingest_core.core.errors import IngestError, KafkaAuthenticationError
 from ingest_core.core.offsets import TopicPartition, pending_records
 from ingest_core.core.spec import IOConfig, load_spec
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
@@ -52,6 +52,9 @@ class NewRecordsTrigger(BaseTrigger):
                         reader = await asyncio.to_thread(KafkaOffsetReader.for_spec, spec, 10.0)
                     records = await asyncio.to_thread(_pending, reader, spec.io_config, starts)
                     error = None
+                except KafkaAuthenticationError as exc:  # refused credentials: asking again cannot help
+                    yield TriggerEvent({"status": "refused", "records": 0, "error": str(exc)})
+                    return
                 except IngestError as exc:  # a broker that is down now may be back before the deadline
                     error = str(exc)
                     self.log.warning("data gate: %s", error)
