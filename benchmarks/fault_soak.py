@@ -102,7 +102,8 @@ from ingest_core.dev.embedded import (  # noqa: E402
     EmbeddedSparkConnect,
 )
 from ingest_core.executor import deep_storage  # noqa: E402
-from ingest_core.store.metadata import MetadataStore, RunStatus  # noqa: E402
+from ingest_core.store.metadata import MetadataStore  # noqa: E402
+from ingest_core.store.records import RunStatus  # noqa: E402
 from ingest_core.store.reader import DatasourceReader  # noqa: E402
 
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
@@ -331,7 +332,7 @@ class DagTest:
         if milestone in self.events:
             return True
         if milestone in ("planned", "published") and self.run_id:
-            run = self.soak.store.get_run(DATASOURCE, self.run_id)
+            run = self.soak.store.runs.get(DATASOURCE, self.run_id)
             if run is not None and (milestone == "planned" or run.status is RunStatus.PUBLISHED):
                 self.events.add(milestone)
         elif milestone == "spark" and self.spark_jvms():
@@ -580,7 +581,7 @@ class PartitionGrowth(Fault):
 
 
 class Operator(Fault):
-    """What an operator does between runs (issue 23), each a real command and no DAG run of its own: `ingest
+    """What an operator does between runs, each a real command and no DAG run of its own: `ingest
     reset --to-latest`, then (once a batch is produced) `ingest set-offsets` forward on one partition (a skip)
     and `delete_records` of unread records on another, recovered by the spec's resetOffsetAutomatically (the
     next run resets past them) or by the set-offsets the error advises; then the topic deleted and created
@@ -875,7 +876,7 @@ class Soak:
     def lag(self) -> int | None:
         """Records between the committed offsets and the latest ones, over every partition; None when the broker
         does not answer."""
-        committed = {tp.partition: k.offset for tp, k in self.store.committed_offsets(DATASOURCE).items()}
+        committed = {tp.partition: k.offset for tp, k in self.store.offsets.committed(DATASOURCE).items()}
         consumer = Consumer({"bootstrap.servers": self.kafka.bootstrap, "group.id": "fault-soak-lag"})
         try:
             total = 0
@@ -889,7 +890,7 @@ class Soak:
             consumer.close()
 
     def committed(self) -> dict[int, int]:
-        return {tp.partition: k.offset for tp, k in self.store.committed_offsets(DATASOURCE).items()}
+        return {tp.partition: k.offset for tp, k in self.store.offsets.committed(DATASOURCE).items()}
 
     def watermarks(self, partition: int) -> tuple[int, int]:
         """The partition's log start and end, from the broker."""
@@ -958,7 +959,7 @@ class Soak:
         log(f"  ingest {' '.join(args)}: {log_path.read_text().strip().splitlines()[-1][:300]}")
 
     def in_flight(self) -> list[str]:
-        return [f"{r.run_id} ({r.status.value})" for r in self.store.list_runs(DATASOURCE, limit=1000)
+        return [f"{r.run_id} ({r.status.value})" for r in self.store.runs.recent(DATASOURCE, limit=1000)
                 if r.status.in_flight]
 
     # -- runs ------------------------------------------------------------------------------------------
@@ -1165,11 +1166,11 @@ class Soak:
                  "published_at": str(r.published_at) if r.published_at else None,
                  "ranges": {f"{p.tp.topic}:{p.tp.partition}": [p.start, p.end] for g in r.plan.groups
                             for p in g.partitions}}
-                for r in self.store.list_runs(DATASOURCE, limit=10_000)]
+                for r in self.store.runs.recent(DATASOURCE, limit=10_000)]
         offsets = {f"{tp.topic}:{tp.partition}": [k.offset, k.run_id]
-                   for tp, k in self.store.committed_offsets(DATASOURCE).items()}
+                   for tp, k in self.store.offsets.committed(DATASOURCE).items()}
         segments = [{"id": s.id, "run_id": s.run_id, "group": s.group_id, "rows": s.num_rows, "location": s.location,
-                     "used": s.used} for s in self.store.segments(DATASOURCE, used_only=False)]
+                     "used": s.used} for s in self.store.segment_records.of(DATASOURCE, used_only=False)]
         (self.out / "metadata.json").write_text(json.dumps({"runs": runs, "offsets": offsets, "segments": segments},
                                                            indent=1, default=str))
 

@@ -21,7 +21,7 @@ run (interleaved, so both see the same load):
 3. Large runs: 1M records (and 4M with --large) through the same DAGs under `airflow dags test`, both modes:
    Connect must be no slower than spark-submit.
 
-The Connect server's cold start is printed, not counted in any run. Target (issue 16): a small run end to end in
+The Connect server's cold start is printed, not counted in any run. Target: a small run end to end in
 <= 10 s under `airflow dags test` in Connect mode, with at most a tenth of spark-submit's CPU per run.
 
     PYTHONPATH=$PWD python benchmarks/microbatch_fixed_cost.py [--runs 5] [--records 1000] [--skip-scheduler]
@@ -67,7 +67,8 @@ from ingest_core.dev.embedded import (  # noqa: E402
     EmbeddedSparkConnect,
     free_port,
 )
-from ingest_core.store.metadata import MetadataStore, RunStatus  # noqa: E402
+from ingest_core.store.metadata import MetadataStore  # noqa: E402
+from ingest_core.store.records import RunStatus  # noqa: E402
 
 BIN = Path(sys.executable).parent
 AIRFLOW = str(BIN / "airflow")
@@ -348,7 +349,7 @@ def to_epoch(value: Any) -> float | None:
 
 
 def check_run(store: MetadataStore, dag_id: str, run_id: str, records: int) -> None:
-    run = store.get_run(dag_id, run_id)
+    run = store.runs.get(dag_id, run_id)
     if run is None or run.status is not RunStatus.PUBLISHED or run.plan.records != records:
         found = "no run" if run is None else f"{run.status.value}, {run.plan.records} records"
         raise SystemExit(f"{dag_id} run {run_id}: expected {records} records published, found {found}")

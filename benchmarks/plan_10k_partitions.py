@@ -111,7 +111,7 @@ def main() -> None:
             times.append(time.perf_counter() - t0)
             cpus.append(time.process_time() - c0)
             broker_cpus.append(_cpu(broker) - b0)
-            store.set_run_status("bench", f"bench-{i}", store.require_run("bench", f"bench-{i}").status.FAILED)
+            store.runs.set_status("bench", f"bench-{i}", store.runs.require("bench", f"bench-{i}").status.FAILED)
         plan = record.plan
         assert len(plan.partitions) == args.partitions
 

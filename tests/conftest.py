@@ -26,7 +26,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedPostgres
-from ingest_core.store.metadata import MetadataStore, meta, schema_version
+from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.schema import meta, schema_version
 
 _private_postgres: EmbeddedPostgres | None = None
 

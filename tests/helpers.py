@@ -114,7 +114,7 @@ def run_and_publish(spark, store, spec: DatasourceSpec, plan, deep_storage_uri: 
     result = Publisher(store).publish(spec.datasource, plan.run_id,
                                       [GroupResult.from_report(r) for r in reports])
     for r in reports:  # as the DAG's publish step keeps them
-        store.add_task_report(r)
+        store.reports.add(r)
     return reports, result
 
 
@@ -172,12 +172,12 @@ def plan_next(store, run_id: str, latest: dict, *, created_at=datetime(2026, 11,
     from ingest_core.core.offsets import resolve_start_offsets
     from ingest_core.core.planner import PlanRequest, plan_run
 
-    res = resolve_start_offsets(latest, datasource=ds, inflight=store.inflight_end_offsets(ds),
-                                committed=store.committed_offsets(ds), earliest={tp: 0 for tp in latest},
+    res = resolve_start_offsets(latest, datasource=ds, inflight=store.runs.inflight_end_offsets(ds),
+                                committed=store.offsets.committed(ds), earliest={tp: 0 for tp in latest},
                                 latest=latest, use_earliest=True, reset_automatically=False)
     plan = plan_run(PlanRequest(datasource=ds, run_id=run_id, created_at=created_at, starts=res.starts,
                                 latest=latest, task_count=task_count))
-    return store.insert_run(plan)[0].plan
+    return store.runs.insert(plan)[0].plan
 
 
 def publish_segments(store, tmp_path, run_id: str, latest: dict, tables: list, ds: str = "wiki",

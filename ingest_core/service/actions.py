@@ -61,7 +61,9 @@ from ingest_core.kafka.offset_reader import KafkaOffsetReader
 from ingest_core.service.status import run_succeeded, spec_for
 from ingest_core.store.audit import RESET, SKIP, cleared_by_last_reset
 from ingest_core.store.main_line import MainLine
-from ingest_core.store.metadata import GroupStatus, MetadataStore, utcnow
+from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.records import GroupStatus
+from ingest_core.store.schema import utcnow
 from ingest_core.supervisor.planning import plan_request
 
 log = logging.getLogger(__name__)
@@ -114,7 +116,7 @@ class DatasourceActions:
         self.specs, self.group_timeout_s = dict(specs or {}), group_timeout_s
 
     def _require(self, name: str) -> dict:
-        return self.store.require_datasource(name)
+        return self.store.datasources.require(name)
 
     def _require_live(self, name: str, action: str) -> dict:
         """Offsets move only on a datasource that exists for Druid: a terminated supervisor has none to move (and
@@ -132,9 +134,10 @@ class DatasourceActions:
     def _switch(self, name: str, event: Event, paused: bool, **flags: bool) -> ActionResult:
         row = self._require(name)
         with self.store.session() as conn:
-            self.store.set_state(name, event, conn=conn, **flags)
-            self.store.audit(name, event.value, {"previousState": row["state"], "wasTerminated": bool(row["terminated"])},
-                             self.actor, conn=conn)
+            self.store.datasources.set_state(name, event, conn=conn, **flags)
+            self.store.audit_log.write(name, event.value,
+                                       {"previousState": row["state"], "wasTerminated": bool(row["terminated"])},
+                                       self.actor, conn=conn)
         self._pause(name, paused)
         return ActionResult(event.value, name, {"state": transition(event)[0].value})
 
@@ -170,7 +173,7 @@ class DatasourceActions:
             return replace(result, warnings=result.warnings + (
                 f"no spec for {name!r} here (DAG folder or metadata store): its Kafka consumer group was not "
                 f"updated; {fix} with --dags-folder updates it",))
-        committed = {} if delete else {tp: k.offset for tp, k in self.store.committed_offsets(name).items()}
+        committed = {} if delete else {tp: k.offset for tp, k in self.store.offsets.committed(name).items()}
         done = sync_group(spec, committed, self.group_timeout_s)
         if done.group is None:  # mirrorOffsets: false
             return result
@@ -228,7 +231,7 @@ class DatasourceActions:
         duplicates is confirmed (`confirm_duplicates`); from latest the records in between are skipped (counted)."""
         self._require_live(name, "reset")
         spec = self._spec(name, spec)
-        stored = set(self.store.committed_offsets(name)) | {c.tp for c in self.store.published_ranges(name)}
+        stored = set(self.store.offsets.committed(name)) | {c.tp for c in self.store.offsets.claims(name)}
         view = self._broker(spec, {tp.topic for tp in stored}, reader)
         with self._main_line(name) as line:
             before, claims = line.committed(), self.store.offsets.claims(name, conn=line.conn)
@@ -243,7 +246,7 @@ class DatasourceActions:
             details = {"clearedOffsets": offsets_to_json({tp: k.offset for tp, k in before.items()}),
                        "supersededRuns": move.superseded, "releasedRanges": _ranges(move.released),
                        **_effect_json(effect)}
-            self.store.audit(name, RESET, details, self.actor, conn=line.conn)
+            self.store.audit_log.write(name, RESET, details, self.actor, conn=line.conn)
         # what the next run skips is counted when it publishes (the publisher compares with clearedOffsets)
         return self._followed(ActionResult("reset", name, details, _effect_warnings("reset", name, effect)))
 
@@ -294,7 +297,7 @@ class DatasourceActions:
                     spec, run_id, now,
                     starts={tp: StartOffset(start, StartSource.BACKFILL) for tp, (start, _) in skipped.items()},
                     latest={tp: end for tp, (_, end) in skipped.items()}))
-                self.store.insert_run(plan, conn=line.conn)
+                self.store.runs.insert(plan, conn=line.conn)
             below = [m for m in moved if m.from_offset < m.earliest]
             beyond = [m for m in moved if m.from_offset > m.latest]
             read = read_by_partition(self.store.offsets.claims(name, conn=line.conn))
@@ -311,7 +314,7 @@ class DatasourceActions:
                        "releasedRanges": _ranges(move.released), **loss}
             if recreated:
                 details["topicIds"] = {t: {"from": old, "to": now} for t, (old, now) in recreated.items()}
-            self.store.audit(name, "reset_to_latest", details, self.actor, conn=line.conn)
+            self.store.audit_log.write(name, "reset_to_latest", details, self.actor, conn=line.conn)
         warnings = [f"partition {m.tp}: records {m.from_offset}..{m.earliest - 1} ({m.earliest - m.from_offset} "
                     f"records) were removed (retention or delete_records) before they were ingested: they are lost"
                     + (f"; the backfill starts at {m.earliest}" if plan and m.tp in skipped else "") for m in below]
@@ -387,7 +390,7 @@ class DatasourceActions:
                 details["topicIds"] = {t: {"from": old, "to": now} for t, (old, now) in recreated.items()}
             if problems:
                 details["forced"] = [p.message for p in problems]
-            self.store.audit(name, "set_offsets", details, self.actor, conn=line.conn)
+            self.store.audit_log.write(name, "set_offsets", details, self.actor, conn=line.conn)
         # skipped records are the loss warnings; the effect's own are the confirmed re-reads
         warnings = loss_warnings + _effect_warnings("set-offsets", name, replace(effect, skipped=())) + tuple(
             f"forced: {p.message}" for p in problems)
@@ -399,7 +402,7 @@ class DatasourceActions:
     def failed_ranges(self, name: str) -> list["FailedRange"]:
         """What `skip` would skip now (see `skippable`), read outside any lock: for the operator to confirm."""
         self._require(name)
-        return skippable(failed_group_ranges(self.store, name), self.store.committed_offsets(name))
+        return skippable(failed_group_ranges(self.store, name), self.store.offsets.committed(name))
 
     def skip(self, name: str, expect: list["FailedRange"] | None = None) -> ActionResult:
         """Move the committed offsets past exactly the ranges that failed (the failed runs' planned [start, end)
@@ -424,7 +427,7 @@ class DatasourceActions:
             details = {"skippedRanges": [{**f.range.to_json(), "runId": f.run_id} for f in ranges],
                        "skippedRecords": sum(f.range.size for f in ranges), "supersededRuns": move.superseded,
                        "releasedRanges": _ranges(move.released)}
-            self.store.audit(name, SKIP, details, self.actor, conn=line.conn)
+            self.store.audit_log.write(name, SKIP, details, self.actor, conn=line.conn)
         warnings = tuple(f"{f}: skipped, these records are lost (audited)" for f in ranges)
         for warning in warnings:
             log.warning("skip of %s: %s", name, warning)
@@ -473,11 +476,11 @@ def failed_group_ranges(store: MetadataStore, name: str, limit: int = 50) -> lis
     """The ranges of the task groups that failed in the recent runs that failed (newest run first): the groups
     whose failure reports were kept, else (an expired run, a report never kept) every group it did not publish."""
     out = []
-    for run in store.list_runs(name, limit=limit):
+    for run in store.runs.recent(name, limit=limit):
         if run_succeeded(run) is not False:
             continue
-        reported = {r.group_id for r in store.task_reports(name, run.run_id) if not r.succeeded}
-        statuses = store.group_statuses(name, run.run_id)
+        reported = {r.group_id for r in store.reports.of(name, run.run_id) if not r.succeeded}
+        statuses = store.runs.group_statuses(name, run.run_id)
         for group in run.plan.groups:
             if group.is_empty or statuses.get(group.group_id) in (GroupStatus.PUBLISHED, GroupStatus.EMPTY):
                 continue

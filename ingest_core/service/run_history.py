@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from ingest_core.store.metadata import MetadataStore, RunRecord, RunStatus
+from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.records import RunRecord, RunStatus
 from ingest_core.store.segments import RunSegments
 
 RUNS_CHARTED = 10  # the runs the status report lists (`collect_status`'s runs_limit): the table under the charts
@@ -51,5 +52,5 @@ def run_points(runs: Sequence[RunRecord], published: Mapping[str, RunSegments]) 
 
 
 def collect_run_history(store: MetadataStore, name: str, limit: int = RUNS_CHARTED) -> list[RunPoint]:
-    runs = store.list_runs(name, limit=limit)
+    runs = store.runs.recent(name, limit=limit)
     return run_points(runs, store.segment_records.per_run(name, [r.run_id for r in runs]))

@@ -38,7 +38,9 @@ from ingest_core.core.states import (
 )
 from ingest_core.kafka.offset_reader import KafkaOffsetReader, OffsetSnapshot
 from ingest_core.store.main_line import MainLine
-from ingest_core.store.metadata import MetadataStore, RunRecord, RunStatus, utcnow
+from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.records import RunRecord, RunStatus
+from ingest_core.store.schema import utcnow
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +119,8 @@ class Supervisor:
 
     def register(self) -> int:
         """Record the spec (redacted) in the spec history; returns its version."""
-        return self.store.register_spec(self.datasource, self.spec.to_raw(), self.spec.fingerprint(), self.spec.source)
+        return self.store.datasources.register_spec(self.datasource, self.spec.to_raw(), self.spec.fingerprint(),
+                                                    self.spec.source)
 
     @property
     def completion_timeout(self) -> timedelta:
@@ -127,8 +130,8 @@ class Supervisor:
         """Runs in flight past their deadline will never publish (their process died, their report never ran):
         expire them, so nothing plans from their ends and the next run starts from the committed offsets."""
         now = now or utcnow()
-        self.store.set_missing_deadlines(self.datasource, now + self.completion_timeout)
-        expired = self.store.expire_overdue(self.datasource, now, by)
+        self.store.runs.set_missing_deadlines(self.datasource, now + self.completion_timeout)
+        expired = self.store.runs.expire_overdue(self.datasource, now, by)
         for run_id in expired:
             log.warning("datasource %s: run %s is past its completionTimeout and expired (noticed by %s)",
                         self.datasource, run_id, by)
@@ -138,14 +141,14 @@ class Supervisor:
         """The persisted plan of `run_id`, planning and persisting it first if there is none."""
         with self.store.planning_lock(self.datasource):  # concurrent runs plan one after the other
             self.expire_overdue(f"the plan step of run {run_id}", options.now)
-            existing = self.store.get_run(self.datasource, run_id)
+            existing = self.store.runs.get(self.datasource, run_id)
             if existing is not None:
                 log.info("run %s of %s already has a plan (%s, %d records): reusing it", run_id, self.datasource,
                          existing.status.value, existing.plan.records)
                 return existing
             plan = self.compute_plan(run_id, options)
             # a run whose jobs never start (its plan step died) expires too
-            record, inserted = self.store.insert_run(plan, deadline_at=plan.created_at + self.completion_timeout)
+            record, inserted = self.store.runs.insert(plan, deadline_at=plan.created_at + self.completion_timeout)
         if inserted:
             self._audit_resets(plan)
         return record
@@ -177,7 +180,7 @@ class Supervisor:
                 runs.set_status(self.datasource, rid, RunStatus.SUPERSEDED, superseded_by=run_id, conn=line.conn,
                                 error=f"its range was planned again by run {run_id}", only_from=(RunStatus.FAILED,))
             record = runs.replace_plan(plan, deadline_at=now + self.completion_timeout, conn=line.conn)
-            self.store.audit(self.datasource, RUN_REPLANNED, {
+            self.store.audit_log.write(self.datasource, RUN_REPLANNED, {
                 "runId": run_id, "revision": plan.revision, "predecessors": sorted(gone), "supersededRuns": failed,
                 "from": offsets_to_json(old.start_offsets()), "to": offsets_to_json(plan.start_offsets())},
                 conn=line.conn)
@@ -198,7 +201,7 @@ class Supervisor:
             offsets_at_future=snap.at_future,
             topic_ids=topic_ids,
         ))
-        self.store.set_state(self.datasource, Event.PLANNED)
+        self.store.datasources.set_state(self.datasource, Event.PLANNED)
         return plan
 
     def pending(self) -> tuple[dict[TopicPartition, int], int]:
@@ -216,7 +219,7 @@ class Supervisor:
         first_loop = self._first_loop()
         try:
             if first_loop:
-                self.store.set_state(self.datasource, Event.CONNECTING)
+                self.store.datasources.set_state(self.datasource, Event.CONNECTING)
             with self._kafka() as reader:
                 tps = reader.partitions(topic=io.topic, pattern=io.topic_pattern)
                 snap = reader.snapshot(tps, at=end_time, future_after=future_after if end_time else None)
@@ -224,8 +227,8 @@ class Supervisor:
             resolution = resolve_start_offsets(
                 tps,
                 datasource=self.datasource,
-                inflight=self.store.inflight_end_offsets(self.datasource),
-                committed=self.store.committed_offsets(self.datasource),
+                inflight=self.store.runs.inflight_end_offsets(self.datasource),
+                committed=self.store.offsets.committed(self.datasource),
                 earliest=snap.earliest,
                 latest=snap.latest,
                 use_earliest=io.use_earliest_offset,
@@ -245,22 +248,22 @@ class Supervisor:
         """The failed loop goes to the audit log; `status` turns a run of them into UNHEALTHY_SUPERVISOR."""
         stream = isinstance(exc, BrokerUnavailableError)
         detailed = loop_error_state(stream, first_loop).value
-        self.store.audit(self.datasource, LOOP_ERROR, {"error": str(exc), "errorClass": type(exc).__name__,
+        self.store.audit_log.write(self.datasource, LOOP_ERROR, {"error": str(exc), "errorClass": type(exc).__name__,
                                                        "streamException": stream, "detailedState": detailed})
 
     def _first_loop(self) -> bool:
-        row = self.store.datasource_row(self.datasource)
+        row = self.store.datasources.get(self.datasource)
         return row is None or row["detailed_state"] in {s.value for s in FIRST_LOOP_STATES}
 
     def _audit_resets(self, plan: Plan) -> None:
         for p in plan.partitions:
             if p.start_source in (StartSource.RESET_EARLIEST, StartSource.RESET_LATEST):
-                self.store.audit(self.datasource, "auto_reset", {
+                self.store.audit_log.write(self.datasource, "auto_reset", {
                     "runId": plan.run_id, "topic": p.tp.topic, "partition": p.tp.partition,
                     "fromOffset": p.expected_commit, "toOffset": p.start,
                     "reason": "start offset below the log start; tuningConfig.resetOffsetAutomatically is true",
                 })
 
     def mark_failed(self, run_id: str, error: str) -> None:
-        self.store.set_run_status(self.datasource, run_id, RunStatus.FAILED, error=error,
+        self.store.runs.set_status(self.datasource, run_id, RunStatus.FAILED, error=error,
                                   only_from=(RunStatus.PLANNED, RunStatus.RUNNING))

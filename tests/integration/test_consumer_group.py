@@ -73,7 +73,7 @@ def test_an_empty_consumer_group_name_is_a_spec_error(broker):
 
 def test_the_group_follows_every_offset_action_and_a_broker_down_is_a_warning_naming_the_re_sync(broker, pg_store,
                                                                                                   pg_url, tmp_path):
-    """Issue 23, item 6: after set-offsets, skip, reset --to-latest, reset, terminate and resume, Kafka's
+    """After set-offsets, skip, reset --to-latest, reset, terminate and resume, Kafka's
     tooling shows what the metadata store holds (nothing at all after a hard reset or a terminate)."""
     import uuid
 
@@ -83,7 +83,7 @@ def test_the_group_follows_every_offset_action_and_a_broker_down_is_a_warning_na
     from ingest_core.service import cli
     from ingest_core.service.actions import DatasourceActions
     from ingest_core.store.main_line import MainLine
-    from ingest_core.store.metadata import RunStatus
+    from ingest_core.store.records import RunStatus
 
     topic = broker.create_topic(partitions=2)
     broker.produce(topic, [b"x"] * 30, partition=0)
@@ -104,7 +104,7 @@ def test_the_group_follows_every_offset_action_and_a_broker_down_is_a_warning_na
     assert not [w for w in result.warnings if "consumer group" in w]
     # a run that failed over [12, 20) of p0 and [5, 9) of p1: skip moves past exactly it
     plan_next(pg_store, "r1", {p0: 20, p1: 9}, task_count=1, ds=name)
-    pg_store.set_run_status(name, "r1", RunStatus.FAILED, error="its tasks failed")
+    pg_store.runs.set_status(name, "r1", RunStatus.FAILED, error="its tasks failed")
     actions.skip(name)
     assert shown() == {0: 20, 1: 9}
     actions.reset_to_latest(name, spec, backfill=False)
@@ -125,7 +125,7 @@ def test_the_group_follows_every_offset_action_and_a_broker_down_is_a_warning_na
     with MainLine.locked(pg_store, name, planning_lock=False) as line:
         line.move({p1: 25}, by="r3")
     result = DatasourceActions(pg_store, None, "erin", specs={name: down}, group_timeout_s=2).resume(name)
-    assert {tp: k.offset for tp, k in pg_store.committed_offsets(name).items()} == {p0: 30, p1: 25}
+    assert {tp: k.offset for tp, k in pg_store.offsets.committed(name).items()} == {p0: 30, p1: 25}
     [warning] = [w for w in result.warnings if "consumer group" in w]
     assert f"`ingest sync-group {name}`" in warning and "was not updated" in warning
     assert result.details["consumerGroup"]["synced"] is False and shown() == {0: 30, 1: 20}

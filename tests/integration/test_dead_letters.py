@@ -13,7 +13,7 @@ from helpers import SIMPLE, T0, iso, rows_of, spec_from
 from ingest_core.executor import deep_storage
 from ingest_core.executor.report import ParseExceptionLimitError
 from ingest_core.spark.job import GroupJob, run_group
-from ingest_core.store.metadata import RunStatus
+from ingest_core.store.records import RunStatus
 from ingest_core.store.publisher import GroupResult, Publisher
 from ingest_core.store.reader import DatasourceReader
 from ingest_core.supervisor.planning import PlanOptions, Supervisor
@@ -129,7 +129,7 @@ def test_a_run_that_does_not_publish_shows_no_dead_letters_and_off_writes_none(s
     plan = plan_run(spec, store, "r1")
     report = run_attempt(spark, spec, plan)
     assert sum(f.records for f in report.dead_letters) == len(expected)
-    store.set_run_status("ds", "r1", RunStatus.FAILED)
+    store.runs.set_status("ds", "r1", RunStatus.FAILED)
     assert DatasourceReader(store, "ds").dead_letters().num_rows == 0
     assert store.dead_letter_files.of("ds") == []
 
@@ -247,7 +247,7 @@ def test_ingest_dead_letters_lists_them(spark, broker, store, tmp_path, capsys):
     assert [(d["offset"], d["outcome"]) for d in shown] == [(7, "processedWithError"), (8, "unparseable")]
     assert base64.b64decode(shown[1]["valueBase64"]) == b"\xff\xfe not utf-8"
 
-    # a run the datasource never planned is a usage error, not "0 dead letters" (issue 33)
+    # a run the datasource never planned is a usage error, not "0 dead letters"
     assert main(["--metadata-url", store.url, "dead-letters", "ds", "--run", "nope"]) == 2
     assert "datasource 'ds' has no planned run 'nope'" in capsys.readouterr().err
     assert main(["--metadata-url", store.url, "dead-letters", "missing"]) == 2  # an unknown datasource: a usage error

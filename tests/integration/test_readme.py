@@ -1,4 +1,4 @@
-"""The README stays true (issue 23, item 9): its Python snippets run, its consumerProperties pass `ingest
+"""The README stays true: its Python snippets run, its consumerProperties pass `ingest
 validate`, and the commands it gives for after `make demo` are the ones the demo prints and they work."""
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ def test_ingest_job_throughput_avro(broker):
 
 
 def test_ingest_job_throughput_sketches(broker):
-    # issue 32: the job with a theta, an HLL and a quantiles metric beside the same spec without them; the
+    # the job with a theta, an HLL and a quantiles metric beside the same spec without them; the
     # warm-up's outputs agree and every stored sketch reads back (the script's own checks)
     out = run_benchmark("ingest_job_throughput.py", "--bootstrap", broker.bootstrap, "--sketches", timeout=600)
     assert re.search(r"outputs agree \(job, sketches\)", out), out[-4000:]

@@ -28,7 +28,7 @@ from ingest_core.provider.plugins.charts import (
     sparkline,
 )
 from ingest_core.service.run_history import run_points
-from ingest_core.store.metadata import RunRecord, RunStatus
+from ingest_core.store.records import RunRecord, RunStatus
 from ingest_core.store.segments import RunSegments
 
 SVG = "{http://www.w3.org/2000/svg}"

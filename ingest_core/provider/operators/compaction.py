@@ -138,7 +138,7 @@ def _remove_unpublished(metadata: Any, datasource: str, output_uri: str) -> None
     """A refused rewrite's files go, unless a segment record points into them (never delete what is published)."""
     prefix = deep_storage.normalize_uri(output_uri).rstrip("/") + "/"
     if any(deep_storage.normalize_uri(s.location).startswith(prefix)
-           for s in metadata.segments(datasource, used_only=False)):
+           for s in metadata.segment_records.of(datasource, used_only=False)):
         return
     try:
         deep_storage.delete_dir(output_uri)

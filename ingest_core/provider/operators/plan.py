@@ -16,7 +16,7 @@ from ingest_core.provider.operators.run import (
     run_folder,
     store,
 )
-from ingest_core.store.metadata import RunStatus
+from ingest_core.store.records import RunStatus
 from ingest_core.supervisor.planning import PlanOptions, Supervisor
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def plan_task(spec: DatasourceSpec, run: RunContext) -> list[list[str]]:
     deep_storage.write_json(plan_uri, plan.to_json())
     # its jobs start: completionTimeout from now. A backfill has no deadline: no run waits for it, and once
     # expired nothing would ever read its range again.
-    metadata.start_run(spec.datasource, run.run_id, None if plan.is_backfill else supervisor.completion_timeout)
+    metadata.runs.start(spec.datasource, run.run_id, None if plan.is_backfill else supervisor.completion_timeout)
     jobs = job_arguments(spec, plan, [*spec_args, "--plan", plan_uri])
     log.info("run %s: %d records in %d task groups -> %d Spark jobs", run.run_id, plan.records, len(plan.groups),
              len(jobs))

@@ -25,7 +25,8 @@ from ingest_core.core.states import Event, after_nothing_to_read
 from ingest_core.executor import deep_storage
 from ingest_core.executor.report import AttemptReport, GroupReport, successful_attempts
 from ingest_core.provider.operators.run import RunContext, final_reason, store
-from ingest_core.store.metadata import RunStatus, utcnow
+from ingest_core.store.records import RunStatus
+from ingest_core.store.schema import utcnow
 from ingest_core.store.publisher import GroupResult, Publisher, PublishResult
 from ingest_core.supervisor.planning import Supervisor
 
@@ -41,7 +42,7 @@ def publish_task(spec: DatasourceSpec, run: RunContext, run_jobs: Callable[[Plan
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
     metadata = store()
-    record = metadata.require_run(spec.datasource, run.run_id)
+    record = metadata.runs.require(spec.datasource, run.run_id)
     if record.status is RunStatus.SUPERSEDED or record.expired:
         raise AirflowSkipException(final_reason(record))
     if record.plan.revision and record.status.in_flight and unread_groups(spec, record.plan):
@@ -65,9 +66,9 @@ def publish_task(spec: DatasourceSpec, run: RunContext, run_jobs: Callable[[Plan
     if not result.already_published:  # a re-run of a published run keeps the reports it has
         for reports in successful_reports(spec, plans[-1]).values():
             for report in reports:
-                metadata.add_task_report(report)
-    last_active = metadata.last_active(spec.datasource) if record.plan.is_empty else None  # idleConfig's clock
-    metadata.set_state(spec.datasource, state_event(spec, record.plan, last_active))
+                metadata.reports.add(report)
+    last_active = metadata.runs.last_active(spec.datasource) if record.plan.is_empty else None  # idleConfig's clock
+    metadata.datasources.set_state(spec.datasource, state_event(spec, record.plan, last_active))
     summary = publish_summary(result, plans[-1])
     log.info("publish: %s", json.dumps(summary))
     return summary
@@ -177,7 +178,7 @@ def publish_in_order(publisher: Publisher, datasource: str, run_id: str, results
                 raise
             results, deadline = again, time.monotonic() + timeout_s
         except PublishPendingError as exc:
-            if publisher.store.expire_overdue(datasource, utcnow(), f"run {run_id} waiting to publish after it"):
+            if publisher.store.runs.expire_overdue(datasource, utcnow(), f"run {run_id} waiting to publish after it"):
                 continue
             if time.monotonic() > deadline:
                 raise IngestError(f"{exc}; it did not publish within {timeout_s:g}s (completionTimeout)") from None

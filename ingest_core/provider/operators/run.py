@@ -13,7 +13,8 @@ from typing import Any
 from ingest_core.core.settings import Settings
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor import deep_storage
-from ingest_core.store.metadata import MetadataStore, RunRecord, RunStatus
+from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.records import RunRecord, RunStatus
 
 SCHEDULED_RUN_TYPES = ("scheduled", "backfill")
 
@@ -64,7 +65,7 @@ def check_active(metadata: MetadataStore, datasource: str) -> None:
     """A suspended or terminated datasource plans nothing, even for a run created before it was paused."""
     from airflow.sdk.exceptions import AirflowSkipException
 
-    row = metadata.datasource_row(datasource)
+    row = metadata.datasources.get(datasource)
     if row is not None and row["terminated"]:
         raise AirflowSkipException(f"datasource {datasource} is terminated: nothing runs until "
                                    f"`ingest resume {datasource}`")

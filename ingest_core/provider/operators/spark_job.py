@@ -15,7 +15,7 @@ from ingest_core.core.planner import Plan
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor import deep_storage
 from ingest_core.provider.operators.run import final_reason, run_folder, store
-from ingest_core.store.metadata import utcnow
+from ingest_core.store.schema import utcnow
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +154,8 @@ def check_job_wanted(datasource: str, run_id: str) -> None:
     from airflow.sdk.exceptions import AirflowSkipException
 
     metadata = store()
-    metadata.expire_overdue(datasource, utcnow(), f"a Spark job of run {run_id}")
-    record = metadata.get_run(datasource, run_id)
+    metadata.runs.expire_overdue(datasource, utcnow(), f"a Spark job of run {run_id}")
+    record = metadata.runs.get(datasource, run_id)
     reason = final_reason(record) if record is not None else None
     if reason:
         raise AirflowSkipException(f"{reason}: no Spark job")

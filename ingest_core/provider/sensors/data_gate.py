@@ -69,7 +69,7 @@ class DataGateSensor(BaseSensorOperator):
         run = RunContext.from_airflow(context)
         metadata = store()
         check_active(metadata, self.spec.datasource)
-        if metadata.get_run(self.spec.datasource, run.run_id) is not None:
+        if metadata.runs.get(self.spec.datasource, run.run_id) is not None:
             return GateLook(GateStatus.PLANNED)
         starts, records = Supervisor(self.spec, metadata).pending()
         ready = records >= self.spec.microbatch.data_gate.min_records
