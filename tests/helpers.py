@@ -215,11 +215,20 @@ def recreate_topic(broker, topic: str, partitions: int) -> None:
         except KafkaException:
             assert time.monotonic() < deadline, f"{topic} could not be created again"
             time.sleep(0.2)
+    wait_for_partitions(broker, topic, partitions)
+
+
+def wait_for_partitions(broker, topic: str, partitions: int, timeout_s: float = 60) -> None:
+    """Polls the broker's metadata until `topic` has `partitions` partitions (after a create, a re-create or an
+    added partition, which the broker's metadata shows a moment later)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
     while True:
         md = broker.admin.list_topics(topic, timeout=5).topics.get(topic)
         if md is not None and md.error is None and len(md.partitions) == partitions:
             return
-        assert time.monotonic() < deadline, f"{topic} did not appear again"
+        assert time.monotonic() < deadline, f"{topic} does not show {partitions} partitions after {timeout_s}s"
         time.sleep(0.1)
 
 

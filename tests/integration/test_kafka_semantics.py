@@ -20,6 +20,7 @@ from helpers import (
     run_and_publish,
     spec_from,
     sqlite_store,
+    wait_for_partitions,
 )
 
 from ingest_core.spark.kafka_source import ReadJob, SplitConsumer, SplitPartition
@@ -352,10 +353,7 @@ def test_partitions_added_while_a_run_is_in_flight_are_read_from_earliest_by_the
     spec = spec_from(broker.bootstrap, topic, SIMPLE, io={"taskCount": 2})
     r1 = Supervisor(spec, store).plan("r1").plan  # two partitions, 10 records each
     broker.admin.create_partitions([NewPartitions(topic, 4)])[topic].result(timeout=30)
-    deadline = time.monotonic() + 30
-    while len(broker.admin.list_topics(topic, timeout=5).topics[topic].partitions) < 4:
-        assert time.monotonic() < deadline, "the new partitions did not show in the metadata"
-        time.sleep(0.1)
+    wait_for_partitions(broker, topic, 4)
     # records for every partition, old and new, while r1 is in flight (its job not run yet)
     produce_all(broker, topic, [{"ts": iso(T0), "a": "x", "b": str(i)} for i in range(20, 60)], partitions=4)
     run_and_publish(spark, store, spec, r1, tmp_path.as_uri())

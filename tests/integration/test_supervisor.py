@@ -7,7 +7,7 @@ import pytest
 import sqlalchemy as sa
 from confluent_kafka import TopicPartition as KTP
 from confluent_kafka.admin import NewPartitions
-from helpers import broker_connections, make_spec, recreate_topic
+from helpers import broker_connections, make_spec, recreate_topic, wait_for_partitions
 
 from ingest_core.core.errors import OffsetOutOfRangeError, TopicNotFoundError, TopicRecreatedError
 from ingest_core.core.offsets import StartSource, TopicPartition
@@ -92,8 +92,8 @@ def test_committed_then_inflight_then_new_partition(broker, store):
     assert r2.plan.start_offsets() == {TopicPartition(topic, 0): 3, TopicPartition(topic, 1): 3}
     fill(broker, topic, 2, 4)
     broker.admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=30)
+    wait_for_partitions(broker, topic, 3)
     broker.produce(topic, [b'{"ts": 1}'] * 6, partition=2)
-    time.sleep(0.5)
     r3 = sup.plan("r3")  # r2 still in flight: pipelined from its planned end; the new partition from earliest
     starts = {p.tp.partition: (p.start, p.start_source) for p in r3.plan.partitions}
     assert starts == {0: (5, StartSource.INFLIGHT), 1: (5, StartSource.INFLIGHT), 2: (0, StartSource.NEW_PARTITION)}
