@@ -39,7 +39,7 @@ import pyarrow.json as pa_json
 
 from ingest_core.core.column_types import canonical
 from ingest_core.core.periods import MAX_DATETIME, MIN_DATETIME
-from ingest_core.core.spec import DatasourceSpec
+from ingest_core.core.spec import DatasourceSpec, DimensionsSpec
 from ingest_core.executor.decoders import decoder_for, json_text
 from ingest_core.executor import discovery
 from ingest_core.executor.discovery import AUTO_JSON, encode
@@ -820,7 +820,7 @@ class RowParser:
             del exceptions[:-keep]
 
 
-def discovers_strings(dimensions_spec: Any) -> bool:
+def discovers_strings(dimensions_spec: DimensionsSpec) -> bool:
     """Whether a spec discovers string dimensions (DIMS_JSON): none listed (schemaless) or includeAllDimensions,
     and no type-aware discovery (`useSchemaDiscovery`, `type: auto`), which types what it discovers instead."""
     return ((not dimensions_spec.dimensions or dimensions_spec.include_all_dimensions)

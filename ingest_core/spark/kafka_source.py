@@ -22,7 +22,7 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,6 +37,9 @@ from ingest_core.executor.discovery import AUTO_JSON
 from ingest_core.executor.rollup import PartialRollup, aggregators, row_metrics_schema
 from ingest_core.executor.row_parser import DIMS_JSON, PARTITION, TIME_TYPE, RowParser
 from ingest_core.kafka.config import KafkaClientConfig
+
+if TYPE_CHECKING:  # for the annotations; the reader imports them where it reads
+    from confluent_kafka import Consumer, KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +237,7 @@ class SplitConsumer:
         self.raw = raw
         self.errors: list[str] = []
 
-    def _on_error(self, err: Any) -> None:
+    def _on_error(self, err: KafkaError) -> None:
         self.errors.append(str(err))
 
     def config(self) -> dict[str, Any]:
@@ -332,13 +335,13 @@ class SplitConsumer:
         finally:
             consumer.close()
 
-    def _position(self, consumer: Any) -> int:
+    def _position(self, consumer: Consumer) -> int:
         from confluent_kafka import TopicPartition
 
         pos = consumer.position([TopicPartition(self.split.topic, self.split.partition)])[0].offset
         return pos if pos >= 0 else -1
 
-    def _watermarks(self, consumer: Any) -> tuple[int, int] | None:
+    def _watermarks(self, consumer: Consumer) -> tuple[int, int] | None:
         from confluent_kafka import TopicPartition
 
         try:
@@ -346,7 +349,7 @@ class SplitConsumer:
         except Exception:  # noqa: BLE001 - the caller reports the broker as unreachable
             return None
 
-    def _check_truncated(self, consumer: Any, position: int) -> None:
+    def _check_truncated(self, consumer: Consumer, position: int) -> None:
         marks = self._watermarks(consumer)
         if marks is not None and marks[1] < self.split.end:
             self._fail_range(position, marks)
@@ -372,7 +375,7 @@ class SplitConsumer:
             f"cannot read {s.topic}/{s.partition} [{s.start}, {s.end}): {why}.",
             topic=s.topic, partition=s.partition, offset=position, earliest=earliest, latest=latest)
 
-    def _raise_for(self, err: Any, consumer: Any, position: int) -> None:
+    def _raise_for(self, err: KafkaError, consumer: Consumer, position: int) -> None:
         from confluent_kafka import KafkaError
 
         from ingest_core.core.errors import BrokerUnavailableError
@@ -386,7 +389,7 @@ class SplitConsumer:
         raise RuntimeError(f"Kafka error while reading {self.split.topic}/{self.split.partition} at offset "
                            f"{position}: {err.str()}")
 
-    def _stalled(self, consumer: Any, position: int) -> None:
+    def _stalled(self, consumer: Consumer, position: int) -> None:
         from ingest_core.core.errors import BrokerUnavailableError
 
         s = self.split
