@@ -50,9 +50,10 @@ def test_fires_once_enough_records_arrive_past_the_starts(tmp_path, broker, monk
     # each wave of records is produced once the trigger has counted the one before (no clock decides the order)
     seen: list[int] = []
     counted = {n: threading.Event() for n in (0, 20)}
+    count = new_records._pending
 
     def pending(*args):
-        n = new_records._pending(*args)
+        n = count(*args)
         seen.append(n)
         if n in counted:
             counted[n].set()
