@@ -22,6 +22,7 @@ import time
 import traceback
 import uuid
 import weakref
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -290,8 +291,9 @@ def stores_closed():
     def tracking_init(self, url, engine=None):
         init(self, url, engine)
         if engine is None:
-            frames = [f for f in traceback.extract_stack()[:-1] if "/tests/" in f.filename]
-            where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "outside the tests"
+            frames = [f"{Path(f.filename).name}:{f.lineno}" for f in traceback.extract_stack()[:-1]
+                      if "/tests/" in f.filename]
+            where = " <- ".join(reversed(frames[-3:])) or "outside the tests"  # the innermost test code first
             opened.append((weakref.ref(self), where))
 
     def tracking_dispose(self):

@@ -32,7 +32,8 @@ pytestmark = pytest.mark.kafka
 
 @pytest.fixture
 def store(tmp_path) -> MetadataStore:
-    return sqlite_store(tmp_path)
+    with sqlite_store(tmp_path) as s:
+        yield s
 
 
 # ------------------------------------------------------------------------------------------ rollup oracle

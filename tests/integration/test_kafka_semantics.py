@@ -33,7 +33,8 @@ FETCH_RESPONSE = 1_048_576  # librdkafka's max.partition.fetch.bytes: the most o
 
 @pytest.fixture
 def store(tmp_path) -> MetadataStore:
-    return sqlite_store(tmp_path)
+    with sqlite_store(tmp_path) as s:
+        yield s
 
 
 # ------------------------------------------------------------------------------------------ fetch sizes
