@@ -1,4 +1,4 @@
-"""Benchmark: a day of 1-minute microbatches, before and after compaction (issue 24), and what the Iceberg
+"""Benchmark: a day of 1-minute microbatches, before and after compaction, and what the Iceberg
 commit adds to a publish.
 
 A datasource of the example's shape (wiki edits, hourly segments, taskCount 2, rolled up by minute) receives
@@ -45,7 +45,7 @@ from ingest_core.core.spec import parse_spec  # noqa: E402
 from ingest_core.dev.demo import wiki_events  # noqa: E402
 from ingest_core.executor import buckets  # noqa: E402
 from ingest_core.store.compaction import publish_compaction  # noqa: E402
-from ingest_core.store.metadata import MetadataStore  # noqa: E402
+from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.publisher import GroupResult, Publisher, SegmentDescriptor  # noqa: E402
 from ingest_core.store.reader import DatasourceReader  # noqa: E402
 from ingest_core.store.sql import run_sql  # noqa: E402
@@ -124,7 +124,7 @@ class Day:
             starts={tp: StartOffset(o, StartSource.COMMITTED, expected_commit=o) if o else
                     StartOffset(0, StartSource.EARLIEST) for tp, o in start.items()},
             latest={tp: self.offset for tp in self.parts}, task_count=2))
-        self.store.insert_run(plan)
+        self.store.runs.insert(plan)
         hour = minute.replace(minute=0)
         results = []
         for group in plan.groups:

@@ -48,15 +48,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedPostgres, EmbeddedSparkConnect  # noqa: E402
-from ingest_core.store.metadata import MetadataStore  # noqa: E402
+from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.segment_schema import read_conformed  # noqa: E402
-from microbatch_fixed_cost import (  # noqa: E402
-    CONNECT_CONN,
-    ExternalConnect,
-    Standalone,
-    drop_databases,
-    load,
-)
+from harness.fixed_cost_scheduler import Standalone  # noqa: E402
+from harness.fixed_cost_setup import CONNECT_CONN, ExternalConnect, drop_databases, load  # noqa: E402
 from spark_kafka_jobs import spark_kafka_jars  # noqa: E402
 
 PARTITIONS = 4
@@ -130,7 +125,7 @@ class Datasource:
         self._read: set[str] = set()
 
     def new_ids(self) -> list[int]:
-        fresh = [s for s in self.store.segments(self.datasource, used_only=True) if s.id not in self._read]
+        fresh = [s for s in self.store.segment_records.of(self.datasource, used_only=True) if s.id not in self._read]
         ids: list[int] = []
         for segment in fresh:  # nothing compacts here: every published segment stays visible
             table = read_conformed([segment], ["id"])

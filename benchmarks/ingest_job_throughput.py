@@ -9,7 +9,7 @@ In one run, on the same broker and the same offset ranges, each size measures th
                source with the same ranges, from_json, the same filter, time floor and rollup, Parquet
                partitioned by segment;
   jvm-reader   our job with Spark's Kafka source as its reader, parsing with our parser in mapInArrow
-               (`spark_kafka_jobs.jvm_reader_job`): the candidate reader of issue 14, item 6.
+               (`spark_kafka_jobs.jvm_reader_job`): a JVM reader measured against ours.
 The Spark sides share one SparkSession per size (Spark `local[N]`, default: both cores; 2 GiB driver; Spark's
 Kafka source jars passed as files with spark.jars), a fresh JVM per size, warmed up by one untimed round
 (SparkSession start-up is not part of any figure). Each round runs every side, in an order that rotates from
@@ -25,7 +25,7 @@ included), and each Spark side's peak memory (PSS of the driver JVM plus the Pyt
     python benchmarks/ingest_job_throughput.py --records 1000000 --bootstrap host:9092 --sides raw job
     python benchmarks/ingest_job_throughput.py --value-format protobuf   # the same events as Protobuf
     python benchmarks/ingest_job_throughput.py --value-format avro   # the same events as Avro (avro_stream)
-    python benchmarks/ingest_job_throughput.py --sketches --records 1000000   # sketch metrics' cost (issue 32)
+    python benchmarks/ingest_job_throughput.py --sketches --records 1000000   # sketch metrics' cost
 
 `--sketches` adds the side `sketches`: the job over the same records with the same spec plus one thetaSketch
 (user), one HLLSketchBuild (page) and one quantilesDoublesSketch (delta), Druid's default sizes; it prints both
@@ -69,7 +69,7 @@ from ingest_core.core.spec import load_spec, parse_spec  # noqa: E402
 from ingest_core.dev.embedded import EmbeddedKafka  # noqa: E402
 from ingest_core.handover import deep_storage  # noqa: E402
 from ingest_core.spark.job import GroupJob, run_group, spark_session_builder  # noqa: E402
-from ingest_core.store.metadata import MetadataStore  # noqa: E402
+from ingest_core.store.metadata import MetadataStore
 from ingest_core.supervisor.planning import PlanOptions, Supervisor  # noqa: E402
 
 SIDES = ("raw", "job", "spark-kafka", "jvm-reader", "sketches")

@@ -33,7 +33,7 @@ from ingest_core.core.states import RunEvent
 from ingest_core.core.spec import parse_spec  # noqa: E402
 from ingest_core.dev.embedded import EmbeddedKafka  # noqa: E402
 from ingest_core.kafka.offset_reader import KafkaOffsetReader  # noqa: E402
-from ingest_core.store.metadata import MetadataStore  # noqa: E402
+from ingest_core.store.metadata import MetadataStore
 from ingest_core.supervisor.planning import Supervisor  # noqa: E402
 
 # A KRaft controller refuses one operation of more than 10,000 metadata records ("excessively large batch"):

@@ -1,4 +1,4 @@
-"""Benchmark: Druid SQL's APPROX_COUNT_DISTINCT_DS_THETA over a day of compacted segments (issue 32 item 5),
+"""Benchmark: Druid SQL's APPROX_COUNT_DISTINCT_DS_THETA over a day of compacted segments,
 beside COUNT(DISTINCT) over the same events unrolled, in the same run.
 
 Two datasources in one SQLite metadata store, each published hour by hour by the real exactly-once publish:
@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ingest_core.core.offsets import StartOffset, StartSource, TopicPartition  # noqa: E402
 from ingest_core.core.planner import PlanRequest, plan_run  # noqa: E402
-from ingest_core.store.metadata import MetadataStore  # noqa: E402
+from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.publisher import GroupResult, Publisher, SegmentDescriptor  # noqa: E402
 from ingest_core.store.sql import run_sql  # noqa: E402
 
@@ -97,7 +97,7 @@ class Store:
             starts={tp: StartOffset(start, StartSource.COMMITTED, expected_commit=start) if start else
                     StartOffset(0, StartSource.EARLIEST)},
             latest={tp: self.offsets[datasource]}, task_count=1))
-        self.store.insert_run(plan)
+        self.store.runs.insert(plan)
         path = self.out / "deep" / datasource / f"{hour:%Y%m%dT%H}.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, path)

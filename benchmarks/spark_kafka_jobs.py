@@ -6,7 +6,7 @@ with `spark.jars`, never `--packages`):
   the same offset ranges, `from_json` on the value with the spec's columns, the spec's filter, the time floored
   to queryGranularity, rollup (groupBy + the spec's aggregators), Parquet partitioned by segment interval. None
   of Druid's bookkeeping: no row stats, no parse exceptions, no reports, no progress.
-- `jvm_reader_job`: our job with Spark's Kafka source as its reader (issue 14, item 6): the JVM's consumer
+- `jvm_reader_job`: our job with Spark's Kafka source as its reader, to measure a JVM reader against ours: the JVM's consumer
   (`kafka.isolation.level` = the spec's, read_committed by default) reads the same ranges, and each Spark task
   parses its records with our parser (`ingest_core.executor.row_parser`, pyarrow) in `mapInArrow`, rolls them up per
   `maxRowsInMemory` rows, keeps per-split row stats, parse exceptions and progress reports as our reader does,
@@ -156,13 +156,13 @@ def _parse_in_tasks(job_text: str, kafka_format: bool):
         from ingest_core.executor.rollup import RollupBuffer
         from ingest_core.executor.row_parser import TIME, RecordChunk
         from ingest_core.spark.kafka_source import (
-            _spec_and_parser,
             output_arrow_schema,
+            split_parser,
             split_rollup,
         )
 
         job = ReadJob.loads(job_text)
-        spec, parser = _spec_and_parser(job)
+        spec, parser = job.spec, split_parser(job)
         gran = spec.data_schema.granularity_spec
         schema = output_arrow_schema(parser)
         partial = split_rollup(parser)
@@ -170,7 +170,7 @@ def _parse_in_tasks(job_text: str, kafka_format: bool):
         limit = spec.tuning_config.effective_max_parse_exceptions
         splits: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
         for i, s in enumerate(job.splits):
-            splits.setdefault((s["topic"], int(s["partition"])), []).append((i, int(s["start"]), int(s["end"])))
+            splits.setdefault((s.tp.topic, s.tp.partition), []).append((i, s.start, s.end))
         reports: dict[int, SplitReport] = {}
         last_progress: dict[int, float] = {}
         started = time.monotonic()
@@ -251,14 +251,13 @@ def jvm_reader_job(spark: Any, job: GroupJob, bootstrap: str) -> GroupReport:
     """`ingest_core.spark.job.run_group` with Spark's Kafka source as the reader (see the module doc)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from ingest_core.spark.kafka_source import _spec_and_parser, output_arrow_schema
+    from ingest_core.spark.kafka_source import output_arrow_schema, split_parser
 
     spec, group = job.spec, job.group
     started = time.monotonic()
     # as our job does: each attempt writes a folder of its own (`job.attempt_uri`), where `describe_segments`
     # reads the segments
-    read_job = ReadJob(spec_raw=spec.to_raw(), created_at=job.plan.to_json()["createdAt"],
-                       splits=[s.to_json() for s in group.splits], output_uri=job.attempt_uri,
+    read_job = ReadJob(spec=spec, created_at=job.plan.created_at, splits=group.splits, output_uri=job.attempt_uri,
                        batch_records=spec.tuning_config.max_records_per_poll or ReadJob.batch_records,
                        progress_interval_s=job.progress_interval_s)
     kafka_format = spec.io_config.input_format.type == "kafka"
@@ -268,7 +267,7 @@ def jvm_reader_job(spark: Any, job: GroupJob, bootstrap: str) -> GroupReport:
                                               {"isolation.level": spec.io_config.isolation_level}))
               .option("includeHeaders", str(kafka_format).lower()).load())
     columns = ["topic", "partition", "offset", "value"] + (["key", "timestamp", "headers"] if kafka_format else [])
-    schema = from_arrow_schema(output_arrow_schema(_spec_and_parser(read_job)[1]))
+    schema = from_arrow_schema(output_arrow_schema(split_parser(read_job)))
     # Arrow batches of our reader's chunk size (Spark's default is 10,000 records)
     previous = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(read_job.batch_records))

@@ -30,3 +30,10 @@ def figures(out: str, lines: dict[str, str]) -> dict[str, list[float]]:
         assert match, f"no {name} line (/{pattern}/) in the output:\n{out[-4000:]}"
         found[name] = [float(g.replace(",", "")) for g in match.groups()]
     return found
+
+
+def assert_positive(got: dict[str, list[float]], *names: str) -> None:
+    """Each number of the named figures (all figures without names) is above zero: a rate, a time, a ratio or a
+    count that a run which did its work cannot print as 0 or less."""
+    for name in names or tuple(got):
+        assert all(v > 0 for v in got[name]), f"{name}: {got[name]} (each must be above 0)"

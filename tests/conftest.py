@@ -20,9 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import os
 import time
+import traceback
 import uuid
+import weakref
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -30,7 +34,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedPostgres
-from ingest_core.store.metadata import MetadataStore, meta, schema_version
+from ingest_core.store.database import Database
+from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.schema import meta, schema_version
 
 _private_postgres: EmbeddedPostgres | None = None
 
@@ -349,3 +355,51 @@ def pg_store(pg_url) -> MetadataStore:
     s = _fresh_postgres(pg_url)
     yield s
     s.dispose()
+
+
+# ------------------------------------------------------------------------------------------ stores left open
+
+
+@contextlib.contextmanager
+def stores_closed():
+    """Fails (AssertionError) if a metadata store opened inside is still open at the end: each `Database` made
+    with an engine of its own (a shared one is the process's, disposed at exit) and neither disposed nor dropped
+    (a dropped store is closed with its engine once collected). The leaked ones are disposed first."""
+    opened: list[tuple[weakref.ref, str]] = []
+    disposed: weakref.WeakSet = weakref.WeakSet()
+    init, dispose = Database.__init__, Database.dispose
+
+    def tracking_init(self, url, engine=None):
+        init(self, url, engine)
+        if engine is None:
+            frames = [f"{Path(f.filename).name}:{f.lineno}" for f in traceback.extract_stack()[:-1]
+                      if "/tests/" in f.filename]
+            where = " <- ".join(reversed(frames[-3:])) or "outside the tests"  # the innermost test code first
+            opened.append((weakref.ref(self), where))
+
+    def tracking_dispose(self):
+        disposed.add(self)
+        dispose(self)
+
+    def left_open() -> list[tuple[Database, str]]:
+        return [(db, where) for ref, where in opened if (db := ref()) is not None and db not in disposed]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Database, "__init__", tracking_init)
+        patch.setattr(Database, "dispose", tracking_dispose)
+        yield
+    if left_open():
+        gc.collect()  # only when a store may be left: collecting takes time
+    leaked = left_open()
+    for db, _ in leaked:
+        db.dispose()
+    assert not leaked, ("metadata stores left open by the test: close each (`with MetadataStore(url) as store:`, "
+                        "`store.dispose()` or the store fixtures); opened at " + ", ".join(w for _, w in leaked))
+
+
+@pytest.fixture(autouse=True)
+def _every_store_is_closed():
+    """A test that keeps a metadata store open past its end fails (its SQLite file or PostgreSQL connections
+    would stay open for the rest of the session)."""
+    with stores_closed():
+        yield

@@ -114,7 +114,7 @@ def run_and_publish(spark, store, spec: DatasourceSpec, plan, deep_storage_uri: 
     result = Publisher(store).publish(spec.datasource, plan.run_id,
                                       [GroupResult.from_report(r) for r in reports])
     for r in reports:  # as the DAG's publish step keeps them
-        store.add_task_report(r)
+        store.reports.add(r)
     return reports, result
 
 
@@ -172,12 +172,12 @@ def plan_next(store, run_id: str, latest: dict, *, created_at=datetime(2026, 11,
     from ingest_core.core.offsets import resolve_start_offsets
     from ingest_core.core.planner import PlanRequest, plan_run
 
-    res = resolve_start_offsets(latest, datasource=ds, inflight=store.inflight_end_offsets(ds),
-                                committed=store.committed_offsets(ds), earliest={tp: 0 for tp in latest},
+    res = resolve_start_offsets(latest, datasource=ds, inflight=store.runs.inflight_end_offsets(ds),
+                                committed=store.offsets.committed(ds), earliest={tp: 0 for tp in latest},
                                 latest=latest, use_earliest=True, reset_automatically=False)
     plan = plan_run(PlanRequest(datasource=ds, run_id=run_id, created_at=created_at, starts=res.starts,
                                 latest=latest, task_count=task_count))
-    return store.insert_run(plan)[0].plan
+    return store.runs.insert(plan)[0].plan
 
 
 def publish_segments(store, tmp_path, run_id: str, latest: dict, tables: list, ds: str = "wiki",
@@ -215,11 +215,20 @@ def recreate_topic(broker, topic: str, partitions: int) -> None:
         except KafkaException:
             assert time.monotonic() < deadline, f"{topic} could not be created again"
             time.sleep(0.2)
+    wait_for_partitions(broker, topic, partitions)
+
+
+def wait_for_partitions(broker, topic: str, partitions: int, timeout_s: float = 60) -> None:
+    """Polls the broker's metadata until `topic` has `partitions` partitions (after a create, a re-create or an
+    added partition, which the broker's metadata shows a moment later)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
     while True:
         md = broker.admin.list_topics(topic, timeout=5).topics.get(topic)
         if md is not None and md.error is None and len(md.partitions) == partitions:
             return
-        assert time.monotonic() < deadline, f"{topic} did not appear again"
+        assert time.monotonic() < deadline, f"{topic} does not show {partitions} partitions after {timeout_s}s"
         time.sleep(0.1)
 
 

@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
             produced += n
             log_path = home / "logs" / f"run-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{i}.log"
             seconds = run_dag(env, log_path)
-            run = store.list_runs(DATASOURCE, limit=1)[0]
+            run = store.runs.recent(DATASOURCE, limit=1)[0]
             print(f"run {run.run_id}: {run.status.value}, {run.plan.records} records in {len(run.plan.groups)} "
                   f"task groups, {seconds:.0f}s (log {log_path.relative_to(home)})")
         _summary(spec, store, home, produced, produced_before)
@@ -234,7 +234,7 @@ def _summary(spec, store: MetadataStore, home: Path, produced: int, before: int)
         latest = reader.latest(reader.partitions(topic=TOPIC))
     finally:
         reader.close()
-    committed = store.committed_offsets(DATASOURCE)
+    committed = store.offsets.committed(DATASOURCE)
     lag = {tp: off - (committed[tp].offset if tp in committed else 0) for tp, off in latest.items()}
     print(f"\nsegments: {len(segments)} visible, {sum(s.num_rows for s in segments)} rows "
           f"({len({s.interval_start for s in segments})} hourly intervals)")

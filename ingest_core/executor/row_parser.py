@@ -40,7 +40,7 @@ import pyarrow.json as pa_json
 from ingest_core.core.aggregators import DOUBLE, LIST, LONG, TEXT
 from ingest_core.core.column_types import canonical
 from ingest_core.core.periods import MAX_DATETIME, MIN_DATETIME
-from ingest_core.core.spec import DatasourceSpec
+from ingest_core.core.spec import DatasourceSpec, DimensionsSpec
 from ingest_core.executor import discovery
 from ingest_core.executor.discovery import AUTO_JSON, encode
 from ingest_core.executor.expr_values import concat_arrays, expression_input
@@ -115,6 +115,24 @@ class ParsedChunk:
     exceptions: list[ParseExceptionRecord] = field(default_factory=list)  # the last max(maxSaved, 1)
     rejections: list[Rejection] = field(default_factory=list)  # every row not ingested as sent, in offset order
     problems: list[ServiceProblem] = field(default_factory=list)  # services a decoder needed that did not answer
+
+
+@dataclass
+class _ChunkParse:
+    """One chunk's parse as it goes through `RowParser.parse`'s steps: what they count and the columns they
+    build, row by row (`n` rows, `offsets` the record each came from, `bad` why a row is unparseable)."""
+
+    chunk: RecordChunk
+    stats: RowStats = field(default_factory=RowStats)
+    exceptions: list[ParseExceptionRecord] = field(default_factory=list)
+    rejections: list[Rejection] = field(default_factory=list)
+    columns: dict[str, pa.Array] = field(default_factory=dict)
+    rows: list[dict[str, Any]] = field(default_factory=list)  # decoded rows, by the per-record path only
+    pyvalues: dict[str, list[Any]] = field(default_factory=dict)  # columns of mixed or nested values, as decoded
+    raw_values: dict[str, list[Any]] = field(default_factory=dict)  # of those, the ones no transform replaced
+    offsets: pa.Array = field(default_factory=lambda: pa.array([], pa.int64()))
+    n: int = 0
+    bad: dict[int, str] = field(default_factory=dict)  # row -> why it is unparseable (its first reason)
 
 
 class _Rows:
@@ -366,76 +384,93 @@ class RowParser:
     # ---------------------------------------------------------------------------------------- entry point
 
     def parse(self, chunk: RecordChunk) -> ParsedChunk:
-        stats = RowStats()
-        exceptions: list[ParseExceptionRecord] = []
-        rejections: list[Rejection] = []
+        """A chunk's records -> typed rows, in Druid's order: decode, timestamp, transforms, filter and the
+        rejection window, typed columns. A bad record or row fails itself only, counted as Druid counts it."""
         self._problems = []
-        values = chunk.values
+        p = _ChunkParse(chunk)
+        self._decode(p, self._live_records(p))
+        self._parse_timestamps(p)
+        self._transform(p)
+        mask, masks = self._filter(p)
+        return self._typed_table(p, mask, masks)
+
+    # ---------------------------------------------------------------------------------------- parse's steps
+
+    def _live_records(self, p: _ChunkParse) -> list[int]:
+        """1. The records that carry a row: a tombstone or an empty record is thrown away."""
+        values = p.chunk.values
         if None not in values and b"" not in values:  # the usual case, checked without a Python loop
             live: list[int] = list(range(len(values)))
-            stats.processed_bytes = sum(map(len, values))  # type: ignore[arg-type]
+            p.stats.processed_bytes = sum(map(len, values))  # type: ignore[arg-type]
         else:
             live = []
             for i, v in enumerate(values):
                 if v is None or v == b"":
-                    stats.thrown_away += 1  # a tombstone or empty record carries no row
+                    p.stats.thrown_away += 1  # a tombstone or empty record carries no row
                     if self.keep_thrown_away:
-                        rejections.append(Rejection(chunk.offsets[i], Outcome.THROWN_AWAY,
-                                                    "a tombstone (null value)" if v is None else "an empty record"))
+                        p.rejections.append(Rejection(p.chunk.offsets[i], Outcome.THROWN_AWAY,
+                                                      "a tombstone (null value)" if v is None else "an empty record"))
                 else:
-                    stats.processed_bytes += len(v)
+                    p.stats.processed_bytes += len(v)
                     live.append(i)
-        if chunk.keys is not None:
-            stats.processed_bytes += sum(len(k) for k in chunk.keys if k is not None)
+        if p.chunk.keys is not None:
+            p.stats.processed_bytes += sum(len(k) for k in p.chunk.keys if k is not None)
+        return live
 
+    def _decode(self, p: _ChunkParse, live: list[int]) -> None:
+        """2. The live records decoded into columns (Arrow at once where the format allows, else record by
+        record), with the offset of the record each row came from."""
+        chunk = p.chunk
         columns: dict[str, pa.Array] | None = None
         row_record: list[int] = live
-        rows: list[dict[str, Any]] = []
-        pyvalues: dict[str, list[Any]] = {}  # columns of mixed or nested values, as decoded
         if self._fast_schema is not None and live:
             columns = self._decode_fast(chunk, live)
         elif self._columnar is not None and live:
             columns = self.decoder.columns(  # type: ignore[attr-defined]
                 chunk.values if len(live) == len(chunk.values) else [chunk.values[i] for i in live], self._columnar)
         if columns is None:
-            columns, row_record, rows, pyvalues = self._decode_slow(chunk, live, stats, exceptions, rejections)
-        n = len(row_record)
-        offsets = _offsets_array(chunk.offsets)
+            columns, row_record, p.rows, p.pyvalues = self._decode_slow(chunk, live, p.stats, p.exceptions,
+                                                                         p.rejections)
+        p.columns, p.n = columns, len(row_record)
+        p.offsets = _offsets_array(chunk.offsets)
         one_row_each = (row_record is live and len(live) == len(chunk)) or row_record == list(range(len(chunk)))
         if not one_row_each:  # rows of other records than one each, in order (a count can match by chance)
-            offsets = pc.take(offsets, pa.array(row_record, pa.int64()))
+            p.offsets = pc.take(p.offsets, pa.array(row_record, pa.int64()))
 
-        # 2. timestamps
-        bad: dict[int, str] = {}  # row -> why it is unparseable (its first reason)
+    def _parse_timestamps(self, p: _ChunkParse) -> None:
+        """3. Each row's timestamp, epoch millis; a row without a usable one is unparseable."""
         ts_column = self.ts_spec.column
-        ts_millis, bad_ts = self._timestamps(pyvalues.get(ts_column, columns.get(ts_column)), n)
-        bad.update(bad_ts)
-        columns[TIME] = ts_millis
+        ts_millis, bad_ts = self._timestamps(p.pyvalues.get(ts_column, p.columns.get(ts_column)), p.n)
+        p.bad.update(bad_ts)
+        p.columns[TIME] = ts_millis
 
-        # 3. transforms, as Druid's TransformedInputRow evaluates them: each on the row as parsed (a field of its
-        # own name too, `__time` the parsed timestamp), none on another's output; they may replace __time. A
-        # transform that fails fails its rows (Druid's Transformer throws a ParseException), never the chunk.
-        parsed = dict(columns)
-        outputs = {name: self._per_row(lambda cols, m, e=expr: evaluate_to_array(e, cols, m), parsed, n, bad,
-                                       chunk, offsets, f"transform {name!r} ({expr.text})", expr.columns, pyvalues,
-                                       nested=True)
+    def _transform(self, p: _ChunkParse) -> None:
+        """4. The transforms, as Druid's TransformedInputRow evaluates them: each on the row as parsed (a field of
+        its own name too, `__time` the parsed timestamp), none on another's output; they may replace __time. A
+        transform that fails fails its rows (Druid's Transformer throws a ParseException), never the chunk."""
+        parsed = dict(p.columns)
+        outputs = {name: self._per_row(lambda cols, m, e=expr: evaluate_to_array(e, cols, m), parsed, p.n, p.bad,
+                                       p.chunk, p.offsets, f"transform {name!r} ({expr.text})", expr.columns,
+                                       p.pyvalues, nested=True)
                    for name, expr in self.transforms}
-        columns.update(outputs)
-        raw_values = {k: v for k, v in pyvalues.items() if k not in outputs}  # mixed columns no transform replaced
-        time_col = self._row_times(columns[TIME], n, bad)
-        columns[TIME] = time_col  # the filter reads the transformed row: its time in epoch millis
+        p.columns.update(outputs)
+        p.raw_values = {k: v for k, v in p.pyvalues.items() if k not in outputs}  # mixed columns no transform replaced
+        p.columns[TIME] = self._row_times(p.columns[TIME], p.n, p.bad)  # the filter reads the transformed time
 
-        # 4. filter, then late/early rejection
+    def _filter(self, p: _ChunkParse) -> tuple[pa.Array, dict[str, pa.Array]]:
+        """5. The rows kept: the filter, then the late/early rejection window; each aggregator's filter as a mask
+        column. The unparseable rows are reported here, once every step has had its say."""
+        n, bad, time_col = p.n, p.bad, p.columns[TIME]
         mask = _keep_mask(n, bad)
         if self.filter is not None:
             flt = self.filter
-            passed = self._per_row(lambda cols, m: flt(_as_text(cols), m), columns, n, bad, chunk, offsets,
+            passed = self._per_row(lambda cols, m: flt(_as_text(cols), m), p.columns, n, bad, p.chunk, p.offsets,
                                    "transformSpec.filter", _filter_columns(self.spec.data_schema.transform_spec.filter),
-                                   raw_values)
+                                   p.raw_values)
             if bad:
                 mask = _keep_mask(n, bad)
             passed = pc.fill_null(passed, False)
-            self._throw_away(pc.and_(mask, pc.invert(passed)), stats, rejections, offsets,
+            self._throw_away(pc.and_(mask, pc.invert(passed)), p.stats, p.rejections, p.offsets,
                              "thrown away by transformSpec.filter")
             mask = pc.and_(mask, passed)
         if self.min_time is not None or self.max_time is not None:
@@ -445,38 +480,43 @@ class RowParser:
             if self.max_time is not None:
                 window = pc.and_(window, pc.less_equal(time_col, self.max_time))
             window = pc.fill_null(window, False)
-            self._throw_away(pc.and_(mask, pc.invert(window)), stats, rejections, offsets,
+            self._throw_away(pc.and_(mask, pc.invert(window)), p.stats, p.rejections, p.offsets,
                              "event time outside the message rejection window (late/earlyMessageRejection*)")
             mask = pc.and_(mask, window)
         masks: dict[str, pa.Array] = {}
         for column, metric_filter, raw_filter in self.metric_filters:
             name = column[len(filter_mask_column("")):]
-            verdict = self._per_row(metric_filter, columns, n, bad, chunk, offsets,
-                                    f"the filter of aggregator {name!r}", _filter_columns(raw_filter), raw_values)
+            verdict = self._per_row(metric_filter, p.columns, n, bad, p.chunk, p.offsets,
+                                    f"the filter of aggregator {name!r}", _filter_columns(raw_filter), p.raw_values)
             masks[column] = pc.fill_null(verdict, False)
         if masks and bad:
             mask = pc.and_(mask, _keep_mask(n, bad))
         for row in sorted(bad):
-            self._exception(exceptions, rejections, stats, chunk, offsets, row, bad[row], unparseable=True)
+            self._exception(p.exceptions, p.rejections, p.stats, p.chunk, p.offsets, row, bad[row], unparseable=True)
+        return mask, masks
 
-        # 5. typed output columns
+    def _typed_table(self, p: _ChunkParse, mask: pa.Array, masks: dict[str, pa.Array]) -> ParsedChunk:
+        """6. The typed output columns of the kept rows; a value that does not fit its column is a null and its
+        row is processedWithError."""
+        n, columns = p.n, p.columns
         transformed = {name for name, _ in self.transforms}
         with_error: dict[int, str] = {}
-        out: dict[str, pa.Array] = {TIME: pc.cast(time_col, TIME_TYPE)}
+        out: dict[str, pa.Array] = {TIME: pc.cast(columns[TIME], TIME_TYPE)}
         for t in self.targets:
-            source = columns.get(t.source) if t.source in transformed else pyvalues.get(t.source, columns.get(t.source))
+            source = (columns.get(t.source) if t.source in transformed
+                      else p.pyvalues.get(t.source, columns.get(t.source)))
             out[t.column] = self._typed(t, source, n, with_error)
             if t.is_metric_input and t.column in self.hashed_inputs:
                 out[value_kind_column(t.column)] = value_kinds(source, n)
         for column, params in self.sketch_inputs.items():
             out[column] = _checked_sketches(out[column], params, column, with_error)
         if self.schemaless:
-            out[DIMS_JSON] = self._discovered(rows, columns, n)
+            out[DIMS_JSON] = self._discovered(p.rows, columns, n)
         if self.typed_discovery:
-            out[AUTO_JSON] = self._discovered_typed(rows, columns, with_error)
+            out[AUTO_JSON] = self._discovered_typed(p.rows, columns, with_error)
         out.update(masks)
-        out[PARTITION] = pa.repeat(pa.scalar(chunk.partition, pa.int32()), n)
-        out[OFFSET] = offsets
+        out[PARTITION] = pa.repeat(pa.scalar(p.chunk.partition, pa.int32()), n)
+        out[OFFSET] = p.offsets
         table = pa.Table.from_pydict(out, schema=self.output_schema)
         if (pc.sum(mask).as_py() or 0) != n:  # a row was rejected (false or null)
             table = table.filter(mask)
@@ -484,11 +524,12 @@ class RowParser:
         kept = mask.to_pylist() if with_error else []
         for row, message in sorted(with_error.items()):
             if kept[row]:
-                self._exception(exceptions, rejections, stats, chunk, offsets, row, message, unparseable=False)
-        stats.processed += table.num_rows - sum(1 for row in with_error if kept[row])
-        exceptions.sort(key=lambda e: e.offset)
-        rejections.sort(key=lambda r: r.offset)
-        return ParsedChunk(table, stats, exceptions[-max(self.max_saved, 1):], rejections, self._problems)
+                self._exception(p.exceptions, p.rejections, p.stats, p.chunk, p.offsets, row, message,
+                                unparseable=False)
+        p.stats.processed += table.num_rows - sum(1 for row in with_error if kept[row])
+        p.exceptions.sort(key=lambda e: e.offset)
+        p.rejections.sort(key=lambda r: r.offset)
+        return ParsedChunk(table, p.stats, p.exceptions[-max(self.max_saved, 1):], p.rejections, self._problems)
 
     # ---------------------------------------------------------------------------------------- pieces
 
@@ -782,7 +823,7 @@ class RowParser:
             del exceptions[:-keep]
 
 
-def discovers_strings(dimensions_spec: Any) -> bool:
+def discovers_strings(dimensions_spec: DimensionsSpec) -> bool:
     """Whether a spec discovers string dimensions (DIMS_JSON): none listed (schemaless) or includeAllDimensions,
     and no type-aware discovery (`useSchemaDiscovery`, `type: auto`), which types what it discovers instead."""
     return ((not dimensions_spec.dimensions or dimensions_spec.include_all_dimensions)

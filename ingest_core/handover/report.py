@@ -1,4 +1,4 @@
-"""Row stats and parse exceptions, per split and merged per task group (seed 004: Task -> TaskGroup -> Job),
+"""Row stats and parse exceptions, per split and merged per task group (Task -> TaskGroup -> Job),
 the task group's report with the segments it staged, and which of a group's reports is the published one.
 
 Druid's meanings:
@@ -294,7 +294,7 @@ def latest_split_reports(attempt_uri: str) -> tuple[dict[int, SplitReport], set[
 
 @dataclass(frozen=True)
 class GroupProgress:
-    """A task group's job while it runs, from its splits' latest reports (seed 004's Task -> TaskGroup)."""
+    """A task group's job while it runs, from its splits' latest reports (Task -> TaskGroup)."""
 
     group_id: int
     planned: int  # offsets to read

@@ -81,7 +81,7 @@ def _store(args: argparse.Namespace) -> MetadataStore:
     store = MetadataStore(url)
     if getattr(args, "datasource", None):
         store.check_schema()
-        store.require_datasource(args.datasource)
+        store.datasources.require(args.datasource)
     return store
 
 
@@ -224,7 +224,7 @@ def _actor(args: argparse.Namespace) -> str:
 
 
 def _names(args: argparse.Namespace, store: MetadataStore) -> list[str]:
-    return [args.datasource] if args.datasource else [r["name"] for r in store.list_datasources()]
+    return [args.datasource] if args.datasource else [r["name"] for r in store.datasources.all()]
 
 
 def _statuses(args: argparse.Namespace, store: MetadataStore) -> list:
@@ -321,7 +321,7 @@ def cmd_segments(args: argparse.Namespace) -> int:
 
     store = _store(args)
     store.check_schema()
-    segs = store.segments(args.datasource, used_only=not args.all)
+    segs = store.segment_records.of(args.datasource, used_only=not args.all)
     if args.json:
         print(json.dumps([{"id": s.id, "interval": f"{format_datetime(s.interval_start)}/"
                                                     f"{format_datetime(s.interval_end)}",
@@ -388,7 +388,7 @@ def _store_and_spec(args: argparse.Namespace) -> tuple[MetadataStore, Datasource
     store registered (None: neither)."""
     store = _store(args)
     store.check_schema()
-    store.require_datasource(args.datasource)
+    store.datasources.require(args.datasource)
     return store, spec_for(store, args.datasource, specs_in(_dags_folder(args)))
 
 

@@ -56,9 +56,9 @@ def dead_letters(store: MetadataStore, datasource: str, run_id: str | None = Non
                  limit: int | None = None) -> tuple[list[DeadLetterView], int]:
     """The last `limit` dead letters (all: None), oldest first, and how many there are. A `run_id` the datasource
     never planned is `RunNotFoundError`, not "0 dead letters"."""
-    store.require_datasource(datasource)
+    store.datasources.require(datasource)
     if run_id is not None:
-        store.require_run(datasource, run_id)
+        store.runs.require(datasource, run_id)
     table = DatasourceReader(store, datasource).dead_letters(run_id)
     total = table.num_rows
     if limit is not None:

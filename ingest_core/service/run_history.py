@@ -11,7 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from ingest_core.store.metadata import MetadataStore, RunRecord, RunStatus
+from ingest_core.core.states import RunStatus
+
+from ingest_core.store.metadata import MetadataStore
+
+from ingest_core.store.records import RunRecord
 from ingest_core.store.records import PublishedFigures
 
 RUNS_CHARTED = 10  # the runs the status report lists (`collect_status`'s runs_limit): the table under the charts
@@ -53,4 +57,4 @@ def run_points(runs: Sequence[RunRecord]) -> list[RunPoint]:
 
 
 def collect_run_history(store: MetadataStore, name: str, limit: int = RUNS_CHARTED) -> list[RunPoint]:
-    return run_points(store.list_runs(name, limit=limit))
+    return run_points(store.runs.recent(name, limit=limit))

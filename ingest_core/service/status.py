@@ -52,13 +52,10 @@ from ingest_core.handover.report import (
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
 from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.store.audit import RECORDS_LOST, SKIP, losses, skipped_records
-from ingest_core.store.metadata import (
-    AuditRecord,
-    MetadataStore,
-    RunRecord,
-    RunStatus,
-    utcnow,
-)
+from ingest_core.core.states import RunStatus
+from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.records import AuditRecord, RunRecord
+from ingest_core.store.schema import utcnow
 from ingest_core.store.reader import DatasourceReader
 from ingest_core.store.records import PublishedFigures, run_succeeded
 from ingest_core.store.segment_schema import new_columns as first_seen
@@ -293,7 +290,7 @@ def new_columns(store: MetadataStore, name: str, runs: Sequence[RunRecord]) -> N
     if not published:
         return None
     latest = max(published, key=lambda r: r.published_at)
-    columns = first_seen(store.segments(name, used_only=False), latest.run_id)
+    columns = first_seen(store.segment_records.of(name, used_only=False), latest.run_id)
     return NewColumns(latest.run_id, columns) if columns else None
 
 
@@ -440,11 +437,11 @@ def collect_status(store: MetadataStore, name: str, spec: DatasourceSpec | None,
                    kafka_timeout_s: float = 10.0, broker: BrokerView | None = None) -> StatusReport:
     """Read what `build_status` needs: the metadata store, and the latest offsets from the broker (`broker`:
     already read)."""
-    row = store.require_datasource(name)
-    store.expire_overdue(name, utcnow(), "a status read")  # cheap when nothing is overdue
-    committed = {tp: k.offset for tp, k in store.committed_offsets(name).items()}
-    runs = store.list_runs(name, limit=runs_limit)
-    stats = {run.run_id: store.run_row_stats(name, run.run_id) for run in runs}
+    row = store.datasources.require(name)
+    store.runs.expire_overdue(name, utcnow(), "a status read")  # cheap when nothing is overdue
+    committed = {tp: k.offset for tp, k in store.offsets.committed(name).items()}
+    runs = store.runs.recent(name, limit=runs_limit)
+    stats = {run.run_id: store.reports.row_stats(name, run.run_id) for run in runs}
     thresholds = spec.microbatch.health if spec else HealthConfig()
     window = max(thresholds.unhealthiness_threshold + thresholds.healthiness_threshold, MAX_RECENT_ERRORS)
     view = broker if broker is not None else read_broker(spec, kafka_timeout_s)
@@ -456,17 +453,17 @@ def collect_status(store: MetadataStore, name: str, spec: DatasourceSpec | None,
     except DependencyUnavailableError as exc:  # deep storage: the runs' progress is unknown, the rest is not
         active = {}
         unavailable.append(exc)
-    failures = {r.run_id: [t for t in store.task_reports(name, r.run_id) if not t.succeeded]
+    failures = {r.run_id: [t for t in store.reports.of(name, r.run_id) if not t.succeeded]
                 for r in runs if run_succeeded(r) is False}
-    problems = {r.run_id: run_problems(store.task_reports(name, r.run_id))  # only runs with unparseable rows
+    problems = {r.run_id: run_problems(store.reports.of(name, r.run_id))  # only runs with unparseable rows
                 for r in runs if stats.get(r.run_id, {}).get("unparseable")}
     return build_status(datasource=name, stream=stream, row=row, committed=committed, latest=latest,
-                        offsets_last_updated=store.offsets_last_updated(name), runs=runs, row_stats=stats,
-                        loop_errors=store.audit_records(name, action=LOOP_ERROR, limit=window),
+                        offsets_last_updated=store.offsets.last_updated(name), runs=runs, row_stats=stats,
+                        loop_errors=store.audit_log.records(name, action=LOOP_ERROR, limit=window),
                         thresholds=thresholds, broker_error=broker_error, now=utcnow(), active=active,
                         failures=failures,
-                        skipped=skipped_records(store.audit_records(name, action=SKIP)),
-                        lost=store.audit_records(name, action=RECORDS_LOST),
+                        skipped=skipped_records(store.audit_log.records(name, action=SKIP)),
+                        lost=store.audit_log.records(name, action=RECORDS_LOST),
                         segments=segment_health(store, name, spec), new_columns=new_columns(store, name, runs),
                         problems=problems, spec_warnings=spec.warnings if spec is not None else (),
                         unavailable=unavailable)

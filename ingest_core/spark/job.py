@@ -272,8 +272,7 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
     kafka = KafkaClientConfig.from_properties(spec.io_config.consumer_properties)
     # a protobuf descriptor file travels with the job: the executors need no access to its path
     read_job = ReadJob(
-        spec_raw=inline_descriptors(spec).to_raw(), created_at=job.plan.to_json()["createdAt"],
-        splits=[s.to_json() for s in group.splits], output_uri=job.attempt_uri,
+        spec=inline_descriptors(spec), created_at=job.plan.created_at, splits=group.splits, output_uri=job.attempt_uri,
         poll_timeout_s=max(spec.io_config.poll_timeout, 100) / 1000 * 10, stall_timeout_s=stall_timeout_s,
         batch_records=spec.tuning_config.max_records_per_poll or ReadJob.batch_records,
         progress_interval_s=job.progress_interval_s)

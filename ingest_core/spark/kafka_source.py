@@ -22,6 +22,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -31,8 +32,9 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ingest_core.core.defaults import PROGRESS_INTERVAL_S, STALL_TIMEOUT_S
 from ingest_core.core.errors import BrokerUnavailableError, OffsetOutOfRangeError, TopicNotFoundError
-from ingest_core.core.periods import parse_datetime
-from ingest_core.core.spec import parse_spec
+from ingest_core.core.offsets import OffsetRange
+from ingest_core.core.periods import format_datetime, parse_datetime
+from ingest_core.core.spec import DatasourceSpec, parse_spec
 from ingest_core.executor import buckets
 from ingest_core.executor.discovery import AUTO_JSON
 from ingest_core.executor.rollup import PartialRollup, RollupBuffer, aggregators, row_metrics, row_metrics_schema
@@ -69,11 +71,12 @@ class SplitPartition(InputPartition):
 
 @dataclass(frozen=True)
 class ReadJob:
-    """Everything a split reader needs; built on the driver, carried in the data source's options."""
+    """Everything a split reader needs; built on the driver, carried in the data source's `job` option as JSON
+    (`dumps`/`loads`: the spec goes as its redacted raw form, so no secret shows in Spark's plans)."""
 
-    spec_raw: dict
-    created_at: str
-    splits: list[dict]
+    spec: DatasourceSpec
+    created_at: datetime  # the plan's creation time: the default timestamp of rows without one
+    splits: tuple[OffsetRange, ...]
     output_uri: str
     poll_timeout_s: float = 1.0
     stall_timeout_s: float = STALL_TIMEOUT_S
@@ -81,26 +84,35 @@ class ReadJob:
     progress_interval_s: float = PROGRESS_INTERVAL_S
 
     def dumps(self) -> str:
-        return json.dumps(self.__dict__)
+        return json.dumps({"spec": self.spec.to_raw(), "source": self.spec.source,
+                           "createdAt": format_datetime(self.created_at),
+                           "splits": [s.to_json() for s in self.splits], "outputUri": self.output_uri,
+                           "pollTimeoutS": self.poll_timeout_s, "stallTimeoutS": self.stall_timeout_s,
+                           "batchRecords": self.batch_records, "progressIntervalS": self.progress_interval_s})
 
     @classmethod
-    def loads(cls, text: str) -> "ReadJob":
-        return cls(**json.loads(text))
+    def loads(cls, text: str, input_format: dict | None = None) -> ReadJob:
+        """`input_format`: the unredacted inputFormat (registry credentials) in place of the job spec's redacted
+        one."""
+        d = json.loads(text)
+        raw = d["spec"]
+        if input_format:
+            io_config = {**raw["spec"]["ioConfig"], "inputFormat": input_format}
+            raw = {**raw, "spec": {**raw["spec"], "ioConfig": io_config}}
+        return cls(parse_spec(raw, d["source"]), parse_datetime(d["createdAt"]),
+                   tuple(OffsetRange.from_json(s) for s in d["splits"]), d["outputUri"], d["pollTimeoutS"],
+                   d["stallTimeoutS"], d["batchRecords"], d["progressIntervalS"])
 
 
-def _spec_and_parser(job: ReadJob, input_format: dict | None = None):
-    """`input_format`: the unredacted inputFormat (registry credentials) in place of the job spec's redacted one."""
-    raw = job.spec_raw
-    if input_format:
-        raw = {**raw, "spec": {**raw["spec"], "ioConfig": {**raw["spec"]["ioConfig"], "inputFormat": input_format}}}
-    spec = parse_spec(raw, "<job spec>")
+def split_parser(job: ReadJob) -> RowParser:
+    """The row parser of each split: it keeps the rows the filter throws away when the spec's dead letters ask."""
+    spec = job.spec
     dead_letter = spec.microbatch.dead_letter
-    if spec.microbatch.dead_letters_on and dead_letter is not None and dead_letter.include_thrown_away:
-        return spec, RowParser(spec, parse_datetime(job.created_at), keep_thrown_away=True)
-    return spec, RowParser(spec, parse_datetime(job.created_at))
+    keep = spec.microbatch.dead_letters_on and dead_letter is not None and dead_letter.include_thrown_away
+    return RowParser(spec, job.created_at, keep_thrown_away=keep)
 
 
-def split_rollup(parser: Any) -> Any:
+def split_rollup(parser: RowParser) -> PartialRollup | None:
     """The partial rollup each split applies before handing rows to Spark, or None without rollup."""
     if not parser.spec.data_schema.granularity_spec.rollup:
         return None
@@ -109,7 +121,7 @@ def split_rollup(parser: Any) -> Any:
     return PartialRollup([BUCKET, *dims, PARTITION], aggregators(parser.spec))
 
 
-def output_arrow_schema(parser: Any) -> pa.Schema:
+def output_arrow_schema(parser: RowParser) -> pa.Schema:
     """The rows a split yields: the parser's columns plus the bucket (partial rows with rollup: see
     `ingest_core.executor.rollup`), then the segment; timestamps as Spark expects them."""
     rows = parser.output_schema.append(pa.field(BUCKET, TIME_TYPE))
@@ -130,26 +142,23 @@ class KafkaRangeDataSource(DataSource):
     def schema(self):
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        return from_arrow_schema(output_arrow_schema(_spec_and_parser(ReadJob.loads(self.options["job"]))[1]))
+        return from_arrow_schema(output_arrow_schema(split_parser(ReadJob.loads(self.options["job"]))))
 
     def reader(self, schema) -> "KafkaRangeReader":
-        return KafkaRangeReader(ReadJob.loads(self.options["job"]),
+        input_format = json.loads(self.options.get("secret.input.format", "null"))
+        return KafkaRangeReader(ReadJob.loads(self.options["job"], input_format),
                                 json.loads(self.options.get("secret.consumer.properties", "{}")),
-                                json.loads(self.options.get("secret.input.format", "null")),
                                 json.loads(self.options.get("secret.deep.storage", "null")))
 
 
 class KafkaRangeReader(DataSourceReader):
-    def __init__(self, job: ReadJob, consumer_properties: dict[str, Any], input_format: dict | None = None,
-                 deep_storage_access: dict | None = None):
+    def __init__(self, job: ReadJob, consumer_properties: dict[str, Any], deep_storage_access: dict | None = None):
         self.job = job
         self.consumer_properties = consumer_properties
-        self.input_format = input_format
         self.deep_storage_access = deep_storage_access
 
     def partitions(self) -> list[SplitPartition]:
-        return [SplitPartition(i, s["topic"], int(s["partition"]), int(s["start"]), int(s["end"]))
-                for i, s in enumerate(self.job.splits)]
+        return [SplitPartition(i, s.tp.topic, s.tp.partition, s.start, s.end) for i, s in enumerate(self.job.splits)]
 
     def read(self, partition: SplitPartition) -> Iterator[pa.RecordBatch]:
         report = SplitReport(partition.index, partition.topic, partition.partition, partition.start, partition.end)
@@ -172,7 +181,7 @@ class KafkaRangeReader(DataSourceReader):
               progress_uri: str) -> Iterator[pa.RecordBatch]:
         if self.deep_storage_access is not None:  # reports and dead letters go where the driver writes
             object_store.register_s3(self.job.output_uri, object_store.S3Access.from_json(self.deep_storage_access))
-        spec, parser = _spec_and_parser(self.job, self.input_format)
+        spec, parser = self.job.spec, split_parser(self.job)
         gran = spec.data_schema.granularity_spec
         schema = output_arrow_schema(parser)
         rollup = split_rollup(parser)
@@ -190,7 +199,7 @@ class KafkaRangeReader(DataSourceReader):
         # dead letters cost nothing when they are off: no writer, and the consumer keeps no keys or timestamps
         writer = (dead_letters.DeadLetterWriter(dead_letters.file_uri(self.job.output_uri, partition.index))
                   if spec.microbatch.dead_letters_on else None)
-        consumer = SplitConsumer(self.consumer_properties, partition, self.job, spec, raw=writer is not None)
+        consumer = SplitConsumer(self.consumer_properties, partition, self.job, raw=writer is not None)
         for chunk, raw in consumer.records():
             parsed = parser.parse(chunk)
             if writer is not None and parsed.rejections:
@@ -212,7 +221,7 @@ class KafkaRangeReader(DataSourceReader):
                     limit, report.stats.parse_exceptions,
                     f"split {partition.index} ({partition.topic}/{partition.partition} "
                     f"[{partition.start}, {partition.end}))", last))
-            if time.monotonic() - last_progress >= self.job.progress_interval_s:  # seed 004: periodic reports
+            if time.monotonic() - last_progress >= self.job.progress_interval_s:  # progress while it runs, not only at the end
                 report.seconds = time.monotonic() - started
                 deep_storage.write_json(progress_uri, report.to_json())
                 last_progress = time.monotonic()
@@ -235,19 +244,18 @@ class KafkaRangeReader(DataSourceReader):
 class SplitConsumer:
     """Reads exactly [start, end) of one partition, in chunks, with bounded waits."""
 
-    def __init__(self, properties: dict[str, Any], split: SplitPartition, job: ReadJob, spec: Any, *,
-                 raw: bool = False):
+    def __init__(self, properties: dict[str, Any], split: SplitPartition, job: ReadJob, *, raw: bool = False):
         """`raw`: `records()` also hands on each record's key, timestamp and headers (for dead letters)."""
         self.properties = properties
         self.split = split
         self.job = job
-        self.kafka_format = spec.io_config.input_format.type == "kafka"
-        self.datasource = spec.datasource  # for the commands its errors advise
+        self.kafka_format = job.spec.io_config.input_format.type == "kafka"
+        self.datasource = job.spec.datasource  # for the commands its errors advise
         self.raw = raw
         self.errors: list[str] = []
         self.kafka = KafkaClientConfig(properties, ())  # resolved on the driver already: no secrets to find
 
-    def _on_error(self, err: Any) -> None:
+    def _on_error(self, err: KafkaError) -> None:
         self.errors.append(str(err))
         self.kafka.refusals.record(err)
 
@@ -339,17 +347,17 @@ class SplitConsumer:
         finally:
             consumer.close()
 
-    def _position(self, consumer: Any) -> int:
+    def _position(self, consumer: Consumer) -> int:
         pos = consumer.position([TopicPartition(self.split.topic, self.split.partition)])[0].offset
         return pos if pos >= 0 else -1
 
-    def _watermarks(self, consumer: Any) -> tuple[int, int] | None:
+    def _watermarks(self, consumer: Consumer) -> tuple[int, int] | None:
         try:
             return consumer.get_watermark_offsets(TopicPartition(self.split.topic, self.split.partition), timeout=10)
         except Exception:  # noqa: BLE001 - the caller reports the broker as unreachable
             return None
 
-    def _check_truncated(self, consumer: Any, position: int) -> None:
+    def _check_truncated(self, consumer: Consumer, position: int) -> None:
         marks = self._watermarks(consumer)
         if marks is not None and marks[1] < self.split.end:
             self._fail_range(position, marks)
@@ -373,7 +381,7 @@ class SplitConsumer:
             f"cannot read {s.topic}/{s.partition} [{s.start}, {s.end}): {why}.",
             topic=s.topic, partition=s.partition, offset=position, earliest=earliest, latest=latest)
 
-    def _raise_for(self, err: Any, consumer: Any, position: int) -> None:
+    def _raise_for(self, err: KafkaError, consumer: Consumer, position: int) -> None:
         if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
             marks = self._watermarks(consumer) or (position + 1, position + 1)
             self._fail_range(position, marks)
@@ -383,7 +391,7 @@ class SplitConsumer:
         raise RuntimeError(f"Kafka error while reading {self.split.topic}/{self.split.partition} at offset "
                            f"{position}: {err.str()}")
 
-    def _stalled(self, consumer: Any, position: int) -> None:
+    def _stalled(self, consumer: Consumer, position: int) -> None:
         s = self.split
         if (refused := self.kafka.refusal()) is not None:
             raise refused

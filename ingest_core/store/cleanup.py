@@ -48,10 +48,10 @@ def find_orphans(store: MetadataStore, spec: DatasourceSpec, run_ids: Sequence[s
     dead-letter file points into."""
     name, base = spec.datasource, deep_storage.base_for(spec)
     if run_ids is None:
-        runs = store.list_runs(name, limit=None)
+        runs = store.runs.recent(name, limit=None)
     else:
-        runs = [r for r in (store.get_run(name, run_id) for run_id in run_ids) if r is not None]
-    locations = [s.location for s in store.segments(name, used_only=False)]
+        runs = [r for r in (store.runs.get(name, run_id) for run_id in run_ids) if r is not None]
+    locations = [s.location for s in store.segment_records.of(name, used_only=False)]
     locations += [f.location for f in store.dead_letter_files.of(name)]
     out = []
     for run in runs:
@@ -71,5 +71,5 @@ def remove_orphans(store: MetadataStore, datasource: str, orphans: Sequence[Orph
         deep_storage.delete_dir(orphan.uri)
         log.info("removed %s (run %s: nothing was published from it)", orphan.uri, orphan.run_id)
     if orphans:
-        store.audit(datasource, CLEANUP, {"removed": [o.uri for o in orphans],
+        store.audit_log.write(datasource, CLEANUP, {"removed": [o.uri for o in orphans],
                                           "runs": sorted({o.run_id for o in orphans})}, actor)

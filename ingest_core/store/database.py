@@ -35,7 +35,14 @@ class Database:
         return self.engine.url.render_as_string(hide_password=True)
 
     def dispose(self) -> None:
+        """Close the engine's pooled connections (a later use opens new ones)."""
         self.engine.dispose()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.dispose()
 
     # ------------------------------------------------------------------------------------------ schema
 

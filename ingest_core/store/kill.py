@@ -51,7 +51,7 @@ def kill(store: MetadataStore, spec: DatasourceSpec, buffer: timedelta, now: dat
     and the `compaction_folders` (outputs of compaction jobs) nothing points into."""
     name = spec.datasource
     cutoff = now - buffer
-    every = store.segments(name, used_only=False)
+    every = store.segment_records.of(name, used_only=False)
     due = [s for s in every if not s.used and s.used_status_last_updated is not None
            and s.used_status_last_updated <= cutoff]
     in_iceberg = _iceberg_files(store, spec, cutoff) if spec.microbatch.iceberg_on else set()
@@ -76,8 +76,8 @@ def kill(store: MetadataStore, spec: DatasourceSpec, buffer: timedelta, now: dat
         deep_storage.delete_dir(folder)
     result = KillResult(tuple(killed), tuple(folders), tuple(s.id for s in kept))
     if killed or folders:
-        store.audit(name, KILL, {**result.to_json(), "bufferPeriod": str(buffer), "unusedBefore": cutoff.isoformat()},
-                    actor)
+        store.audit_log.write(name, KILL, {**result.to_json(), "bufferPeriod": str(buffer),
+                                           "unusedBefore": cutoff.isoformat()}, actor)
         log.info("kill of %s: %d unused segments and %d compaction outputs deleted", name, len(killed), len(folders))
     if kept:
         log.warning("kill of %s: %d unused segments are still in the Iceberg table's current snapshot (a sync has "

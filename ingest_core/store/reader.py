@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 from ingest_core.core.timeline import visible_segments
 from ingest_core.executor.discovery import arrow_schema, conform_batches, needs_conversion
 from ingest_core.handover import dead_letters
-from ingest_core.store.metadata import MetadataStore, SegmentRecord
+from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.records import SegmentRecord
 from ingest_core.store.segment_schema import merged_types, read_conformed, typed
 
 
@@ -30,7 +31,7 @@ class DatasourceReader:
         self.datasource = datasource
 
     def segments(self, interval: tuple[datetime, datetime] | None = None) -> list[SegmentRecord]:
-        visible = visible_segments(self.store.segments(self.datasource, used_only=True))
+        visible = visible_segments(self.store.segment_records.of(self.datasource, used_only=True))
         if interval is not None:
             lo, hi = interval
             visible = [s for s in visible if s.interval_start < hi and lo < s.interval_end]

@@ -209,7 +209,7 @@ def _run(con, store: MetadataStore, sql: str, may_read: Callable[[str], bool] | 
         tree, text = _parse(con, checked, runs)
         names = _datasources_named(store, tree, may_read)
         for name in names:
-            visible = visible_segments(store.segments(name, used_only=True))
+            visible = visible_segments(store.segment_records.of(name, used_only=True))
             _register(con, name, _dataset(visible))
             segments[name] = len(visible)
         if tree.catalog:
@@ -335,7 +335,7 @@ def _datasources_named(store: MetadataStore, tree: QueryTree, may_read: Callable
 
 def _listed(store: MetadataStore, may_read: Callable[[str], bool] | None) -> list[str]:
     """The datasources the caller may read, by name."""
-    names = sorted(d["name"] for d in store.list_datasources())
+    names = sorted(d["name"] for d in store.datasources.all())
     return [n for n in names if may_read is None or may_read(n)]
 
 
@@ -366,7 +366,7 @@ def _register_catalog(con, store: MetadataStore, tree: QueryTree, may_read: Call
     columns: list[tuple[str, str, int, str]] = []  # table, column, position, type
     if "columns" in tree.catalog:  # each datasource's merged schema (its segment records, not its files)
         for name in names:
-            visible = visible_segments(store.segments(name, used_only=True))
+            visible = visible_segments(store.segment_records.of(name, used_only=True))
             types = typed(visible)[1] if visible else {"__time": "TIMESTAMP"}
             columns += [(name, c, i, druid_sql_type(t)) for i, (c, t) in enumerate(types.items(), 1)]
     table, column, position, kind = (list(x) for x in zip(*columns)) if columns else ([], [], [], [])

@@ -18,13 +18,13 @@ class TaskReports:
     def __init__(self, db: Database):
         self.db = db
 
-    def add_task_report(self, report: GroupReport) -> None:
+    def add(self, report: GroupReport) -> None:
         with self.db.session() as conn:
             conn.execute(task_reports.insert().values(
                 datasource=report.datasource, run_id=report.run_id, group_id=report.group_id,
                 replica=report.replica, report=report.to_json(), created_at=utcnow()))
 
-    def task_reports(self, name: str, run_id: str | None = None) -> list[GroupReport]:
+    def of(self, name: str, run_id: str | None = None) -> list[GroupReport]:
         """The reports kept, oldest first: at publish, one per task group replica that succeeded; at a run's
         report, one per group that failed (`GroupReport.failure` says why)."""
         query = sa.select(task_reports).where(task_reports.c.datasource == name)
@@ -35,11 +35,11 @@ class TaskReports:
         return [GroupReport.from_json(r["report"], f"the stored report {r['id']} (ingest_task_reports) of run "
                                                    f"{r['run_id']} of {name!r}") for r in rows]
 
-    def run_row_stats(self, name: str, run_id: str) -> dict[str, int]:
+    def row_stats(self, name: str, run_id: str) -> dict[str, int]:
         """Row stats of a run: the sum over its task groups, each counted once. Replicas read the same records,
         so a group counts the report of its published replica only."""
         by_group: dict[int, list[AttemptReport]] = {}
-        for report in self.task_reports(name, run_id):
+        for report in self.of(name, run_id):
             if not report.succeeded:  # a failed group's report (kept for status) counts nothing
                 continue
             by_group.setdefault(report.group_id, []).append(AttemptReport(report))

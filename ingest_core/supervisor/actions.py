@@ -57,7 +57,9 @@ from ingest_core.kafka.consumer_group import sync_group
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
 from ingest_core.store.audit import RESET, SKIP, cleared_by_last_reset
 from ingest_core.store.main_line import MainLine
-from ingest_core.store.metadata import GroupStatus, MetadataStore, utcnow
+from ingest_core.core.states import GroupStatus
+from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.schema import utcnow
 from ingest_core.store.records import run_succeeded
 from ingest_core.supervisor.planning import plan_request, spec_for
 
@@ -91,7 +93,7 @@ class DatasourceActions:
         self.specs, self.group_timeout_s = dict(specs or {}), group_timeout_s
 
     def _require(self, name: str) -> dict:
-        return self.store.require_datasource(name)
+        return self.store.datasources.require(name)
 
     def _taken(self, name: str, event: Event) -> Stored:
         """The datasource's state, when it takes `event` (`core.states.TABLE`; else `IllegalMoveError`, before
@@ -111,7 +113,7 @@ class DatasourceActions:
         before = self._taken(name, event)
         with self.store.session() as conn:
             after = self.store.datasources.set_state(name, event, conn=conn)
-            self.store.audit(name, event.value, {"previousState": before[0].value,
+            self.store.audit_log.write(name, event.value, {"previousState": before[0].value,
                                                  "wasTerminated": before[0] is State.TERMINATED},
                              self.actor, conn=conn)
         self._pause(name, paused)
@@ -147,7 +149,7 @@ class DatasourceActions:
             return replace(result, warnings=result.warnings + (
                 f"no spec for {name!r} here (DAG folder or metadata store): its Kafka consumer group was not "
                 f"updated; {fix} with --dags-folder updates it",))
-        committed = {} if delete else {tp: k.offset for tp, k in self.store.committed_offsets(name).items()}
+        committed = {} if delete else {tp: k.offset for tp, k in self.store.offsets.committed(name).items()}
         done = sync_group(spec, committed, self.group_timeout_s)
         if done.group is None:  # mirrorOffsets: false
             return result
@@ -205,7 +207,7 @@ class DatasourceActions:
         duplicates is confirmed (`confirm_duplicates`); from latest the records in between are skipped (counted)."""
         self._taken(name, Event.RESET)
         spec = self._spec(name, spec)
-        stored = set(self.store.committed_offsets(name)) | {c.tp for c in self.store.published_ranges(name)}
+        stored = set(self.store.offsets.committed(name)) | {c.tp for c in self.store.offsets.claims(name)}
         view = self._broker(spec, {tp.topic for tp in stored}, reader)
         with self._main_line(name) as line:
             before, claims = line.committed(), self.store.offsets.claims(name, conn=line.conn)
@@ -220,7 +222,7 @@ class DatasourceActions:
             details = {"clearedOffsets": offsets_to_json({tp: k.offset for tp, k in before.items()}),
                        "supersededRuns": move.superseded, "releasedRanges": _ranges(move.released),
                        **_effect_json(effect)}
-            self.store.audit(name, RESET, details, self.actor, conn=line.conn)
+            self.store.audit_log.write(name, RESET, details, self.actor, conn=line.conn)
         # what the next run skips is counted when it publishes (the publisher compares with clearedOffsets)
         return self._followed(ActionResult("reset", name, details, _effect_warnings("reset", name, effect)))
 
@@ -246,12 +248,12 @@ class DatasourceActions:
                     spec, f"reset_backfill__{format_datetime(now)}", now,
                     starts={tp: StartOffset(start, StartSource.BACKFILL) for tp, (start, _) in jump.skipped.items()},
                     latest={tp: end for tp, (_, end) in jump.skipped.items()}))
-                self.store.insert_run(plan, conn=line.conn)
+                self.store.runs.insert(plan, conn=line.conn)
             loss, lost_warnings = self._lost(line, RecordsLost(LossCause.RESET_TO_LATEST, jump.lost(
                 read_by_partition(self.store.offsets.claims(name, conn=line.conn)), backfilled=plan is not None)))
             details = {**jump.to_json(), "backfillRun": plan.run_id if plan else None,
                        "supersededRuns": move.superseded, "releasedRanges": _ranges(move.released), **loss}
-            self.store.audit(name, "reset_to_latest", details, self.actor, conn=line.conn)
+            self.store.audit_log.write(name, "reset_to_latest", details, self.actor, conn=line.conn)
         warnings = jump.warnings(backfill, plan is not None) + lost_warnings
         for warning in warnings:
             log.warning("reset --to-latest of %s: %s", name, warning)
@@ -330,7 +332,7 @@ class DatasourceActions:
                 details["topicIds"] = {t: {"from": old, "to": now} for t, (old, now) in recreated.items()}
             if problems:
                 details["forced"] = [p.message for p in problems]
-            self.store.audit(name, "set_offsets", details, self.actor, conn=line.conn)
+            self.store.audit_log.write(name, "set_offsets", details, self.actor, conn=line.conn)
         # skipped records are the loss warnings; the effect's own are the confirmed re-reads
         warnings = loss_warnings + _effect_warnings("set-offsets", name, replace(effect, skipped=())) + tuple(
             f"forced: {p.message}" for p in problems)
@@ -342,7 +344,7 @@ class DatasourceActions:
     def failed_ranges(self, name: str) -> list["FailedRange"]:
         """What `skip` would skip now (see `skippable`), read outside any lock: for the operator to confirm."""
         self._taken(name, Event.SKIP)
-        return skippable(failed_group_ranges(self.store, name), self.store.committed_offsets(name))
+        return skippable(failed_group_ranges(self.store, name), self.store.offsets.committed(name))
 
     def skip(self, name: str, expect: list["FailedRange"] | None = None) -> ActionResult:
         """Move the committed offsets past exactly the ranges that failed (the failed runs' planned [start, end)
@@ -367,7 +369,7 @@ class DatasourceActions:
             details = {"skippedRanges": [{**f.range.to_json(), "runId": f.run_id} for f in ranges],
                        "skippedRecords": sum(f.range.size for f in ranges), "supersededRuns": move.superseded,
                        "releasedRanges": _ranges(move.released)}
-            self.store.audit(name, SKIP, details, self.actor, conn=line.conn)
+            self.store.audit_log.write(name, SKIP, details, self.actor, conn=line.conn)
         warnings = tuple(f"{f}: skipped, these records are lost (audited)" for f in ranges)
         for warning in warnings:
             log.warning("skip of %s: %s", name, warning)
@@ -483,11 +485,11 @@ def failed_group_ranges(store: MetadataStore, name: str, limit: int = 50) -> lis
     """The ranges of the task groups that failed in the recent runs that failed (newest run first): the groups
     whose failure reports were kept, else (an expired run, a report never kept) every group it did not publish."""
     out = []
-    for run in store.list_runs(name, limit=limit):
+    for run in store.runs.recent(name, limit=limit):
         if run_succeeded(run) is not False:
             continue
-        reported = {r.group_id for r in store.task_reports(name, run.run_id) if not r.succeeded}
-        statuses = store.group_statuses(name, run.run_id)
+        reported = {r.group_id for r in store.reports.of(name, run.run_id) if not r.succeeded}
+        statuses = store.runs.group_statuses(name, run.run_id)
         for group in run.plan.groups:
             if group.is_empty or statuses.get(group.group_id) in (GroupStatus.PUBLISHED, GroupStatus.EMPTY):
                 continue

@@ -26,7 +26,7 @@ from ingest_core.store.compaction import publish_compaction
 from ingest_core.store.kill import kill
 from ingest_core.store.publisher import SegmentDescriptor
 from ingest_core.store.reader import DatasourceReader
-from ingest_core.store.metadata import utcnow
+from ingest_core.store.schema import utcnow
 from ingest_core.store.segment_schema import segment_types
 from ingest_core.supervisor.report import sync_iceberg_table
 from ingest_core.supervisor.run import open_store
@@ -141,7 +141,7 @@ def _remove_unpublished(metadata: Any, datasource: str, output_uri: str) -> None
     """A refused rewrite's files go, unless a segment record points into them (never delete what is published)."""
     prefix = deep_storage.normalize_uri(output_uri).rstrip("/") + "/"
     if any(deep_storage.normalize_uri(s.location).startswith(prefix)
-           for s in metadata.segments(datasource, used_only=False)):
+           for s in metadata.segment_records.of(datasource, used_only=False)):
         return
     try:
         deep_storage.delete_dir(output_uri)

@@ -40,7 +40,10 @@ from ingest_core.core.states import (
 from ingest_core.kafka.offset_reader import KafkaOffsetReader, OffsetSnapshot
 from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.store.main_line import MainLine
-from ingest_core.store.metadata import MetadataStore, RunRecord, RunStatus, utcnow
+from ingest_core.core.states import RunStatus
+from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.records import RunRecord
+from ingest_core.store.schema import utcnow
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +122,7 @@ class Supervisor:
 
     def register(self) -> int:
         """Record the spec (redacted) in the spec history; returns its version."""
-        return self.store.register_spec(self.datasource, self.spec.to_raw(), self.spec.fingerprint(), self.spec.source)
+        return self.store.datasources.register_spec(self.datasource, self.spec.to_raw(), self.spec.fingerprint(), self.spec.source)
 
     @property
     def completion_timeout(self) -> timedelta:
@@ -129,8 +132,8 @@ class Supervisor:
         """Runs in flight past their deadline will never publish (their process died, their report never ran):
         expire them, so nothing plans from their ends and the next run starts from the committed offsets."""
         now = now or utcnow()
-        self.store.set_missing_deadlines(self.datasource, now + self.completion_timeout)
-        expired = self.store.expire_overdue(self.datasource, now, by)
+        self.store.runs.set_missing_deadlines(self.datasource, now + self.completion_timeout)
+        expired = self.store.runs.expire_overdue(self.datasource, now, by)
         for run_id in expired:
             log.warning("datasource %s: run %s is past its completionTimeout and expired (noticed by %s)",
                         self.datasource, run_id, by)
@@ -140,14 +143,14 @@ class Supervisor:
         """The persisted plan of `run_id`, planning and persisting it first if there is none."""
         with self.store.planning_lock(self.datasource):  # concurrent runs plan one after the other
             self.expire_overdue(f"the plan step of run {run_id}", options.now)
-            existing = self.store.get_run(self.datasource, run_id)
+            existing = self.store.runs.get(self.datasource, run_id)
             if existing is not None:
                 log.info("run %s of %s already has a plan (%s, %d records): reusing it", run_id, self.datasource,
                          existing.status.value, existing.plan.records)
                 return existing
             plan = self.compute_plan(run_id, options)
             # a run whose jobs never start (its plan step died) expires too
-            record, inserted = self.store.insert_run(plan, deadline_at=plan.created_at + self.completion_timeout)
+            record, inserted = self.store.runs.insert(plan, deadline_at=plan.created_at + self.completion_timeout)
         if inserted:
             self._audit_resets(plan)
         return record
@@ -179,7 +182,7 @@ class Supervisor:
                 runs.move(self.datasource, rid, RunEvent.SUPERSEDE, superseded_by=run_id, conn=line.conn,
                           error=f"its range was planned again by run {run_id}")
             record = runs.replace_plan(plan, deadline_at=now + self.completion_timeout, conn=line.conn)
-            self.store.audit(self.datasource, RUN_REPLANNED, {
+            self.store.audit_log.write(self.datasource, RUN_REPLANNED, {
                 "runId": run_id, "revision": plan.revision, "predecessors": sorted(gone), "supersededRuns": failed,
                 "from": offsets_to_json(old.start_offsets()), "to": offsets_to_json(plan.start_offsets())},
                 conn=line.conn)
@@ -226,8 +229,8 @@ class Supervisor:
             resolution = resolve_start_offsets(
                 tps,
                 datasource=self.datasource,
-                inflight=self.store.inflight_end_offsets(self.datasource),
-                committed=self.store.committed_offsets(self.datasource),
+                inflight=self.store.runs.inflight_end_offsets(self.datasource),
+                committed=self.store.offsets.committed(self.datasource),
                 earliest=snap.earliest,
                 latest=snap.latest,
                 use_earliest=io.use_earliest_offset,
@@ -252,16 +255,16 @@ class Supervisor:
                    "detailedState": detailed}
         if isinstance(exc, DependencyUnavailableError):  # status names it: which, where, how long it was given
             details["dependency"] = exc.to_json()
-        self.store.audit(self.datasource, LOOP_ERROR, details)
+        self.store.audit_log.write(self.datasource, LOOP_ERROR, details)
 
     def _first_loop(self) -> bool:
-        row = self.store.datasource_row(self.datasource)
+        row = self.store.datasources.get(self.datasource)
         return row is None or row["detailed_state"] in {s.value for s in FIRST_LOOP_STATES}
 
     def _audit_resets(self, plan: Plan) -> None:
         for p in plan.partitions:
             if p.start_source in (StartSource.RESET_EARLIEST, StartSource.RESET_LATEST):
-                self.store.audit(self.datasource, "auto_reset", {
+                self.store.audit_log.write(self.datasource, "auto_reset", {
                     "runId": plan.run_id, "topic": p.tp.topic, "partition": p.tp.partition,
                     "fromOffset": p.expected_commit, "toOffset": p.start,
                     "reason": "start offset below the log start; tuningConfig.resetOffsetAutomatically is true",
@@ -276,7 +279,7 @@ def spec_for(store: MetadataStore, name: str, specs: dict[str, DatasourceSpec]) 
     store (secrets there are references, resolved in this environment)."""
     if name in specs:
         return specs[name]
-    history = store.spec_history(name)
+    history = store.datasources.spec_history(name)
     if not history:
         return None
     try:

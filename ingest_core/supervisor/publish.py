@@ -1,5 +1,5 @@
 """The publish step of a run: read the reports the run's Spark jobs left, and publish every task group that
-succeeded (its published replica: `executor.report.published_attempt`) in one transaction (`store.publisher`),
+succeeded (its published replica: `handover.report.published_attempt`) in one transaction (`store.publisher`),
 in order after the run it was pipelined from; then the state the run leaves the datasource in."""
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from ingest_core.core.spec import DatasourceSpec
 from ingest_core.core.states import Event, after_nothing_to_read
 from ingest_core.handover import deep_storage
 from ingest_core.handover.report import AttemptReport, GroupReport, successful_attempts
-from ingest_core.store.metadata import MetadataStore, RunStatus, utcnow
+from ingest_core.core.states import RunStatus
+from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.schema import utcnow
 from ingest_core.store.publisher import GroupResult, Publisher, PublishResult
 from ingest_core.supervisor.planning import Supervisor
 from ingest_core.supervisor.run import RunFailedForGood, RunSkipped, final_reason, open_store
@@ -40,7 +42,7 @@ def publish_step(spec: DatasourceSpec, run_id: str, run_jobs: Callable[[Plan], N
     succeeded; returns the publish's summary (XCom, the Asset event's extra). `run_jobs(plan)`: runs the Spark
     jobs of a plan made again here (a run whose predecessor will never publish plans again and publishes)."""
     metadata = metadata or open_store()
-    record = metadata.require_run(spec.datasource, run_id)
+    record = metadata.runs.require(spec.datasource, run_id)
     if record.status is RunStatus.SUPERSEDED or record.expired:
         raise RunSkipped(final_reason(record))
     if record.plan.revision and record.status.in_flight and unread_groups(spec, record.plan):
@@ -64,8 +66,8 @@ def publish_step(spec: DatasourceSpec, run_id: str, run_jobs: Callable[[Plan], N
     if not result.already_published:  # a re-run of a published run keeps the reports it has
         for reports in successful_reports(spec, plans[-1]).values():
             for report in reports:
-                metadata.add_task_report(report)
-    last_active = metadata.last_active(spec.datasource) if record.plan.is_empty else None  # idleConfig's clock
+                metadata.reports.add(report)
+    last_active = metadata.runs.last_active(spec.datasource) if record.plan.is_empty else None  # idleConfig's clock
     metadata.datasources.set_state(spec.datasource, state_event(spec, record.plan, last_active))
     summary = publish_summary(result, plans[-1])
     log.info("publish: %s", json.dumps(summary))
@@ -176,7 +178,7 @@ def publish_in_order(publisher: Publisher, datasource: str, run_id: str, results
                 raise
             results, deadline = again, time.monotonic() + timeout_s
         except PublishPendingError as exc:
-            if publisher.store.expire_overdue(datasource, utcnow(), f"run {run_id} waiting to publish after it"):
+            if publisher.store.runs.expire_overdue(datasource, utcnow(), f"run {run_id} waiting to publish after it"):
                 continue
             if time.monotonic() > deadline:
                 raise IngestError(f"{exc}; it did not publish within {timeout_s:g}s (completionTimeout)") from None

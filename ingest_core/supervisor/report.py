@@ -24,7 +24,9 @@ from ingest_core.kafka.dead_letter_topic import PublishedDeadLetters, produce_pe
 from ingest_core.store import iceberg
 from ingest_core.store.audit import RECORDS_LOST, losses
 from ingest_core.store.cleanup import find_orphans, remove_orphans
-from ingest_core.store.metadata import GroupStatus, MetadataStore, RunRecord, RunStatus
+from ingest_core.core.states import GroupStatus, RunStatus
+from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.records import RunRecord
 from ingest_core.store.records import PublishedFigures
 from ingest_core.supervisor.planning import Supervisor
 from ingest_core.supervisor.publish import plan_reports
@@ -93,7 +95,7 @@ def report_step(spec: DatasourceSpec, run_id: str, planned: bool,
     log.info("run report: %s", json.dumps(outcome.to_json(), default=str))
     for event in outcome.lost:  # loud in the Airflow log too
         log.warning("run %s: %s", record.run_id, event.describe())
-    for failed in metadata.task_reports(spec.datasource, record.run_id):
+    for failed in metadata.reports.of(spec.datasource, record.run_id):
         if failed.failure is not None:  # which records, and why, in the Airflow log too
             log.error("task group %d failed: %s: %s; records: %s", failed.group_id, failed.failure.title,
                       failed.failure.message, failed.failure.describe_records())
@@ -104,7 +106,7 @@ def report_step(spec: DatasourceSpec, run_id: str, planned: bool,
 def planned_run(metadata: MetadataStore, spec: DatasourceSpec, run_id: str, planned: bool) -> RunRecord:
     """The run's record. None means a step before planning failed (or skipped the run: a suspended or terminated
     datasource, not a failure); a run superseded before this attempt planned it is skipped."""
-    record = metadata.get_run(spec.datasource, run_id)
+    record = metadata.runs.get(spec.datasource, run_id)
     if record is None:
         check_active(metadata, spec.datasource)
         raise IngestError(f"run {run_id} has no plan: a step before planning failed (see the data_gate and plan "
@@ -124,7 +126,7 @@ def end_in_flight(metadata: MetadataStore, spec: DatasourceSpec, record: RunReco
     supervisor.expire_overdue(f"the report of run {record.run_id}")
     supervisor.mark_failed(record.run_id, "its tasks failed before publishing (see the plan, spark_job and "
                                           "publish logs)")  # unless it just expired
-    return metadata.require_run(spec.datasource, record.run_id)
+    return metadata.runs.require(spec.datasource, record.run_id)
 
 
 def keep_failure_reports(metadata: MetadataStore, spec: DatasourceSpec, record: RunRecord) -> list[GroupReport]:
@@ -135,8 +137,8 @@ def keep_failure_reports(metadata: MetadataStore, spec: DatasourceSpec, record: 
     if not (record.status.failed or (record.status is RunStatus.PUBLISHED and record.error)):
         return []
     name, run_id = spec.datasource, record.run_id
-    statuses = metadata.group_statuses(name, run_id)
-    known = {r.group_id for r in metadata.task_reports(name, run_id) if not r.succeeded}
+    statuses = metadata.runs.group_statuses(name, run_id)
+    known = {r.group_id for r in metadata.reports.of(name, run_id) if not r.succeeded}
     kept = []
     for group in record.plan.groups:
         if group.is_empty or group.group_id in known or statuses.get(group.group_id) in (
@@ -148,7 +150,7 @@ def keep_failure_reports(metadata: MetadataStore, spec: DatasourceSpec, record: 
         failed = max(attempts, key=lambda a: a.attempt, default=None)
         report = failed.report if failed is not None else GroupReport.lost(
             name, run_id, group.group_id, [p.range for p in group.partitions])
-        metadata.add_task_report(report)
+        metadata.reports.add(report)
         kept.append(report)
     return kept
 
@@ -165,7 +167,7 @@ def remove_unpublished_attempts(metadata: MetadataStore, spec: DatasourceSpec, r
 def mirror_committed_offsets(metadata: MetadataStore, spec: DatasourceSpec) -> str | None:
     """All the committed offsets, not this run's: a run whose report never ran mirrored nothing. Returns the
     consumer group mirrored to (None: mirroring is off or failed, which fails nothing)."""
-    committed = {tp: k.offset for tp, k in metadata.committed_offsets(spec.datasource).items()}
+    committed = {tp: k.offset for tp, k in metadata.offsets.committed(spec.datasource).items()}
     return mirror_offsets(spec, committed)
 
 
@@ -211,7 +213,7 @@ def sync_iceberg_table(metadata: MetadataStore, spec: DatasourceSpec) -> iceberg
 def run_outcome(metadata: MetadataStore, record: RunRecord, mirrored: str | None) -> RunOutcome:
     datasource, run_id = record.datasource, record.run_id
     published = record.published or PublishedFigures(0, 0, 0, 0)  # as its publish recorded them
-    failed = sorted(g for g, s in metadata.group_statuses(datasource, run_id).items() if s is GroupStatus.FAILED)
-    lost = tuple(e for e in losses(metadata.audit_records(datasource, action=RECORDS_LOST)) if e.run_id == run_id)
-    return RunOutcome(run_id, record.status, record.plan.records, metadata.run_row_stats(datasource, run_id),
+    failed = sorted(g for g, s in metadata.runs.group_statuses(datasource, run_id).items() if s is GroupStatus.FAILED)
+    lost = tuple(e for e in losses(metadata.audit_log.records(datasource, action=RECORDS_LOST)) if e.run_id == run_id)
+    return RunOutcome(run_id, record.status, record.plan.records, metadata.reports.row_stats(datasource, run_id),
                       published.segments, published.rows, failed, record.error, mirrored, lost=lost)

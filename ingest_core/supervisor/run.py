@@ -21,7 +21,10 @@ from ingest_core.core.spec import DatasourceSpec
 from ingest_core.core.states import Event, refusal
 from ingest_core.executor.formats.protobuf_descriptors import inline_descriptors
 from ingest_core.handover import deep_storage
-from ingest_core.store.metadata import MetadataStore, RunRecord, RunStatus, utcnow
+from ingest_core.core.states import RunStatus
+from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.records import RunRecord
+from ingest_core.store.schema import utcnow
 from ingest_core.supervisor.planning import PlanOptions, Supervisor
 
 log = logging.getLogger(__name__)
@@ -89,7 +92,7 @@ def plan_step(spec: DatasourceSpec, run_id: str, end_time: datetime | None,
     jobs = stage_plan(spec, plan)
     # its jobs start: completionTimeout from now. A backfill has no deadline: no run waits for it, and once
     # expired nothing would ever read its range again.
-    metadata.start_run(spec.datasource, run_id, None if plan.is_backfill else supervisor.completion_timeout)
+    metadata.runs.start(spec.datasource, run_id, None if plan.is_backfill else supervisor.completion_timeout)
     log.info("run %s: %d records in %d task groups -> %d Spark jobs", run_id, plan.records, len(plan.groups),
              len(jobs))
     return jobs
@@ -128,8 +131,8 @@ def job_arguments(spec: DatasourceSpec, plan: Plan, staged: list[str]) -> list[l
 def check_job_wanted(datasource: str, run_id: str) -> None:
     """A job of a run that is published, superseded or expired (a re-executed or late task) does nothing."""
     metadata = open_store()
-    metadata.expire_overdue(datasource, utcnow(), f"a Spark job of run {run_id}")
-    record = metadata.get_run(datasource, run_id)
+    metadata.runs.expire_overdue(datasource, utcnow(), f"a Spark job of run {run_id}")
+    record = metadata.runs.get(datasource, run_id)
     reason = final_reason(record) if record is not None else None
     if reason:
         raise RunSkipped(f"{reason}: no Spark job")

@@ -69,7 +69,7 @@ def test_a_re_executed_job_of_a_published_run_changes_nothing_and_cleanup_remove
     assert len(deep_storage.attempt_folders(group)) == 2
     assert f"remove {job.attempt_uri} (run r1)" in cleanup("--yes", "--actor", "tester")
     (published,) = deep_storage.attempt_folders(group)
-    assert all(s.location.startswith(published + "/") for s in store.segments("ds", used_only=False))
+    assert all(s.location.startswith(published + "/") for s in store.segment_records.of("ds", used_only=False))
     assert times() == expected and find_orphans(store, spec) == []
-    (audit,) = store.audit_records("ds", action="cleanup")
+    (audit,) = store.audit_log.records("ds", action="cleanup")
     assert audit.actor == "tester" and audit.details == {"removed": [job.attempt_uri], "runs": ["r1"]}

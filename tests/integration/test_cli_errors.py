@@ -1,5 +1,5 @@
-"""Errors an operator meets, each one line that says what was wrong and what to do, never a traceback (issue 23,
-item 7): a malformed metadata URL, global options after the subcommand, a closed stdout, a SQLite path that is
+"""Errors an operator meets, each one line that says what was wrong and what to do, never a traceback:
+a malformed metadata URL, global options after the subcommand, a closed stdout, a SQLite path that is
 not there, and an unknown datasource, handled alike by every CLI command (exit 2) and REST route (HTTP 404)."""
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def test_an_unknown_datasource_is_exit_2_with_a_did_you_mean_in_every_command(st
         no_airflow = ["--no-airflow"] if argv[0] in ACTIONS else []
         assert cli.main(["--metadata-url", store_url, *argv, *no_airflow]) == 2, argv
         assert err_lines(capsys) == ["error: unknown datasource 'wikj': did you mean 'wiki'? (known: news, wiki)"], argv
-    assert MetadataStore(store_url).audit_records("wiki") == []  # nothing was done to another datasource
+    assert MetadataStore(store_url).audit_log.records("wiki") == []  # nothing was done to another datasource
 
 
 @pytest.fixture

@@ -71,7 +71,7 @@ def test_compaction_replaces_an_intervals_segments_with_the_same_rows(store, tmp
     assert sums(store) == before == (30, sum(range(30)))
     (visible,) = DatasourceReader(store, "wiki").segments()
     assert visible.id == result.segment_ids[0] and visible.version == result.version > "2026-11-22T10:00:00.000Z"
-    old = [s for s in store.segments("wiki", used_only=False) if not s.used]
+    old = [s for s in store.segment_records.of("wiki", used_only=False) if not s.used]
     assert sorted(s.id for s in old) == list(candidate.segment_ids)
     (audit,) = store.audit_log.records("wiki", action=COMPACT)
     assert audit.details["replaced"] == list(candidate.segment_ids) and audit.details["rowsAfter"] == 30
@@ -178,7 +178,7 @@ def test_kill_deletes_what_compaction_made_unused_only_after_the_buffer_period(s
     compacted_at = datetime(2026, 11, 23, 12, tzinfo=timezone.utc)
     publish_compaction(store, "wiki", candidate.interval, candidate.segment_ids,
                        rewrite(store, tmp_path, candidate, "c1"), "compact-1", now=compacted_at)
-    old = [s for s in store.segments("wiki", used_only=False) if not s.used]
+    old = [s for s in store.segment_records.of("wiki", used_only=False) if not s.used]
     assert len(old) == 6 and all(s.used_status_last_updated == compacted_at for s in old)
     refused = tmp_path / "deep" / "wiki" / ".compaction" / "run" / "0"  # a rewrite the publish refused
     refused.mkdir(parents=True)
@@ -194,7 +194,7 @@ def test_kill_deletes_what_compaction_made_unused_only_after_the_buffer_period(s
     done = kill(store, spec, buffer, datetime.now(timezone.utc) + timedelta(hours=2), [refused.as_uri()])
     assert sorted(done.segments) == sorted(s.id for s in old) and done.folders == (refused.as_uri(),)
     assert not any(Path(s.location.removeprefix("file://")).exists() for s in old) and not refused.exists()
-    assert [s.used for s in store.segments("wiki", used_only=False)] == [True]  # the records went too
+    assert [s.used for s in store.segment_records.of("wiki", used_only=False)] == [True]  # the records went too
     assert sums(store) == (30, sum(range(30)))  # the visible rows never changed
     (audit,) = store.audit_log.records("wiki", action=KILL)
     assert sorted(audit.details["segments"]) == sorted(s.id for s in old)
@@ -289,6 +289,6 @@ def test_the_ingest_tab_shows_each_runs_published_figures_after_compaction_and_k
     publish_compaction(store, "wiki", candidate.interval, candidate.segment_ids,
                        rewrite(store, tmp_path, candidate, "c1"), "compact-1", now=compacted_at)
     done = kill(store, spec, timedelta(hours=1), datetime.now(timezone.utc) + timedelta(hours=2))
-    assert len(done.segments) == 6 and [s.run_id for s in store.segments("wiki", used_only=False)] == ["compact-1"]
+    assert len(done.segments) == 6 and [s.run_id for s in store.segment_records.of("wiki", used_only=False)] == ["compact-1"]
     assert shown() == before
     assert sums(store) == (30, sum(range(30)))

@@ -125,7 +125,7 @@ def test_the_group_follows_every_offset_action_and_a_broker_down_is_a_warning_na
     with MainLine.locked(pg_store, name, planning_lock=False) as line:
         line.move({p1: 25}, by="r3")
     result = DatasourceActions(pg_store, None, "erin", specs={name: down}, group_timeout_s=2).resume(name)
-    assert {tp: k.offset for tp, k in pg_store.committed_offsets(name).items()} == {p0: 30, p1: 25}
+    assert {tp: k.offset for tp, k in pg_store.offsets.committed(name).items()} == {p0: 30, p1: 25}
     [warning] = [w for w in result.warnings if "consumer group" in w]
     assert f"`ingest sync-group {name}`" in warning and "was not updated" in warning
     assert result.details["consumerGroup"]["synced"] is False and shown() == {0: 30, 1: 20}

@@ -1,4 +1,4 @@
-"""One bad spec hides nothing else (issue 22), through Airflow's real DAG processing: `airflow dags reserialize`
+"""One bad spec hides nothing else, through Airflow's real DAG processing: `airflow dags reserialize`
 parses the DAG folder as the dag processor does and stores DAGs and import errors in Airflow's database, where
 the scheduler and the UI read them. No broker or Spark: parsing a DAG file connects to nothing."""
 

@@ -1,7 +1,7 @@
 """Druid SQL through `run_sql` and `ingest query` over real Parquet segments with sketch columns (DataSketches'
 standard bytes, built here by the `datasketches` package as the job writes them), published by the real publish.
-The segment schema reads such a column as bytes once the job's sketch metrics exist (COMPLEX<sketch>, issue 32
-items 1-2); before that it is taken for text."""
+The segment schema reads such a column as bytes once the job's sketch metrics exist (COMPLEX<sketch>);
+before that it is taken for text."""
 
 from __future__ import annotations
 

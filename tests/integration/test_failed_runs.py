@@ -22,7 +22,7 @@ from ingest_core.service import cli
 from ingest_core.supervisor.actions import DatasourceActions
 from ingest_core.service.status import collect_status
 from ingest_core.store.audit import SKIP
-from ingest_core.store.metadata import RunStatus
+from ingest_core.core.states import RunStatus
 from ingest_core.store.publisher import GroupResult, Publisher, SegmentDescriptor
 
 PARTS = [TopicPartition("edits", p) for p in range(2)]
@@ -40,7 +40,7 @@ def publish_whole(store, plan) -> None:
 def fail(store, spec, run_id: str) -> None:
     """What a failed run's report task does: FAILED, and its failed groups' reports kept."""
     store.runs.move("wiki", run_id, RunEvent.FAIL, error="its tasks failed before publishing")
-    keep_failure_reports(store, spec, store.require_run("wiki", run_id))
+    keep_failure_reports(store, spec, store.runs.require("wiki", run_id))
 
 
 def offline_spec(tmp_path):
@@ -55,16 +55,16 @@ def attempt_of(tmp_path, spec, run_id: str) -> str:
 
 
 def committed(store) -> dict[TopicPartition, int]:
-    return {tp: k.offset for tp, k in store.committed_offsets("wiki").items()}
+    return {tp: k.offset for tp, k in store.offsets.committed("wiki").items()}
 
 
 def test_a_run_whose_groups_all_failed_is_never_published(store):
     plan = plan_next(store, "r1", {tp: 10 for tp in PARTS}, task_count=2)
     with pytest.raises(NothingSucceededError, match=r"every task group with records failed \(\[0, 1\]\)"):
         Publisher(store).publish("wiki", "r1", [])
-    run = store.require_run("wiki", "r1")
+    run = store.runs.require("wiki", "r1")
     assert run.status is RunStatus.PLANNED and run.published_at is None  # its report task marks it FAILED
-    assert store.segments("wiki") == [] and committed(store) == {}
+    assert store.segment_records.of("wiki") == [] and committed(store) == {}
     assert plan.records == 20
     report = collect_status(store, "wiki", None).to_json()["payload"]
     assert [r["status"] for r in report["recentRuns"]] == ["PLANNED"] and report["currentOffsets"] == {}
@@ -103,8 +103,8 @@ def test_a_group_that_left_no_report_is_shown_with_its_records_and_skip_moves_pa
     assert "would skip partition edits-0 offsets [10, 25) (15 records) of run r1" in captured.out
     assert "these records are lost" in captured.err
     assert committed(store) == {tp: 25 for tp in PARTS}
-    assert store.require_run("wiki", "r2").status is RunStatus.SUPERSEDED
-    [audit] = store.audit_records("wiki", action=SKIP)
+    assert store.runs.require("wiki", "r2").status is RunStatus.SUPERSEDED
+    [audit] = store.audit_log.records("wiki", action=SKIP)
     assert audit.actor == "alice" and audit.details["skippedRecords"] == 30 and audit.details["supersededRuns"] == ["r2"]
     payload = collect_status(store, "wiki", None).to_json()["payload"]
     assert payload["skippedRecords"] == {"0": 15, "1": 15}
@@ -153,7 +153,7 @@ def run_failing_group(spark, store, spec, run_id: str, tmp_path):
     with pytest.raises(IngestError) as failure:
         run_group(spark, GroupJob(spec, plan, 0, 0, out), 30)
     supervisor.mark_failed(run_id, "its tasks failed before publishing")
-    keep_failure_reports(store, spec, store.require_run(spec.datasource, run_id))
+    keep_failure_reports(store, spec, store.runs.require(spec.datasource, run_id))
     return plan, failure.value
 
 
@@ -224,7 +224,7 @@ def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes_every_rec
     from helpers import rows_of
 
     from ingest_core.supervisor.publish import publish_in_order, results_of
-    from ingest_core.store.metadata import utcnow
+    from ingest_core.store.schema import utcnow
     from ingest_core.supervisor.planning import PlanOptions, Supervisor
 
     topic = broker.create_topic(partitions=2)
@@ -236,8 +236,8 @@ def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes_every_rec
     r1 = supervisor.plan("r1", PlanOptions(max_records=8)).plan
     r2 = supervisor.plan("r2").plan  # pipelined from r1's planned ends
     assert r2.start_offsets() == r1.end_offsets() and {p.after_run for p in r2.partitions} == {"r1"}
-    store.start_run("ds", "r1", timedelta(minutes=1), now=utcnow() - timedelta(hours=1))  # killed long ago
-    store.start_run("ds", "r2", timedelta(minutes=10))
+    store.runs.start("ds", "r1", timedelta(minutes=1), now=utcnow() - timedelta(hours=1))  # killed long ago
+    store.runs.start("ds", "r2", timedelta(minutes=10))
     run_jobs(spark, spec, r2)  # r2's jobs read r1's end onwards
 
     def replan():
@@ -247,8 +247,8 @@ def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes_every_rec
 
     result = publish_in_order(Publisher(store), "ds", "r2", results_of(spec, r2), timeout_s=600, poll_s=60,
                               replan=replan)
-    assert not result.already_published and store.require_run("ds", "r1").expired
-    record = store.require_run("ds", "r2")
+    assert not result.already_published and store.runs.require("ds", "r1").expired
+    record = store.runs.require("ds", "r2")
     assert record.status is RunStatus.PUBLISHED and record.plan.revision == 1
     assert record.plan.start_offsets() == {TopicPartition(topic, p): 0 for p in range(2)}
     assert sorted(r["a"] for r in rows_of(store, "ds")) == sorted(f"{p}-{i}" for p in range(2) for i in range(10))
@@ -256,7 +256,7 @@ def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes_every_rec
 
 
 def committed_of(store, name: str) -> dict[TopicPartition, int]:
-    return {tp: k.offset for tp, k in store.committed_offsets(name).items()}
+    return {tp: k.offset for tp, k in store.offsets.committed(name).items()}
 
 
 def test_the_exception_that_failed_a_spark_task_is_named_not_sparks_wrapper(spark, tmp_path):

@@ -1,4 +1,4 @@
-"""A stream mixed with hostile records of every kind (issue 22) through the real broker, Spark and the publish:
+"""A stream mixed with hostile records of every kind through the real broker, Spark and the publish:
 the run publishes, every good row is exact, every bad one is counted, and the segments read back with pyarrow
 and with Spark."""
 

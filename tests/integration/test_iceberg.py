@@ -65,7 +65,7 @@ def test_the_table_follows_every_publish_once_with_its_offsets_in_the_summary(st
     assert table_rows(store, spec) == reader_rows(store) and len(reader_rows(store)) == 20
     table, snap = snapshot(store, spec)
     summary = snap.summary
-    assert summary[iceberg.COMMIT_VERSION] == str(store.datasource_row("wiki")["commit_version"])
+    assert summary[iceberg.COMMIT_VERSION] == str(store.datasources.get("wiki")["commit_version"])
     assert json.loads(summary[iceberg.COMMITTED_OFFSETS]) == {"edits": {"0": 10, "1": 10}}
     assert [f.name for f in table.spec().fields] == ["__time_hour"]  # the spec's HOUR segments, one per partition
     assert table.location().endswith("/deep/wiki/.iceberg/wiki")
@@ -91,7 +91,7 @@ def test_the_table_follows_every_publish_once_with_its_offsets_in_the_summary(st
 def test_a_segment_no_longer_visible_leaves_the_table(store, spec, tmp_path):
     publish_segments(store, tmp_path, "r1", {tp: 10 for tp in PARTS}, [rows(10), rows(10, 10)])
     iceberg.sync(store, spec)
-    gone = store.segments("wiki")[0]
+    gone = store.segment_records.of("wiki")[0]
     with store.session() as conn:  # what compaction (a newer version) or a kill does to a segment
         conn.execute(segments.update().where(segments.c.id == gone.id).values(used=False))
     dropped = iceberg.sync(store, spec)

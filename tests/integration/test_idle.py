@@ -27,27 +27,27 @@ def test_a_datasource_is_idle_once_nothing_new_came_for_inactive_after_millis(st
     idle = make_spec("localhost:9", topic="edits", idleConfig={"enabled": True, "inactiveAfterMillis": 600_000})
     disabled = make_spec("localhost:9", topic="edits", idleConfig={"enabled": False})
     default = make_spec("localhost:9", topic="edits")
-    assert store.last_active("wiki") is None
+    assert store.runs.last_active("wiki") is None
     first = plan("r0", 0, 0, 0)  # the topic is empty: the first look starts the clock
-    store.insert_run(first)
-    assert store.last_active("wiki") == first.created_at
-    assert state_event(idle, first, store.last_active("wiki"), first.created_at) is Event.NOTHING_NEW
+    store.runs.insert(first)
+    assert store.runs.last_active("wiki") == first.created_at
+    assert state_event(idle, first, store.runs.last_active("wiki"), first.created_at) is Event.NOTHING_NEW
 
-    store.insert_run(plan("r1", 5, 0, 10))  # records: the stream is active
+    store.runs.insert(plan("r1", 5, 0, 10))  # records: the stream is active
     empty = plan("r2", 15, 10, 10)
-    store.insert_run(empty)
-    assert store.last_active("wiki") == T0 + timedelta(minutes=5)
+    store.runs.insert(empty)
+    assert store.runs.last_active("wiki") == T0 + timedelta(minutes=5)
     # 10 minutes with nothing new is not yet more than inactiveAfterMillis; a minute later it is
-    assert state_event(idle, empty, store.last_active("wiki"), empty.created_at) is Event.NOTHING_NEW
-    assert state_event(idle, empty, store.last_active("wiki"), T0 + timedelta(minutes=16)) is Event.PUBLISHED_NOTHING
-    assert state_event(disabled, empty, store.last_active("wiki"), T0 + timedelta(days=1)) is Event.NOTHING_NEW
-    assert state_event(default, empty, store.last_active("wiki"), empty.created_at) is Event.PUBLISHED_NOTHING
+    assert state_event(idle, empty, store.runs.last_active("wiki"), empty.created_at) is Event.NOTHING_NEW
+    assert state_event(idle, empty, store.runs.last_active("wiki"), T0 + timedelta(minutes=16)) is Event.PUBLISHED_NOTHING
+    assert state_event(disabled, empty, store.runs.last_active("wiki"), T0 + timedelta(days=1)) is Event.NOTHING_NEW
+    assert state_event(default, empty, store.runs.last_active("wiki"), empty.created_at) is Event.PUBLISHED_NOTHING
     assert state_event(idle, plan("r3", 20, 10, 11), None, T0) is Event.PUBLISHED
 
     # status shows the stored state: IDLE after the idle run, RUNNING while not yet idle
     for event, shown in ((Event.PUBLISHED_NOTHING, "IDLE"), (Event.NOTHING_NEW, "RUNNING")):
         store.datasources.set_state("wiki", event)
-        row = store.datasource_row("wiki")
+        row = store.datasources.get("wiki")
         report = build_status(datasource="wiki", stream="edits", row=row, committed={P0: 10}, latest={P0: 10},
                               offsets_last_updated=T0, runs=[], row_stats={}, loop_errors=[],
                               thresholds=HealthConfig(), now=T0)
@@ -56,7 +56,8 @@ def test_a_datasource_is_idle_once_nothing_new_came_for_inactive_after_millis(st
 
 
 def test_the_publish_of_a_run_that_found_nothing_leaves_the_idle_config_state(store_url, tmp_path, monkeypatch):
-    from ingest_core.store.metadata import MetadataStore, utcnow
+    from ingest_core.store.metadata import MetadataStore
+    from ingest_core.store.schema import utcnow
     from ingest_core.supervisor.publish import publish_step
 
     monkeypatch.setenv("INGEST_METADATA_URL", store_url)
@@ -73,8 +74,8 @@ def test_the_publish_of_a_run_that_found_nothing_leaves_the_idle_config_state(st
         # the first run ever found nothing: the idle clock starts at its planning, a day ago
         empty = plan_run(PlanRequest(datasource=name, run_id="r0", created_at=day_ago,
                                      starts={P0: StartOffset(0, StartSource.EARLIEST)}, latest={P0: 0}, task_count=1))
-        store.insert_run(empty)
+        store.runs.insert(empty)
         store.datasources.set_state(name, Event.PLANNED)
         publish_step(spec, "r0", run_jobs=lambda plan: None)
-        assert store.datasource_row(name)["state"] == shown, name
+        assert store.datasources.get(name)["state"] == shown, name
     store.dispose()

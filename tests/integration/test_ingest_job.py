@@ -32,7 +32,8 @@ pytestmark = pytest.mark.kafka
 
 @pytest.fixture
 def store(tmp_path) -> MetadataStore:
-    return sqlite_store(tmp_path)
+    with sqlite_store(tmp_path) as s:
+        yield s
 
 
 # ------------------------------------------------------------------------------------------ rollup oracle
@@ -276,7 +277,7 @@ def test_schema_discovery_types_every_field_and_widens_across_runs(spark, broker
     assert {k: merged[k] for k in ("n", "s", "arr", "obj", "flag", "extra", "cnt")} == {
         "n": "DOUBLE", "s": "STRING", "arr": "ARRAY<DOUBLE>", "obj": "COMPLEX<json>", "flag": "LONG",
         "extra": "STRING", "cnt": "LONG"}
-    assert new_columns(store, "ds", store.list_runs("ds")).columns == {"extra": "STRING"}
+    assert new_columns(store, "ds", store.runs.recent("ds")).columns == {"extra": "STRING"}
 
     def typed(rows):
         return sorted(((r["s"], r["n"], r["arr"], json.loads(r["obj"]), r["flag"], r["extra"], r["cnt"])

@@ -20,6 +20,7 @@ from helpers import (
     run_and_publish,
     spec_from,
     sqlite_store,
+    wait_for_partitions,
 )
 
 from ingest_core.spark.kafka_source import ReadJob, SplitConsumer, SplitPartition
@@ -32,7 +33,8 @@ FETCH_RESPONSE = 1_048_576  # librdkafka's max.partition.fetch.bytes: the most o
 
 @pytest.fixture
 def store(tmp_path) -> MetadataStore:
-    return sqlite_store(tmp_path)
+    with sqlite_store(tmp_path) as s:
+        yield s
 
 
 # ------------------------------------------------------------------------------------------ fetch sizes
@@ -51,10 +53,10 @@ def test_a_split_mid_partition_fetches_its_range_not_the_rest_of_the_log(broker)
     received: list[int] = []  # librdkafka's statistics: bytes received from the brokers so far
     props = {"bootstrap.servers": broker.bootstrap, "statistics.interval.ms": 50,
              "stats_cb": lambda s: received.append(json.loads(s)["rx_bytes"])}
-    job = ReadJob(spec_raw=spec.to_raw(), created_at=iso(T0), splits=[], output_uri="file:///unused",
+    job = ReadJob(spec=spec, created_at=T0, splits=(), output_uri="file:///unused",
                   batch_records=10)  # several polls: statistics are served by the polls after the hold
     offsets, sizes = [], []
-    for chunk in SplitConsumer(props, SplitPartition(0, topic, 0, start, end), job, spec).chunks():
+    for chunk in SplitConsumer(props, SplitPartition(0, topic, 0, start, end), job).chunks():
         if not offsets:
             # The first chunk is being parsed: a reader that pre-fetches without bound pulls the rest of the
             # log now. A bounded one stops by itself, so its figures do not depend on how long this takes.
@@ -71,11 +73,11 @@ def test_a_split_mid_partition_fetches_its_range_not_the_rest_of_the_log(broker)
 
 def test_split_consumer_bounds_its_queue_by_the_range_and_user_settings_win():
     spec = spec_from("127.0.0.1:9", "t", SIMPLE)
-    job = ReadJob(spec_raw=spec.to_raw(), created_at=iso(T0), splits=[], output_uri="file:///unused")
+    job = ReadJob(spec=spec, created_at=T0, splits=(), output_uri="file:///unused")
 
     def conf(start, end, **props):
         return SplitConsumer({"bootstrap.servers": "127.0.0.1:9", **props}, SplitPartition(0, "t", 0, start, end),
-                             job, spec).config()
+                             job).config()
 
     small = conf(5_000, 5_100)
     assert small["queued.min.messages"] == 100 and small["queued.max.messages.kbytes"] == 16_384
@@ -259,17 +261,17 @@ def test_truncation_below_the_committed_offset_stops_the_run_or_resets_to_earlie
     assert "start offset 10" in message and "log start offset 18" in message
     assert f"`ingest set-offsets ds {topic}:0=earliest`" in message and "ingest reset" not in message
     assert "resetOffsetAutomatically" in message
-    assert store.get_run("ds", "r2") is None and ids_of(store) == list(range(10))
-    assert [k.offset for k in store.committed_offsets("ds").values()] == [10]
+    assert store.runs.get("ds", "r2") is None and ids_of(store) == list(range(10))
+    assert [k.offset for k in store.offsets.committed("ds").values()] == [10]
 
     lenient = spec_from(broker.bootstrap, topic, SIMPLE, tuning={"resetOffsetAutomatically": True})
     plan, reports, _ = ingest_run(spark, store, lenient, "r2", tmp_path.as_uri())
     part = plan.groups[0].partitions[0]
     assert (part.start, part.end, part.start_source) == (18, 30, StartSource.RESET_EARLIEST)
-    (audit,) = [a for a in store.audit_records("ds") if a.action == "auto_reset"]
+    (audit,) = [a for a in store.audit_log.records("ds") if a.action == "auto_reset"]
     assert (audit.details["fromOffset"], audit.details["toOffset"], audit.details["runId"]) == (10, 18, "r2")
     assert reports[0].records == 12 and ids_of(store) == list(range(10)) + list(range(18, 30))
-    assert [k.offset for k in store.committed_offsets("ds").values()] == [30]
+    assert [k.offset for k in store.offsets.committed("ds").values()] == [30]
 
 
 def test_truncation_between_plan_and_job_fails_the_job_and_publishes_nothing(spark, broker, store, tmp_path):
@@ -278,7 +280,7 @@ def test_truncation_between_plan_and_job_fails_the_job_and_publishes_nothing(spa
     from ingest_core.handover import deep_storage
     from ingest_core.supervisor.actions import DatasourceActions
     from ingest_core.spark.job import GroupJob, run_group
-    from ingest_core.store.metadata import RunStatus
+    from ingest_core.store.records import RunStatus
     from ingest_core.store.publisher import Publisher
     from ingest_core.supervisor.planning import Supervisor
 
@@ -301,8 +303,8 @@ def test_truncation_between_plan_and_job_fails_the_job_and_publishes_nothing(spa
     assert report["state"] == "FAILED" and report["error"] == message
     with pytest.raises(NothingSucceededError, match="every task group with records failed"):
         Publisher(store).publish("ds", "r2", [])  # the publish step: no group succeeded
-    assert store.get_run("ds", "r2").status is not RunStatus.PUBLISHED  # never shown as published
-    assert [k.offset for k in store.committed_offsets("ds").values()] == [10] and ids_of(store) == list(range(10))
+    assert store.runs.get("ds", "r2").status is not RunStatus.PUBLISHED  # never shown as published
+    assert [k.offset for k in store.offsets.committed("ds").values()] == [10] and ids_of(store) == list(range(10))
 
     # what the message says to do: accept the loss, then the next run reads from the new log start
     DatasourceActions(store, None, "tester").set_offsets("ds", [OffsetRequest(topic, 0, "earliest")], spec)
@@ -332,7 +334,7 @@ def test_a_topic_recreated_while_a_run_is_in_flight_is_not_published(spark, brok
         run_group(spark, job, stall_timeout_s=20)
     with pytest.raises(NothingSucceededError):
         Publisher(store).publish("ds", "r2", [])
-    assert ids_of(store) == list(range(10)) and [k.offset for k in store.committed_offsets("ds").values()] == [10]
+    assert ids_of(store) == list(range(10)) and [k.offset for k in store.offsets.committed("ds").values()] == [10]
     with pytest.raises(TopicRecreatedError, match="ingest set-offsets ds"):  # and the next plan names the choice
         Supervisor(spec, store).plan("r3")
 
@@ -352,10 +354,7 @@ def test_partitions_added_while_a_run_is_in_flight_are_read_from_earliest_by_the
     spec = spec_from(broker.bootstrap, topic, SIMPLE, io={"taskCount": 2})
     r1 = Supervisor(spec, store).plan("r1").plan  # two partitions, 10 records each
     broker.admin.create_partitions([NewPartitions(topic, 4)])[topic].result(timeout=30)
-    deadline = time.monotonic() + 30
-    while len(broker.admin.list_topics(topic, timeout=5).topics[topic].partitions) < 4:
-        assert time.monotonic() < deadline, "the new partitions did not show in the metadata"
-        time.sleep(0.1)
+    wait_for_partitions(broker, topic, 4)
     # records for every partition, old and new, while r1 is in flight (its job not run yet)
     produce_all(broker, topic, [{"ts": iso(T0), "a": "x", "b": str(i)} for i in range(20, 60)], partitions=4)
     run_and_publish(spark, store, spec, r1, tmp_path.as_uri())
@@ -367,7 +366,7 @@ def test_partitions_added_while_a_run_is_in_flight_are_read_from_earliest_by_the
                       2: (0, 10, StartSource.NEW_PARTITION), 3: (0, 10, StartSource.NEW_PARTITION)}
     assert sum(r.records for r in reports) == 40
     assert ids_of(store) == list(range(60))  # every record once, over both runs
-    assert {tp: k.offset for tp, k in store.committed_offsets("ds").items()} == {
+    assert {tp: k.offset for tp, k in store.offsets.committed("ds").items()} == {
         TopicPartition(topic, p): 20 if p < 2 else 10 for p in range(4)}
 
 

@@ -1,4 +1,4 @@
-"""Issue 31: Druid specs in the deprecated `parser` form run through the real Spark job, converted, and ingest
+"""Druid specs in the deprecated `parser` form run through the real Spark job, converted, and ingest
 what Druid would."""
 
 from __future__ import annotations

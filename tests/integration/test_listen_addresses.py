@@ -1,4 +1,4 @@
-"""What the project starts listens on this machine only unless told otherwise (issue 34): the Spark Connect server
+"""What the project starts listens on this machine only unless told otherwise: the Spark Connect server
 (its gRPC port, the driver's and the block manager's) and the demo's Airflow components."""
 
 import psutil

@@ -34,7 +34,7 @@ def delete_before(broker, topic: str, partition: int, offset: int) -> None:
 
 
 def lost(store, name: str = "wiki") -> list[dict]:
-    return [a.details for a in store.audit_records(name, action=RECORDS_LOST)]
+    return [a.details for a in store.audit_log.records(name, action=RECORDS_LOST)]
 
 
 @pytest.mark.parametrize("use_earliest", [True, False])
@@ -57,9 +57,9 @@ def test_an_automatic_reset_counts_exactly_what_it_skipped_once_when_it_publishe
     ranges = [{"topic": topic, "partition": 0, "start": 5, "end": skipped_to, "records": skipped_to - 5}]
     assert lost(store) == [{"cause": "resetOffsetAutomatically", "records": skipped_to - 5, "runId": "r3",
                             "ranges": ranges}]
-    outcome = run_outcome(store, store.require_run("wiki", "r3"), None)  # the report task's
+    outcome = run_outcome(store, store.runs.require("wiki", "r3"), None)  # the report task's
     assert outcome.lost_records == skipped_to - 5 and outcome.to_json()["lost"][0]["ranges"] == ranges
-    assert run_outcome(store, store.require_run("wiki", "r1"), None).to_json()["lostRecords"] == 0
+    assert run_outcome(store, store.runs.require("wiki", "r1"), None).to_json()["lostRecords"] == 0
     payload = collect_status(store, "wiki", spec).to_json()["payload"]
     assert payload["lostRecords"] == skipped_to - 5 and payload["lostRecordsByPartition"] == {"0": skipped_to - 5}
     [error] = [e for e in payload["recentErrors"] if e["exceptionClass"] == "RecordsLost"]
@@ -123,7 +123,7 @@ def test_set_offsets_forward_counts_what_it_skips_less_what_a_backfill_published
     [event] = lost(store)  # p1 went back (re-read, not lost); p0 skipped [10, 30) and [40, 60)
     assert event["cause"] == "set-offsets" and event["records"] == 40
     assert [(r["start"], r["end"]) for r in event["ranges"]] == [(10, 30), (40, 60)]
-    [audit] = store.audit_records("wiki", action="set_offsets")
+    [audit] = store.audit_log.records("wiki", action="set_offsets")
     assert audit.actor == "dave" and audit.details["lostRecords"] == 40
     assert cli.main(["--metadata-url", store_url, "status", "wiki", "--dags-folder", str(dags)]) == 0
     out = capsys.readouterr().out

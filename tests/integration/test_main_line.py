@@ -18,7 +18,7 @@ from ingest_core.core.offsets import (
 from ingest_core.core.planner import PlanRequest, plan_run
 from ingest_core.supervisor.actions import DatasourceActions
 from ingest_core.store.main_line import MainLine
-from ingest_core.store.metadata import RunStatus
+from ingest_core.store.records import RunStatus
 from ingest_core.store.publisher import (
     GroupResult,
     Publisher,
@@ -31,7 +31,7 @@ P0, P1 = TopicPartition("edits", 0), TopicPartition("edits", 1)
 
 
 def insert_run(store, run_id, starts: dict, latest: dict):
-    return store.insert_run(plan_run(PlanRequest(datasource="wiki", run_id=run_id, created_at=T0, task_count=1,
+    return store.runs.insert(plan_run(PlanRequest(datasource="wiki", run_id=run_id, created_at=T0, task_count=1,
                                                  starts=starts, latest=latest)))[0].plan
 
 
@@ -47,7 +47,7 @@ def a_main_line_with_claims_and_runs_in_flight(store):
 
 
 def commit_version(store) -> int:
-    return int(store.datasource_row("wiki")["commit_version"])
+    return int(store.datasources.get("wiki")["commit_version"])
 
 
 def test_a_publish_s_move_writes_its_offsets_and_bumps_the_version_only(store):
@@ -56,10 +56,10 @@ def test_a_publish_s_move_writes_its_offsets_and_bumps_the_version_only(store):
         moved = line.move({P0: 70}, by="r2")
     assert (moved.commit_version, moved.superseded, moved.released) == (2, [], [])
     assert commit_version(store) == 2
-    assert store.committed_offsets("wiki") == {P0: KnownOffset(70, "r2"), P1: KnownOffset(20, "r1")}
+    assert store.offsets.committed("wiki") == {P0: KnownOffset(70, "r2"), P1: KnownOffset(20, "r1")}
     # its successors continue from it, and what others published stays theirs
-    assert store.get_run("wiki", "r2").status is RunStatus.PLANNED
-    assert len(store.published_ranges("wiki")) == 2
+    assert store.runs.get("wiki", "r2").status is RunStatus.PLANNED
+    assert len(store.offsets.claims("wiki")) == 2
 
 
 def test_an_operator_s_move_supersedes_the_main_line_in_flight_and_releases_the_claims_above(store):
@@ -68,18 +68,18 @@ def test_an_operator_s_move_supersedes_the_main_line_in_flight_and_releases_the_
         moved = line.move({P0: 30}, by="set-offsets by op", reason="an operator set them")
     assert moved.commit_version == 2 and moved.superseded == ["r2"]
     assert moved.released == [PublishedRange(P0, 30, 50, "r1", False), PublishedRange(P0, 60, 80, "bf", True)]
-    assert store.published_ranges("wiki") == [PublishedRange(P0, 0, 30, "r1", False)]
-    assert store.committed_offsets("wiki") == {P0: KnownOffset(30, "set-offsets by op"), P1: KnownOffset(20, "r1")}
-    r2 = store.get_run("wiki", "r2")
+    assert store.offsets.claims("wiki") == [PublishedRange(P0, 0, 30, "r1", False)]
+    assert store.offsets.committed("wiki") == {P0: KnownOffset(30, "set-offsets by op"), P1: KnownOffset(20, "r1")}
+    r2 = store.runs.get("wiki", "r2")
     assert (r2.status, r2.superseded_by, r2.error) == (RunStatus.SUPERSEDED, "set-offsets by op", "an operator set them")
-    assert store.get_run("wiki", "bf2").status is RunStatus.PLANNED  # a backfill lies behind the main line
+    assert store.runs.get("wiki", "bf2").status is RunStatus.PLANNED  # a backfill lies behind the main line
 
 
 def test_clearing_the_main_line_releases_every_claim(store):
     a_main_line_with_claims_and_runs_in_flight(store)
     with MainLine.locked(store, "wiki", planning_lock=True) as line:
         moved = line.move(None, by="reset by op", reason="reset")
-    assert store.committed_offsets("wiki") == {} and store.published_ranges("wiki") == []
+    assert store.offsets.committed("wiki") == {} and store.offsets.claims("wiki") == []
     assert moved.released == [PublishedRange(P0, 0, 50, "r1", False), PublishedRange(P0, 60, 80, "bf", True)]
     assert moved.superseded == ["r2"] and commit_version(store) == 2
 
@@ -89,8 +89,8 @@ def test_a_move_from_a_stale_commit_version_writes_nothing(store):
     with pytest.raises(MetadataStoreError, match="commit version 0 is gone"):
         with store.session() as conn:
             MainLine(store, conn, "wiki", commit_version=0).move({P0: 99}, by="late", reason="late")
-    assert commit_version(store) == 1 and store.committed_offsets("wiki")[P0] == KnownOffset(50, "r1")
-    assert store.get_run("wiki", "r2").status is RunStatus.PLANNED and len(store.published_ranges("wiki")) == 2
+    assert commit_version(store) == 1 and store.offsets.committed("wiki")[P0] == KnownOffset(50, "r1")
+    assert store.runs.get("wiki", "r2").status is RunStatus.PLANNED and len(store.offsets.claims("wiki")) == 2
 
 
 @pytest.mark.kafka
@@ -103,17 +103,17 @@ def test_publish_set_offsets_and_reset_each_move_the_main_line_once(broker, stor
     Publisher(store).publish("wiki", "r1", [GroupResult(0, [SegmentDescriptor(T0, T0, "file:///s", 10, 1)])])
 
     def line() -> dict:
-        return {tp: (k.offset, k.run_id) for tp, k in store.committed_offsets("wiki").items()}
+        return {tp: (k.offset, k.run_id) for tp, k in store.offsets.committed("wiki").items()}
 
     assert commit_version(store) == 1 and line() == {p0: (10, r1.run_id)}
     actions.set_offsets("wiki", {p0: 5}, spec, confirm_duplicates=5)
     assert commit_version(store) == 2 and line() == {p0: (5, "set-offsets by op")}
     actions.reset("wiki", spec)
-    assert commit_version(store) == 3 and store.committed_offsets("wiki") == {}
+    assert commit_version(store) == 3 and store.offsets.committed("wiki") == {}
     # a backfill publishes beside the main line: it does not move it
     insert_run(store, "bf", {p0: StartOffset(20, StartSource.BACKFILL)}, {p0: 30})
     Publisher(store).publish("wiki", "bf", [GroupResult(0, [SegmentDescriptor(T0, T0, "file:///b", 10, 1)])])
-    assert commit_version(store) == 3 and store.committed_offsets("wiki") == {}
+    assert commit_version(store) == 3 and store.offsets.committed("wiki") == {}
 
 
 @pytest.mark.kafka
@@ -121,7 +121,7 @@ def test_reset_to_latest_moves_the_main_line_once_and_closes_the_reader_it_opene
     topic = broker.create_topic(2)
     broker.produce(topic, [b'{"ts": 1}'] * 7, partition=0)
     broker.produce(topic, [b'{"ts": 1}'] * 3, partition=1)
-    store.register_spec("wiki", {}, "fingerprint")  # the datasource exists
+    store.datasources.register_spec("wiki", {}, "fingerprint")  # the datasource exists
     actions = DatasourceActions(store, None, "op")
     before = broker_connections(broker.bootstrap)
     with pytest.raises(TopicNotFoundError) as failed:
@@ -132,4 +132,4 @@ def test_reset_to_latest_moves_the_main_line_once_and_closes_the_reader_it_opene
     result = actions.reset_to_latest("wiki", make_spec(broker.bootstrap, topic=topic), backfill=False)
     assert not broker_connections(broker.bootstrap) - before
     assert result.details["to"] == {topic: {"0": 7, "1": 3}} and commit_version(store) == 1
-    assert {k.run_id for k in store.committed_offsets("wiki").values()} == {"reset-to-latest by op"}
+    assert {k.run_id for k in store.offsets.committed("wiki").values()} == {"reset-to-latest by op"}

@@ -14,7 +14,9 @@ from ingest_core.core.states import RunEvent
 from ingest_core.core.errors import MetadataStoreError
 from ingest_core.core.offsets import KnownOffset, TopicPartition
 from ingest_core.core.planner import Plan
-from ingest_core.store.metadata import SCHEMA_VERSION, MetadataStore, RunStatus
+from ingest_core.core.states import RunStatus
+from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.schema import SCHEMA_VERSION
 from ingest_core.store.records import PublishedFigures
 
 DATA = Path(__file__).parents[1] / "data"
@@ -30,11 +32,11 @@ def test_upgrade_is_idempotent_and_required(tmp_path):
     url = f"sqlite:///{tmp_path / 'm.db'}"
     store = MetadataStore(url)
     with pytest.raises(MetadataStoreError, match="run `ingest db upgrade`"):
-        store.committed_offsets("wiki")
+        store.offsets.committed("wiki")
     assert store.upgrade() == list(range(1, SCHEMA_VERSION + 1))
     assert store.upgrade() == []
     assert store.current_schema_version() == SCHEMA_VERSION
-    assert store.committed_offsets("wiki") == {}
+    assert store.offsets.committed("wiki") == {}
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -42,16 +44,26 @@ def v1_store_url(request, tmp_path) -> str:
     """A metadata store as release 1 left it (schema version 1), with a run in flight."""
     import sqlalchemy as sa
 
-    from ingest_core.store.metadata import (
-        MIGRATIONS,
+    from ingest_core.store.engines import make_engine
+
+    from ingest_core.store.schema import (
+
         dead_letter_files,
-        make_engine,
+
         meta,
+
+        MIGRATIONS,
+
         published_ranges,
+
         runs,
+
         schema_version,
+
         task_groups,
+
         utcnow,
+
     )
     from ingest_core.store.schema import segments
 
@@ -105,18 +117,18 @@ def test_a_v1_store_upgrades_to_run_deadlines(v1_store_url):
     with store.session() as conn:
         assert sa.inspect(conn).has_table("ingest_dead_letter_files")  # v4
     # v5: an offset committed before topic ids is read as it was, without one (the next publish records it)
-    assert store.committed_offsets("wiki") == {TopicPartition("edits", 0): KnownOffset(40, "old", None)}
-    old = store.require_run("wiki", "old")  # planned before v2: no deadline yet, so it does not expire
+    assert store.offsets.committed("wiki") == {TopicPartition("edits", 0): KnownOffset(40, "old", None)}
+    old = store.runs.require("wiki", "old")  # planned before v2: no deadline yet, so it does not expire
     assert (old.status, old.running_since, old.deadline_at, old.expired_at) == (RunStatus.RUNNING, None, None, None)
-    assert store.expire_overdue("wiki", T0 + timedelta(days=999), "test") == []
-    assert store.set_missing_deadlines("wiki", T0 + timedelta(minutes=30)) == ["old"]  # a planner gives it one
-    assert store.expire_overdue("wiki", T0 + timedelta(minutes=30), "test") == ["old"]
-    assert store.require_run("wiki", "old").expired
+    assert store.runs.expire_overdue("wiki", T0 + timedelta(days=999), "test") == []
+    assert store.runs.set_missing_deadlines("wiki", T0 + timedelta(minutes=30)) == ["old"]  # a planner gives it one
+    assert store.runs.expire_overdue("wiki", T0 + timedelta(minutes=30), "test") == ["old"]
+    assert store.runs.require("wiki", "old").expired
     # v7: the flags became states; v8: the published run's figures from its segment records, used or not
-    assert [(r["name"], r["state"], r["detailed_state"]) for r in store.list_datasources()] == [
+    assert [(r["name"], r["state"], r["detailed_state"]) for r in store.datasources.all()] == [
         ("gone", "TERMINATED", "TERMINATED"), ("wiki", "SUSPENDED", "SUSPENDED")]
-    assert store.require_run("wiki", "done").published == PublishedFigures(20, 12, 2, 1200)
-    assert store.require_run("wiki", "old").published is None
+    assert store.runs.require("wiki", "done").published == PublishedFigures(20, 12, 2, 1200)
+    assert store.runs.require("wiki", "old").published is None
     store.dispose()
 
 
@@ -166,9 +178,9 @@ def test_plan_cli_reports_an_unreachable_broker(tmp_path):
     # one line: librdkafka's own (one per failed reconnect, ~200 here) go through logging, shown with -v
     (line,) = res.stderr.splitlines()
     assert line.startswith("error: Kafka at '127.0.0.1:1' did not answer") and "Check that the brokers are up" in line
-    (error,) = [a for a in MetadataStore(url).audit_records("wiki") if a.action == "loop_error"]
+    (error,) = [a for a in MetadataStore(url).audit_log.records("wiki") if a.action == "loop_error"]
     assert error.details["detailedState"] == "UNABLE_TO_CONNECT_TO_STREAM" and error.details["streamException"]
-    assert MetadataStore(url).get_run("wiki", "r1") is None
+    assert MetadataStore(url).runs.get("wiki", "r1") is None
 
 
 def test_run_row_stats_count_each_group_once_whatever_its_replicas(store):
@@ -178,15 +190,15 @@ def test_run_row_stats_count_each_group_once_whatever_its_replicas(store):
         return GroupReport("wiki", run_id, group_id, replica, GroupState.SUCCESS,
                            RowStats(processed=processed, unparseable=1), [], [])
 
-    store.add_task_report(report("r1", 0, 1, 100))
-    store.add_task_report(report("r1", 0, 0, 100))
-    store.add_task_report(report("r1", 1, 2, 40))  # the only replica of group 1 that succeeded
-    store.add_task_report(report("r2", 0, 0, 7))
-    assert store.task_reports("wiki", "r1") == [report("r1", 0, 1, 100), report("r1", 0, 0, 100),
+    store.reports.add(report("r1", 0, 1, 100))
+    store.reports.add(report("r1", 0, 0, 100))
+    store.reports.add(report("r1", 1, 2, 40))  # the only replica of group 1 that succeeded
+    store.reports.add(report("r2", 0, 0, 7))
+    assert store.reports.of("wiki", "r1") == [report("r1", 0, 1, 100), report("r1", 0, 0, 100),
                                                 report("r1", 1, 2, 40)]
-    assert store.run_row_stats("wiki", "r1") == RowStats(processed=140, unparseable=2).to_json()
-    assert store.run_row_stats("wiki", "r2") == RowStats(processed=7, unparseable=1).to_json()
-    assert store.run_row_stats("wiki", "r3") == {}
+    assert store.reports.row_stats("wiki", "r1") == RowStats(processed=140, unparseable=2).to_json()
+    assert store.reports.row_stats("wiki", "r2") == RowStats(processed=7, unparseable=1).to_json()
+    assert store.reports.row_stats("wiki", "r3") == {}
 
 
 def test_upgrade_to_v2_claims_the_ranges_of_the_backfills_published_before(store):
@@ -201,12 +213,12 @@ def test_upgrade_to_v2_claims_the_ranges_of_the_backfills_published_before(store
         TopicPartition,
     )
     from ingest_core.core.planner import PlanRequest, plan_run
-    from ingest_core.store.metadata import published_ranges, schema_version
+    from ingest_core.store.schema import published_ranges, schema_version
 
     tp = TopicPartition("edits", 0)
 
     def run(run_id, start, end, source):
-        store.insert_run(plan_run(PlanRequest(datasource="wiki", run_id=run_id, task_count=1,
+        store.runs.insert(plan_run(PlanRequest(datasource="wiki", run_id=run_id, task_count=1,
                                               created_at=datetime(2026, 11, 22, tzinfo=timezone.utc),
                                               starts={tp: StartOffset(start, source)}, latest={tp: end})))
         store.runs.move("wiki", run_id, RunEvent.PUBLISH)
@@ -222,7 +234,7 @@ def test_upgrade_to_v2_claims_the_ranges_of_the_backfills_published_before(store
     assert store.upgrade() == list(range(2, SCHEMA_VERSION + 1))
     with store.session() as conn:
         assert sa.inspect(conn).has_table("ingest_published_ranges")
-    assert store.published_ranges("wiki") == [PublishedRange(tp, 10, 30, "bf1", True)]
+    assert store.offsets.claims("wiki") == [PublishedRange(tp, 10, 30, "bf1", True)]
 
 
 def test_a_run_is_past_its_deadline_only_while_in_flight():
@@ -230,7 +242,7 @@ def test_a_run_is_past_its_deadline_only_while_in_flight():
     from dataclasses import replace
     from datetime import timedelta
 
-    from ingest_core.store.metadata import RunRecord
+    from ingest_core.store.records import RunRecord
 
     plan = Plan("wiki", "r1", T0, (), "modulo")
     running = RunRecord("wiki", "r1", 1, RunStatus.RUNNING, plan, T0, None, None, None,

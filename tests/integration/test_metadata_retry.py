@@ -18,7 +18,8 @@ from ingest_core.core.errors import MetadataStoreError
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.dev.embedded import EmbeddedPostgres
 from ingest_core.service import cli
-from ingest_core.store.metadata import MetadataStore, RunStatus
+from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.records import RunStatus
 from ingest_core.store.publisher import GroupResult, Publisher, SegmentDescriptor
 
 PARTS = [TopicPartition("edits", p) for p in range(2)]
@@ -101,12 +102,12 @@ def while_down(server: EmbeddedPostgres, work):
 
 def test_a_postgres_restart_fails_neither_the_publish_nor_the_cli(server, store, capsys):
     plan = plan_next(store, "r1", {tp: 10 for tp in PARTS})
-    store.list_runs("wiki")  # the pool keeps a connection that the restart kills
+    store.runs.recent("wiki")  # the pool keeps a connection that the restart kills
 
     result = while_down(server, lambda: Publisher(store).publish("wiki", "r1", results_for(plan)))
     assert not result.already_published and result.published_groups == (0, 1)
-    assert store.require_run("wiki", "r1").status is RunStatus.PUBLISHED
-    assert {tp: k.offset for tp, k in store.committed_offsets("wiki").items()} == {tp: 10 for tp in PARTS}
+    assert store.runs.require("wiki", "r1").status is RunStatus.PUBLISHED
+    assert {tp: k.offset for tp, k in store.offsets.committed("wiki").items()} == {tp: 10 for tp in PARTS}
 
     assert while_down(server, lambda: cli.main(["--metadata-url", store.url, "segments", "wiki"])) == 0
     assert "2 segments, 20 rows" in capsys.readouterr().out
@@ -136,9 +137,9 @@ def test_a_publish_whose_commit_answer_was_lost_is_recognised_as_published(serve
         admin.dispose()
     assert lost and seen.messages  # the first try committed, failed, and was retried
     assert result.already_published and result.published_groups == (0, 1) and result.rows == 20
-    assert len(store.segments("wiki")) == 2  # once
-    assert {tp: k.offset for tp, k in store.committed_offsets("wiki").items()} == {tp: 10 for tp in PARTS}
-    assert store.require_run("wiki", "r1").status is RunStatus.PUBLISHED
+    assert len(store.segment_records.of("wiki")) == 2  # once
+    assert {tp: k.offset for tp, k in store.offsets.committed("wiki").items()} == {tp: 10 for tp in PARTS}
+    assert store.runs.require("wiki", "r1").status is RunStatus.PUBLISHED
 
 
 @pytest.mark.parametrize("where, says", [("{server}/no_such_database", "does not exist"),

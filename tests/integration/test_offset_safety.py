@@ -65,7 +65,7 @@ def run(store, spec, run_id: str):
 
 
 def committed(store, name: str) -> dict[int, int]:
-    return {tp.partition: k.offset for tp, k in store.committed_offsets(name).items()}
+    return {tp.partition: k.offset for tp, k in store.offsets.committed(name).items()}
 
 
 def topic_id(broker, topic: str) -> str:
@@ -84,7 +84,7 @@ def test_a_recreated_topic_stops_the_datasource_until_an_operator_chooses(broker
     spec, cli = datasource(broker, pg_url, tmp_path, "re", topic)
     run(pg_store, spec, "r1")
     old = topic_id(broker, topic)
-    assert [k.topic_id for k in pg_store.committed_offsets("re").values()] == [old]  # the publish recorded it
+    assert [k.topic_id for k in pg_store.offsets.committed("re").values()] == [old]  # the publish recorded it
 
     # the new topic holds more records than the committed offset 10: offsets alone would skip its first 10
     recreate_topic(broker, topic, 1)
@@ -95,17 +95,17 @@ def test_a_recreated_topic_stops_the_datasource_until_an_operator_chooses(broker
     message = str(info.value)
     assert f"topic {topic!r} was deleted and re-created" in message and old in message and new in message
     assert f"`ingest set-offsets re {topic}=earliest`" in message and f"`ingest set-offsets re {topic}=latest`" in message
-    assert pg_store.get_run("re", "r2") is None and committed(pg_store, "re") == {0: 10}
-    (loop_error,) = pg_store.audit_records("re", action="loop_error")  # status shows it among recentErrors
+    assert pg_store.runs.get("re", "r2") is None and committed(pg_store, "re") == {0: 10}
+    (loop_error,) = pg_store.audit_log.records("re", action="loop_error")  # status shows it among recentErrors
     assert loop_error.details["errorClass"] == "TopicRecreatedError"
 
     # the operator chooses: start over from the new topic's first record
     done = cli("set-offsets", "re", f"{topic}=earliest", "--yes", "--actor", "alice")
     assert done.returncode == 0, done.stderr
-    (audit,) = pg_store.audit_records("re", action="set_offsets")
+    (audit,) = pg_store.audit_log.records("re", action="set_offsets")
     assert audit.actor == "alice" and audit.details["topicIds"] == {topic: {"from": old, "to": new}}
     assert audit.details["after"] == {topic: {"0": 0}} and audit.details["duplicateRecords"] == 0
-    assert {tp.partition: (k.offset, k.topic_id) for tp, k in pg_store.committed_offsets("re").items()} == {0: (0, new)}
+    assert {tp.partition: (k.offset, k.topic_id) for tp, k in pg_store.offsets.committed("re").items()} == {0: (0, new)}
     plan = run(pg_store, spec, "r3")
     assert [(p.start, p.end, p.start_source) for p in plan.partitions] == [(0, 15, StartSource.COMMITTED)]
 
@@ -117,7 +117,7 @@ def test_a_recreated_topic_stops_the_datasource_until_an_operator_chooses(broker
     done = cli("set-offsets", "re", f"{topic}=latest", "--yes", "--actor", "bob")
     assert done.returncode == 0, done.stderr
     assert "offsets [0, 25) (25 records): these records are lost" in done.stderr
-    audit = pg_store.audit_records("re", action="set_offsets")[-1]
+    audit = pg_store.audit_log.records("re", action="set_offsets")[-1]
     assert audit.details["skippedRecords"] == 25 and audit.details["skippedRanges"] == [
         {"topic": topic, "partition": 0, "start": 0, "end": 25}]
     assert committed(pg_store, "re") == {0: 25}
@@ -128,7 +128,7 @@ def test_a_recreated_topic_stops_the_datasource_until_an_operator_chooses(broker
     broker.produce(topic, events(5))
     plan = run(pg_store, spec, "r5")
     assert [(p.start, p.end) for p in plan.partitions] == [(25, 30)]
-    assert [k.topic_id for k in pg_store.committed_offsets("re").values()] == [topic_id(broker, topic)]
+    assert [k.topic_id for k in pg_store.offsets.committed("re").values()] == [topic_id(broker, topic)]
 
 
 def advised_commands(message: str) -> list[str]:
@@ -188,20 +188,20 @@ def test_set_offsets_is_checked_against_the_broker_and_force_is_audited(broker, 
         actions.set_offsets("chk", parse_offset_assignments([f"{topic}:1=-1"]), spec, force=True)
     done = cli("set-offsets", "chk", f"{topic}:0=31", "--yes")  # the CLI: one line, no traceback
     assert done.returncode == 1 and "Traceback" not in done.stderr and "--force" in done.stderr
-    assert committed(pg_store, "chk") == before and not pg_store.audit_records("chk", action="set_offsets")
+    assert committed(pg_store, "chk") == before and not pg_store.audit_log.records("chk", action="set_offsets")
 
     # the rare intended case: a partition set ahead of its log end, forced and audited
     done = cli("set-offsets", "chk", f"{topic}:1=12", "--yes", "--force", "--actor", "carol")
     assert done.returncode == 0, done.stderr
     assert "forced: " in done.stderr and committed(pg_store, "chk") == {0: 30, 1: 12}
-    (audit,) = pg_store.audit_records("chk", action="set_offsets")
+    (audit,) = pg_store.audit_log.records("chk", action="set_offsets")
     assert audit.actor == "carol" and audit.details["forced"] == [
         f"{topic}:1=12: partition {topic}-1 ends at offset 10 (log 0..10); offset 12 lies beyond it, so runs would "
         "plan nothing and lag would read 0 until the log grows past it"]
 
 
 def test_operator_input_no_log_can_hold_is_refused_with_nothing_changed(broker, pg_url, pg_store, tmp_path):
-    """Typed at the door (issue 33): offsets past Java's long (even with --force), one partition given two values,
+    """Typed at the door, nothing changed when refused: offsets past Java's long (even with --force), one partition given two values,
     a stream that is not a topic name, a terminated datasource's offsets, an unknown run's dead letters."""
     topic = broker.create_topic(partitions=1)
     broker.produce(topic, events(10), partition=0)
@@ -218,7 +218,7 @@ def test_operator_input_no_log_can_hold_is_refused_with_nothing_changed(broker, 
         with pytest.raises(IngestError, match="a topic is a non-empty name") as info:
             actions.set_offsets("door", [OffsetRequest(stream, 0, 5)], spec, force=True)
         assert "nothing was changed" in str(info.value)
-    assert committed(pg_store, "door") == before and not pg_store.audit_records("door", action="set_offsets")
+    assert committed(pg_store, "door") == before and not pg_store.audit_log.records("door", action="set_offsets")
 
     done = subprocess.run([sys.executable, "-m", "ingest_core.service.cli", "--metadata-url", pg_url, "dead-letters",
                            "door", "--run", "nosuch"], capture_output=True, text=True, timeout=120)
@@ -236,5 +236,5 @@ def test_operator_input_no_log_can_hold_is_refused_with_nothing_changed(broker, 
         done = cli(*args, "--yes")
         assert done.returncode == 1 and "Traceback" not in done.stderr, (args, done.stderr)
         assert "of 'door' refused, nothing was changed: the datasource is terminated" in done.stderr
-    assert committed(pg_store, "door") == before and not pg_store.audit_records("door", action="set_offsets")
+    assert committed(pg_store, "door") == before and not pg_store.audit_log.records("door", action="set_offsets")
     assert group_offsets(broker, "ingest.door", topic, 1) == {0: -1001}  # what terminate deleted stays deleted

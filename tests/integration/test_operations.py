@@ -20,7 +20,7 @@ from ingest_core.kafka.config import KafkaClientConfig
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
 from ingest_core.service.status import collect_status
 from ingest_core.store.main_line import MainLine
-from ingest_core.store.metadata import RunStatus
+from ingest_core.core.states import RunStatus
 from ingest_core.store.publisher import Publisher, claim_ranges
 from ingest_core.supervisor.planning import Supervisor
 
@@ -86,7 +86,7 @@ def test_status_and_lag_match_the_broker_and_the_metadata_store(ingested, pg_sto
     segments = ops("segments", "ops", "--json")
     listed = json.loads(segments.stdout)
     assert sum(s["rows"] for s in listed) == 100
-    assert {s["id"] for s in listed} == {s.id for s in pg_store.segments("ops")}
+    assert {s["id"] for s in listed} == {s.id for s in pg_store.segment_records.of("ops")}
 
 
 def test_failed_loops_past_the_threshold_make_health_fail_and_successes_heal_it(ingested, pg_store):
@@ -112,15 +112,15 @@ def test_set_offsets_and_reset_take_effect_supersede_runs_in_flight_and_are_audi
     refused = ops("set-offsets", "ops", f"{topic}:0=10", "--yes", "--actor", "alice", "--no-airflow")
     assert refused.returncode == 1 and "would read 50 records again that were already published" in refused.stderr
     assert f"{topic}-0 [10, 60)" in refused.stderr and "`--confirm-duplicates 50`" in refused.stderr
-    assert pg_store.get_run("ops", "r2").status is RunStatus.PLANNED and not pg_store.audit_records("ops", action="set_offsets")
+    assert pg_store.runs.get("ops", "r2").status is RunStatus.PLANNED and not pg_store.audit_log.records("ops", action="set_offsets")
     done = ops("set-offsets", "ops", f"{topic}:0=10", "--confirm-duplicates", "50", "--actor", "alice", "--no-airflow")
     assert done.returncode == 0, done.stderr
-    committed = {tp.partition: k.offset for tp, k in pg_store.committed_offsets("ops").items()}
+    committed = {tp.partition: k.offset for tp, k in pg_store.offsets.committed("ops").items()}
     assert committed == {0: 10, 1: 40}
-    assert pg_store.get_run("ops", "r2").status is RunStatus.SUPERSEDED
+    assert pg_store.runs.get("ops", "r2").status is RunStatus.SUPERSEDED
     with pytest.raises(StaleRunError):  # its publish is refused: nothing twice
         Publisher(pg_store).publish("ops", "r2", [])
-    (audit,) = [a for a in pg_store.audit_records("ops") if a.action == "set_offsets"]
+    (audit,) = [a for a in pg_store.audit_log.records("ops") if a.action == "set_offsets"]
     assert audit.actor == "alice" and audit.details["before"] == {topic: {"0": 60}}
     assert audit.details["after"] == {topic: {"0": 10}} and audit.details["supersededRuns"] == ["r2"]
     assert audit.details["duplicateRecords"] == 50
@@ -131,16 +131,16 @@ def test_set_offsets_and_reset_take_effect_supersede_runs_in_flight_and_are_audi
 
     refused = ops("reset", "ops", "--no-airflow", stdin="")  # no terminal, no --yes: nothing happens
     assert refused.returncode == 1 and "pass --yes" in refused.stderr
-    assert len(pg_store.committed_offsets("ops")) == 2
+    assert len(pg_store.offsets.committed("ops")) == 2
     # from earliest (useEarliestOffset) it re-reads what r1 published: p0 [0, 10) and p1 [0, 40)
     refused = ops("reset", "ops", "--yes", "--actor", "bob", "--no-airflow")
     assert refused.returncode == 1 and "would read 50 records again" in refused.stderr
-    assert len(pg_store.committed_offsets("ops")) == 2
+    assert len(pg_store.offsets.committed("ops")) == 2
     done = ops("reset", "ops", "--confirm-duplicates", "50", "--actor", "bob", "--no-airflow")
     assert done.returncode == 0, done.stderr
-    assert pg_store.committed_offsets("ops") == {}
-    assert pg_store.get_run("ops", "r3").status is RunStatus.SUPERSEDED
-    (audit,) = [a for a in pg_store.audit_records("ops") if a.action == "reset"]
+    assert pg_store.offsets.committed("ops") == {}
+    assert pg_store.runs.get("ops", "r3").status is RunStatus.SUPERSEDED
+    (audit,) = [a for a in pg_store.audit_log.records("ops") if a.action == "reset"]
     assert audit.actor == "bob" and audit.details["clearedOffsets"] == {topic: {"0": 10, "1": 40}}
     plan = Supervisor(ops.spec, pg_store).plan("r4").plan  # useEarliestOffset: from the start again
     assert {p.tp.partition: (p.start, p.start_source) for p in plan.partitions} == {
@@ -165,7 +165,7 @@ def test_reset_to_latest_with_backfill_while_a_run_is_in_flight_ingests_every_of
     deep = (tmp_path / "deep").as_uri()
 
     def run_jobs(run_id: str):
-        plan = pg_store.require_run("ops", run_id).plan
+        plan = pg_store.runs.require("ops", run_id).plan
         return [GroupResult.from_report(run_group(spark, GroupJob(ops.spec, plan, g.group_id, 0, group_uri(
             deep, "ops", run_id, g.group_id)), 30)) for g in plan.groups if not g.is_empty]
 
@@ -176,12 +176,12 @@ def test_reset_to_latest_with_backfill_while_a_run_is_in_flight_ingests_every_of
     done = ops("reset", "ops", "--to-latest", "--backfill", "--yes", "--actor", "dana", "--no-airflow",
                "--dags-folder", str(ops.dags))
     assert done.returncode == 0, done.stderr
-    committed = {tp.partition: k.offset for tp, k in pg_store.committed_offsets("ops").items()}
+    committed = {tp.partition: k.offset for tp, k in pg_store.offsets.committed("ops").items()}
     assert committed == {0: 80, 1: 70}  # the main line is at the latest offsets
-    (backfill,) = [r for r in pg_store.list_runs("ops") if r.plan.is_backfill]
+    (backfill,) = [r for r in pg_store.runs.recent("ops") if r.plan.is_backfill]
     assert {p.tp.partition: (p.start, p.end) for p in backfill.plan.partitions} == {0: (60, 80), 1: (40, 70)}
-    assert pg_store.get_run("ops", "r2").status is RunStatus.SUPERSEDED
-    (audit,) = [a for a in pg_store.audit_records("ops") if a.action == "reset_to_latest"]
+    assert pg_store.runs.get("ops", "r2").status is RunStatus.SUPERSEDED
+    (audit,) = [a for a in pg_store.audit_log.records("ops") if a.action == "reset_to_latest"]
     assert audit.actor == "dana" and audit.details["backfillRun"] == backfill.run_id
     assert audit.details["skippedRecords"] == 50 and audit.details["supersededRuns"] == ["r2"]
 
@@ -193,9 +193,9 @@ def test_reset_to_latest_with_backfill_while_a_run_is_in_flight_ingests_every_of
     backfill_results = run_jobs(backfill.run_id)
     result = Publisher(pg_store).publish("ops", backfill.run_id, backfill_results)
     assert result.rows == 50 and result.commit_version is None
-    assert {(c.tp.partition, c.start, c.end) for c in pg_store.published_ranges("ops") if c.backfill} == {
+    assert {(c.tp.partition, c.start, c.end) for c in pg_store.offsets.claims("ops") if c.backfill} == {
         (0, 60, 80), (1, 40, 70)}  # claimed: no other run publishes these offsets again
-    assert {tp.partition: k.offset for tp, k in pg_store.committed_offsets("ops").items()} == {0: 80, 1: 80}
+    assert {tp.partition: k.offset for tp, k in pg_store.offsets.committed("ops").items()} == {0: 80, 1: 80}
     assert Publisher(pg_store).publish("ops", backfill.run_id, backfill_results).already_published
 
     times = DatasourceReader(pg_store, "ops").to_arrow().column("__time").cast("int64").to_pylist()
@@ -223,14 +223,14 @@ def test_reset_to_latest_gets_past_committed_offsets_that_left_the_log(broker, s
     broker.admin.delete_records([KTP(topic, 0, 50)])[KTP(topic, 0, 50)].result(timeout=30)  # 10..49 unread
 
     def committed(name):
-        return {tp.partition: k.offset for tp, k in store.committed_offsets(name).items()}
+        return {tp.partition: k.offset for tp, k in store.offsets.committed(name).items()}
 
     # committed 10, log start 50: the reset that accepts the loss works, and says what was lost
     done = ops("reset", "lost", "--to-latest", "--yes", "--no-airflow", "--dags-folder", str(dags))
     assert done.returncode == 0, done.stderr
     assert committed("lost") == {0: 60, 1: 5}
     assert f"partition {topic}-0: records 10..49 (40 records) were removed" in done.stderr
-    (audit,) = store.audit_records("lost", action="reset_to_latest")
+    (audit,) = store.audit_log.records("lost", action="reset_to_latest")
     assert audit.details["removedBeforeIngestion"] == {topic: {"0": [10, 50]}} and audit.details["removedRecords"] == 40
     # lost, exactly: the 40 removed, and what the jump skipped (p0 [50, 60), p1 never read [0, 5)), counted once
     assert audit.details["lostRecords"] == 55 and "55 records lost by reset --to-latest" in done.stderr
@@ -242,15 +242,15 @@ def test_reset_to_latest_gets_past_committed_offsets_that_left_the_log(broker, s
     done = ops("reset", "recreated", "--to-latest", "--backfill", "--yes", "--no-airflow", "--dags-folder", str(dags))
     assert done.returncode == 0, done.stderr
     assert committed("recreated") == {0: 60, 1: 5}
-    (backfill,) = [r for r in store.list_runs("recreated") if r.plan.is_backfill]
+    (backfill,) = [r for r in store.runs.recent("recreated") if r.plan.is_backfill]
     assert {p.tp.partition: (p.start, p.end) for p in backfill.plan.partitions} == {0: (50, 60)}
     assert f"{topic}-1: committed offset 20 is beyond the log end offset 5" in done.stderr
-    (audit,) = store.audit_records("recreated", action="reset_to_latest")
+    (audit,) = store.audit_log.records("recreated", action="reset_to_latest")
     assert audit.details["beyondLogEnd"] == {topic: {"1": [20, 5]}} and audit.details["backfillRun"] == backfill.run_id
     assert audit.details["lostRecords"] == 40  # only what was removed: the backfill reads [50, 60)
     # the former log's claim above the new offset is released, or the main line could never publish p1 again
     assert audit.details["releasedRanges"] == [{"topic": topic, "partition": 1, "start": 5, "end": 20, "runId": "r1"}]
-    assert [(c.tp, c.start, c.end) for c in store.published_ranges("recreated")] == [(p1, 0, 5)]
+    assert [(c.tp, c.start, c.end) for c in store.offsets.claims("recreated")] == [(p1, 0, 5)]
 
     # everything skipped was removed: nothing can be backfilled, and it says so
     broker.admin.delete_records([KTP(topic, 0, 60)])[KTP(topic, 0, 60)].result(timeout=30)
@@ -258,7 +258,7 @@ def test_reset_to_latest_gets_past_committed_offsets_that_left_the_log(broker, s
     assert done.returncode == 0, done.stderr
     assert "nothing to backfill" in done.stderr and committed("nothing") == {0: 60, 1: 5}
     assert collect_status(store, "nothing", None).lost == {p0: 50}
-    assert not [r for r in store.list_runs("nothing") if r.plan.is_backfill]
+    assert not [r for r in store.runs.recent("nothing") if r.plan.is_backfill]
 
 
 def test_status_shows_how_far_a_run_in_flight_got(pg_store, spark, broker, tmp_path):

@@ -17,7 +17,8 @@ from ingest_core.core.errors import (
 )
 from ingest_core.core.offsets import StartSource, TopicPartition
 from ingest_core.core.planner import PlanRequest, plan_run
-from ingest_core.store.metadata import GroupStatus, MetadataStore, RunStatus
+from ingest_core.core.states import GroupStatus, RunStatus
+from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.publisher import GroupResult, Publisher, SegmentDescriptor
 
 T0 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
@@ -37,7 +38,7 @@ def results_for(plan, *, skip=()):
 
 
 def committed(store):
-    return {tp: k.offset for tp, k in store.committed_offsets("wiki").items()}
+    return {tp: k.offset for tp, k in store.offsets.committed("wiki").items()}
 
 
 def test_publish_commits_offsets_and_segments_in_one_go(store):
@@ -45,20 +46,20 @@ def test_publish_commits_offsets_and_segments_in_one_go(store):
     result = Publisher(store).publish("wiki", "r1", results_for(plan))
     assert not result.already_published and result.published_groups == (0, 1) and result.failed_groups == ()
     assert committed(store) == {tp: 10 * (tp.partition + 1) for tp in PARTS}
-    segs = store.segments("wiki")
+    segs = store.segment_records.of("wiki")
     assert len(segs) == 2 and sum(s.num_rows for s in segs) == 100
     # appends into one interval share its version and take the next partition numbers: none overshadows another
     assert {s.version for s in segs} == {"2026-11-22T10:00:00.000Z"} and sorted(s.partition_num for s in segs) == [0, 1]
     assert segs[0].id == "wiki_2026-11-22T10:00:00.000Z_2026-11-22T11:00:00.000Z_2026-11-22T10:00:00.000Z"
     assert segs[0].start_offsets == {"edits": {"0": 0, "2": 0}} and segs[0].end_offsets == {"edits": {"0": 10, "2": 30}}
-    assert store.require_run("wiki", "r1").status is RunStatus.PUBLISHED
-    assert set(store.group_statuses("wiki", "r1").values()) == {GroupStatus.PUBLISHED}
+    assert store.runs.require("wiki", "r1").status is RunStatus.PUBLISHED
+    assert set(store.runs.group_statuses("wiki", "r1").values()) == {GroupStatus.PUBLISHED}
     # the next run continues from the committed offsets and appends to the same interval
     plan2 = plan_next(store, "r2", {tp: 10 * (tp.partition + 1) + 5 for tp in PARTS}, created_at=T0 + timedelta(minutes=5))
     assert plan2.start_offsets() == committed(store)
     Publisher(store).publish("wiki", "r2", results_for(plan2))
-    assert sorted(s.partition_num for s in store.segments("wiki")) == [0, 1, 2, 3]
-    assert {s.version for s in store.segments("wiki")} == {"2026-11-22T10:00:00.000Z"}
+    assert sorted(s.partition_num for s in store.segment_records.of("wiki")) == [0, 1, 2, 3]
+    assert {s.version for s in store.segment_records.of("wiki")} == {"2026-11-22T10:00:00.000Z"}
 
 
 def test_publishing_again_is_a_no_op_success(store):
@@ -67,7 +68,7 @@ def test_publishing_again_is_a_no_op_success(store):
     again = Publisher(store).publish("wiki", "r1", results_for(plan))
     assert again.already_published
     assert again.segment_ids == first.segment_ids and again.rows == first.rows == 20
-    assert len(store.segments("wiki")) == 2 and committed(store) == {tp: 5 for tp in PARTS}
+    assert len(store.segment_records.of("wiki")) == 2 and committed(store) == {tp: 5 for tp in PARTS}
 
 
 def test_stale_run_is_rejected_names_the_winner_and_writes_nothing(store):
@@ -77,13 +78,13 @@ def test_stale_run_is_rejected_names_the_winner_and_writes_nothing(store):
     b = plan_next(store, "run-b", {tp: 7 for tp in PARTS})
     assert a.start_offsets() == b.start_offsets()
     Publisher(store).publish("wiki", "run-b", results_for(b))
-    before = (committed(store), [s.id for s in store.segments("wiki")])
+    before = (committed(store), [s.id for s in store.segment_records.of("wiki")])
     with pytest.raises(StaleRunError) as info:
         Publisher(store).publish("wiki", "run-a", results_for(a))
     assert info.value.superseded_by == "run-b"
     assert "run-b committed offset 7" in str(info.value) and "Nothing was written" in str(info.value)
-    assert (committed(store), [s.id for s in store.segments("wiki")]) == before
-    run_a = store.require_run("wiki", "run-a")
+    assert (committed(store), [s.id for s in store.segment_records.of("wiki")]) == before
+    run_a = store.runs.require("wiki", "run-a")
     assert run_a.status is RunStatus.SUPERSEDED and run_a.superseded_by == "run-b"
     with pytest.raises(StaleRunError, match="superseded by run run-b"):
         Publisher(store).publish("wiki", "run-a", results_for(a))
@@ -99,8 +100,8 @@ def test_a_pipelined_run_whose_predecessor_fails_plans_again_from_the_committed_
     store.runs.move("wiki", "r1", RunEvent.FAIL, error="spark job failed")
     with pytest.raises(PredecessorGoneError, match="will never publish") as info:  # refused, but not stale
         Publisher(store).publish("wiki", "r2", results_for(r2))
-    assert info.value.predecessor == "r1" and store.require_run("wiki", "r2").status is RunStatus.PLANNED
-    assert committed(store) == {} and store.segments("wiki") == []
+    assert info.value.predecessor == "r1" and store.runs.require("wiki", "r2").status is RunStatus.PLANNED
+    assert committed(store) == {} and store.segment_records.of("wiki") == []
     r3 = plan_next(store, "r3", {tp: 30 for tp in PARTS})  # pipelined from r2's ends, which its re-plan keeps
 
     again = Supervisor(SPEC, store).replan("r2")
@@ -108,16 +109,16 @@ def test_a_pipelined_run_whose_predecessor_fails_plans_again_from_the_committed_
     assert again.plan.start_offsets() == {tp: 0 for tp in PARTS} and again.plan.end_offsets() == r2.end_offsets()
     assert {(p.after_run, p.expected_commit) for p in again.plan.partitions} == {(None, None)}  # r1's first start
     assert Supervisor(SPEC, store).plan("r2").plan == again.plan  # a re-executed run re-executes the re-plan
-    [audit] = store.audit_records("wiki", action=RUN_REPLANNED)
+    [audit] = store.audit_log.records("wiki", action=RUN_REPLANNED)
     assert audit.details["predecessors"] == ["r1"] and audit.details["supersededRuns"] == ["r1"]
     # r1 cannot publish its range any more (a retry of it), r2 does, then r3 after it: nothing lost or twice
-    assert store.require_run("wiki", "r1").status is RunStatus.SUPERSEDED
+    assert store.runs.require("wiki", "r1").status is RunStatus.SUPERSEDED
     with pytest.raises(StaleRunError, match="superseded by run r2"):
         Publisher(store).publish("wiki", "r1", results_for(r1))
     Publisher(store).publish("wiki", "r2", results_for(again.plan))
     Publisher(store).publish("wiki", "r3", results_for(r3))
     assert committed(store) == {tp: 30 for tp in PARTS}
-    assert [(r.start, r.end) for r in store.published_ranges("wiki") if r.tp == PARTS[0]] == [(0, 30)]
+    assert [(r.start, r.end) for r in store.offsets.claims("wiki") if r.tp == PARTS[0]] == [(0, 30)]
 
 
 def test_pipelined_runs_publish_in_order(store):
@@ -126,8 +127,8 @@ def test_pipelined_runs_publish_in_order(store):
     with pytest.raises(PublishPendingError) as info:  # r2 cannot overtake r1: it waits, it is not stale
         Publisher(store).publish("wiki", "r2", results_for(r2))
     assert info.value.waiting_for == "r1" and "has not published yet" in str(info.value)
-    assert store.get_run("wiki", "r2").status is RunStatus.PLANNED
-    assert committed(store) == {} and store.segments("wiki") == []
+    assert store.runs.get("wiki", "r2").status is RunStatus.PLANNED
+    assert committed(store) == {} and store.segment_records.of("wiki") == []
     Publisher(store).publish("wiki", "r1", results_for(r1))
     Publisher(store).publish("wiki", "r2", results_for(r2))
     assert committed(store) == {tp: 20 for tp in PARTS}
@@ -149,13 +150,13 @@ def test_a_pipelined_publish_waits_for_its_predecessor_then_commits_after_it(sto
     Publisher(store).publish("wiki", "r1", results_for(r1))
     waiter.join(30)
     assert not done["r2"].already_published and committed(store) == {tp: 20 for tp in PARTS}
-    assert [r.status for r in store.list_runs("wiki")] == [RunStatus.PUBLISHED] * 2
+    assert [r.status for r in store.runs.recent("wiki")] == [RunStatus.PUBLISHED] * 2
     # a predecessor that never publishes: the wait is bounded, and the run is not marked stale by it
     plan_next(store, "r3", {tp: 30 for tp in PARTS})
     r4 = plan_next(store, "r4", {tp: 40 for tp in PARTS})
     with pytest.raises(IngestError, match="did not publish within 0.2s"):
         publish_in_order(Publisher(store), "wiki", "r4", results_for(r4), timeout_s=0.2, poll_s=0.05)
-    assert store.get_run("wiki", "r4").status is RunStatus.PLANNED
+    assert store.runs.get("wiki", "r4").status is RunStatus.PLANNED
 
 
 def test_failed_groups_keep_their_offsets(store):
@@ -164,8 +165,8 @@ def test_failed_groups_keep_their_offsets(store):
     assert result.published_groups == (0,) and result.failed_groups == (1,)
     g0 = {p.tp for p in plan.group(0).partitions}
     assert committed(store) == {tp: 10 for tp in g0}
-    assert store.group_statuses("wiki", "r1") == {0: GroupStatus.PUBLISHED, 1: GroupStatus.FAILED}
-    assert "failed" in store.require_run("wiki", "r1").error
+    assert store.runs.group_statuses("wiki", "r1") == {0: GroupStatus.PUBLISHED, 1: GroupStatus.FAILED}
+    assert "failed" in store.runs.require("wiki", "r1").error
     # the next run re-reads group 1's partitions from where they were
     nxt = plan_next(store, "r2", {tp: 12 for tp in PARTS})
     assert nxt.start_offsets() == {tp: (10 if tp in g0 else 0) for tp in PARTS}
@@ -178,14 +179,14 @@ def test_empty_groups_advance_without_a_job(store):
     assert idle.is_empty
     result = Publisher(store).publish("wiki", "r2", [])
     assert result.published_groups == (0, 1) and result.rows == 0
-    assert set(store.group_statuses("wiki", "r2").values()) == {GroupStatus.EMPTY}
+    assert set(store.runs.group_statuses("wiki", "r2").values()) == {GroupStatus.EMPTY}
 
 
 # ------------------------------------------------------------------------------------------ concurrency
 
 def _publish_in_process(url, run_id, barrier, queue):
     store = MetadataStore(url)
-    plan = store.require_run("wiki", run_id).plan
+    plan = store.runs.require("wiki", run_id).plan
     barrier.wait(timeout=60)
     try:
         r = Publisher(store).publish("wiki", run_id, results_for(plan))
@@ -225,8 +226,8 @@ def test_concurrent_publishers_of_competing_runs_serialize(store_url, rounds):
         loser = next(r for r in outcomes if r != winner)
         assert outcomes[loser] == f"stale:{winner}", outcomes
         assert committed(store) == latest
-        assert {s.run_id for s in store.segments("wiki", run_id=winner)} == {winner}
-        assert store.segments("wiki", run_id=loser) == []
+        assert {s.run_id for s in store.segment_records.of("wiki", run_id=winner)} == {winner}
+        assert store.segment_records.of("wiki", run_id=loser) == []
         assert a.start_offsets() == {tp: 10 * i for tp in PARTS}
     store.dispose()
 
@@ -237,7 +238,7 @@ def test_concurrent_publishers_of_the_same_run_publish_once(store_url):
     outcomes = _race(store_url, ["r1", "r1", "r1"])
     assert [o for _, o in outcomes].count("published") == 1, outcomes
     assert [o for _, o in outcomes].count("no-op") == 2, outcomes
-    assert len(store.segments("wiki")) == 2 and committed(store) == {tp: 10 for tp in PARTS}
+    assert len(store.segment_records.of("wiki")) == 2 and committed(store) == {tp: 10 for tp in PARTS}
     store.dispose()
 
 
@@ -249,24 +250,24 @@ def test_a_backfill_run_publishes_whole_beside_the_main_line(store):
     backfill = plan_run(PlanRequest(datasource="wiki", run_id="bf", created_at=T0, task_count=2,
                                     starts={tp: StartOffset(10, StartSource.BACKFILL) for tp in PARTS},
                                     latest={tp: 30 for tp in PARTS}))
-    store.insert_run(backfill)
+    store.runs.insert(backfill)
     move_main_line(store, {tp: 30 for tp in PARTS})  # as `reset --to-latest --backfill` does with it
     assert backfill.is_backfill and not r1.is_backfill
-    assert store.inflight_end_offsets("wiki") == {}  # nothing continues from a backfill's end
+    assert store.runs.inflight_end_offsets("wiki") == {}  # nothing continues from a backfill's end
     r2 = plan_next(store, "r2", {tp: 40 for tp in PARTS})
     assert r2.start_offsets() == {tp: 30 for tp in PARTS}  # the main line goes on from its committed offsets
     with pytest.raises(IngestError, match="a backfill publishes whole"):
         Publisher(store).publish("wiki", "bf", results_for(backfill, skip=(1,)))
-    assert store.get_run("wiki", "bf").status is RunStatus.PLANNED and len(store.segments("wiki")) == 2
+    assert store.runs.get("wiki", "bf").status is RunStatus.PLANNED and len(store.segment_records.of("wiki")) == 2
     Publisher(store).publish("wiki", "r2", results_for(r2))
     result = Publisher(store).publish("wiki", "bf", results_for(backfill))
     assert result.published_groups == (0, 1) and committed(store) == {tp: 40 for tp in PARTS}
     # operator actions supersede the main line's runs in flight, never a backfill
-    store.insert_run(replace(backfill, run_id="bf2"))
+    store.runs.insert(replace(backfill, run_id="bf2"))
     r3 = plan_next(store, "r3", {tp: 50 for tp in PARTS})
     with store.session() as conn:
         assert store.runs.supersede_inflight("wiki", "x", "y", conn=conn) == [r3.run_id]
-    assert store.get_run("wiki", "bf2").status is RunStatus.PLANNED
+    assert store.runs.get("wiki", "bf2").status is RunStatus.PLANNED
 
 
 # ------------------------------------------------------------------------------------------ claimed ranges
@@ -277,7 +278,7 @@ def backfill_run(store, run_id, start, end, parts=PARTS):
     plan = plan_run(PlanRequest(datasource="wiki", run_id=run_id, created_at=T0, task_count=2,
                                 starts={tp: StartOffset(start, StartSource.BACKFILL) for tp in parts},
                                 latest={tp: end for tp in parts}))
-    return store.insert_run(plan)[0].plan
+    return store.runs.insert(plan)[0].plan
 
 
 def move_main_line(store, offsets, by: str = "op"):
@@ -312,12 +313,12 @@ def test_two_backfills_over_the_same_offsets_publish_once(store):
         Publisher(store).publish("wiki", "bf2", results_for(second))
     assert info.value.superseded_by == "bf1"
     assert "offsets [20, 30) overlap offsets [10, 30) already published by backfill run bf1" in str(info.value)
-    assert store.segments("wiki", run_id="bf2") == [] and store.get_run("wiki", "bf2").status is RunStatus.SUPERSEDED
+    assert store.segment_records.of("wiki", run_id="bf2") == [] and store.runs.get("wiki", "bf2").status is RunStatus.SUPERSEDED
     # the main line goes on after the backfills' range, beside it
     r2 = plan_next(store, "r2", {tp: 40 for tp in PARTS})
     assert r2.start_offsets() == {tp: 30 for tp in PARTS}
     Publisher(store).publish("wiki", "r2", results_for(r2))
-    assert {(c.start, c.end, c.run_id) for c in store.published_ranges("wiki") if c.tp == PARTS[0]} == {
+    assert {(c.start, c.end, c.run_id) for c in store.offsets.claims("wiki") if c.tp == PARTS[0]} == {
         (0, 10, "r1"), (10, 30, "bf1"), (30, 40, "r2")}  # the main line's runs extend their stretch
 
 
@@ -334,7 +335,7 @@ def test_the_main_line_may_not_publish_what_a_backfill_published_unless_an_opera
         Publisher(store).publish("wiki", "r2", results_for(r2))
     assert info.value.superseded_by == "bf" and "already published by backfill run bf" in str(info.value)
     assert "ingest set-offsets wiki edits:0=30" in str(info.value)  # how to go on after it
-    assert committed(store) == {tp: 20 for tp in PARTS} and store.segments("wiki", run_id="r2") == []
+    assert committed(store) == {tp: 20 for tp in PARTS} and store.segment_records.of("wiki", run_id="r2") == []
     # an operator who rewinds asks for those offsets again: the claims at and above the new offsets go (audited)
     moved = move_main_line(store, {tp: 20 for tp in PARTS}, "bob")
     assert {(r.tp.partition, r.start, r.end, r.run_id) for r in moved.released
@@ -344,7 +345,7 @@ def test_the_main_line_may_not_publish_what_a_backfill_published_unless_an_opera
     assert committed(store) == {tp: 40 for tp in PARTS}
     # a hard reset releases every claim: the next run may start from the earliest offsets
     moved = move_main_line(store, None, "carol")
-    assert store.published_ranges("wiki") == []
+    assert store.offsets.claims("wiki") == []
     assert len(moved.released) == 4 * 3  # per partition: r1's stretch, bf's [10, 20), r3's stretch
 
 
@@ -354,27 +355,27 @@ MINUTE = timedelta(minutes=1)
 
 
 def test_a_run_in_flight_past_its_deadline_expires_for_good(store):
-    from ingest_core.store.metadata import RUN_EXPIRED
+    from ingest_core.store.runs import RUN_EXPIRED
 
     plan_next(store, "r1", {tp: 10 for tp in PARTS})
-    assert store.start_run("wiki", "r1", MINUTE, now=T0)  # its jobs start: completionTimeout PT1M
-    r1 = store.require_run("wiki", "r1")
+    assert store.runs.start("wiki", "r1", MINUTE, now=T0)  # its jobs start: completionTimeout PT1M
+    r1 = store.runs.require("wiki", "r1")
     assert (r1.running_since, r1.deadline_at) == (T0, T0 + MINUTE)
     assert not r1.past_deadline(T0 + MINUTE - timedelta(milliseconds=1)) and r1.past_deadline(T0 + MINUTE)
-    assert store.expire_overdue("wiki", T0 + MINUTE - timedelta(seconds=1), "test") == []
-    assert store.expire_overdue("wiki", T0 + MINUTE, "the plan step of run r2") == ["r1"]
-    r1 = store.require_run("wiki", "r1")
+    assert store.runs.expire_overdue("wiki", T0 + MINUTE - timedelta(seconds=1), "test") == []
+    assert store.runs.expire_overdue("wiki", T0 + MINUTE, "the plan step of run r2") == ["r1"]
+    r1 = store.runs.require("wiki", "r1")
     assert r1.status is RunStatus.EXPIRED and r1.expired and r1.is_final
     assert r1.error.startswith("expired: run r1 was RUNNING since 2026-11-22T10:00:00.000Z, past completionTimeout "
                                "(60s, deadline 2026-11-22T10:01:00.000Z)")
-    (audit,) = store.audit_records("wiki", action=RUN_EXPIRED)
+    (audit,) = store.audit_log.records("wiki", action=RUN_EXPIRED)
     assert audit.details["runId"] == "r1" and audit.details["detectedBy"] == "the plan step of run r2"
     # final: nothing continues from its ends, a retry does not revive it, its publish is refused
-    assert store.inflight_end_offsets("wiki") == {}
-    assert not store.start_run("wiki", "r1", MINUTE, now=T0 + 2 * MINUTE)
+    assert store.runs.inflight_end_offsets("wiki") == {}
+    assert not store.runs.start("wiki", "r1", MINUTE, now=T0 + 2 * MINUTE)
     with pytest.raises(RunExpiredError, match="r1 .* was not published: expired: "):
         Publisher(store).publish("wiki", "r1", results_for(r1.plan), now=T0 + 2 * MINUTE)
-    assert store.require_run("wiki", "r1").status is RunStatus.EXPIRED and committed(store) == {}
+    assert store.runs.require("wiki", "r1").status is RunStatus.EXPIRED and committed(store) == {}
     r2 = plan_next(store, "r2", {tp: 12 for tp in PARTS})  # from Kafka's start again, not from r1's ends
     assert r2.start_offsets() == {tp: 0 for tp in PARTS}
     assert {p.start_source for p in r2.partitions} == {StartSource.EARLIEST}
@@ -383,28 +384,28 @@ def test_a_run_in_flight_past_its_deadline_expires_for_good(store):
 
 
 def test_a_late_publish_is_refused_in_the_transaction(store):
-    from ingest_core.store.metadata import RUN_EXPIRED
+    from ingest_core.store.runs import RUN_EXPIRED
 
     r1 = plan_next(store, "r1", {tp: 10 for tp in PARTS})
-    store.start_run("wiki", "r1", MINUTE, now=T0)
+    store.runs.start("wiki", "r1", MINUTE, now=T0)
     with pytest.raises(RunExpiredError, match="past completionTimeout"):  # nobody expired it yet: the publish does
         Publisher(store).publish("wiki", "r1", results_for(r1), now=T0 + MINUTE)
-    assert committed(store) == {} and store.segments("wiki") == []
-    assert store.require_run("wiki", "r1").expired
-    assert [a.details["detectedBy"] for a in store.audit_records("wiki", action=RUN_EXPIRED)] == ["the publish of run r1"]
+    assert committed(store) == {} and store.segment_records.of("wiki") == []
+    assert store.runs.require("wiki", "r1").expired
+    assert [a.details["detectedBy"] for a in store.audit_log.records("wiki", action=RUN_EXPIRED)] == ["the publish of run r1"]
     # just in time, it publishes
     r2 = plan_next(store, "r2", {tp: 10 for tp in PARTS})
-    store.start_run("wiki", "r2", MINUTE, now=T0)
+    store.runs.start("wiki", "r2", MINUTE, now=T0)
     assert not Publisher(store).publish("wiki", "r2", results_for(r2), now=T0 + MINUTE / 2).already_published
 
 
 def test_a_waiting_successor_expires_its_dead_predecessor_then_plans_again_and_publishes(store):
     from ingest_core.supervisor.publish import publish_in_order
-    from ingest_core.store.metadata import utcnow
+    from ingest_core.store.schema import utcnow
     from ingest_core.supervisor.planning import Supervisor
 
     plan_next(store, "r1", {tp: 10 for tp in PARTS})
-    store.start_run("wiki", "r1", MINUTE, now=utcnow() - timedelta(hours=1))  # its process died long ago
+    store.runs.start("wiki", "r1", MINUTE, now=utcnow() - timedelta(hours=1))  # its process died long ago
     r2 = plan_next(store, "r2", {tp: 20 for tp in PARTS})  # planned from r1's ends before anyone noticed
     assert {p.after_run for p in r2.partitions} == {"r1"}
     replanned = []
@@ -416,10 +417,10 @@ def test_a_waiting_successor_expires_its_dead_predecessor_then_plans_again_and_p
     # no waiting out the 600 s (r1 is past its deadline) and no failing: r2 reads r1's range too and publishes
     result = publish_in_order(Publisher(store), "wiki", "r2", results_for(r2), timeout_s=600, poll_s=60,
                               replan=replan)
-    assert store.require_run("wiki", "r1").status is RunStatus.EXPIRED
+    assert store.runs.require("wiki", "r1").status is RunStatus.EXPIRED
     assert [p.start_offsets() for p in replanned] == [{tp: 0 for tp in PARTS}]
     assert not result.already_published and committed(store) == {tp: 20 for tp in PARTS}
-    assert store.require_run("wiki", "r2").status is RunStatus.PUBLISHED
+    assert store.runs.require("wiki", "r2").status is RunStatus.PUBLISHED
     # without a way to plan again (a bare publish), the refusal is raised and nothing is written
     plan_next(store, "r3", {tp: 30 for tp in PARTS})
     r4 = plan_next(store, "r4", {tp: 40 for tp in PARTS})
@@ -439,6 +440,6 @@ def test_a_spark_job_of_a_final_run_does_nothing(store, monkeypatch):
     with pytest.raises(RunSkipped, match="run r1 is already published: no Spark job"):
         check_job_wanted("wiki", "r1")
     plan_next(store, "r2", {tp: 20 for tp in PARTS})
-    store.start_run("wiki", "r2", MINUTE, now=T0)  # long past its deadline: the job's check expires it
+    store.runs.start("wiki", "r2", MINUTE, now=T0)  # long past its deadline: the job's check expires it
     with pytest.raises(RunSkipped, match="run r2 is not executed again: expired: "):
         check_job_wanted("wiki", "r2")

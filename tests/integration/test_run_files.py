@@ -101,6 +101,6 @@ def test_a_literal_secret_reaches_the_jobs_consumer_but_is_never_staged_stored_o
     assert SECRET not in json.dumps(job_spec.to_raw())  # what the executors get beside the resolved client config
 
     Supervisor(spec, store).register()
-    (registered,) = store.spec_history("wiki")
+    (registered,) = store.datasources.spec_history("wiki")
     assert SECRET not in json.dumps(registered["spec"], default=str)
     assert SECRET not in caplog.text

@@ -41,7 +41,7 @@ def exists(uri: str) -> bool:
 
 
 def test_the_ingest_path_end_to_end_on_an_object_store(spark, broker, object_store, tmp_path, monkeypatch):
-    from ingest_core.provider.operators import compaction as steps
+    from ingest_core.supervisor import compaction as steps
     from ingest_core.spark.compaction import argument_parser, compact, load
     from ingest_core.store import iceberg
     from ingest_core.store.cleanup import find_orphans, remove_orphans
@@ -75,7 +75,7 @@ def test_the_ingest_path_end_to_end_on_an_object_store(spark, broker, object_sto
     assert run_sql(store, "SELECT count(*) AS n FROM s3ds").table.to_pylist() == [{"n": 40}]
 
     # the stored spec holds the references, never a key
-    stored = json.dumps(store.spec_history("s3ds"), default=str)
+    stored = json.dumps(store.datasources.spec_history("s3ds"), default=str)
     assert object_store.secret_key not in stored and "INGEST_TEST_S3_SECRET" in stored
 
     # `ingest query` in a process of its own: the store's settings come from the spec in the DAG folder
@@ -114,7 +114,7 @@ def test_the_ingest_path_end_to_end_on_an_object_store(spark, broker, object_sto
     assert outcome["compacted"] and not outcome["conflicts"]
     after = DatasourceReader(store, "s3ds").segments()
     assert len(after) < len(before) and DatasourceReader(store, "s3ds").to_arrow().num_rows == 46
-    replaced = [s for s in store.segments("s3ds", used_only=False) if not s.used]
+    replaced = [s for s in store.segment_records.of("s3ds", used_only=False) if not s.used]
     assert replaced and all(exists(s.location) for s in replaced)
     killed = steps.kill_task(spec)
     assert sorted(killed["segments"]) == sorted(s.id for s in replaced)

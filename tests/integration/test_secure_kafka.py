@@ -164,8 +164,8 @@ def test_a_spark_job_refused_by_the_broker_fails_for_good_naming_the_listener_an
     the job (rotated, or another in the driver's environment) is refused there, and the job's error says so."""
     from helpers import run_and_publish, sqlite_store
 
-    from ingest_core.executor import deep_storage
-    from ingest_core.executor.report import GroupReport
+    from ingest_core.handover import deep_storage
+    from ingest_core.handover.report import GroupReport
     from ingest_core.supervisor.planning import PlanOptions, Supervisor
 
     broker, store = secured_broker, sqlite_store(tmp_path)

@@ -27,7 +27,7 @@ def shared_url(store_url):
 def test_stores_opened_per_call_share_one_engine_and_its_connection(shared_url):
     before = store_connections(shared_url)
     for _ in range(3):  # as the operators' tasks and the API's requests open the store
-        MetadataStore.shared(shared_url).list_datasources()
+        MetadataStore.shared(shared_url).datasources.all()
     assert len(store_connections(shared_url) - before) == 1  # one pooled connection, reused
     assert MetadataStore.shared(shared_url).engine is MetadataStore.shared(shared_url).engine
     assert MetadataStore(shared_url).engine is not MetadataStore.shared(shared_url).engine
@@ -55,7 +55,7 @@ def test_shared_engines_are_disposed_when_the_process_exits(shared_url):
         atexit.register(lambda: print("open at exit:", len(store_connections(url))))
         from ingest_core.store.metadata import MetadataStore
 
-        MetadataStore.shared(url).list_datasources()
+        MetadataStore.shared(url).datasources.all()
         print("open before exit:", len(store_connections(url)))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,

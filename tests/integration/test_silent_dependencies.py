@@ -148,9 +148,9 @@ def test_status_names_each_dependency_that_did_not_answer(silent, monkeypatch, t
     monkeypatch.setattr(deep_storage, "OBJECT_STORE_REQUEST_TIMEOUT_S", 1.0)
     store = sqlite_store(tmp_path)
     spec = spec_from(silent.address, "t", SIMPLE, microbatch={"deepStorage": {"uri": "s3a://bucket/deep"}})
-    store.register_spec("ds", spec.to_raw(), spec.fingerprint())
+    store.datasources.register_spec("ds", spec.to_raw(), spec.fingerprint())
     running = plan_next(store, "scheduled__1", {TopicPartition("t", 0): 10}, ds="ds")
-    store.start_run("ds", running.run_id, None)  # its jobs are reading: status shows their progress
+    store.runs.start("ds", running.run_id, None)  # its jobs are reading: status shows their progress
     with Clock():
         report = collect_status(store, "ds", spec, kafka_timeout_s=2.0)
     down = {d["dependency"]: d for d in report.to_json()["payload"]["unavailableDependencies"]}

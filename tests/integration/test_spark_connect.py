@@ -39,9 +39,9 @@ SCHEMA = {
 
 @pytest.fixture
 def store(tmp_path) -> MetadataStore:
-    s = MetadataStore(f"sqlite:///{tmp_path / 'md.db'}")
-    s.upgrade()
-    return s
+    with MetadataStore(f"sqlite:///{tmp_path / 'md.db'}") as s:
+        s.upgrade()
+        yield s
 
 
 def produce(broker, topic: str, n: int, partitions: int, seed: int = 0) -> None:

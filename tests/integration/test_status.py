@@ -7,7 +7,7 @@ from ingest_core.core.offsets import StartOffset, StartSource, TopicPartition
 from ingest_core.core.planner import PlanRequest, plan_run
 from ingest_core.core.spec import HealthConfig
 from ingest_core.service.status import LOOP_ERROR, Outcome, build_status, is_healthy
-from ingest_core.store.metadata import AuditRecord, RunRecord, RunStatus
+from ingest_core.store.records import AuditRecord, RunRecord, RunStatus
 
 T0 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
 P0, P1 = TopicPartition("edits", 0), TopicPartition("edits", 1)
@@ -128,12 +128,12 @@ def test_a_status_read_expires_runs_past_their_deadline(store):
     """Nobody plans, nobody publishes: `ingest status` still shows the dead run for what it is."""
     from ingest_core.service.status import collect_status
 
-    store.insert_run(run(1, RunStatus.PLANNED).plan)
-    store.start_run("wiki", "r1", timedelta(minutes=1), now=T0)  # its jobs started in 2026 and died
+    store.runs.insert(run(1, RunStatus.PLANNED).plan)
+    store.runs.start("wiki", "r1", timedelta(minutes=1), now=T0)  # its jobs started in 2026 and died
     report = collect_status(store, "wiki", None)
     assert report.recent_runs[0].expired_at is not None and report.recent_runs[0].status == "EXPIRED"
     assert "RunExpired" in [e.error_class for e in report.recent_errors]  # beside "no spec: lag unknown"
-    assert [a.details["detectedBy"] for a in store.audit_records("wiki", action="run_expired")] == ["a status read"]
+    assert [a.details["detectedBy"] for a in store.audit_log.records("wiki", action="run_expired")] == ["a status read"]
 
 
 

@@ -7,12 +7,12 @@ import pytest
 import sqlalchemy as sa
 from confluent_kafka import TopicPartition as KTP
 from confluent_kafka.admin import NewPartitions
-from helpers import broker_connections, make_spec, recreate_topic
+from helpers import broker_connections, make_spec, recreate_topic, wait_for_partitions
 
 from ingest_core.core.states import RunEvent
 from ingest_core.core.errors import OffsetOutOfRangeError, TopicNotFoundError, TopicRecreatedError
 from ingest_core.core.offsets import StartSource, TopicPartition
-from ingest_core.store.metadata import RunStatus
+from ingest_core.core.states import RunStatus
 from ingest_core.store.publisher import GroupResult, Publisher, SegmentDescriptor
 from ingest_core.store.schema import offsets
 from ingest_core.supervisor.planning import PlanOptions, Supervisor
@@ -78,7 +78,7 @@ def test_plan_is_persisted_and_reused_for_the_same_run_id(broker, store):
     again = sup.plan("scheduled__2026-11-22T10:00:00+00:00")
     assert again.plan == first.plan and again.plan.records == 12
     assert [g.group_id for g in first.plan.groups] == [0, 1]
-    assert store.require_run("wiki", "scheduled__2026-11-22T10:00:00+00:00").plan == first.plan
+    assert store.runs.require("wiki", "scheduled__2026-11-22T10:00:00+00:00").plan == first.plan
 
 
 def test_committed_then_inflight_then_new_partition(broker, store):
@@ -93,15 +93,15 @@ def test_committed_then_inflight_then_new_partition(broker, store):
     assert r2.plan.start_offsets() == {TopicPartition(topic, 0): 3, TopicPartition(topic, 1): 3}
     fill(broker, topic, 2, 4)
     broker.admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=30)
+    wait_for_partitions(broker, topic, 3)
     broker.produce(topic, [b'{"ts": 1}'] * 6, partition=2)
-    time.sleep(0.5)
     r3 = sup.plan("r3")  # r2 still in flight: pipelined from its planned end; the new partition from earliest
     starts = {p.tp.partition: (p.start, p.start_source) for p in r3.plan.partitions}
     assert starts == {0: (5, StartSource.INFLIGHT), 1: (5, StartSource.INFLIGHT), 2: (0, StartSource.NEW_PARTITION)}
     assert r3.plan.end_offsets()[TopicPartition(topic, 2)] == 6
     publish_all(store, r2)
     publish_all(store, r3)
-    assert {tp.partition: k.offset for tp, k in store.committed_offsets("wiki").items()} == {0: 9, 1: 9, 2: 6}
+    assert {tp.partition: k.offset for tp, k in store.offsets.committed("wiki").items()} == {0: 9, 1: 9, 2: 6}
 
 
 def test_planning_expires_runs_in_flight_past_their_deadline(broker, store):
@@ -115,12 +115,12 @@ def test_planning_expires_runs_in_flight_past_their_deadline(broker, store):
     fill(broker, topic, 2, 2)
     dead = sup.plan("dead", PlanOptions(now=t0))
     assert dead.deadline_at == t0 + timedelta(minutes=10)  # if its jobs never start
-    store.start_run("wiki", "dead", sup.completion_timeout, now=t0 + timedelta(minutes=1))  # ... and then they died
+    store.runs.start("wiki", "dead", sup.completion_timeout, now=t0 + timedelta(minutes=1))  # ... and then they died
     pipelined = sup.plan("r2", PlanOptions(now=t0 + timedelta(minutes=10)))  # 1 min before its deadline
     assert {p.start_source for p in pipelined.plan.partitions} == {StartSource.INFLIGHT}
     store.runs.move("wiki", "r2", RunEvent.FAIL, error="simulated")
     r3 = sup.plan("r3", PlanOptions(now=t0 + timedelta(minutes=11)))
-    assert store.require_run("wiki", "dead").expired
+    assert store.runs.require("wiki", "dead").expired
     assert {p.start_source for p in r3.plan.partitions} == {StartSource.COMMITTED}
     assert r3.plan.start_offsets() == {TopicPartition(topic, 0): 3, TopicPartition(topic, 1): 3}
     again = sup.plan("dead", PlanOptions(now=t0 + timedelta(minutes=12)))  # a retry of its plan step: still expired
@@ -156,7 +156,7 @@ def test_truncated_topic(broker, store, use_earliest):
     with pytest.raises(OffsetOutOfRangeError) as info:
         strict.plan("r2")
     assert "start offset 5" in str(info.value) and "log start offset 8" in str(info.value)
-    assert store.get_run("wiki", "r2") is None and store.committed_offsets("wiki")[tp].offset == 5  # nothing lost
+    assert store.runs.get("wiki", "r2") is None and store.offsets.committed("wiki")[tp].offset == 5  # nothing lost
 
     lenient = Supervisor(make_spec(broker.bootstrap, topic=topic, useEarliestOffset=use_earliest,
                                    tuning={"resetOffsetAutomatically": True}), store)
@@ -164,10 +164,10 @@ def test_truncated_topic(broker, store, use_earliest):
     p = r2.plan.partitions[0]
     assert p.start == (8 if use_earliest else 15)
     assert p.start_source is (StartSource.RESET_EARLIEST if use_earliest else StartSource.RESET_LATEST)
-    audit = [a for a in store.audit_records("wiki") if a.action == "auto_reset"]
+    audit = [a for a in store.audit_log.records("wiki") if a.action == "auto_reset"]
     assert len(audit) == 1 and audit[0].details["fromOffset"] == 5 and audit[0].details["toOffset"] == p.start
     publish_all(store, r2)  # compare-and-swap against the offset it was reset from
-    assert store.committed_offsets("wiki")[tp].offset == 15
+    assert store.offsets.committed("wiki")[tp].offset == 15
 
 
 def test_committed_offset_beyond_log_end_is_an_error(broker, store):
@@ -238,7 +238,7 @@ def test_spec_history_is_versioned_and_redacted(broker, store, monkeypatch):
     assert sup.register() == 1 and sup.register() == 1
     changed = make_spec(broker.bootstrap, topic="x", taskCount=2)
     assert Supervisor(changed, store).register() == 2
-    history = store.spec_history("wiki")
+    history = store.datasources.spec_history("wiki")
     assert [h["version"] for h in history] == [1, 2]
     text = str(history)
     assert "pw-from-env" not in text and "literal-secret" not in text and "KAFKA_PW" in text
@@ -262,7 +262,7 @@ def test_concurrent_planners_of_a_datasource_plan_one_after_the_other(broker, st
         assert p.exitcode == 0
     from ingest_core.store.metadata import MetadataStore
 
-    plans = sorted((r.plan for r in MetadataStore(store_url).list_runs("ds")), key=lambda p: p.created_at)
+    plans = sorted((r.plan for r in MetadataStore(store_url).runs.recent("ds")), key=lambda p: p.created_at)
     assert len(plans) == 3
     records = [p.records for p in plans]
     assert sorted(records) == [0, 0, 10]  # the offsets went to exactly one of them

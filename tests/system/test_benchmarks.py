@@ -1,7 +1,8 @@
 """Benchmarks are code too: each script under benchmarks/ runs to the end at its tiny size (`--tiny`: every part
 once, on a few records) as `make bench` would run it, and prints its figures. Only that is checked: each figure
-line is there and reads as a number, never what the number is (a tiny run measures nothing, and a loaded machine
-would make any time or speed a race). Where a script takes a broker (`--bootstrap`), a Spark Connect server
+line is there and is sane: rates, times and ratios above zero, counts exactly what the tiny size makes, outputs
+that must agree agreeing. Never how fast (a tiny run measures nothing, and a loaded machine would make any bound
+on a time or speed a race). Where a script takes a broker (`--bootstrap`), a Spark Connect server
 (`--spark-connect URL`) or a PostgreSQL server (`--postgres`) it gets the session's; the others start their own,
 as they do in `make bench`. fault_soak.py's tiny run is tests/system/test_soak.py's: the short soak, through the
 same command line."""
@@ -11,7 +12,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from bench_cli import NUMBER, figures, run_benchmark
+from bench_cli import NUMBER, assert_positive, figures, run_benchmark
 from conftest import pg_base
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
@@ -27,6 +28,7 @@ def test_plan_10k_partitions(broker):
         "ratio": rf"^ratio naive / batched\s+{NUMBER}x$",
     })
     assert got["partitions"] == [50]  # --tiny's size, so the run above was the tiny one
+    assert_positive(got)
 
 
 def test_ingest_job_throughput(broker):
@@ -35,9 +37,13 @@ def test_ingest_job_throughput(broker):
              for side in ("raw", "job", "spark-kafka", "jvm-reader")}
     ratios = {name: rf"^  {re.escape(name)}\s+{NUMBER}\s+\(per round: {NUMBER}\)"
               for name in ("job / raw consume", "job / Spark's Kafka source (anchor)", "jvm-reader / job")}
-    figures(out, {**sides, **ratios,
-                  "outputs agree": rf"outputs agree \(job, spark-kafka, jvm-reader\): {NUMBER} rows kept by the filter",
-                  "CPU bound": rf"^  job CPU bound: 2 cores / {NUMBER} us of CPU per record .* = {NUMBER} rec/s"})
+    got = figures(out, {**sides, **ratios,
+                        "outputs agree": rf"outputs agree \(job, spark-kafka, jvm-reader\): {NUMBER} rows kept by the "
+                                         rf"filter -> {NUMBER} rolled-up rows",
+                        "CPU bound": rf"^  job CPU bound: 2 cores / {NUMBER} us of CPU per record .* = {NUMBER} rec/s"})
+    assert_positive(got)
+    kept, rolled_up = got["outputs agree"]
+    assert rolled_up <= kept  # rollup only merges rows
 
 
 def test_ingest_job_throughput_avro(broker):
@@ -45,27 +51,27 @@ def test_ingest_job_throughput_avro(broker):
     out = run_benchmark("ingest_job_throughput.py", "--bootstrap", broker.bootstrap, "--value-format", "avro",
                         "--sides", "job", timeout=600)
     assert re.search(r"^value format: avro ", out, re.MULTILINE), out[-4000:]
-    figures(out, {"job median": rf"^  job\s+{NUMBER} rec/s \| CPU\s+{NUMBER} us/record",
-                  "CPU bound": rf"^  job CPU bound: 2 cores / {NUMBER} us of CPU per record .* = {NUMBER} rec/s"})
+    assert_positive(figures(out, {
+        "job median": rf"^  job\s+{NUMBER} rec/s \| CPU\s+{NUMBER} us/record",
+        "CPU bound": rf"^  job CPU bound: 2 cores / {NUMBER} us of CPU per record .* = {NUMBER} rec/s"}))
 
 
 def test_ingest_job_throughput_sketches(broker):
-    # issue 32: the job with a theta, an HLL and a quantiles metric beside the same spec without them; the
+    # the job with a theta, an HLL and a quantiles metric beside the same spec without them; the
     # warm-up's outputs agree and every stored sketch reads back (the script's own checks)
     out = run_benchmark("ingest_job_throughput.py", "--bootstrap", broker.bootstrap, "--sketches", timeout=600)
     assert re.search(r"outputs agree \(job, sketches\)", out), out[-4000:]
-    figures(out, {**{f"{side} median": rf"^  {side}\s+{NUMBER} rec/s \| CPU\s+{NUMBER} us/record"
-                     for side in ("job", "sketches")},
-                  "CPU ratio": rf"^  sketches / job CPU per record\s+{NUMBER}\s+\({NUMBER} / {NUMBER} us; "
-                               rf"per round: {NUMBER}\)\s+target <= 1.5$"})
+    sides = {f"{side} median": rf"^  {side}\s+{NUMBER} rec/s \| CPU\s+{NUMBER} us/record" for side in ("job", "sketches")}
+    assert_positive(figures(out, {**sides, "CPU ratio": rf"^  sketches / job CPU per record\s+{NUMBER}\s+\({NUMBER} / "
+                                                      rf"{NUMBER} us; per round: {NUMBER}\)\s+target <= 1.5$"}))
 
 
 def test_row_parser_formats():
     out = run_benchmark("row_parser_formats.py", timeout=300)
-    figures(out, {**{f"{f} median": rf"^  {f}\s+{NUMBER} rec/s\s+{NUMBER} us/record$"
-                     for f in ("json", "avro", "protobuf")},
-                  "ratio": rf"^  avro / json {NUMBER}   target >= 1.0$",
-                  "protobuf ratio": rf"^  protobuf / json {NUMBER}$"})
+    assert_positive(figures(out, {**{f"{f} median": rf"^  {f}\s+{NUMBER} rec/s\s+{NUMBER} us/record$"
+                                     for f in ("json", "avro", "protobuf")},
+                                  "ratio": rf"^  avro / json {NUMBER}   target >= 1.0$",
+                                  "protobuf ratio": rf"^  protobuf / json {NUMBER}$"}))
 @pytest.mark.timeout(2400)
 def test_microbatch_fixed_cost(tmp_path, broker, spark_connect):
     # the session's broker, Spark Connect server and PostgreSQL (in `make bench` it starts its own, to measure the
@@ -78,13 +84,17 @@ def test_microbatch_fixed_cost(tmp_path, broker, spark_connect):
             for label in ("Spark Connect", "spark-submit", "Airflow alone")}
     triggered = {f"{label} triggered": rf"^  {label}\s+trigger to success {NUMBER} s \(min {NUMBER}, max {NUMBER}\)"
                  for label in ("Spark Connect", "spark-submit")}
-    figures(out, {**runs, **triggered,
+    got = figures(out, {**runs, **triggered,
                   "ratio": rf"^  ratio connect / spark-submit \(warm medians\): wall {NUMBER}, CPU {NUMBER}$",
                   "breakdown": rf"^  whole run \(wall\)\s+{NUMBER} s$",
                   "probe": rf"^  as the task does, create {NUMBER} s, settings {NUMBER} s, artifacts {NUMBER} s",
                   "scheduler ratio": rf"^  ratio connect / spark-submit \(medians\): {NUMBER}$",
                   "target": rf"^Target .*: wall {NUMBER} s \(.*\), CPU {NUMBER}x",
                   "floor": rf"^Airflow's own floor .*: {NUMBER} s and {NUMBER} CPU-s per run"})
+    assert_positive(got, *runs, *triggered, "ratio", "breakdown", "scheduler ratio", "target", "floor")
+    for name in triggered:
+        median, low, high = got[name]
+        assert low <= median <= high, (name, got[name])
 
 
 @pytest.mark.timeout(1500)
@@ -118,6 +128,8 @@ def test_compaction(tmp_path):
                    rf"sync / publish {NUMBER}x$",
     })
     assert got["published"][0] == 20 and got["files"][:2] == [40, 1]  # --tiny's size: one hour, compacted to one
+    assert got["compacted"][0] == 1  # the one hour
+    assert_positive(got, "published", "compacted", "iceberg")  # times this coarse print above 0 (tiny queries may not)
 
 
 def test_sketch_query():
@@ -132,3 +144,6 @@ def test_sketch_query():
         "ratio": rf"^ratio sketches / COUNT\(DISTINCT\) over raw rows, the day: wall {NUMBER}x, CPU {NUMBER}x$",
     })
     assert got["built"][1:3] == [40, 2]  # --tiny's size
+    assert all(n > 0 for n in got["built"][1:]) and all(r > 0 for r in got["ratio"]), got
+    sketch, exact, error = got["estimate"]
+    assert exact > 0 and abs(sketch - exact) / exact * 100 == pytest.approx(error, abs=0.06)  # the error it prints

@@ -31,7 +31,8 @@ from ingest_core.dev.embedded import (
     EmbeddedSparkConnect,
     EmbeddedSparkStandalone,
 )
-from ingest_core.store.metadata import MetadataStore, RunStatus
+from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.records import RunStatus
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
@@ -87,10 +88,10 @@ def tasks_run_on_worker(cluster: EmbeddedSparkStandalone, app_id: str) -> int:
 
 def assert_exactly_once(store: MetadataStore, broker, datasource: str, topic: str, produced: int) -> None:
     assert edits(store, datasource) == produced
-    runs = store.list_runs(datasource)
+    runs = store.runs.recent(datasource)
     assert runs and all(r.status is RunStatus.PUBLISHED for r in runs)
     assert sum(r.plan.records for r in runs) == produced
-    committed = {tp.partition: k.offset for tp, k in store.committed_offsets(datasource).items()}
+    committed = {tp.partition: k.offset for tp, k in store.offsets.committed(datasource).items()}
     assert committed == {p: hi for p, (lo, hi) in broker_watermarks(broker, topic).items()}
 
 

@@ -21,7 +21,8 @@ from helpers import group_offsets
 from ingest_core.dev.demo import airflow_env, spark_connection
 from ingest_core.dev.demo import produce as produce_wiki
 from ingest_core.handover.deep_storage import attempt_folders, group_uri
-from ingest_core.store.metadata import MetadataStore, RunStatus
+from ingest_core.core.states import RunStatus
+from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.reader import DatasourceReader
 from ingest_core.store.sql import run_sql
 
@@ -87,10 +88,10 @@ def test_example_spec_ingests_exactly_the_produced_records_over_several_runs(exa
     (row,) = run_sql(store, "SELECT sum(edits) AS edits, count(DISTINCT channel) > 0 AS channels, "
                             "typeof(max(__time)) AS t FROM wikipedia").table.to_pylist()
     assert row == {"edits": total, "channels": True, "t": "TIMESTAMP WITH TIME ZONE"}
-    runs = store.list_runs("wikipedia")
+    runs = store.runs.recent("wikipedia")
     assert [r.status for r in runs] == [RunStatus.PUBLISHED] * 3
     assert sum(r.plan.records for r in runs) == total
-    committed = store.committed_offsets("wikipedia")
+    committed = store.offsets.committed("wikipedia")
     latest = {p: hi for p, (lo, hi) in broker_watermarks(broker, "wikipedia").items()}
     assert {tp.partition: k.offset for tp, k in committed.items()} == latest
     # the report task mirrored them to a consumer group: Kafka's own tooling shows the datasource's lag
@@ -98,14 +99,14 @@ def test_example_spec_ingests_exactly_the_produced_records_over_several_runs(exa
     # the run of an idle topic publishes nothing and reads IDLE
     example.dags_test("wikipedia", "2026-01-04T00:00:00+00:00")
     assert edits(store, "wikipedia") == total
-    assert store.list_runs("wikipedia", limit=1)[0].plan.is_empty
-    assert store.datasource_row("wikipedia")["state"] == "IDLE"
+    assert store.runs.recent("wikipedia", limit=1)[0].plan.is_empty
+    assert store.datasources.get("wikipedia")["state"] == "IDLE"
     # every publish updated the datasource's Asset, with what it published in the event's extra
     events = asset_events(example, "wikipedia")
-    runs = sorted(store.list_runs("wikipedia"), key=lambda r: r.published_at)
+    runs = sorted(store.runs.recent("wikipedia"), key=lambda r: r.published_at)
     assert [e["runId"] for e in events] == [r.run_id for r in runs]
     for event, run in zip(events, runs):
-        segments = store.segments("wikipedia", run_id=run.run_id)
+        segments = store.segment_records.of("wikipedia", run_id=run.run_id)
         assert event["rows"] == sum(s.num_rows for s in segments) and event["segments"] == len(segments)
     assert events[-2]["rows"] > 0 and events[-1]["rows"] == 0  # the idle run published nothing
     assert events[-1]["endOffsets"] == {"wikipedia": {str(p): o for p, o in latest.items()}}
@@ -206,10 +207,10 @@ def test_two_replicas_publish_once(tmp_path, own_dags, broker, metadata_url):
     table = SqlCatalog("ingest", uri=metadata_url).load_table(("ingest", "replicated"))
     assert sum(table.scan(selected_fields=("edits",)).to_arrow().column("edits").to_pylist()) == 250
     assert table.current_snapshot().summary["ingest.commit-version"] == str(
-        store.datasource_row("replicated")["commit_version"])
-    reports = store.task_reports("replicated")
+        store.datasources.get("replicated")["commit_version"])
+    reports = store.reports.of("replicated")
     assert sorted(r.replica for r in reports) == [0, 1]
-    assert store.run_row_stats("replicated", reports[0].run_id)["processed"] == 250  # one replica's, not both
+    assert store.reports.row_stats("replicated", reports[0].run_id)["processed"] == 250  # one replica's, not both
     segments = DatasourceReader(store, "replicated").segments()
     assert {s.location.split("/replica=")[1].split("/")[0] for s in segments} == {"0"}
     # the report removed the replica nothing was published from
@@ -294,9 +295,9 @@ def test_the_compaction_dag_rewrites_segments_with_the_same_rows_and_iceberg_fol
     assert sums() == before and len(after) == len(intervals)
     assert {(s.interval_start, s.interval_end) for s in after} == intervals
     # kill (bufferPeriod PT0S here) deleted the replaced segments' files and records at once
-    assert [s.id for s in store.segments("compacted", used_only=False)] == [s.id for s in after]
+    assert [s.id for s in store.segment_records.of("compacted", used_only=False)] == [s.id for s in after]
     assert not any(Path(s.location.removeprefix("file://")).exists() for s in segments_before)
-    (audit,) = [a for a in store.audit_records("compacted") if a.action == "compact"][:1] or [None]
+    (audit,) = [a for a in store.audit_log.records("compacted") if a.action == "compact"][:1] or [None]
     assert audit is not None and audit.details["rowsAfter"] == sum(s.num_rows for s in after)
     table = SqlCatalog("ingest", uri=metadata_url).load_table(("ingest", "compacted"))
     files = {t.file.file_path for t in table.scan().plan_files()}
@@ -332,10 +333,10 @@ def test_data_gate_ends_an_idle_run_cleanly_and_releases_when_data_arrives(tmp_p
     done = home.dags_test("gated_idle", "2026-01-01T00:00:00+00:00")
     log = done.stdout + done.stderr
     assert "deferring for up to" in log and "maxWait PT8S passed with nothing new" in log
-    (run,) = store.list_runs("gated_idle")
+    (run,) = store.runs.recent("gated_idle")
     assert run.status is RunStatus.PUBLISHED and run.plan.is_empty
-    assert store.segments("gated_idle") == []
-    assert store.datasource_row("gated_idle")["state"] == "IDLE"
+    assert store.segment_records.of("gated_idle") == []
+    assert store.datasources.get("gated_idle")["state"] == "IDLE"
 
     # 40 records do not open a gate of 100; 80 more, produced while it waits, do (long before maxWait)
     produce_events(broker.bootstrap, topic, 40, seed=1)
@@ -360,7 +361,7 @@ def test_data_gate_ends_an_idle_run_cleanly_and_releases_when_data_arrives(tmp_p
     reader.join(10)
     assert any("data gate open: 120 new records" in line for line in lines), "".join(lines[-80:])
     assert edits(store, "gated") == 120
-    assert store.datasource_row("gated")["state"] == "RUNNING"
+    assert store.datasources.get("gated")["state"] == "RUNNING"
 
 
 def test_suspend_resume_and_terminate_drive_the_dag(tmp_path, own_dags, broker, metadata_url, spark_connect):
@@ -389,25 +390,25 @@ def test_suspend_resume_and_terminate_drive_the_dag(tmp_path, own_dags, broker, 
 
     assert not paused()
     ingest("suspend", "operated", "--actor", "carol")
-    assert paused() and store.datasource_row("operated")["state"] == "SUSPENDED"
+    assert paused() and store.datasources.get("operated")["state"] == "SUSPENDED"
     # a run that starts anyway (here `dags test`, which ignores the pause) plans and ingests nothing
     produce_events(broker.bootstrap, topic, 30, seed=4)
     done = home.dags_test("operated", "2026-01-02T00:00:00+00:00")
     assert "datasource operated is suspended" in done.stdout + done.stderr
-    assert len(store.list_runs("operated")) == 1 and edits(store, "operated") == 50
+    assert len(store.runs.recent("operated")) == 1 and edits(store, "operated") == 50
 
     ingest("resume", "operated", "--actor", "carol")
-    assert not paused() and store.datasource_row("operated")["state"] == "RUNNING"
+    assert not paused() and store.datasources.get("operated")["state"] == "RUNNING"
     home.dags_test("operated", "2026-01-03T00:00:00+00:00")
     assert edits(store, "operated") == 80
 
     ingest("terminate", "operated", "--yes", "--actor", "carol")
-    assert paused() and store.datasource_row("operated")["terminated"]
+    assert paused() and store.datasources.get("operated")["terminated"]
     # nothing consumes for it any more: its consumer group goes too (no lag alert forever); the offsets stay
     assert group_offsets(broker, "ingest.operated", topic, 2) == {0: -1001, 1: -1001}
     status = json.loads(ingest("status", "operated", "--json").stdout)["payload"]
     assert (status["state"], status["terminated"], status["aggregateLag"]) == ("TERMINATED", True, 0)
-    assert [(a.action, a.actor) for a in store.audit_records("operated")] == [
+    assert [(a.action, a.actor) for a in store.audit_log.records("operated")] == [
         ("suspend", "carol"), ("resume", "carol"), ("terminate", "carol")]
 
 
@@ -419,7 +420,7 @@ def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, 
     Connect: the healing is the plan's, whatever runs the job, and a warm server saves a JVM's start.)"""
     from datetime import timedelta
 
-    from ingest_core.store.metadata import runs, utcnow
+    from ingest_core.store.schema import runs, utcnow
 
     topic = broker.create_topic(partitions=2)
     write_example_variant(own_dags, "crashy", topic, taskCount=1, completionTimeout="PT10M")
@@ -428,7 +429,7 @@ def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, 
     produce_events(broker.bootstrap, topic, 120, seed=7)
 
     dags_test_killed_in_its_job(home, "crashy", "2026-01-01T00:00:00+00:00", tmp_path, "killed-run.log")
-    (dead,) = store.list_runs("crashy")
+    (dead,) = store.runs.recent("crashy")
     assert dead.status is RunStatus.RUNNING and dead.deadline_at == dead.running_since + timedelta(minutes=10)
     with store.session() as conn:  # completionTimeout passes: moved through the store, not waited for
         conn.execute(runs.update().where((runs.c.datasource == "crashy") & (runs.c.run_id == dead.run_id))
@@ -437,11 +438,11 @@ def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, 
     over_connect = {**home.env, "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connection(spark_connect.url))}
     home.dags_test("crashy", "2026-01-02T00:00:00+00:00", env=over_connect)
     assert edits(store, "crashy") == 120  # every record once
-    healed, dead = store.list_runs("crashy")
+    healed, dead = store.runs.recent("crashy")
     assert healed.status is RunStatus.PUBLISHED
     assert {p.start_source.value for p in healed.plan.partitions} == {"earliest"}  # not from the dead run's ends
     assert dead.status is RunStatus.EXPIRED and dead.error.startswith("expired: ")
-    (audit,) = store.audit_records("crashy", action="run_expired")
+    (audit,) = store.audit_log.records("crashy", action="run_expired")
     assert audit.details["runId"] == dead.run_id and audit.details["detectedBy"] == f"the plan step of run {healed.run_id}"
     status = json.loads(subprocess.run([sys.executable, "-m", "ingest_core.service.cli", "status", "crashy", "--json"],
                                        env=home.env, capture_output=True, text=True, timeout=120).stdout)["payload"]
@@ -455,7 +456,7 @@ def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, 
     for run, why in ((dead, "is not executed again: expired: "), (healed, "is already published")):
         done = home.airflow("tasks", "test", "crashy", "spark_job", run.run_id, "--map-index", "0")
         assert f"run {run.run_id} {why}" in done.stdout + done.stderr
-    assert store.get_run("crashy", dead.run_id).status is RunStatus.EXPIRED and edits(store, "crashy") == 120
+    assert store.runs.get("crashy", dead.run_id).status is RunStatus.EXPIRED and edits(store, "crashy") == 120
 
 
 def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path, own_dags, broker, metadata_url):
@@ -467,7 +468,7 @@ def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path,
     import time
     from datetime import timedelta
 
-    from ingest_core.store.metadata import runs, utcnow
+    from ingest_core.store.schema import runs, utcnow
     from ingest_core.supervisor.planning import RUN_REPLANNED
 
     topic = broker.create_topic(partitions=2)
@@ -477,7 +478,7 @@ def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path,
     store = MetadataStore(metadata_url)
     produce_events(broker.bootstrap, topic, 120, seed=11)
     dags_test_killed_in_its_job(home, "pipelined", "2026-01-01T00:00:00+00:00", tmp_path, "run-a.log")
-    (a,) = store.list_runs("pipelined")
+    (a,) = store.runs.recent("pipelined")
     assert a.status is RunStatus.RUNNING  # dead, but nobody knows yet
     produce_events(broker.bootstrap, topic, 60, seed=12)
 
@@ -486,9 +487,9 @@ def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path,
                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             deadline = time.monotonic() + 600
-            while len(store.list_runs("pipelined")) < 2 and time.monotonic() < deadline and run_b.poll() is None:
+            while len(store.runs.recent("pipelined")) < 2 and time.monotonic() < deadline and run_b.poll() is None:
                 time.sleep(0.5)  # B's plan step persists its plan
-            b = store.list_runs("pipelined")[0]
+            b = store.runs.recent("pipelined")[0]
             assert b.run_id != a.run_id and {p.after_run for p in b.plan.partitions} == {a.run_id}
             with store.session() as conn:  # A's completionTimeout passes: moved through the store, not waited for
                 conn.execute(runs.update().where((runs.c.datasource == "pipelined") & (runs.c.run_id == a.run_id))
@@ -498,10 +499,10 @@ def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path,
             if run_b.poll() is None:
                 os.killpg(run_b.pid, signal.SIGKILL)
     assert edits(store, "pipelined") == 180  # every record once: A's range too
-    b, a = store.list_runs("pipelined")
+    b, a = store.runs.recent("pipelined")
     assert b.status is RunStatus.PUBLISHED and b.plan.revision == 1
     assert {p.start_source.value for p in b.plan.partitions} == {"earliest"} and a.expired
-    (audit,) = store.audit_records("pipelined", action=RUN_REPLANNED)
+    (audit,) = store.audit_log.records("pipelined", action=RUN_REPLANNED)
     assert audit.details["runId"] == b.run_id and audit.details["predecessors"] == [a.run_id]
 
 
@@ -525,8 +526,8 @@ def test_a_failed_run_says_which_records_and_why_and_skip_moves_past_exactly_the
     produce_events(broker.bootstrap, topic, 4, seed=4)
 
     home.dags_test("strict", "2026-01-01T00:00:00+00:00", check=False)
-    (run,) = store.list_runs("strict")
-    assert run.status is RunStatus.FAILED and edits(store, "strict") == 0 and store.committed_offsets("strict") == {}
+    (run,) = store.runs.recent("strict")
+    assert run.status is RunStatus.FAILED and edits(store, "strict") == 0 and store.offsets.committed("strict") == {}
     # the same records would stop a retry the same way: the task failed once, not after the spec's 2 retries
     assert task_tries(home, "strict", "spark_job") == [(1, "failed")]
 
@@ -546,7 +547,7 @@ def test_a_failed_run_says_which_records_and_why_and_skip_moves_past_exactly_the
     skipped = cli("skip", "strict", "--yes", "--no-airflow")
     assert skipped.returncode == 0, skipped.stderr
     assert f"would skip partition {topic}-0 offsets [0, 10) (10 records) of run {run.run_id}" in skipped.stdout
-    assert {tp.partition: k.offset for tp, k in store.committed_offsets("strict").items()} == {0: 10}
+    assert {tp.partition: k.offset for tp, k in store.offsets.committed("strict").items()} == {0: 10}
     assert json.loads(cli("status", "strict", "--json").stdout)["payload"]["skippedRecords"] == {"0": 10}
 
 

@@ -24,7 +24,8 @@ from helpers import http_json
 
 from ingest_core.dev.demo import airflow_env, spark_connection
 from ingest_core.dev.embedded import free_port
-from ingest_core.store.metadata import MetadataStore, RunStatus
+from ingest_core.core.states import RunStatus
+from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.reader import DatasourceReader
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
@@ -240,7 +241,7 @@ def standalone(tmp_path_factory, broker, spark_connect):
 
 def edits_by_run(store: MetadataStore, datasource: str) -> dict[str, int]:
     out: dict[str, int] = {}
-    for run in store.list_runs(datasource, limit=100):
+    for run in store.runs.recent(datasource, limit=100):
         out[run.run_id] = run.plan.records
     return out
 
@@ -280,7 +281,7 @@ def test_catch_up_trigger_clear_and_backfill(standalone, broker):
     standalone.add_spec("caught_up", topic, catchup=True, startDate=start.isoformat())
     standalone.topics["caught_up"] = topic
     standalone.wait_for("caught_up", lambda runs: sum(r["state"] == "success" for r in runs.values()) >= 3)
-    runs = sorted(store.list_runs("caught_up", limit=100), key=lambda r: r.plan.end_time)[:3]
+    runs = sorted(store.runs.recent("caught_up", limit=100), key=lambda r: r.plan.end_time)[:3]
     assert [r.plan.end_time for r in runs] == [s + INTERVAL for s in slices]
     assert [r.plan.records for r in runs] == [counts[s] for s in slices]
     assert all(r.status is RunStatus.PUBLISHED for r in runs)
@@ -294,14 +295,14 @@ def test_catch_up_trigger_clear_and_backfill(standalone, broker):
     # `airflow dags clear` of a published run re-executes its persisted plan: nothing is added
     first = runs[0].run_id
     segments = {s.id for s in DatasourceReader(store, "caught_up").segments()}
-    reports = store.task_reports("caught_up", first)
+    reports = store.reports.of("caught_up", first)
     ended = standalone.runs("caught_up")[first]["end_date"]
     standalone.airflow("dags", "clear", "caught_up", "--run-id", first, "-y")
     standalone.wait_for("caught_up", lambda rs: rs[first]["state"] == "success" and rs[first]["end_date"] != ended)
     assert total_edits(store, "caught_up") == 300
     assert {s.id for s in DatasourceReader(store, "caught_up").segments()} == segments
-    assert store.get_run("caught_up", first).status is RunStatus.PUBLISHED
-    assert store.task_reports("caught_up", first) == reports
+    assert store.runs.get("caught_up", first).status is RunStatus.PUBLISHED
+    assert store.reports.of("caught_up", first) == reports
 
     # each publish updated the datasource's Asset: the DAG scheduled on it ran, and saw the publish's extra
     downstream = standalone.wait_for("on_caught_up", lambda rs: any(r["state"] == "success" for r in rs.values()))
@@ -322,8 +323,8 @@ def test_backfill_create_ingests_each_past_slice_once(standalone, broker):
     standalone.add_spec("backfilled", topic2, schedule="PT1H", startDate=(start - hour).isoformat())
     standalone.wait_for("backfilled", lambda rs: any(r["state"] == "success" for r in rs.values()))
     # (its runs, not the datasource's state: at an hour's boundary the next scheduled run may be RUNNING already)
-    assert [r.plan.records for r in store.list_runs("backfilled")] == [0] * len(store.list_runs("backfilled"))
-    scheduled_start = min(r.plan.end_time for r in store.list_runs("backfilled")) - hour
+    assert [r.plan.records for r in store.runs.recent("backfilled")] == [0] * len(store.runs.recent("backfilled"))
+    scheduled_start = min(r.plan.end_time for r in store.runs.recent("backfilled")) - hour
     past = [s for s in slices if s + hour <= scheduled_start]  # intervals without a run yet
     assert past, "no past interval left to backfill"
     # A scheduled run at the next interval boundary would plan before the backfill's runs and take the
@@ -339,7 +340,7 @@ def test_backfill_create_ingests_each_past_slice_once(standalone, broker):
                        "--to-date", (past[-1] + timedelta(minutes=1)).isoformat(), "--max-active-runs", "1")
     standalone.wait_for("backfilled", lambda rs: sum(k.startswith("backfill__") and r["state"] == "success"
                                                      for k, r in rs.items()) >= len(past))
-    bruns = sorted((r for r in store.list_runs("backfilled", limit=100) if r.run_id.startswith("backfill__")),
+    bruns = sorted((r for r in store.runs.recent("backfilled", limit=100) if r.run_id.startswith("backfill__")),
                    key=lambda r: r.plan.end_time)
     assert [r.plan.end_time for r in bruns] == [s + hour for s in past]
     assert [r.plan.records for r in bruns] == [counts2[s] for s in past]
@@ -362,7 +363,7 @@ def test_the_data_gate_defers_to_the_triggerer_and_releases_when_data_arrives(st
     end = datetime.fromisoformat(run["run_after"])
     produce_history(broker, topic, end - INTERVAL, end - timedelta(seconds=1), 60)  # inside [a, b)
     standalone.wait_for("gated", lambda rs: rs[run_id]["state"] == "success")
-    assert store.get_run("gated", run_id).plan.records == 60
+    assert store.runs.get("gated", run_id).plan.records == 60
     assert total_edits(store, "gated") == 60
 
 
@@ -373,15 +374,15 @@ def test_the_plugins_rest_api_and_pages_need_airflows_authentication(standalone,
                          ("POST", f"{api}/caught_up/reset"), ("GET", "/ingest/ui/datasources")):
         status, _ = standalone.http(method, path)
         assert status in (401, 403), (method, path, status)
-    assert store.datasource_row("caught_up")["state"] != "SUSPENDED"
-    assert store.committed_offsets("caught_up")
+    assert store.datasources.get("caught_up")["state"] != "SUSPENDED"
+    assert store.offsets.committed("caught_up")
 
     token = standalone.token()
     status, names = standalone.http("GET", api, token)
     assert status == 200 and "caught_up" in names
     status, report = standalone.http("GET", f"{api}/caught_up/status", token)
     payload = report["payload"]
-    committed = {str(tp.partition): k.offset for tp, k in store.committed_offsets("caught_up").items()}
+    committed = {str(tp.partition): k.offset for tp, k in store.offsets.committed("caught_up").items()}
     assert status == 200 and payload["currentOffsets"] == committed and payload["aggregateLag"] == 0
     assert standalone.http("GET", f"{api}/caught_up/health", token) == (
         200, {"healthy": True, "state": payload["state"], "detailedState": payload["detailedState"]})
@@ -397,12 +398,12 @@ def test_the_plugins_rest_api_and_pages_need_airflows_authentication(standalone,
 
     status, body = standalone.http("POST", f"{api}/caught_up/suspend", token)
     assert status == 200 and body["state"] == "SUSPENDED"
-    assert store.datasource_row("caught_up")["suspended"]
+    assert store.datasources.get("caught_up")["suspended"]
     dags = json.loads(next(ln for ln in reversed(standalone.airflow("dags", "list", "-o", "json").splitlines())
                            if ln.startswith("[")))
     assert next(d["is_paused"] for d in dags if d["dag_id"] == "caught_up") in (True, "True")
     assert standalone.http("POST", f"{api}/caught_up/resume", token)[1]["state"] == "RUNNING"
-    (suspend, resume) = [a for a in store.audit_records("caught_up") if a.action in ("suspend", "resume")]
+    (suspend, resume) = [a for a in store.audit_log.records("caught_up") if a.action in ("suspend", "resume")]
     assert suspend.actor == resume.actor == "admin"
     body = {"type": "kafka", "partitions": {"type": "end", "stream": standalone.topics["caught_up"],
                                             "partitionOffsetMap": committed}}
@@ -444,14 +445,14 @@ def rest_offset_moves_are_checked(standalone, broker, store, token, committed: d
     assert status == 409 and body["detail"]["duplicates"] == 1 and "--confirm-duplicates 1" in body["detail"][
         "message"]
     assert offsets({"0": committed["0"] - 1}, confirmDuplicates=2)[0] == 409  # another number: refused too
-    assert {str(tp.partition): k.offset for tp, k in store.committed_offsets("caught_up").items()} == committed
+    assert {str(tp.partition): k.offset for tp, k in store.offsets.committed("caught_up").items()} == committed
     # the moves that pass (force, confirmDuplicates): rest_offset_moves_pass, while no run can plan
 
 
 def rest_offset_moves_pass_when_forced_or_confirmed(standalone, store) -> None:
     """Called with the datasource paused and quiet: a run planned between these moves would read from them."""
     api, topic, token = "/ingest/api/v1/supervisor/caught_up", standalone.topics["caught_up"], standalone.token()
-    committed = {str(tp.partition): k.offset for tp, k in store.committed_offsets("caught_up").items()}
+    committed = {str(tp.partition): k.offset for tp, k in store.offsets.committed("caught_up").items()}
 
     def offsets(partition_offsets: dict, **extra):
         return standalone.http("POST", f"{api}/resetOffsets", token, {
@@ -465,8 +466,8 @@ def rest_offset_moves_pass_when_forced_or_confirmed(standalone, store) -> None:
     assert status == 200 and body["duplicateRecords"] == 1 and body["rereadRanges"] == [
         {"topic": topic, "partition": 0, "start": committed["0"] - 1, "end": committed["0"]}]
     assert offsets({"0": committed["0"]})[0] == 200  # and forward again: nothing is read twice
-    assert {str(tp.partition): k.offset for tp, k in store.committed_offsets("caught_up").items()} == committed
-    (forced, confirmed, forward) = store.audit_records("caught_up", action="set_offsets")[-3:]
+    assert {str(tp.partition): k.offset for tp, k in store.offsets.committed("caught_up").items()} == committed
+    (forced, confirmed, forward) = store.audit_log.records("caught_up", action="set_offsets")[-3:]
     assert forced.details["forced"] and confirmed.details["duplicateRecords"] == 1 and forward.actor == "admin"
 
 
@@ -476,9 +477,9 @@ def test_a_headless_chromium_screenshot_shows_the_datasources_page_with_real_dat
     store = MetadataStore(standalone.metadata_url)
 
     def shown() -> tuple[str, str, list[str]]:  # state, rows and charted runs, as the pages show them, from the store
-        return (store.datasource_row("caught_up")["state"],
-                f"{sum(s.num_rows for s in store.segments('caught_up')):,}",
-                [r.run_id for r in store.list_runs("caught_up", limit=10)])
+        return (store.datasources.get("caught_up")["state"],
+                f"{sum(s.num_rows for s in store.segment_records.of('caught_up')):,}",
+                [r.run_id for r in store.runs.recent("caught_up", limit=10)])
 
     # caught_up runs every 10 minutes: a run starting between the page and the store's read moves its state
     # (RUNNING while it plans, IDLE when it published nothing). Compare against a datasource that cannot move.
@@ -505,7 +506,7 @@ def test_a_headless_chromium_screenshot_shows_the_datasources_page_with_real_dat
     (tmp_path / "airflow-ui-datasources.png").write_bytes(ui.png)
 
     # the charts, with the real runs' figures (the same 10 runs as the Recent runs table), oldest first
-    runs = sorted(store.list_runs("caught_up", limit=10), key=lambda r: r.seq)
+    runs = sorted(store.runs.recent("caught_up", limit=10), key=lambda r: r.seq)
     assert sum(r.plan.records for r in runs) >= 300, runs  # real history: the catch-up runs' records
     # each run's figures as its publish recorded them (compaction and kill never change them)
     published = {r.run_id: r.published for r in runs if r.published is not None}
@@ -548,11 +549,11 @@ def test_reset_to_latest_with_backfill_runs_the_backfill_in_airflow(standalone, 
         assert done.returncode == 0, done.stdout + done.stderr
     finally:
         standalone.airflow("dags", "unpause", "caught_up", "-y")  # the run the reset triggered waits for it
-    (backfill,) = [r for r in store.list_runs("caught_up", limit=100) if r.plan.is_backfill]
+    (backfill,) = [r for r in store.runs.recent("caught_up", limit=100) if r.plan.is_backfill]
     assert backfill.plan.records == 40
     # the DAG run the reset triggered executes the backfill's persisted plan
     standalone.wait_for("caught_up", lambda rs: rs.get(backfill.run_id, {}).get("state") == "success")
-    assert store.get_run("caught_up", backfill.run_id).status is RunStatus.PUBLISHED
+    assert store.runs.get("caught_up", backfill.run_id).status is RunStatus.PUBLISHED
     assert total_edits(store, "caught_up") == before + 40
 
 
@@ -618,8 +619,8 @@ exec '{sys.executable}' "$@"
     status, events = standalone.http("GET", "/api/v2/eventLogs?dag_id=worker_lost&event=heartbeat%20timeout", token)
     assert status == 200 and events["total_entries"] >= 1, events  # failed by the heartbeat timeout, not a report
     # every record exactly once
-    assert store.get_run("worker_lost", run_id).status is RunStatus.PUBLISHED
-    assert sum(r.plan.records for r in store.list_runs("worker_lost", limit=100)) == 400
+    assert store.runs.get("worker_lost", run_id).status is RunStatus.PUBLISHED
+    assert sum(r.plan.records for r in store.runs.recent("worker_lost", limit=100)) == 400
     assert total_edits(store, "worker_lost") == 400
 
 

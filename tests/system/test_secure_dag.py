@@ -28,7 +28,9 @@ from test_dag import (  # noqa: F401 - own_dags is a fixture
     write_example_variant,
 )
 
-from ingest_core.store.metadata import MetadataStore, RunStatus
+from ingest_core.core.states import RunStatus
+
+from ingest_core.store.metadata import MetadataStore
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
@@ -58,10 +60,10 @@ def check_ingested(metadata_url: str, broker, name: str, topic: str, dead_letter
     record once in the dead-letter topic."""
     store = MetadataStore(metadata_url)
     assert edits(store, name) == GOOD, name
-    (run,) = store.list_runs(name)
+    (run,) = store.runs.recent(name)
     assert run.status is RunStatus.PUBLISHED and run.plan.records == GOOD + BAD, name
     latest = {p: hi for p, (lo, hi) in broker_watermarks(broker, topic).items()}
-    assert {tp.partition: k.offset for tp, k in store.committed_offsets(name).items()} == latest, name
+    assert {tp.partition: k.offset for tp, k in store.offsets.committed(name).items()} == latest, name
     assert group_offsets(broker, f"ingest.{name}", topic, len(latest)) == latest, name
     if dead_letter_topic is not None:
         letters = [m for m in topic_records(broker, dead_letter_topic)

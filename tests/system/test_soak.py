@@ -41,7 +41,7 @@ def hostile_kinds() -> int:
     module = importlib.util.module_from_spec(spec)
     sys.modules["fault_soak"] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
-    return len(module.HOSTILE)
+    return len(sys.modules["harness.soak"].HOSTILE)  # the soak's hostile records, in the script's harness
 
 
 # a run that waits on a predecessor may take a few completionTimeouts: the soak bounds each run itself

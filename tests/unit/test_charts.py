@@ -29,7 +29,8 @@ from ingest_core.provider.plugins.charts import (
     sparkline,
 )
 from ingest_core.service.run_history import run_points
-from ingest_core.store.metadata import RunRecord, RunStatus
+from ingest_core.core.states import RunStatus
+from ingest_core.store.records import RunRecord
 from ingest_core.store.records import PublishedFigures
 
 SVG = "{http://www.w3.org/2000/svg}"

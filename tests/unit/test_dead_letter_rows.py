@@ -1,5 +1,7 @@
 """Dead letters without a broker: the spec section, one chunk's dead letters, the split's file."""
 
+from datetime import datetime, timezone
+
 import pyarrow.parquet as pq
 import pytest
 
@@ -99,12 +101,14 @@ def test_a_split_writes_its_file_whole_only_when_it_has_dead_letters(tmp_path):
 def test_thrown_away_records_become_dead_letters_only_when_the_spec_asks():
     """The split's parser lists the rows the filter threw away (and tombstones) when includeThrownAway is set:
     the wiring of `kafka_source` and the row parser's `keep_thrown_away`, end to end without a broker."""
-    from ingest_core.spark.kafka_source import ReadJob, _spec_and_parser
+    from ingest_core.core.spec import parse_spec
+    from ingest_core.spark.kafka_source import ReadJob, split_parser
 
     def dead_letters(include: bool):
         raw = spec({"includeThrownAway": include}).to_raw()
         raw["spec"]["dataSchema"]["transformSpec"] = {"filter": {"type": "selector", "dimension": "a", "value": "x"}}
-        _, parser = _spec_and_parser(ReadJob(raw, "2026-01-01T00:00:00Z", [], "file:///unused"))
+        job = ReadJob(parse_spec(raw), datetime(2026, 1, 1, tzinfo=timezone.utc), (), "file:///unused")
+        parser = split_parser(ReadJob.loads(job.dumps()))  # as the executors get it
         chunk = RecordChunk("t", 0, range(5, 9), [b'{"ts": "2026-01-01T00:00:00Z", "a": "x"}',
                                                    b'{"ts": "2026-01-01T00:00:00Z", "a": "y"}', None, b"{oops"])
         table = dead_letter_table(chunk, parser.parse(chunk).rejections, RawRecords([None] * 4, [None] * 4, [None] * 4))

@@ -1,4 +1,4 @@
-"""Druid SQL read and run by DuckDB (`store.druid_sql`): each function of issue 32 item 3 against known values,
+"""Druid SQL read and run by DuckDB (`store.druid_sql`): each sketch and approximation function against known values,
 sketches built by the `datasketches` package and estimates compared with the package's own. An in-memory DuckDB
 with the macros and UDFs registered, as `store.sql` sets it up, over an Arrow table named `t`."""
 

@@ -1,4 +1,4 @@
-"""Hostile records through the real RowParser and PartialRollup (issue 22): every bad value fails its row
+"""Hostile records through the real RowParser and PartialRollup: every bad value fails its row
 only, is counted as Druid counts it, is listed as a Rejection, and never changes a number; the written segment
 reads back. The value -> outcome table of docs/spark-job.md ("Bad data") is what these tests pin."""
 

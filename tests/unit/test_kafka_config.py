@@ -3,17 +3,20 @@ the settings a bounded read needs forced. Pure: no broker."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from helpers import make_spec
 
 from ingest_core.core.defaults import CONSUMER_GROUP_ID, ISOLATION_LEVEL
+from ingest_core.core.offsets import OffsetRange, TopicPartition
 from ingest_core.kafka.config import KafkaClientConfig
 from ingest_core.spark.kafka_source import ReadJob, SplitConsumer, SplitPartition
 
 
 def split_consumer_config(properties: dict) -> dict:
     spec = make_spec("x:1", topic="t")
-    job = ReadJob(spec_raw=spec.to_raw(), created_at="2026-01-01T00:00:00.000Z", splits=[], output_uri="file:///o")
-    return SplitConsumer(properties, SplitPartition(0, "t", 0, 10, 20), job, spec).config()
+    job = ReadJob(spec=spec, created_at=datetime(2026, 1, 1, tzinfo=timezone.utc), splits=(), output_uri="file:///o")
+    return SplitConsumer(properties, SplitPartition(0, "t", 0, 10, 20), job).config()
 
 
 def test_consumers_read_committed_records_with_a_group_id_and_never_commit_by_default():
@@ -33,6 +36,17 @@ def test_the_specs_properties_win_except_what_keeps_offsets_out_of_kafka():
         assert (conf["enable.auto.commit"], conf["auto.offset.reset"]) == (False, "error")
     assert split_consumer_config(props)["enable.auto.offset.store"] is False
     assert split_consumer_config(props)["enable.partition.eof"] is True
+
+
+def test_a_read_job_crosses_to_the_executors_as_json_and_comes_back_the_same():
+    """The driver's typed job is serialized once, at the data source's option; secrets never ride in it."""
+    spec = make_spec("x:1", topic="t")
+    splits = (OffsetRange(TopicPartition("t", 0), 10, 20), OffsetRange(TopicPartition("t", 1), 0, 5))
+    job = ReadJob(spec=spec, created_at=datetime(2026, 1, 1, 12, 30, 1, 250_000, tzinfo=timezone.utc), splits=splits,
+                  output_uri="file:///o", poll_timeout_s=2.5, batch_records=7)
+    again = ReadJob.loads(job.dumps())
+    assert again == job
+    assert isinstance(again.created_at, datetime) and again.splits[1].tp == TopicPartition("t", 1)
 
 
 def test_a_refusal_names_the_listener_the_protocol_and_the_mechanism_and_no_secret():

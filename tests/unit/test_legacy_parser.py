@@ -1,4 +1,4 @@
-"""Issue 31: Druid's deprecated `dataSchema.parser` read as today's form, the `regex` input format and flattenSpec
+"""Druid's deprecated `dataSchema.parser` read as today's form, the `regex` input format and flattenSpec
 `jq`/`tree` fields. The specs are Druid's own (tests/data/druid_specs/README.md says where each came from)."""
 
 from __future__ import annotations

@@ -163,7 +163,7 @@ def test_offset_requests_resolve_symbols_and_name_every_problem():
 
 
 def test_offset_requests_out_of_range_or_given_twice_are_refused_even_with_force():
-    """Typed at the door (issue 33): no `--force` stores an offset past Java's long, a partition past Kafka's int,
+    """Typed at the door: no `--force` stores an offset past Java's long, a partition past Kafka's int,
     or keeps one of two values given for the same partition."""
     _, problems = requests_resolve(OffsetRequest("t", 0, 10**23))
     assert len(problems) == 1 and not problems[0].forcible

@@ -1,4 +1,4 @@
-"""Validation that validates (issue 22): what used to pass `ingest validate` and then fail on Airflow or Spark is
+"""Validation that validates: what used to pass `ingest validate` and then fail on Airflow or Spark is
 refused with its file, field path and what to write instead; a file that is not a spec is a SpecError, never
 another exception; `.airflowignore` is read as Airflow reads it."""
 

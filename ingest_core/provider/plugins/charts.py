@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Literal
 
 from ingest_core.service.run_history import RunPoint
-from ingest_core.store.metadata import RunStatus
+from ingest_core.store.records import RunStatus
 
 Tone = Literal["ok", "bad", "muted"]
 _FILL = {"ok": "#2563eb", "bad": "#dc2626", "muted": "#9ca3af"}

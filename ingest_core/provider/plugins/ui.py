@@ -56,7 +56,8 @@ app = FastAPI(title="Ingest datasources", description=__doc__)
 
 
 def _audit_refusal(name: str, action: str, user: Any) -> None:
-    _store().audit(name, REFUSED, {"action": action, "reason": "no edit permission on the DAG"}, user.get_name())
+    _store().audit_log.write(name, REFUSED, {"action": action, "reason": "no edit permission on the DAG"},
+                             user.get_name())
 
 
 # Routes with a datasource (`{dag_id}`) in their path; list routes take `user: GetUserDep` and filter by `readable`.
@@ -158,7 +159,7 @@ def _act(call, user: Any) -> dict:
 @app.get("/api/v1/supervisor")
 def list_supervisors(user: GetUserDep, full: bool = False) -> Any:
     store = _store()
-    names = readable(user, (r["name"] for r in store.list_datasources()))
+    names = readable(user, (r["name"] for r in store.datasources.all()))
     if not full:
         return names
     return [r.to_json() for r in _statuses(store, names, user)]
@@ -249,7 +250,7 @@ class _Readable:
 
     def __call__(self, name: str) -> bool:
         if not self.known:
-            names = [d["name"] for d in self.store.list_datasources()]
+            names = [d["name"] for d in self.store.datasources.all()]
             allowed = set(readable(self.user, names))
             self.known = {n: n in allowed for n in names}
         if name not in self.known:
@@ -388,8 +389,8 @@ def _cell(value: Any, cls: str = "") -> str:
 def datasources_page(user: GetUserDep) -> HTMLResponse:
     store = _store()
     rows = []
-    for r in _statuses(store, readable(user, (d["name"] for d in store.list_datasources())), user):
-        segs = store.segments(r.datasource)
+    for r in _statuses(store, readable(user, (d["name"] for d in store.datasources.all())), user):
+        segs = store.segment_records.of(r.datasource)
         published = next((x.published_at for x in r.recent_runs if x.published_at), None)
         name = html.escape(r.datasource)
         rows.append(
@@ -447,7 +448,7 @@ def datasource_page(dag_id: str, user: GetUserDep) -> HTMLResponse:
             + "; the recent errors say which offsets and why)</p>") if r.lost else ""
     warnings = "".join(f"<li><code>{html.escape(w.path)}</code>: {html.escape(w.message)}</li>"
                        for w in r.spec_warnings)
-    history = store.spec_history(dag_id)
+    history = store.datasources.spec_history(dag_id)
     spec = json.dumps(history[-1]["spec"], indent=2) if history else "(no spec registered yet)"
     body = (f"<p><a href='/ingest/ui/datasources/{html.escape(dag_id)}/query'>Query (SQL)</a></p>"
             f"<p>State <b class='{'ok' if r.healthy else 'bad'}'>{html.escape(r.state)}</b> "

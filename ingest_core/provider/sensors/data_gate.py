@@ -70,7 +70,7 @@ class DataGateSensor(BaseSensorOperator):
         run = RunContext.from_airflow(context)
         metadata = open_store()
         airflow_step(lambda: check_active(metadata, self.spec.datasource))
-        if metadata.get_run(self.spec.datasource, run.run_id) is not None:
+        if metadata.runs.get(self.spec.datasource, run.run_id) is not None:
             return GateLook(GateStatus.PLANNED)
         starts, records = Supervisor(self.spec, metadata).pending()
         ready = records >= self.spec.microbatch.data_gate.min_records
