@@ -74,7 +74,7 @@ def test_an_empty_consumer_group_name_is_a_spec_error(broker):
 
 def test_the_group_follows_every_offset_action_and_a_broker_down_is_a_warning_naming_the_re_sync(broker, pg_store,
                                                                                                   pg_url, tmp_path):
-    """Issue 23, item 6: after set-offsets, skip, reset --to-latest, reset, terminate and resume, Kafka's
+    """After set-offsets, skip, reset --to-latest, reset, terminate and resume, Kafka's
     tooling shows what the metadata store holds (nothing at all after a hard reset or a terminate)."""
     import uuid
 

@@ -220,7 +220,7 @@ def test_ingest_dead_letters_lists_them(spark, broker, store, tmp_path, capsys):
     assert [(d["offset"], d["outcome"]) for d in shown] == [(7, "processedWithError"), (8, "unparseable")]
     assert base64.b64decode(shown[1]["valueBase64"]) == b"\xff\xfe not utf-8"
 
-    # a run the datasource never planned is a usage error, not "0 dead letters" (issue 33)
+    # a run the datasource never planned is a usage error, not "0 dead letters"
     assert main(["--metadata-url", store.url, "dead-letters", "ds", "--run", "nope"]) == 2
     assert "datasource 'ds' has no planned run 'nope'" in capsys.readouterr().err
     assert main(["--metadata-url", store.url, "dead-letters", "missing"]) == 2  # an unknown datasource: a usage error

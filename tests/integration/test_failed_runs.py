@@ -1,4 +1,4 @@
-"""A failed run explains itself (issue 22, item 3): which records failed and why, in `ingest status`, `ingest
+"""A failed run explains itself: which records failed and why, in `ingest status`, `ingest
 health` and the REST API's JSON; a run whose groups all failed never shows as published; `ingest skip` moves
 past exactly the ranges that failed, audited and counted as lost. Real SQLite and PostgreSQL, real Kafka and
 Spark for the jobs that fail."""

@@ -1,4 +1,4 @@
-"""Data loss made loud (issue 23, item 5): every move of the main line past records nothing read (retention or
+"""Data loss made loud: every move of the main line past records nothing read (retention or
 `delete_records` with resetOffsetAutomatically, a hard reset, set-offsets forward) is counted exactly, once, in
 the audit log, the run's report, `ingest status` (a counter and a recent error), the REST API and the Ingest tab.
 The real broker (`delete_records`), SQLite and PostgreSQL; the publishes carry no Spark job (the accounting is

@@ -1,4 +1,4 @@
-"""Every remote dependency, answered by a server that accepts the connection and never says a word (issue 34):
+"""Every remote dependency, answered by a server that accepts the connection and never says a word:
 each call ends in its dependency's typed error, naming the endpoint and the deadline, instead of hanging. The
 deadlines are the tests' own short ones; each bound below is many times the deadline, so it bounds a hang and
 races nothing. docs/deadlines.md lists the settings these stand for."""

@@ -568,7 +568,7 @@ def wait_for_process(matches, timeout_s: float):  # -> psutil.Process
 
 def test_druids_transform_tutorial_spec_as_druid_writes_it_gives_its_printed_rows_through_the_dag(
         tmp_path, own_dags, broker, metadata_url, spark_connect, capsys):
-    """Issue 31's wrong answer, end to end: Druid's transform tutorial as a Kafka supervisor spec, a JSON file
+    """A transform that reads and replaces its own input field, end to end: Druid's transform tutorial as a Kafka supervisor spec, a JSON file
     indented with tabs as Druid's console saves it, through the real DAG (`airflow dags test`, Spark Connect);
     `ingest query` gives the rows the tutorial prints (a transform reading and replacing its own input field)."""
     from druid_docs import TRANSFORM_ROWS, TRANSFORM_SCHEMA, records, rows
