@@ -47,11 +47,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedPostgres, EmbeddedSparkConnect  # noqa: E402
+from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedPostgres, EmbeddedSparkConnect, stop_group  # noqa: E402
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.segment_schema import read_conformed  # noqa: E402
 from harness.fixed_cost_scheduler import Standalone  # noqa: E402
-from harness.fixed_cost_setup import CONNECT_CONN, ExternalConnect, drop_databases, load  # noqa: E402
+from harness.fixed_cost_setup import CONNECT_CONN, ExternalConnect, create_databases, drop_databases, load  # noqa: E402
 from spark_kafka_jobs import spark_kafka_jars  # noqa: E402
 
 PARTITIONS = 4
@@ -185,13 +185,7 @@ class StructuredStreaming:
         return ids
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, 15)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, 9)
-                self.proc.wait()
+        stop_group(self.proc, 60)
         self.log.close()
 
 
@@ -351,8 +345,6 @@ def main() -> None:
           f"{load()}; schedule {args.schedule} (maxActiveRuns {args.max_active_runs}), rates {args.rates} events/s "
           f"for {args.duration:.0f} s each, poll every {args.poll} s; work dir {out}", flush=True)
     results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "phases": []}
-    import sqlalchemy as sa
-
     with contextlib.ExitStack() as services:
         bootstrap = args.bootstrap or services.enter_context(EmbeddedKafka(out / "kafka")).bootstrap
         connect_url = (ExternalConnect(args.spark_connect) if args.spark_connect
@@ -363,11 +355,8 @@ def main() -> None:
         for f in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics.values()]).values():
             f.result(timeout=60)
         databases = [f"airflow_fresh_{tag}", f"ingest_fresh_{tag}"]
-        admin_engine = sa.create_engine(f"{pg_base}/postgres", isolation_level="AUTOCOMMIT")
+        admin_engine = create_databases(pg_base, databases)
         services.callback(admin_engine.dispose)
-        with admin_engine.connect() as conn:
-            for name in databases:
-                conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
         services.callback(drop_databases, admin_engine, databases)
 
         datasource = f"fresh_{tag}"

@@ -66,6 +66,7 @@ from harness.fixed_cost_setup import (  # noqa: E402
     TARGET_CPU_RATIO,
     TARGET_WALL_S,
     ExternalConnect,
+    create_databases,
     drop_databases,
     fmt3,
     load,
@@ -131,8 +132,6 @@ def small_runs(args: argparse.Namespace, bench: DagsTest, bootstrap: str, topics
 
 def scheduler_runs(args: argparse.Namespace, out: Path, bootstrap: str, connect: EmbeddedSparkConnect,
                    admin: AdminClient) -> dict[str, Any]:
-    import sqlalchemy as sa
-
     topics = {m: f"fs_{m}{args.tag}" for m in MODES}
     create_topics(admin, topics.values())
     rng = random.Random(17)
@@ -141,11 +140,8 @@ def scheduler_runs(args: argparse.Namespace, out: Path, bootstrap: str, connect:
     with contextlib.ExitStack() as stack:
         pg_base = args.postgres.rstrip("/") if args.postgres else stack.enter_context(EmbeddedPostgres()).url
         databases = [f"airflow_fc{args.tag}", f"ingest_fc{args.tag}"]
-        admin_engine = sa.create_engine(f"{pg_base}/postgres", isolation_level="AUTOCOMMIT")
+        admin_engine = create_databases(pg_base, databases)
         stack.callback(admin_engine.dispose)
-        with admin_engine.connect() as conn:
-            for name in databases:
-                conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
         if args.postgres:  # another's server: its databases go again (a private server goes whole)
             stack.callback(drop_databases, admin_engine, databases)
         started = time.monotonic()

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 from harness.fixed_cost_setup import AIRFLOW, bench_env, check_run, to_epoch, write_dags
-from ingest_core.dev.embedded import EmbeddedSparkConnect, free_port
+from ingest_core.dev.embedded import EmbeddedSparkConnect, free_port, stop_group
 from ingest_core.store.metadata import MetadataStore
 
 
@@ -127,12 +126,6 @@ class Standalone:
                 "tasks": {f"{t}" if m < 0 else f"{t}[{m}]": to_epoch(e) - to_epoch(s) for t, m, s, e in tasks}}
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, 15)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, 9)
-                self.proc.wait()
+        stop_group(self.proc, 60)
         self.log.close()
         self.db.dispose()

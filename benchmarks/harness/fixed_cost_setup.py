@@ -315,3 +315,13 @@ def drop_databases(admin_engine: Any, names: list[str]) -> None:
             conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                                  "WHERE datname = :n AND pid <> pg_backend_pid()"), {"n": name})
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+
+
+def create_databases(pg_base: str, names: list[str]) -> sa.Engine:
+    """New databases on the PostgreSQL server at `pg_base`; the engine that made them (AUTOCOMMIT: CREATE and
+    DROP DATABASE run outside a transaction), for `drop_databases` and to dispose of."""
+    admin_engine = sa.create_engine(f"{pg_base}/postgres", isolation_level="AUTOCOMMIT")
+    with admin_engine.connect() as conn:
+        for name in names:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    return admin_engine

@@ -67,7 +67,9 @@ def _group_gone(proc: subprocess.Popen, timeout: float) -> bool:
     return False
 
 
-def _stop_group(proc: subprocess.Popen | None, term_wait: float, sig: int = signal.SIGTERM) -> None:
+def stop_group(proc: subprocess.Popen | None, term_wait: float, sig: int = signal.SIGTERM) -> None:
+    """Stop a process started in a session of its own, and everything it started: `sig`, then SIGKILL after
+    `term_wait` seconds."""
     if proc is None:
         return
     for sig, wait in ((sig, term_wait), (signal.SIGKILL, 5)):
@@ -210,7 +212,7 @@ class EmbeddedKafka:
     def stop(self, graceful: bool = True) -> None:
         """Stop the broker's whole process group: a controlled shutdown, or a SIGKILL (a crash) when not
         `graceful`."""
-        _stop_group(self.proc, 30 if graceful else 0)
+        stop_group(self.proc, 30 if graceful else 0)
         self.proc = None
 
     def restart(self, graceful: bool = True) -> "EmbeddedKafka":
@@ -345,7 +347,7 @@ class EmbeddedPostgres:
 
     def shut_down(self) -> None:
         """Stop the server and keep its cluster: `start_again` brings it back (a restart, in two halves)."""
-        _stop_group(self.proc, 20, signal.SIGINT)
+        stop_group(self.proc, 20, signal.SIGINT)
         self.proc = None
 
     def start_again(self, timeout: float = 60) -> "EmbeddedPostgres":
@@ -380,7 +382,7 @@ class EmbeddedPostgres:
         raise RuntimeError(f"PostgreSQL on port {self.port} did not come up in {timeout}s: {last}")
 
     def stop(self) -> None:
-        _stop_group(self.proc, 20, signal.SIGINT)  # SIGINT: PostgreSQL's fast shutdown, open sessions or not
+        stop_group(self.proc, 20, signal.SIGINT)  # SIGINT: PostgreSQL's fast shutdown, open sessions or not
         self.proc = None
         if self.data_dir is not None:
             shutil.rmtree(self.data_dir, ignore_errors=True)
@@ -461,12 +463,12 @@ class EmbeddedSparkConnect:
                            f"(log: {self.log_path})")
 
     def stop(self) -> None:
-        _stop_group(self.proc, 30)
+        stop_group(self.proc, 30)
         self.proc = None
 
     def kill(self) -> None:
         """A crash: SIGKILL the server's whole process group (the JVM and its Python workers at once)."""
-        _stop_group(self.proc, 5, signal.SIGKILL)
+        stop_group(self.proc, 5, signal.SIGKILL)
         self.proc = None
 
     def __enter__(self) -> "EmbeddedSparkConnect":
@@ -544,8 +546,8 @@ class EmbeddedSparkStandalone:
 
     def stop(self) -> None:
         """The worker first (with the executors it launched), then the master."""
-        _stop_group(self.worker, 30)
-        _stop_group(self.master, 30)
+        stop_group(self.worker, 30)
+        stop_group(self.master, 30)
         self.worker = self.master = None
 
     def __enter__(self) -> "EmbeddedSparkStandalone":
@@ -618,7 +620,7 @@ class EmbeddedS3:
         raise RuntimeError(f"S3Proxy at {self.endpoint} did not answer in {timeout}s (log: {self.log_path})")
 
     def stop(self) -> None:
-        _stop_group(self.proc, 10)
+        stop_group(self.proc, 10)
         self.proc = None
 
     def __enter__(self) -> "EmbeddedS3":
@@ -667,7 +669,7 @@ class EmbeddedRedis:
         raise RuntimeError(f"redis-server on port {self.port} did not answer in {timeout}s")
 
     def stop(self) -> None:
-        _stop_group(self.proc, 10)
+        stop_group(self.proc, 10)
         self.proc = None
 
     def __enter__(self) -> "EmbeddedRedis":

@@ -26,7 +26,7 @@ import urllib.request
 from pathlib import Path
 
 from ingest_core.dev import jars
-from ingest_core.dev.embedded import _port_free, _stop_group, free_port
+from ingest_core.dev.embedded import _port_free, stop_group, free_port
 
 CCOMPAT_PATH = "/apis/ccompat/v7"
 JAVA_MAJOR = 21  # Apicurio Registry 3's classes are compiled for Java 21
@@ -137,7 +137,7 @@ class EmbeddedSchemaRegistry:
         raise RuntimeError(f"Apicurio Registry at {self.url} did not answer in {timeout}s (log: {self.log_path})")
 
     def stop(self) -> None:
-        _stop_group(self.proc, 30)
+        stop_group(self.proc, 30)
         self.proc = None
 
     def __enter__(self) -> "EmbeddedSchemaRegistry":
