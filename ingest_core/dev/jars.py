@@ -1,6 +1,6 @@
 """JVM artifacts fetched from Maven Central with the ordinary `mvn` client, once, into a local cache.
 
-Two sets, each a small pom under `ingest_core/maven/`:
+Two sets, each a small pom under `ingest_core/dev/maven/`:
 - `kafka`: Apache Kafka itself (`kafka_2.13`, KRaft) plus a log4j2 binding: the embedded broker of the tests,
   the demo and the benchmarks (`ingest_core.dev.embedded`);
 - `spark-kafka`: Spark's own Kafka source (`spark-sql-kafka-0-10`) for the pinned pyspark, with the jars it
