@@ -1,12 +1,14 @@
 """JVM artifacts fetched from Maven Central with the ordinary `mvn` client, once, into a local cache.
 
-Two sets, each a small pom under `ingest_core/dev/maven/`:
+Sets, each a small pom under `ingest_core/dev/maven/`:
 - `kafka`: Apache Kafka itself (`kafka_2.13`, KRaft) plus a log4j2 binding: the embedded broker of the tests,
   the demo and the benchmarks (`ingest_core.dev.embedded`);
 - `spark-kafka`: Spark's own Kafka source (`spark-sql-kafka-0-10`) for the pinned pyspark, with the jars it
   needs beyond those pip's pyspark ships: the anchor of the job's benchmark;
 - `apicurio`: Apicurio Registry, the schema registry of the tests (`ingest_core.dev.schema_registry`): the
-  release's runnable Quarkus distribution (a `.tar.gz` on Maven Central), unpacked.
+  release's runnable Quarkus distribution (a `.tar.gz` on Maven Central), unpacked;
+- `s3proxy`: S3Proxy with its filesystem backend, the tests' S3-compatible object store (`EmbeddedS3`);
+- `spark-s3`: Hadoop's S3A (`hadoop-aws`) and the AWS SDK modules it uses, for Spark's writes to an object store.
 
 The cache is `$INGEST_JARS_DIR/<set>` (default `.jars/<set>` in the checkout); a set is fetched again when its
 pom changes. `python -m ingest_core.dev.jars [SET...]` fetches ahead of time (the Makefile's install step does).
