@@ -12,6 +12,7 @@ client has the compose plugin."""
 from __future__ import annotations
 
 import ast
+import datetime
 import importlib
 import importlib.util
 import json
@@ -299,18 +300,17 @@ def test_the_broker_listener_and_the_recipe_clients_agree():
     listener = advertised[bootstrap]
     protocols = dict(p.split(":") for p in KAFKA_PROPERTIES["listener.security.protocol.map"].split(","))
     assert protocols[listener] == spec["security.protocol"] == "SASL_SSL"
-    assert any(entry == f"{listener}://:{bootstrap.split(':')[1]}" for entry in KAFKA_PROPERTIES["listeners"].split(","))
+    assert f"{listener}://:{bootstrap.split(':')[1]}" in KAFKA_PROPERTIES["listeners"].split(",")
     mechanism = spec["sasl.mechanism"]
     assert mechanism in KAFKA_PROPERTIES["sasl.enabled.mechanisms"].split(",")
     # the SCRAM user the broker is formatted with is the login and password of the clients' connection
     kafka = env("kafka")
     (format_line,) = [ln for ln in script_lines("kafka") if "kafka-storage.sh format" in ln]
     scram = shlex.split(format_line)[shlex.split(format_line).index("--add-scram") + 1]
-    user = {"name": kafka["KAFKA_SCRAM_USER"], "password": kafka["KAFKA_SCRAM_PASSWORD"]}
     assert scram == f"{mechanism}=[name=${{KAFKA_SCRAM_USER}},password=${{KAFKA_SCRAM_PASSWORD}}]"
     conn = connection(spec["sasl.username"]["connId"])
     assert (conn[spec["sasl.username"]["field"]], conn[spec["sasl.password"]["field"]]) == \
-        (user["name"], user["password"])
+        (kafka["KAFKA_SCRAM_USER"], kafka["KAFKA_SCRAM_PASSWORD"])
     # the secured settings are the ones the tests' broker runs with (its listener is named SASL_SSL too)
     tested = SecuredKafka(Path("/nonexistent"), {"u": "p"}, "k")._config()
     for key, value in tested.items():
@@ -351,7 +351,7 @@ def test_the_certificate_service_makes_what_kafka_and_its_clients_read(tmp_path)
     by the CA the clients are given; run again, it keeps them (the running broker's certificate stays valid)."""
     from cryptography import x509
 
-    tls_mount = {target: volume for target, volume in mounts("kafka-tls").items()}
+    tls_mount = mounts("kafka-tls")
     volumes = {volume: tmp_path / volume for volume in tls_mount.values()}
     assert set(volumes) == {"kafka-tls", "kafka-ca"}
     # the image makes the mount points, owned by its user: a new volume takes their owner
@@ -366,12 +366,12 @@ def test_the_certificate_service_makes_what_kafka_and_its_clients_read(tmp_path)
     assert "python -m ingest_core.dev.tls" in script
     run_env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                "PYTHONPATH": str(ROOT)}
+    made = []
     for _ in range(2):
         done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=run_env, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
-        if _ == 0:
-            first = (volumes["kafka-ca"] / "ca.pem").read_bytes()
-    assert (volumes["kafka-ca"] / "ca.pem").read_bytes() == first  # kept, not made again
+        made.append((volumes["kafka-ca"] / "ca.pem").read_bytes())
+    assert made[0] == made[1]  # kept, not made again
 
     # Kafka reads the key and certificate from its mount of kafka-tls, as another user than the one that made them
     kafka_mounts = {volume: target for target, volume in mounts("kafka").items()}
@@ -391,7 +391,7 @@ def test_the_certificate_service_makes_what_kafka_and_its_clients_read(tmp_path)
     host = env("airflow-scheduler")["INGEST_KAFKA_BOOTSTRAP"].split(":")[0]
     names = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert host in names.get_values_for_type(x509.DNSName)
-    assert server.not_valid_after_utc - server.not_valid_before_utc > __import__("datetime").timedelta(days=365)
+    assert server.not_valid_after_utc - server.not_valid_before_utc > datetime.timedelta(days=365)
 
 
 def test_metadata_store_and_deep_storage_are_shared_where_they_must_be():
