@@ -23,3 +23,26 @@ def blocks(language: str, *paths: Path) -> list[tuple[Path, str]]:
         text = path.read_text()
         found += [(path, body) for body in re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.S | re.M)]
     return found
+
+
+def recipe() -> dict:
+    """docs/connections.md's recipe "Your own Kafka and PostgreSQL": the spec parts it gives (`spec.ioConfig.
+    consumerProperties` and `microbatch.deepStorage`), as docker-compose.yaml and tests/system/test_secure_dag.py
+    run them."""
+    import yaml
+
+    found = [doc for _, block in blocks("yaml", DOCS / "connections.md")
+             if isinstance(doc := yaml.safe_load(block), dict) and set(doc) == {"spec", "microbatch"}]
+    assert len(found) == 1, f"docs/connections.md has {len(found)} recipe blocks (spec: and microbatch:), not one"
+    return found[0]
+
+
+def with_recipe(raw: dict) -> dict:
+    """A spec (its raw YAML) with the recipe's parts merged in: the recipe's consumerProperties replace the spec's,
+    its deepStorage replaces the spec's."""
+    import copy
+
+    parts, raw = recipe(), copy.deepcopy(raw)
+    raw["spec"]["ioConfig"]["consumerProperties"] = parts["spec"]["ioConfig"]["consumerProperties"]
+    raw.setdefault("microbatch", {})["deepStorage"] = parts["microbatch"]["deepStorage"]
+    return raw

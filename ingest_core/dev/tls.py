@@ -1,6 +1,9 @@
 """A throwaway certificate authority for the secured embedded Kafka (`ingest_core.dev.embedded.SecuredKafka`):
 a CA, a server certificate for 127.0.0.1/localhost and a client certificate, as PEM files made with the
-`cryptography` package (Airflow's own dependency). Development tooling only."""
+`cryptography` package (Airflow's own dependency). Development tooling only.
+
+`python -m ingest_core.dev.tls FOLDER --host kafka --host localhost [--days N]` makes the CA and a server certificate
+for those hosts (no client certificate): docker-compose.yaml's `kafka-tls` service does, for its broker."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ class TlsFiles:
     `ssl.keystore.type=PEM` file. `client_key` is encrypted with `client_key_password`, as a production key is."""
 
     folder: Path
-    client_key_password: str
+    client_key_password: str | None  # None: no client certificate
 
     @property
     def ca(self) -> Path:
@@ -51,11 +54,11 @@ def _key() -> rsa.RSAPrivateKey:
 
 def _certificate(subject: str, key: rsa.RSAPrivateKey, issuer: x509.Name | None, issuer_key: rsa.RSAPrivateKey,
                  *, ca: bool, usage: ExtendedKeyUsageOID | None = None,
-                 hosts: tuple[str, ...] = ()) -> x509.Certificate:
+                 hosts: tuple[str, ...] = (), days: int = 30) -> x509.Certificate:
     now = dt.datetime.now(dt.timezone.utc)
     builder = (x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(issuer or _name(subject))
                .public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - dt.timedelta(hours=1)).not_valid_after(now + dt.timedelta(days=30))
+               .not_valid_before(now - dt.timedelta(hours=1)).not_valid_after(now + dt.timedelta(days=days))
                .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
     if ca:
         builder = builder.add_extension(x509.KeyUsage(
@@ -85,24 +88,46 @@ def _key_pem(key: rsa.RSAPrivateKey, password: str | None = None) -> bytes:
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
 
 
-def make_tls_files(folder: Path, client_key_password: str, hosts: tuple[str, ...] = ("127.0.0.1", "localhost"),
-                   client_name: str = "ingest-client") -> TlsFiles:
-    """A CA, the server's certificate (subject alternative names: `hosts`) and a client certificate, written
-    under `folder` (private: 0700)."""
+def make_tls_files(folder: Path, client_key_password: str | None,
+                   hosts: tuple[str, ...] = ("127.0.0.1", "localhost"), client_name: str = "ingest-client",
+                   days: int = 30) -> TlsFiles:
+    """A CA, the server's certificate (subject alternative names: `hosts`) and, with a `client_key_password`, a
+    client certificate, written under `folder` (private: 0700), each valid for `days`."""
     files = TlsFiles(folder, client_key_password)
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o700)
     ca_key = _key()
-    ca = _certificate("ingest tests CA", ca_key, None, ca_key, ca=True)
-    server_key, client_key = _key(), _key()
+    ca = _certificate("ingest tests CA", ca_key, None, ca_key, ca=True, days=days)
+    server_key = _key()
     server = _certificate("localhost", server_key, ca.subject, ca_key, ca=False,
-                          usage=ExtendedKeyUsageOID.SERVER_AUTH, hosts=hosts)
-    client = _certificate(client_name, client_key, ca.subject, ca_key, ca=False,
-                          usage=ExtendedKeyUsageOID.CLIENT_AUTH)
+                          usage=ExtendedKeyUsageOID.SERVER_AUTH, hosts=hosts, days=days)
     files.ca.write_bytes(_pem(ca))
     files.server.write_bytes(_key_pem(server_key) + _pem(server) + _pem(ca))
-    files.client_cert.write_bytes(_pem(client))
-    files.client_key.write_bytes(_key_pem(client_key, client_key_password))
-    for path in (files.server, files.client_key):
-        path.chmod(0o600)
+    files.server.chmod(0o600)
+    if client_key_password is not None:
+        client_key = _key()
+        client = _certificate(client_name, client_key, ca.subject, ca_key, ca=False,
+                              usage=ExtendedKeyUsageOID.CLIENT_AUTH, days=days)
+        files.client_cert.write_bytes(_pem(client))
+        files.client_key.write_bytes(_key_pem(client_key, client_key_password))
+        files.client_key.chmod(0o600)
     return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m ingest_core.dev.tls",
+                                     description="Make a CA (ca.pem) and a server certificate with its key "
+                                                 "(server.pem, Kafka's ssl.keystore.type=PEM) in FOLDER.")
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--host", action="append", required=True, help="a name or address the certificate is for")
+    parser.add_argument("--days", type=int, default=30, help="validity (default: 30)")
+    args = parser.parse_args(argv)
+    files = make_tls_files(args.folder, None, hosts=tuple(args.host), days=args.days)
+    print(f"{files.ca} and {files.server} (for {', '.join(args.host)}, {args.days} days)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

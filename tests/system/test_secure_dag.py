@@ -1,9 +1,12 @@
 """The ingest path end to end over a secured Apache Kafka (`secured_broker`): the real DAG (`airflow dags test`), the
 Spark job over the session's Spark Connect server, the offset reader, the consumer-group mirror and the dead-letter
-topic, over SASL_SSL (SCRAM-SHA-512) with the credentials given each documented way, and over mutual TLS. Then
-the secrets are looked for wherever they must not be: task logs, Airflow's database (rendered template fields,
-XCom, serialized DAGs), the metadata store (stored specs, runs, reports, audit), deep storage (the staged spec,
-plans, reports), the Spark Connect server's log and the UI's pages and JSON."""
+topic, over SASL_SSL (SCRAM-SHA-512) with the credentials given each documented way, and over mutual TLS. One of
+the SASL_SSL DAGs is docs/connections.md's recipe, its spec parts read from that page: the login from an Airflow
+connection, deep storage on the object store (`object_store`) through an Airflow `aws` connection, the metadata
+store on the tests' PostgreSQL. Then the secrets (the Kafka passwords and the object store's secret key) are
+looked for wherever they must not be: task logs, Airflow's database (rendered template fields, XCom, serialized
+DAGs), the metadata store (stored specs, runs, reports, audit), deep storage (the staged spec, plans, reports,
+on disk and in the bucket), the Spark Connect server's log and the UI's pages and JSON."""
 
 from __future__ import annotations
 
@@ -12,11 +15,14 @@ import json
 import sqlite3
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
+import pyarrow.fs as pafs
 import pytest
 import sqlalchemy as sa
 from conftest import postgres_database
+from doc_pages import recipe
 from helpers import group_offsets, topic_records
 from test_dag import (  # noqa: F401 - own_dags is a fixture
     AirflowHome,
@@ -28,9 +34,12 @@ from test_dag import (  # noqa: F401 - own_dags is a fixture
     write_example_variant,
 )
 
+from ingest_core.core.spec import load_spec
 from ingest_core.core.states import RunStatus
-
+from ingest_core.handover import deep_storage
+from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.reader import DatasourceReader
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
@@ -71,6 +80,39 @@ def check_ingested(metadata_url: str, broker, name: str, topic: str, dead_letter
         assert sorted(m.value() for m in letters) == [f"not json {i}".encode() for i in range(BAD)], name
 
 
+def bucket_objects(uri: str) -> dict[str, bytes]:
+    """Every object under `uri` in the object store, by path, with its bytes."""
+    fs, path = deep_storage.filesystem(uri)
+    infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+    paths = [i.path for i in infos if i.type == pafs.FileType.File]
+    found = {}
+    for path in paths:
+        try:
+            with fs.open_input_stream(path) as f:
+                found[path] = f.read()
+        except FileNotFoundError:
+            # S3Proxy's filesystem backend lists a folder (a file's parent) as an object that cannot be read
+            if not any(other.startswith(path + "/") for other in paths):
+                raise
+    return found
+
+
+def recipe_environment(broker, object_store, base: str) -> dict[str, str]:
+    """What docs/connections.md's recipe asks of the environment, for the secured broker and the object store:
+    the Airflow connections kafka_prod and s3_prod, the CA's path, deep storage at `base` in the bucket (the
+    bootstrap, INGEST_KAFKA_BOOTSTRAP, is the AirflowHome's)."""
+    return {
+        "AIRFLOW_CONN_KAFKA_PROD": json.dumps({"conn_type": "generic", "login": broker.user,
+                                               "password": broker.password}),
+        "AIRFLOW_CONN_S3_PROD": json.dumps({"conn_type": "aws", "login": object_store.access_key,
+                                            "password": object_store.secret_key,
+                                            "extra": {"endpoint_url": object_store.endpoint,
+                                                      "region_name": "us-east-1"}}),
+        "INGEST_KAFKA_CA_LOCATION": str(broker.tls.ca),
+        "INGEST_DEEP_STORAGE": base,
+    }
+
+
 def run_dags(homes: dict[str, AirflowHome], outputs: list[str]) -> dict[str, tuple[int, str]]:
     """`airflow dags test` of each DAG in its Airflow home (a SQLite database each), all at once: independent
     datasources, and most of a run's time is Airflow waiting, not working. {name: (exit code, output)}."""
@@ -94,16 +136,16 @@ def run_dags(homes: dict[str, AirflowHome], outputs: list[str]) -> dict[str, tup
 
 @pytest.mark.timeout(1200)  # three DAG runs at once on a loaded 2-core machine
 def test_the_dag_over_sasl_ssl_with_each_credential_path_a_wrong_password_and_no_secret_anywhere(
-        tmp_path, own_dags, secured_broker, metadata_url, spark_connect, monkeypatch):
+        tmp_path, own_dags, secured_broker, object_store, metadata_url, spark_connect, monkeypatch):
     broker = secured_broker
     topic, dlq = broker.create_topic(partitions=2), broker.create_topic(partitions=2)
     produce_stream(broker, topic)
     wrong = f"{broker.password}-wrong"
+    # docs/connections.md's recipe, as that page gives it: consumerProperties with the login from the Airflow
+    # connection kafka_prod, deep storage through the Airflow connection s3_prod, the bucket from the environment
+    parts = recipe()
     specs = {
-        # an Airflow connection's login and password
-        "sasl_connection": sasl(broker, **{
-            "sasl.username": {"type": "airflowConnection", "connId": "kafka_secure", "field": "login"},
-            "sasl.password": {"type": "airflowConnection", "connId": "kafka_secure", "field": "password"}}),
+        "sasl_recipe": parts["spec"]["ioConfig"]["consumerProperties"],
         # sasl.jaas.config in the spec file, as Druid's docs write it (the job's driver reads it from the spec
         # file; from the environment, Druid's dynamic config provider, it travels as the connection's password
         # does: tests/integration/test_secure_kafka.py has the plan's and report's clients for each way)
@@ -114,20 +156,38 @@ def test_the_dag_over_sasl_ssl_with_each_credential_path_a_wrong_password_and_no
             "sasl.password": {"type": "environment", "variable": "SECURE_KAFKA_WRONG_PASSWORD"}}),
     }
     for name, properties in specs.items():
-        write_example_variant(own_dags, name, topic, {"deadLetter": {"topic": dlq}}, taskCount=1,
-                              consumerProperties=properties)
+        microbatch = {"deadLetter": {"topic": dlq}}
+        if name == "sasl_recipe":
+            microbatch["deepStorage"] = parts["microbatch"]["deepStorage"]
+        write_example_variant(own_dags, name, topic, microbatch, taskCount=1, consumerProperties=properties)
     homes = {name: AirflowHome(tmp_path / name, own_dags, broker.sasl_bootstrap, metadata_url, spark_connect.url)
              for name in specs}
+    base = f"{object_store.uri}/secure-{uuid.uuid4().hex[:8]}"
+    recipe_env = recipe_environment(broker, object_store, base)
+    homes["sasl_recipe"].env.update(recipe_env)
     for home in homes.values():
-        home.env.update({
-            "AIRFLOW_CONN_KAFKA_SECURE": json.dumps({"conn_type": "generic", "login": broker.user,
-                                                     "password": broker.password}),
-            "SECURE_KAFKA_WRONG_PASSWORD": wrong})
+        home.env["SECURE_KAFKA_WRONG_PASSWORD"] = wrong
     outputs: list[str] = []
     done = run_dags(homes, outputs)
-    for name in ("sasl_connection", "sasl_jaas_literal"):
+    for name in ("sasl_recipe", "sasl_jaas_literal"):
         assert done[name][0] == 0, done[name][1][-4000:]
+
+    # the recipe's segments are in the bucket: this process reads them with the recipe's settings, as `ingest`
+    # and the UI do
+    for key, value in recipe_env.items():
+        monkeypatch.setenv(key, value)
+    use_deep_storage(load_spec(own_dags / "specs" / "sasl_recipe.yaml"))
+    for name in ("sasl_recipe", "sasl_jaas_literal"):
         check_ingested(metadata_url, broker, name, topic, dlq)
+    with MetadataStore(metadata_url) as store:
+        segments = DatasourceReader(store, "sasl_recipe").segments()
+    objects = bucket_objects(base)
+    assert segments and all(s.location.startswith(f"{base}/sasl_recipe/") for s in segments)
+    for segment in segments:  # each published segment is Parquet in the bucket (the object, or the ones under it)
+        where = segment.location.removeprefix("s3a://").rstrip("/")
+        files = [data for path, data in objects.items() if path == where or path.startswith(where + "/")]
+        assert any(data[:4] == b"PAR1" for data in files), (segment.location, sorted(objects))
+    assert any(path.endswith("/spec.json") for path in objects)  # the staged spec went to the bucket too
 
     # the wrong password: the plan task fails once (no retries, no reconnect loop), saying which listener and
     # mechanism refused; `ingest status` says the same
@@ -146,8 +206,8 @@ def test_the_dag_over_sasl_ssl_with_each_credential_path_a_wrong_password_and_no
     assert any(e["exceptionClass"] == "KafkaAuthenticationError" and refused in e["message"]
                for e in payload["recentErrors"]), payload["recentErrors"]
 
-    assert_no_secret_anywhere([broker.password, wrong], [*homes.values()], own_dags, outputs, spark_connect,
-                              monkeypatch, [*specs])
+    assert_no_secret_anywhere([broker.password, wrong, object_store.secret_key], [*homes.values()], own_dags,
+                              outputs, spark_connect, monkeypatch, [*specs], objects)
 
 
 def test_the_dag_over_mutual_tls_and_no_secret_anywhere(tmp_path, own_dags, secured_broker, metadata_url,
@@ -173,7 +233,8 @@ def test_the_dag_over_mutual_tls_and_no_secret_anywhere(tmp_path, own_dags, secu
 # ------------------------------------------------------------------------------------------ where secrets must not be
 
 def assert_no_secret_anywhere(secrets: list[str], homes: list[AirflowHome], dags_folder: Path, outputs: list[str],
-                              spark_connect, monkeypatch, datasources: list[str]) -> None:
+                              spark_connect, monkeypatch, datasources: list[str],
+                              objects: dict[str, bytes] | None = None) -> None:
     def leaks(where: str, text: str) -> None:
         found = [s for s in secrets if s in text]
         assert not found, f"a secret is in {where}"
@@ -186,6 +247,8 @@ def assert_no_secret_anywhere(secrets: list[str], homes: list[AirflowHome], dags
     assert any(p.name == "spec.json" for p in files)  # the staged spec the Spark jobs read
     for path in files:
         leaks(str(path), path.read_bytes().decode("utf-8", "replace"))
+    for path, data in (objects or {}).items():  # deep storage in the object store
+        leaks(f"the object {path}", data.decode("utf-8", "replace"))
     if hasattr(spark_connect, "log_path"):  # the session's own server (not an external one)
         leaks("the Spark Connect server's log", spark_connect.log_path.read_text(errors="replace"))
 
@@ -214,7 +277,7 @@ def assert_no_secret_anywhere(secrets: list[str], homes: list[AirflowHome], dags
     # as the api-server has them
     from ingest_core.provider.plugins import ui
 
-    for key in ("AIRFLOW_CONN_KAFKA_SECURE", "SECURE_KAFKA_WRONG_PASSWORD",
+    for key in ("AIRFLOW_CONN_KAFKA_PROD", "AIRFLOW_CONN_S3_PROD", "SECURE_KAFKA_WRONG_PASSWORD",
                 "SECURE_KEY_PASSWORD", "INGEST_METADATA_URL", "AIRFLOW__CORE__DAGS_FOLDER"):
         if key in homes[0].env:
             monkeypatch.setenv(key, homes[0].env[key])
