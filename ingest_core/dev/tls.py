@@ -7,6 +7,7 @@ for those hosts (no client certificate): docker-compose.yaml's `kafka-tls` servi
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import ipaddress
 from dataclasses import dataclass
@@ -115,8 +116,6 @@ def make_tls_files(folder: Path, client_key_password: str | None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     parser = argparse.ArgumentParser(prog="python -m ingest_core.dev.tls",
                                      description="Make a CA (ca.pem) and a server certificate with its key "
                                                  "(server.pem, Kafka's ssl.keystore.type=PEM) in FOLDER.")
