@@ -118,3 +118,15 @@ def metrics_events(n: int, base_ms: int) -> list[dict]:
                     "timestamp": t, "http_code": ["200", "404"][i % 3 == 0], "page": f"/p{i % 7}",
                     "metricType": "request/latency", "server": f"www{i % 3}.example.com"})
     return out
+
+
+def varint(n: int) -> bytes:
+    """Protobuf's base-128 varint of `n` (a negative number as its 64-bit two's complement), for hand-made wire
+    bytes."""
+    n &= 2 ** 64 - 1
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)

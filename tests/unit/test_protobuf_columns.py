@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from protobuf_fixtures import compile_proto
+from protobuf_fixtures import compile_proto, varint
 
 from ingest_core.core.spec import parse_spec
 from ingest_core.executor.formats.protobuf import Converter, _RegistrySchema
@@ -209,16 +209,6 @@ def test_values_read_as_druids_converter_gives_them(protos):
     assert str(got["db"][0]) == "-0.0"  # a double's -0.0 is not its default (protobuf compares bits)
 
 
-def _varint(n: int) -> bytes:
-    n &= 2 ** 64 - 1
-    out = bytearray()
-    while True:
-        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
-
-
 GOOD = b"\x0a\x142026-01-01T00:00:00Z"  # ts
 MISFITS = {
     "a field twice (the last wins)": GOOD + b"\x20\x01\x20\x02",
@@ -226,7 +216,7 @@ MISFITS = {
     "an enum number the schema does not name": GOOD + b"\x90\x01\x07",
     "two members of a oneof": GOOD + b"\xaa\x01\x01a\xb0\x01\x05",
     "text that is not UTF-8": GOOD + b"\x12\x02\xc3\x28",
-    "a uint64 past int64": GOOD + b"\x38" + _varint(2 ** 64 - 1),
+    "a uint64 past int64": GOOD + b"\x38" + varint(2 ** 64 - 1),
     "a group": GOOD + b"\xfb\x01\xfc\x01",
     "wire type 7": GOOD + b"\x27",
     "field number 0": GOOD + b"\x00\x01",

@@ -20,6 +20,7 @@ from protobuf_fixtures import (
     WIKI_PROTO,
     compile_proto,
     metrics_events,
+    varint,
 )
 
 from ingest_core.core.errors import SpecError
@@ -287,16 +288,6 @@ def test_truncated_and_foreign_bytes_fail_only_their_record(protos):
     assert all("bytes do not parse as Protobuf message wiki.Edit" in e.message for e in got.exceptions)
 
 
-def _varint(n: int) -> bytes:
-    n &= 2 ** 64 - 1
-    out = bytearray()
-    while True:
-        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
-
-
 @st.composite
 def wire_fields(draw, depth: int = 0) -> bytes:
     """Well-formed wire format with values of any size for any field number: type confusion, out-of-range
@@ -305,9 +296,9 @@ def wire_fields(draw, depth: int = 0) -> bytes:
     for _ in range(draw(st.integers(1, 5))):
         number = draw(st.integers(1, 27))
         wire = draw(st.sampled_from([0, 0, 1, 2, 2, 5]))
-        out += _varint(number << 3 | wire)
+        out += varint(number << 3 | wire)
         if wire == 0:
-            out += _varint(draw(st.one_of(st.integers(0, 2 ** 64 - 1), st.sampled_from(
+            out += varint(draw(st.one_of(st.integers(0, 2 ** 64 - 1), st.sampled_from(
                 [0, 1, 2 ** 31, 2 ** 63, 2 ** 64 - 1, 253402300800, 315576000001, 10 ** 9]))))
         elif wire == 1:
             out += draw(st.binary(min_size=8, max_size=8))
@@ -315,7 +306,7 @@ def wire_fields(draw, depth: int = 0) -> bytes:
             out += draw(st.binary(min_size=4, max_size=4))
         else:
             inner = draw(wire_fields(depth + 1)) if depth < 2 and draw(st.booleans()) else draw(st.binary(max_size=12))
-            out += _varint(len(inner)) + inner
+            out += varint(len(inner)) + inner
     return out
 
 
@@ -328,8 +319,8 @@ def hostile(draw) -> bytes:
     if kind == "time":  # a Timestamp (17) or Duration (18) of any seconds and nanos
         extremes = st.sampled_from([0, 1, 999_999_999, 10 ** 9, 2 ** 31, 2 ** 63, 2 ** 64 - 1, 253402300800,
                                     -62135596801, 315576000001, -315576000001])
-        inner = b"\x08" + _varint(draw(extremes)) + b"\x10" + _varint(draw(extremes))
-        return base + _varint(draw(st.sampled_from([17, 18])) << 3 | 2) + _varint(len(inner)) + inner
+        inner = b"\x08" + varint(draw(extremes)) + b"\x10" + varint(draw(extremes))
+        return base + varint(draw(st.sampled_from([17, 18])) << 3 | 2) + varint(len(inner)) + inner
     if kind == "random":
         return draw(st.binary(min_size=1, max_size=60))
     if kind == "truncate":
