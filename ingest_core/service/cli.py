@@ -375,9 +375,10 @@ def cmd_query(args: argparse.Namespace) -> int:
     store.check_schema()
     specs_in(_dags_folder(args))  # the datasources' deep storage settings (an S3 endpoint, its credentials)
     result = run_sql(store, args.sql, max_rows=None if args.max_rows <= 0 else args.max_rows,
-                     timeout_s=None if args.timeout <= 0 else args.timeout)
-    print(format_json(result.table) if args.json else format_csv(result.table) if args.csv
-          else format_table(result.table), end="")
+                     timeout_s=None if args.timeout <= 0 else args.timeout, time_zone=args.time_zone)
+    zone = args.time_zone
+    print(format_json(result.table, zone) if args.json else format_csv(result.table, zone) if args.csv
+          else format_table(result.table, zone), end="")
     if result.truncated:
         print(f"(stopped at --max-rows {args.max_rows}: the query has more rows)", file=sys.stderr)
     return 0
@@ -612,6 +613,9 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--csv", action="store_true")
     p.add_argument("--max-rows", type=int, default=10_000, help="stop after N rows (default 10,000; 0: no limit)")
     p.add_argument("--timeout", type=float, default=300, help="stop the query after S seconds (default 300; 0: none)")
+    p.add_argument("--time-zone", default="UTC", metavar="ZONE",
+                   help="Druid's sqlTimeZone: the time functions' default zone, how TIMESTAMP literals read and "
+                        "timestamps print (an IANA name; default UTC)")
     p.add_argument("--dags-folder", help="the specs: their deep storage's settings (default: "
                                          "$AIRFLOW__CORE__DAGS_FOLDER, else ./dags)")
     p.set_defaults(func=cmd_query)

@@ -43,30 +43,31 @@ def json_value(value: Any, zone: str = "UTC") -> Any:
     return value
 
 
-def _text(value: Any) -> str:
+def _text(value: Any, zone: str = "UTC") -> str:
     if value is None:
         return ""
-    converted = json_value(value)
+    converted = json_value(value, zone)
     return converted if isinstance(converted, str) else json.dumps(converted)
 
 
-def format_json(table: pa.Table) -> str:
-    return json.dumps([{k: json_value(v) for k, v in row.items()} for row in table.to_pylist()], indent=2) + "\n"
+def format_json(table: pa.Table, zone: str = "UTC") -> str:
+    return json.dumps([{k: json_value(v, zone) for k, v in row.items()} for row in table.to_pylist()],
+                      indent=2) + "\n"
 
 
-def format_csv(table: pa.Table) -> str:
+def format_csv(table: pa.Table, zone: str = "UTC") -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(table.column_names)
     for row in table.to_pylist():
-        writer.writerow([_text(v) for v in row.values()])
+        writer.writerow([_text(v, zone) for v in row.values()])
     return out.getvalue()
 
 
-def format_table(table: pa.Table) -> str:
-    """Columns padded to their widest value, a rule under the header, and the row count."""
+def format_table(table: pa.Table, zone: str = "UTC") -> str:
+    """Columns padded to their widest value, a rule under the header, and the row count; timestamps in `zone`."""
     header = table.column_names
-    cells = [[_text(v) for v in row.values()] for row in table.to_pylist()]
+    cells = [[_text(v, zone) for v in row.values()] for row in table.to_pylist()]
     widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(header)]
 
     def line(values: list[str]) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import datetime
 
 import sqlglot
 from sqlglot import exp
@@ -48,8 +49,9 @@ class DruidDialect(Druid):
     Parser = _Parser
 
 
-def to_duckdb(sql: str) -> str:
-    """The query as DuckDB SQL: unchanged when it uses no Druid function (or sqlglot cannot read it)."""
+def to_duckdb(sql: str, zone: str = "UTC") -> str:
+    """The query as DuckDB SQL: unchanged when it uses no Druid function (or sqlglot cannot read it). `zone` is
+    the query's `sqlTimeZone`, the DuckDB session's TimeZone: the default zone of Druid's time functions."""
     try:
         trees = sqlglot.parse(sql, read=DruidDialect)
     except sqlglot.errors.SqlglotError as exc:
@@ -66,6 +68,10 @@ def to_duckdb(sql: str) -> str:
     tree = trees[0]
     changed = False
     for node in reversed(list(tree.walk())):  # children first: a rewritten argument is in place for its parent
+        if zone != UTC and _timestamp_literal(node):  # Druid's TIMESTAMP is an instant: wall-clock time in the zone
+            node.set("to", exp.DataType.build("TIMESTAMPTZ", dialect="duckdb"))
+            changed = True
+            continue
         name = _druid_name(node)
         if name is None:
             continue
@@ -76,7 +82,7 @@ def to_duckdb(sql: str) -> str:
         if rewrite is None:
             continue
         args = _args(node)
-        new = rewrite(name, args)
+        new = _ZONED[name](name, args, zone) if name in _ZONED else rewrite(name, args)
         if name in _AGGREGATES:
             node, new = _keep_filter_and_window(node, new)
         node.replace(new)
@@ -86,6 +92,11 @@ def to_duckdb(sql: str) -> str:
     if changed or any(_calls(sql, name) for name in _SQLGLOT_SPELLS):
         return tree.sql(dialect="duckdb")
     return sql
+
+
+def _timestamp_literal(node: exp.Expression) -> bool:
+    return (isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string
+            and node.to.is_type(exp.DataType.Type.TIMESTAMP))
 
 
 def _calls(sql: str, name: str) -> bool:
@@ -186,9 +197,10 @@ UTC = "UTC"
 _OFFSET = re.compile(r"^[+-]\d{1,2}(:?\d{2})?$")
 
 
-def _zone(fn: str, arg: exp.Expression | None) -> str:
-    """Druid's time zone argument: a zone name, or an offset such as '-08:00' (ICU's 'GMT-08:00')."""
-    zone = _string(fn, arg, "time zone", UTC)
+def _zone(fn: str, arg: exp.Expression | None, session: str) -> str:
+    """Druid's time zone argument: a zone name, or an offset such as '-08:00' (ICU's 'GMT-08:00'); the query's
+    sqlTimeZone when not given."""
+    zone = _string(fn, arg, "time zone", session)
     return f"GMT{zone}" if _OFFSET.match(zone) else zone
 
 
@@ -227,39 +239,48 @@ def _single_unit(period: Period) -> str | None:
     return None  # P3M: buckets of 3 months from the origin (1970-01): the calendar quarters
 
 
-def _local(ts: exp.Expression, zone: str) -> exp.Expression:
-    """The wall-clock time in `zone` of a Druid timestamp (a DuckDB TIMESTAMP). In UTC, the session's zone, the
-    TIMESTAMPTZ itself: DuckDB's functions read it in UTC, without a conversion per row."""
-    return _instant(ts) if zone == UTC else _call("timezone", _str(zone), _instant(ts))
+def _native(zone: str, session: str) -> bool:
+    """Whether DuckDB's own functions on a TIMESTAMPTZ already work in `zone`: in UTC when the session is UTC
+    (no conversion per row); otherwise the rewrites work on wall-clock time in the zone, as Druid's do."""
+    return zone == UTC == session
 
 
-def _from_local(local: exp.Expression, zone: str) -> exp.Expression:
-    return local if zone == UTC else _call("timezone", _str(zone), local)
+def _local(ts: exp.Expression, zone: str, session: str) -> exp.Expression:
+    """The wall-clock time in `zone` of a Druid timestamp (a DuckDB TIMESTAMP), or the TIMESTAMPTZ itself."""
+    return _instant(ts) if _native(zone, session) else _call("timezone", _str(zone), _instant(ts))
 
 
-def _floor(fn: str, ts: exp.Expression, period: Period, origin: exp.Expression | None, zone: str) -> exp.Expression:
+def _from_local(local: exp.Expression, zone: str, session: str) -> exp.Expression:
+    return local if _native(zone, session) else _call("timezone", _str(zone), local)
+
+
+def _floor(fn: str, ts: exp.Expression, period: Period, origin: exp.Expression | None, zone: str,
+           session: str) -> exp.Expression:
     """Druid's PeriodGranularity: a one-unit period without origin floors to the unit in the zone (weeks start
-    Monday); otherwise buckets of the period counted from the origin (default 1970-01-01T00:00Z)."""
+    Monday); otherwise buckets of the period counted from the origin (default 1970-01-01T00:00 in the zone)."""
     unit = _single_unit(period)
     if unit is not None and (origin is None or isinstance(origin, exp.Null)):
-        return _from_local(_call("date_trunc", _str(unit), _local(ts, zone)), zone)
-    if origin is None or isinstance(origin, exp.Null):
-        origin = exp.Literal.string("1970-01-01 00:00:00+00")
+        return _from_local(_call("date_trunc", _str(unit), _local(ts, zone, session)), zone, session)
     step = exp.Cast(this=_str(_interval(fn, period)), to=exp.DataType.build("INTERVAL"))
-    return _from_local(_call("time_bucket", step, _local(ts, zone), _local(origin, zone)), zone)
+    if origin is None or isinstance(origin, exp.Null):
+        local_origin = (_instant(_str("1970-01-01 00:00:00+00")) if _native(zone, session) else
+                        exp.Cast(this=_str("1970-01-01 00:00:00"), to=exp.DataType.build("TIMESTAMP")))
+    else:
+        local_origin = _local(origin, zone, session)
+    return _from_local(_call("time_bucket", step, _local(ts, zone, session), local_origin), zone, session)
 
 
-def _time_floor(fn: str, args: list) -> exp.Expression:
+def _time_floor(fn: str, args: list, session: str) -> exp.Expression:
     _arity(fn, args, 2, 4)
     ts, period, origin, zone = (args + [None, None])[:4]
-    return _floor(fn, ts, _period(fn, period), origin, _zone(fn, zone))
+    return _floor(fn, ts, _period(fn, period), origin, _zone(fn, zone, session), session)
 
 
-def _time_ceil(fn: str, args: list) -> exp.Expression:
+def _time_ceil(fn: str, args: list, session: str) -> exp.Expression:
     _arity(fn, args, 2, 4)
     ts, period_arg, origin, zone_arg = (args + [None, None])[:4]
-    period, zone = _period(fn, period_arg), _zone(fn, zone_arg)
-    floor = _floor(fn, ts, period, origin, zone)
+    period, zone = _period(fn, period_arg), _zone(fn, zone_arg, session)
+    floor = _floor(fn, ts, period, origin, zone, session)
     return _call("druid_ceil", _instant(ts.copy()), floor, _str(_shift_interval(period)), _str(zone))
 
 
@@ -269,11 +290,11 @@ def _shift_interval(period: Period) -> str:
     return " ".join(parts) or "0 seconds"
 
 
-def _time_shift(fn: str, args: list) -> exp.Expression:
+def _time_shift(fn: str, args: list, session: str) -> exp.Expression:
     _arity(fn, args, 3, 4)
     ts, period, step, zone = (args + [None])[:4]
     return _call("druid_shift", _instant(ts), _str(_shift_interval(_period(fn, period))), step,
-                 _str(_zone(fn, zone)))
+                 _str(_zone(fn, zone, session)))
 
 
 # Druid's TIME_EXTRACT / EXTRACT units (Joda fields) as DuckDB date parts
@@ -283,20 +304,20 @@ _EXTRACT = {"SECOND": "second", "MINUTE": "minute", "HOUR": "hour", "DAY": "day"
             "MILLENNIUM": "millennium"}
 
 
-def _time_extract(fn: str, args: list) -> exp.Expression:
+def _time_extract(fn: str, args: list, session: str) -> exp.Expression:
     _arity(fn, args, 2, 3)
     ts, unit_arg, zone_arg = (args + [None])[:3]
     unit = (_string(fn, unit_arg, "unit") or "").upper()
-    zone = _zone(fn, zone_arg)
+    zone = _zone(fn, zone_arg, session)
     if unit == "EPOCH":
         return exp.IntDiv(this=_call("epoch_ms", _instant(ts)), expression=_num(1000))
     if unit in ("MILLISECOND", "MICROSECOND"):
         part, scale = ("millisecond", 1000) if unit == "MILLISECOND" else ("microsecond", 1_000_000)
-        return exp.Mod(this=_call("date_part", _str(part), _local(ts, zone)), expression=_num(scale))
+        return exp.Mod(this=_call("date_part", _str(part), _local(ts, zone, session)), expression=_num(scale))
     if unit not in _EXTRACT:
         raise DruidSqlError(f"{fn}: unknown unit {unit!r}; the units are EPOCH, MILLISECOND, MICROSECOND, "
                             f"{', '.join(_EXTRACT)}")
-    return _call("date_part", _str(_EXTRACT[unit]), _local(ts, zone))
+    return _call("date_part", _str(_EXTRACT[unit]), _local(ts, zone, session))
 
 
 # Joda-Time pattern letters as DuckDB strftime / strptime directives; Z, ZZ (offsets) and ZZZ (zone id) apart
@@ -316,12 +337,12 @@ def _joda(fn: str, pattern: str) -> list[tuple[str, bool]]:
         raise DruidSqlError(f"{fn}: {exc}") from None
 
 
-def _time_format(fn: str, args: list) -> exp.Expression:
+def _time_format(fn: str, args: list, session: str) -> exp.Expression:
     _arity(fn, args, 1, 3)
     ts, pattern_arg, zone_arg = (args + [None, None])[:3]
     pattern = _string(fn, pattern_arg, "pattern")
-    zone = _zone(fn, zone_arg)
-    local = _local(ts, zone)
+    zone = _zone(fn, zone_arg, session)
+    local = _local(ts, zone, session)
     if pattern is None:  # ISO-8601 as Joda's ISODateTimeFormat.dateTime() prints it: 'Z' for a zero offset
         return exp.DPipe(this=_call("strftime", local, _str("%Y-%m-%dT%H:%M:%S.%g")),
                          expression=_call("druid_offset", _instant(ts.copy()), _str(zone), _str(":"),
@@ -342,11 +363,11 @@ def _time_format(fn: str, args: list) -> exp.Expression:
     return pieces[0] if len(pieces) == 1 else _call("concat", *pieces)
 
 
-def _time_parse(fn: str, args: list) -> exp.Expression:
+def _time_parse(fn: str, args: list, session: str) -> exp.Expression:
     _arity(fn, args, 1, 3)
     text, pattern_arg, zone_arg = (args + [None, None])[:3]
     pattern = _string(fn, pattern_arg, "pattern")
-    zone = _zone(fn, zone_arg)
+    zone = _zone(fn, zone_arg, session)
     as_text = exp.Cast(this=text, to=exp.DataType.build("VARCHAR"))
     if pattern is None:
         return _call("druid_parse_iso", as_text, _str(zone))
@@ -359,7 +380,7 @@ def _time_parse(fn: str, args: list) -> exp.Expression:
         else:
             directives += _JODA[token] if letter else token.replace("%", "%%")
     parsed = _call("try_strptime", as_text, _str(directives))
-    return _instant(parsed) if zoned or zone == UTC else _call("timezone", _str(zone), parsed)
+    return _instant(parsed) if zoned or _native(zone, session) else _call("timezone", _str(zone), parsed)
 
 
 def _millis_to_timestamp(fn: str, args: list) -> exp.Expression:
@@ -384,21 +405,31 @@ def _unit(fn: str, arg: exp.Expression) -> str:
     return unit.lower()
 
 
-def _floor_to(fn: str, args: list) -> exp.Expression:
-    return _call("date_trunc", _str(_unit("FLOOR", args[1])), _instant(args[0]))
+def _floor_to(fn: str, args: list, session: str) -> exp.Expression:
+    unit = _unit("FLOOR", args[1])
+    return _from_local(_call("date_trunc", _str(unit), _local(args[0], session, session)), session, session)
 
 
-def _ceil_to(fn: str, args: list) -> exp.Expression:
+def _ceil_to(fn: str, args: list, session: str) -> exp.Expression:
     unit = _unit("CEIL", args[1])
-    return _call("druid_ceil", _instant(args[0]), _call("date_trunc", _str(unit), _instant(args[0].copy())),
-                 _str(f"1 {unit}"), _str(UTC))
+    return _call("druid_ceil", _instant(args[0]), _floor_to(fn, [args[0].copy(), args[1]], session),
+                 _str(f"1 {unit}"), _str(session))
 
 
-def _timestampadd(fn: str, args: list) -> exp.Expression:
+# Druid adds a day-time unit as a fixed length (Calcite's day-time interval: a day is 24 hours) and a month,
+# quarter or year on the calendar in the query's zone (TIME_SHIFT)
+_FIXED_SECONDS = {"millisecond": 0.001, "second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}
+
+
+def _timestampadd(fn: str, args: list, session: str) -> exp.Expression:
     _arity(fn, args, 3, 3)
-    step = exp.Cast(this=_str(f"1 {_unit(fn, args[0])}"), to=exp.DataType.build("INTERVAL"))
-    return exp.Add(this=_instant(args[2]), expression=exp.Mul(
-        this=exp.Cast(this=args[1], to=exp.DataType.build("BIGINT")), expression=step))
+    unit = _unit(fn, args[0])
+    count = exp.Cast(this=args[1], to=exp.DataType.build("BIGINT"))
+    if unit in _FIXED_SECONDS:
+        step = exp.Cast(this=_str(f"{_FIXED_SECONDS[unit] * 1_000_000:.0f} microseconds"),
+                        to=exp.DataType.build("INTERVAL"))
+        return exp.Add(this=_instant(args[2]), expression=exp.Mul(this=count, expression=step))
+    return _call("druid_shift", _instant(args[2]), _str(f"1 {unit}"), count, _str(session))
 
 
 def _timestampdiff(fn: str, args: list) -> exp.Expression:
@@ -406,13 +437,13 @@ def _timestampdiff(fn: str, args: list) -> exp.Expression:
     return _call("date_sub", _str(_unit(fn, args[0])), _instant(args[1]), _instant(args[2]))
 
 
-def _time_in_interval(fn: str, args: list) -> exp.Expression:
+def _time_in_interval(fn: str, args: list, session: str) -> exp.Expression:
     _arity(fn, args, 2, 2)
     text = _string(fn, args[1], "interval") or ""
     try:
         start_text, end_text = text.split("/")
-        start = None if start_text.upper().startswith("P") else parse_datetime(start_text)
-        end = None if end_text.upper().startswith("P") else parse_datetime(end_text)
+        start = None if start_text.upper().startswith("P") else _wall_or_instant(start_text)
+        end = None if end_text.upper().startswith("P") else _wall_or_instant(end_text)
         if start is None and end is not None:
             start = Period.parse(start_text).subtract_from(end)
         elif end is None and start is not None:
@@ -422,9 +453,24 @@ def _time_in_interval(fn: str, args: list) -> exp.Expression:
     if start is None or end is None:
         raise DruidSqlError(f"{fn}: {text!r} is not an ISO-8601 interval such as '2001-01-01/P1D'")
     ts = _instant(args[0])
-    bound = lambda when: _instant(_str(format_datetime(when)))  # noqa: E731
-    return exp.Paren(this=exp.And(this=exp.GTE(this=ts, expression=bound(start)),
-                                  expression=exp.LT(this=ts.copy(), expression=bound(end))))
+    return exp.Paren(this=exp.And(this=exp.GTE(this=ts, expression=_bound(start)),
+                                  expression=exp.LT(this=ts.copy(), expression=_bound(end))))
+
+
+_TEXT_OFFSET = re.compile(r"(Z|[+-]\d\d(:?\d\d)?)$", re.IGNORECASE)
+
+
+def _wall_or_instant(text: str) -> datetime:
+    """An interval end: an instant when the text gives its offset, else wall-clock time (in the query's zone,
+    as Druid reads it), a naive datetime."""
+    when = parse_datetime(text)
+    time_part = text.strip().upper().partition("T")[2]
+    return when if time_part and _TEXT_OFFSET.search(time_part) else when.replace(tzinfo=None)
+
+
+def _bound(when: datetime) -> exp.Expression:
+    # a naive one reads in the session's zone: DuckDB's cast of text without an offset to TIMESTAMPTZ
+    return _instant(_str(format_datetime(when) if when.tzinfo else when.isoformat(sep=" ")))
 
 
 # ------------------------------------------------------------------------------------------ aggregates
@@ -591,12 +637,16 @@ def _complement(fn: str, args: list) -> exp.Expression:
     return exp.BitwiseNot(this=exp.Paren(this=args[0]))
 
 
-_REWRITES: dict[str, Callable[[str, list], exp.Expression]] = {
+# the rewrites that read the query's sqlTimeZone (their default zone)
+_ZONED: dict[str, Callable[[str, list, str], exp.Expression]] = {
     "TIME_FLOOR": _time_floor, "TIME_CEIL": _time_ceil, "TIME_SHIFT": _time_shift,
     "TIME_EXTRACT": _time_extract, "TIME_FORMAT": _time_format, "TIME_PARSE": _time_parse,
-    "TIME_IN_INTERVAL": _time_in_interval,
+    "TIME_IN_INTERVAL": _time_in_interval, "FLOOR_TO": _floor_to, "CEIL_TO": _ceil_to, "TIMESTAMPADD": _timestampadd,
+}
+_REWRITES: dict[str, Callable[..., exp.Expression]] = {
+    **_ZONED,
     "MILLIS_TO_TIMESTAMP": _millis_to_timestamp, "TIMESTAMP_TO_MILLIS": _timestamp_to_millis,
-    "FLOOR_TO": _floor_to, "CEIL_TO": _ceil_to, "TIMESTAMPADD": _timestampadd, "TIMESTAMPDIFF": _timestampdiff,
+    "TIMESTAMPDIFF": _timestampdiff,
     "LATEST": _latest, "EARLIEST": _latest, "LATEST_BY": _latest, "EARLIEST_BY": _latest,
     "ANY_VALUE": _any_value,
     "APPROX_COUNT_DISTINCT": _ds_hll, "APPROX_COUNT_DISTINCT_BUILTIN": _ds_hll,
@@ -643,7 +693,7 @@ MACROS = {
     "druid_shift": "(t, step, n, tz) AS timezone(tz, timezone(tz, t) + CAST(n AS BIGINT) * CAST(step AS INTERVAL))",
     # the zone's offset from UTC at `t`, in seconds, then as Joda prints it (Z: +0800, ZZ: +08:00; `zulu`: 'Z'
     # for a zero offset, as ISO-8601 output does)
-    "druid_offset_seconds": "(t, tz) AS CAST(epoch(timezone(tz, t)) - epoch(CAST(t AS TIMESTAMP)) AS BIGINT)",
+    "druid_offset_seconds": "(t, tz) AS CAST(epoch(timezone(tz, t)) - epoch(timezone('UTC', t)) AS BIGINT)",
     "druid_offset": "(t, tz, sep, zulu) AS CASE WHEN zulu AND druid_offset_seconds(t, tz) = 0 THEN 'Z' "
                     "ELSE printf('%s%02d%s%02d', CASE WHEN druid_offset_seconds(t, tz) < 0 THEN '-' ELSE '+' END, "
                     "abs(druid_offset_seconds(t, tz)) // 3600, sep, abs(druid_offset_seconds(t, tz)) % 3600 // 60) "

@@ -205,7 +205,7 @@ def _run(con, store: MetadataStore, sql: str, may_read: Callable[[str], bool] | 
     segments: dict[str, int] = {}
     try:
         zone = _time_zone(time_zone)
-        checked, runs = _one_read_only_statement(con, _druid_to_duckdb(sql))
+        checked, runs = _one_read_only_statement(con, _druid_to_duckdb(sql, zone))
         tree, text = _parse(con, checked, runs)
         names = _datasources_named(store, tree, may_read)
         for name in names:
@@ -230,9 +230,9 @@ def _run(con, store: MetadataStore, sql: str, may_read: Callable[[str], bool] | 
         raise SqlError(f"the query failed: {_first_line(exc)}{hint}") from exc
 
 
-def _druid_to_duckdb(sql: str) -> str:
+def _druid_to_duckdb(sql: str, zone: str) -> str:
     try:
-        return druid_sql.to_duckdb(sql)
+        return druid_sql.to_duckdb(sql, zone)
     except druid_sql.DruidSqlError as exc:
         raise SqlError(str(exc)) from exc
 

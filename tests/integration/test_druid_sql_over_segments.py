@@ -117,6 +117,12 @@ def test_ingest_query_speaks_druid_sql_and_refuses_what_it_cannot_in_one_line(sh
     (row,) = json.loads(ok.stdout)
     assert row["h"] == "2026-11-22T10:00:00.000Z"
     assert dsk.compact_theta_sketch.deserialize(base64.b64decode(row["users"])).get_estimate() == 500.0
+    # --time-zone is Druid's sqlTimeZone: the functions' default zone, the literal's zone, how timestamps print
+    india = cli("SELECT TIME_FLOOR(__time, 'P1D') AS d, TIME_FORMAT(MIN(__time), 'HH:mm') AS first, COUNT(*) AS n "
+                "FROM shows WHERE __time >= TIMESTAMP '2026-11-22 16:00:00' GROUP BY 1", "--json",
+                "--time-zone", "Asia/Kolkata")
+    assert india.returncode == 0, india.stderr
+    assert json.loads(india.stdout) == [{"d": "2026-11-22T00:00:00.000+05:30", "first": "16:10", "n": 2}]
     for sql, message in [
         ("SELECT APPROX_QUANTILE(watch_q, 0.5) FROM shows", "error: Druid SQL function APPROX_QUANTILE is not "
                                                            "supported here"),

@@ -131,6 +131,61 @@ def test_time_functions_return_druids_values(expr, expected):
     assert one(f"SELECT {expr} FROM t") == expected
 
 
+# Druid's sqlTimeZone: the default zone of every time function and how a TIMESTAMP literal reads. T is
+# 02:47:31.250 PST; 2026-11-01 is the day Los Angeles leaves summer time (a day of 25 hours).
+LA = "America/Los_Angeles"
+
+
+@pytest.mark.parametrize("expr, expected", [
+    ("TIME_FLOOR(__time, 'P1D')", at(2026, 11, 22, 8)),  # midnight in Los Angeles
+    ("TIME_FLOOR(__time, 'PT6H')", at(2026, 11, 22, 8)),  # 6-hour buckets from local midnight, not UTC's
+    ("TIME_FLOOR(__time, 'PT1H', NULL, 'UTC')", at(2026, 11, 22, 10)),  # a zone given wins
+    ("TIME_CEIL(__time, 'P1D')", at(2026, 11, 23, 8)),
+    ("FLOOR(__time TO DAY)", at(2026, 11, 22, 8)),
+    ("CEIL(__time TO DAY)", at(2026, 11, 23, 8)),
+    ("TIMESTAMP '2026-11-22 02:00:00'", at(2026, 11, 22, 10)),  # a literal is wall-clock time in the zone
+    ("TIME_SHIFT(TIMESTAMP '2026-10-31 12:00:00', 'P1D', 1)", at(2026, 11, 1, 20)),  # a calendar day: 25 hours
+    ("TIMESTAMPADD(MONTH, 1, TIMESTAMP '2026-10-15 12:00:00')", at(2026, 11, 15, 20)),
+    ("TIMESTAMPADD(DAY, 1, TIMESTAMP '2026-10-31 12:00:00')", at(2026, 11, 1, 19)),  # Druid adds 24 hours
+    ("TIME_PARSE('2026-11-22 02:00:00')", at(2026, 11, 22, 10)),
+    ("TIME_PARSE('2026-11-22', 'yyyy-MM-dd')", at(2026, 11, 22, 8)),
+    ("TIME_PARSE('2026-11-22T02:00:00Z')", at(2026, 11, 22, 2)),  # an offset in the text wins
+    ("TIME_PARSE('2026-11-22 02:00', 'yyyy-MM-dd HH:mm', 'UTC')", at(2026, 11, 22, 2)),
+])
+def test_sql_time_zone_is_the_default_zone_of_time_functions(expr, expected):
+    assert one_in(LA, f"SELECT {expr} FROM t") == expected
+
+
+@pytest.mark.parametrize("expr, expected", [
+    ("TIME_FORMAT(__time)", "2026-11-22T02:47:31.250-08:00"),
+    ("TIME_FORMAT(__time, 'yyyy-MM-dd HH:mm Z')", "2026-11-22 02:47 -0800"),
+    ("TIME_FORMAT(__time, 'yyyy-MM-dd HH:mm', 'UTC')", "2026-11-22 10:47"),
+    ("TIME_FORMAT(__time, NULL, 'UTC')", "2026-11-22T10:47:31.250Z"),
+    ("TIME_EXTRACT(__time, 'HOUR')", 2),
+    ("TIME_EXTRACT(__time, 'HOUR', 'UTC')", 10),
+    ("TIME_EXTRACT(__time, 'EPOCH')", 1795344451),
+    ("EXTRACT(HOUR FROM __time)", 2),
+    ("TIME_IN_INTERVAL(__time, '2026-11-22T00:00/2026-11-22T10:00')", True),  # 08:00Z to 18:00Z
+    ("TIME_IN_INTERVAL(__time, '2026-11-22T00:00Z/2026-11-22T10:00Z')", False),
+    ("TIME_IN_INTERVAL(__time, '2026-11-22/P1D')", True),
+])
+def test_sql_time_zone_values(expr, expected):
+    assert one_in(LA, f"SELECT {expr} FROM t") == expected
+
+
+def one_in(zone: str, sql: str):
+    """`sql` run as a query with `sqlTimeZone` `zone`: translated for it, on a connection in it (as `store.sql`)."""
+    (connection,) = _CON
+    connection.register("t", pa.table({"__time": pa.array([T], TIME)}))
+    connection.execute(f"SET TimeZone = '{zone}'")
+    try:
+        ((value,),) = connection.sql(to_duckdb(sql, zone)).fetchall()
+    finally:
+        connection.execute("SET TimeZone = 'UTC'")
+        connection.unregister("t")
+    return value.astimezone(UTC) if isinstance(value, datetime) else value
+
+
 def test_time_floor_groups_rows_as_druid_buckets():
     times = [at(2026, 11, 22, h, m) for h in (9, 10) for m in (0, 14, 15, 59)]
     table = pa.table({"__time": pa.array(times, TIME), "added": list(range(8))})
