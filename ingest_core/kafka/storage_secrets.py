@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ingest_core.core.secrets import SecretUnavailableError, parse_secret_ref
-from ingest_core.core.spec import DatasourceSpec, S3Access as S3Settings
+from ingest_core.core.spec import DatasourceSpec, S3Config
 from ingest_core.handover import deep_storage, object_store
 from ingest_core.handover.object_store import S3Access
 from ingest_core.kafka.secrets import mask_in_airflow_logs, resolve
@@ -20,7 +20,7 @@ from ingest_core.kafka.secrets import mask_in_airflow_logs, resolve
 PATH = "microbatch.deepStorage.s3"
 
 
-def resolve_s3(settings: S3Settings) -> S3Access:
+def resolve_s3(settings: S3Config) -> S3Access:
     """The settings' values: explicit fields first, then the Airflow connection's (login, password, extra
     `endpoint_url`, `region_name`, `aws_session_token`), as Airflow's `aws` connection type keeps them."""
     endpoint, region = settings.endpoint, settings.region

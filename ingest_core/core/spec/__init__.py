@@ -61,7 +61,7 @@ from ingest_core.core.spec.microbatch import (
     HealthConfig,
     IcebergTable,
     Microbatch,
-    S3Access,
+    S3Config,
     SparkConfig,
 )
 from ingest_core.core.spec.compaction import Compaction, CompactionGranularity, CompactionTuning, Kill, PartitionsSpec
@@ -105,7 +105,7 @@ __all__ = [
     "MAX_TASK_COUNT",
     "MULTI_VALUE_HANDLING",
     "Microbatch",
-    "S3Access",
+    "S3Config",
     "PROTO_DECODER_TYPES",
     "PartitionsSpec",
     "ProtoBytesDecoder",

@@ -62,7 +62,7 @@ class SparkConfig:
 
 
 @dataclass(frozen=True)
-class S3Access:
+class S3Config:
     """How to reach an S3 or S3-compatible deep storage (`deepStorage.s3`); left out, the AWS SDKs' own chain
     (AWS_* environment variables, ~/.aws, an instance role) and AWS's endpoints apply. Credentials are only ever
     references, never values: an Airflow connection (`connection`: login = access key id, password = secret
@@ -104,7 +104,7 @@ class S3Access:
 class DeepStorage:
     # A Hadoop-compatible URI (file://, hdfs://, s3a://, ...); default: $INGEST_HOME/deep-storage.
     uri: str | None = None
-    s3: S3Access | None = None  # for an s3a:// (or s3://) uri: endpoint, region, credentials
+    s3: S3Config | None = None  # for an s3a:// (or s3://) uri: endpoint, region, credentials
 
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.s3 is not None and self.uri is not None and not self.uri.startswith(("s3a://", "s3://")):
