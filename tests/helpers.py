@@ -286,13 +286,14 @@ def topic_records(broker, topic: str) -> list:
 # ------------------------------------------------------------------------------------ waits without a race
 
 # Bounds a hang only, never a speed: a call or a child process still waiting this long is stuck, however loaded
-# the machine. What a test checks ends by the product's own deadline (or the children's own work) well before.
-WATCHDOG_S = 900.0
+# the machine (what the tests wait for ends by a deadline of seconds, or work of seconds); under pytest-timeout's
+# 600 s, so that the test fails with this message.
+WATCHDOG_S = 300.0
 
 
-def ends_by_itself(call, watchdog_s: float = WATCHDOG_S):
-    """`call()`'s result, or what it raised, raised here: it runs in a thread of its own, and the test fails (instead
-    of hanging with it) if it is still waiting after `watchdog_s`, which means that no deadline ended the wait."""
+def ends_by_itself(call, *args, watchdog_s: float = WATCHDOG_S, **kwargs):
+    """`call(*args, **kwargs)`'s result, or what it raised, raised here: it runs in a thread of its own, and the test fails
+    (instead of hanging with it) if it is still waiting after `watchdog_s`: no deadline ended the wait."""
     import contextvars
     import threading
 
@@ -302,7 +303,7 @@ def ends_by_itself(call, watchdog_s: float = WATCHDOG_S):
 
     def run() -> None:
         try:
-            outcome["result"] = call()
+            outcome["result"] = call(*args, **kwargs)
         except BaseException as exc:  # noqa: BLE001 - raised again in the test's thread
             outcome["error"] = exc
 
