@@ -281,3 +281,77 @@ def topic_records(broker, topic: str) -> list:
     finally:
         consumer.close()
     return out
+
+
+# ------------------------------------------------------------------------------------ waits without a race
+
+# Bounds a hang only, never a speed: a call or a child process still waiting this long is stuck, however loaded
+# the machine (what the tests wait for ends by a deadline of seconds, or work of seconds); under pytest-timeout's
+# 600 s, so that the test fails with this message.
+WATCHDOG_S = 300.0
+
+
+def ends_by_itself(call, *args, watchdog_s: float = WATCHDOG_S, **kwargs):
+    """`call(*args, **kwargs)`'s result, or what it raised, raised here: it runs in a thread of its own, and the test fails
+    (instead of hanging with it) if it is still waiting after `watchdog_s`: no deadline ended the wait."""
+    import contextvars
+    import threading
+
+    import pytest
+
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = call(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the test's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True)
+    thread.start()
+    thread.join(watchdog_s)
+    if thread.is_alive():
+        pytest.fail(f"still waiting after {watchdog_s:.0f}s: nothing ended the wait (a hang)")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
+def wait_for_children(procs, results=None, watchdog_s: float = WATCHDOG_S) -> list:
+    """Until every (multiprocessing) process of `procs` has exited and, with a `results` queue, each has put one
+    result there: returns them in arrival order. No bound a slow machine can break: it fails at once when a child
+    exits with an error or without its result (a crash at import, say; its siblings are terminated, as a barrier
+    they wait at would never open), and on a hang only after `watchdog_s`."""
+    import multiprocessing.connection
+    import queue
+    import time
+
+    import pytest
+
+    got: list = []
+    expected = len(procs) if results is not None else 0
+    deadline = time.monotonic() + watchdog_s
+    try:
+        while True:
+            if results is not None and len(got) < expected:
+                try:  # what a child put is in the pipe before it exits (its queue's feeder flushes at exit)
+                    got.append(results.get(timeout=0.2))
+                    continue
+                except queue.Empty:
+                    pass
+            failed = [p for p in procs if p.exitcode not in (None, 0)]
+            if failed:
+                pytest.fail("child processes failed: " + ", ".join(f"{p.name} exit code {p.exitcode}" for p in failed))
+            if all(p.exitcode == 0 for p in procs):
+                if len(got) < expected:
+                    pytest.fail(f"{expected - len(got)} of {expected} child processes exited without their result")
+                return got
+            if time.monotonic() > deadline:
+                pytest.fail(f"child processes still running after {watchdog_s:.0f}s (a hang): "
+                            + ", ".join(p.name for p in procs if p.exitcode is None))
+            multiprocessing.connection.wait([p.sentinel for p in procs if p.exitcode is None], timeout=0.2)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+            p.join()

@@ -14,6 +14,7 @@ from confluent_kafka import Producer
 from helpers import (
     SIMPLE,
     T0,
+    ends_by_itself,
     ingest_run,
     iso,
     produce_all,
@@ -384,9 +385,9 @@ def test_empty_range_publishes_no_segments(spark, broker, store, tmp_path):
     assert result.segment_ids == () and rows_of(store) == []
 
 
-def test_unreachable_broker_fails_within_a_bounded_time(spark, store, tmp_path):
-    import time as _time
-
+def test_unreachable_broker_fails_by_its_own_deadline(spark, store, tmp_path):
+    """Only the job's own deadline (Kafka's metadata wait, bounded by the stall timeout) ends a read of a broker
+    that is not there; a watchdog fails the test on a hang instead of timing it."""
     from ingest_core.core.offsets import OffsetRange, StartSource, TopicPartition
     from ingest_core.core.planner import PartitionPlan, Plan, TaskGroup
     from ingest_core.dev.embedded import free_port
@@ -396,11 +397,9 @@ def test_unreachable_broker_fails_within_a_bounded_time(spark, store, tmp_path):
     tp = TopicPartition("gone", 0)
     plan = Plan("ds", "r1", T0, (TaskGroup(0, (PartitionPlan(tp, 0, 10, StartSource.EARLIEST),),
                                           (OffsetRange(tp, 0, 10),)),), "modulo")
-    started = _time.monotonic()
     job = GroupJob(spec, plan, 0, 0, (tmp_path / "out").as_uri())
     with pytest.raises(BrokerUnavailableError, match="cannot reach Kafka"):
-        run_group(spark, job, stall_timeout_s=5)
-    assert _time.monotonic() - started < 60
+        ends_by_itself(run_group, spark, job, stall_timeout_s=5)
     from ingest_core.handover import deep_storage
     report = deep_storage.read_json(deep_storage.join(job.attempt_uri, "report.json"))
     assert report["state"] == "FAILED" and "cannot reach Kafka" in report["error"]

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from confluent_kafka import TopicPartition as KTP
 from confluent_kafka.admin import NewPartitions
+from helpers import ends_by_itself
 
 from ingest_core.core.errors import BrokerUnavailableError, TopicNotFoundError
 from ingest_core.core.offsets import TopicPartition
@@ -68,10 +69,8 @@ def test_unreachable_broker_fails_fast_and_clearly():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     reader = reader_for(f"127.0.0.1:{port}", timeout_s=3)
-    started = time.monotonic()
     with pytest.raises(BrokerUnavailableError, match=f"127.0.0.1:{port}.*did not answer.*within 3s"):
-        reader.partitions(topic="anything")
-    assert time.monotonic() - started < 30
+        ends_by_itself(reader.partitions, topic="anything")  # the reader's deadline ends it; a hang fails
 
 
 def test_queries_in_slices_give_the_same_offsets(broker):

@@ -5,7 +5,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from helpers import make_spec, plan_next
+from helpers import make_spec, plan_next, wait_for_children
 
 from ingest_core.core.states import RunEvent
 from ingest_core.core.errors import (
@@ -187,7 +187,7 @@ def test_empty_groups_advance_without_a_job(store):
 def _publish_in_process(url, run_id, barrier, queue):
     store = MetadataStore(url)
     plan = store.runs.require("wiki", run_id).plan
-    barrier.wait(timeout=60)
+    barrier.wait()  # no timeout: a sibling that never comes fails the test in `wait_for_children`
     try:
         r = Publisher(store).publish("wiki", run_id, results_for(plan))
         queue.put((run_id, "published" if not r.already_published else "no-op"))
@@ -205,10 +205,7 @@ def _race(url, run_ids):
     procs = [ctx.Process(target=_publish_in_process, args=(url, r, barrier, queue)) for r in run_ids]
     for p in procs:
         p.start()
-    outcomes = [queue.get(timeout=120) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-    return sorted(outcomes)
+    return sorted(wait_for_children(procs, queue))
 
 
 @pytest.mark.parametrize("rounds", [3])

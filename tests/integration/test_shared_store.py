@@ -8,7 +8,7 @@ import sys
 import textwrap
 
 import pytest
-from helpers import store_connections
+from helpers import store_connections, wait_for_children
 
 from ingest_core.store.engines import dispose_shared
 from ingest_core.store.metadata import MetadataStore
@@ -78,9 +78,7 @@ def test_a_forked_child_opens_connections_of_its_own(pg_url):
         result = ctx.Queue()
         child = ctx.Process(target=_backend_pid_in_child, args=(pg_url, result))
         child.start()
-        child_backend = result.get(timeout=60)
-        child.join(60)
-        assert child.exitcode == 0
+        (child_backend,) = wait_for_children([child], result)
         assert child_backend != parent_backend  # a connection is never used by two processes
         with MetadataStore.shared(pg_url).engine.connect() as conn:  # and the parent's still works, pooled
             assert conn.execute(sa.text("SELECT pg_backend_pid()")).scalar() == parent_backend

@@ -1,16 +1,17 @@
 """Every remote dependency, answered by a server that accepts the connection and never says a word:
 each call ends in its dependency's typed error, naming the endpoint and the deadline, instead of hanging. The
-deadlines are the tests' own short ones; each bound below is many times the deadline, so it bounds a hang and
-races nothing. docs/deadlines.md lists the settings these stand for."""
+deadlines are the tests' own short ones. Only the product's deadline can end a wait on a silent server, and the
+error says which deadline it was; each call runs under a watchdog (`ends_by_itself`) that fails the test on a hang
+and bounds nothing else, so a loaded machine is slow, never wrong. docs/deadlines.md lists the settings these stand
+for."""
 
 from __future__ import annotations
 
 import json
-import time
 import uuid
 
 import pytest
-from helpers import SIMPLE, spec_from
+from helpers import SIMPLE, ends_by_itself, spec_from
 from silent_server import SilentServer
 
 from ingest_core.core.errors import (
@@ -22,23 +23,10 @@ from ingest_core.core.errors import (
 )
 from ingest_core.core.offsets import TopicPartition
 
-BOUND_S = 30.0  # a hang is unbounded; anything under this is the deadline (plus start-up) working
-
-
 @pytest.fixture
 def silent():
     with SilentServer() as server:
         yield server
-
-
-class Clock:
-    def __enter__(self) -> "Clock":
-        self.started = time.monotonic()
-        return self
-
-    def __exit__(self, *_exc) -> None:
-        self.took = time.monotonic() - self.started
-        assert self.took < BOUND_S, f"took {self.took:.1f}s: the deadline did not end the wait"
 
 
 def test_kafka_planning_group_mirror_and_dead_letters_end_in_broker_unavailable(silent):
@@ -51,16 +39,15 @@ def test_kafka_planning_group_mirror_and_dead_letters_end_in_broker_unavailable(
         "consumerProperties": {"bootstrap.servers": silent.address, "default.api.timeout.ms": 2000}})
     reader = KafkaOffsetReader.for_spec(spec)
     try:
-        with Clock(), pytest.raises(BrokerUnavailableError) as planning:
-            reader.partitions(topic="t")
+        with pytest.raises(BrokerUnavailableError) as planning:
+            ends_by_itself(lambda: reader.partitions(topic="t"))
     finally:
         reader.close()
-    with Clock():
-        mirrored = sync_group(spec, {TopicPartition("t", 0): 5})
-    with Clock(), pytest.raises(BrokerUnavailableError) as group_read:
-        mirrored_offsets(spec, [TopicPartition("t", 0)])
-    with Clock(), pytest.raises(BrokerUnavailableError) as dead_letters:
-        DeadLetterProducer(spec)
+    mirrored = ends_by_itself(lambda: sync_group(spec, {TopicPartition("t", 0): 5}))
+    with pytest.raises(BrokerUnavailableError) as group_read:
+        ends_by_itself(lambda: mirrored_offsets(spec, [TopicPartition("t", 0)]))
+    with pytest.raises(BrokerUnavailableError) as dead_letters:
+        ends_by_itself(lambda: DeadLetterProducer(spec))
     for error in (planning.value, mirrored.unavailable, group_read.value, dead_letters.value):
         assert isinstance(error, BrokerUnavailableError), mirrored
         assert error.endpoint == silent.address and error.deadline_s == 2.0 and "within 2s" in str(error), error
@@ -73,17 +60,14 @@ def test_schema_registry_lookup_ends_in_registry_unavailable(silent):
 
     url = f"http://{silent.address}"
     client = SchemaRegistryClient(RegistryConfig.of(url=url), retry_delays=(0.2, 0.2), timeout=1.0, deadline=3.0)
-    with Clock() as clock, pytest.raises(RegistryUnavailableError) as info:
-        client.schema(7)
+    with pytest.raises(RegistryUnavailableError) as info:
+        ends_by_itself(lambda: client.schema(7))
     error = info.value
     assert isinstance(error, ValueError)  # still a bad record to the row parser: unparseable, counted per service
     assert isinstance(error, DependencyUnavailableError) and error.dependency == "schemaRegistry"
     assert error.endpoint == url and error.deadline_s == 3.0 and "lookup deadline 3s" in str(error)
-    # the lookup's deadline holds over its retries: 3 requests of 1 s and 0.4 s of waits fit; a 4th would not
-    assert clock.took < BOUND_S
-    with Clock() as again, pytest.raises(RegistryUnavailableError):  # the same id fails fast while it is down
-        client.schema(7)
-    assert again.took < BOUND_S
+    with pytest.raises(RegistryUnavailableError):  # the same id fails again while it is down
+        ends_by_itself(lambda: client.schema(7))
 
 
 def test_metadata_store_connect_ends_in_metadata_store_unavailable(silent, monkeypatch, capsys):
@@ -95,16 +79,15 @@ def test_metadata_store_connect_ends_in_metadata_store_unavailable(silent, monke
     monkeypatch.setattr(engines, "METADATA_CONNECT_TIMEOUT_S", 2)
     monkeypatch.setattr(engines, "RETRY_SECONDS", 3.0)
     url = f"postgresql+psycopg2://ingest:s3cret-pw@{silent.address}/metadata"
-    with Clock(), pytest.raises(MetadataStoreUnavailableError) as info:
-        MetadataStore(url).check_schema()
+    with pytest.raises(MetadataStoreUnavailableError) as info:
+        ends_by_itself(lambda: MetadataStore(url).check_schema())
     error = info.value
     assert error.dependency == "metadataStore" and error.deadline_s == 3.0
     assert "s3cret-pw" not in str(error) and f"{silent.address}/metadata" in error.endpoint
     assert "timeout expired" in str(error)
 
     # `ingest status --json` says which dependency did not answer, as JSON, with the password hidden
-    with Clock():
-        code = main(["status", "--json", "--metadata-url", f"{url}?connect_timeout=2"])
+    code = ends_by_itself(lambda: main(["status", "--json", "--metadata-url", f"{url}?connect_timeout=2"]))
     out = capsys.readouterr().out
     assert code == 1 and "s3cret-pw" not in out
     [down] = json.loads(out)["unavailableDependencies"]
@@ -122,8 +105,8 @@ def test_object_store_request_ends_in_object_store_unavailable(silent, monkeypat
     object_store.register_s3(uri, object_store.S3Access(endpoint=f"http://{silent.address}", region="us-east-1",
                                                         path_style=True, access_key="test", secret_key="test"))
     for call in (deep_storage.list_files, deep_storage.read_json):
-        with Clock(), pytest.raises(ObjectStoreUnavailableError) as info:
-            call(uri)
+        with pytest.raises(ObjectStoreUnavailableError) as info:
+            ends_by_itself(call, uri)
         assert info.value.endpoint == uri and info.value.deadline_s == 1.0 and "request timeout 1s" in str(info.value)
     # a filesystem pyarrow made from a URI of its own form gets the deadlines too, unless it has its own
     import pyarrow.fs as pafs
@@ -151,8 +134,7 @@ def test_status_names_each_dependency_that_did_not_answer(silent, monkeypatch, t
     store.datasources.register_spec("ds", spec.to_raw(), spec.fingerprint())
     running = plan_next(store, "scheduled__1", {TopicPartition("t", 0): 10}, ds="ds")
     store.runs.start("ds", running.run_id, None)  # its jobs are reading: status shows their progress
-    with Clock():
-        report = collect_status(store, "ds", spec, kafka_timeout_s=2.0)
+    report = ends_by_itself(lambda: collect_status(store, "ds", spec, kafka_timeout_s=2.0))
     down = {d["dependency"]: d for d in report.to_json()["payload"]["unavailableDependencies"]}
     assert set(down) == {"kafka", "objectStore"}, down
     assert down["kafka"]["endpoint"] == silent.address and down["kafka"]["deadlineSeconds"] == 2.0
@@ -166,8 +148,8 @@ def test_spark_connect_session_ends_in_spark_connect_unavailable(silent, monkeyp
     from ingest_core.spark.connect import CONNECT_TIMEOUT_VAR, connect_mode, open_session
 
     monkeypatch.setenv(CONNECT_TIMEOUT_VAR, "2")
-    with Clock(), connect_mode(), pytest.raises(SparkConnectUnavailableError) as info:
-        open_session(f"sc://{silent.address}/;token=s3cret-token", "ds")
+    with connect_mode(), pytest.raises(SparkConnectUnavailableError) as info:
+        ends_by_itself(lambda: open_session(f"sc://{silent.address}/;token=s3cret-token", "ds"))
     error = info.value
     assert error.dependency == "sparkConnect" and error.deadline_s == 2.0
     assert error.endpoint == f"sc://{silent.address}/" and "s3cret-token" not in str(error)

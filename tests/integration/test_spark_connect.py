@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 import psutil
 import pyarrow.parquet as pq
 import pytest
-from helpers import spec_from
+from helpers import WATCHDOG_S, spec_from
 
 from ingest_core.dev.embedded import EmbeddedSparkConnect
 from ingest_core.handover import deep_storage
@@ -131,14 +131,12 @@ def test_a_deadline_interrupts_the_job_and_not_the_other_jobs_of_its_session(spa
             errors[name] = exc
 
     later = threading.Thread(target=job, args=("later", 30))
-    started = time.monotonic()
     later.start()
     job("first", 8)
     assert "interrupted after 8s" in str(errors["first"])
     assert later.is_alive() and "later" not in errors, errors  # its own deadline is still to come
-    later.join(120)
+    later.join(WATCHDOG_S)  # its deadline ends it; the watchdog only bounds a hang
     assert not later.is_alive() and "interrupted after 30s" in str(errors["later"])
-    assert time.monotonic() - started < 150
 
 
 def python_daemons(server) -> int:

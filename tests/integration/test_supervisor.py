@@ -7,7 +7,7 @@ import pytest
 import sqlalchemy as sa
 from confluent_kafka import TopicPartition as KTP
 from confluent_kafka.admin import NewPartitions
-from helpers import broker_connections, make_spec, recreate_topic, wait_for_partitions
+from helpers import broker_connections, make_spec, recreate_topic, wait_for_children, wait_for_partitions
 
 from ingest_core.core.states import RunEvent
 from ingest_core.core.errors import OffsetOutOfRangeError, TopicNotFoundError, TopicRecreatedError
@@ -257,9 +257,7 @@ def test_concurrent_planners_of_a_datasource_plan_one_after_the_other(broker, st
              for i in range(3)]
     for p in procs:
         p.start()
-    for p in procs:
-        p.join(120)
-        assert p.exitcode == 0
+    wait_for_children(procs)
     from ingest_core.store.metadata import MetadataStore
 
     plans = sorted((r.plan for r in MetadataStore(store_url).runs.recent("ds")), key=lambda p: p.created_at)
@@ -277,6 +275,6 @@ def _plan_in_process(bootstrap, topic, url, run_id, start_together):
     spec = make_spec(bootstrap, "ds", topic=topic, useEarliestOffset=True)
     reader = KafkaOffsetReader.for_spec(spec)
     reader.partitions(topic=topic)  # connected before the race starts
-    start_together.wait(60)
+    start_together.wait()  # no timeout: a sibling that never comes fails the test in `wait_for_children`
     Supervisor(spec, MetadataStore(url), reader=reader).plan(run_id)
     reader.close()

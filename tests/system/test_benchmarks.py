@@ -103,9 +103,11 @@ def test_microbatch_fixed_cost(tmp_path, broker, spark_connect):
 @pytest.mark.timeout(1500)
 def test_freshness(tmp_path, broker, spark_connect):
     # the session's broker, Spark Connect server and PostgreSQL; its own airflow standalone over a continuous DAG,
-    # then the Structured Streaming anchor in a spark-submit of its own
+    # then the Structured Streaming anchor in a spark-submit of its own. Producing for 5 s instead of --tiny's 15 s
+    # (at its 20 events/s) still runs every part of both sides; only the waiting for the producer is shorter.
     out = run_benchmark("freshness.py", "--out", str(tmp_path / "freshness"), "--bootstrap", broker.bootstrap,
-                        "--spark-connect", spark_connect.url, "--postgres", pg_base(), timeout=1400)
+                        "--spark-connect", spark_connect.url, "--postgres", pg_base(), "--duration", "5",
+                        timeout=1400)
     line = (rf"{NUMBER}/s  p50 +{NUMBER} s  p95 +{NUMBER} s  p99 +{NUMBER} s  max +{NUMBER} s  events {NUMBER} of "
             rf"{NUMBER} \(duplicates {NUMBER}\)  lag (?:growing|steady)")
     got = figures(out, {"project": rf"^  this project +{line}", "anchor": rf"^  Structured Streaming 1s +{line}"})
@@ -114,7 +116,7 @@ def test_freshness(tmp_path, broker, spark_connect):
     for side in ("project", "anchor"):
         rate, p50, p95, p99, worst, seen, produced, duplicates = got[side]
         # every acknowledged event seen exactly once (the script exits 1 otherwise), each after it was produced
-        assert rate == 20 and seen == produced == 300 and duplicates == 0, out
+        assert rate == 20 and seen == produced == 100 and duplicates == 0, out
         assert 0 < p50 <= p95 <= p99 <= worst, out
 
 

@@ -4,6 +4,7 @@ over the session's Spark Connect server (most tests: seconds per run) and throug
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import random
 import shutil
@@ -54,6 +55,39 @@ class AirflowHome:
     def dags_test(self, dag_id: str, logical_date: str, **kwargs) -> subprocess.CompletedProcess:
         return self.airflow("dags", "test", dag_id, logical_date, **kwargs)
 
+    def later(self, *args: str, check: bool = True, env: dict | None = None):
+        """The `airflow` command, for a scenario of `run_at_once` to yield: it gets back its CompletedProcess."""
+        return functools.partial(self.airflow, *args, check=check, env=env)
+
+
+AT_ONCE = 3  # commands at a time: enough to keep two cores busy; more only slows each one
+
+
+def run_at_once(*scenarios) -> None:
+    """Drive scenarios that share nothing but the session's servers, each a generator that yields the `airflow`
+    commands it waits for (`AirflowHome.later`) and is sent back their CompletedProcess: commands of different
+    scenarios run at the same time, each scenario's steps in order, and its checks here, in the test's thread. An
+    `airflow dags test` is mostly one Python process: on two cores, a few at once take much less than one after
+    another. Each scenario has its own Airflow home (a SQLite database each) and datasource."""
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    with ThreadPoolExecutor(AT_ONCE) as pool:
+        running: dict = {}
+
+        def step(scenario, result=None) -> None:
+            try:
+                command = scenario.send(result)
+            except StopIteration:
+                return
+            running[pool.submit(command)] = scenario
+
+        for scenario in scenarios:
+            step(scenario)
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                step(running.pop(future), future.result())
+
 
 def edits(store: MetadataStore, datasource: str) -> int:
     table = DatasourceReader(store, datasource).to_arrow()
@@ -78,8 +112,10 @@ def example(tmp_path_factory, broker, metadata_url, spark_connect) -> AirflowHom
 def test_example_spec_ingests_exactly_the_produced_records_over_several_runs(example, broker):
     store = MetadataStore(example.metadata_url)
     rng = random.Random(3)
-    total = 0
-    for i, n in enumerate([300, 200, 100]):
+    # the spec reads from the earliest offsets: records a former session left in the topic (on a broker of
+    # INGEST_TEST_KAFKA's) are ingested too
+    total = sum(hi - lo for lo, hi in broker_watermarks(broker, "wikipedia").values())
+    for i, n in enumerate([300, 200]):  # the second run continues from the first's committed offsets
         produce_wiki(broker.bootstrap, n, rng)
         total += n
         example.dags_test("wikipedia", f"2026-01-0{i + 1}T00:00:00+00:00")
@@ -89,7 +125,7 @@ def test_example_spec_ingests_exactly_the_produced_records_over_several_runs(exa
                             "typeof(max(__time)) AS t FROM wikipedia").table.to_pylist()
     assert row == {"edits": total, "channels": True, "t": "TIMESTAMP WITH TIME ZONE"}
     runs = store.runs.recent("wikipedia")
-    assert [r.status for r in runs] == [RunStatus.PUBLISHED] * 3
+    assert [r.status for r in runs] == [RunStatus.PUBLISHED] * 2
     assert sum(r.plan.records for r in runs) == total
     committed = store.offsets.committed("wikipedia")
     latest = {p: hi for p, (lo, hi) in broker_watermarks(broker, "wikipedia").items()}
@@ -97,7 +133,7 @@ def test_example_spec_ingests_exactly_the_produced_records_over_several_runs(exa
     # the report task mirrored them to a consumer group: Kafka's own tooling shows the datasource's lag
     assert group_offsets(broker, "ingest.wikipedia", "wikipedia", len(latest)) == latest
     # the run of an idle topic publishes nothing and reads IDLE
-    example.dags_test("wikipedia", "2026-01-04T00:00:00+00:00")
+    example.dags_test("wikipedia", "2026-01-03T00:00:00+00:00")
     assert edits(store, "wikipedia") == total
     assert store.runs.recent("wikipedia", limit=1)[0].plan.is_empty
     assert store.datasources.get("wikipedia")["state"] == "IDLE"
@@ -142,14 +178,19 @@ def broker_watermarks(broker, topic: str) -> dict[int, tuple[int, int]]:
         c.close()
 
 
-@pytest.fixture
-def own_dags(tmp_path) -> Path:
-    """A DAG folder of the test's own: the factory's two files plus specs the test writes."""
-    folder = tmp_path / "dags"
+def dags_folder(root: Path) -> Path:
+    """A DAG folder under `root`: the factory's two files plus specs the test writes."""
+    folder = root / "dags"
     (folder / "specs").mkdir(parents=True)
     for name in ("ingest_datasources.py", "ingest_spec_errors.py"):
         shutil.copy(ROOT / "dags" / name, folder / name)
     return folder
+
+
+@pytest.fixture
+def own_dags(tmp_path) -> Path:
+    """A DAG folder of the test's own."""
+    return dags_folder(tmp_path)
 
 
 def write_example_variant(folder: Path, name: str, topic: str, microbatch: dict | None = None,
@@ -187,6 +228,21 @@ def dags_test_killed_in_its_job(home, dag_id: str, date: str, tmp_path, log_name
             os.killpg(run.pid, signal.SIGKILL)
 
 
+@pytest.mark.timeout(1800)  # six scenarios' runs, a few at a time, on a loaded 2-core machine
+def test_independent_datasources_through_the_dag_at_once(tmp_path, broker, metadata_url, spark_connect, capsys):
+    """The scenarios below, each a test of its own before, through `run_at_once` (their jobs over Spark Connect)."""
+    run_at_once(a_broken_spec_is_an_import_error_and_hides_nothing(tmp_path / "broken", broker, metadata_url),
+                a_missing_spark_connection_is_a_clear_error(tmp_path / "no-spark", broker, metadata_url),
+                the_compaction_dag_rewrites_segments_with_the_same_rows_and_iceberg_follows(
+                    tmp_path / "compaction", broker, metadata_url, spark_connect),
+                suspend_resume_and_terminate_drive_the_dag(tmp_path / "operated", broker, metadata_url,
+                                                           spark_connect),
+                a_failed_run_says_which_records_and_why_and_skip_moves_past_exactly_them(
+                    tmp_path / "strict", broker, metadata_url, spark_connect),
+                druids_transform_tutorial_spec_as_druid_writes_it_gives_its_printed_rows_through_the_dag(
+                    tmp_path / "transform", broker, metadata_url, spark_connect, capsys))
+
+
 def test_two_replicas_publish_once(tmp_path, own_dags, broker, metadata_url):
     """In spark-submit mode: a JVM per replica."""
     topic = broker.create_topic(partitions=2)
@@ -218,18 +274,19 @@ def test_two_replicas_publish_once(tmp_path, own_dags, broker, metadata_url):
     assert [len(attempt_folders(group_uri(deep, "replicated", run_id, 0, r))) for r in (0, 1)] == [1, 0]
 
 
-def test_a_broken_spec_is_an_import_error_and_hides_nothing(tmp_path, own_dags, broker, metadata_url):
+def a_broken_spec_is_an_import_error_and_hides_nothing(tmp_path, broker, metadata_url):
+    own_dags = dags_folder(tmp_path)
     write_example_variant(own_dags, "good_one", "whatever")
     (own_dags / "specs" / "bad.yaml").write_text(
         "type: kafka\nspec:\n  dataSchema: {dataSource: bad, timestampSpec: {column: t}}\n"
         "  ioConfig: {topic: x, taskCout: 2, inputFormat: {type: json}, consumerProperties: {bootstrap.servers: 'a:1'}}\n")
     home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
     home.env["INGEST_STRICT_SPECS"] = "true"  # an unknown field is an error only when strict (Druid ignores it)
-    home.airflow("dags", "reserialize")
-    errors = json.loads(_json_tail(home.airflow("dags", "list-import-errors", "-o", "json", check=False).stdout))
+    yield home.later("dags", "reserialize")
+    errors = json.loads(_json_tail((yield home.later("dags", "list-import-errors", "-o", "json", check=False)).stdout))
     assert len(errors) == 1 and "bad.yaml" in errors[0]["error"]
     assert "spec.ioConfig.taskCout: unknown field (did you mean 'taskCount'?)" in errors[0]["error"]
-    dags = json.loads(_json_tail(home.airflow("dags", "list", "-o", "json").stdout))
+    dags = json.loads(_json_tail((yield home.later("dags", "list", "-o", "json")).stdout))
     assert [d["dag_id"] for d in dags] == ["good_one"]
 
 
@@ -238,23 +295,25 @@ def _json_tail(text: str) -> str:
     return next(line for line in reversed(text.splitlines()) if line.startswith("["))
 
 
-def test_a_missing_spark_connection_is_a_clear_error(tmp_path, own_dags, broker, metadata_url):
+def a_missing_spark_connection_is_a_clear_error(tmp_path, broker, metadata_url):
+    own_dags = dags_folder(tmp_path)
     write_example_variant(own_dags, "no_spark", broker.create_topic())
     home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
     env = {k: v for k, v in home.env.items() if k != "AIRFLOW_CONN_SPARK_DEFAULT"}
-    done = home.airflow("dags", "test", "no_spark", "2026-01-01T00:00:00+00:00", check=False, env=env)
+    done = yield home.later("dags", "test", "no_spark", "2026-01-01T00:00:00+00:00", check=False, env=env)
     assert done.returncode != 0
     assert "the Spark connection 'spark_default' does not exist" in done.stdout + done.stderr
 
 
-def test_the_compaction_dag_rewrites_segments_with_the_same_rows_and_iceberg_follows(tmp_path, own_dags, broker,
-                                                                                     metadata_url, spark_connect):
+def the_compaction_dag_rewrites_segments_with_the_same_rows_and_iceberg_follows(tmp_path, broker, metadata_url,
+                                                                                spark_connect):
     """`<dataSource>.compaction` under `airflow dags test`, Spark over Connect: the segments of two runs are
     rewritten into one per interval, rolled up again; every metric sum is the same, the Iceberg table holds the
     new files instead of the old, and kill deletes the old ones."""
     import pyarrow.compute as pc
     from pyiceberg.catalog.sql import SqlCatalog
 
+    own_dags = dags_folder(tmp_path)
     topic = broker.create_topic(partitions=2)
     write_example_variant(own_dags, "compacted", topic, {"iceberg": {}},
                           {"skipOffsetFromLatest": "PT0S", "kill": {"bufferPeriod": "PT0S"},
@@ -264,7 +323,7 @@ def test_the_compaction_dag_rewrites_segments_with_the_same_rows_and_iceberg_fol
     store = MetadataStore(metadata_url)
     for i in range(2):
         produce_events(broker.bootstrap, topic, 200, seed=i)
-        home.dags_test("compacted", f"2026-01-0{i + 1}T00:00:00+00:00")
+        yield home.later("dags", "test", "compacted", f"2026-01-0{i + 1}T00:00:00+00:00")
     reader = DatasourceReader(store, "compacted")
 
     def sums() -> dict:
@@ -288,7 +347,7 @@ def test_the_compaction_dag_rewrites_segments_with_the_same_rows_and_iceberg_fol
     health = segment_health()
     assert health["segments"] == len(segments_before) and health["intervals"] == len(intervals)
     assert health["compaction"]["intervalsToCompact"] == len(intervals)
-    home.dags_test("compacted.compaction", "2026-01-03T00:00:00+00:00")
+    yield home.later("dags", "test", "compacted.compaction", "2026-01-03T00:00:00+00:00")
     health = segment_health()
     assert health["segments"] == len(intervals) and health["compaction"]["intervalsToCompact"] == 0
     after = reader.segments()
@@ -304,7 +363,7 @@ def test_the_compaction_dag_rewrites_segments_with_the_same_rows_and_iceberg_fol
     assert files == {s.location for s in after}
     assert sum(table.scan(selected_fields=("edits",)).to_arrow().column("edits").to_pylist()) == 400
     # a second compaction run finds nothing left to do
-    home.dags_test("compacted.compaction", "2026-01-04T00:00:00+00:00")
+    yield home.later("dags", "test", "compacted.compaction", "2026-01-04T00:00:00+00:00")
     assert [s.id for s in reader.segments()] == [s.id for s in after]
 
 
@@ -323,7 +382,7 @@ def test_data_gate_ends_an_idle_run_cleanly_and_releases_when_data_arrives(tmp_p
                                                                              metadata_url, spark_connect):
     idle_topic, topic = broker.create_topic(partitions=2), broker.create_topic(partitions=2)
     write_example_variant(own_dags, "gated_idle", idle_topic, taskCount=1,
-                          microbatch={"dataGate": {"minRecords": 100, "maxWait": "PT8S", "pokeInterval": "PT1S"}})
+                          microbatch={"dataGate": {"minRecords": 100, "maxWait": "PT2S", "pokeInterval": "PT1S"}})
     write_example_variant(own_dags, "gated", topic, taskCount=1,
                           microbatch={"dataGate": {"minRecords": 100, "maxWait": "PT30M", "pokeInterval": "PT1S"}})
     home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url, spark_connect.url)
@@ -332,7 +391,7 @@ def test_data_gate_ends_an_idle_run_cleanly_and_releases_when_data_arrives(tmp_p
     # nothing new: the gate waits maxWait, then the run plans nothing, publishes nothing and reads IDLE
     done = home.dags_test("gated_idle", "2026-01-01T00:00:00+00:00")
     log = done.stdout + done.stderr
-    assert "deferring for up to" in log and "maxWait PT8S passed with nothing new" in log
+    assert "deferring for up to" in log and "maxWait PT2S passed with nothing new" in log
     (run,) = store.runs.recent("gated_idle")
     assert run.status is RunStatus.PUBLISHED and run.plan.is_empty
     assert store.segment_records.of("gated_idle") == []
@@ -364,14 +423,15 @@ def test_data_gate_ends_an_idle_run_cleanly_and_releases_when_data_arrives(tmp_p
     assert store.datasources.get("gated")["state"] == "RUNNING"
 
 
-def test_suspend_resume_and_terminate_drive_the_dag(tmp_path, own_dags, broker, metadata_url, spark_connect):
+def suspend_resume_and_terminate_drive_the_dag(tmp_path, broker, metadata_url, spark_connect):
+    own_dags = dags_folder(tmp_path)
     topic = broker.create_topic(partitions=2)
     write_example_variant(own_dags, "operated", topic, taskCount=1)
     home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url, spark_connect.url)
-    home.airflow("dags", "reserialize")
+    yield home.later("dags", "reserialize")
     store = MetadataStore(metadata_url)
     produce_events(broker.bootstrap, topic, 50, seed=3)
-    home.dags_test("operated", "2026-01-01T00:00:00+00:00")
+    yield home.later("dags", "test", "operated", "2026-01-01T00:00:00+00:00")
     assert edits(store, "operated") == 50
 
     def ingest(*args: str) -> subprocess.CompletedProcess:
@@ -393,13 +453,13 @@ def test_suspend_resume_and_terminate_drive_the_dag(tmp_path, own_dags, broker, 
     assert paused() and store.datasources.get("operated")["state"] == "SUSPENDED"
     # a run that starts anyway (here `dags test`, which ignores the pause) plans and ingests nothing
     produce_events(broker.bootstrap, topic, 30, seed=4)
-    done = home.dags_test("operated", "2026-01-02T00:00:00+00:00")
+    done = yield home.later("dags", "test", "operated", "2026-01-02T00:00:00+00:00")
     assert "datasource operated is suspended" in done.stdout + done.stderr
     assert len(store.runs.recent("operated")) == 1 and edits(store, "operated") == 50
 
     ingest("resume", "operated", "--actor", "carol")
     assert not paused() and store.datasources.get("operated")["state"] == "RUNNING"
-    home.dags_test("operated", "2026-01-03T00:00:00+00:00")
+    yield home.later("dags", "test", "operated", "2026-01-03T00:00:00+00:00")
     assert edits(store, "operated") == 80
 
     ingest("terminate", "operated", "--yes", "--actor", "carol")
@@ -459,10 +519,13 @@ def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, 
     assert store.runs.get("crashy", dead.run_id).status is RunStatus.EXPIRED and edits(store, "crashy") == 120
 
 
-def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path, own_dags, broker, metadata_url):
+def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path, own_dags, broker, metadata_url,
+                                                                       spark_connect):
     """Run A's job hangs and A's process group is SIGKILLed; run B, planned from A's ends while A looked alive,
     does not wait ~completionTimeout and fail (which made one kill cost two runs): once A expires, B plans
-    again from the committed offsets, runs that plan's job in its publish task and publishes every record once."""
+    again from the committed offsets, runs that plan's job in its publish task and publishes every record once.
+    (B's jobs run over Spark Connect: the re-planning is the plan's and the publish's, whatever runs the job, and
+    a warm server saves two JVMs' start.)"""
     import os
     import signal
     import time
@@ -482,9 +545,10 @@ def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path,
     assert a.status is RunStatus.RUNNING  # dead, but nobody knows yet
     produce_events(broker.bootstrap, topic, 60, seed=12)
 
+    over_connect = {**home.env, "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connection(spark_connect.url))}
     with open(tmp_path / "run-b.log", "w") as out:
-        run_b = subprocess.Popen([AIRFLOW, "dags", "test", "pipelined", "2026-01-02T00:00:00+00:00"], env=home.env,
-                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        run_b = subprocess.Popen([AIRFLOW, "dags", "test", "pipelined", "2026-01-02T00:00:00+00:00"],
+                                 env=over_connect, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             deadline = time.monotonic() + 600
             while len(store.runs.recent("pipelined")) < 2 and time.monotonic() < deadline and run_b.poll() is None:
@@ -506,12 +570,13 @@ def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path,
     assert audit.details["runId"] == b.run_id and audit.details["predecessors"] == [a.run_id]
 
 
-def test_a_failed_run_says_which_records_and_why_and_skip_moves_past_exactly_them(tmp_path, own_dags, broker,
-                                                                                metadata_url, spark_connect):
+def a_failed_run_says_which_records_and_why_and_skip_moves_past_exactly_them(tmp_path, broker, metadata_url,
+                                                                            spark_connect):
     """maxParseExceptions stops a run's job in Airflow: the run fails, is not published, and `ingest status`,
     `ingest health` and the REST API's JSON say which records and why; `ingest skip` moves past exactly them."""
     from confluent_kafka import Producer
 
+    own_dags = dags_folder(tmp_path)
     topic = broker.create_topic(partitions=1)
     write_example_variant(own_dags, "strict", topic, taskCount=1)
     raw = yaml.safe_load((own_dags / "specs" / "strict.yaml").read_text())
@@ -525,7 +590,7 @@ def test_a_failed_run_says_which_records_and_why_and_skip_moves_past_exactly_the
     assert p.flush(30) == 0
     produce_events(broker.bootstrap, topic, 4, seed=4)
 
-    home.dags_test("strict", "2026-01-01T00:00:00+00:00", check=False)
+    yield home.later("dags", "test", "strict", "2026-01-01T00:00:00+00:00", check=False)
     (run,) = store.runs.recent("strict")
     assert run.status is RunStatus.FAILED and edits(store, "strict") == 0 and store.offsets.committed("strict") == {}
     # the same records would stop a retry the same way: the task failed once, not after the spec's 2 retries
@@ -566,8 +631,8 @@ def wait_for_process(matches, timeout_s: float):  # -> psutil.Process
     raise AssertionError(f"no such process within {timeout_s}s")
 
 
-def test_druids_transform_tutorial_spec_as_druid_writes_it_gives_its_printed_rows_through_the_dag(
-        tmp_path, own_dags, broker, metadata_url, spark_connect, capsys):
+def druids_transform_tutorial_spec_as_druid_writes_it_gives_its_printed_rows_through_the_dag(
+        tmp_path, broker, metadata_url, spark_connect, capsys):
     """A transform that reads and replaces its own input field, end to end: Druid's transform tutorial as a Kafka supervisor spec, a JSON file
     indented with tabs as Druid's console saves it, through the real DAG (`airflow dags test`, Spark Connect);
     `ingest query` gives the rows the tutorial prints (a transform reading and replacing its own input field)."""
@@ -575,6 +640,7 @@ def test_druids_transform_tutorial_spec_as_druid_writes_it_gives_its_printed_row
 
     from ingest_core.service.cli import main
 
+    own_dags = dags_folder(tmp_path)
     topic = broker.create_topic(partitions=1)
     broker.produce(topic, records("transform-data.json"))
     spec = {"type": "kafka", "spec": {
@@ -584,7 +650,7 @@ def test_druids_transform_tutorial_spec_as_druid_writes_it_gives_its_printed_row
         "tuningConfig": {"type": "kafka"}}}
     (own_dags / "specs" / "transform-tutorial.json").write_text(json.dumps(spec, indent="\t"))
     home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url, spark_connect.url)
-    home.dags_test("transform-tutorial", "2026-01-01T00:00:00+00:00")
+    yield home.later("dags", "test", "transform-tutorial", "2026-01-01T00:00:00+00:00")
     capsys.readouterr()
     assert main(["--metadata-url", metadata_url, "query", "--json", 'select * from "transform-tutorial"']) == 0
     assert rows(json.loads(capsys.readouterr().out)) == rows(TRANSFORM_ROWS)
