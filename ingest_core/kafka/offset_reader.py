@@ -88,12 +88,12 @@ class KafkaOffsetReader:
 
     # ------------------------------------------------------------------------------------------ discovery
 
-    def topics(self) -> dict[str, int]:
-        """All non-internal topics with their partition counts. Asked in slices of a second, so that a broker
-        refusing the credentials or the certificate ends it at once (librdkafka itself reconnects and asks
-        again until the timeout)."""
+    def topics(self, topic: str | None = None) -> dict[str, int]:
+        """All non-internal topics with their partition counts (with `topic`: that one, if it exists). Asked in
+        slices of a second, so that a broker refusing the credentials or the certificate ends it at once
+        (librdkafka itself reconnects and asks again until the timeout)."""
         try:
-            md = list_topics(self._client(), self.config, self.timeout_s)
+            md = list_topics(self._client(), self.config, self.timeout_s, topic)
         except KafkaException as exc:
             raise self._unavailable("a metadata request", exc) from None
         return {name: len(t.partitions) for name, t in md.topics.items()
@@ -101,9 +101,11 @@ class KafkaOffsetReader:
 
     def partitions(self, *, topic: str | None = None, pattern: str | None = None) -> list[TopicPartition]:
         """Partitions of `topic`, or of every topic whose whole name matches `pattern` (Druid's rule)."""
-        topics = self.topics()
+        # one topic's metadata only: a cluster's other topics may hold 100,000 partitions more
+        topics = self.topics(topic) if topic is not None else self.topics()
         if topic is not None:
             if topic not in topics:
+                topics = self.topics()  # to name the ones there are
                 raise TopicNotFoundError(
                     f"topic {topic!r} does not exist on {self.config.bootstrap_servers!r} "
                     f"(found: {', '.join(sorted(topics)[:20]) or 'no topics'}); create it or fix ioConfig.topic")
