@@ -88,8 +88,12 @@ class PartitionPlan(NamedTuple):
 
     @classmethod
     def from_json(cls, d: Mapping) -> "PartitionPlan":
-        return cls(TopicPartition(d["topic"], int(d["partition"])), int(d["start"]), int(d["end"]),
-                   StartSource(d["startSource"]), d.get("afterRun"), d.get("expectedCommit"))
+        source = _SOURCES.get(d["startSource"]) or StartSource(d["startSource"])  # (an unknown one raises)
+        return cls(TopicPartition(d["topic"], int(d["partition"])), int(d["start"]), int(d["end"]), source,
+                   d.get("afterRun"), d.get("expectedCommit"))
+
+
+_SOURCES = {s.value: s for s in StartSource}  # a dict lookup: StartSource(value) is slow 100,000 times
 
 
 @dataclass(frozen=True)
@@ -137,7 +141,7 @@ class Plan:
     def partitions(self) -> tuple[PartitionPlan, ...]:
         return tuple(sorted((p for g in self.groups for p in g.partitions), key=lambda p: p.tp))
 
-    @property
+    @cached_property
     def records(self) -> int:
         return sum(g.records for g in self.groups)
 
@@ -165,6 +169,12 @@ class Plan:
         return {p.tp: p.end for p in self.partitions}
 
     def to_json(self) -> dict:
+        """The plan as JSON values (a new top-level dict; its task groups are shared: read them, do not change
+        them). Made once per plan: the plan step persists, stages and maybe logs the same plan."""
+        return dict(self._json)
+
+    @cached_property
+    def _json(self) -> dict:
         out = {
             "datasource": self.datasource, "runId": self.run_id, "createdAt": format_datetime(self.created_at),
             "assignment": self.assignment, "endTime": format_datetime(self.end_time) if self.end_time else None,

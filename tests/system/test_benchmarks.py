@@ -30,8 +30,8 @@ def test_plan_partitions(broker):
         "ratio": rf"^ratio naive / batched\s+{NUMBER}x$",
     })
     # the breakdown: each part the step timed, and what it spent outside them (either may print as 0.000)
-    parts = figures(out, {part: rf"^  {re.escape(part)}\s+{NUMBER} s$" for part in (
-        "kafka: discover partitions", "kafka: earliest + latest offsets", "kafka: topic ids",
+    parts = figures(out, {part: rf"^  {re.escape(part)}\s+{NUMBER} s\b" for part in (
+        "kafka: discover partitions", "kafka: offsets (and topic ids)", "kafka: earliest offsets", "kafka: topic ids",
         "store: committed offsets", "pure: start offsets", "pure: plan (groups, splits)", "store: plan persisted",
         "deep storage: plan staged", "rest (outside the timed calls)")})
     assert got["partitions"] == [50]  # --tiny's size, so the run above was the tiny one
