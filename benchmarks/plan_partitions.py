@@ -128,7 +128,9 @@ def bench_spec(topic: str, bootstrap: str):
     return parse_spec({"type": "kafka", "spec": {
         "dataSchema": {"dataSource": DATASOURCE},
         "ioConfig": {"topic": topic, "inputFormat": {"type": "json"}, "taskCount": 8, "useEarliestOffset": True,
-                     "consumerProperties": {"bootstrap.servers": bootstrap}}}})
+                     # each Kafka call's deadline (default 15 s): a DescribeTopics of 100,000 partitions took
+                     # longer on this machine under load
+                     "consumerProperties": {"bootstrap.servers": bootstrap, "default.api.timeout.ms": 120_000}}}})
 
 
 # ------------------------------------------------------------------------------------------- the timers
