@@ -49,7 +49,8 @@ demo: install
 
 # the real sizes, written out (each script's --tiny runs it on a few records: tests/system/test_benchmarks.py)
 bench: install
-	$(PY) benchmarks/plan_10k_partitions.py --partitions 10000 --repeat 3 --naive-sample 200
+	$(PY) benchmarks/plan_partitions.py --partitions 10000 --repeat 3 --naive-sample 200
+	$(PY) benchmarks/plan_partitions.py --partitions 100000 --repeat 3 --naive-sample 200
 	$(PY) benchmarks/ingest_job_throughput.py --records 1000000 4000000 --split 250000
 	$(PY) benchmarks/ingest_job_throughput.py --records 1000000 --split 250000 --value-format avro
 	$(PY) benchmarks/ingest_job_throughput.py --records 1000000 --split 250000 --value-format protobuf

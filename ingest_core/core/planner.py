@@ -14,11 +14,13 @@
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import datetime, timedelta
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 from ingest_core.core.defaults import MAX_RECORDS_PER_SPLIT, MIN_SPLITS_PER_GROUP
 from ingest_core.core.offsets import (
@@ -58,8 +60,10 @@ class PlanRequest:
     topic_ids: Mapping[str, str] = field(default_factory=dict)  # Kafka's id of each topic, as planned
 
 
-@dataclass(frozen=True)
-class PartitionPlan:
+class PartitionPlan(NamedTuple):
+    """One partition's range in a plan. A NamedTuple, not a dataclass: a plan holds one per partition of its
+    topics, and a tuple is made in a third of a frozen dataclass's time (100,000 of them per plan)."""
+
     tp: TopicPartition
     start: int
     end: int
@@ -73,7 +77,8 @@ class PartitionPlan:
 
     @property
     def size(self) -> int:
-        return self.range.size
+        """As `OffsetRange.size`: an upper bound on the records."""
+        return self.end - self.start if self.end > self.start else 0
 
     def to_json(self) -> dict:
         return {
@@ -83,8 +88,12 @@ class PartitionPlan:
 
     @classmethod
     def from_json(cls, d: Mapping) -> "PartitionPlan":
-        return cls(TopicPartition(d["topic"], int(d["partition"])), int(d["start"]), int(d["end"]),
-                   StartSource(d["startSource"]), d.get("afterRun"), d.get("expectedCommit"))
+        source = _SOURCES.get(d["startSource"]) or StartSource(d["startSource"])  # (an unknown one raises)
+        return cls(TopicPartition(d["topic"], int(d["partition"])), int(d["start"]), int(d["end"]), source,
+                   d.get("afterRun"), d.get("expectedCommit"))
+
+
+_SOURCES = {s.value: s for s in StartSource}  # a dict lookup: StartSource(value) is slow 100,000 times
 
 
 @dataclass(frozen=True)
@@ -128,11 +137,11 @@ class Plan:
     # topic deleted and re-created later is noticed (`offsets.check_topic_ids`). Empty: planned before ids were.
     topic_ids: Mapping[str, str] = field(default_factory=dict)
 
-    @property
+    @cached_property  # asked several times per step (publish, audit, backfill check): sorted once
     def partitions(self) -> tuple[PartitionPlan, ...]:
         return tuple(sorted((p for g in self.groups for p in g.partitions), key=lambda p: p.tp))
 
-    @property
+    @cached_property
     def records(self) -> int:
         return sum(g.records for g in self.groups)
 
@@ -160,6 +169,12 @@ class Plan:
         return {p.tp: p.end for p in self.partitions}
 
     def to_json(self) -> dict:
+        """The plan as JSON values (a new top-level dict; its task groups are shared: read them, do not change
+        them). Made once per plan: the plan step persists, stages and maybe logs the same plan."""
+        return dict(self._json)
+
+    @cached_property
+    def _json(self) -> dict:
         out = {
             "datasource": self.datasource, "runId": self.run_id, "createdAt": format_datetime(self.created_at),
             "assignment": self.assignment, "endTime": format_datetime(self.end_time) if self.end_time else None,
@@ -233,16 +248,22 @@ def assign_groups(sizes: Mapping[TopicPartition, int], task_count: int, assignme
     groups: dict[int, list[TopicPartition]] = {}
     if assignment == MODULO:
         for tp in sorted(sizes):
-            groups.setdefault(task_group_id(tp, task_count, multi_topic), []).append(tp)
+            gid = tp.partition % task_count if not multi_topic else task_group_id(tp, task_count, multi_topic)
+            group = groups.get(gid)
+            if group is None:
+                groups[gid] = [tp]
+            else:
+                group.append(tp)
         return groups
     if assignment != BALANCED:
         raise ValueError(f"unknown assignment {assignment!r}")
     n = min(task_count, len(sizes))
-    load = [0] * n
+    # the lightest group by (records, partitions, id): a heap of those keys; only the chosen group's key moves
+    lightest = [(0, 0, g) for g in range(n)]
     for tp in sorted(sizes, key=lambda t: (-sizes[t], t)):
-        target = min(range(n), key=lambda g: (load[g], len(groups.get(g, ())), g))
+        load, count, target = lightest[0]
         groups.setdefault(target, []).append(tp)
-        load[target] += sizes[tp]
+        heapq.heapreplace(lightest, (load + sizes[tp], count + 1, target))
     return {g: sorted(tps) for g, tps in groups.items()}
 
 
@@ -284,35 +305,41 @@ def time_cap(req: PlanRequest, tp: TopicPartition) -> int | None:
 
 
 def plan_run(req: PlanRequest) -> Plan:
+    # One pass per step over every partition, with each start looked up once: a plan may cover 100,000
+    # partitions and should take a fraction of a second (benchmarks/plan_partitions.py).
     tps = sorted(req.starts)
-    ends: dict[TopicPartition, int] = {}
+    starts = [req.starts[tp] for tp in tps]
+    latest = req.latest
+    ends = [latest[tp] for tp in tps]
     caps = {"endTime": 0, "maxRecordsPerRun": 0}
-    for tp in tps:
-        start, end = req.starts[tp].offset, req.latest[tp]
-        if req.offsets_at_end_time is not None:
+    if req.offsets_at_end_time is not None:
+        for i, tp in enumerate(tps):
             at_time = time_cap(req, tp)
-            if at_time is not None and at_time < end:
-                end = at_time
+            if at_time is not None and at_time < ends[i]:
+                ends[i] = at_time
                 caps["endTime"] += 1
-        ends[tp] = max(start, end)
+    ends = [s.offset if s.offset > end else end for s, end in zip(starts, ends)]
     if req.max_records_per_run is not None:
-        capped = cap_by_record_limit({tp: (req.starts[tp].offset, ends[tp]) for tp in tps}, req.max_records_per_run)
-        caps["maxRecordsPerRun"] = sum(1 for tp in tps if capped[tp] < ends[tp])
-        ends = capped
-    parts = {
-        tp: PartitionPlan(tp, req.starts[tp].offset, ends[tp], req.starts[tp].source, req.starts[tp].after_run,
-                          req.starts[tp].expected_commit)
-        for tp in tps
-    }
-    assigned = assign_groups({tp: parts[tp].size for tp in tps}, req.task_count, req.assignment, req.multi_topic)
+        capped = cap_by_record_limit({tp: (s.offset, end) for tp, s, end in zip(tps, starts, ends)},
+                                     req.max_records_per_run)
+        new_ends = [capped[tp] for tp in tps]
+        caps["maxRecordsPerRun"] = sum(1 for new, end in zip(new_ends, ends) if new < end)
+        ends = new_ends
+    parts = {tp: PartitionPlan(tp, s.offset, end, s.source, s.after_run, s.expected_commit)
+             for tp, s, end in zip(tps, starts, ends)}
+    sizes = {tp: (end - s.offset if end > s.offset else 0) for tp, s, end in zip(tps, starts, ends)}
+    assigned = assign_groups(sizes, req.task_count, req.assignment, req.multi_topic)
     groups = []
     for gid in sorted(assigned):
         members = tuple(parts[tp] for tp in assigned[gid])
-        splits = split_ranges([p.range for p in members], req.max_records_per_split, req.min_splits_per_group)
+        # an empty range adds no split: only the others are cut
+        splits = split_ranges([p.range for p in members if p.end > p.start], req.max_records_per_split,
+                              req.min_splits_per_group)
         groups.append(TaskGroup(gid, members, tuple(splits)))
+    topics = {tp.topic for tp in tps}
     return Plan(
         datasource=req.datasource, run_id=req.run_id, created_at=_millis(req.created_at), groups=tuple(groups),
         assignment=req.assignment, end_time=_millis(req.end_time), max_records_per_run=req.max_records_per_run,
         spec_fingerprint=req.spec_fingerprint, caps=caps,
-        topic_ids={t: i for t, i in req.topic_ids.items() if any(tp.topic == t for tp in tps)},
+        topic_ids={t: i for t, i in req.topic_ids.items() if t in topics},
     )

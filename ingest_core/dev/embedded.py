@@ -110,9 +110,13 @@ class EmbeddedKafka:
     again) brings the same broker back at the same address with its log intact."""
 
     def __init__(self, data_dir: str | Path, port: int | None = None, heap: str = "512m",
-                 broker_config: dict[str, str] | None = None, jvm_options: list[str] | None = None):
+                 broker_config: dict[str, str] | None = None, jvm_options: list[str] | None = None,
+                 cluster_id: str | None = None):
         self.data_dir = Path(data_dir)
         self.heap = heap
+        # the id its log dir is formatted with (default: a new one); brokers joining this node's controller
+        # share it (benchmarks/plan_partitions.py runs a cluster of several)
+        self.cluster_id = cluster_id or uuid.uuid4().hex[:22]
         self.broker_config = dict(broker_config or {})
         self.jvm_options = list(jvm_options or [])  # e.g. -XX:TieredStopAtLevel=1: starts twice as fast
         saved = self.data_dir / "ports.json"
@@ -182,8 +186,7 @@ class EmbeddedKafka:
         props = self.data_dir / "server.properties"
         props.write_text(self._properties())
         if not (self._log_dir / "meta.properties").is_file():
-            cluster_id = uuid.uuid4().hex[:22]
-            fmt = subprocess.run(self._java_command("kafka.tools.StorageTool", "format", "-t", cluster_id,
+            fmt = subprocess.run(self._java_command("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
                                                     "-c", str(props), "--ignore-formatted",
                                                     *self._format_args()),
                                  capture_output=True, text=True)

@@ -22,7 +22,6 @@ a retried or re-executed job cannot touch it. Attempts nothing was published fro
 
 from __future__ import annotations
 
-import json
 import logging
 import posixpath
 import uuid
@@ -34,6 +33,7 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
+from ingest_core.core import json_text
 from ingest_core.core.defaults import OBJECT_STORE_CONNECT_TIMEOUT_S, OBJECT_STORE_REQUEST_TIMEOUT_S
 from ingest_core.core.errors import ObjectStoreUnavailableError
 from ingest_core.core.settings import Settings
@@ -185,7 +185,7 @@ def write_json(uri: str, obj: Any) -> None:
     fs, written, path = staging_path(uri)
     with deadline(uri, fs):
         with fs.open_output_stream(written) as out:
-            out.write(json.dumps(obj, indent=1, sort_keys=True).encode())
+            out.write(json_text.dumps_readable(obj))
         settle(fs, written, path)
 
 
@@ -197,7 +197,7 @@ def read_text(uri: str) -> str:
 
 
 def read_json(uri: str) -> Any:
-    return json.loads(read_text(uri))
+    return json_text.loads(read_text(uri))
 
 
 def list_files(uri: str, suffix: str = "") -> list[pafs.FileInfo]:

@@ -155,12 +155,16 @@ def unanswered(exc: BaseException) -> bool:
 def list_topics(client: Any, config: KafkaClientConfig, timeout_s: float, topic: str | None = None) -> Any:
     """`client.list_topics` (a Consumer's, an AdminClient's) made with `config`, asked in slices of a second so
     that a broker refusing the credentials or the certificate ends it at once with `KafkaAuthenticationError`:
-    librdkafka itself reconnects and asks again until the timeout. Other failures raise KafkaException."""
+    librdkafka itself reconnects and asks again until the timeout. Each slice is twice the last: an answer that
+    takes longer than a slice (100,000 partitions' metadata on a loaded machine) is asked again from scratch, so
+    slices of a second each would never get it. Other failures raise KafkaException."""
     deadline = time.monotonic() + timeout_s
+    slice_s = 1.0
     while True:
         try:
-            return client.list_topics(topic, timeout=min(1.0, max(deadline - time.monotonic(), 0.1)))
+            return client.list_topics(topic, timeout=min(slice_s, max(deadline - time.monotonic(), 0.1)))
         except KafkaException:
+            slice_s *= 2
             client.poll(0)  # serves the client's error_cb: a refusal is recorded
             if (refused := config.refusal()) is not None:
                 raise refused from None

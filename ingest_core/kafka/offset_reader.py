@@ -46,7 +46,7 @@ class KafkaOffsetReader:
         self._local = threading.local()  # one consumer per thread: queries of a snapshot run in parallel
         self._clients: list[Consumer] = []  # every thread's, for close()
         self._clients_lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(4, thread_name_prefix="offset-reader")
+        self._pool = ThreadPoolExecutor(5, thread_name_prefix="offset-reader")  # a snapshot's five queries
         self._admin: AdminClient | None = None  # for topic ids only; made on first use
         self._client()  # fail fast on an invalid configuration
 
@@ -88,12 +88,12 @@ class KafkaOffsetReader:
 
     # ------------------------------------------------------------------------------------------ discovery
 
-    def topics(self) -> dict[str, int]:
-        """All non-internal topics with their partition counts. Asked in slices of a second, so that a broker
-        refusing the credentials or the certificate ends it at once (librdkafka itself reconnects and asks
-        again until the timeout)."""
+    def topics(self, topic: str | None = None) -> dict[str, int]:
+        """All non-internal topics with their partition counts (with `topic`: that one, if it exists). Asked in
+        slices of a second, so that a broker refusing the credentials or the certificate ends it at once
+        (librdkafka itself reconnects and asks again until the timeout)."""
         try:
-            md = list_topics(self._client(), self.config, self.timeout_s)
+            md = list_topics(self._client(), self.config, self.timeout_s, topic)
         except KafkaException as exc:
             raise self._unavailable("a metadata request", exc) from None
         return {name: len(t.partitions) for name, t in md.topics.items()
@@ -101,9 +101,11 @@ class KafkaOffsetReader:
 
     def partitions(self, *, topic: str | None = None, pattern: str | None = None) -> list[TopicPartition]:
         """Partitions of `topic`, or of every topic whose whole name matches `pattern` (Druid's rule)."""
-        topics = self.topics()
+        # one topic's metadata only: a cluster's other topics may hold 100,000 partitions more
+        topics = self.topics(topic) if topic is not None else self.topics()
         if topic is not None:
             if topic not in topics:
+                topics = self.topics()  # to name the ones there are
                 raise TopicNotFoundError(
                     f"topic {topic!r} does not exist on {self.config.bootstrap_servers!r} "
                     f"(found: {', '.join(sorted(topics)[:20]) or 'no topics'}); create it or fix ioConfig.topic")
@@ -155,16 +157,17 @@ class KafkaOffsetReader:
         return {tp: (off if off >= 0 else None) for tp, off in found.items()}
 
     def snapshot(self, tps: Iterable[TopicPartition], at: datetime | None = None,
-                 future_after: datetime | None = None) -> "OffsetSnapshot":
-        """Earliest, latest (and offsets at `at` and at `future_after`), their requests in flight at the same
-        time."""
+                 future_after: datetime | None = None, topic_ids: bool = False) -> "OffsetSnapshot":
+        """Earliest, latest (and offsets at `at` and at `future_after`, and with `topic_ids` the topics' ids),
+        their requests in flight at the same time (at 100,000 partitions each takes seconds)."""
         tps = list(tps)
+        ids = self._pool.submit(self.topic_ids, {tp.topic for tp in tps}) if topic_ids else None
         earliest = self._pool.submit(self.earliest, tps)
         latest = self._pool.submit(self.latest, tps)
         at_time = self._pool.submit(self.offsets_at, tps, at) if at is not None else None
         future = self._pool.submit(self.offsets_at, tps, future_after) if future_after is not None else None
         return OffsetSnapshot(earliest.result(), latest.result(), at_time.result() if at_time else None,
-                              future.result() if future else None)
+                              future.result() if future else None, ids.result() if ids else None)
 
     def _query(self, tps: list[TopicPartition], timestamp: int, what: str) -> dict[TopicPartition, int]:
         if not tps:
@@ -239,3 +242,4 @@ class OffsetSnapshot:
     latest: dict[TopicPartition, int]
     at_time: dict[TopicPartition, int | None] | None
     at_future: dict[TopicPartition, int | None] | None = None
+    topic_ids: dict[str, str] | None = None  # asked for with the offsets (`snapshot(topic_ids=True)`)

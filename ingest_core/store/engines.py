@@ -21,6 +21,7 @@ from typing import Callable, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from ingest_core.core import json_text
 from ingest_core.core.defaults import METADATA_CONNECT_TIMEOUT_S
 from ingest_core.core.errors import MetadataStoreUnavailableError, MetadataUrlError
 
@@ -125,6 +126,10 @@ def checked_url(url: str) -> sa.engine.URL:
     return parsed
 
 
+# the JSON columns (a run's plan: 13 MB of JSON at 100,000 partitions) written and read with msgspec
+_JSON_CODEC = {"json_serializer": json_text.dumps, "json_deserializer": json_text.loads}
+
+
 def make_engine(url: str) -> Engine:
     """A new engine: SQLite with WAL and `BEGIN IMMEDIATE` (writers serialize), PostgreSQL with pre-ping."""
     parsed = checked_url(url)
@@ -132,7 +137,7 @@ def make_engine(url: str) -> Engine:
         database = parsed.database
         if database and database != ":memory:":
             Path(database).parent.mkdir(parents=True, exist_ok=True)  # the embedded default lives in INGEST_HOME
-        engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
+        engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False}, **_JSON_CODEC)
 
         @sa.event.listens_for(engine, "connect")
         def _sqlite_connect(dbapi_conn, _record):  # pragma: no cover - exercised through every SQLite test
@@ -153,7 +158,7 @@ def make_engine(url: str) -> Engine:
     connect_args = {"connect_timeout": METADATA_CONNECT_TIMEOUT_S} if (
         parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "psycopg2"
         and "connect_timeout" not in parsed.query) else {}
-    engine = sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args)
+    engine = sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args, **_JSON_CODEC)
     safe_url = engine.url.render_as_string(hide_password=True)
 
     @sa.event.listens_for(engine, "do_connect")

@@ -21,6 +21,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Iterator, Mapping
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ingest_core.core.errors import MetadataStoreError
@@ -78,19 +79,29 @@ class MainLine:
         return Move(self.commit_version, superseded, self._release(to))
 
     def _write(self, new: Mapping[TopicPartition, int], by: str, topic_ids: Mapping[str, str]) -> None:
+        # one statement for the updates and one for the inserts, however many partitions (100,000 rows one by
+        # one took seconds)
         now = utcnow()
         existing = self.committed()
+        updates, inserts = [], []
         for tp, off in sorted(new.items()):
-            key = ((offsets.c.datasource == self.name) & (offsets.c.topic == tp.topic)
-                   & (offsets.c.partition == tp.partition))
-            topic_id = topic_ids.get(tp.topic) or (existing[tp].topic_id if tp in existing else None)
-            if tp in existing:
-                self.conn.execute(offsets.update().where(key).values(offset=off, run_id=by, updated_at=now,
-                                                                     topic_id=topic_id))
+            known = existing.get(tp)
+            topic_id = topic_ids.get(tp.topic) or (known.topic_id if known is not None else None)
+            if known is not None:
+                updates.append({"b_topic": tp.topic, "b_partition": tp.partition, "b_offset": off,
+                                "b_topic_id": topic_id})
             else:
-                self.conn.execute(offsets.insert().values(datasource=self.name, topic=tp.topic,
-                                                          partition=tp.partition, offset=off, run_id=by,
-                                                          updated_at=now, topic_id=topic_id))
+                inserts.append({"datasource": self.name, "topic": tp.topic, "partition": tp.partition, "offset": off,
+                                "run_id": by, "updated_at": now, "topic_id": topic_id})
+        if updates:
+            self.conn.execute(
+                offsets.update().where((offsets.c.datasource == self.name)
+                                       & (offsets.c.topic == sa.bindparam("b_topic"))
+                                       & (offsets.c.partition == sa.bindparam("b_partition")))
+                .values(offset=sa.bindparam("b_offset"), run_id=by, updated_at=now,
+                        topic_id=sa.bindparam("b_topic_id")), updates)
+        if inserts:
+            self.conn.execute(offsets.insert(), inserts)
 
     def _bump(self) -> None:
         expected = self.commit_version

@@ -19,10 +19,13 @@ class Offsets:
         self.db = db
 
     def committed(self, name: str, *, conn: Connection | None = None) -> dict[TopicPartition, KnownOffset]:
+        # plain rows of the five columns read (a mapping per row cost seconds at 100,000 partitions)
+        query = sa.select(offsets.c.topic, offsets.c.partition, offsets.c.offset, offsets.c.run_id,
+                          offsets.c.topic_id).where(offsets.c.datasource == name)
         with self.db.within(conn) as c:
-            rows = c.execute(sa.select(offsets).where(offsets.c.datasource == name)).mappings().all()
-        return {TopicPartition(r["topic"], r["partition"]): KnownOffset(int(r["offset"]), r["run_id"], r["topic_id"])
-                for r in rows}
+            rows = c.execute(query).all()
+        return {TopicPartition(topic, partition): KnownOffset(int(offset), run_id, topic_id)
+                for topic, partition, offset, run_id, topic_id in rows}
 
     def last_updated(self, name: str) -> datetime | None:
         with self.db.session() as conn:

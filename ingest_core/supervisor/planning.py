@@ -224,8 +224,9 @@ class Supervisor:
                 self.store.datasources.set_state(self.datasource, Event.CONNECTING)
             with self._kafka() as reader:
                 tps = reader.partitions(topic=io.topic, pattern=io.topic_pattern)
-                snap = reader.snapshot(tps, at=end_time, future_after=future_after if end_time else None)
-                topic_ids = reader.topic_ids(tp.topic for tp in tps)
+                snap = reader.snapshot(tps, at=end_time, future_after=future_after if end_time else None,
+                                       topic_ids=True)
+                topic_ids = snap.topic_ids
             resolution = resolve_start_offsets(
                 tps,
                 datasource=self.datasource,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from datetime import datetime
 
 from ingest_core.core.errors import IngestError, KafkaAuthenticationError
@@ -83,7 +84,7 @@ def plan_step(spec: DatasourceSpec, run_id: str, end_time: datetime | None,
     except KafkaAuthenticationError as exc:  # refused credentials or certificate: a retry would be refused too
         raise RunFailedForGood(str(exc)) from None
     plan = record.plan
-    log.info("plan of run %s (%s):\n%s", run_id, record.status.value, json.dumps(plan.to_json(), indent=1))
+    log_plan(plan, record.status)
     if record.status is RunStatus.PUBLISHED:
         log.info("run %s is already published: nothing to read", run_id)
         return []
@@ -96,6 +97,21 @@ def plan_step(spec: DatasourceSpec, run_id: str, end_time: datetime | None,
     log.info("run %s: %d records in %d task groups -> %d Spark jobs", run_id, plan.records, len(plan.groups),
              len(jobs))
     return jobs
+
+
+LOGGED_PLAN_PARTITIONS = 1000  # a larger plan is logged as a summary: 100,000 partitions are 13 MB of JSON
+
+
+def log_plan(plan: Plan, status: RunStatus) -> None:
+    """The plan in the task's log: whole up to LOGGED_PLAN_PARTITIONS partitions, else its figures per task
+    group (the whole plan is staged beside the run's spec, `stage_plan`)."""
+    if len(plan.partitions) <= LOGGED_PLAN_PARTITIONS:
+        log.info("plan of run %s (%s):\n%s", plan.run_id, status.value, json.dumps(plan.to_json(), indent=1))
+        return
+    log.info("plan of run %s (%s): %d partitions, %d records, start sources %s; task groups (id: partitions, "
+             "records, splits): %s; staged whole as plan.json in the run's folder", plan.run_id, status.value,
+             len(plan.partitions), plan.records, dict(Counter(p.start_source.value for p in plan.partitions)),
+             ", ".join(f"{g.group_id}: {len(g.partitions)}, {g.records}, {len(g.splits)}" for g in plan.groups))
 
 
 def stage_plan(spec: DatasourceSpec, plan: Plan) -> list[list[str]]:

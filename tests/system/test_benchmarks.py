@@ -18,16 +18,24 @@ from conftest import pg_base
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
 
-def test_plan_10k_partitions(broker):
-    out = run_benchmark("plan_10k_partitions.py", "--bootstrap", broker.bootstrap, timeout=300)
+def test_plan_partitions(broker):
+    out = run_benchmark("plan_partitions.py", "--bootstrap", broker.bootstrap, "--postgres", pg_base(), timeout=300)
+    steps = {f"{store} {case}": rf"^{store}, case {case}: plan step \(best / median of 1\)\s+{NUMBER} s / {NUMBER} s"
+             for store in ("SQLite", "PostgreSQL") for case in ("first", "committed", "pipelined")}
     got = figures(out, {
+        **steps,
         "partitions": rf"^partitions\s+{NUMBER}$",
-        "plan time": rf"^plan run, batched \(best / median\)\s+{NUMBER} s / {NUMBER} s",
-        "plan CPU": rf"^plan run CPU \(median\)\s+{NUMBER} s in this process",
+        "step CPU": rf"^  CPU of the step \(median\)\s+{NUMBER} s in this process",
         "naive time": rf"^offsets one request per partition\s+{NUMBER} s",
         "ratio": rf"^ratio naive / batched\s+{NUMBER}x$",
     })
+    # the breakdown: each part the step timed, and what it spent outside them (either may print as 0.000)
+    parts = figures(out, {part: rf"^  {re.escape(part)}\s+{NUMBER} s\b" for part in (
+        "kafka: discover partitions", "kafka: offsets (and topic ids)", "kafka: earliest offsets", "kafka: topic ids",
+        "store: committed offsets", "pure: start offsets", "pure: plan (groups, splits)", "store: plan persisted",
+        "deep storage: plan staged", "rest (outside the timed calls)")})
     assert got["partitions"] == [50]  # --tiny's size, so the run above was the tiny one
+    assert all(v >= 0 for values in parts.values() for v in values), parts
     assert_positive(got)
 
 
