@@ -23,7 +23,7 @@ from harness.fixed_cost_setup import to_epoch
 
 # (name, what it is) in a run's order; every figure in seconds
 PHASES: list[tuple[str, str]] = [
-    ("between plans", "this run's plan start - the previous run's plan start (an event waits half of it on average)"),
+    ("between plans", "this run's plan start - the one before it (an event waits half of it on average)"),
     ("runs apart", "this run's start - the previous run's end (the scheduler's gap; < 0 when runs overlap)"),
     ("gate wait", "the run's start to the data gate's start"),
     ("gate", "the data gate task"),
@@ -32,8 +32,12 @@ PHASES: list[tuple[str, str]] = [
     ("jobs wait", "the plan's end to the first Spark job task's start"),
     ("jobs", "first Spark job task's start to the last one's end"),
     ("job in Spark", "the Spark job's own seconds (its report; the longest of the run's groups)"),
-    ("read+parse", "within it, the slowest split's reading and parsing (the Python data source)"),
-    ("sort+write+rest", "job in Spark - read+parse: the sort, the Parquet write, Spark's scheduling, the footers"),
+    ("  setup", "within it: the read's options, the data source registered (a request to the server)"),
+    ("  before the read", "the Spark action's start to the first split's start: the data source's schema and "
+                          "partitions (Python workers on the server), Spark's planning and scheduling"),
+    ("  read+parse", "the slowest split: Kafka, parsing, Arrow batches handed to Spark (the Python data source)"),
+    ("  after the read", "the last split's end to the action's end: the sort, the Parquet write, the commit"),
+    ("  footers", "the action's end to the job's end: the splits' reports and the segments' footers read"),
     ("job task overhead", "jobs - job in Spark: the task process, the Connect session, the DAG file parse"),
     ("publish wait", "the last job's end to the publish task's start"),
     ("publish", "the publish task"),
@@ -67,7 +71,7 @@ def collect(query: Any, store: Any, datasource: str) -> list[RunPhases]:
         reports.setdefault(report.run_id, []).append(report)
 
     out: list[RunPhases] = []
-    previous: tuple[float | None, float | None] = (None, None)  # the previous run's (end, plan start)
+    previous_end: float | None = None
     for run_id, run_start, run_end in runs:
         start, end = to_epoch(run_start), to_epoch(run_end)
         tasks = tis.get(run_id, {})
@@ -85,8 +89,7 @@ def collect(query: Any, store: Any, datasource: str) -> list[RunPhases]:
                 phases[name] = b - a
 
         gate, plan, jobs, publish, report = (span(t) for t in ("data_gate", "plan", "spark_job", "publish", "report"))
-        put("runs apart", previous[0], start)
-        put("between plans", previous[1], plan[0])
+        put("runs apart", previous_end, start)
         put("gate wait", start, gate[0])
         put("gate", *gate)
         put("plan wait", gate[1] if "data_gate" in tasks else start, plan[0])
@@ -103,13 +106,32 @@ def collect(query: Any, store: Any, datasource: str) -> list[RunPhases]:
         if succeeded:
             slowest = max(succeeded, key=lambda r: r.seconds)
             phases["job in Spark"] = slowest.seconds
-            read = max((s.seconds for s in slowest.splits), default=0.0)
-            phases["read+parse"] = read
-            phases["sort+write+rest"] = slowest.seconds - read
+            phases.update(job_phases(slowest))
             if "jobs" in phases:
                 phases["job task overhead"] = phases["jobs"] - slowest.seconds
         out.append(RunPhases(run_id, record.plan.records if record is not None else None, plan[0], phases))
-        previous = (end, plan[0] if plan[0] is not None else previous[1])
+        previous_end = end
+    # overlapping runs may plan in another order than they started
+    planned = sorted((r for r in out if r.plan_start is not None), key=lambda r: r.plan_start or 0.0)
+    for before, after in zip(planned, planned[1:]):
+        after.phases["between plans"] = (after.plan_start or 0.0) - (before.plan_start or 0.0)
+    return out
+
+
+def job_phases(report: Any) -> dict[str, float]:
+    """A Spark job's seconds, from its report's marks (the driver's clock) and its splits' starts (the executors'
+    clocks: the same machine here; on a cluster, what separates the two is as good as the clocks' agreement)."""
+    out: dict[str, float] = {}
+    splits = [s for s in report.splits if s.started_at is not None]
+    if splits:
+        out["  read+parse"] = max(s.seconds for s in splits)
+    marks = report.marks
+    if {"started", "writeStarted", "writeEnded", "ended"} <= marks.keys():
+        out["  setup"] = marks["writeStarted"] - marks["started"]
+        out["  footers"] = marks["ended"] - marks["writeEnded"]
+        if splits:
+            out["  before the read"] = min(s.started_at for s in splits) - marks["writeStarted"]
+            out["  after the read"] = marks["writeEnded"] - max(s.started_at + s.seconds for s in splits)
     return out
 
 
@@ -119,7 +141,11 @@ def summarize(runs: list[RunPhases]) -> dict[str, Any]:
     medians = {name: statistics.median(vals) for name, _ in PHASES
                if (vals := [r.phases[name] for r in busy if name in r.phases])}
     records = [r.records for r in busy if r.records]
-    return {"runs": len(runs), "runs_with_records": len(busy),
+    # an event waits on average half the time between plans, then one plan to visible: the median freshness
+    # these phases account for
+    model = (medians["between plans"] / 2 + medians["plan to visible"]
+             if "between plans" in medians and "plan to visible" in medians else None)
+    return {"runs": len(runs), "runs_with_records": len(busy), "freshness_from_phases": model,
             "records_per_run": {"median": statistics.median(records), "min": min(records), "max": max(records)}
             if records else None,
             "median_seconds": medians, "per_run": [asdict(r) for r in runs]}
@@ -139,3 +165,6 @@ def print_phases(summary: dict[str, Any]) -> None:
     for name, what in PHASES:
         if name in medians:
             print(f"        {name:<18} {medians[name]:6.2f} s   {what}")
+    if summary["freshness_from_phases"] is not None:
+        print(f"        freshness these phases account for: {summary['freshness_from_phases']:.1f} s "
+              "(half the time between plans + plan to visible)")
