@@ -159,7 +159,7 @@ def in_window(runs: list[RunPhases], start: float, end: float) -> list[RunPhases
 def print_phases(summary: dict[str, Any]) -> None:
     rec = summary["records_per_run"]
     print(f"      where the seconds went: {summary['runs_with_records']} runs with records (of {summary['runs']}), "
-          + (f"records per run median {rec['median']:,} (min {rec['min']:,}, max {rec['max']:,})" if rec else
+          + (f"records per run median {rec['median']:,.0f} (min {rec['min']:,}, max {rec['max']:,})" if rec else
              "none read anything"))
     medians = summary["median_seconds"]
     for name, what in PHASES:
