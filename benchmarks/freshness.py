@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedPostgres, EmbeddedSparkConnect, stop_group  # noqa: E402
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.segment_schema import read_conformed  # noqa: E402
+from harness import run_phases  # noqa: E402
 from harness.fixed_cost_scheduler import Standalone  # noqa: E402
 from harness.fixed_cost_setup import CONNECT_CONN, ExternalConnect, create_databases, drop_databases, load  # noqa: E402
 from spark_kafka_jobs import spark_kafka_jars  # noqa: E402
@@ -72,6 +73,9 @@ class Phase:
     duplicates: int = 0
     produce_seconds: float = 0.0  # longer than asked when the producer fell behind its rate
     backlog: list[tuple[float, int]] = field(default_factory=list)  # (seconds since start, produced - seen)
+    started: float = 0.0  # epoch s: the producer's start
+    ended: float = 0.0  # epoch s: the poller's stop (every event seen, or the drain over)
+    load: tuple[str, str] = ("", "")  # the load average at the start and at the end
 
     def freshness(self) -> list[float]:
         return [self.seen[i] - t for i, t in sorted(self.produced.items(), key=lambda kv: kv[1]) if i in self.seen]
@@ -90,7 +94,7 @@ class Phase:
                 "p50": q[49], "p95": q[94], "p99": q[98], "max": max(f), "first_third_p50": first,
                 "last_third_p50": last, "growing": growing,
                 "held": not growing and q[98] <= HELD_P99 and len(f) == len(self.produced),
-                "backlog": self.backlog}
+                "load_start": self.load[0], "load_end": self.load[1], "backlog": self.backlog}
 
 
 def print_summary(s: dict[str, Any]) -> None:
@@ -100,7 +104,8 @@ def print_summary(s: dict[str, Any]) -> None:
     print(f"  {s['side']:<22} {s['rate']:>7,}/s  p50 {s['p50']:6.1f} s  p95 {s['p95']:6.1f} s  p99 {s['p99']:6.1f} s"
           f"  max {s['max']:6.1f} s  events {s['visible']:,} of {s['produced']:,} (duplicates {s['duplicates']})"
           f"  lag {'growing' if s['growing'] else 'steady'} (p50 first third {s['first_third_p50']:.1f} s, "
-          f"last third {s['last_third_p50']:.1f} s); produced in {s['produce_seconds']:.0f} s")
+          f"last third {s['last_third_p50']:.1f} s); produced in {s['produce_seconds']:.0f} s; load average "
+          f"{s['load_start']} at the start, {s['load_end']} at the end")
     marks = s["backlog"][:: max(1, len(s["backlog"]) // 8)]
     print("      backlog over time: " + ", ".join(f"{t:.0f} s {n:,}" for t, n in marks))
 
@@ -245,7 +250,8 @@ def measure(sink: Sink, bootstrap: str, rate: int, seconds: float, poll: float, 
             next_id: int) -> tuple[Phase, int]:
     phase = Phase(sink.name, rate)
     stop = threading.Event()
-    start = time.time()
+    start = phase.started = time.time()
+    load_start = load()
 
     failed: list[BaseException] = []
 
@@ -276,6 +282,7 @@ def measure(sink: Sink, bootstrap: str, rate: int, seconds: float, poll: float, 
         time.sleep(poll)
     stop.set()
     thread.join(timeout=120)
+    phase.ended, phase.load = time.time(), (load_start, load())
     if failed:
         raise SystemExit(f"the poller failed: {failed[0]!r}") from failed[0]
     return phase, next_id
@@ -284,7 +291,8 @@ def measure(sink: Sink, bootstrap: str, rate: int, seconds: float, poll: float, 
 # ---------------------------------------------------------------------------------------------------- main
 
 
-def spec_for(datasource: str, topic: str, schedule: str, max_active_runs: int) -> dict[str, Any]:
+def spec_for(datasource: str, topic: str, schedule: str, max_active_runs: int, task_count: int = 1,
+             read_up_to: str | None = None) -> dict[str, Any]:
     """Every event one row (no rollup), its __time its produce time; the DAG's jobs on the Connect server."""
     return {
         "type": "kafka",
@@ -295,28 +303,40 @@ def spec_for(datasource: str, topic: str, schedule: str, max_active_runs: int) -
                 "dimensionsSpec": {"dimensions": [{"type": "long", "name": "id"}]},
                 "granularitySpec": {"segmentGranularity": "HOUR", "queryGranularity": "NONE", "rollup": False},
             },
-            "ioConfig": {"topic": topic, "inputFormat": {"type": "json"}, "taskCount": 1, "useEarliestOffset": True,
+            "ioConfig": {"topic": topic, "inputFormat": {"type": "json"}, "taskCount": task_count, "useEarliestOffset": True,
                          "completionTimeout": "PT10M", "consumerProperties": {
                              "bootstrap.servers": {"type": "environment", "variable": "INGEST_KAFKA_BOOTSTRAP"}}},
             "tuningConfig": {"type": "kafka"},
         },
         "microbatch": {"schedule": schedule, "maxActiveRuns": max_active_runs, "retries": 0,
-                       "spark": {"connId": CONNECT_CONN},
+                       **({"readUpTo": read_up_to} if read_up_to else {}), "spark": {"connId": CONNECT_CONN},
                        # the gate waits in the triggerer while the topic is idle: no empty runs back to back
                        "dataGate": {"minRecords": 1, "maxWait": "PT1M", "pokeInterval": "PT1S"}},
     }
+
+
+def airflow_conf_env(settings: list[str]) -> dict[str, str]:
+    """`section.key=value` -> {"AIRFLOW__SECTION__KEY": value}, Airflow's environment form of a setting."""
+    env = {}
+    for setting in settings:
+        name, sep, value = setting.partition("=")
+        section, dot, key = name.partition(".")
+        if not (sep and dot and section and key):
+            raise SystemExit(f"--airflow-conf {setting!r}: expected section.key=value")
+        env[f"AIRFLOW__{section.upper()}__{key.upper()}"] = value
+    return env
 
 
 class FreshnessScheduler(Standalone):
     """`airflow standalone` over one datasource of this benchmark's own (the fixed-cost benchmark's harness)."""
 
     def __init__(self, root: Path, spec: dict[str, Any], bootstrap: str, connect_url: str, airflow_db_url: str,
-                 metadata_url: str):
+                 metadata_url: str, airflow_conf: dict[str, str] | None = None):
         dags = root / "dags"
         (dags / "specs").mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / "dags" / "ingest_datasources.py", dags / "ingest_datasources.py")
         (dags / "specs" / "freshness.yaml").write_text(yaml.safe_dump(spec))
-        self.start(root, bootstrap, dags, connect_url, airflow_db_url, metadata_url)
+        self.start(root, bootstrap, dags, connect_url, airflow_db_url, metadata_url, **(airflow_conf or {}))
 
 
 def main() -> None:
@@ -327,7 +347,15 @@ def main() -> None:
     ap.add_argument("--poll", type=float, default=0.5, help="seconds between the queries that look for new rows")
     ap.add_argument("--schedule", default="@continuous", help="the datasource's microbatch.schedule")
     ap.add_argument("--max-active-runs", type=int, default=1)
+    ap.add_argument("--read-up-to", choices=["intervalEnd", "latest"],
+                    help="the datasource's microbatch.readUpTo (default: the spec's default for the schedule)")
+    ap.add_argument("--task-count", type=int, default=1, help="the datasource's ioConfig.taskCount (Spark jobs per run)")
+    ap.add_argument("--airflow-conf", nargs="*", default=[], metavar="SECTION.KEY=VALUE",
+                    help="Airflow settings for the scheduler's side, e.g. scheduler.scheduler_idle_sleep_time=0.2")
     ap.add_argument("--skip-anchor", action="store_true", help="no Structured Streaming side")
+    ap.add_argument("--warmup", type=int, default=200, metavar="EVENTS",
+                    help="events produced (in 1 s) and waited for before the first rate, not counted: the first run "
+                         "on a Spark Connect server starts its Python workers (the issue measures a warm server)")
     ap.add_argument("--tiny", action="store_true", help="20 events/s for 15 s on each side: that it runs")
     ap.add_argument("--out", type=Path, help="keep everything (logs, Airflow home, results.json) here")
     ap.add_argument("--bootstrap", help="a running Kafka broker to use instead of starting one (topics of its own)")
@@ -336,13 +364,15 @@ def main() -> None:
                                        "the metadata store's databases (created and dropped again)")
     args = ap.parse_args()
     if args.tiny:
-        ap.set_defaults(rates=[20], duration=15, drain=240)
+        ap.set_defaults(rates=[20], duration=15, drain=240, warmup=0)
         args = ap.parse_args()
     tag = uuid.uuid4().hex[:6]
     out = (args.out or Path(tempfile.mkdtemp(prefix="bench-freshness-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
     print(f"freshness: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, load average "
-          f"{load()}; schedule {args.schedule} (maxActiveRuns {args.max_active_runs}), rates {args.rates} events/s "
+          f"{load()}; schedule {args.schedule} (maxActiveRuns {args.max_active_runs}, taskCount {args.task_count}"
+          f"{', readUpTo ' + args.read_up_to if args.read_up_to else ''}"
+          f"{', Airflow ' + ' '.join(args.airflow_conf) if args.airflow_conf else ''}), rates {args.rates} events/s "
           f"for {args.duration:.0f} s each, poll every {args.poll} s; work dir {out}", flush=True)
     results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "phases": []}
     with contextlib.ExitStack() as services:
@@ -360,10 +390,11 @@ def main() -> None:
         services.callback(drop_databases, admin_engine, databases)
 
         datasource = f"fresh_{tag}"
-        spec = spec_for(datasource, topics["project"], args.schedule, args.max_active_runs)
+        spec = spec_for(datasource, topics["project"], args.schedule, args.max_active_runs, args.task_count,
+                        args.read_up_to)
         started = time.monotonic()
         sched = FreshnessScheduler(out / "standalone", spec, bootstrap, connect_url, f"{pg_base}/{databases[0]}",
-                                   f"{pg_base}/{databases[1]}")
+                                   f"{pg_base}/{databases[1]}", airflow_conf_env(args.airflow_conf))
         services.callback(sched.stop)
         sched.wait_healthy()
         sched.wait_parsed([datasource])
@@ -371,15 +402,27 @@ def main() -> None:
               f"(not counted)", flush=True)
         sink = Datasource(sched.store, datasource, topics["project"])
         next_id = 0
+        if args.warmup:
+            warm, next_id = measure(sink, bootstrap, args.warmup, 1, args.poll, 600, next_id)
+            print(f"  warm-up: {len(warm.seen):,} of {len(warm.produced):,} events visible after "
+                  f"{warm.ended - warm.started:.0f} s (not counted)", flush=True)
         summaries = []
         print(f"\n== {sink.name}: `{args.schedule}` under airflow standalone, jobs on Spark Connect")
+        phases = []
         for rate in args.rates:
             phase, next_id = measure(sink, bootstrap, rate, args.duration, args.poll, args.drain, next_id)
+            phases.append(phase)
             summaries.append(phase.summary())
             print_summary(summaries[-1])
             results["phases"].append(summaries[-1])
         runs = sched.query("SELECT state, count(*) FROM dag_run WHERE dag_id = :d GROUP BY state", d=datasource)
         print(f"  DAG runs: " + ", ".join(f"{n} {state}" for state, n in runs), flush=True)
+        # where each rate's seconds went: the runs that planned while it was produced or drained
+        all_runs = run_phases.collect(sched.query, sched.store, datasource)
+        for phase, summary in zip(phases, summaries):
+            summary["runs"] = run_phases.summarize(run_phases.in_window(all_runs, phase.started, phase.ended))
+            print(f"  {phase.rate:,} events/s:")
+            run_phases.print_phases(summary["runs"])
         sched.stop()
 
         if not args.skip_anchor:

@@ -25,8 +25,9 @@ class Standalone:
         self.start(root, bootstrap, root / "dags", connect.url, airflow_db_url, metadata_url)
 
     def start(self, root: Path, bootstrap: str, dags: Path, connect_url: str, airflow_db_url: str,
-              metadata_url: str) -> None:
-        """`airflow standalone` over the DAG folder `dags` (benchmarks/freshness.py brings its own)."""
+              metadata_url: str, **airflow_conf: str) -> None:
+        """`airflow standalone` over the DAG folder `dags` (benchmarks/freshness.py brings its own); `airflow_conf`:
+        more AIRFLOW__SECTION__KEY settings, over these."""
         import sqlalchemy as sa
 
         port = free_port()
@@ -43,7 +44,7 @@ class Standalone:
             AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="1", AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="3",
             AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="3",
             # a task's supervisor gives up on the api-server after 5 s by default: a loaded machine exceeds that
-            AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="60")
+            AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="60", **airflow_conf)
         self.db = sa.create_engine(airflow_db_url.replace("+asyncpg", ""))
         self.store = MetadataStore(metadata_url)
         self.store.upgrade()

@@ -247,6 +247,8 @@ class SplitReport:
     last_offset: int | None = None
     saved_exceptions: list[ParseExceptionRecord] = field(default_factory=list)
     seconds: float = 0.0
+    # when it started, epoch seconds on its executor's clock: with the group's `marks`, where a job's time went
+    started_at: float | None = None
     dead_letters: "DeadLetterFile | None" = None  # when dead letters are on and the split had any
     problems: list[ServiceProblem] = field(default_factory=list)  # services that did not answer
     failure: SplitFailure | None = None  # the error that stopped the split (its last progress report)
@@ -256,6 +258,8 @@ class SplitReport:
                "end": self.end, "records": self.records, "lastOffset": self.last_offset,
                "rowStats": self.stats.to_json(), "seconds": round(self.seconds, 3),
                "unparseableEvents": [e.to_json() for e in self.saved_exceptions]}
+        if self.started_at is not None:
+            out["startedAt"] = round(self.started_at, 3)
         if self.dead_letters is not None:
             out["deadLetters"] = self.dead_letters.to_json()
         if self.problems:
@@ -270,6 +274,7 @@ class SplitReport:
                    RowStats.from_json(d["rowStats"]), int(d.get("records", 0)), d.get("lastOffset"),
                    [ParseExceptionRecord.from_json(e) for e in d.get("unparseableEvents", [])],
                    float(d.get("seconds", 0.0)),
+                   float(d["startedAt"]) if d.get("startedAt") is not None else None,
                    DeadLetterFile.from_json(d["deadLetters"]) if d.get("deadLetters") else None,
                    [ServiceProblem.from_json(p) for p in d.get("problems", [])],
                    SplitFailure.from_json(d["failure"]) if d.get("failure") else None)
@@ -418,6 +423,9 @@ class GroupReport:
     error: str | None = None
     seconds: float = 0.0
     failure: GroupFailure | None = None  # FAILED: why, typed (reports written before it have only `error`)
+    # epoch seconds on the driver's clock: "started", "writeStarted" (the Spark action: read, sort, Parquet
+    # write), "writeEnded", "ended" (after the splits' reports and the segments' footers were read)
+    marks: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def merge(cls, datasource: str, run_id: str, group_id: int, replica: int, splits: Iterable[SplitReport],
@@ -471,6 +479,8 @@ class GroupReport:
         }
         if self.failure is not None:
             out["failure"] = self.failure.to_json()
+        if self.marks:
+            out["marks"] = {k: round(v, 3) for k, v in self.marks.items()}
         if self.dead_letters:  # the splits' files, listed for readers of the report (read back from the splits)
             out["deadLetters"] = [f.to_json() for f in self.dead_letters]
         return out
@@ -486,7 +496,8 @@ class GroupReport:
                        [ParseExceptionRecord.from_json(e) for e in d.get("unparseableEvents", [])],
                        [StagedSegment.from_json(s) for s in d.get("segments", [])], d.get("error"),
                        float(d.get("seconds", 0.0)),
-                       GroupFailure.from_json(d["failure"]) if d.get("failure") else None)
+                       GroupFailure.from_json(d["failure"]) if d.get("failure") else None,
+                       {str(k): float(v) for k, v in d.get("marks", {}).items()})
         except KeyError as exc:
             raise _malformed(source, f"it has no {exc.args[0]!r}") from None
         except (TypeError, ValueError, AttributeError, IndexError) as exc:

@@ -99,9 +99,8 @@ def build_dag(spec: DatasourceSpec) -> DAG:
 
     def run_context(context: Any) -> RunContext:
         run = RunContext.from_airflow(context)
-        # a continuous run's data interval ends when Airflow created it: it reads up to the latest offsets instead,
-        # or what arrived while it was being scheduled would wait for the next run
-        return dataclasses.replace(run, data_interval_end=None) if micro.continuous else run
+        # continuous, or readUpTo latest: up to the latest offsets when it plans, not those at its interval's end
+        return dataclasses.replace(run, data_interval_end=None) if micro.reads_to_latest(run.run_type) else run
 
     with dag:
         @task(task_id="plan")

@@ -151,13 +151,14 @@ def submitted_conf() -> set[str]:
 def run_group(spark: Any, job: GroupJob, stall_timeout_s: float = STALL_TIMEOUT_S) -> GroupReport:
     """Run one task group; returns its report (state SUCCESS) or raises, after writing a FAILED report."""
     spec, group = job.spec, job.group
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.time()
     report = GroupReport.merge(spec.datasource, job.plan.run_id, job.group_id, job.replica, [],
                                spec.tuning_config.effective_max_saved_parse_exceptions)
     try:
         if not group.is_empty:
             report = _ingest(spark, job, stall_timeout_s)
             _check_topic_ids(job)
+            report.marks = {"started": started_at, **report.marks, "ended": time.time()}
     except Exception as exc:
         error, error_class = _job_error(exc, job.attempt_uri)
         report = failed_report(job, error, error_class)
@@ -302,9 +303,11 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
     # Druid's dynamic partitioning (segments fill up as rows come), with no extra shuffle. The attempt's
     # folder is new: Spark must not delete anything ("error", i.e. error-if-exists: the one spelling Spark
     # Connect knows too; never "overwrite").
+    write_started = time.time()
     (out.sortWithinPartitions(SEGMENT, TIME, *[col(F, d) for d in dims])
      .write.mode("error").option("maxRecordsPerFile", spec.tuning_config.max_rows_per_segment)
      .partitionBy(SEGMENT).parquet(deep_storage.join(job.attempt_uri, "segments")))
+    write_ended = time.time()
     if types:
         rows.unpersist()  # a Spark Connect session outlives the job
 
@@ -322,6 +325,7 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
         raise ParseExceptionLimitError(limit_exceeded_message(
             limit, report.stats.parse_exceptions, f"task group {job.group_id} of run {job.plan.run_id}", last))
     report.segments = describe_segments(job, dims, metrics, types)
+    report.marks = {"writeStarted": write_started, "writeEnded": write_ended}
     return report
 
 

@@ -161,7 +161,8 @@ class KafkaRangeReader(DataSourceReader):
         return [SplitPartition(i, s.tp.topic, s.tp.partition, s.start, s.end) for i, s in enumerate(self.job.splits)]
 
     def read(self, partition: SplitPartition) -> Iterator[pa.RecordBatch]:
-        report = SplitReport(partition.index, partition.topic, partition.partition, partition.start, partition.end)
+        report = SplitReport(partition.index, partition.topic, partition.partition, partition.start, partition.end,
+                             started_at=time.time())
         started = time.monotonic()
         progress_uri = deep_storage.join(self.job.output_uri, "progress", f"split-{partition.index:05d}.json")
         try:

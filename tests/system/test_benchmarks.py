@@ -121,6 +121,12 @@ def test_freshness(tmp_path, broker, spark_connect):
     got = figures(out, {"project": rf"^  this project +{line}", "anchor": rf"^  Structured Streaming 1s +{line}"})
     assert re.search(r"^  this project +highest rate held \(p99 <= 30 s.*\): (20 events/s|none of those tried)$", out,
                      re.MULTILINE), out
+    # where the seconds went, from Airflow's task instances and the run records: at least the run that read them
+    runs = re.search(r"^      where the seconds went: (\d+) runs with records \(of (\d+)\), records per run median "
+                     r"([\d,]+)", out, re.MULTILINE)
+    assert runs and 1 <= int(runs[1]) <= int(runs[2]), out
+    for phase in ("plan", "jobs", "publish", "plan to visible"):
+        assert re.search(rf"^        {phase} +{NUMBER} s ", out, re.MULTILINE), out
     for side in ("project", "anchor"):
         rate, p50, p95, p99, worst, seen, produced, duplicates = got[side]
         # every acknowledged event seen exactly once (the script exits 1 otherwise), each after it was produced

@@ -33,6 +33,18 @@ def test_a_report_written_by_the_job_reads_and_writes_back_unchanged(name):
     assert GroupReport.from_json(report.to_json(), "again") == report
 
 
+def test_a_report_keeps_when_its_job_and_splits_did_what():
+    # the job's marks and each split's start: where a job's seconds went (benchmarks/freshness.py reads them)
+    report = GroupReport.loads((REPORTS / "segments_and_splits.json").read_text(), "segments_and_splits.json")
+    report.marks = {"started": 1700000000.0, "writeStarted": 1700000000.5, "writeEnded": 1700000003.25,
+                    "ended": 1700000003.5}
+    report.splits[0].started_at = 1700000001.125
+    again = GroupReport.from_json(json.loads(json.dumps(report.to_json())), "again")
+    assert again == report and again.splits[0].started_at == 1700000001.125
+    assert again.marks["writeEnded"] - again.marks["writeStarted"] == 2.75
+    assert again.splits[1].started_at is None and "startedAt" not in again.splits[1].to_json()
+
+
 def test_a_report_reads_as_typed_values():
     report = GroupReport.loads((REPORTS / "parse_exceptions.json").read_text(), "parse_exceptions.json")
     assert report.succeeded and report.state is GroupState.SUCCESS

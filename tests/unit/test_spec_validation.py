@@ -70,6 +70,23 @@ def test_a_continuous_schedule_runs_one_run_at_a_time():
         example(**{"compaction": {"schedule": "@continuous"}}))["compaction.schedule"]
 
 
+def test_read_up_to_picks_where_a_scheduled_run_ends():
+    def micro(**fields):
+        return parse_spec(example(**{f"microbatch.{k}": v for k, v in fields.items()})).microbatch
+
+    # a period's scheduled run reads its interval's slice unless told to read what is there when it plans
+    assert not micro(schedule="PT5S").reads_to_latest("scheduled")
+    latest = micro(schedule="PT5S", maxActiveRuns=2, readUpTo="latest")
+    assert latest.reads_to_latest("scheduled") and not latest.reads_to_latest("backfill")
+    assert not micro(schedule="PT5S", readUpTo="intervalEnd").reads_to_latest("scheduled")
+    # a continuous run always reads to the latest offsets; it has no interval end to read to
+    assert micro(schedule="@continuous").reads_to_latest("scheduled")
+    assert "has no data interval of its own" in refused(example(**{
+        "microbatch.schedule": "@continuous", "microbatch.readUpTo": "intervalEnd"}))["microbatch.readUpTo"]
+    found = refused(example(**{"microbatch.readUpTo": "latests"}))["microbatch.readUpTo"]
+    assert "must be one of intervalEnd, latest (did you mean 'latest'?)" in found
+
+
 def test_dimension_names_are_checked():
     dims = ["page", "__time", "", "page", {"name": " ", "type": "long"}]
     found = refused(example(**{"spec.dataSchema.dimensionsSpec": {"dimensions": dims}}))

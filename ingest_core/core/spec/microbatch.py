@@ -15,6 +15,12 @@ from ingest_core.core.periods import Period
 from ingest_core.core.planner import ASSIGNMENTS, MODULO
 
 
+# `microbatch.readUpTo`: where a scheduled run's end offsets are taken
+INTERVAL_END = "intervalEnd"  # the offsets at its data interval's end (the default for a period or cron schedule)
+LATEST = "latest"  # the latest offsets when it plans (always so for "@continuous")
+READ_UP_TO = (INTERVAL_END, LATEST)
+
+
 @dataclass(frozen=True)
 class DataGate:
     """Seed 002's DelayedFetch: wait until `minRecords` new records exist or `maxWait` passes."""
@@ -166,6 +172,7 @@ class Microbatch:
     start_date: datetime | None = None
     catchup: bool = False
     max_active_runs: int = 1
+    read_up_to: str | None = None  # INTERVAL_END or LATEST; None: LATEST for "@continuous", else INTERVAL_END
     retries: int = 2
     retry_delay: Period = spec_field(default_factory=lambda: Period.parse("PT1M"))
     assignment: str = MODULO
@@ -198,6 +205,12 @@ class Microbatch:
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.consumer_group is not None and not self.consumer_group.strip():
             ctx.error(join(path, "consumerGroup"), "must not be empty (set mirrorOffsets: false to mirror nothing)")
+        if self.read_up_to is not None and self.read_up_to not in READ_UP_TO:
+            ctx.error(join(path, "readUpTo"), f"must be one of {', '.join(READ_UP_TO)}"
+                      + did_you_mean(self.read_up_to, READ_UP_TO))
+        elif self.read_up_to == INTERVAL_END and self.continuous:
+            ctx.error(join(path, "readUpTo"), f"a {CONTINUOUS!r} run has no data interval of its own: it reads up "
+                                              f"to the latest offsets (remove readUpTo, or set it to {LATEST!r})")
         if self.assignment not in ASSIGNMENTS:
             ctx.error(join(path, "assignment"), f"must be one of {', '.join(ASSIGNMENTS)}"
                       + did_you_mean(self.assignment, ASSIGNMENTS))
@@ -227,3 +240,10 @@ class Microbatch:
     def continuous(self) -> bool:
         """Runs back to back: the next starts as soon as the previous one ends."""
         return self.schedule is not None and self.schedule.strip().lower() == CONTINUOUS
+
+    def reads_to_latest(self, run_type: str) -> bool:
+        """Whether a run of Airflow's `run_type` plans up to the latest offsets instead of those at its data
+        interval's end: any run of a continuous DAG (its interval ends when Airflow created it, so what arrived
+        while it was scheduled would wait for the next run), and a scheduled one with `readUpTo: latest` (a run
+        of a short period that starts late reads what is there by then). A backfill reads its interval's slice."""
+        return self.continuous or (self.read_up_to == LATEST and run_type == "scheduled")
