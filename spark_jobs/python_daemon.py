@@ -14,8 +14,9 @@ third-party modules that the shipped packages import as they load (tests/unit/te
 complete). A library missing on the server is skipped here; the worker that needs it fails as it would have.
 
 pyspark's own daemon imports nothing heavy before it forks because a library that starts threads as it loads
-could leave a lock held in the child. Of these, only pyarrow starts one (jemalloc's background thread), and
-jemalloc takes its locks around fork (pthread_atfork), as Python's multiprocessing relies on.
+could leave a lock held in the child. Two of these start threads: numpy (OpenBLAS's pool) and pyarrow (jemalloc's
+background thread); both stop or lock them around a fork (pthread_atfork), as multiprocessing's fork start
+method needs of them too.
 """
 
 from __future__ import annotations
