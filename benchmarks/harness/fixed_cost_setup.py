@@ -184,7 +184,7 @@ def server_python(connect: EmbeddedSparkConnect) -> tuple[int, float]:
     with contextlib.suppress(psutil.Error):
         for child in psutil.Process(connect.proc.pid).children():
             with contextlib.suppress(psutil.Error):
-                if "pyspark.daemon" not in " ".join(child.cmdline()):
+                if not any(d in " ".join(child.cmdline()) for d in ("pyspark.daemon", "spark_jobs.python_daemon")):
                     continue
                 daemons += 1
                 for p in (child, *child.children(recursive=True)):
