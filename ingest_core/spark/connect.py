@@ -6,13 +6,14 @@ client inside the task: no JVM of its own, so a microbatch's fixed cost is a ses
 of a spark-submit (18-20 s here).
 
 - Sessions: the jobs of one datasource share one server-side session per version of this project's code (a
-  `session_id` derived from both). Spark starts Python workers per session and keeps them until the server
+  `session_id` derived from both). Spark starts Python daemons per session and keeps them until the server
   stops (SPARK-54055): a session per job cost each job about 3.5 s of worker start-up and left 3 idle Python
-  daemons on the server for good. A job detaches from the shared session without releasing it. A session the
+  daemons on the server for good. A worker idle for a minute is closed and forked again from its daemon: with
+  `spark.python.daemon.module=spark_jobs.python_daemon` on the server it forks with the job's libraries loaded. A job detaches from the shared session without releasing it. A session the
   server has closed (its idle timeout, `spark.connect.session.manager.defaultSessionTimeout`) cannot be
   reopened: the next of a few derived ids is used, then a session of the job's own.
 - Code: the server's Python workers run the data source (`ingest_core.spark.kafka_source`) and the parser. This
-  module ships the client's own executor-side packages (`PACKAGES`) with the session
+  module ships the client's own executor-side packages (`PACKAGES`, source and bytecode) with the session
   (`addArtifacts(..., pyfile=True)`), so the workers run the same code as the task; third-party packages
   (pyarrow, confluent-kafka, PyYAML, ...) must be installed on the server's Python (the project's
   dependencies). Client and worker Python must have the same major.minor: checked once per session, with a
