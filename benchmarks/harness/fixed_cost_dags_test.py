@@ -149,3 +149,28 @@ def print_breakdown(warm: list[dict[str, Any]]) -> dict[str, float]:
     row("Airflow: everything outside the tasks", "airflow: all outside tasks")
     print(f"  {'whole run (wall)':<58} {wall:6.2f} s")
     return med
+
+
+def print_against_floor(warm: list[dict[str, Any]], floor: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Where a Connect run's seconds go beyond Airflow alone's (the same DAG shape with empty tasks): each part of
+    the run, median of each side's warm runs, side by side."""
+    parts = [("Airflow: CLI start to first task", "airflow: CLI start to first task (imports, DAG parse, run)"),
+             ("task plan", "task plan"), ("task spark_job (all groups)", "task spark_job"),
+             ("task publish", "task publish"), ("task report", "task report"),
+             ("Airflow: between tasks", "airflow: between tasks"),
+             ("Airflow: last task to exit", "airflow: last task to exit")]
+    sides = [[breakdown(r) for r in runs] for runs in (warm, floor)]
+    out: dict[str, list[float]] = {}
+    print(f"\nWhere a warm Connect run's seconds go beyond Airflow alone's (medians of {len(warm)} and {len(floor)} "
+          "warm runs):")
+    print(f"  {'':<36}{'Connect':>10}{'Airflow alone':>15}{'difference':>12}")
+    for label, key in parts:
+        values = [statistics.median([b.get(key, 0.0) for b in side]) for side in sides]
+        out[label] = values
+        print(f"  {label:<36}{values[0]:>8.2f} s{values[1]:>13.2f} s{values[0] - values[1]:>+10.2f} s")
+    walls = [statistics.median([r["wall"] for r in runs]) for runs in (warm, floor)]
+    out["whole run"] = walls
+    print(f"  {'whole run':<36}{walls[0]:>8.2f} s{walls[1]:>13.2f} s{walls[0] - walls[1]:>+10.2f} s")
+    server = statistics.median([r["cpu_server"] for r in warm])
+    print(f"  (the Connect server's CPU per warm run: {server:.2f} CPU-s, the JVM and its Python workers)")
+    return out

@@ -54,7 +54,8 @@ with DAG("{dag_id}", schedule=None):
 
     report(publish(spark_job.expand(group=plan())))
 '''
-TARGET_WALL_S, TARGET_CPU_RATIO = 10.0, 0.1
+TARGET_WALL_S, TARGET_CPU_RATIO = 10.0, 0.1  # issue 16's, kept for comparison
+TARGET_FLOOR_RATIO = 1.1  # issue 35: a Connect run at most 1.1x the same DAG with empty tasks
 
 # The benchmark's copy of dags/ingest_datasources.py. With BENCH_TIMINGS set (the `airflow dags test` runs), it
 # wraps the task bodies and the Connect client's steps with timers that append one JSON line per call to that
@@ -90,6 +91,7 @@ def _timed(owner, name, step):
 
 def _install_hooks():
     from ingest_core.provider import dag_factory
+    from ingest_core.provider.operators import spark_job as spark_job_operator
     from ingest_core.provider.operators.spark_job import IngestSparkSubmitOperator
     from ingest_core.spark import connect as spark_connect
 
@@ -125,7 +127,7 @@ def _install_hooks():
             return real_run_job(*args, **kwargs)
         finally:
             _record("run_job (all)", w1, time.perf_counter() - t1)
-    spark_connect.run_job = run_job
+    spark_connect.run_job = spark_job_operator.run_job = run_job  # the operator's module holds its own name
 
 
 if _TIMINGS:
@@ -182,7 +184,7 @@ def server_python(connect: EmbeddedSparkConnect) -> tuple[int, float]:
     with contextlib.suppress(psutil.Error):
         for child in psutil.Process(connect.proc.pid).children():
             with contextlib.suppress(psutil.Error):
-                if "pyspark.daemon" not in " ".join(child.cmdline()):
+                if not any(d in " ".join(child.cmdline()) for d in ("pyspark.daemon", "spark_jobs.python_daemon")):
                     continue
                 daemons += 1
                 for p in (child, *child.children(recursive=True)):

@@ -432,7 +432,9 @@ class EmbeddedSparkConnect:
                 "spark.local.dir": str(self.work_dir / "tmp"),
                 # a datasource's session must outlive the pause between its runs: a closed one cannot be reopened,
                 # and the Python workers Spark started for it stay behind (SPARK-54055)
-                "spark.connect.session.manager.defaultSessionTimeout": "7d", **self.conf}
+                "spark.connect.session.manager.defaultSessionTimeout": "7d",
+                # workers fork from a daemon that has the job's libraries loaded (docs/spark-connect.md)
+                "spark.python.daemon.module": "spark_jobs.python_daemon", **self.conf}
         args = [_spark_script("spark-submit"), "--class", self.MAIN_CLASS,
                 "--name", "ingest Spark Connect server", "--master", self.master, "--driver-memory", self.driver_memory]
         for key, value in conf.items():

@@ -975,9 +975,11 @@ def _modern(millis: Any) -> bool:
 
 
 _ISO_TOKENS = joda_tokens("yyyy-MM-dd'T'HH:mm:ss.SSSZZ")
-_DAY_NAMES = pa.array(["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"])
-_MONTH_NAMES = pa.array(["", "January", "February", "March", "April", "May", "June", "July", "August",
-                         "September", "October", "November", "December"])
+# tuples, made arrays where used: pa.array() at import would load pandas (pyarrow looks for it), about 0.3 s of
+# CPU in every Python worker that only plans a read (Spark's data-source planners)
+_DAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_MONTH_NAMES = ("", "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+                "November", "December")
 
 
 def _print_vectorized(tokens: list[tuple[str, Any]], millis: Any, zone: Any, iso: bool) -> Any:
@@ -1018,13 +1020,13 @@ def _print_vectorized(tokens: list[tuple[str, Any]], millis: Any, zone: Any, iso
         elif letter == "e":
             pieces.append(num(pc.add(pc.day_of_week(ts), 1), k))
         elif letter == "E":
-            names = pc.take(_DAY_NAMES, pc.day_of_week(ts))
+            names = pc.take(pa.array(_DAY_NAMES), pc.day_of_week(ts))
             pieces.append(names if k >= 4 else pc.utf8_slice_codeunits(names, 0, 3))
         elif letter == "D":
             pieces.append(num(pc.day_of_year(ts), k))
         elif letter == "M":
             if k >= 3:
-                names = pc.take(_MONTH_NAMES, pc.month(ts))
+                names = pc.take(pa.array(_MONTH_NAMES), pc.month(ts))
                 pieces.append(names if k >= 4 else pc.utf8_slice_codeunits(names, 0, 3))
             else:
                 pieces.append(num(pc.month(ts), k))

@@ -6,13 +6,14 @@ client inside the task: no JVM of its own, so a microbatch's fixed cost is a ses
 of a spark-submit (18-20 s here).
 
 - Sessions: the jobs of one datasource share one server-side session per version of this project's code (a
-  `session_id` derived from both). Spark starts Python workers per session and keeps them until the server
+  `session_id` derived from both). Spark starts Python daemons per session and keeps them until the server
   stops (SPARK-54055): a session per job cost each job about 3.5 s of worker start-up and left 3 idle Python
-  daemons on the server for good. A job detaches from the shared session without releasing it. A session the
+  daemons on the server for good. A worker idle for a minute is closed and forked again from its daemon: with
+  `spark.python.daemon.module=spark_jobs.python_daemon` on the server it forks with the job's libraries loaded. A job detaches from the shared session without releasing it. A session the
   server has closed (its idle timeout, `spark.connect.session.manager.defaultSessionTimeout`) cannot be
   reopened: the next of a few derived ids is used, then a session of the job's own.
 - Code: the server's Python workers run the data source (`ingest_core.spark.kafka_source`) and the parser. This
-  module ships the client's own executor-side packages (`PACKAGES`) with the session
+  module ships the client's own executor-side packages (`PACKAGES`, source and bytecode) with the session
   (`addArtifacts(..., pyfile=True)`), so the workers run the same code as the task; third-party packages
   (pyarrow, confluent-kafka, PyYAML, ...) must be installed on the server's Python (the project's
   dependencies). Client and worker Python must have the same major.minor: checked once per session, with a
@@ -29,7 +30,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import logging
+import marshal
 import os
 import sys
 import tempfile
@@ -71,10 +74,13 @@ def connect_timeout_s() -> float:
 
 
 def code_archive() -> Path:
-    """A zip of this project's packages, named by its content so an unchanged tree is zipped once."""
+    """A zip of this project's packages, named by its content and this Python's bytecode version so an unchanged
+    tree is zipped once. Each module goes as source and as bytecode (`x.pyc` beside `x.py`, which zipimport loads
+    first): a worker importing from the zip would otherwise compile every module again, about 0.3 CPU-s per
+    worker. A worker of another Python version ignores the bytecode (its magic number differs) and compiles."""
     files = sorted(p for pkg in PACKAGES for p in ((ROOT / pkg).rglob("*") if (ROOT / pkg).is_dir() else [ROOT / pkg])
                    if p.is_file() and "__pycache__" not in p.parts and p.suffix == ".py")
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(importlib.util.MAGIC_NUMBER)
     for f in files:
         digest.update(str(f.relative_to(ROOT)).encode())
         digest.update(f.read_bytes())
@@ -83,9 +89,19 @@ def code_archive() -> Path:
         partial = target.with_suffix(f".{os.getpid()}.{uuid.uuid4().hex}.partial")  # threads zip at once too
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as z:
             for f in files:
-                z.write(f, f.relative_to(ROOT))
+                name = f.relative_to(ROOT).as_posix()
+                source = f.read_bytes()
+                z.writestr(name, source)
+                z.writestr(name + "c", _bytecode(source, name))
         partial.replace(target)
     return target
+
+
+def _bytecode(source: bytes, name: str) -> bytes:
+    """`source` compiled as a .pyc that is never checked against its source (PEP 552: flags 0b01, the source's
+    hash; the zip holds both, written together)."""
+    header = importlib.util.MAGIC_NUMBER + (0b01).to_bytes(4, "little") + importlib.util.source_hash(source)
+    return header + marshal.dumps(compile(source, name, "exec", dont_inherit=True))
 
 
 def session_url(url: str, datasource: str, code: Path, generation: int = 0) -> str:

@@ -140,14 +140,27 @@ def test_a_deadline_interrupts_the_job_and_not_the_other_jobs_of_its_session(spa
 
 
 def python_daemons(server) -> int:
-    """The Spark Connect server's Python daemons: Spark starts them per session and worker module (SPARK-54055)
-    and keeps them until it stops."""
-    def title(p: psutil.Process) -> str:
+    """The Spark Connect server's Python daemons (pyspark's, and ours for the workers that read: the embedded
+    server's `spark.python.daemon.module`): Spark starts them per session and worker module (SPARK-54055) and
+    keeps them until it stops. A worker forked from a daemon has its command line; it is not counted (Spark
+    closes an idle one after a minute, so their number depends on the clock)."""
+    def title(pid: int) -> str:
         try:
-            return " ".join(p.cmdline())
+            return " ".join(psutil.Process(pid).cmdline())
         except psutil.Error:
             return ""
-    return sum("pyspark.daemon" in title(c) for c in psutil.Process(server.proc.pid).children(recursive=True))
+
+    def is_daemon(pid: int) -> bool:
+        return any(d in title(pid) for d in ("pyspark.daemon", "spark_jobs.python_daemon"))
+
+    def parent(p: psutil.Process) -> int:
+        try:
+            return p.ppid()
+        except psutil.Error:
+            return 0
+
+    procs = psutil.Process(server.proc.pid).children(recursive=True)
+    return sum(1 for p in procs if is_daemon(p.pid) and not is_daemon(parent(p)))
 
 
 def test_the_jobs_of_a_datasource_share_one_session_and_its_python_workers(spark_connect, broker, store, tmp_path):

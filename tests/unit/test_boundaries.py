@@ -44,4 +44,4 @@ def test_spark_connect_ships_only_what_executors_import():
     assert packages == {"core", "handover", "executor", "kafka", "spark"}, packages
     assert "ingest_core/__init__.py" in names
     assert "ingest_core/spark/kafka_source.py" in names
-    assert not [n for n in names if not n.endswith(".py")]
+    assert not [n for n in names if not n.endswith((".py", ".pyc"))]
