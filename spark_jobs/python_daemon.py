@@ -45,6 +45,7 @@ PRELOAD = (
     "croniter",
     "datasketches",
     "fastavro",
+    "msgspec",
     "google.protobuf",
     "google.protobuf.descriptor",
     "google.protobuf.descriptor_pool",
