@@ -77,9 +77,11 @@ def segment_rows(report: dict) -> list[dict]:
 
 def comparable(report: dict) -> dict:
     """A report without what differs between two runs of the same plan: timings, locations, the replica."""
-    out = {k: v for k, v in report.items() if k not in ("seconds", "segments", "replica", "splits")}
+    out = {k: v for k, v in report.items() if k not in ("seconds", "segments", "replica", "splits", "marks")}
     out["segments"] = [{k: v for k, v in s.items() if k not in ("location", "bytes")} for s in report["segments"]]
-    out["splits"] = [{k: v for k, v in s.items() if k != "seconds"} for s in report.get("splits", [])]
+    out["splits"] = [{k: v for k, v in s.items() if k not in ("seconds", "startedAt")}
+                     for s in report.get("splits", [])]
+    assert set(report.get("marks", {})) <= {"started", "writeStarted", "writeEnded", "ended"}
     return out
 
 
