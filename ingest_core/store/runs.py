@@ -119,10 +119,11 @@ class Runs:
             rows = c.execute(sa.select(runs).where(where).order_by(runs.c.seq)).mappings().all()
         return [_run_record(r) for r in rows]
 
-    def _without_deadline(self, name: str, conn: Connection) -> list[str]:
-        """The runs in flight without a deadline, read without their plans."""
+    def _in_flight_ids(self, name: str, conn: Connection, where: sa.ColumnElement[bool]) -> list[str]:
+        """The ids of the runs in flight that `where` holds for, read without their plans (13 MB each at 100,000
+        partitions)."""
         return list(conn.execute(sa.select(runs.c.run_id).where(
-            (runs.c.datasource == name) & runs.c.status.in_(_IN_FLIGHT) & runs.c.deadline_at.is_(None))).scalars())
+            (runs.c.datasource == name) & runs.c.status.in_(_IN_FLIGHT) & where)).scalars())
 
     def inflight_end_offsets(self, name: str) -> dict[TopicPartition, KnownOffset]:
         """Planned end offsets of runs that have not published yet; the latest-planned run wins per partition."""
@@ -177,7 +178,8 @@ class Runs:
         """Runs in flight from before schema v3 have no deadline: give them one, so they cannot hang the line
         either. Backfills keep none (see `start`). Returns their ids."""
         with self.db.session() as conn:
-            ids = [r.run_id for r in self.in_flight(name, conn=conn, only=self._without_deadline(name, conn))
+            ids = [r.run_id for r in self.in_flight(name, conn=conn, only=self._in_flight_ids(
+                name, conn, runs.c.deadline_at.is_(None)))
                    if not r.plan.is_backfill]
             if ids:
                 conn.execute(runs.update().where((runs.c.datasource == name) & runs.c.run_id.in_(ids)
@@ -188,17 +190,15 @@ class Runs:
         """Expire the runs in flight past their deadline: EXPIRED (failed for good), with the reason and an audit record
         (`by`: who noticed). Nothing continues from their planned ends any more and their publish is refused,
         so the next run plans from the committed offsets. Returns their ids."""
-        with self.db.session() as conn:  # a cheap read first (no plans: 13 MB each at 100,000 partitions)
-            deadlines = conn.execute(sa.select(runs.c.deadline_at).where(
-                (runs.c.datasource == name) & runs.c.status.in_(_IN_FLIGHT))).scalars().all()
-        if not any(d is not None and now >= as_utc(d) for d in deadlines):  # usually none is past
-            return []
+        # `RunRecord.past_deadline`, in SQL; in UTC, as SQLite keeps date-times as text without their zone
+        past = runs.c.deadline_at.is_not(None) & (runs.c.deadline_at <= as_utc(now))
+        with self.db.session() as conn:  # a cheap read first: usually none is past
+            if not self._in_flight_ids(name, conn, past):
+                return []
         expired = []
         with self.db.session() as conn:
             self.datasources.lock(name, conn=conn)  # the lock a publish takes: a run publishes or expires, not both
-            for run in self.in_flight(name, conn=conn):
-                if not run.past_deadline(now):
-                    continue
+            for run in self.in_flight(name, conn=conn, only=self._in_flight_ids(name, conn, past)):
                 reason = run.expiry_reason(now)
                 self.move(name, run.run_id, RunEvent.EXPIRE, error=reason, expired_at=now, conn=conn)
                 self.audit_log.write(name, RUN_EXPIRED, {"runId": run.run_id, "status": run.status.value,

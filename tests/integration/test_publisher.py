@@ -359,8 +359,11 @@ def test_a_run_in_flight_past_its_deadline_expires_for_good(store):
     r1 = store.runs.require("wiki", "r1")
     assert (r1.running_since, r1.deadline_at) == (T0, T0 + MINUTE)
     assert not r1.past_deadline(T0 + MINUTE - timedelta(milliseconds=1)) and r1.past_deadline(T0 + MINUTE)
-    assert store.runs.expire_overdue("wiki", T0 + MINUTE - timedelta(seconds=1), "test") == []
-    assert store.runs.expire_overdue("wiki", T0 + MINUTE, "the plan step of run r2") == ["r1"]
+    # compared in UTC whatever the zone of `now` (SQLite keeps date-times as text without their zone)
+    kolkata = timezone(timedelta(hours=5, minutes=30))
+    assert store.runs.expire_overdue("wiki", (T0 + MINUTE - timedelta(microseconds=1)).astimezone(kolkata),
+                                     "test") == []
+    assert store.runs.expire_overdue("wiki", (T0 + MINUTE).astimezone(kolkata), "the plan step of run r2") == ["r1"]
     r1 = store.runs.require("wiki", "r1")
     assert r1.status is RunStatus.EXPIRED and r1.expired and r1.is_final
     assert r1.error.startswith("expired: run r1 was RUNNING since 2026-11-22T10:00:00.000Z, past completionTimeout "
