@@ -31,6 +31,7 @@ import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import Self
 
 from confluent_kafka.admin import AdminClient
 
@@ -81,6 +82,28 @@ def stop_group(proc: subprocess.Popen | None, term_wait: float, sig: int = signa
             break
 
 
+class EmbeddedServer:
+    """A server process this process starts (in a session of its own) and stops: `with` starts it and stops it.
+    Each server says how it starts and when it serves; stopping is SIGTERM to its process group, then SIGKILL after
+    `term_wait` seconds, unless it knows better."""
+
+    proc: subprocess.Popen | None = None
+    term_wait: float = 10
+
+    def start(self, timeout: float = 60) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        stop_group(self.proc, self.term_wait)
+        self.proc = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
 def _java() -> str:
     home = os.environ.get("JAVA_HOME")
     exe = os.path.join(home, "bin", "java") if home else shutil.which("java")
@@ -103,7 +126,7 @@ logger.server.level = INFO
 """
 
 
-class EmbeddedKafka:
+class EmbeddedKafka(EmbeddedServer):
     """Apache Kafka in KRaft mode: one process that is broker and controller, replication factor 1.
 
     The ports are chosen once and kept in the data dir, so a restart (`stop()` then `start()`, or the demo run
@@ -222,11 +245,6 @@ class EmbeddedKafka:
         self.stop(graceful)
         return self.start()
 
-    def __enter__(self) -> "EmbeddedKafka":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 class SecuredKafka(EmbeddedKafka):
@@ -314,7 +332,7 @@ def _postgres_bin() -> Path:
                        "or point INGEST_TEST_POSTGRES at a running server")
 
 
-class EmbeddedPostgres:
+class EmbeddedPostgres(EmbeddedServer):
     """A throwaway PostgreSQL server: its own cluster in a temp dir, trust auth on 127.0.0.1, fsync off.
 
     PostgreSQL refuses to run as root; as root the cluster belongs to the `postgres` account that Debian's
@@ -391,11 +409,6 @@ class EmbeddedPostgres:
             shutil.rmtree(self.data_dir, ignore_errors=True)
             self.data_dir = None
 
-    def __enter__(self) -> "EmbeddedPostgres":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 def _spark_script(name: str) -> str:
@@ -404,11 +417,12 @@ def _spark_script(name: str) -> str:
     return str(beside) if beside.exists() else name
 
 
-class EmbeddedSparkConnect:
+class EmbeddedSparkConnect(EmbeddedServer):
     """A local Spark Connect server (the pip pyspark's own, local[N]) on a free port: the warm Spark that
     microbatches connect to instead of starting a JVM each. Its Python workers run this interpreter, so they
     import this project as the client does."""
 
+    term_wait = 30
     MAIN_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
     def __init__(self, work_dir: str | Path, port: int | None = None, master: str = "local[2]",
@@ -467,23 +481,15 @@ class EmbeddedSparkConnect:
         raise RuntimeError(f"the Spark Connect server on port {self.port} did not start in {timeout}s "
                            f"(log: {self.log_path})")
 
-    def stop(self) -> None:
-        stop_group(self.proc, 30)
-        self.proc = None
 
     def kill(self) -> None:
         """A crash: SIGKILL the server's whole process group (the JVM and its Python workers at once)."""
         stop_group(self.proc, 5, signal.SIGKILL)
         self.proc = None
 
-    def __enter__(self) -> "EmbeddedSparkConnect":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
-class EmbeddedSparkStandalone:
+class EmbeddedSparkStandalone(EmbeddedServer):
     """A Spark standalone cluster from the pip pyspark: a master and one worker (`spark-class ...Master` and
     `...Worker`) on free ports of 127.0.0.1, their logs and the worker's work dir under `work_dir`. `url` is the
     master (`spark://127.0.0.1:P`) to give Spark Connect or spark-submit; `status()` is the master's view of
@@ -555,11 +561,6 @@ class EmbeddedSparkStandalone:
         stop_group(self.master, 30)
         self.worker = self.master = None
 
-    def __enter__(self) -> "EmbeddedSparkStandalone":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 def s3_spec_settings(endpoint: str, key_variable: str, secret_variable: str) -> dict[str, object]:
@@ -570,7 +571,7 @@ def s3_spec_settings(endpoint: str, key_variable: str, secret_variable: str) -> 
             "secretAccessKey": {"type": "environment", "variable": secret_variable}}
 
 
-class EmbeddedS3:
+class EmbeddedS3(EmbeddedServer):
     """S3Proxy with jclouds' `filesystem` backend: buckets are folders of `data_dir`, objects files. Signed
     requests only (SigV2 or SigV4) with `access_key`/`secret_key`; one bucket made at start."""
 
@@ -624,18 +625,10 @@ class EmbeddedS3:
         self.stop()
         raise RuntimeError(f"S3Proxy at {self.endpoint} did not answer in {timeout}s (log: {self.log_path})")
 
-    def stop(self) -> None:
-        stop_group(self.proc, 10)
-        self.proc = None
-
-    def __enter__(self) -> "EmbeddedS3":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
-class EmbeddedRedis:
+
+class EmbeddedRedis(EmbeddedServer):
     """A throwaway Redis server (Debian's `redis-server`, not the system service) on a free port of 127.0.0.1,
     in its own dir, without persistence: the Celery broker of the CeleryExecutor tests."""
 
@@ -672,13 +665,3 @@ class EmbeddedRedis:
             time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"redis-server on port {self.port} did not answer in {timeout}s")
-
-    def stop(self) -> None:
-        stop_group(self.proc, 10)
-        self.proc = None
-
-    def __enter__(self) -> "EmbeddedRedis":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

@@ -26,7 +26,7 @@ import urllib.request
 from pathlib import Path
 
 from ingest_core.dev import jars
-from ingest_core.dev.embedded import _port_free, stop_group, free_port
+from ingest_core.dev.embedded import EmbeddedServer, _port_free, free_port
 
 CCOMPAT_PATH = "/apis/ccompat/v7"
 JAVA_MAJOR = 21  # Apicurio Registry 3's classes are compiled for Java 21
@@ -80,9 +80,11 @@ def registry_answers(url: str, timeout: float = 2) -> bool:
         return False
 
 
-class EmbeddedSchemaRegistry:
+class EmbeddedSchemaRegistry(EmbeddedServer):
     """Apicurio Registry on free ports of 127.0.0.1 (its API and its management port, which it always opens),
     storage in memory, its log in `work_dir/registry.log`. `url` is the base of Confluent's API."""
+
+    term_wait = 30
 
     def __init__(self, work_dir: str | Path, port: int | None = None, heap: str = "256m",
                  jvm_options: list[str] | None = None):
@@ -135,13 +137,3 @@ class EmbeddedSchemaRegistry:
             time.sleep(0.3)
         self.stop()
         raise RuntimeError(f"Apicurio Registry at {self.url} did not answer in {timeout}s (log: {self.log_path})")
-
-    def stop(self) -> None:
-        stop_group(self.proc, 30)
-        self.proc = None
-
-    def __enter__(self) -> "EmbeddedSchemaRegistry":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
