@@ -14,9 +14,9 @@ transaction markers, aborted transactions and compaction leave holes in the offs
 
 Why not a Spark Python data source (this module was one): Spark runs a data source's `schema()` and
 `partitions()` in planner workers that it forks from pyspark's own daemon, whatever `spark.python.daemon.module`
-says, each importing pyarrow and this code again (about 0.5 CPU-s each, several per job, and again at each request
-a Spark Connect session analyses). `mapInArrow`'s workers fork from the server's daemon (`spark_jobs.python_daemon`,
-libraries loaded), and the schema is known on the driver (`output_arrow_schema`).
+says, each importing pyarrow and this code again (about 0.5 CPU-s each, two or more per job). `mapInArrow`'s
+workers fork from the server's daemon (`spark_jobs.python_daemon`, libraries loaded), and the schema is known on
+the driver (`output_arrow_schema`).
 
 The reader carries the job as JSON (`ReadJob.dumps`: the spec redacted) and, apart, what must stay secret: the
 resolved Kafka client properties, the unredacted inputFormat when it holds schema registry credentials, and the
@@ -155,13 +155,13 @@ class SplitsReader:
                  deep_storage_access: dict | None = None):
         """`input_format`: the unredacted inputFormat (registry credentials), None when the job's is complete;
         `deep_storage_access`: `object_store.S3Access.to_json()` of the attempt's folder, None without one."""
-        self.job = job.dumps()
+        self.job_json = job.dumps()
         self.consumer_properties = dict(consumer_properties)
         self.input_format = input_format
         self.deep_storage_access = deep_storage_access
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        reader = KafkaRangeReader(ReadJob.loads(self.job, self.input_format), self.consumer_properties,
+        reader = KafkaRangeReader(ReadJob.loads(self.job_json, self.input_format), self.consumer_properties,
                                   self.deep_storage_access)
         for batch in batches:
             for index in batch.column(0).to_pylist():

@@ -42,6 +42,6 @@ def test_the_pickled_reader_holds_the_job_as_text_and_the_secrets_apart():
                   splits=(OffsetRange(TopicPartition("t", 0), 0, 10),), output_uri="file:///o")
     fmt = {"type": "json", "flattenSpec": {"useFieldDiscovery": False}}
     again = cloudpickle.loads(cloudpickle.dumps(SplitsReader(job, {"sasl.password": "p"}, fmt, {"secretKey": "k"})))
-    assert ReadJob.loads(again.job) == job
+    assert ReadJob.loads(again.job_json) == job
     assert (again.consumer_properties, again.deep_storage_access) == ({"sasl.password": "p"}, {"secretKey": "k"})
-    assert ReadJob.loads(again.job, again.input_format).spec.io_config.input_format.flatten_spec is not None
+    assert ReadJob.loads(again.job_json, again.input_format).spec.io_config.input_format.flatten_spec is not None
