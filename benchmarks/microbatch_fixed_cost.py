@@ -219,8 +219,8 @@ def large_runs(args: argparse.Namespace, bench: DagsTest, bootstrap: str, topics
 def probe(url: str, rounds: int) -> None:
     """(in a fresh Python, `--probe URL`) what opening a session costs, step by step, on a warm server: as
     the task does it (settings, our code as session artifacts, the Python-version UDF), then the same UDF in a
-    session without artifacts; in each session the UDF and a one-row Python data source read twice (the first
-    pays for the session's Python workers). Prints one JSON line per session."""
+    session without artifacts; in each session the UDF and a one-row `mapInArrow` over `spark.range`, the job's
+    read without Kafka, twice each (the first pays for the session's Python workers). Prints one JSON line per session."""
     t0 = time.perf_counter()
     import pyspark.sql.connect.session  # noqa: F401 - the client's import, as in the task
     from pyspark.sql import SparkSession
@@ -250,11 +250,9 @@ def probe(url: str, rounds: int) -> None:
             t = time.perf_counter()
             spark_connect.check_python(spark, url)
             row["udf again"] = time.perf_counter() - t
-            source = probe_source()
-            for label in ("data source read", "read again"):  # a one-row Python data source
+            for label in ("mapInArrow read", "read again"):  # the job's read (`spark.job.read_splits`), no Kafka
                 t = time.perf_counter()
-                spark.dataSource.register(source)
-                spark.read.format(source.name()).load().collect()
+                spark.range(0, 1, 1, 1).mapInArrow(probe_read, "id long").collect()
                 row[label] = time.perf_counter() - t
             t = time.perf_counter()
             spark.stop()
@@ -262,27 +260,9 @@ def probe(url: str, rounds: int) -> None:
         print(json.dumps(row), flush=True)
 
 
-def probe_source() -> Any:
-    """A Python data source of one row: what a session's first read of our own data source pays on top of its
-    work (Spark starts the session's data-source workers), without Kafka."""
-    from pyspark.sql.datasource import DataSource, DataSourceReader
-
-    class OneRowReader(DataSourceReader):
-        def read(self, partition: Any) -> Any:
-            yield (1,)
-
-    class OneRow(DataSource):
-        @classmethod
-        def name(cls) -> str:
-            return "bench_one_row"
-
-        def schema(self) -> str:
-            return "id int"
-
-        def reader(self, schema: Any) -> Any:
-            return OneRowReader()
-
-    return OneRow
+def probe_read(batches: Any) -> Any:
+    """The split reader's shape without Kafka: each input row handed back."""
+    yield from batches
 
 
 def session_probe(env: dict[str, str], url: str, rounds: int) -> list[dict[str, Any]]:

@@ -1,12 +1,12 @@
 """Spark's Python daemon, warm: `spark.python.daemon.module=spark_jobs.python_daemon` on a long-lived Spark (Connect)
 server.
 
-Spark forks each Python worker that runs a UDF or reads a Python data source from a daemon (`pyspark.daemon`),
-one per session and worker module, and closes a worker idle for a minute. pyspark's daemon imports little, so every
-worker it forks imports pyarrow, confluent-kafka and the rest of what the ingest job's data source needs: about
-a second of CPU per worker, paid again whenever a datasource pauses for more than a minute between runs. This
-daemon imports those libraries once, then serves as pyspark's does (`pyspark.daemon.manager`), so a worker forks
-with them loaded.
+Spark forks each Python worker that runs a UDF (the ingest job's split reader is one, in `mapInArrow`) from a daemon
+(`pyspark.daemon`), one per session and worker module, and closes a worker idle for a minute. pyspark's daemon
+imports little, so every worker it forks imports pyarrow, confluent-kafka and the rest of what the split reader
+needs: about a second of CPU per worker, paid again whenever a datasource pauses for more than a minute between
+runs. This daemon imports those libraries once, then serves as pyspark's does (`pyspark.daemon.manager`), so a
+worker forks with them loaded.
 
 It imports no module of this project: a session's workers import `ingest_core` from the code archive the session
 ships (`ingest_core.spark.connect`), which must win over whatever copy the server has. `PRELOAD` names the
@@ -30,7 +30,6 @@ from pyspark import daemon
 # what the shipped packages (ingest_core.spark.connect.PACKAGES) and the workers' own modules import as they load
 PRELOAD = (
     "pyspark.worker",
-    "pyspark.sql.datasource",
     "pyspark.sql.pandas.types",
     "pyarrow",
     "pyarrow.compute",

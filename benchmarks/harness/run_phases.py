@@ -4,8 +4,8 @@ Per DAG run of the datasource: Airflow's task instances (queued, start and end t
 each task's wait (from its upstream's end, or the run's start, to its own start: the scheduler, the executor and
 the task process starting) and its run (start to end: the task process, DAG file parse included); the metadata
 store's run record gives the records the run planned and when it published; the Spark job's stored report gives
-the job's own seconds in Spark and, within them, its slowest split's (the Python data source reading and parsing
-its offset range; the sort and the Parquet write come after it in the same Spark task, with Spark's scheduling
+the job's own seconds in Spark and, within them, its slowest split's (the split reader, in `mapInArrow`, reading and
+parsing its offset range; the sort and the Parquet write come after it in the same Spark task, with Spark's scheduling
 they are the rest of the job's seconds).
 
 An event waits for the next run to plan (half the time between plans, on average), then for that run to publish:
@@ -32,10 +32,11 @@ PHASES: list[tuple[str, str]] = [
     ("jobs wait", "the plan's end to the first Spark job task's start"),
     ("jobs", "first Spark job task's start to the last one's end"),
     ("job in Spark", "the Spark job's own seconds (its report; the longest of the run's groups)"),
-    ("  setup", "within it: the read's options, the data source registered (a request to the server)"),
-    ("  before the read", "the Spark action's start to the first split's start: the data source's schema and "
-                          "partitions (Python workers on the server), Spark's planning and scheduling"),
-    ("  read+parse", "the slowest split: Kafka, parsing, Arrow batches handed to Spark (the Python data source)"),
+    ("  setup", "within it: the job's DataFrames built (the read's schema on the driver; Connect asks the "
+                "server for the others' schemas)"),
+    ("  before the read", "the Spark action's start to the first split's start: Spark's planning and "
+                          "scheduling, the task's Python worker started"),
+    ("  read+parse", "the slowest split: Kafka, parsing, Arrow batches handed to Spark (the split reader)"),
     ("  after the read", "the last split's end to the action's end: the sort, the Parquet write, the commit"),
     ("  footers", "the action's end to the job's end: the splits' reports and the segments' footers read"),
     ("job task overhead", "jobs - job in Spark: the task process, the Connect session, the DAG file parse"),

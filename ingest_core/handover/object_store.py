@@ -41,7 +41,7 @@ class S3Access:
         return urlparse(self.endpoint).netloc if self.endpoint else None
 
     def to_json(self) -> dict[str, Any]:
-        """For the job's executors only (a Spark data source's secret option), as the Kafka secrets travel."""
+        """For the job's executors only (pickled with the reader that `mapInArrow` runs, never in a plan's text), as the Kafka secrets travel."""
         return {"endpoint": self.endpoint, "region": self.region, "pathStyle": self.path_style,
                 "accessKey": self.access_key, "secretKey": self.secret_key, "sessionToken": self.session_token}
 

@@ -12,7 +12,7 @@ of a spark-submit (18-20 s here).
   `spark.python.daemon.module=spark_jobs.python_daemon` on the server it forks with the job's libraries loaded. A job detaches from the shared session without releasing it. A session the
   server has closed (its idle timeout, `spark.connect.session.manager.defaultSessionTimeout`) cannot be
   reopened: the next of a few derived ids is used, then a session of the job's own.
-- Code: the server's Python workers run the data source (`ingest_core.spark.kafka_source`) and the parser. This
+- Code: the server's Python workers run the split reader (`ingest_core.spark.kafka_source`) and the parser. This
   module ships the client's own executor-side packages (`PACKAGES`, source and bytecode) with the session
   (`addArtifacts(..., pyfile=True)`), so the workers run the same code as the task; third-party packages
   (pyarrow, confluent-kafka, PyYAML, ...) must be installed on the server's Python (the project's
@@ -48,7 +48,7 @@ from ingest_core.core.errors import IngestError, SparkConnectError, SparkConnect
 
 log = logging.getLogger(__name__)
 
-# what the server's Python workers import: the data source and its parser, never Airflow, the store or dev tools
+# what the server's Python workers import: the split reader and its parser, never Airflow, the store or dev tools
 PACKAGES = ("ingest_core/__init__.py", "ingest_core/core", "ingest_core/handover", "ingest_core/executor",
             "ingest_core/kafka", "ingest_core/spark")
 _CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
@@ -205,7 +205,7 @@ def _python() -> str:
 
 
 def check_python(spark: Any, url: str) -> None:
-    """Python UDFs and data sources need the workers' Python to match the client's (major.minor)."""
+    """Python UDFs (the split reader too) need the workers' Python to match the client's (major.minor)."""
     from pyspark.sql.connect import functions as F
     from pyspark.sql.types import StringType
 

@@ -31,6 +31,7 @@ from typing import Any, Collection
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from ingest_core.core.aggregators import SKETCH_OPS
 from ingest_core.core.defaults import PROGRESS_INTERVAL_S, STALL_TIMEOUT_S
@@ -68,8 +69,10 @@ from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.spark.kafka_source import (
     BUCKET,
     SEGMENT,
-    KafkaRangeDataSource,
     ReadJob,
+    SplitsReader,
+    output_arrow_schema,
+    split_parser,
 )
 
 log = logging.getLogger("ingest_core.spark.job")
@@ -242,15 +245,16 @@ def use_object_store(spark: Any, uri: str) -> object_store.S3Access | None:
     return access
 
 
-def register_source(spark: Any) -> None:
-    """Register `KafkaRangeDataSource` in the session. The jobs of a datasource share a Spark Connect session,
-    and Spark refuses the second of two registrations at the same moment (DATA_SOURCE_ALREADY_EXISTS): the
-    source is there then, and it is this one (a shared session holds one version of this code)."""
-    try:
-        spark.dataSource.register(KafkaRangeDataSource)
-    except Exception as exc:  # noqa: BLE001 - pyspark's classic and Connect errors differ in type
-        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
-            raise
+def read_splits(spark: Any, job: ReadJob, consumer_properties: dict[str, Any], input_format: dict | None = None,
+                deep_storage_access: dict | None = None) -> Any:
+    """The group's rows, one Spark task per split: a range of one row per split in as many partitions (no
+    shuffle), each task reading the split its row names (`kafka_source.SplitsReader`, in `mapInArrow`). The
+    schema is computed here, so Spark asks no Python worker before the tasks run; the secrets ride in the
+    reader (see `kafka_source`), never in a plan's text."""
+    n = len(job.splits)
+    schema = from_arrow_schema(output_arrow_schema(split_parser(job)))
+    reader = SplitsReader(job, consumer_properties, input_format, deep_storage_access)
+    return spark.range(0, n, 1, n).mapInArrow(reader, schema)
 
 
 def _job_error(exc: BaseException, attempt_uri: str) -> tuple[IngestError, str]:
@@ -277,17 +281,13 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
         poll_timeout_s=max(spec.io_config.poll_timeout, 100) / 1000 * 10, stall_timeout_s=stall_timeout_s,
         batch_records=spec.tuning_config.max_records_per_poll or ReadJob.batch_records,
         progress_interval_s=job.progress_interval_s)
-    register_source(spark)
-    reader = (spark.read.format(KafkaRangeDataSource.name())
-              .option("job", read_job.dumps())
-              # the splits' consumers add the defaults (isolation.level, ...): KafkaClientConfig.consumer
-              .option("secret.consumer.properties", json.dumps(dict(kafka.properties))))
-    if spec.io_config.input_format.has_literal_secrets:  # schema registry credentials, redacted in the job spec
-        reader = reader.option("secret.input.format", json.dumps(spec.io_config.input_format._to_raw(redact=False)))
+    input_format = spec.io_config.input_format
     access = use_object_store(spark, job.attempt_uri)
-    if access is not None:
-        reader = reader.option("secret.deep.storage", json.dumps(access.to_json()))
-    rows = reader.load()
+    # the splits' consumers add the defaults (isolation.level, ...): KafkaClientConfig.consumer; the job's spec
+    # has the schema registry's credentials redacted
+    rows = read_splits(spark, read_job, dict(kafka.properties),
+                       input_format._to_raw(redact=False) if input_format.has_literal_secrets else None,
+                       access.to_json() if access is not None else None)
     types: dict[str, str] = {}
     if discovery.type_aware(spec.data_schema.dimensions_spec):
         rows = rows.persist()
@@ -459,7 +459,6 @@ def discover(rows: Any, spec: DatasourceSpec) -> tuple[Any, list[str], dict[str,
     """Type-aware discovery (`executor.discovery`): the rows with AUTO_JSON replaced by typed columns, the
     dimensions (listed ones in the spec's order, then the discovered ones by name) and the discovered columns'
     types. One small pass over the (persisted) rows collects each column's value types first."""
-    from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.types import StructType
 
     F = sql_functions(rows)

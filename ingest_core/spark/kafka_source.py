@@ -1,19 +1,28 @@
-"""A Spark 4 Python data source reading fixed Kafka offset ranges (Spark's KafkaBatch, in Python).
+"""Reading fixed Kafka offset ranges in Spark's tasks (Spark's KafkaBatch, in Python).
 
-Each Spark partition is one split of a task group's plan: [start, end) of one topic partition. `read()`
-consumes it with confluent-kafka, parses the records into typed rows (`ingest_core.executor.row_parser`), adds each
-row's query-granularity bucket, rolls every `maxRowsInMemory` rows up into partial rows when the spec rolls up
-(`ingest_core.executor.rollup`), and yields Arrow batches with each row's segment interval. When the split is done it
-writes its row stats to deep storage (`splits/split-<i>.json`), which the job merges into the group report.
+Each split of a task group's plan, [start, end) of one topic partition, is one Spark task: the job's rows are
+`spark.range(n, numPartitions=n).mapInArrow(SplitsReader(...), schema)` (`ingest_core.spark.job`), one row per
+split, one split per partition, no shuffle, and `SplitsReader` reads the split its task's row names. The read
+consumes the range with confluent-kafka, parses the records into typed rows (`ingest_core.executor.row_parser`),
+adds each row's query-granularity bucket, rolls every `maxRowsInMemory` rows up into partial rows when the spec
+rolls up (`ingest_core.executor.rollup`), and yields Arrow batches with each row's segment interval. When the split
+is done it writes its row stats to deep storage (`splits/split-<i>.json`), which the job merges into the group
+report.
 
 A split ends when the consumer's position reaches `end`, never by waiting for the record at `end - 1`:
 transaction markers, aborted transactions and compaction leave holes in the offsets.
 
-Options (strings): `job` (JSON: the spec, the group's splits, creation time, output URI),
-`secret.consumer.properties` (JSON: the resolved Kafka client properties) and, when the spec's inputFormat
-holds schema registry credentials, `secret.input.format` (JSON: the inputFormat unredacted); with deep storage
-on an object store reached with a spec's settings, `secret.deep.storage` (JSON: those settings, resolved). Their
-keys match Spark's redaction pattern, so they never show in plans or the UI.
+Why not a Spark Python data source (this module was one): Spark runs a data source's `schema()` and
+`partitions()` in planner workers that it forks from pyspark's own daemon, whatever `spark.python.daemon.module`
+says, each importing pyarrow and this code again (about 0.5 CPU-s each, two or more per job). `mapInArrow`'s
+workers fork from the server's daemon (`spark_jobs.python_daemon`, libraries loaded), and the schema is known on
+the driver (`output_arrow_schema`).
+
+The reader carries the job as JSON (`ReadJob.dumps`: the spec redacted) and, apart, what must stay secret: the
+resolved Kafka client properties, the unredacted inputFormat when it holds schema registry credentials, and the
+settings of deep storage on an object store reached with a spec's settings. They travel pickled with the plan;
+Spark shows a Python function by its name only (`SplitsReader`), in plans, the UI and Spark Connect's
+statements (which abbreviate a function's bytes to their first few).
 """
 
 from __future__ import annotations
@@ -28,7 +37,6 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ingest_core.core.defaults import PROGRESS_INTERVAL_S, STALL_TIMEOUT_S
 from ingest_core.core.errors import BrokerUnavailableError, OffsetOutOfRangeError, TopicNotFoundError
@@ -61,18 +69,22 @@ _FATAL_ERROR_NAMES = {"_ALL_BROKERS_DOWN", "_TRANSPORT", "_RESOLVE", "_AUTHENTIC
                       "TOPIC_AUTHORIZATION_FAILED", "_SSL"}
 
 
-class SplitPartition(InputPartition):
-    """One split: [start, end) of one topic partition."""
+@dataclass(frozen=True)
+class SplitPartition:
+    """One split, one Spark task: [start, end) of one topic partition; `index`: its place in the group's splits
+    (its reports' name)."""
 
-    def __init__(self, index: int, topic: str, partition: int, start: int, end: int):
-        super().__init__(index)
-        self.index, self.topic, self.partition, self.start, self.end = index, topic, partition, start, end
+    index: int
+    topic: str
+    partition: int
+    start: int
+    end: int
 
 
 @dataclass(frozen=True)
 class ReadJob:
-    """Everything a split reader needs; built on the driver, carried in the data source's `job` option as JSON
-    (`dumps`/`loads`: the spec goes as its redacted raw form, so no secret shows in Spark's plans)."""
+    """Everything a split reader needs; built on the driver, carried to the tasks as JSON (`dumps`/`loads`: the
+    spec goes as its redacted raw form; the secrets travel apart, see `SplitsReader`)."""
 
     spec: DatasourceSpec
     created_at: datetime  # the plan's creation time: the default timestamp of rows without one
@@ -134,31 +146,39 @@ def output_arrow_schema(parser: RowParser) -> pa.Schema:
     return pa.schema(fields + [pa.field(SEGMENT, pa.int64())])
 
 
-class KafkaRangeDataSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return "ingest_kafka_range"
+class SplitsReader:
+    """The function `mapInArrow` runs in each Spark task: it reads the splits whose indexes its input batches hold
+    (one: a row per split, a partition per row). Picklable, holding only text and plain values; the reader and its
+    parsed spec are made in the task."""
 
-    def schema(self):
-        from pyspark.sql.pandas.types import from_arrow_schema
+    def __init__(self, job: ReadJob, consumer_properties: dict[str, Any], input_format: dict | None = None,
+                 deep_storage_access: dict | None = None):
+        """`input_format`: the unredacted inputFormat (registry credentials), None when the job's is complete;
+        `deep_storage_access`: `object_store.S3Access.to_json()` of the attempt's folder, None without one."""
+        self.job_json = job.dumps()
+        self.consumer_properties = dict(consumer_properties)
+        self.input_format = input_format
+        self.deep_storage_access = deep_storage_access
 
-        return from_arrow_schema(output_arrow_schema(split_parser(ReadJob.loads(self.options["job"]))))
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        reader = KafkaRangeReader(ReadJob.loads(self.job_json, self.input_format), self.consumer_properties,
+                                  self.deep_storage_access)
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                yield from reader.read(reader.split(index))
 
-    def reader(self, schema) -> "KafkaRangeReader":
-        input_format = json.loads(self.options.get("secret.input.format", "null"))
-        return KafkaRangeReader(ReadJob.loads(self.options["job"], input_format),
-                                json.loads(self.options.get("secret.consumer.properties", "{}")),
-                                json.loads(self.options.get("secret.deep.storage", "null")))
 
+class KafkaRangeReader:
+    """Reads one split at a time (`read`) into Arrow batches of `output_arrow_schema`, with its reports."""
 
-class KafkaRangeReader(DataSourceReader):
     def __init__(self, job: ReadJob, consumer_properties: dict[str, Any], deep_storage_access: dict | None = None):
         self.job = job
         self.consumer_properties = consumer_properties
         self.deep_storage_access = deep_storage_access
 
-    def partitions(self) -> list[SplitPartition]:
-        return [SplitPartition(i, s.tp.topic, s.tp.partition, s.start, s.end) for i, s in enumerate(self.job.splits)]
+    def split(self, index: int) -> SplitPartition:
+        s = self.job.splits[index]
+        return SplitPartition(index, s.tp.topic, s.tp.partition, s.start, s.end)
 
     def read(self, partition: SplitPartition) -> Iterator[pa.RecordBatch]:
         report = SplitReport(partition.index, partition.topic, partition.partition, partition.start, partition.end,

@@ -113,6 +113,44 @@ def test_connect_mode_gives_the_same_segments_and_report_as_a_session_of_its_own
         assert got["segments"][0]["types"]["v_theta"] == "COMPLEX<sketch>"
 
 
+def test_the_read_plan_names_the_split_reader_holds_no_shuffle_and_shows_no_secret(spark_connect, spark, tmp_path):
+    """The splits are read by a function each task runs (`mapInArrow` over a range of one row per split): the
+    secrets it carries never show in Spark's plans (what the UI's SQL pages show), over Spark Connect or in a
+    session of its own, and no shuffle stands between a split's row and its reader."""
+    import contextlib
+    import io
+
+    from ingest_core.core.offsets import OffsetRange, TopicPartition
+    from ingest_core.spark.connect import connect_mode, open_session
+    from ingest_core.spark.job import read_splits
+    from ingest_core.spark.kafka_source import ReadJob
+
+    secret = "l1teral-Pa55word!"
+    splits = (OffsetRange(TopicPartition("t", 0), 0, 10), OffsetRange(TopicPartition("t", 1), 3, 9))
+    job = ReadJob(spec=spec_from("127.0.0.1:9", "t", SCHEMA), created_at=T0, splits=splits,
+                  output_uri=tmp_path.as_uri())
+
+    def plans(session) -> str:
+        rows = read_splits(session, job, {"bootstrap.servers": "127.0.0.1:9", "sasl.password": secret},
+                           {"type": "json", "password": secret}, {"secretKey": secret})
+        shown = io.StringIO()
+        with contextlib.redirect_stdout(shown):
+            rows.explain(True)
+        return shown.getvalue()
+
+    with connect_mode():
+        remote = open_session(spark_connect.url)
+        try:
+            texts = [plans(remote)]
+        finally:
+            remote.stop()
+    texts.append(plans(spark))
+    for text in texts:
+        physical = text.split("== Physical Plan ==")[1]
+        assert "SplitsReader" in physical and "Range (0, 2, step=1, splits=2)" in physical, physical
+        assert "Exchange" not in physical and secret not in text
+
+
 def test_a_deadline_interrupts_the_job_and_not_the_other_jobs_of_its_session(spark_connect, broker, store, tmp_path):
     from ingest_core.dev.embedded import free_port
 

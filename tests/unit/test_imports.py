@@ -29,7 +29,7 @@ LAZY_LIBRARIES: dict[str, str] = {
 }
 # this project's modules that load one of those libraries as they load (checked below) -> why
 LAZY_MODULES: dict[str, str] = {
-    "ingest_core.spark.job": "loads pyspark (the Spark data source): Airflow's workers load it only to run a job",
+    "ingest_core.spark.job": "loads pyspark (Spark's schemas): Airflow's workers load it only to run a job",
     "ingest_core.spark.compaction": "loads pyspark (through spark.job), as above",
     "ingest_core.store.sql": "loads sqlglot and pyarrow.dataset (pandas), about 1.5 s: of the CLI's commands "
                              "only `ingest query` needs them",

@@ -39,7 +39,7 @@ def test_the_specs_properties_win_except_what_keeps_offsets_out_of_kafka():
 
 
 def test_a_read_job_crosses_to_the_executors_as_json_and_comes_back_the_same():
-    """The driver's typed job is serialized once, at the data source's option; secrets never ride in it."""
+    """The driver's typed job is serialized once, for the split readers; secrets never ride in it."""
     spec = make_spec("x:1", topic="t")
     splits = (OffsetRange(TopicPartition("t", 0), 10, 20), OffsetRange(TopicPartition("t", 1), 0, 5))
     job = ReadJob(spec=spec, created_at=datetime(2026, 1, 1, 12, 30, 1, 250_000, tzinfo=timezone.utc), splits=splits,

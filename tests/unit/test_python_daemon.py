@@ -56,7 +56,7 @@ def test_the_code_archive_carries_bytecode_that_a_worker_imports():
     sources = {n for n in names if n.endswith(".py")}
     assert sources and names == sources | {n + "c" for n in sources}
     # a fresh interpreter with only the archive for this project (as a session's worker has it) loads the
-    # data source's module from the archive's bytecode
+    # split reader's module from the archive's bytecode
     probe = ("import sys; sys.path.insert(0, sys.argv[1]); import ingest_core.spark.kafka_source as k; "
              "print(k.__file__)")
     done = subprocess.run([sys.executable, "-c", probe, str(archive)], cwd=archive.parent, capture_output=True,
