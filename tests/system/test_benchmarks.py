@@ -1,21 +1,57 @@
 """Benchmarks are code too: each script under benchmarks/ runs to the end at its tiny size (`--tiny`: every part
-once, on a few records) as `make bench` would run it, and prints its figures. Only that is checked: each figure
-line is there and is sane: rates, times and ratios above zero, counts exactly what the tiny size makes, outputs
-that must agree agreeing. Never how fast (a tiny run measures nothing, and a loaded machine would make any bound
-on a time or speed a race). Where a script takes a broker (`--bootstrap`), a Spark Connect server
-(`--spark-connect URL`) or a PostgreSQL server (`--postgres`) it gets the session's; the others start their own,
-as they do in `make bench`. fault_soak.py's tiny run is tests/system/test_soak.py's: the short soak, through the
-same command line."""
+once, on a few records) as `make bench` would run it, and prints its figures (a test that leaves a part out or
+joins two runs into one says which and why). Only that is checked: each figure line is there and is sane: rates,
+times and ratios above zero, counts exactly what the tiny size makes, outputs that must agree agreeing. Never how
+fast (a tiny run measures nothing, and a loaded machine would make any bound on a time or speed a race). Where a
+script takes a broker (`--bootstrap`), a Spark Connect server (`--spark-connect URL`) or a PostgreSQL server
+(`--postgres`) it gets the session's; the others start their own, as they do in `make bench`. fault_soak.py's tiny
+run is tests/system/test_soak.py's: the short soak, through the same command line."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
-from bench_cli import NUMBER, assert_positive, figures, run_benchmark
+from bench_cli import NUMBER, Benchmark, assert_positive, figures, run_benchmark, start_benchmark
 from conftest import pg_base
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
+
+
+# The benchmarks that mostly wait (an `airflow standalone` each, its scheduler's loop, a producer's seconds) start
+# with the module, in the background, and the others run meanwhile: a tiny run measures nothing, so sharing the
+# cores changes no figure that is checked. Their tests come last and wait for them; they name the servers they get,
+# so that the session starts Spark Connect before any Kafka client (conftest's `_spark_before_kafka`).
+def _fixed_cost(request, out: Path) -> Benchmark:
+    spark_connect, broker = request.getfixturevalue("spark_connect"), request.getfixturevalue("broker")
+    return start_benchmark("microbatch_fixed_cost.py", "--skip-large", "--skip-submit", "--out", str(out),
+                           "--bootstrap", broker.bootstrap, "--spark-connect", spark_connect.url, "--postgres",
+                           pg_base(), timeout=2300)
+
+
+def _freshness(request, out: Path) -> Benchmark:
+    spark_connect, broker = request.getfixturevalue("spark_connect"), request.getfixturevalue("broker")
+    return start_benchmark("freshness.py", "--out", str(out), "--bootstrap", broker.bootstrap, "--spark-connect",
+                           spark_connect.url, "--postgres", pg_base(), "--duration", "5", timeout=1400)
+
+
+BACKGROUND = {"test_microbatch_fixed_cost": _fixed_cost, "test_freshness": _freshness}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def background(request, tmp_path_factory) -> dict[str, Benchmark]:
+    """{test name: its benchmark, started}: those of BACKGROUND whose tests are selected."""
+    selected = {item.name for item in request.session.items}
+    started: dict[str, Benchmark] = {}
+    try:
+        for name, start in BACKGROUND.items():
+            if name in selected:
+                started[name] = start(request, tmp_path_factory.mktemp(name))
+        yield started
+    finally:
+        for benchmark in started.values():
+            benchmark.stop()  # (ended already, unless its test failed first)
 
 
 def test_plan_partitions(broker):
@@ -40,16 +76,22 @@ def test_plan_partitions(broker):
 
 
 def test_ingest_job_throughput(broker):
-    out = run_benchmark("ingest_job_throughput.py", "--bootstrap", broker.bootstrap, timeout=600)
+    # every side, the sketches one too (`make bench` runs `--sketches` apart): one JVM and one topic for both runs;
+    # the warm-up's outputs agree and every stored sketch reads back (the script's own checks)
+    out = run_benchmark("ingest_job_throughput.py", "--bootstrap", broker.bootstrap, "--sketches", "--sides", "raw",
+                        "job", "spark-kafka", "jvm-reader", "sketches", timeout=600)
     sides = {f"{side} median": rf"^  {side}\s+{NUMBER} rec/s \| CPU\s+{NUMBER} us/record \+ broker\s+{NUMBER}"
-             for side in ("raw", "job", "spark-kafka", "jvm-reader")}
+             for side in ("raw", "job", "spark-kafka", "jvm-reader", "sketches")}
     ratios = {name: rf"^  {re.escape(name)}\s+{NUMBER}\s+\(per round: {NUMBER}\)"
-              for name in ("job / raw consume", "job / Spark's Kafka source (anchor)", "jvm-reader / job")}
+              for name in ("job / raw consume", "job / Spark's Kafka source (anchor)", "jvm-reader / job",
+                           "sketches / job")}
     got = figures(out, {**sides, **ratios,
-                        "outputs agree": rf"outputs agree \(job, spark-kafka, jvm-reader\): {NUMBER} rows kept by the "
-                                         rf"filter -> {NUMBER} rolled-up rows",
-                        "CPU bound": rf"^  job CPU bound: 2 cores / {NUMBER} us of CPU per record .* = {NUMBER} rec/s"})
-    assert_positive(got, *ratios, "outputs agree", "CPU bound")
+                        "outputs agree": rf"outputs agree \(job, spark-kafka, jvm-reader, sketches\): {NUMBER} rows "
+                                         rf"kept by the filter -> {NUMBER} rolled-up rows",
+                        "CPU bound": rf"^  job CPU bound: 2 cores / {NUMBER} us of CPU per record .* = {NUMBER} rec/s",
+                        "sketches CPU ratio": rf"^  sketches / job CPU per record\s+{NUMBER}\s+\({NUMBER} / "
+                                              rf"{NUMBER} us; per round: {NUMBER}\)\s+target <= 1.5$"})
+    assert_positive(got, *ratios, "outputs agree", "CPU bound", "sketches CPU ratio")
     for side in sides:  # a rate and the job's CPU per record; the broker's share of a tiny run may print as 0.00
         rate, cpu, broker_cpu = got[side]
         assert rate > 0 and cpu > 0 and broker_cpu >= 0, (side, got[side])
@@ -67,76 +109,12 @@ def test_ingest_job_throughput_avro(broker):
         "CPU bound": rf"^  job CPU bound: 2 cores / {NUMBER} us of CPU per record .* = {NUMBER} rec/s"}))
 
 
-def test_ingest_job_throughput_sketches(broker):
-    # the job with a theta, an HLL and a quantiles metric beside the same spec without them; the
-    # warm-up's outputs agree and every stored sketch reads back (the script's own checks)
-    out = run_benchmark("ingest_job_throughput.py", "--bootstrap", broker.bootstrap, "--sketches", timeout=600)
-    assert re.search(r"outputs agree \(job, sketches\)", out), out[-4000:]
-    sides = {f"{side} median": rf"^  {side}\s+{NUMBER} rec/s \| CPU\s+{NUMBER} us/record" for side in ("job", "sketches")}
-    assert_positive(figures(out, {**sides, "CPU ratio": rf"^  sketches / job CPU per record\s+{NUMBER}\s+\({NUMBER} / "
-                                                      rf"{NUMBER} us; per round: {NUMBER}\)\s+target <= 1.5$"}))
-
-
 def test_row_parser_formats():
     out = run_benchmark("row_parser_formats.py", timeout=300)
     assert_positive(figures(out, {**{f"{f} median": rf"^  {f}\s+{NUMBER} rec/s\s+{NUMBER} us/record$"
                                      for f in ("json", "avro", "protobuf")},
                                   "ratio": rf"^  avro / json {NUMBER}   target >= 1.0$",
                                   "protobuf ratio": rf"^  protobuf / json {NUMBER}$"}))
-@pytest.mark.timeout(2400)
-def test_microbatch_fixed_cost(tmp_path, broker, spark_connect):
-    # the session's broker, Spark Connect server and PostgreSQL (in `make bench` it starts its own, to measure the
-    # server's cold start and CPU: a tiny run measures nothing); no large runs: they are the small runs' code on
-    # more records, and two more DAG runs
-    out = run_benchmark("microbatch_fixed_cost.py", "--skip-large", "--out", str(tmp_path / "fixed-cost"),
-                        "--bootstrap", broker.bootstrap, "--spark-connect", spark_connect.url, "--postgres", pg_base(),
-                        timeout=2300)
-    runs = {f"{label} run": rf"^  {label}\s+run 0 \(cold\)\s*: +{NUMBER} s wall, +{NUMBER} CPU-s"
-            for label in ("Spark Connect", "spark-submit", "Airflow alone")}
-    triggered = {f"{label} triggered": rf"^  {label}\s+trigger to success {NUMBER} s \(min {NUMBER}, max {NUMBER}\)"
-                 for label in ("Spark Connect", "spark-submit")}
-    got = figures(out, {**runs, **triggered,
-                  "ratio": rf"^  ratio connect / spark-submit \(warm medians\): wall {NUMBER}, CPU {NUMBER}$",
-                  "breakdown": rf"^  whole run \(wall\)\s+{NUMBER} s$",
-                  "probe": rf"^  as the task does, create {NUMBER} s, settings {NUMBER} s, artifacts {NUMBER} s",
-                  "scheduler ratio": rf"^  ratio connect / spark-submit \(medians\): {NUMBER}$",
-                  "floor ratio": rf"^  ratio connect / Airflow alone \(warm medians\): wall {NUMBER} ",
-                  "against floor": rf"^  whole run\s+{NUMBER} s\s+{NUMBER} s\s+[-+]?{NUMBER} s$",
-                  "target": rf"^Target .*: {NUMBER} s against {NUMBER} s, {NUMBER}x: ",
-                  "earlier target": rf"^Earlier target .*: wall {NUMBER} s, CPU {NUMBER}x"})
-    assert_positive(got, *runs, *triggered, "ratio", "breakdown", "scheduler ratio", "floor ratio", "target",
-                    "earlier target")
-    for name in triggered:
-        median, low, high = got[name]
-        assert low <= median <= high, (name, got[name])
-
-
-@pytest.mark.timeout(1500)
-def test_freshness(tmp_path, broker, spark_connect):
-    # the session's broker, Spark Connect server and PostgreSQL; its own airflow standalone over a continuous DAG,
-    # then the Structured Streaming anchor in a spark-submit of its own. Producing for 5 s instead of --tiny's 15 s
-    # (at its 20 events/s) still runs every part of both sides; only the waiting for the producer is shorter.
-    out = run_benchmark("freshness.py", "--out", str(tmp_path / "freshness"), "--bootstrap", broker.bootstrap,
-                        "--spark-connect", spark_connect.url, "--postgres", pg_base(), "--duration", "5",
-                        timeout=1400)
-    line = (rf"{NUMBER}/s  p50 +{NUMBER} s  p95 +{NUMBER} s  p99 +{NUMBER} s  max +{NUMBER} s  events {NUMBER} of "
-            rf"{NUMBER} \(duplicates {NUMBER}\)  lag (?:growing|steady)")
-    got = figures(out, {"project": rf"^  this project +{line}", "anchor": rf"^  Structured Streaming 1s +{line}"})
-    assert re.search(r"^  this project +highest rate held \(p99 <= 30 s.*\): (20 events/s|none of those tried)$", out,
-                     re.MULTILINE), out
-    # where the seconds went, from Airflow's task instances and the run records: at least the run that read them
-    runs = re.search(r"^      where the seconds went: (\d+) runs with records \(of (\d+)\), records per run median "
-                     r"([\d,]+)", out, re.MULTILINE)
-    assert runs and 1 <= int(runs[1]) <= int(runs[2]), out
-    for phase in ("plan", "jobs", "publish", "plan to visible"):
-        assert re.search(rf"^        {phase} +{NUMBER} s ", out, re.MULTILINE), out
-    for side in ("project", "anchor"):
-        rate, p50, p95, p99, worst, seen, produced, duplicates = got[side]
-        # every acknowledged event seen exactly once (the script exits 1 otherwise), each after it was produced
-        assert rate == 20 and seen == produced == 100 and duplicates == 0, out
-        assert 0 < p50 <= p95 <= p99 <= worst, out
-
-
 def test_compaction(tmp_path):
     # SQLite and a local SparkSession of its own: nothing to share
     out = run_benchmark("compaction.py", "--out", str(tmp_path / "compaction"), timeout=600)
@@ -169,3 +147,52 @@ def test_sketch_query():
     assert all(n > 0 for n in got["built"][1:]) and all(r > 0 for r in got["ratio"]), got
     sketch, exact, error = got["estimate"]
     assert exact > 0 and abs(sketch - exact) / exact * 100 == pytest.approx(error, abs=0.06)  # the error it prints
+
+
+@pytest.mark.timeout(2400)
+def test_microbatch_fixed_cost(background, broker, spark_connect):  # (the servers `background` gave it)
+    # the session's broker, Spark Connect server and PostgreSQL (in `make bench` it starts its own, to measure the
+    # server's cold start and CPU: a tiny run measures nothing); no large runs: they are the small runs' code on
+    # more records, and two more DAG runs. Under `airflow dags test` Connect and Airflow alone only (--skip-submit:
+    # a spark-submit run there is the same code as theirs, and a JVM's start); the scheduler part runs both modes.
+    out = background["test_microbatch_fixed_cost"].output()
+    runs = {f"{label} run": rf"^  {label}\s+run 0 \(cold\)\s*: +{NUMBER} s wall, +{NUMBER} CPU-s"
+            for label in ("Spark Connect", "Airflow alone")}
+    triggered = {f"{label} triggered": rf"^  {label}\s+trigger to success {NUMBER} s \(min {NUMBER}, max {NUMBER}\)"
+                 for label in ("Spark Connect", "spark-submit")}
+    got = figures(out, {**runs, **triggered,
+                  "breakdown": rf"^  whole run \(wall\)\s+{NUMBER} s$",
+                  "probe": rf"^  as the task does, create {NUMBER} s, settings {NUMBER} s, artifacts {NUMBER} s",
+                  "scheduler ratio": rf"^  ratio connect / spark-submit \(medians\): {NUMBER}$",
+                  "floor ratio": rf"^  ratio connect / Airflow alone \(warm medians\): wall {NUMBER} ",
+                  "against floor": rf"^  whole run\s+{NUMBER} s\s+{NUMBER} s\s+[-+]?{NUMBER} s$",
+                  "target": rf"^Target .*: {NUMBER} s against {NUMBER} s, {NUMBER}x: "})
+    assert_positive(got, *runs, *triggered, "breakdown", "scheduler ratio", "floor ratio", "target")
+    assert not re.search(r"^  spark-submit\s+run 0", out, re.MULTILINE), out  # --skip-submit was heard
+    for name in triggered:
+        median, low, high = got[name]
+        assert low <= median <= high, (name, got[name])
+
+
+@pytest.mark.timeout(1500)
+def test_freshness(background, broker, spark_connect):  # (the servers `background` gave it)
+    # the session's broker, Spark Connect server and PostgreSQL; its own airflow standalone over a continuous DAG,
+    # then the Structured Streaming anchor in a spark-submit of its own. Producing for 5 s instead of --tiny's 15 s
+    # (at its 20 events/s) still runs every part of both sides; only the waiting for the producer is shorter.
+    out = background["test_freshness"].output()
+    line = (rf"{NUMBER}/s  p50 +{NUMBER} s  p95 +{NUMBER} s  p99 +{NUMBER} s  max +{NUMBER} s  events {NUMBER} of "
+            rf"{NUMBER} \(duplicates {NUMBER}\)  lag (?:growing|steady)")
+    got = figures(out, {"project": rf"^  this project +{line}", "anchor": rf"^  Structured Streaming 1s +{line}"})
+    assert re.search(r"^  this project +highest rate held \(p99 <= 30 s.*\): (20 events/s|none of those tried)$", out,
+                     re.MULTILINE), out
+    # where the seconds went, from Airflow's task instances and the run records: at least the run that read them
+    runs = re.search(r"^      where the seconds went: (\d+) runs with records \(of (\d+)\), records per run median "
+                     r"([\d,]+)", out, re.MULTILINE)
+    assert runs and 1 <= int(runs[1]) <= int(runs[2]), out
+    for phase in ("plan", "jobs", "publish", "plan to visible"):
+        assert re.search(rf"^        {phase} +{NUMBER} s ", out, re.MULTILINE), out
+    for side in ("project", "anchor"):
+        rate, p50, p95, p99, worst, seen, produced, duplicates = got[side]
+        # every acknowledged event seen exactly once (the script exits 1 otherwise), each after it was produced
+        assert rate == 20 and seen == produced == 100 and duplicates == 0, out
+        assert 0 < p50 <= p95 <= p99 <= worst, out

@@ -6,6 +6,7 @@ worker, and the tasks on the Celery worker."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -63,10 +64,8 @@ def metadata_url():
         yield url
 
 
-@pytest.fixture(scope="module")
-def home(tmp_path_factory, broker, metadata_url, cluster_connect) -> AirflowHome:
-    """An Airflow home whose spark_default is the cluster's Connect server (a test may override it)."""
-    root = tmp_path_factory.mktemp("airflow-cluster")
+def airflow_home(root: Path, broker, metadata_url: str, cluster_connect) -> AirflowHome:
+    """An Airflow home whose spark_default is the cluster's Connect server (a run may override it)."""
     (root / "dags" / "specs").mkdir(parents=True)
     shutil.copy(ROOT / "dags" / "ingest_datasources.py", root / "dags" / "ingest_datasources.py")
     return AirflowHome(root, root / "dags", broker.bootstrap, metadata_url, cluster_connect.url)
@@ -95,8 +94,7 @@ def assert_exactly_once(store: MetadataStore, broker, datasource: str, topic: st
     assert committed == {p: hi for p, (lo, hi) in broker_watermarks(broker, topic).items()}
 
 
-def test_a_dag_over_spark_connect_runs_its_executors_on_the_standalone_worker(home, broker, cluster,
-                                                                              cluster_connect):
+def a_dag_over_spark_connect_runs_its_executors_on_the_standalone_worker(home, broker, cluster) -> None:
     topic = broker.create_topic(partitions=4)
     write_example_variant(home.dags_folder, "on_cluster_connect", topic)  # two task groups
     server = app(cluster, "ingest Spark Connect server")
@@ -108,7 +106,7 @@ def test_a_dag_over_spark_connect_runs_its_executors_on_the_standalone_worker(ho
     assert tasks_run_on_worker(cluster, server["id"]) > before  # the driver runs none: standalone has no local
 
 
-def test_a_dag_through_spark_submit_in_client_mode_runs_on_the_standalone_cluster(home, broker, cluster):
+def a_dag_through_spark_submit_in_client_mode_runs_on_the_standalone_cluster(home, broker, cluster) -> None:
     topic = broker.create_topic(partitions=2)
     write_example_variant(home.dags_folder, "on_cluster_submit", topic, taskCount=1,
                           microbatch={"spark": {"conf": APP_CONF}})
@@ -191,29 +189,40 @@ WORKLOAD = re.compile(r"Executing workload in Celery: .* log_path='([^']+)' ti=T
                       r"dag_id='([^']+)', run_id='([^']+)', .*? map_index=(-?\d+),")
 
 
-@pytest.mark.timeout(900)  # eight processes to start and a DAG run: on a loaded 2-core machine, minutes
-def test_the_celery_executor_runs_the_dags_tasks_on_its_worker(tmp_path, broker, cluster, cluster_connect):
+@pytest.mark.timeout(1200)  # eight processes to start and three DAG runs: on a loaded 2-core machine, minutes
+def test_dags_over_spark_connect_through_spark_submit_and_under_celery_run_on_the_cluster(
+        tmp_path, broker, metadata_url, cluster, cluster_connect):
+    """Three runs on the cluster: a DAG over Spark Connect and one through spark-submit (`airflow dags test`, an
+    Airflow home each, at once: the Connect server and a spark-submit job are applications of their own), while
+    the CeleryExecutor's Airflow starts (minutes of processes that mostly wait); then its triggered run, alone on
+    the Connect server, so that the worker's tasks it counts are its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
     topic = broker.create_topic(partitions=4)
     produce_events(broker.bootstrap, topic, 300, seed=13)
-    with postgres_database("ingest_celery") as metadata_url, postgres_database("airflow_celery") as airflow_db_url, \
-            EmbeddedRedis(tmp_path / "redis") as redis:
-        airflow = CeleryAirflow(tmp_path, broker.bootstrap, metadata_url, airflow_db_url, redis.url,
-                                cluster_connect.url)
+    with postgres_database("ingest_celery") as celery_metadata_url, \
+            postgres_database("airflow_celery") as airflow_db_url, EmbeddedRedis(tmp_path / "redis") as redis, \
+            ThreadPoolExecutor(3) as pool:
+        starting = pool.submit(CeleryAirflow, tmp_path / "celery", broker.bootstrap, celery_metadata_url,
+                               airflow_db_url, redis.url, cluster_connect.url)
+        airflow = None
         try:
-            # two task groups; starting now, daily: the scheduler starts no run of its own, only the triggered one
-            airflow.write_spec("on_celery", topic, task_count=2, schedule="P1D",
-                               startDate=datetime.now(timezone.utc).replace(microsecond=0).isoformat())
-            airflow.wait_for_dag("on_celery")
-            server = app(cluster, "ingest Spark Connect server")
-            before = tasks_run_on_worker(cluster, server["id"])
-            airflow.airflow("dags", "trigger", "on_celery", "--run-id", "triggered")
-            airflow.wait_for_run("on_celery", "triggered")
-            instances = airflow.task_instances("on_celery", "triggered")
-            runs = airflow.get("/dags/on_celery/dagRuns")[1]["dag_runs"]
+            scenarios = {"connect": a_dag_over_spark_connect_runs_its_executors_on_the_standalone_worker,
+                         "submit": a_dag_through_spark_submit_in_client_mode_runs_on_the_standalone_cluster}
+            dag_tests = [pool.submit(scenario, airflow_home(tmp_path / name, broker, metadata_url, cluster_connect),
+                                     broker, cluster) for name, scenario in scenarios.items()]
+            for dag_test in dag_tests:
+                dag_test.result()
+            airflow = starting.result()
+            instances, runs, server, before = a_triggered_run_under_celery(airflow, cluster, topic)
         finally:
-            airflow.stop()
+            if airflow is None:
+                with contextlib.suppress(Exception):  # (one that did not start stopped itself)
+                    airflow = starting.result()
+            if airflow is not None:
+                airflow.stop()
         assert [r["dag_run_id"] for r in runs] == ["triggered"]
-        assert_exactly_once(MetadataStore(metadata_url), broker, "on_celery", topic, 300)
+        assert_exactly_once(MetadataStore(celery_metadata_url), broker, "on_celery", topic, 300)
 
     assert sorted((ti["task_id"], ti["map_index"]) for ti in instances) == [
         ("plan", -1), ("publish", -1), ("report", -1), ("spark_job", 0), ("spark_job", 1)]
@@ -228,3 +237,18 @@ def test_the_celery_executor_runs_the_dags_tasks_on_its_worker(tmp_path, broker,
     assert not (Path(airflow.env["AIRFLOW_HOME"]) / "logs" / "dag_id=on_celery").exists()
     # the spark_job tasks ran their Spark jobs on the standalone cluster's worker, through the Connect server
     assert tasks_run_on_worker(cluster, server["id"]) > before
+
+
+def a_triggered_run_under_celery(airflow: CeleryAirflow, cluster, topic: str):
+    """`airflow dags trigger` of a DAG on `topic`, waited for: (its task instances, the DAG's runs, the Connect
+    server's application, the tasks the worker had run for it before)."""
+    # two task groups; starting now, daily: the scheduler starts no run of its own, only the triggered one
+    airflow.write_spec("on_celery", topic, task_count=2, schedule="P1D",
+                       startDate=datetime.now(timezone.utc).replace(microsecond=0).isoformat())
+    airflow.wait_for_dag("on_celery")
+    server = app(cluster, "ingest Spark Connect server")
+    before = tasks_run_on_worker(cluster, server["id"])
+    airflow.airflow("dags", "trigger", "on_celery", "--run-id", "triggered")
+    airflow.wait_for_run("on_celery", "triggered")
+    return (airflow.task_instances("on_celery", "triggered"), airflow.get("/dags/on_celery/dagRuns")[1]["dag_runs"],
+            server, before)

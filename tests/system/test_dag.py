@@ -109,7 +109,7 @@ def example(tmp_path_factory, broker, metadata_url, spark_connect) -> AirflowHom
                        spark_connect.url)
 
 
-def test_example_spec_ingests_exactly_the_produced_records_over_several_runs(example, broker):
+def the_example_spec_ingests_exactly_the_produced_records_over_several_runs(example, broker):
     store = MetadataStore(example.metadata_url)
     rng = random.Random(3)
     # the spec reads from the earliest offsets: records a former session left in the topic (on a broker of
@@ -118,7 +118,7 @@ def test_example_spec_ingests_exactly_the_produced_records_over_several_runs(exa
     for i, n in enumerate([300, 200]):  # the second run continues from the first's committed offsets
         produce_wiki(broker.bootstrap, n, rng)
         total += n
-        example.dags_test("wikipedia", f"2026-01-0{i + 1}T00:00:00+00:00")
+        yield example.later("dags", "test", "wikipedia", f"2026-01-0{i + 1}T00:00:00+00:00")
         assert edits(store, "wikipedia") == total
     # SQL (DuckDB) reads the same visible segments as the reader
     (row,) = run_sql(store, "SELECT sum(edits) AS edits, count(DISTINCT channel) > 0 AS channels, "
@@ -133,7 +133,7 @@ def test_example_spec_ingests_exactly_the_produced_records_over_several_runs(exa
     # the report task mirrored them to a consumer group: Kafka's own tooling shows the datasource's lag
     assert group_offsets(broker, "ingest.wikipedia", "wikipedia", len(latest)) == latest
     # the run of an idle topic publishes nothing and reads IDLE
-    example.dags_test("wikipedia", "2026-01-03T00:00:00+00:00")
+    yield example.later("dags", "test", "wikipedia", "2026-01-03T00:00:00+00:00")
     assert edits(store, "wikipedia") == total
     assert store.runs.recent("wikipedia", limit=1)[0].plan.is_empty
     assert store.datasources.get("wikipedia")["state"] == "IDLE"
@@ -228,33 +228,39 @@ def dags_test_killed_in_its_job(home, dag_id: str, date: str, tmp_path, log_name
             os.killpg(run.pid, signal.SIGKILL)
 
 
-@pytest.mark.timeout(1800)  # six scenarios' runs, a few at a time, on a loaded 2-core machine
-def test_independent_datasources_through_the_dag_at_once(tmp_path, broker, metadata_url, spark_connect, capsys):
-    """The scenarios below, each a test of its own before, through `run_at_once` (their jobs over Spark Connect)."""
-    run_at_once(a_broken_spec_is_an_import_error_and_hides_nothing(tmp_path / "broken", broker, metadata_url),
-                a_missing_spark_connection_is_a_clear_error(tmp_path / "no-spark", broker, metadata_url),
+@pytest.mark.timeout(2700)  # eleven scenarios' runs, a few at a time, on a loaded 2-core machine
+def test_independent_datasources_through_the_dag_at_once(tmp_path, example, broker, metadata_url, spark_connect,
+                                                         capsys):
+    """The scenarios below, each a test of its own before, through `run_at_once` (their jobs over Spark Connect,
+    but where a JVM per job is what is tested). The ones whose runs take longest start first."""
+    run_at_once(a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path / "crashy", broker,
+                                                                              metadata_url, spark_connect),
+                a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path / "pipelined", broker,
+                                                                              metadata_url, spark_connect),
+                the_example_spec_ingests_exactly_the_produced_records_over_several_runs(example, broker),
                 the_compaction_dag_rewrites_segments_with_the_same_rows_and_iceberg_follows(
                     tmp_path / "compaction", broker, metadata_url, spark_connect),
                 suspend_resume_and_terminate_drive_the_dag(tmp_path / "operated", broker, metadata_url,
                                                            spark_connect),
+                two_replicas_publish_once(tmp_path / "replicated", broker, metadata_url),
+                the_data_gate_ends_an_idle_run_cleanly_and_releases_when_data_arrives(tmp_path / "gated", broker,
+                                                                                      metadata_url, spark_connect),
                 a_failed_run_says_which_records_and_why_and_skip_moves_past_exactly_them(
                     tmp_path / "strict", broker, metadata_url, spark_connect),
                 druids_transform_tutorial_spec_as_druid_writes_it_gives_its_printed_rows_through_the_dag(
-                    tmp_path / "transform", broker, metadata_url, spark_connect, capsys))
+                    tmp_path / "transform", broker, metadata_url, spark_connect, capsys),
+                a_broken_spec_is_an_import_error_and_hides_nothing(tmp_path / "broken", broker, metadata_url),
+                a_missing_spark_connection_is_a_clear_error(tmp_path / "no-spark", broker, metadata_url))
 
 
-def test_two_replicas_publish_once(tmp_path, own_dags, broker, metadata_url):
+def two_replicas_publish_once(tmp_path, broker, metadata_url):
     """In spark-submit mode: a JVM per replica."""
+    own_dags = dags_folder(tmp_path)
     topic = broker.create_topic(partitions=2)
     write_example_variant(own_dags, "replicated", topic, {"iceberg": {}}, taskCount=1, replicas=2)
     home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": broker.bootstrap})
-    for event in __import__("ingest_core.dev.demo", fromlist=["wiki_events"]).wiki_events(250, random.Random(5)):
-        p.produce(topic, json.dumps(event).encode())
-    p.flush(30)
-    home.dags_test("replicated", "2026-01-01T00:00:00+00:00")
+    produce_events(broker.bootstrap, topic, 250, seed=5)
+    yield home.later("dags", "test", "replicated", "2026-01-01T00:00:00+00:00")
     store = MetadataStore(metadata_url)
     assert edits(store, "replicated") == 250  # one replica's segments, not both
     # the report task synced the Iceberg table: the published replica's files, read without this project's reader
@@ -378,8 +384,9 @@ def produce_events(bootstrap: str, topic: str, n: int, seed: int) -> None:
     assert p.flush(30) == 0
 
 
-def test_data_gate_ends_an_idle_run_cleanly_and_releases_when_data_arrives(tmp_path, own_dags, broker,
-                                                                             metadata_url, spark_connect):
+def the_data_gate_ends_an_idle_run_cleanly_and_releases_when_data_arrives(tmp_path, broker, metadata_url,
+                                                                          spark_connect):
+    own_dags = dags_folder(tmp_path)
     idle_topic, topic = broker.create_topic(partitions=2), broker.create_topic(partitions=2)
     write_example_variant(own_dags, "gated_idle", idle_topic, taskCount=1,
                           microbatch={"dataGate": {"minRecords": 100, "maxWait": "PT2S", "pokeInterval": "PT1S"}})
@@ -389,7 +396,7 @@ def test_data_gate_ends_an_idle_run_cleanly_and_releases_when_data_arrives(tmp_p
     store = MetadataStore(metadata_url)
 
     # nothing new: the gate waits maxWait, then the run plans nothing, publishes nothing and reads IDLE
-    done = home.dags_test("gated_idle", "2026-01-01T00:00:00+00:00")
+    done = yield home.later("dags", "test", "gated_idle", "2026-01-01T00:00:00+00:00")
     log = done.stdout + done.stderr
     assert "deferring for up to" in log and "maxWait PT2S passed with nothing new" in log
     (run,) = store.runs.recent("gated_idle")
@@ -399,7 +406,17 @@ def test_data_gate_ends_an_idle_run_cleanly_and_releases_when_data_arrives(tmp_p
 
     # 40 records do not open a gate of 100; 80 more, produced while it waits, do (long before maxWait)
     produce_events(broker.bootstrap, topic, 40, seed=1)
-    proc = subprocess.Popen([AIRFLOW, "dags", "test", "gated", "2026-01-01T00:00:00+00:00"], env=home.env,
+    code, lines = yield functools.partial(dags_test_fed_while_gated, home, "gated", broker.bootstrap, topic)
+    assert code == 0, "".join(lines[-80:])
+    assert any("data gate open: 120 new records" in line for line in lines), "".join(lines[-80:])
+    assert edits(store, "gated") == 120
+    assert store.datasources.get("gated")["state"] == "RUNNING"
+
+
+def dags_test_fed_while_gated(home: AirflowHome, dag_id: str, bootstrap: str, topic: str) -> tuple[int, list[str]]:
+    """`airflow dags test` of a gated DAG; once its gate says it defers, 80 more records are produced: (its exit
+    code, its output lines)."""
+    proc = subprocess.Popen([AIRFLOW, "dags", "test", dag_id, "2026-01-01T00:00:00+00:00"], env=home.env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     deferred = threading.Event()
@@ -413,14 +430,12 @@ def test_data_gate_ends_an_idle_run_cleanly_and_releases_when_data_arrives(tmp_p
     reader.start()
     try:
         assert deferred.wait(300), "".join(lines[-50:])
-        produce_events(broker.bootstrap, topic, 80, seed=2)
-        assert proc.wait(600) == 0, "".join(lines[-80:])
+        produce_events(bootstrap, topic, 80, seed=2)
+        code = proc.wait(600)
     finally:
         proc.kill()
     reader.join(10)
-    assert any("data gate open: 120 new records" in line for line in lines), "".join(lines[-80:])
-    assert edits(store, "gated") == 120
-    assert store.datasources.get("gated")["state"] == "RUNNING"
+    return code, lines
 
 
 def suspend_resume_and_terminate_drive_the_dag(tmp_path, broker, metadata_url, spark_connect):
@@ -472,8 +487,7 @@ def suspend_resume_and_terminate_drive_the_dag(tmp_path, broker, metadata_url, s
         ("suspend", "carol"), ("resume", "carol"), ("terminate", "carol")]
 
 
-def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, own_dags, broker, metadata_url,
-                                                                       spark_connect):
+def a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, broker, metadata_url, spark_connect):
     """SIGKILL a run's whole process group while its Spark job (spark-submit) runs: its run stays RUNNING. Past
     its deadline the next run's plan expires it and starts from the committed offsets: every record once, lag 0,
     nothing done by hand. A re-executed spark_job of either run does nothing. (The next run's job runs over Spark
@@ -482,13 +496,15 @@ def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, 
 
     from ingest_core.store.schema import runs, utcnow
 
+    own_dags = dags_folder(tmp_path)
     topic = broker.create_topic(partitions=2)
     write_example_variant(own_dags, "crashy", topic, taskCount=1, completionTimeout="PT10M")
     home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
     store = MetadataStore(metadata_url)
     produce_events(broker.bootstrap, topic, 120, seed=7)
 
-    dags_test_killed_in_its_job(home, "crashy", "2026-01-01T00:00:00+00:00", tmp_path, "killed-run.log")
+    yield functools.partial(dags_test_killed_in_its_job, home, "crashy", "2026-01-01T00:00:00+00:00", tmp_path,
+                            "killed-run.log")
     (dead,) = store.runs.recent("crashy")
     assert dead.status is RunStatus.RUNNING and dead.deadline_at == dead.running_since + timedelta(minutes=10)
     with store.session() as conn:  # completionTimeout passes: moved through the store, not waited for
@@ -496,7 +512,7 @@ def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, 
                      .values(deadline_at=utcnow() - timedelta(seconds=1)))
 
     over_connect = {**home.env, "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connection(spark_connect.url))}
-    home.dags_test("crashy", "2026-01-02T00:00:00+00:00", env=over_connect)
+    yield home.later("dags", "test", "crashy", "2026-01-02T00:00:00+00:00", env=over_connect)
     assert edits(store, "crashy") == 120  # every record once
     healed, dead = store.runs.recent("crashy")
     assert healed.status is RunStatus.PUBLISHED
@@ -514,60 +530,72 @@ def test_a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, 
 
     # clearing one spark_job task re-executes it: for an expired or a published run, it does nothing
     for run, why in ((dead, "is not executed again: expired: "), (healed, "is already published")):
-        done = home.airflow("tasks", "test", "crashy", "spark_job", run.run_id, "--map-index", "0")
+        done = yield home.later("tasks", "test", "crashy", "spark_job", run.run_id, "--map-index", "0")
         assert f"run {run.run_id} {why}" in done.stdout + done.stderr
     assert store.runs.get("crashy", dead.run_id).status is RunStatus.EXPIRED and edits(store, "crashy") == 120
 
 
-def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path, own_dags, broker, metadata_url,
-                                                                       spark_connect):
+def a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path, broker, metadata_url, spark_connect):
     """Run A's job hangs and A's process group is SIGKILLed; run B, planned from A's ends while A looked alive,
     does not wait ~completionTimeout and fail (which made one kill cost two runs): once A expires, B plans
     again from the committed offsets, runs that plan's job in its publish task and publishes every record once.
     (B's jobs run over Spark Connect: the re-planning is the plan's and the publish's, whatever runs the job, and
     a warm server saves two JVMs' start.)"""
-    import os
-    import signal
-    import time
-    from datetime import timedelta
-
-    from ingest_core.store.schema import runs, utcnow
     from ingest_core.supervisor.planning import RUN_REPLANNED
 
+    own_dags = dags_folder(tmp_path)
     topic = broker.create_topic(partitions=2)
     write_example_variant(own_dags, "pipelined", topic, taskCount=1, completionTimeout="PT10M",
                           microbatch={"maxActiveRuns": 2})
     home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
     store = MetadataStore(metadata_url)
     produce_events(broker.bootstrap, topic, 120, seed=11)
-    dags_test_killed_in_its_job(home, "pipelined", "2026-01-01T00:00:00+00:00", tmp_path, "run-a.log")
+    yield functools.partial(dags_test_killed_in_its_job, home, "pipelined", "2026-01-01T00:00:00+00:00", tmp_path,
+                            "run-a.log")
     (a,) = store.runs.recent("pipelined")
     assert a.status is RunStatus.RUNNING  # dead, but nobody knows yet
     produce_events(broker.bootstrap, topic, 60, seed=12)
 
     over_connect = {**home.env, "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connection(spark_connect.url))}
-    with open(tmp_path / "run-b.log", "w") as out:
-        run_b = subprocess.Popen([AIRFLOW, "dags", "test", "pipelined", "2026-01-02T00:00:00+00:00"],
-                                 env=over_connect, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            deadline = time.monotonic() + 600
-            while len(store.runs.recent("pipelined")) < 2 and time.monotonic() < deadline and run_b.poll() is None:
-                time.sleep(0.5)  # B's plan step persists its plan
-            b = store.runs.recent("pipelined")[0]
-            assert b.run_id != a.run_id and {p.after_run for p in b.plan.partitions} == {a.run_id}
-            with store.session() as conn:  # A's completionTimeout passes: moved through the store, not waited for
-                conn.execute(runs.update().where((runs.c.datasource == "pipelined") & (runs.c.run_id == a.run_id))
-                             .values(deadline_at=utcnow() - timedelta(seconds=1)))
-            assert run_b.wait(900) == 0, (tmp_path / "run-b.log").read_text()[-4000:]
-        finally:
-            if run_b.poll() is None:
-                os.killpg(run_b.pid, signal.SIGKILL)
+    code, b = yield functools.partial(dags_test_behind_a_dead_run, home, store, "pipelined", a.run_id, over_connect,
+                                      tmp_path / "run-b.log")
+    assert code == 0, (tmp_path / "run-b.log").read_text()[-4000:]
+    assert b.run_id != a.run_id and {p.after_run for p in b.plan.partitions} == {a.run_id}
     assert edits(store, "pipelined") == 180  # every record once: A's range too
     b, a = store.runs.recent("pipelined")
     assert b.status is RunStatus.PUBLISHED and b.plan.revision == 1
     assert {p.start_source.value for p in b.plan.partitions} == {"earliest"} and a.expired
     (audit,) = store.audit_log.records("pipelined", action=RUN_REPLANNED)
     assert audit.details["runId"] == b.run_id and audit.details["predecessors"] == [a.run_id]
+
+
+
+def dags_test_behind_a_dead_run(home: AirflowHome, store: MetadataStore, dag_id: str, dead_run: str, env: dict,
+                                log: Path):  # -> (exit code, the run as its plan step persisted it)
+    """`airflow dags test` of a run B planned behind `dead_run` (dead, still RUNNING in the store): once B's plan
+    step persisted its plan, the dead run's completionTimeout passes, moved through the store, not waited for."""
+    import os
+    import signal
+    import time
+    from datetime import timedelta
+
+    from ingest_core.store.schema import runs, utcnow
+
+    with open(log, "w") as out:
+        run_b = subprocess.Popen([AIRFLOW, "dags", "test", dag_id, "2026-01-02T00:00:00+00:00"], env=env,
+                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 600
+            while len(store.runs.recent(dag_id)) < 2 and time.monotonic() < deadline and run_b.poll() is None:
+                time.sleep(0.5)  # B's plan step persists its plan
+            planned = store.runs.recent(dag_id)[0]
+            with store.session() as conn:
+                conn.execute(runs.update().where((runs.c.datasource == dag_id) & (runs.c.run_id == dead_run))
+                             .values(deadline_at=utcnow() - timedelta(seconds=1)))
+            return run_b.wait(900), planned
+        finally:
+            if run_b.poll() is None:
+                os.killpg(run_b.pid, signal.SIGKILL)
 
 
 def a_failed_run_says_which_records_and_why_and_skip_moves_past_exactly_them(tmp_path, broker, metadata_url,

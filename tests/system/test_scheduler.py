@@ -557,14 +557,26 @@ def test_reset_to_latest_with_backfill_runs_the_backfill_in_airflow(standalone, 
     assert total_edits(store, "caught_up") == before + 40
 
 
-def test_a_killed_task_worker_is_failed_by_its_missing_heartbeat_and_retried_exactly_once(standalone, broker,
-                                                                                           tmp_path):
-    """The worker running a spark_job dies with everything under it (SIGKILL of the LocalExecutor worker, which
-    takes its task runner and spark-submit with it): nothing reports the task's end. Airflow's heartbeat
-    timeout fails that try, the retry runs the Spark job again, and every record is ingested once."""
-    import urllib.parse
+KILLED_WORKER_TEST = "test_a_killed_task_worker_is_failed_by_its_missing_heartbeat_and_retried_exactly_once"
 
-    store = MetadataStore(standalone.metadata_url)
+
+@pytest.fixture(scope="module", autouse=True)
+def killed_worker(request, standalone, broker, tmp_path_factory):
+    """The killed-worker scenario (`kill_a_task_worker`) starts with the module, in a thread of its own, when its
+    test is selected: it mostly waits (for a spark-submit, Airflow's heartbeat timeout, the retry), and the other
+    tests' runs fill that time on the same scheduler (its datasource is its own). Its test checks the outcome."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not any(item.name == KILLED_WORKER_TEST for item in request.session.items):
+        yield None
+        return
+    with ThreadPoolExecutor(1) as pool:  # its exit waits for the scenario, which its own deadlines bound
+        yield pool.submit(kill_a_task_worker, standalone, broker, tmp_path_factory.mktemp("worker-lost"))
+
+
+def kill_a_task_worker(standalone, broker, tmp_path: Path) -> dict:
+    """The worker running a spark_job of `worker_lost` SIGKILLed with everything under it, then its run waited for
+    until it succeeds: the task instance, as the API showed it before the kill."""
     topic = broker.create_topic(partitions=2)
     end = floor_interval(datetime.now(timezone.utc))
     produce_history(broker, topic, end - 2 * INTERVAL, end - timedelta(seconds=1), 400)
@@ -597,9 +609,8 @@ exec '{sys.executable}' "$@"
         ti_id = _title(worker).split()[-1]
         victims = [worker, *_children(worker)]
         assert any("org.apache.spark.deploy.SparkSubmit" in _title(p) for p in victims), [_title(p) for p in victims]
-        token = standalone.token()
-        base = "/api/v2/dags/worker_lost/dagRuns"
-        status, body = standalone.http("GET", f"{base}/~/taskInstances?task_id=spark_job&state=running", token)
+        status, body = standalone.http("GET", "/api/v2/dags/worker_lost/dagRuns/~/taskInstances?task_id=spark_job"
+                                              "&state=running", standalone.token())
         assert status == 200, body
         ti = next((t for t in body["task_instances"] if t["id"] == ti_id), None)
         assert ti is not None, (_title(worker), body)
@@ -610,15 +621,27 @@ exec '{sys.executable}' "$@"
                 pass
     finally:
         (gate / "closed").unlink()
+    standalone.wait_for("worker_lost", lambda rs: rs[ti["dag_run_id"]]["state"] == "success", timeout=900)
+    return ti
 
-    run_id = ti["dag_run_id"]
-    standalone.wait_for("worker_lost", lambda rs: rs[run_id]["state"] == "success", timeout=900)
-    path = f"{base}/{urllib.parse.quote(run_id, safe='')}/taskInstances/spark_job/{ti['map_index']}"
+
+def test_a_killed_task_worker_is_failed_by_its_missing_heartbeat_and_retried_exactly_once(standalone,
+                                                                                           killed_worker):
+    """The worker running a spark_job dies with everything under it (SIGKILL of the LocalExecutor worker, which
+    takes its task runner and spark-submit with it): nothing reports the task's end. Airflow's heartbeat
+    timeout fails that try, the retry runs the Spark job again, and every record is ingested once."""
+    import urllib.parse
+
+    ti = killed_worker.result(timeout=1500)  # its own deadlines end it sooner
+    run_id, token = ti["dag_run_id"], standalone.token()
+    path = (f"/api/v2/dags/worker_lost/dagRuns/{urllib.parse.quote(run_id, safe='')}/taskInstances/spark_job/"
+            f"{ti['map_index']}")
     status, after = standalone.http("GET", path, token)
     assert status == 200 and after["state"] == "success" and after["try_number"] > ti["try_number"], after
     status, events = standalone.http("GET", "/api/v2/eventLogs?dag_id=worker_lost&event=heartbeat%20timeout", token)
     assert status == 200 and events["total_entries"] >= 1, events  # failed by the heartbeat timeout, not a report
     # every record exactly once
+    store = MetadataStore(standalone.metadata_url)
     assert store.runs.get("worker_lost", run_id).status is RunStatus.PUBLISHED
     assert sum(r.plan.records for r in store.runs.recent("worker_lost", limit=100)) == 400
     assert total_edits(store, "worker_lost") == 400

@@ -134,9 +134,10 @@ def run_dags(homes: dict[str, AirflowHome], outputs: list[str]) -> dict[str, tup
     return done
 
 
-@pytest.mark.timeout(1200)  # three DAG runs at once on a loaded 2-core machine
-def test_the_dag_over_sasl_ssl_with_each_credential_path_a_wrong_password_and_no_secret_anywhere(
+@pytest.mark.timeout(1200)  # four DAG runs at once on a loaded 2-core machine
+def test_the_dag_over_sasl_ssl_each_credential_path_a_wrong_password_and_mutual_tls_and_no_secret_anywhere(
         tmp_path, own_dags, secured_broker, object_store, metadata_url, spark_connect, monkeypatch):
+    """The SASL_SSL DAGs and the mutual-TLS one run at once (independent datasources, an Airflow home each)."""
     broker = secured_broker
     topic, dlq = broker.create_topic(partitions=2), broker.create_topic(partitions=2)
     produce_stream(broker, topic)
@@ -162,15 +163,23 @@ def test_the_dag_over_sasl_ssl_with_each_credential_path_a_wrong_password_and_no
         write_example_variant(own_dags, name, topic, microbatch, taskCount=1, consumerProperties=properties)
     homes = {name: AirflowHome(tmp_path / name, own_dags, broker.sasl_bootstrap, metadata_url, spark_connect.url)
              for name in specs}
+    # mutual TLS: a client certificate whose key's password comes from the environment
+    mtls_topic, mtls_dlq = broker.create_topic(partitions=2), broker.create_topic(partitions=2)
+    produce_stream(broker, mtls_topic)
+    write_example_variant(own_dags, "mtls", mtls_topic, {"deadLetter": {"topic": mtls_dlq}}, taskCount=2,
+                          consumerProperties=mtls_properties(broker))
+    homes["mtls"] = AirflowHome(tmp_path / "mtls", own_dags, broker.mtls_bootstrap, metadata_url, spark_connect.url)
     base = f"{object_store.uri}/secure-{uuid.uuid4().hex[:8]}"
     recipe_env = recipe_environment(broker, object_store, base)
     homes["sasl_recipe"].env.update(recipe_env)
     for home in homes.values():
         home.env["SECURE_KAFKA_WRONG_PASSWORD"] = wrong
+        home.env["SECURE_KEY_PASSWORD"] = broker.key_password
     outputs: list[str] = []
     done = run_dags(homes, outputs)
-    for name in ("sasl_recipe", "sasl_jaas_literal"):
+    for name in ("sasl_recipe", "sasl_jaas_literal", "mtls"):
         assert done[name][0] == 0, done[name][1][-4000:]
+    check_ingested(metadata_url, broker, "mtls", mtls_topic, mtls_dlq)
 
     # the recipe's segments are in the bucket: this process reads them with the recipe's settings, as `ingest`
     # and the UI do
@@ -206,28 +215,16 @@ def test_the_dag_over_sasl_ssl_with_each_credential_path_a_wrong_password_and_no
     assert any(e["exceptionClass"] == "KafkaAuthenticationError" and refused in e["message"]
                for e in payload["recentErrors"]), payload["recentErrors"]
 
-    assert_no_secret_anywhere([broker.password, wrong, object_store.secret_key], [*homes.values()], own_dags,
-                              outputs, spark_connect, monkeypatch, [*specs], objects)
+    assert_no_secret_anywhere([broker.password, wrong, object_store.secret_key, broker.key_password],
+                              [*homes.values()], own_dags, outputs, spark_connect, monkeypatch, [*specs, "mtls"],
+                              objects)
 
 
-def test_the_dag_over_mutual_tls_and_no_secret_anywhere(tmp_path, own_dags, secured_broker, metadata_url,
-                                                        spark_connect, monkeypatch):
-    broker = secured_broker
-    topic, dlq = broker.create_topic(partitions=2), broker.create_topic(partitions=2)
-    produce_stream(broker, topic)
-    properties = {"bootstrap.servers": broker.mtls_bootstrap, "security.protocol": "SSL",
-                  "ssl.ca.location": str(broker.tls.ca), "ssl.certificate.location": str(broker.tls.client_cert),
-                  "ssl.key.location": str(broker.tls.client_key),
-                  "ssl.key.password": {"type": "environment", "variable": "SECURE_KEY_PASSWORD"}}
-    write_example_variant(own_dags, "mtls", topic, {"deadLetter": {"topic": dlq}}, taskCount=2,
-                          consumerProperties=properties)
-    home = AirflowHome(tmp_path, own_dags, broker.mtls_bootstrap, metadata_url, spark_connect.url)
-    home.env["SECURE_KEY_PASSWORD"] = broker.key_password
-    outputs: list[str] = []
-    (code, output), = run_dags({"mtls": home}, outputs).values()
-    assert code == 0, output[-4000:]
-    check_ingested(metadata_url, broker, "mtls", topic, dlq)
-    assert_no_secret_anywhere([broker.key_password], [home], own_dags, outputs, spark_connect, monkeypatch, ["mtls"])
+def mtls_properties(broker) -> dict:
+    return {"bootstrap.servers": broker.mtls_bootstrap, "security.protocol": "SSL",
+            "ssl.ca.location": str(broker.tls.ca), "ssl.certificate.location": str(broker.tls.client_cert),
+            "ssl.key.location": str(broker.tls.client_key),
+            "ssl.key.password": {"type": "environment", "variable": "SECURE_KEY_PASSWORD"}}
 
 
 # ------------------------------------------------------------------------------------------ where secrets must not be

@@ -1,4 +1,4 @@
-"""The fault soak (benchmarks/fault_soak.py), short: six iterations (five microbatches of the real DAG, `airflow dags
+"""The fault soak (benchmarks/fault_soak.py), short: five iterations (four microbatches of the real DAG, `airflow dags
 test`, its jobs on a Spark Connect server of the soak's own, a broker and PostgreSQL of its own, and an operator's
 commands between two of them), each under a different fault, then clean runs until the lag is 0; every produced
 record must be visible exactly once. Connect mode is the default one (the demo's); the full soak in BENCHMARKS.md
@@ -6,19 +6,20 @@ ran both modes. It runs through the script's own command line at its tiny size (
 and iterations given): this is also the benchmark's never-rots run (tests/system/test_benchmarks.py), and what it
 checks are the figures the script prints.
 
-Seed 114 draws, in this order: a published run's spark_job executed again (`airflow tasks test`), the broker
-SIGKILLed and restarted once a spark_job task runs, an operator between runs (`ingest reset --to-latest`, `ingest
-set-offsets` forward on one partition, `delete_records` of unread records on the other, which the next run's
-resetOffsetAutomatically resets past), the Spark Connect server SIGKILLed (and started again) while that next run's
-job reads, a partition added (with records) once the run is planned, and the whole `airflow dags test` SIGKILLed
-while its job reads (the query it leaves on the server finishes into an attempt folder that nothing publishes).
-What the operator moved past is lost on purpose: the store's lost counter must equal it exactly (the reset past the
-deleted records counted once, though its first run was killed), and nothing else may be lost. The operator's
-iteration starts no run, so the soak takes about as long as with five. Every iteration also produces one hostile
-record of every kind (bad JSON, times a segment cannot hold, longs past 2^63, NaN, an object for a number, bytes
-that are not UTF-8, non-object payloads), and the spec keeps dead letters. That kill comes last: the run it leaves
-in flight holds the next runs back (until it expires), which would otherwise keep later faults from striking; the
-heal runs deal with it."""
+Seed 135479 draws, in this order: the broker SIGKILLed and restarted once a spark_job task runs, an operator between
+runs (`ingest reset --to-latest`, `ingest set-offsets` forward on one partition, `delete_records` of unread records
+on the other, which the next run's resetOffsetAutomatically resets past), the Spark Connect server SIGKILLed (and
+started again) while that next run's job reads, a partition added (with records) once the run is planned, and the
+whole `airflow dags test` SIGKILLed while its job reads (the query it leaves on the server finishes into an attempt
+folder that nothing publishes). What the operator moved past is lost on purpose: the store's lost counter must
+equal it exactly (the reset past the deleted records counted once, though its first run was killed), and nothing
+else may be lost. The operator's iteration starts no run. Every iteration also produces one hostile record of every
+kind (bad JSON, times a segment cannot hold, longs past 2^63, NaN, an object for a number, bytes that are not
+UTF-8, non-object payloads), and the spec keeps dead letters. That kill comes last: the run it leaves in flight holds
+the next runs back (until it expires), which would otherwise keep later faults from striking; the heal runs deal
+with it. A published run's tasks executed again (the soak's rerun_published) is not drawn here, for time: through
+the DAG, tests/system/test_dag.py re-executes spark_job of a published and of an expired run (each does nothing);
+tests/integration/test_publisher.py publishes a run again and twice at once (published once)."""
 
 from __future__ import annotations
 
@@ -32,8 +33,9 @@ from conftest import pg_base
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
-FAULTS = "kill_spark,kill_airflow,rerun_published,broker_restart,partition_growth,operator"
-ITERATIONS = 6
+FAULTS = "kill_spark,kill_airflow,broker_restart,partition_growth,operator"
+ITERATIONS = 5
+SEED = 135479
 
 
 def hostile_kinds() -> int:
@@ -52,7 +54,7 @@ def test_a_short_fault_soak_loses_nothing_duplicates_nothing_and_heals(tmp_path)
     # 5 background records/s keep it short. It exits 0 only when nothing was lost (but what the operator skipped,
     # counted exactly), duplicated or unexpected, every segment reads, every hostile record is as Druid counts
     # it, the Iceberg table holds exactly the reader's rows and the datasource healed.
-    out = run_benchmark("fault_soak.py", "--iterations", str(ITERATIONS), "--seed", "114", "--faults", FAULTS,
+    out = run_benchmark("fault_soak.py", "--iterations", str(ITERATIONS), "--seed", str(SEED), "--faults", FAULTS,
                         "--hostile", "--spark-connect", "--iceberg", "--heal-runs", "3", "--postgres", pg_base(),
                         "--out", str(tmp_path / "soak"), timeout=3500)
     got = figures(out, {
@@ -72,7 +74,7 @@ def test_a_short_fault_soak_loses_nothing_duplicates_nothing_and_heals(tmp_path)
         "hostile": rf"^hostile records: {NUMBER} produced, {NUMBER} not as Druid counts them$",
         "median run time": rf"^median run time: {NUMBER} s$",
     })
-    summary = out[out.rindex("\nseed 114"):]
+    summary = out[out.rindex(f"\nseed {SEED}"):]
     faults = re.search(r"^faults: (.*)$", out, re.MULTILINE).group(1)
     assert {kind: (int(n), int(fired)) for kind, n, fired in re.findall(r"(\w+) (\d+) \(fired (\d+)\)", faults)} \
         == {kind: (1, 1) for kind in FAULTS.split(",")}, summary
