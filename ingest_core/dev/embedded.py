@@ -246,7 +246,6 @@ class EmbeddedKafka(EmbeddedServer):
         return self.start()
 
 
-
 class SecuredKafka(EmbeddedKafka):
     """`EmbeddedKafka` with two secured listeners beside its PLAINTEXT one (kept for the tests' own admin):
     SASL_SSL with SCRAM-SHA-512 (`sasl_bootstrap`), and SSL with client certificates required, mutual TLS
@@ -410,7 +409,6 @@ class EmbeddedPostgres(EmbeddedServer):
             self.data_dir = None
 
 
-
 def _spark_script(name: str) -> str:
     """A script of the pip pyspark (`spark-submit`, `spark-class`): the one beside this interpreter first."""
     beside = Path(sys.executable).parent / name
@@ -488,7 +486,6 @@ class EmbeddedSparkConnect(EmbeddedServer):
         self.proc = None
 
 
-
 class EmbeddedSparkStandalone(EmbeddedServer):
     """A Spark standalone cluster from the pip pyspark: a master and one worker (`spark-class ...Master` and
     `...Worker`) on free ports of 127.0.0.1, their logs and the worker's work dir under `work_dir`. `url` is the
@@ -562,7 +559,6 @@ class EmbeddedSparkStandalone(EmbeddedServer):
         self.worker = self.master = None
 
 
-
 def s3_spec_settings(endpoint: str, key_variable: str, secret_variable: str) -> dict[str, object]:
     """A spec's `deepStorage.s3` for an S3-compatible store at `endpoint`, its keys read from those environment
     variables."""
@@ -624,8 +620,6 @@ class EmbeddedS3(EmbeddedServer):
                 time.sleep(0.3)
         self.stop()
         raise RuntimeError(f"S3Proxy at {self.endpoint} did not answer in {timeout}s (log: {self.log_path})")
-
-
 
 
 class EmbeddedRedis(EmbeddedServer):
