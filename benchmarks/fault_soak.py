@@ -58,8 +58,8 @@ unreadable segments found so far, so a broken invariant is pinned to the fault t
     python benchmarks/fault_soak.py --tiny --spark-connect      # one clean microbatch: that it runs (the tests)
     python benchmarks/fault_soak.py --iterations 4 --spark-connect --s3   # deep storage on an object store
 
-With --s3 the deep storage is an S3-compatible object store of the soak's own (`EmbeddedS3`: S3Proxy over a
-folder of --out), reached with the spec's `deepStorage.s3` (keys referenced in environment variables): segments
+With --s3 the deep storage is an S3-compatible object store of the soak's own (`EmbeddedS3`: S3Proxy holding the
+objects in its memory), reached with the spec's `deepStorage.s3` (keys referenced in environment variables): segments
 through Hadoop's S3A, reports and dead letters through pyarrow, no rename anywhere. At the end the orphans of
 every final run are removed as `ingest cleanup` does, and then none may be left: no attempt folder nothing
 points into and no incomplete multipart upload (a job killed mid-upload leaves one, which no listing shows).

@@ -10,7 +10,7 @@
   INGEST_TEST_SCHEMA_REGISTRY=url.
 - Spark: one local SparkSession (local[2]) for the session, started before any Kafka client exists: forking
   the JVM launcher from a process that holds librdkafka threads can crash the child.
-- Object store (deep storage on S3): S3Proxy over a private folder, started the first time a test asks for
+- Object store (deep storage on S3): S3Proxy (objects in its memory), started the first time a test asks for
   `object_store` (`ingest_core.dev.embedded.EmbeddedS3`), or the store at
   INGEST_TEST_S3=http(s)://KEY:SECRET@host:port/bucket (keys URL-quoted).
 A missing broker or PostgreSQL fails the run; nothing is skipped.

@@ -568,8 +568,13 @@ def s3_spec_settings(endpoint: str, key_variable: str, secret_variable: str) -> 
 
 
 class EmbeddedS3(EmbeddedServer):
-    """S3Proxy with jclouds' `filesystem` backend: buckets are folders of `data_dir`, objects files. Signed
-    requests only (SigV2 or SigV4) with `access_key`/`secret_key`; one bucket made at start."""
+    """S3Proxy with jclouds' `transient` backend: the objects live in its memory (`heap`), gone when it stops.
+    Signed requests only (SigV2 or SigV4) with `access_key`/`secret_key`; one bucket made at start.
+
+    Not the `filesystem` backend (a folder per bucket): it maps a folder's marker object ("a/b/") to the folder
+    itself, and a DELETE of the marker while the folder still holds objects retries for 10 s (jclouds'
+    `Utils.delete`: ten tries a second apart) before it answers. Hadoop S3A deletes a job's `_temporary` tree in
+    listing order, parents first: two such DELETEs, 20 s, at every commit of a Spark write."""
 
     def __init__(self, data_dir: str | Path, port: int | None = None, bucket: str = "deep-storage",
                  access_key: str | None = None, secret_key: str | None = None, heap: str = "256m"):
@@ -592,13 +597,12 @@ class EmbeddedS3(EmbeddedServer):
         return f"s3a://{self.bucket}"
 
     def start(self, timeout: float = 60) -> "EmbeddedS3":
-        blobs = self.data_dir / "blobs"
-        (blobs / self.bucket).mkdir(parents=True, exist_ok=True)  # a folder of the basedir is a bucket
+        self.data_dir.mkdir(parents=True, exist_ok=True)
         props = self.data_dir / "s3proxy.properties"
         props.write_text("\n".join([
             f"s3proxy.endpoint={self.endpoint}", "s3proxy.authorization=aws-v2-or-v4",
             f"s3proxy.identity={self.access_key}", f"s3proxy.credential={self.secret_key}",
-            "jclouds.provider=filesystem", f"jclouds.filesystem.basedir={blobs}", ""]))
+            "jclouds.provider=transient", ""]))
         props.chmod(0o600)
         jar = next(iter(jars.ensure("s3proxy")))
         with open(self.log_path, "ab") as out:
@@ -613,13 +617,27 @@ class EmbeddedS3(EmbeddedServer):
                 raise RuntimeError(f"S3Proxy exited at start: {self.log_path.read_text()[-3000:]}")
             try:  # unsigned: any HTTP answer (403) means it serves
                 urllib.request.urlopen(self.endpoint + "/", timeout=2)
-                return self
             except urllib.error.HTTPError:
-                return self
+                pass
             except OSError:
                 time.sleep(0.3)
+                continue
+            try:
+                self._make_bucket()
+            except OSError as exc:
+                self.stop()
+                raise RuntimeError(f"S3Proxy at {self.endpoint} did not create bucket {self.bucket}: {exc}") from exc
+            return self
         self.stop()
         raise RuntimeError(f"S3Proxy at {self.endpoint} did not answer in {timeout}s (log: {self.log_path})")
+
+    def _make_bucket(self) -> None:
+        import pyarrow.fs as pafs
+
+        fs = pafs.S3FileSystem(access_key=self.access_key, secret_key=self.secret_key, region="us-east-1",
+                               endpoint_override=self.endpoint.removeprefix("http://"), scheme="http",
+                               allow_bucket_creation=True, connect_timeout=10, request_timeout=30)
+        fs.create_dir(self.bucket)
 
 
 class EmbeddedRedis(EmbeddedServer):

@@ -7,7 +7,7 @@ Sets, each a small pom under `ingest_core/dev/maven/`:
   needs beyond those pip's pyspark ships: the anchor of the job's benchmark;
 - `apicurio`: Apicurio Registry, the schema registry of the tests (`ingest_core.dev.schema_registry`): the
   release's runnable Quarkus distribution (a `.tar.gz` on Maven Central), unpacked;
-- `s3proxy`: S3Proxy with its filesystem backend, the tests' S3-compatible object store (`EmbeddedS3`);
+- `s3proxy`: S3Proxy (its in-memory `transient` backend), the tests' S3-compatible object store (`EmbeddedS3`);
 - `spark-s3`: Hadoop's S3A (`hadoop-aws`) and the AWS SDK modules it uses, for Spark's writes to an object store.
 
 The cache is `$INGEST_JARS_DIR/<set>` (default `.jars/<set>` in the checkout); a set is fetched again when its

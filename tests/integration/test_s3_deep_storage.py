@@ -1,4 +1,4 @@
-"""Deep storage on an S3-compatible object store (S3Proxy over a private folder, or INGEST_TEST_S3): the whole
+"""Deep storage on an S3-compatible object store (S3Proxy, or INGEST_TEST_S3): the whole
 path in one run, to keep the suite fast: the Spark job's segments and dead letters written through Hadoop's S3A
 and pyarrow, the publish, the reader, `ingest query` (a command of its own, which finds the store's settings in
 the spec), the Iceberg table's files, compaction's rewrite, publish and kill; then what a killed job leaves (an

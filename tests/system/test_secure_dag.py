@@ -91,7 +91,8 @@ def bucket_objects(uri: str) -> dict[str, bytes]:
             with fs.open_input_stream(path) as f:
                 found[path] = f.read()
         except FileNotFoundError:
-            # S3Proxy's filesystem backend lists a folder (a file's parent) as an object that cannot be read
+            # S3Proxy's filesystem backend (INGEST_TEST_S3 may name one) lists a folder (a file's parent) as an object
+            # that cannot be read
             if not any(other.startswith(path + "/") for other in paths):
                 raise
     return found
