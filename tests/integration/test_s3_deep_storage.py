@@ -19,7 +19,7 @@ import yaml
 from helpers import SIMPLE, T0, ingest_run, iso, produce_all, spec_from, sqlite_store
 
 from ingest_core.core.spec import parse_spec
-from ingest_core.handover import deep_storage, object_store, s3_uploads
+from ingest_core.handover import deep_storage, s3_uploads
 from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.store.reader import DatasourceReader
 
