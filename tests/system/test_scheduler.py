@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from helpers import http_json
 from ingest_core.dev.demo import airflow_env, spark_connection
 from ingest_core.dev.embedded import free_port
 from ingest_core.core.states import RunStatus
+from ingest_core.store.engines import make_engine
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.reader import DatasourceReader
 
@@ -239,6 +241,24 @@ def standalone(tmp_path_factory, broker, spark_connect):
             s.stop()
 
 
+BACKFILL_TEST = "test_backfill_create_ingests_each_past_slice_once"
+GATE_TEST = "test_the_data_gate_defers_to_the_triggerer_and_releases_when_data_arrives"
+KILLED_WORKER_TEST = "test_a_killed_task_worker_is_failed_by_its_missing_heartbeat_and_retried_exactly_once"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def background(request, standalone, broker, tmp_path_factory) -> dict[str, Future]:
+    """{test name: its scenario, started}: the scenarios of BACKGROUND_SCENARIOS whose tests are selected start
+    with the module, each in a thread of its own. They mostly wait (for the scheduler's runs, a spark-submit,
+    Airflow's heartbeat timeout, a retry), each on a datasource of its own, and the other tests' runs fill that
+    time on the same scheduler; a scenario checks what it must see on its way, its test the outcome."""
+    selected = [name for name in BACKGROUND_SCENARIOS if any(item.name == name for item in request.session.items)]
+    # the pool's exit waits for the scenarios, which their own deadlines bound
+    with ThreadPoolExecutor(max(1, len(selected))) as pool:
+        yield {name: pool.submit(BACKGROUND_SCENARIOS[name], standalone, broker, tmp_path_factory.mktemp("bg"))
+               for name in selected}
+
+
 def edits_by_run(store: MetadataStore, datasource: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for run in store.runs.recent(datasource, limit=100):
@@ -309,24 +329,30 @@ def test_catch_up_trigger_clear_and_backfill(standalone, broker):
     assert downstream
 
 
-def test_backfill_create_ingests_each_past_slice_once(standalone, broker):
-    # a datasource whose first scheduled run found its topic empty (IDLE) gets history afterwards; a backfill
-    # of the intervals before that run ingests each slice once, its runs publishing in order
+def backfill_the_slices_before_the_first_run(standalone, broker, tmp_path: Path) -> dict:
+    """A datasource whose first scheduled run found its topic empty (IDLE) gets history afterwards; a backfill of
+    the intervals before that run ingests each slice once, its runs publishing in order. Its test checks the
+    runs: {"past": the backfilled slices' starts, "counts": records produced per hourly slice}."""
     # hourly: a scheduled run at the next boundary could take the history before the backfill does, and an
     # hour's boundary is rarely close enough to wait for (a 10-minute one often is)
     hour = timedelta(hours=1)
-    store = MetadataStore(standalone.metadata_url)
-    now = datetime.now(timezone.utc)
-    start = floor_interval(now, hour) - 3 * hour
-    slices = [start + i * hour for i in range(3)]
-    topic2 = broker.create_topic(partitions=2)
-    standalone.add_spec("backfilled", topic2, schedule="PT1H", startDate=(start - hour).isoformat())
-    standalone.wait_for("backfilled", lambda rs: any(r["state"] == "success" for r in rs.values()))
-    # (its runs, not the datasource's state: at an hour's boundary the next scheduled run may be RUNNING already)
-    assert [r.plan.records for r in store.runs.recent("backfilled")] == [0] * len(store.runs.recent("backfilled"))
-    scheduled_start = min(r.plan.end_time for r in store.runs.recent("backfilled")) - hour
-    past = [s for s in slices if s + hour <= scheduled_start]  # intervals without a run yet
-    assert past, "no past interval left to backfill"
+    # an engine of the scenario's own: a store it opened would count as left open by whichever test is running
+    store = MetadataStore(standalone.metadata_url, engine=make_engine(standalone.metadata_url))
+    try:
+        now = datetime.now(timezone.utc)
+        start = floor_interval(now, hour) - 3 * hour
+        slices = [start + i * hour for i in range(3)]
+        topic2 = broker.create_topic(partitions=2)
+        standalone.add_spec("backfilled", topic2, schedule="PT1H", startDate=(start - hour).isoformat())
+        standalone.wait_for("backfilled", lambda rs: any(r["state"] == "success" for r in rs.values()))
+        # (its runs, not the datasource's state: at an hour's boundary the next scheduled run may be RUNNING)
+        idle = store.runs.recent("backfilled")
+        assert [r.plan.records for r in idle] == [0] * len(idle)
+        scheduled_start = min(r.plan.end_time for r in idle) - hour
+        past = [s for s in slices if s + hour <= scheduled_start]  # intervals without a run yet
+        assert past, "no past interval left to backfill"
+    finally:
+        store.dispose()
     # A scheduled run at the next interval boundary would plan before the backfill's runs and take the
     # history too (exactly once still, but not slice by slice): if a boundary is near, let its run go first.
     boundary = floor_interval(datetime.now(timezone.utc), hour) + hour
@@ -340,6 +366,13 @@ def test_backfill_create_ingests_each_past_slice_once(standalone, broker):
                        "--to-date", (past[-1] + timedelta(minutes=1)).isoformat(), "--max-active-runs", "1")
     standalone.wait_for("backfilled", lambda rs: sum(k.startswith("backfill__") and r["state"] == "success"
                                                      for k, r in rs.items()) >= len(past))
+    return {"past": past, "counts": counts2}
+
+
+def test_backfill_create_ingests_each_past_slice_once(standalone, background):
+    outcome = background[BACKFILL_TEST].result(timeout=1500)  # its own deadlines end it sooner
+    past, counts2, hour = outcome["past"], outcome["counts"], timedelta(hours=1)
+    store = MetadataStore(standalone.metadata_url)
     bruns = sorted((r for r in store.runs.recent("backfilled", limit=100) if r.run_id.startswith("backfill__")),
                    key=lambda r: r.plan.end_time)
     assert [r.plan.end_time for r in bruns] == [s + hour for s in past]
@@ -348,21 +381,27 @@ def test_backfill_create_ingests_each_past_slice_once(standalone, broker):
     assert total_edits(store, "backfilled") == sum(counts2[s] for s in past)
 
 
-def test_the_data_gate_defers_to_the_triggerer_and_releases_when_data_arrives(standalone, broker):
-    store = MetadataStore(standalone.metadata_url)
+def gate_a_run_until_data_arrives(standalone, broker, tmp_path: Path) -> str:
+    """The scheduler starts the run of the latest interval [a, b) at once; its topic is empty, so its data gate
+    defers to the triggerer (holding no worker slot) until 60 records of [a, b) arrive: the run's id, once it
+    succeeded."""
     topic = broker.create_topic(partitions=2)
-    # the scheduler starts the run of the latest interval [a, b) at once; its topic is empty
     standalone.add_spec("gated", topic, dataGate={"minRecords": 50, "maxWait": "PT30M", "pokeInterval": "PT1S"})
     runs = standalone.wait_for("gated", lambda rs: len(rs) >= 1)
     run_id, run = min(runs.items(), key=lambda kv: kv[1]["run_after"])  # run_after: the interval's end
     deadline = time.monotonic() + 240
-    # the gate waits in the triggerer, holding no worker slot
     while (state := standalone.task_state("gated", run_id, "data_gate")) != "deferred":
         assert time.monotonic() < deadline and state not in ("failed", "success", "skipped"), state
         time.sleep(2)
     end = datetime.fromisoformat(run["run_after"])
     produce_history(broker, topic, end - INTERVAL, end - timedelta(seconds=1), 60)  # inside [a, b)
     standalone.wait_for("gated", lambda rs: rs[run_id]["state"] == "success")
+    return run_id
+
+
+def test_the_data_gate_defers_to_the_triggerer_and_releases_when_data_arrives(standalone, background):
+    run_id = background[GATE_TEST].result(timeout=1500)  # its own deadlines end it sooner
+    store = MetadataStore(standalone.metadata_url)
     assert store.runs.get("gated", run_id).plan.records == 60
     assert total_edits(store, "gated") == 60
 
@@ -557,23 +596,6 @@ def test_reset_to_latest_with_backfill_runs_the_backfill_in_airflow(standalone, 
     assert total_edits(store, "caught_up") == before + 40
 
 
-KILLED_WORKER_TEST = "test_a_killed_task_worker_is_failed_by_its_missing_heartbeat_and_retried_exactly_once"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def killed_worker(request, standalone, broker, tmp_path_factory):
-    """The killed-worker scenario (`kill_a_task_worker`) starts with the module, in a thread of its own, when its
-    test is selected: it mostly waits (for a spark-submit, Airflow's heartbeat timeout, the retry), and the other
-    tests' runs fill that time on the same scheduler (its datasource is its own). Its test checks the outcome."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    if not any(item.name == KILLED_WORKER_TEST for item in request.session.items):
-        yield None
-        return
-    with ThreadPoolExecutor(1) as pool:  # its exit waits for the scenario, which its own deadlines bound
-        yield pool.submit(kill_a_task_worker, standalone, broker, tmp_path_factory.mktemp("worker-lost"))
-
-
 def kill_a_task_worker(standalone, broker, tmp_path: Path) -> dict:
     """The worker running a spark_job of `worker_lost` SIGKILLed with everything under it, then its run waited for
     until it succeeds: the task instance, as the API showed it before the kill."""
@@ -625,14 +647,18 @@ exec '{sys.executable}' "$@"
     return ti
 
 
-def test_a_killed_task_worker_is_failed_by_its_missing_heartbeat_and_retried_exactly_once(standalone,
-                                                                                           killed_worker):
+BACKGROUND_SCENARIOS = {BACKFILL_TEST: backfill_the_slices_before_the_first_run,
+                        GATE_TEST: gate_a_run_until_data_arrives,
+                        KILLED_WORKER_TEST: kill_a_task_worker}
+
+
+def test_a_killed_task_worker_is_failed_by_its_missing_heartbeat_and_retried_exactly_once(standalone, background):
     """The worker running a spark_job dies with everything under it (SIGKILL of the LocalExecutor worker, which
     takes its task runner and spark-submit with it): nothing reports the task's end. Airflow's heartbeat
     timeout fails that try, the retry runs the Spark job again, and every record is ingested once."""
     import urllib.parse
 
-    ti = killed_worker.result(timeout=1500)  # its own deadlines end it sooner
+    ti = background[KILLED_WORKER_TEST].result(timeout=1500)  # its own deadlines end it sooner
     run_id, token = ti["dag_run_id"], standalone.token()
     path = (f"/api/v2/dags/worker_lost/dagRuns/{urllib.parse.quote(run_id, safe='')}/taskInstances/spark_job/"
             f"{ti['map_index']}")
