@@ -172,12 +172,15 @@ def test_plan_cli_reports_an_unreachable_broker(tmp_path):
     url = f"sqlite:///{tmp_path / 'm.db'}"
     MetadataStore(url).upgrade()
     spec_file = tmp_path / "wiki.yaml"
-    spec_file.write_text(yaml.safe_dump(make_spec("127.0.0.1:1", topic="x").to_raw()))
+    # the spec's own deadline for a call to the brokers (default 15 s): nothing answers there anyway
+    spec_file.write_text(yaml.safe_dump(make_spec("127.0.0.1:1", topic="x", consumerProperties={
+        "bootstrap.servers": "127.0.0.1:1", "default.api.timeout.ms": "3000"}).to_raw()))
     res = cli("--metadata-url", url, "plan", str(spec_file), "--run-id", "r1")
     assert res.returncode == 1
     # one line: librdkafka's own (one per failed reconnect, ~200 here) go through logging, shown with -v
     (line,) = res.stderr.splitlines()
-    assert line.startswith("error: Kafka at '127.0.0.1:1' did not answer") and "Check that the brokers are up" in line
+    assert line.startswith("error: Kafka at '127.0.0.1:1' did not answer") and "within 3s" in line
+    assert "Check that the brokers are up" in line
     (error,) = [a for a in MetadataStore(url).audit_log.records("wiki") if a.action == "loop_error"]
     assert error.details["detailedState"] == "UNABLE_TO_CONNECT_TO_STREAM" and error.details["streamException"]
     assert MetadataStore(url).runs.get("wiki", "r1") is None
