@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -143,41 +144,48 @@ class Soak:
             for name in self.databases:
                 conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
         engine.dispose()
-        self.kafka = EmbeddedKafka(self.out / "kafka").start()
-        self.admin = AdminClient({"bootstrap.servers": self.kafka.bootstrap})
-        self.admin.create_topics([NewTopic(TOPIC, self.args.partitions, 1)])[TOPIC].result(timeout=60)
-        self.wait_partitions(self.args.partitions)
-        s3_env = {}
-        if self.args.s3:
-            self.s3 = EmbeddedS3(self.out / "s3").start()
-            s3_env = {"INGEST_SOAK_S3_KEY": self.s3.access_key, "INGEST_SOAK_S3_SECRET": self.s3.secret_key}
-            os.environ.update(s3_env)  # this process reads the deep storage too (the checks), as the spec says
-        dags = self.out / "dags"
-        (dags / "specs").mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / "dags" / "ingest_datasources.py", dags / "ingest_datasources.py")
-        (dags / "specs" / f"{DATASOURCE}.yaml").write_text(yaml.safe_dump(self.spec()))
-        if self.args.spark_connect:
-            self.connect = EmbeddedSparkConnect(self.out / "spark-connect", driver_memory="1g",
-                                                jar_sets=("spark-s3",) if self.args.s3 else ()).start()
-        self.env = airflow_env(self.out, self.kafka.bootstrap, dags_folder=dags,
-                               metadata_url=f"{self.pg_base}/{self.databases[0]}",
-                               spark_connect_url=self.connect.url if self.connect else None,
-                               AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"{self.pg_base}/{self.databases[1]}", **s3_env)
-        if self.s3 is not None:
-            from ingest_core.core.spec import parse_spec
-            from ingest_core.kafka.storage_secrets import use_deep_storage
+        # the Spark Connect server starts while the broker starts and Airflow's database is made: each mostly one
+        # process starting up (the pool's exit waits for it, also when something else failed)
+        with ThreadPoolExecutor(1) as pool:
+            connect_started = None
+            if self.args.spark_connect:
+                self.connect = EmbeddedSparkConnect(self.out / "spark-connect", driver_memory="1g",
+                                                    jar_sets=("spark-s3",) if self.args.s3 else ())
+                connect_started = pool.submit(self.connect.start)
+            self.kafka = EmbeddedKafka(self.out / "kafka").start()
+            self.admin = AdminClient({"bootstrap.servers": self.kafka.bootstrap})
+            self.admin.create_topics([NewTopic(TOPIC, self.args.partitions, 1)])[TOPIC].result(timeout=60)
+            self.wait_partitions(self.args.partitions)
+            s3_env = {}
+            if self.args.s3:
+                self.s3 = EmbeddedS3(self.out / "s3").start()
+                s3_env = {"INGEST_SOAK_S3_KEY": self.s3.access_key, "INGEST_SOAK_S3_SECRET": self.s3.secret_key}
+                os.environ.update(s3_env)  # this process reads the deep storage too (the checks), as the spec says
+            dags = self.out / "dags"
+            (dags / "specs").mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / "dags" / "ingest_datasources.py", dags / "ingest_datasources.py")
+            (dags / "specs" / f"{DATASOURCE}.yaml").write_text(yaml.safe_dump(self.spec()))
+            self.env = airflow_env(self.out, self.kafka.bootstrap, dags_folder=dags,
+                                   metadata_url=f"{self.pg_base}/{self.databases[0]}",
+                                   spark_connect_url=self.connect.url if self.connect else None,
+                                   AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"{self.pg_base}/{self.databases[1]}", **s3_env)
+            if self.s3 is not None:
+                from ingest_core.core.spec import parse_spec
+                from ingest_core.kafka.storage_secrets import use_deep_storage
 
-            use_deep_storage(parse_spec(self.spec()))
-        # short-lived test JVMs: C1 only, as the tests do (an outer SPARK_SUBMIT_OPTS wins)
-        self.env.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
-        self.store = MetadataStore(self.env["INGEST_METADATA_URL"])
-        self.store.upgrade()
-        with open(self.out / "logs" / "airflow-db-migrate.log", "wb") as f:
-            subprocess.run([AIRFLOW, "db", "migrate"], env=self.env, stdout=f, stderr=subprocess.STDOUT, check=True)
-        self.producer_config = {"bootstrap.servers": self.kafka.bootstrap, "enable.idempotence": True,
-                                "acks": "all", "linger.ms": 5, "delivery.timeout.ms": 300_000,
-                                "topic.metadata.refresh.interval.ms": 5000}  # sees added partitions soon
-        self.producer = Producer(self.producer_config)
+                use_deep_storage(parse_spec(self.spec()))
+            # short-lived test JVMs: C1 only, as the tests do (an outer SPARK_SUBMIT_OPTS wins)
+            self.env.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+            self.store = MetadataStore(self.env["INGEST_METADATA_URL"])
+            self.store.upgrade()
+            with open(self.out / "logs" / "airflow-db-migrate.log", "wb") as f:
+                subprocess.run([AIRFLOW, "db", "migrate"], env=self.env, stdout=f, stderr=subprocess.STDOUT, check=True)
+            self.producer_config = {"bootstrap.servers": self.kafka.bootstrap, "enable.idempotence": True,
+                                    "acks": "all", "linger.ms": 5, "delivery.timeout.ms": 300_000,
+                                    "topic.metadata.refresh.interval.ms": 5000}  # sees added partitions soon
+            self.producer = Producer(self.producer_config)
+            if connect_started is not None:
+                connect_started.result()
         spark = f"Spark Connect {self.connect.url}" if self.connect else "spark-submit"
         log(f"ready in {time.monotonic() - t:.0f}s: broker {self.kafka.bootstrap}, PostgreSQL {self.pg_base}, "
             f"{spark}, out {self.out}")
