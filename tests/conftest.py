@@ -146,32 +146,52 @@ def spark():
 
 
 @pytest.fixture(scope="session")
-def spark_connect(tmp_path_factory):
-    """A local Spark Connect server for the session (`INGEST_TEST_SPARK_CONNECT=sc://host:port`: another)."""
+def _connect_server_starting(tmp_path_factory):
+    """The session's own Spark Connect server, its start begun in a thread: (server, its start's future), or None
+    with INGEST_TEST_SPARK_CONNECT. `spark_connect` waits for it."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from ingest_core.dev.embedded import EmbeddedSparkConnect
 
-    external = os.environ.get("INGEST_TEST_SPARK_CONNECT")
-    if external:
-        yield type("External", (), {"url": external})()
+    if os.environ.get("INGEST_TEST_SPARK_CONNECT"):
+        yield None
         return
     # with Hadoop's S3A: the object-store tests write through this server too
     server = EmbeddedSparkConnect(tmp_path_factory.mktemp("spark-connect"), driver_memory="1g",
                                   jar_sets=("spark-s3",))
+    pool = ThreadPoolExecutor(1)
+    started = pool.submit(server.start)
     try:
-        server.start()
+        yield server, started
+    finally:
+        pool.shutdown(wait=True)  # a start still under way ends by its own deadline
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_connect(_connect_server_starting):
+    """A local Spark Connect server for the session (`INGEST_TEST_SPARK_CONNECT=sc://host:port`: another)."""
+    if _connect_server_starting is None:
+        return type("External", (), {"url": os.environ["INGEST_TEST_SPARK_CONNECT"]})()
+    server, started = _connect_server_starting
+    try:
+        started.result()
     except RuntimeError as exc:
         pytest.fail(str(exc))
-    try:
-        yield server
-    finally:
-        server.stop()
+    return server
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _spark_before_kafka(request):
-    """Start Spark first when any selected test needs it (see the module docstring)."""
+    """Start Spark first when any selected test needs it (see the module docstring): the Connect server's start
+    is begun before the local session's, so that the two JVMs start at once."""
+    def needed(name: str) -> bool:
+        return any(name in getattr(item, "fixturenames", ()) for item in request.session.items)
+
+    if needed("spark_connect"):
+        request.getfixturevalue("_connect_server_starting")
     for name in ("spark", "spark_connect"):
-        if any(name in getattr(item, "fixturenames", ()) for item in request.session.items):
+        if needed(name):
             request.getfixturevalue(name)
 
 
