@@ -460,6 +460,9 @@ class EmbeddedSparkConnect(EmbeddedServer):
         # SPARK_LOCAL_IP: the driver's and block manager's ports on this machine only, like the Connect port
         env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
                "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
+        # the Connect client's mode (pyspark's flag in this process's environment while a remote session runs,
+        # `spark.connect.connect_mode`) is not the server's: its Python workers run classic pyspark
+        env.pop("SPARK_CONNECT_MODE_ENABLED", None)
         with open(self.log_path, "ab") as out:
             logged = out.tell()  # a restart appends: only what this start logs tells it is up
             self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,

@@ -6,11 +6,14 @@ server that dies mid-job fails the group, and running the plan again publishes e
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import psutil
 import pyarrow.parquet as pq
@@ -27,6 +30,8 @@ from ingest_core.store.reader import DatasourceReader
 from ingest_core.supervisor.planning import Supervisor
 
 pytestmark = pytest.mark.kafka
+
+ROOT = Path(__file__).resolve().parents[2]
 
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=timezone.utc)
 SCHEMA = {
@@ -64,6 +69,61 @@ def stage(tmp_path, spec, plan) -> tuple[str, str]:
 
 def job_args(spec_uri: str, plan_uri: str, group: int, output: str) -> list[str]:
     return ["--spec", spec_uri, "--plan", plan_uri, "--group", str(group), "--output", output]
+
+
+DEADLINE_TEST = "test_a_deadline_interrupts_the_job_and_not_the_other_jobs_of_its_session"
+SERVER_DIES_TEST = "test_a_server_that_dies_mid_job_fails_the_group_and_the_plan_runs_again_exactly_once"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def own_server(request, broker, tmp_path_factory):
+    """A Spark Connect server of this module's own (the server-death test kills it) and, on it, the deadline
+    scenario (`connect_deadlines.py`, in a process of its own: a Connect client switches pyspark's mode for its
+    whole process, and this one runs classic sessions meanwhile), both started with the module in a thread: they
+    mostly wait (the server's start; jobs on a broker that never answers, until their deadlines) while the other
+    tests run on the session's server. Their two tests come last: {"server": the server, "deadlines": the
+    scenario's outcome} once both are done."""
+    selected = {item.name for item in request.session.items} & {DEADLINE_TEST, SERVER_DIES_TEST}
+    if not selected:
+        yield None
+        return
+    tmp = tmp_path_factory.mktemp("own-server")
+    server = EmbeddedSparkConnect(tmp / "server", driver_memory="1g")
+    deadline_args = staged_deadline_jobs(broker, tmp / "deadlines") if DEADLINE_TEST in selected else None
+    try:
+        with ThreadPoolExecutor(1) as pool:  # its exit waits for the thread, which its own deadlines end
+            yield pool.submit(start_and_run_deadlines, server, deadline_args, (tmp / "deadlines").as_uri())
+    finally:
+        server.stop()
+
+
+def staged_deadline_jobs(broker, tmp_path) -> list[str]:
+    """The deadline scenario's jobs' arguments (but their outputs): a plan of 200 records, run with a spec whose
+    broker does not answer, so a split waits for it far longer than any deadline (metadata: 30 s; stall
+    timeout: 600 s) and only its deadline ends a job. Two jobs of one datasource share a session."""
+    from ingest_core.dev.embedded import free_port
+
+    tmp_path.mkdir()
+    topic = broker.create_topic(partitions=1)
+    produce(broker, topic, 200, 1)
+    with MetadataStore(f"sqlite:///{tmp_path / 'md.db'}") as store:
+        store.upgrade()
+        plan = Supervisor(spec_from(broker.bootstrap, topic, SCHEMA), store).plan("manual__slow").plan
+    silent = spec_from(f"127.0.0.1:{free_port()}", topic, SCHEMA)
+    spec_uri, plan_uri = stage(tmp_path, silent, plan)
+    return ["--spec", spec_uri, "--plan", plan_uri, "--group", "0", "--stall-timeout", "600"]
+
+
+def start_and_run_deadlines(server: EmbeddedSparkConnect, deadline_args: list[str] | None, output: str) -> dict:
+    server.start()
+    outcome: dict = {"server": server}
+    if deadline_args is not None:
+        env = {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_MODE_ENABLED"}  # this process's mode
+        done = subprocess.run([sys.executable, str(ROOT / "tests" / "connect_deadlines.py"), server.url, output,
+                               *deadline_args], capture_output=True, text=True, env=env, timeout=2 * WATCHDOG_S)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        outcome["deadlines"] = json.loads(done.stdout.strip().splitlines()[-1])
+    return outcome
 
 
 def segment_rows(report: dict) -> list[dict]:
@@ -151,34 +211,6 @@ def test_the_read_plan_names_the_split_reader_holds_no_shuffle_and_shows_no_secr
         assert "Exchange" not in physical and secret not in text
 
 
-def test_a_deadline_interrupts_the_job_and_not_the_other_jobs_of_its_session(spark_connect, broker, store, tmp_path):
-    from ingest_core.dev.embedded import free_port
-
-    topic = broker.create_topic(partitions=1)
-    produce(broker, topic, 200, 1)
-    plan = Supervisor(spec_from(broker.bootstrap, topic, SCHEMA), store).plan("manual__slow").plan
-    # the jobs' brokers do not answer: a split waits for them far longer than any deadline (metadata: 30 s;
-    # stall timeout: 600 s), so only its deadline ends a job. Two jobs of one datasource share a session.
-    silent = spec_from(f"127.0.0.1:{free_port()}", topic, SCHEMA)
-    spec_uri, plan_uri = stage(tmp_path, silent, plan)
-    errors: dict[str, BaseException] = {}
-
-    def job(name: str, timeout_s: float) -> None:
-        args = job_args(spec_uri, plan_uri, 0, (tmp_path / name).as_uri())
-        try:
-            run_job(spark_connect.url, [*args, "--stall-timeout", "600"], timeout_s=timeout_s)
-        except BaseException as exc:  # noqa: BLE001 - the test inspects it
-            errors[name] = exc
-
-    later = threading.Thread(target=job, args=("later", 30))
-    later.start()
-    job("first", 8)
-    assert "interrupted after 8s" in str(errors["first"])
-    assert later.is_alive() and "later" not in errors, errors  # its own deadline is still to come
-    later.join(WATCHDOG_S)  # its deadline ends it; the watchdog only bounds a hang
-    assert not later.is_alive() and "interrupted after 30s" in str(errors["later"])
-
-
 def python_daemons(server) -> int:
     """The Spark Connect server's Python daemons (pyspark's, and ours for the workers that read: the embedded
     server's `spark.python.daemon.module`): Spark starts them per session and worker module (SPARK-54055) and
@@ -251,48 +283,6 @@ def test_the_jobs_of_a_datasource_share_one_session_and_its_python_workers(spark
             spark.stop()
 
 
-def test_a_server_that_dies_mid_job_fails_the_group_and_the_plan_runs_again_exactly_once(spark_connect, broker, store,
-                                                                                          tmp_path):
-    topic = broker.create_topic(partitions=1)
-    produce(broker, topic, 400, 1)
-    spec = spec_from(broker.bootstrap, topic, {**SCHEMA, "granularitySpec": {"segmentGranularity": "HOUR",
-                                                                               "rollup": False}},
-                     tuning={"maxRecordsPerPoll": 10})
-    plan = Supervisor(spec, store).plan("manual__crash").plan
-    spec_uri, plan_uri = stage(tmp_path, spec, plan)
-    out = (tmp_path / "first").as_uri()
-    server = EmbeddedSparkConnect(tmp_path / "server", driver_memory="1g").start()  # its own: the test kills it
-    failure: list[BaseException] = []
-
-    def job() -> None:
-        try:
-            run_job(server.url, job_args(spec_uri, plan_uri, 0, out))
-        except BaseException as exc:  # noqa: BLE001 - the test inspects it
-            failure.append(exc)
-
-    worker = threading.Thread(target=job)
-    try:
-        worker.start()
-        deadline = time.monotonic() + 240
-        while not any((tmp_path / "first").glob("attempt=*/progress/*.json")) and worker.is_alive():
-            assert time.monotonic() < deadline, "the job never started reading"
-            time.sleep(0.2)
-        server.kill()  # mid-job: the split has reported progress and is still reading
-        worker.join(180)
-        assert not worker.is_alive(), "the client hung after the server died"
-        assert failure, "the job succeeded although its server died mid-job"
-    finally:
-        server.stop()
-    # the group failed, nothing was published; the same plan, run again (on the session's server: a server
-    # restarted at its address is the fault soak's kill_spark), publishes once
-    summary = run_job(spark_connect.url, job_args(spec_uri, plan_uri, 0, (tmp_path / "second").as_uri()))
-    Publisher(store).publish(spec.datasource, "manual__crash",
-                             [GroupResult.from_report(GroupReport.loads(deep_storage.read_text(summary["report"]),
-                                                                        summary["report"]))])
-    rows = DatasourceReader(store, spec.datasource).to_arrow()
-    assert rows.num_rows == 400 and sorted(rows.column("v_sum").to_pylist()) == list(range(400))
-
-
 def test_an_unreachable_server_is_a_clear_error(tmp_path, store, broker, monkeypatch):
     from ingest_core.core.errors import SparkConnectUnavailableError
     from ingest_core.dev.embedded import free_port
@@ -352,3 +342,53 @@ def test_a_session_the_server_closed_gives_way_to_the_datasource_s_next_one(spar
         finally:
             second.release_session_on_close = False
             second.stop()
+
+
+def test_a_deadline_interrupts_the_job_and_not_the_other_jobs_of_its_session(own_server):
+    # two jobs of a datasource on a broker that never answers, one with 8 s, the other with 30 s
+    outcome = own_server.result(timeout=3 * WATCHDOG_S)["deadlines"]  # its own deadlines end it sooner
+    assert "interrupted after 8s" in outcome["first"], outcome
+    assert outcome["later running when the first ended"], outcome  # its own deadline was still to come
+    assert "interrupted after 30s" in outcome["later"], outcome
+
+
+def test_a_server_that_dies_mid_job_fails_the_group_and_the_plan_runs_again_exactly_once(own_server, spark_connect,
+                                                                                          broker, store, tmp_path):
+    server = own_server.result(timeout=3 * WATCHDOG_S)["server"]  # its own: the test kills it
+    topic = broker.create_topic(partitions=1)
+    produce(broker, topic, 400, 1)
+    spec = spec_from(broker.bootstrap, topic, {**SCHEMA, "granularitySpec": {"segmentGranularity": "HOUR",
+                                                                               "rollup": False}},
+                     tuning={"maxRecordsPerPoll": 10})
+    plan = Supervisor(spec, store).plan("manual__crash").plan
+    spec_uri, plan_uri = stage(tmp_path, spec, plan)
+    out = (tmp_path / "first").as_uri()
+    failure: list[BaseException] = []
+
+    def job() -> None:
+        try:
+            run_job(server.url, job_args(spec_uri, plan_uri, 0, out))
+        except BaseException as exc:  # noqa: BLE001 - the test inspects it
+            failure.append(exc)
+
+    worker = threading.Thread(target=job)
+    try:
+        worker.start()
+        deadline = time.monotonic() + 240
+        while not any((tmp_path / "first").glob("attempt=*/progress/*.json")) and worker.is_alive():
+            assert time.monotonic() < deadline, "the job never started reading"
+            time.sleep(0.2)
+        server.kill()  # mid-job: the split has reported progress and is still reading
+        worker.join(180)
+        assert not worker.is_alive(), "the client hung after the server died"
+        assert failure, "the job succeeded although its server died mid-job"
+    finally:
+        server.stop()
+    # the group failed, nothing was published; the same plan, run again (on the session's server: a server
+    # restarted at its address is the fault soak's kill_spark), publishes once
+    summary = run_job(spark_connect.url, job_args(spec_uri, plan_uri, 0, (tmp_path / "second").as_uri()))
+    Publisher(store).publish(spec.datasource, "manual__crash",
+                             [GroupResult.from_report(GroupReport.loads(deep_storage.read_text(summary["report"]),
+                                                                        summary["report"]))])
+    rows = DatasourceReader(store, spec.datasource).to_arrow()
+    assert rows.num_rows == 400 and sorted(rows.column("v_sum").to_pylist()) == list(range(400))
