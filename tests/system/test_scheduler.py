@@ -18,6 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 import sqlalchemy as sa
+import airflow_db
 import yaml
 from confluent_kafka import Producer
 from conftest import postgres_database
@@ -88,7 +89,7 @@ class Standalone:
             # within a test's wait (defaults: 300 s, checked every 10 s)
             AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT=str(HEARTBEAT_TIMEOUT_S),
             AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL="2", **env)
-        self.airflow("db", "migrate")
+        airflow_db.migrate(self.env)
         MetadataStore(metadata_url).upgrade()
         self.db = sa.create_engine(airflow_db_url)
         self.procs: dict[str, subprocess.Popen] = {}
