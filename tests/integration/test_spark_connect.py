@@ -108,8 +108,9 @@ def staged_deadline_jobs(broker, tmp_path) -> list[str]:
     produce(broker, topic, 200, 1)
     with MetadataStore(f"sqlite:///{tmp_path / 'md.db'}") as store:
         store.upgrade()
-        plan = Supervisor(spec_from(broker.bootstrap, topic, SCHEMA), store).plan("manual__slow").plan
-    silent = spec_from(f"127.0.0.1:{free_port()}", topic, SCHEMA)
+        spec = spec_from(broker.bootstrap, topic, SCHEMA, datasource="slow")
+        plan = Supervisor(spec, store).plan("manual__slow").plan
+    silent = spec_from(f"127.0.0.1:{free_port()}", topic, SCHEMA, datasource="slow")  # a session of its own
     spec_uri, plan_uri = stage(tmp_path, silent, plan)
     return ["--spec", spec_uri, "--plan", plan_uri, "--group", "0", "--stall-timeout", "600"]
 
