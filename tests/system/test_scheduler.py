@@ -15,10 +15,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import airflow_db
 import psutil
 import pytest
 import sqlalchemy as sa
-import airflow_db
 import yaml
 from confluent_kafka import Producer
 from conftest import postgres_database
