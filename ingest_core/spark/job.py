@@ -125,7 +125,8 @@ REQUIRED_CONF = {
 def default_conf() -> dict[str, str]:
     """Defaults that a spec's `microbatch.spark.conf` (spark-submit's --conf) may change."""
     # pyspark's DataFrame debugging records each DataFrame call's Python call site for Spark's error messages: a
-    # stack walk and a failed IPython import per call, ~0.05 s per job over Spark Connect, and the calls are ours
+    # stack walk and a failed IPython import per call, and the calls are ours. A static setting: a Spark Connect
+    # server needs it at its start (docs/spark-connect.md), where the Connect client skips it
     return {"spark.sql.shuffle.partitions": os.environ.get("INGEST_SPARK_SHUFFLE_PARTITIONS", "4"),
             "spark.ui.showConsoleProgress": "false", "spark.python.sql.dataFrameDebugging.enabled": "false"}
 
