@@ -119,8 +119,8 @@ __all__ = [
     "TuningConfig",
     "datasource_name_problem",
     "find_spec_files",
+    "is_json_name",
     "load_spec",
     "parse_spec",
-    "is_json_name",
     "parse_spec_text",
 ]
