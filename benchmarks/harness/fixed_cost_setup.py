@@ -30,15 +30,15 @@ PARTITIONS = 4
 CONNECT_CONN = "spark_connect_bench"
 MODES = ("connect", "submit")
 LABEL = {"connect": "Spark Connect", "submit": "spark-submit", "floor": "Airflow alone"}
-# Airflow's own floor: the ingest DAG's shape (plan -> 2 mapped jobs -> publish -> report) with tasks that do
+# Airflow's own floor: the ingest DAG's shape (plan -> a mapped job per group -> publish -> report) with tasks that do
 # nothing, run the same way: what any DAG of that shape costs under `airflow dags test` on this machine.
 FLOOR_DAG = '''
 from airflow.sdk import DAG, task
 
-with DAG("{dag_id}", schedule=None):
+with DAG("{dag_id}", schedule=None, is_paused_upon_creation=False):  # triggered under the scheduler too
     @task
     def plan():
-        return [0, 1]
+        return list(range({groups}))
 
     @task
     def spark_job(group):
@@ -275,7 +275,7 @@ def write_dags(folder: Path, prefix: str, topics: dict[str, str], task_count: in
     dag_ids = {}
     if floor:
         dag_ids["floor"] = f"{prefix}_floor"
-        (folder / "airflow_floor.py").write_text(FLOOR_DAG.format(dag_id=dag_ids["floor"]))
+        (folder / "airflow_floor.py").write_text(FLOOR_DAG.format(dag_id=dag_ids["floor"], groups=task_count))
     for mode in MODES:
         raw = yaml.safe_load((ROOT / "dags" / "datasources" / "wikipedia.yaml").read_text())
         dag_id = f"{prefix}_{mode}"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import types
 import typing
 from contextlib import contextmanager
@@ -226,6 +227,13 @@ def bind_value(tp: Any, raw: Any, path: str, ctx: BindContext) -> Any:
     return _MISSING_VALUE
 
 
+@functools.cache
+def _bindable(cls: type) -> tuple[dict[str, Any], dict[str, dataclasses.Field]]:
+    """`cls`'s field types and its fields by JSON key: once per class (resolving the hints compiles each
+    annotation, most of a spec's parse time; every Spark task parses its job's spec)."""
+    return typing.get_type_hints(cls), {json_key(f): f for f in dataclasses.fields(cls) if f.init}
+
+
 def bind_object(cls: type, raw: Any, path: str, ctx: BindContext, *, custom_hook: bool = True) -> Any:
     """Bind a dict onto dataclass `cls`: unknown keys are `ctx.unknown`, missing required fields are errors, a
     `null` is the field left out. A class's own `_from_raw` calls this with `custom_hook=False` for the
@@ -236,8 +244,7 @@ def bind_object(cls: type, raw: Any, path: str, ctx: BindContext, *, custom_hook
     if not isinstance(raw, dict):
         ctx.error(path, f"expected an object, got {_describe(raw)}")
         return _MISSING_VALUE
-    hints = typing.get_type_hints(cls)
-    fields = {json_key(f): f for f in dataclasses.fields(cls) if f.init}
+    hints, fields = _bindable(cls)
     ignored = getattr(cls, "_IGNORED", frozenset())
     for key in raw:
         if key not in fields and key not in ignored and raw[key] is not None:  # a null says nothing: absent

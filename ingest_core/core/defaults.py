@@ -18,6 +18,9 @@ PROGRESS_INTERVAL_S = 2.0
 # How a run's task groups are cut into splits (`microbatch.maxRecordsPerSplit`, `minSplitsPerGroup`).
 MAX_RECORDS_PER_SPLIT = 1_000_000
 MIN_SPLITS_PER_GROUP = 1
+# A group of at most this many offsets is read by one Spark task, its splits one after the other: its rollup then
+# needs no shuffle, one stage instead of two (about 0.1 s less per job), and a task reads this many in about as long.
+ONE_TASK_MAX_RECORDS = 20_000
 
 # compaction (Druid's auto-compaction defaults): leave the latest day alone, segments of up to 5M rows
 COMPACTION_SKIP_OFFSET = "P1D"

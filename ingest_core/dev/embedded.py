@@ -446,7 +446,9 @@ class EmbeddedSparkConnect(EmbeddedServer):
                 # and the Python workers Spark started for it stay behind (SPARK-54055)
                 "spark.connect.session.manager.defaultSessionTimeout": "7d",
                 # workers fork from a daemon that has the job's libraries loaded (docs/spark-connect.md)
-                "spark.python.daemon.module": "spark_jobs.python_daemon", **self.conf}
+                "spark.python.daemon.module": "spark_jobs.python_daemon",
+                # a static setting the clients read: no Python call site recorded per DataFrame call
+                "spark.python.sql.dataFrameDebugging.enabled": "false", **self.conf}
         args = [_spark_script("spark-submit"), "--class", self.MAIN_CLASS,
                 "--name", "ingest Spark Connect server", "--master", self.master, "--driver-memory", self.driver_memory]
         for key, value in conf.items():

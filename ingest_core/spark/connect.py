@@ -55,6 +55,7 @@ _CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
 RETRIES = 6  # with backoff 0.05 s x4 up to 10 s: about 25 s of an unreachable server
 SESSION_GENERATIONS = 16  # shared session ids tried before a job opens a session of its own
 PYTHON_CHECKED = "ingest.connect.pythonVersion"  # a session setting: the check passed in this session
+CODE_ADDED = "ingest.connect.codeArchive"  # a session setting: the code archive (by name) the session has
 # addArtifacts(pyfile=True) calls importlib.invalidate_caches(), which two threads of a process must not run at once
 _ADDING = threading.Lock()
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,19 +120,21 @@ def open_session(url: str, datasource: str | None = None, timeout_s: float | Non
     `SparkConnectUnavailableError`."""
     timeout_s = connect_timeout_s() if timeout_s is None else timeout_s
     code = code_archive()
-    spark = None
+    opened = None
     if datasource is not None:
         shared = (_connect(session_url(url, datasource, code, g), url, timeout_s) for g in range(SESSION_GENERATIONS))
-        spark = next((s for s in shared if s is not None), None)
-        if spark is None:
+        opened = next((s for s in shared if s is not None), None)
+        if opened is None:
             log.warning("the Spark Connect server closed %d sessions of %s: this job opens one of its own",
                         SESSION_GENERATIONS, datasource)
         else:
-            spark.release_session_on_close = False  # others use it: stop() only detaches
-    if spark is None:
-        spark = _connect(url, url, timeout_s)
-    add_code(spark, code)
-    if spark.conf.get(PYTHON_CHECKED, None) != _python():
+            opened[0].release_session_on_close = False  # others use it: stop() only detaches
+    spark, settings = opened or _connect(url, url, timeout_s)
+    # a shared session has the code and passed the check in its first job: asked with the settings, in one request
+    if settings.get(CODE_ADDED) != code.name:
+        add_code(spark, code)
+        spark.conf.set(CODE_ADDED, code.name)
+    if settings.get(PYTHON_CHECKED) != _python():
         check_python(spark, url)
         spark.conf.set(PYTHON_CHECKED, _python())
     return spark
@@ -152,9 +155,9 @@ def add_code(spark: Any, code: Path, attempts: int = 5) -> None:
             time.sleep(0.2 * (attempt + 1))
 
 
-def _connect(url: str, shown: str, timeout_s: float) -> Any:
-    """A client of the session `url` names (a new one if it names none), with the job's settings; None if the
-    server closed that session."""
+def _connect(url: str, shown: str, timeout_s: float) -> tuple[Any, dict[str, str]] | None:
+    """A client of the session `url` names (a new one if it names none), with the job's settings, and the
+    session's settings; None if the server closed that session."""
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
@@ -167,9 +170,12 @@ def _connect(url: str, shown: str, timeout_s: float) -> Any:
     spark.client.set_retry_policies([DefaultPolicy(max_retries=RETRIES, max_backoff=10_000)])
     _await_channel(spark, shown, timeout_s)
     try:
+        settings = spark.conf.getAll  # one request; a shared session has the job's settings from its first job
         for key, value in {**default_conf(), **REQUIRED_CONF}.items():
-            if spark.conf.isModifiable(key):  # the rest (e.g. console progress) are the server's own business
+            # the rest (e.g. console progress) are the server's own business
+            if settings.get(key) != value and spark.conf.isModifiable(key):
                 spark.conf.set(key, value)
+                settings[key] = value
     except Exception as exc:  # noqa: BLE001 - grpc and pyspark raise several kinds
         if "INVALID_HANDLE.SESSION_CLOSED" in str(exc):
             spark.release_session_on_close = False
@@ -177,7 +183,7 @@ def _connect(url: str, shown: str, timeout_s: float) -> Any:
             return None
         raise SparkConnectError(f"cannot open a Spark Connect session at {_safe(shown)}: "
                                 f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}") from None
-    return spark
+    return spark, settings
 
 
 def _await_channel(spark: Any, shown: str, timeout_s: float) -> None:

@@ -34,11 +34,11 @@ import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from ingest_core.core.aggregators import SKETCH_OPS
-from ingest_core.core.defaults import PROGRESS_INTERVAL_S, STALL_TIMEOUT_S
+from ingest_core.core.defaults import ONE_TASK_MAX_RECORDS, PROGRESS_INTERVAL_S, STALL_TIMEOUT_S
 from ingest_core.core.errors import IngestError, JobFailedError, error_for_code
 from ingest_core.core.offsets import check_planned_topic_ids
 from ingest_core.core.planner import Plan, TaskGroup
-from ingest_core.core.spec import DatasourceSpec, load_spec, parse_spec_text
+from ingest_core.core.spec import DatasourceSpec, is_json_name, load_spec, parse_spec_text
 from ingest_core.executor import buckets, discovery
 from ingest_core.executor.formats.protobuf_descriptors import inline_descriptors
 from ingest_core.executor.rollup import (
@@ -124,8 +124,11 @@ REQUIRED_CONF = {
 
 def default_conf() -> dict[str, str]:
     """Defaults that a spec's `microbatch.spark.conf` (spark-submit's --conf) may change."""
+    # pyspark's DataFrame debugging records each DataFrame call's Python call site for Spark's error messages: a
+    # stack walk and a failed IPython import per call, and the calls are ours. A static setting: a Spark Connect
+    # server needs it at its start (docs/spark-connect.md), where the Connect client skips it
     return {"spark.sql.shuffle.partitions": os.environ.get("INGEST_SPARK_SHUFFLE_PARTITIONS", "4"),
-            "spark.ui.showConsoleProgress": "false"}
+            "spark.ui.showConsoleProgress": "false", "spark.python.sql.dataFrameDebugging.enabled": "false"}
 
 
 def spark_session_builder(app_name: str, submitted: Collection[str] = ()):
@@ -246,15 +249,22 @@ def use_object_store(spark: Any, uri: str) -> object_store.S3Access | None:
 
 
 def read_splits(spark: Any, job: ReadJob, consumer_properties: dict[str, Any], input_format: dict | None = None,
-                deep_storage_access: dict | None = None) -> Any:
-    """The group's rows, one Spark task per split: a range of one row per split in as many partitions (no
-    shuffle), each task reading the split its row names (`kafka_source.SplitsReader`, in `mapInArrow`). The
+                deep_storage_access: dict | None = None, tasks: int | None = None) -> Any:
+    """The group's rows, one Spark task per split (or `tasks` tasks): a range of one row per split in as many
+    partitions, each task reading the splits its rows name (`kafka_source.SplitsReader`, in `mapInArrow`). The
     schema is computed here, so Spark asks no Python worker before the tasks run; the secrets ride in the
     reader (see `kafka_source`), never in a plan's text."""
     n = len(job.splits)
     schema = from_arrow_schema(output_arrow_schema(split_parser(job)))
     reader = SplitsReader(job, consumer_properties, input_format, deep_storage_access)
-    return spark.range(0, n, 1, n).mapInArrow(reader, schema)
+    return spark.range(0, n, 1, tasks or n).mapInArrow(reader, schema)
+
+
+def read_tasks(group: TaskGroup) -> int:
+    """How many Spark tasks read the group: one per split, but one for a small group, whatever its splits
+    (`minSplitsPerGroup` asks for parallel reads of big partitions): Spark then sees a single partition and rolls
+    it up without a shuffle, one stage instead of two, and one task reads that much in about a stage's time."""
+    return 1 if group.records <= ONE_TASK_MAX_RECORDS else len(group.splits)
 
 
 def _job_error(exc: BaseException, attempt_uri: str) -> tuple[IngestError, str]:
@@ -287,7 +297,7 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
     # has the schema registry's credentials redacted
     rows = read_splits(spark, read_job, dict(kafka.properties),
                        input_format._to_raw(redact=False) if input_format.has_literal_secrets else None,
-                       access.to_json() if access is not None else None)
+                       access.to_json() if access is not None else None, read_tasks(group))
     types: dict[str, str] = {}
     if discovery.type_aware(spec.data_schema.dimensions_spec):
         rows = rows.persist()
@@ -537,7 +547,7 @@ def load_job_spec(spec_uri: str, secrets_from: str | None = None) -> DatasourceS
     original = load_spec(secrets_from) if secrets_from else None
     if original is not None:
         use_deep_storage(original)  # the staged copy may be on the object store those settings reach
-    spec = parse_spec_text(deep_storage.read_text(spec_uri), spec_uri)
+    spec = parse_spec_text(deep_storage.read_text(spec_uri), spec_uri, is_json=is_json_name(spec_uri))
     use_deep_storage(spec)
     return spec.with_secrets_from(original) if original is not None else spec
 

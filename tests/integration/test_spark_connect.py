@@ -210,6 +210,15 @@ def test_the_read_plan_names_the_split_reader_holds_no_shuffle_and_shows_no_secr
         physical = text.split("== Physical Plan ==")[1]
         assert "SplitsReader" in physical and "Range (0, 2, step=1, splits=2)" in physical, physical
         assert "Exchange" not in physical and secret not in text
+    # a small group's one task (`read_tasks`): Spark sees one partition, and rolls it up without a shuffle
+    from ingest_core.spark.job import rollup
+
+    def rolled_plan(tasks: int) -> str:
+        rows = read_splits(spark, job, {"bootstrap.servers": "127.0.0.1:9"}, tasks=tasks)
+        return rollup(rows, job.spec)[0]._jdf.queryExecution().executedPlan().toString()
+
+    assert "splits=1)" in rolled_plan(1) and "Exchange" not in rolled_plan(1), rolled_plan(1)
+    assert "Exchange hashpartitioning" in rolled_plan(2), rolled_plan(2)
 
 
 def python_daemons(server) -> int:

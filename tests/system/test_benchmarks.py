@@ -159,15 +159,19 @@ def test_microbatch_fixed_cost(background, broker, spark_connect):  # (the serve
     runs = {f"{label} run": rf"^  {label}\s+run 0 \(cold\)\s*: +{NUMBER} s wall, +{NUMBER} CPU-s"
             for label in ("Spark Connect", "Airflow alone")}
     triggered = {f"{label} triggered": rf"^  {label}\s+trigger to success {NUMBER} s \(min {NUMBER}, max {NUMBER}\)"
-                 for label in ("Spark Connect", "spark-submit")}
+                 for label in ("Spark Connect", "spark-submit", "Airflow alone")}
     got = figures(out, {**runs, **triggered,
                   "breakdown": rf"^  whole run \(wall\)\s+{NUMBER} s$",
                   "probe": rf"^  as the task does, create {NUMBER} s, settings {NUMBER} s, artifacts {NUMBER} s",
                   "scheduler ratio": rf"^  ratio connect / spark-submit \(medians\): {NUMBER}$",
+                  "scheduler floor ratio": rf"^  ratio connect / Airflow alone \(medians\): queued to success {NUMBER} "
+                                           rf"\({NUMBER} s against {NUMBER} s\), trigger to success {NUMBER} ",
+                  "scheduler target": rf"^Under the scheduler .*: {NUMBER} s against {NUMBER} s, {NUMBER}x: ",
                   "floor ratio": rf"^  ratio connect / Airflow alone \(warm medians\): wall {NUMBER} ",
                   "against floor": rf"^  whole run\s+{NUMBER} s\s+{NUMBER} s\s+[-+]?{NUMBER} s$",
                   "target": rf"^Target .*: {NUMBER} s against {NUMBER} s, {NUMBER}x: "})
-    assert_positive(got, *runs, *triggered, "breakdown", "scheduler ratio", "floor ratio", "target")
+    assert_positive(got, *runs, *triggered, "breakdown", "scheduler ratio", "floor ratio", "target",
+                    "scheduler floor ratio", "scheduler target")
     assert not re.search(r"^  spark-submit\s+run 0", out, re.MULTILINE), out  # --skip-submit was heard
     for name in triggered:
         median, low, high = got[name]

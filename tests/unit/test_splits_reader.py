@@ -45,3 +45,23 @@ def test_the_pickled_reader_holds_the_job_as_text_and_the_secrets_apart():
     assert ReadJob.loads(again.job_json) == job
     assert (again.consumer_properties, again.deep_storage_access) == ({"sasl.password": "p"}, {"secretKey": "k"})
     assert ReadJob.loads(again.job_json, again.input_format).spec.io_config.input_format.flatten_spec is not None
+
+
+def test_a_small_group_is_read_by_one_task_a_large_one_by_a_task_per_split():
+    """One task reads a small group's splits one after the other, so its rollup needs no shuffle (the plan
+    test in tests/integration/test_spark_connect.py); a large group keeps a task per split."""
+    from ingest_core.core.defaults import ONE_TASK_MAX_RECORDS
+    from ingest_core.core.offsets import StartSource
+    from ingest_core.core.planner import PartitionPlan, TaskGroup
+    from ingest_core.spark.job import read_tasks
+
+    def group(*sizes: int) -> TaskGroup:
+        parts = tuple(PartitionPlan(TopicPartition("t", i), 100, 100 + n, StartSource.COMMITTED)
+                      for i, n in enumerate(sizes))
+        return TaskGroup(0, parts, tuple(OffsetRange(p.tp, p.start, p.end) for p in parts))
+
+    half = ONE_TASK_MAX_RECORDS // 2
+    assert read_tasks(group(half, half)) == 1
+    assert read_tasks(group(half, half + 1)) == 2
+    assert read_tasks(group(5, 5, 5)) == 1
+    assert read_tasks(group(3 * half, 0, 5)) == 3

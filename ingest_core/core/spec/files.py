@@ -44,6 +44,12 @@ class _DuplicateKey(ValueError):
     pass
 
 
+def is_json_name(name: str) -> bool:
+    """A file or URI read as JSON (rather than YAML): a `.json` one. A staged spec is one: JSON parses in a tenth
+    of YAML's time, and every task reads it."""
+    return name.lower().endswith(".json")
+
+
 def parse_spec_text(text: str, source: str = "<spec>", *, strict: bool = False, is_json: bool = False
                     ) -> DatasourceSpec:
     """`is_json`: read `text` as JSON (a `.json` file: JSON allows what YAML refuses, such as tab indentation),
@@ -96,7 +102,7 @@ def load_spec(path: str | Path, *, strict: bool = False) -> DatasourceSpec:
     if "\x00" in text:
         raise SpecError(str(p), [SpecProblem("", _NOT_TEXT.format(
             what=f"byte {text.index(chr(0))} is a NUL", name=p.name))]) from None
-    return parse_spec_text(text.removeprefix("\ufeff"), str(p), strict=strict, is_json=p.suffix.lower() == ".json")
+    return parse_spec_text(text.removeprefix("\ufeff"), str(p), strict=strict, is_json=is_json_name(str(p)))
 
 
 _NOT_TEXT = ("not a text file ({what}): a spec is YAML or JSON saved as UTF-8; if {name} is not a spec, move "
