@@ -33,6 +33,7 @@ import uuid
 from pathlib import Path
 from typing import Self
 
+import pyarrow.fs as pafs
 from confluent_kafka.admin import AdminClient
 
 from ingest_core.dev import jars
@@ -637,8 +638,6 @@ class EmbeddedS3(EmbeddedServer):
         raise RuntimeError(f"S3Proxy at {self.endpoint} did not answer in {timeout}s (log: {self.log_path})")
 
     def _make_bucket(self) -> None:
-        import pyarrow.fs as pafs
-
         fs = pafs.S3FileSystem(access_key=self.access_key, secret_key=self.secret_key, region="us-east-1",
                                endpoint_override=self.endpoint.removeprefix("http://"), scheme="http",
                                allow_bucket_creation=True, connect_timeout=10, request_timeout=30)
