@@ -147,7 +147,8 @@ def scheduler_runs(args: argparse.Namespace, out: Path, bootstrap: str, connect:
     topics = {m: f"fs_{m}{args.tag}" for m in MODES}
     create_topics(admin, topics.values())
     rng = random.Random(17)
-    print(f"\n== under the scheduler (airflow standalone, LocalExecutor, Airflow DB on PostgreSQL): "
+    print(f"\n== under the scheduler (airflow standalone, LocalExecutor, Airflow DB on PostgreSQL"
+          f"{'; the scheduler preloads the tasks libraries' if args.preload else ''}): "
           f"{args.scheduler_runs} triggered runs per mode (load {load()})")
     with contextlib.ExitStack() as stack:
         pg_base = args.postgres.rstrip("/") if args.postgres else stack.enter_context(EmbeddedPostgres()).url
@@ -158,7 +159,7 @@ def scheduler_runs(args: argparse.Namespace, out: Path, bootstrap: str, connect:
             stack.callback(drop_databases, admin_engine, databases)
         started = time.monotonic()
         sched = Standalone(out / "standalone", bootstrap, connect, topics, args.task_count,
-                           f"{pg_base}/{databases[0]}", f"{pg_base}/{databases[1]}")
+                           f"{pg_base}/{databases[0]}", f"{pg_base}/{databases[1]}", preload=args.preload)
         try:
             sched.wait_healthy()
             print(f"  standalone healthy after {time.monotonic() - started:.0f} s (not counted)", flush=True)
@@ -306,6 +307,9 @@ def main() -> None:
     ap.add_argument("--scheduler-runs", type=int, default=3, help="triggered runs per mode under the scheduler")
     ap.add_argument("--records", type=int, default=1000, help="records produced before each small run")
     ap.add_argument("--skip-scheduler", action="store_true", help="no airflow standalone part")
+    ap.add_argument("--preload", action="store_true",
+                    help="the scheduler preloads the tasks' libraries (airflow_local_settings.py: "
+                         "ingest_core.provider.preload), which its task processes inherit")
     ap.add_argument("--skip-large", action="store_true", help="no 1M-record runs")
     ap.add_argument("--skip-submit", action="store_true",
                     help="no spark-submit runs under airflow dags test: Connect and Airflow alone only (with "

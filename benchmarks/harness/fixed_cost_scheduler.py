@@ -14,13 +14,19 @@ from ingest_core.dev.embedded import EmbeddedSparkConnect, free_port, stop_group
 from ingest_core.store.metadata import MetadataStore
 
 
+PRELOAD = "import ingest_core.provider.preload  # noqa: F401\n__all__ = []  # nothing for airflow.settings\n"
+
+
 class Standalone:
     """`airflow standalone` (LocalExecutor) with its DB on PostgreSQL, as tests/system/test_scheduler.py's harness
     (not imported: that module needs pytest and the tests' conftest)."""
 
     def __init__(self, root: Path, bootstrap: str, connect: EmbeddedSparkConnect, topics: dict[str, str],
-                 task_count: int, airflow_db_url: str, metadata_url: str):
+                 task_count: int, airflow_db_url: str, metadata_url: str, preload: bool = False):
         self.dag_ids = write_dags(root / "dags", "fs", topics, task_count)
+        if preload:  # docs/spark-connect.md: the scheduler loads the task's libraries, its task processes inherit them
+            (root / "airflow" / "config").mkdir(parents=True, exist_ok=True)
+            (root / "airflow" / "config" / "airflow_local_settings.py").write_text(PRELOAD)
         self.start(root, bootstrap, root / "dags", connect.url, airflow_db_url, metadata_url)
 
     def start(self, root: Path, bootstrap: str, dags: Path, connect_url: str, airflow_db_url: str,

@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 # so that the session starts Spark Connect before any Kafka client (conftest's `_spark_before_kafka`).
 def _fixed_cost(request, out: Path) -> Benchmark:
     spark_connect, broker = request.getfixturevalue("spark_connect"), request.getfixturevalue("broker")
-    return start_benchmark("microbatch_fixed_cost.py", "--skip-large", "--skip-submit", "--out", str(out),
+    return start_benchmark("microbatch_fixed_cost.py", "--skip-large", "--skip-submit", "--preload", "--out", str(out),
                            "--bootstrap", broker.bootstrap, "--spark-connect", spark_connect.url, "--postgres",
                            pg_base(), timeout=2300)
 
@@ -154,7 +154,8 @@ def test_microbatch_fixed_cost(background, broker, spark_connect):  # (the serve
     # the session's broker, Spark Connect server and PostgreSQL (in `make bench` it starts its own, to measure the
     # server's cold start and CPU: a tiny run measures nothing); no large runs: they are the small runs' code on
     # more records, and two more DAG runs. Under `airflow dags test` Connect and Airflow alone only (--skip-submit:
-    # a spark-submit run there is the same code as theirs, and a JVM's start); the scheduler part runs both modes.
+    # a spark-submit run there is the same code as theirs, and a JVM's start); the scheduler part runs both modes
+    # and Airflow alone, its scheduler preloading the tasks' libraries (--preload: airflow_local_settings.py).
     out = background["test_microbatch_fixed_cost"].output()
     runs = {f"{label} run": rf"^  {label}\s+run 0 \(cold\)\s*: +{NUMBER} s wall, +{NUMBER} CPU-s"
             for label in ("Spark Connect", "Airflow alone")}
@@ -173,6 +174,7 @@ def test_microbatch_fixed_cost(background, broker, spark_connect):  # (the serve
     assert_positive(got, *runs, *triggered, "breakdown", "scheduler ratio", "floor ratio", "target",
                     "scheduler floor ratio", "scheduler target")
     assert not re.search(r"^  spark-submit\s+run 0", out, re.MULTILINE), out  # --skip-submit was heard
+    assert "the scheduler preloads the tasks libraries" in out, out  # its task processes inherit them
     for name in triggered:
         median, low, high = got[name]
         assert low <= median <= high, (name, got[name])
