@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from ingest_core.core.column_types import merge_types
 from ingest_core.core.compaction import CompactedFile, CompactionJob
 from ingest_core.core.errors import IngestError
-from ingest_core.core.spec import DatasourceSpec, is_json_name, parse_spec_text
+from ingest_core.core.spec import DatasourceSpec, parse_spec_text
 from ingest_core.executor.discovery import (
     arrow_schema,
     conform_batches,
@@ -144,7 +144,7 @@ def argument_parser() -> argparse.ArgumentParser:
 
 def load(args: argparse.Namespace) -> tuple[DatasourceSpec, CompactionJob]:
     try:
-        spec = parse_spec_text(deep_storage.read_text(args.spec), args.spec, is_json=is_json_name(args.spec))
+        spec = parse_spec_text(deep_storage.read_text(args.spec), args.spec)
         use_deep_storage(spec)
         job = CompactionJob.from_json(deep_storage.read_json(args.job))
     except (IngestError, KeyError, ValueError, OSError) as exc:

@@ -38,7 +38,7 @@ from ingest_core.core.defaults import ONE_TASK_MAX_RECORDS, PROGRESS_INTERVAL_S,
 from ingest_core.core.errors import IngestError, JobFailedError, error_for_code
 from ingest_core.core.offsets import check_planned_topic_ids
 from ingest_core.core.planner import Plan, TaskGroup
-from ingest_core.core.spec import DatasourceSpec, is_json_name, load_spec, parse_spec_text
+from ingest_core.core.spec import DatasourceSpec, load_spec, parse_spec_text
 from ingest_core.executor import buckets, discovery
 from ingest_core.executor.formats.protobuf_descriptors import inline_descriptors
 from ingest_core.executor.rollup import (
@@ -547,7 +547,7 @@ def load_job_spec(spec_uri: str, secrets_from: str | None = None) -> DatasourceS
     original = load_spec(secrets_from) if secrets_from else None
     if original is not None:
         use_deep_storage(original)  # the staged copy may be on the object store those settings reach
-    spec = parse_spec_text(deep_storage.read_text(spec_uri), spec_uri, is_json=is_json_name(spec_uri))
+    spec = parse_spec_text(deep_storage.read_text(spec_uri), spec_uri)
     use_deep_storage(spec)
     return spec.with_secrets_from(original) if original is not None else spec
 

@@ -66,7 +66,7 @@ from ingest_core.core.spec.microbatch import (
 )
 from ingest_core.core.spec.compaction import Compaction, CompactionGranularity, CompactionTuning, Kill, PartitionsSpec
 from ingest_core.core.spec.datasource import DatasourceSpec, parse_spec
-from ingest_core.core.spec.files import SPEC_SUFFIXES, find_spec_files, is_json_name, load_spec, parse_spec_text
+from ingest_core.core.spec.files import SPEC_SUFFIXES, find_spec_files, load_spec, parse_spec_text
 
 __all__ = [
     "Aggregator",
@@ -119,7 +119,6 @@ __all__ = [
     "TuningConfig",
     "datasource_name_problem",
     "find_spec_files",
-    "is_json_name",
     "load_spec",
     "parse_spec",
     "parse_spec_text",

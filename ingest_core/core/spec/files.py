@@ -44,16 +44,14 @@ class _DuplicateKey(ValueError):
     pass
 
 
-def is_json_name(name: str) -> bool:
-    """A file or URI read as JSON (rather than YAML): a `.json` one. A staged spec is one: JSON parses in a tenth
-    of YAML's time, and every task reads it."""
-    return name.lower().endswith(".json")
-
-
-def parse_spec_text(text: str, source: str = "<spec>", *, strict: bool = False, is_json: bool = False
+def parse_spec_text(text: str, source: str = "<spec>", *, strict: bool = False, is_json: bool | None = None
                     ) -> DatasourceSpec:
     """`is_json`: read `text` as JSON (a `.json` file: JSON allows what YAML refuses, such as tab indentation),
-    else as YAML, which reads JSON too. Either refuses a key given twice in one object."""
+    else as YAML, which reads JSON too; None: JSON when `source` (a file or URI) ends in `.json`, as a staged spec
+    does (JSON parses in a tenth of YAML's time, and every task reads its spec). Either refuses a key given twice
+    in one object."""
+    if is_json is None:
+        is_json = source.lower().endswith(".json")
     try:
         if is_json:
             raw = json.loads(text, object_pairs_hook=_unique_keys)
@@ -102,7 +100,7 @@ def load_spec(path: str | Path, *, strict: bool = False) -> DatasourceSpec:
     if "\x00" in text:
         raise SpecError(str(p), [SpecProblem("", _NOT_TEXT.format(
             what=f"byte {text.index(chr(0))} is a NUL", name=p.name))]) from None
-    return parse_spec_text(text.removeprefix("\ufeff"), str(p), strict=strict, is_json=is_json_name(str(p)))
+    return parse_spec_text(text.removeprefix("\ufeff"), str(p), strict=strict)
 
 
 _NOT_TEXT = ("not a text file ({what}): a spec is YAML or JSON saved as UTF-8; if {name} is not a spec, move "
