@@ -307,17 +307,10 @@ class SplitConsumer:
         s = self.split
         conf = self.config()
         consumer = Consumer(conf)
+        # The topic's metadata is asked for only once a poll brings nothing: a librdkafka metadata request before
+        # the first fetch costs about 50 ms, most of a small split's read, and a healthy read never needs it.
+        checked = False
         try:
-            try:  # a refused login or certificate raises KafkaAuthenticationError at once
-                md = list_topics(consumer, self.kafka, min(self.job.stall_timeout_s, 30), s.topic)
-            except KafkaException as exc:
-                raise BrokerUnavailableError(
-                    f"cannot reach Kafka at {conf.get('bootstrap.servers')} to read {s.topic}/{s.partition}: {exc}. "
-                    "Check that the brokers are up and reachable from the Spark executors.") from None
-            topic_md = md.topics.get(s.topic)
-            if topic_md is None or topic_md.error is not None or s.partition not in topic_md.partitions:
-                raise TopicNotFoundError(f"{s.topic}/{s.partition} does not exist on {conf.get('bootstrap.servers')}: "
-                                         "the topic was deleted or re-created after the run was planned")
             consumer.assign([TopicPartition(s.topic, s.partition, s.start)])
             position = s.start
             delivered = s.start  # below it every record was handed on (position may run ahead: EOF, markers)
@@ -363,10 +356,27 @@ class SplitConsumer:
                 if moved > position:  # skipped transaction markers or aborted records
                     position = moved
                     last_progress = time.monotonic()
-                elif time.monotonic() - last_progress > self.job.stall_timeout_s:
+                    continue
+                if not checked:  # a missing topic or partition, a refused login: named now, not at the stall
+                    self._check_topic(consumer, conf)
+                    checked = True
+                if time.monotonic() - last_progress > self.job.stall_timeout_s:
                     self._stalled(consumer, position)
         finally:
             consumer.close()
+
+    def _check_topic(self, consumer: Consumer, conf: dict[str, Any]) -> None:
+        s = self.split
+        try:  # a refused login or certificate raises KafkaAuthenticationError at once
+            md = list_topics(consumer, self.kafka, min(self.job.stall_timeout_s, 30), s.topic)
+        except KafkaException as exc:
+            raise BrokerUnavailableError(
+                f"cannot reach Kafka at {conf.get('bootstrap.servers')} to read {s.topic}/{s.partition}: {exc}. "
+                "Check that the brokers are up and reachable from the Spark executors.") from None
+        topic_md = md.topics.get(s.topic)
+        if topic_md is None or topic_md.error is not None or s.partition not in topic_md.partitions:
+            raise TopicNotFoundError(f"{s.topic}/{s.partition} does not exist on {conf.get('bootstrap.servers')}: "
+                                     "the topic was deleted or re-created after the run was planned")
 
     def _position(self, consumer: Consumer) -> int:
         pos = consumer.position([TopicPartition(self.split.topic, self.split.partition)])[0].offset

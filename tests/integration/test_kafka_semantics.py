@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -12,6 +13,7 @@ from confluent_kafka import Producer
 from helpers import (
     SIMPLE,
     T0,
+    ends_by_itself,
     ingest_run,
     iso,
     produce_all,
@@ -23,6 +25,7 @@ from helpers import (
     wait_for_partitions,
 )
 
+from ingest_core.core.errors import TopicNotFoundError
 from ingest_core.spark.kafka_source import ReadJob, SplitConsumer, SplitPartition
 from ingest_core.store.metadata import MetadataStore
 
@@ -86,6 +89,20 @@ def test_split_consumer_bounds_its_queue_by_the_range_and_user_settings_win():
     user = conf(0, 10, **{"queued.min.messages": 7, "queued.max.messages.kbytes": 99, "fetch.queue.backoff.ms": 5})
     assert [user[k] for k in ("queued.min.messages", "queued.max.messages.kbytes", "fetch.queue.backoff.ms")] == [7, 99, 5]
     assert user["isolation.level"] == "read_committed" and user["enable.auto.commit"] is False
+
+
+def test_a_split_whose_topic_or_partition_is_gone_is_named_not_waited_out(broker):
+    """A split asks for its topic's metadata only once a poll brings nothing (a healthy read never does: it saves
+    a request per split): a topic deleted after the plan, or a partition that is not there, is still named, well
+    before the stall timeout (600 s here; the watchdog fails the test long before it)."""
+    topic = broker.create_topic()
+    spec = spec_from(broker.bootstrap, topic, SIMPLE)
+    job = ReadJob(spec=spec, created_at=T0, splits=(), output_uri="file:///unused", stall_timeout_s=600)
+    for gone, partition in ((f"gone-{uuid.uuid4().hex[:8]}", 0), (topic, 5)):
+        consumer = SplitConsumer({"bootstrap.servers": broker.bootstrap}, SplitPartition(0, gone, partition, 0, 10),
+                                 job)
+        with pytest.raises(TopicNotFoundError, match=f"{gone}/{partition} does not exist"):
+            ends_by_itself(lambda c=consumer: list(c.chunks()), watchdog_s=60)
 
 
 # ------------------------------------------------------------------------------------------ transactions
