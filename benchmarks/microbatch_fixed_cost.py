@@ -8,8 +8,10 @@ each run must publish exactly them. Everything runs in one process tree on this 
 run (interleaved, so both see the same load):
 
 1. `airflow dags test` (tasks in the CLI's process, SQLite Airflow DB, SQLite metadata store): --runs runs per
-   mode, the first reported apart as cold; wall time per run (median, min, max) and CPU seconds per run (user +
-   sys of the `airflow dags test` process tree; for Connect mode plus the server's CPU over the run, measured
+   mode, the first reported apart as cold (its datasource's session starts its Python workers). Before them,
+   --warm-jobs group jobs of a datasource of their own warm the Connect server's JVM, as a server that serves
+   runs all day is (not counted; their times are printed). Wall time per run (median, min, max) and CPU seconds
+   per run (user + sys of the `airflow dags test` process tree; for Connect mode plus the server's CPU over the run, measured
    apart; each tree in a cgroup of its own where one can be made, so exited Python workers count, else wait4
    and psutil); the ratios. Where the seconds of a warm Connect run go: each task's start/end from the
    Airflow home's airflow.db (task_instance), Airflow's own time (the whole run minus the tasks), and inside
@@ -25,8 +27,8 @@ run (interleaved, so both see the same load):
 The Connect server's cold start is printed, not counted in any run. Target: a small run end to end in
 <= 10 s under `airflow dags test` in Connect mode, with at most a tenth of spark-submit's CPU per run.
 
-    PYTHONPATH=$PWD python benchmarks/microbatch_fixed_cost.py [--runs 5] [--records 1000] [--skip-scheduler]
-        [--scheduler-runs 3] [--skip-large | --large | --large-records N ...] [--task-count 2] [--out DIR]
+    PYTHONPATH=$PWD python benchmarks/microbatch_fixed_cost.py [--runs 5] [--warm-jobs 20] [--records 1000]
+        [--skip-scheduler] [--scheduler-runs 3] [--skip-large | --large | --large-records N ...] [--task-count 2] [--out DIR]
     PYTHONPATH=$PWD python benchmarks/microbatch_fixed_cost.py --tiny    # every part once, tiny: that it runs
         [--bootstrap HOST:PORT] [--spark-connect sc://HOST:PORT] [--postgres URL]   # servers already running
 
@@ -60,6 +62,7 @@ if str(BENCHMARKS) not in sys.path:  # its harness, also when the script is impo
 
 from harness.fixed_cost_dags_test import DagsTest, breakdown, print_against_floor, print_breakdown  # noqa: E402
 from harness.fixed_cost_scheduler import Standalone  # noqa: E402
+from harness.fixed_cost_warmup import warm_server  # noqa: E402
 from harness.fixed_cost_setup import (  # noqa: E402
     LABEL,
     MODES,
@@ -70,6 +73,7 @@ from harness.fixed_cost_setup import (  # noqa: E402
     ExternalConnect,
     create_databases,
     drop_databases,
+    example_spec,
     fmt3,
     load,
     make_pool,
@@ -81,6 +85,20 @@ from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedPostgres, EmbeddedSp
 
 
 # ------------------------------------------------------------------------------------- the runs measured
+
+
+def warmup(args: argparse.Namespace, bench: DagsTest, url: str, admin: AdminClient) -> list[float]:
+    name = f"fc_warm{args.tag}"
+    create_topics(admin, [name])
+    started = time.monotonic()
+    seconds = warm_server(url, example_spec(name, name, args.task_count), args.warm_jobs, args.records,
+                          bench.out / "warm", bench.env)
+    fifth = max(1, len(seconds) // 5)
+    print(f"  server warm-up: {len(seconds)} group jobs of {args.records // args.task_count:,} records in "
+          f"{time.monotonic() - started:.1f} s (not counted), a job's run_job {seconds[0]:.2f} s first, median of "
+          f"the first {fifth} {statistics.median(seconds[:fifth]):.2f} s, of the last {fifth} "
+          f"{statistics.median(seconds[-fifth:]):.2f} s", flush=True)
+    return seconds
 
 
 def small_runs(args: argparse.Namespace, bench: DagsTest, bootstrap: str, topics: dict[str, str]) -> dict[str, Any]:
@@ -314,6 +332,10 @@ def main() -> None:
     ap.add_argument("--skip-submit", action="store_true",
                     help="no spark-submit runs under airflow dags test: Connect and Airflow alone only (with "
                          "--skip-scheduler --skip-large: the ratio to Airflow alone, in a fraction of the time)")
+    ap.add_argument("--warm-jobs", type=int, default=20,
+                    help="group jobs run through the Connect server before the timed runs (plan, run_job, publish "
+                         "on a datasource of their own): a server that serves runs all day has compiled its hot "
+                         "paths, a fresh JVM takes its first ten or so jobs to get there; 0: none")
     ap.add_argument("--pause", type=float, default=0.0,
                     help="seconds to wait before each run (e.g. 70: Spark closes a Python worker idle for a minute, so "
                          "each Connect run starts its workers, as a datasource whose runs are over a minute apart)")
@@ -335,7 +357,8 @@ def main() -> None:
     ap.add_argument("--probe-rounds", type=int, default=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.tiny:  # new defaults; what the command line gives still wins
-        ap.set_defaults(runs=1, records=50, task_count=1, scheduler_runs=1, large_records=[2_000], probe_sessions=1)
+        ap.set_defaults(runs=1, records=50, task_count=1, scheduler_runs=1, large_records=[2_000], probe_sessions=1,
+                        warm_jobs=1)
         args = ap.parse_args()
     if args.probe:
         return probe(args.probe, args.probe_rounds)
@@ -382,6 +405,8 @@ def main() -> None:
             topics = {m: f"fc_{m}{args.tag}" for m in MODES}
             create_topics(admin, topics.values())
             bench = DagsTest(out, bootstrap, connect, topics, args.task_count)
+            if args.warm_jobs:
+                results["server_warmup"] = warmup(args, bench, connect.url, admin)
             results["dags_test"] = small = small_runs(args, bench, bootstrap, topics)
             save(out, results)
             daemons, pss = results["server_python_after_small"] = server_python(connect)

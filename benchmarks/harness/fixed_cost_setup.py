@@ -266,6 +266,14 @@ def produce(bootstrap: str, topic: str, n: int, pool: list[bytes] | None = None,
         raise RuntimeError("the producer did not deliver every event")
 
 
+def example_spec(datasource: str, topic: str, task_count: int) -> dict[str, Any]:
+    """The example spec (dags/datasources/wikipedia.yaml, raw) as `datasource`, reading `topic`."""
+    raw = yaml.safe_load((ROOT / "dags" / "datasources" / "wikipedia.yaml").read_text())
+    raw["spec"]["dataSchema"]["dataSource"] = datasource
+    raw["spec"]["ioConfig"].update(topic=topic, taskCount=task_count)
+    return raw
+
+
 def write_dags(folder: Path, prefix: str, topics: dict[str, str], task_count: int,
                floor: bool = True) -> dict[str, str]:
     """The example spec with `task_count` task groups, once per mode: {mode: dag_id}, and with `floor` Airflow's
@@ -277,10 +285,8 @@ def write_dags(folder: Path, prefix: str, topics: dict[str, str], task_count: in
         dag_ids["floor"] = f"{prefix}_floor"
         (folder / "airflow_floor.py").write_text(FLOOR_DAG.format(dag_id=dag_ids["floor"], groups=task_count))
     for mode in MODES:
-        raw = yaml.safe_load((ROOT / "dags" / "datasources" / "wikipedia.yaml").read_text())
         dag_id = f"{prefix}_{mode}"
-        raw["spec"]["dataSchema"]["dataSource"] = dag_id
-        raw["spec"]["ioConfig"].update(topic=topics[mode], taskCount=task_count)
+        raw = example_spec(dag_id, topics[mode], task_count)
         raw["microbatch"].update(retries=0, spark={"connId": CONNECT_CONN if mode == "connect" else "spark_default"})
         (folder / "specs" / f"{dag_id}.yaml").write_text(yaml.safe_dump(raw))
         dag_ids[mode] = dag_id

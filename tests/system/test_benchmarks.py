@@ -163,6 +163,8 @@ def test_microbatch_fixed_cost(background, broker, spark_connect):  # (the serve
                  for label in ("Spark Connect", "spark-submit", "Airflow alone")}
     got = figures(out, {**runs, **triggered,
                   "breakdown": rf"^  whole run \(wall\)\s+{NUMBER} s$",
+                  "warm-up": rf"^  server warm-up: {NUMBER} group jobs of {NUMBER} records in {NUMBER} s \(not counted\), "
+                             rf"a job's run_job {NUMBER} s first",
                   "probe": rf"^  as the task does, create {NUMBER} s, settings {NUMBER} s, artifacts {NUMBER} s",
                   "scheduler ratio": rf"^  ratio connect / spark-submit \(medians\): {NUMBER}$",
                   "scheduler floor ratio": rf"^  ratio connect / Airflow alone \(medians\): queued to success {NUMBER} "
@@ -171,7 +173,7 @@ def test_microbatch_fixed_cost(background, broker, spark_connect):  # (the serve
                   "floor ratio": rf"^  ratio connect / Airflow alone \(warm medians\): wall {NUMBER} ",
                   "against floor": rf"^  whole run\s+{NUMBER} s\s+{NUMBER} s\s+[-+]?{NUMBER} s$",
                   "target": rf"^Target .*: {NUMBER} s against {NUMBER} s, {NUMBER}x: "})
-    assert_positive(got, *runs, *triggered, "breakdown", "scheduler ratio", "floor ratio", "target",
+    assert_positive(got, *runs, *triggered, "breakdown", "warm-up", "scheduler ratio", "floor ratio", "target",
                     "scheduler floor ratio", "scheduler target")
     assert not re.search(r"^  spark-submit\s+run 0", out, re.MULTILINE), out  # --skip-submit was heard
     assert "the scheduler preloads the tasks libraries" in out, out  # its task processes inherit them
