@@ -28,10 +28,8 @@ import uuid
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 from urllib.parse import urlparse
-
-import pyarrow.fs as pafs
 
 from ingest_core.core import json_text
 from ingest_core.core.defaults import OBJECT_STORE_CONNECT_TIMEOUT_S, OBJECT_STORE_REQUEST_TIMEOUT_S
@@ -39,6 +37,10 @@ from ingest_core.core.errors import ObjectStoreUnavailableError
 from ingest_core.core.settings import Settings
 from ingest_core.core.spec import datasource_name_problem
 from ingest_core.handover import object_store, s3_uploads
+from ingest_core.handover.object_store import pyarrow_fs
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
 
 
 def base_for(spec: Any) -> str:
@@ -54,6 +56,7 @@ def normalize_uri(uri: str) -> str:
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    pafs = pyarrow_fs()
     uri = normalize_uri(uri)
     parsed = urlparse(uri)
     if parsed.scheme == "file":
@@ -67,6 +70,7 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
 def with_deadlines(fs: pafs.FileSystem) -> pafs.FileSystem:
     """An S3 filesystem with the object store's deadlines (core.defaults) where it has none of its own: pyarrow's
     default leaves a request to a silent endpoint to the AWS SDK's and the OS's patience."""
+    pafs = pyarrow_fs()
     if not isinstance(fs, pafs.S3FileSystem):
         return fs
     options = fs.__reduce__()[1][0]  # its constructor's arguments, as pickling rebuilds it
@@ -88,6 +92,7 @@ _UNANSWERED = ("NETWORK_CONNECTION", "curlCode: 28", "curlCode: 7,", "Timeout wa
 def deadline(uri: str, fs: pafs.FileSystem) -> Iterator[None]:
     """An object store that did not answer, as `ObjectStoreUnavailableError` naming the URI and the deadline;
     other errors (a missing key, access denied) pass unchanged."""
+    pafs = pyarrow_fs()
     try:
         yield
     except OSError as exc:
@@ -134,6 +139,7 @@ def attempt_uri(group: str, attempt_id: str) -> str:
 
 def attempt_folders(uri: str, recursive: bool = False) -> list[str]:
     """The attempt folders in `uri` (a replica's folder), oldest first; `recursive`: anywhere below it."""
+    pafs = pyarrow_fs()
     fs, path = filesystem(uri)
     with deadline(uri, fs):
         if fs.get_file_info(path).type == pafs.FileType.NotFound:
@@ -201,6 +207,7 @@ def read_json(uri: str) -> Any:
 
 
 def list_files(uri: str, suffix: str = "") -> list[pafs.FileInfo]:
+    pafs = pyarrow_fs()
     fs, path = filesystem(uri)
     with deadline(uri, fs):
         if fs.get_file_info(path).type == pafs.FileType.NotFound:
@@ -213,6 +220,7 @@ def list_files(uri: str, suffix: str = "") -> list[pafs.FileInfo]:
 def delete_dir(uri: str) -> None:
     """The folder and everything in it; on an object store also the incomplete multipart uploads under it
     (a writer killed mid-upload leaves parts no listing shows)."""
+    pafs = pyarrow_fs()
     fs, path = filesystem(uri)
     with deadline(uri, fs):
         if fs.get_file_info(path).type != pafs.FileType.NotFound:

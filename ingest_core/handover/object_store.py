@@ -8,14 +8,24 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlparse
-
-import pyarrow.fs as pafs
 
 from ingest_core.core.defaults import OBJECT_STORE_CONNECT_TIMEOUT_S, OBJECT_STORE_REQUEST_TIMEOUT_S
 
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
 S3_SCHEMES = ("s3a", "s3")
+
+
+def pyarrow_fs() -> ModuleType:
+    """`pyarrow.fs`, loaded where a filesystem is first made: with pyarrow and numpy it takes 0.15-0.2 s, and
+    Airflow's parse of the DAG file, in every task's process, reads no data (tests/unit/test_dag_file_weight.py)."""
+    import pyarrow.fs
+
+    return pyarrow.fs
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,7 @@ def s3_access(uri: str) -> S3Access | None:
 
 
 def s3_filesystem(bucket: str) -> pafs.FileSystem:
+    pafs = pyarrow_fs()
     access = s3_access(f"s3://{bucket}")
     with _s3_lock:
         fs = _s3_filesystems.get(bucket)

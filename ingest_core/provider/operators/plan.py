@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.provider.operators.run import RunContext, airflow_step
-from ingest_core.supervisor.run import plan_step
 
 # The one Spark job of a run with nothing to read: it succeeds at once. (A mapped task with no instances is
 # skipped, and Airflow would skip publish and report after it.)
@@ -13,6 +12,8 @@ NO_JOB: list[str] = []
 
 def plan_task(spec: DatasourceSpec, run: RunContext) -> list[list[str]]:
     """One spark-submit argument list per task group x replica, or [NO_JOB] when there is nothing to read."""
+    from ingest_core.supervisor.run import plan_step  # the steps load as their task runs: see STEPS
+
     check_spark_connection(spec.microbatch.spark.conn_id)
     return airflow_step(lambda: plan_step(spec, run.run_id, run.end_time)) or [NO_JOB]
 

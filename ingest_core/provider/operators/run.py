@@ -1,13 +1,17 @@
 """A DAG run as its tasks see it (run type and interval), and the one adapter from the supervisor's steps to
-Airflow: `RunSkipped` -> skipped, `RunFailedForGood` -> failed without retries (`supervisor.run`)."""
+Airflow: `RunSkipped` -> skipped, `RunFailedForGood` -> failed without retries (`supervisor.run`).
+
+STEPS: the supervisor's steps (`ingest_core.supervisor`) load the metadata store, Kafka's clients and deep storage's
+filesystems; the tasks here import the step they run when they run it. Airflow parses the DAG file in every
+task's process and, again and again, in its DAG processor: the parse loads the spec, its checks and the DAG's
+shape only (tests/unit/test_dag_file_weight.py). A scheduler may load the steps once for all its task processes
+(`ingest_core.provider.preload`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, TypeVar
-
-from ingest_core.supervisor.run import RunFailedForGood, RunSkipped
 
 SCHEDULED_RUN_TYPES = ("scheduled", "backfill")
 T = TypeVar("T")
@@ -36,6 +40,8 @@ class RunContext:
 def airflow_step(step: Callable[[], T]) -> T:
     """Run a supervisor step; its skip and its final failure as Airflow's."""
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+    from ingest_core.supervisor.run import RunFailedForGood, RunSkipped
 
     try:
         return step()

@@ -17,8 +17,6 @@ from ingest_core.handover import deep_storage
 from ingest_core.provider.hooks.spark_connect import connection_url
 from ingest_core.provider.operators.run import airflow_step
 from ingest_core.spark.connect import run_compaction, run_job
-from ingest_core.supervisor.publish import retry_cannot_help
-from ingest_core.supervisor.run import check_job_wanted, stage_plan
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +40,8 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
         if not self.application_args:
             self.log.info("nothing to read in this run: no Spark job")
             return None
+        from ingest_core.supervisor.run import check_job_wanted  # the steps load as their task runs: operators.run
+
         run_id = context["dag_run"].run_id
         airflow_step(lambda: check_job_wanted(self.datasource, run_id))
         try:
@@ -64,6 +64,8 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
         a broker refusing its credentials) fails its task without Airflow's retries: they would only delay the
         run's report by retries x retry_delay (`supervisor.publish.retry_cannot_help`)."""
         from airflow.sdk.exceptions import AirflowFailException
+
+        from ingest_core.supervisor.publish import retry_cannot_help
 
         why = retry_cannot_help(self.deep_storage_base, self.datasource, run_id,
                                 [str(a) for a in self.application_args])
@@ -123,6 +125,8 @@ def run_replanned_jobs(spec: DatasourceSpec, plan: Plan, context: Any) -> None:
     publishes its lowest successful replica), run one after the other inside the publish task. The plan is
     staged where the run's jobs read it, so a cleared run re-executes this plan. A job that fails leaves its
     FAILED report: its group fails, as in the DAG's own jobs."""
+    from ingest_core.supervisor.run import stage_plan
+
     for args in stage_plan(spec, plan):
         if args[args.index("--replica") + 1] != "0":
             continue

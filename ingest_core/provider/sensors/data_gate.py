@@ -21,8 +21,6 @@ from ingest_core.core.offsets import TopicPartition
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.provider.operators.run import RunContext, airflow_step
 from ingest_core.provider.triggers.new_records import NewRecordsTrigger
-from ingest_core.supervisor.planning import Supervisor
-from ingest_core.supervisor.run import check_active, open_store
 
 # the trigger ends itself at maxWait; Airflow's own timeout only catches a triggerer that never ran it
 TRIGGER_TIMEOUT_SLACK = timedelta(minutes=5)
@@ -67,6 +65,10 @@ class DataGateSensor(BaseSensorOperator):
         self.spec = spec
 
     def look(self, context: Any) -> GateLook:
+        # the steps load as their task runs (`operators.run`)
+        from ingest_core.supervisor.planning import Supervisor
+        from ingest_core.supervisor.run import check_active, open_store
+
         run = RunContext.from_airflow(context)
         metadata = open_store()
         airflow_step(lambda: check_active(metadata, self.spec.datasource))
