@@ -19,8 +19,9 @@ run (interleaved, so both see the same load):
    timed by hooks that this benchmark's copy of the DAG file wraps around them (`BENCH_TIMINGS`). Then a probe
    opens sessions on the warm server step by step, and the server's idle Python daemons are counted.
 2. Under a scheduler (`airflow standalone`, LocalExecutor, Airflow's DB on a private PostgreSQL): `airflow dags
-   trigger` then poll Airflow's DB until the run succeeds; fewer runs (--scheduler-runs), Airflow alone (the
-   floor DAG) triggered the same way after each pair, and the ratio to it. Skip: --skip-scheduler.
+   trigger` then poll Airflow's DB until the run succeeds; fewer runs (--scheduler-runs): Connect and Airflow
+   alone (the floor DAG, triggered the same way) in turns, then spark-submit's (its 60-70 s runs in between
+   would let Spark close the Connect session's idle Python workers); the ratios. Skip: --skip-scheduler.
 3. Large runs: 1M records (and 4M with --large) through the same DAGs under `airflow dags test`, both modes:
    Connect must be no slower than spark-submit.
 
@@ -184,17 +185,21 @@ def scheduler_runs(args: argparse.Namespace, out: Path, bootstrap: str, connect:
             sched.wait_idle()
             print(f"  its first scheduled runs (empty topics) done after {time.monotonic() - started:.0f} s",
                   flush=True)
-            # Airflow alone (the floor DAG) is triggered the same way, after each pair
+            # Connect and Airflow alone (the floor DAG, triggered the same way) in turns, then spark-submit's
+            # runs: a spark-submit run (60-70 s) between two Connect runs let Spark close the session's idle
+            # Python workers (after a minute), so each Connect run started its workers again: not a warm run
             runs: dict[str, list[dict[str, Any]]] = {m: [] for m in (*MODES, "floor")}
-            for i in range(args.scheduler_runs):
-                for mode in (MODES if i % 2 == 0 else MODES[::-1]) + ("floor",):
-                    if mode != "floor":
-                        produce(bootstrap, topics[mode], args.records, rng=rng)
-                    r = sched.trigger(mode, f"bench-{mode}-{i}", args.records)
-                    runs[mode].append(r)
-                    print(f"  {LABEL[mode]:<13} trigger {i}: {r['wall']:6.1f} s trigger to success "
-                          f"(the CLI {r['cli']:.1f} s, queued to running {r['queued_to_start']:.1f} s, run "
-                          f"{r['run']:.1f} s; seen by the poll at {r['polled']:.1f} s)   load {load()}", flush=True)
+            pairs = [("connect", "floor") if i % 2 == 0 else ("floor", "connect") for i in range(args.scheduler_runs)]
+            order = [(i, mode) for i, pair in enumerate(pairs) for mode in pair]
+            order += [(i, "submit") for i in range(args.scheduler_runs)]
+            for i, mode in order:
+                if mode != "floor":
+                    produce(bootstrap, topics[mode], args.records, rng=rng)
+                r = sched.trigger(mode, f"bench-{mode}-{i}", args.records)
+                runs[mode].append(r)
+                print(f"  {LABEL[mode]:<13} trigger {i}: {r['wall']:6.1f} s trigger to success "
+                      f"(the CLI {r['cli']:.1f} s, queued to running {r['queued_to_start']:.1f} s, run "
+                      f"{r['run']:.1f} s; seen by the poll at {r['polled']:.1f} s)   load {load()}", flush=True)
         finally:
             sched.stop()
     summary: dict[str, Any] = {}
