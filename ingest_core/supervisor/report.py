@@ -11,17 +11,14 @@ import dataclasses
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ingest_core.core.errors import IngestError
 from ingest_core.core.loss import RecordsLost
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.handover.dead_letters import read_files
 from ingest_core.handover.report import GroupReport
 from ingest_core.kafka.config import KafkaClientConfig
 from ingest_core.kafka.consumer_group import mirror_offsets
-from ingest_core.kafka.dead_letter_topic import PublishedDeadLetters, produce_pending
-from ingest_core.store import iceberg
 from ingest_core.store.audit import RECORDS_LOST, losses
 from ingest_core.store.cleanup import find_orphans, remove_orphans
 from ingest_core.core.states import GroupStatus, RunStatus
@@ -31,6 +28,10 @@ from ingest_core.store.records import PublishedFigures
 from ingest_core.supervisor.planning import Supervisor
 from ingest_core.supervisor.publish import plan_reports
 from ingest_core.supervisor.run import RunSkipped, check_active, open_store
+
+if TYPE_CHECKING:
+    from ingest_core.kafka.dead_letter_topic import PublishedDeadLetters
+    from ingest_core.store import iceberg
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +178,9 @@ def produce_dead_letters(metadata: MetadataStore, spec: DatasourceSpec) -> list[
     fails nothing and only warns: the next run's report produces them."""
     if spec.microbatch.dead_letter_topic is None:
         return None
+    # pyarrow's Parquet and Kafka's producer: only a datasource with a dead-letter topic loads them
+    from ingest_core.handover.dead_letters import read_files
+    from ingest_core.kafka.dead_letter_topic import PublishedDeadLetters, produce_pending
 
     def pending(after_seq: int) -> Iterator[PublishedDeadLetters]:
         files = metadata.dead_letter_files.of(spec.datasource, after_seq=after_seq)
@@ -202,6 +206,8 @@ def sync_iceberg_table(metadata: MetadataStore, spec: DatasourceSpec) -> iceberg
     until the next report (or `ingest iceberg-sync`) brings it level."""
     if not spec.microbatch.iceberg_on:
         return None
+    import ingest_core.store.iceberg as iceberg  # pyarrow and pyiceberg: only a datasource with an Iceberg table
+
     try:
         return iceberg.sync(metadata, spec)
     except Exception as exc:  # noqa: BLE001 - the publish stands; the next report syncs

@@ -37,6 +37,11 @@ LAZY_MODULES: dict[str, str] = {
     "ingest_core.spark.job": "loads pyspark (Spark's schemas): Airflow's workers load it only to run a job",
     "ingest_core.spark.compaction": "loads pyspark (through spark.job), as above",
     **{f"ingest_core.supervisor.{step}": STEPS for step in ("run", "planning", "publish", "report", "compaction")},
+    "ingest_core.store.iceberg": "loads pyarrow (and pyiceberg as it syncs): only a datasource with an Iceberg table "
+                                 "syncs one",
+    "ingest_core.handover.dead_letters": "loads pyarrow's Parquet: the report reads dead letters only for a "
+                                         "datasource with a dead-letter topic",
+    "ingest_core.kafka.dead_letter_topic": "loads pyarrow: only a datasource with a dead-letter topic produces to it",
     "ingest_core.store.sql": "loads sqlglot and pyarrow.dataset (pandas), about 1.5 s: of the CLI's commands "
                              "only `ingest query` needs them",
 }
