@@ -60,39 +60,33 @@ class AirflowHome:
         return functools.partial(self.airflow, *args, check=check, env=env)
 
 
-AT_ONCE = 3  # scenario steps at a time: enough to keep two cores busy; more only slows each one
+AT_ONCE = 3  # commands at a time: enough to keep two cores busy; more only slows each one
 
 
 def run_at_once(*scenarios) -> None:
     """Drive scenarios that share nothing but the session's servers, each a generator that yields the `airflow`
-    commands it waits for (`AirflowHome.later`) and is sent back their CompletedProcess: steps of different
-    scenarios run at the same time, each scenario's steps in order. A step is a command and the scenario's code up
-    to its next yield (its checks, the CLI processes they start), in a worker thread: a failed check fails the test
-    here. An `airflow dags test` is mostly one Python process: on two cores, a few at once take much less than one
-    after another. Each scenario has its own Airflow home (a SQLite database each) and datasource.
-
-    A free worker takes the next step of the first scenario (in the order given) that has one: the scenarios with
-    the longest chains of steps come first, so that none of them is left running alone at the end, its next
-    step queued behind the short scenarios' steps."""
+    commands it waits for (`AirflowHome.later`) and is sent back their CompletedProcess: commands of different
+    scenarios run at the same time, each scenario's steps in order, and its checks here, in the test's thread. An
+    `airflow dags test` is mostly one Python process: on two cores, a few at once take much less than one after
+    another. Each scenario has its own Airflow home (a SQLite database each) and datasource."""
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-    def step(scenario, command):  # -> the scenario's next command, None once it ended
-        try:
-            return scenario.send(command() if command is not None else None)
-        except StopIteration:
-            return None
-
-    ready = dict.fromkeys(range(len(scenarios)))  # scenario index -> its next command (None: not started)
     with ThreadPoolExecutor(AT_ONCE) as pool:
         running: dict = {}
-        while ready or running:
-            for i in sorted(ready)[:AT_ONCE - len(running)]:
-                running[pool.submit(step, scenarios[i], ready.pop(i))] = i
+
+        def step(scenario, result=None) -> None:
+            try:
+                command = scenario.send(result)
+            except StopIteration:
+                return
+            running[pool.submit(command)] = scenario
+
+        for scenario in scenarios:
+            step(scenario)
+        while running:
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
-                i = running.pop(future)
-                if (command := future.result()) is not None:
-                    ready[i] = command
+                step(running.pop(future), future.result())
 
 
 def edits(store: MetadataStore, datasource: str) -> int:
@@ -238,26 +232,25 @@ def dags_test_killed_in_its_job(home, dag_id: str, date: str, tmp_path, log_name
 def test_independent_datasources_through_the_dag_at_once(tmp_path, example, broker, metadata_url, spark_connect,
                                                          capsys):
     """The scenarios below, each a test of its own before, through `run_at_once` (their jobs over Spark Connect,
-    but where a JVM per job is what is tested). Longest first: the scenarios with the most seconds of steps, as
-    measured on a loaded 2-core machine."""
-    run_at_once(suspend_resume_and_terminate_drive_the_dag(tmp_path / "operated", broker, metadata_url,
-                                                           spark_connect),
-                the_compaction_dag_rewrites_segments_with_the_same_rows_and_iceberg_follows(
-                    tmp_path / "compaction", broker, metadata_url, spark_connect),
-                a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path / "crashy", broker,
+    but where a JVM per job is what is tested). The ones whose runs take longest start first."""
+    run_at_once(a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path / "crashy", broker,
+                                                                              metadata_url, spark_connect),
+                a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path / "pipelined", broker,
                                                                               metadata_url, spark_connect),
                 the_example_spec_ingests_exactly_the_produced_records_over_several_runs(example, broker),
+                the_compaction_dag_rewrites_segments_with_the_same_rows_and_iceberg_follows(
+                    tmp_path / "compaction", broker, metadata_url, spark_connect),
+                suspend_resume_and_terminate_drive_the_dag(tmp_path / "operated", broker, metadata_url,
+                                                           spark_connect),
                 two_replicas_publish_once(tmp_path / "replicated", broker, metadata_url),
                 the_data_gate_ends_an_idle_run_cleanly_and_releases_when_data_arrives(tmp_path / "gated", broker,
                                                                                       metadata_url, spark_connect),
-                a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path / "pipelined", broker,
-                                                                              metadata_url, spark_connect),
                 a_failed_run_says_which_records_and_why_and_skip_moves_past_exactly_them(
                     tmp_path / "strict", broker, metadata_url, spark_connect),
                 druids_transform_tutorial_spec_as_druid_writes_it_gives_its_printed_rows_through_the_dag(
                     tmp_path / "transform", broker, metadata_url, spark_connect, capsys),
-                a_missing_spark_connection_is_a_clear_error(tmp_path / "no-spark", broker, metadata_url),
-                a_broken_spec_is_an_import_error_and_hides_nothing(tmp_path / "broken", broker, metadata_url))
+                a_broken_spec_is_an_import_error_and_hides_nothing(tmp_path / "broken", broker, metadata_url),
+                a_missing_spark_connection_is_a_clear_error(tmp_path / "no-spark", broker, metadata_url))
 
 
 def two_replicas_publish_once(tmp_path, broker, metadata_url):
