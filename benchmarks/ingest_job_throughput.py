@@ -25,6 +25,7 @@ included), and each Spark side's peak memory (PSS of the driver JVM plus the Pyt
     python benchmarks/ingest_job_throughput.py --records 1000000 --bootstrap host:9092 --sides raw job
     python benchmarks/ingest_job_throughput.py --value-format protobuf   # the same events as Protobuf
     python benchmarks/ingest_job_throughput.py --value-format avro   # the same events as Avro (avro_stream)
+    python benchmarks/ingest_job_throughput.py --value-format json avro --sides job   # the job over both, one JVM
     python benchmarks/ingest_job_throughput.py --sketches --records 1000000   # sketch metrics' cost
 
 `--sketches` adds the side `sketches`: the job over the same records with the same spec plus one thetaSketch
@@ -34,6 +35,9 @@ sides' CPU per record and their ratio (target: at most 1.5). Its default sides a
 `--value-format avro` writes the same wiki events as Avro binaries (fastavro, `WIKI_AVRO_SCHEMA`) and reads them
 with an `avro_stream` inputFormat (`schema_inline`: the decoding is that of `schema_registry`, whose records carry
 5 more header bytes); the anchor (`spark-kafka`, `from_json`) has no Avro counterpart here and is left out.
+With several formats (`--value-format json avro`), each size measures the first one's sides, then the job side
+again over the same events in each further format, on a topic of its own, in the same JVM (its warm-up round
+included): what a format changes is the job's parse.
 """
 
 from __future__ import annotations
@@ -332,9 +336,10 @@ def main() -> None:
     ap.add_argument("--split", type=int, help="maxRecordsPerSplit, and records per partition (default 250,000)")
     ap.add_argument("--repeat", type=int, help="rounds per size (default: 3 up to 1M records, 2 above)")
     ap.add_argument("--sides", nargs="+", choices=SIDES)
-    ap.add_argument("--value-format", choices=VALUE_FORMATS, default="json",
+    ap.add_argument("--value-format", choices=VALUE_FORMATS, nargs="+", default=["json"],
                     help="the records' format: json (default), avro (avro_stream) or protobuf (an inline "
-                         "descriptor); no spark-kafka anchor for the last two: it reads JSON")
+                         "descriptor); no spark-kafka anchor for the last two: it reads JSON. Several: the sides "
+                         "over the first, then the job side over each further one, in the same JVM")
     ap.add_argument("--quick", action="store_true", help="100k and 400k records, 25,000 per split, 2 rounds")
     ap.add_argument("--sketches", action="store_true",
                     help="add the side `sketches` (the job with a theta, an HLL and a quantiles metric more) and "
@@ -352,13 +357,13 @@ def main() -> None:
         args.repeat = args.repeat or 2
     args.records = sorted(args.records or [1_000_000, 4_000_000])
     args.split = args.split or 250_000
-    if args.value_format != "json" and args.sides and "spark-kafka" in args.sides:
+    if args.value_format[0] != "json" and args.sides and "spark-kafka" in args.sides:
         ap.error("the spark-kafka anchor reads JSON (from_json): leave it out with --value-format "
-                 + args.value_format)
+                 + args.value_format[0])
     if args.sides and "sketches" in args.sides and not args.sketches:
         ap.error("the side `sketches` comes with --sketches")
     default_sides = (["job", "sketches"] if args.sketches else
-                     [s for s in SIDES if (args.value_format == "json" or s != "spark-kafka") and s != "sketches"])
+                     [s for s in SIDES if (args.value_format[0] == "json" or s != "spark-kafka") and s != "sketches"])
     sides = [s for s in SIDES if s in (args.sides or default_sides)]
     work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     broker = None
@@ -370,8 +375,6 @@ def main() -> None:
             bootstrap = broker.bootstrap
             print(f"embedded Apache Kafka (KRaft) at {bootstrap}; load average {os.getloadavg()[0]:.1f} on "
                   f"{os.cpu_count()} cores", flush=True)
-        print(f"value format: {args.value_format} ({json.dumps(input_format(args.value_format))[:60]}...)",
-              flush=True)
         store = MetadataStore(f"sqlite:///{work / 'md.db'}")
         store.upgrade()
         results = []
@@ -392,18 +395,35 @@ def main() -> None:
 
 def bench_size(n: int, repeat: int, sides: list[str], bootstrap: str, broker: EmbeddedKafka | None,
                store: MetadataStore, work: Path, args: argparse.Namespace) -> tuple[int, int]:
-    spec, plan, topic = prepare(bootstrap, store, n, args)
-    sketch_spec = with_sketches(spec) if "sketches" in sides else None
-    ranges = {p.tp.partition: (p.start, p.end) for p in plan.partitions}
-    kafka_ranges = {(p.tp.topic, p.tp.partition): (p.start, p.end) for p in plan.partitions}
-    group = plan.groups[0]
+    """The first value format's sides, then the job side over each further format: (n, the job's peak memory over
+    the first format)."""
     spark = None
-    if set(sides) - {"raw"}:
+    if set(sides) - {"raw"} or len(args.value_format) > 1:
         # a fresh JVM per size, so its memory is its own; Spark's Kafka source jars as files, not --packages
         spark = (spark_session_builder("bench").master(f"local[{args.cores}]")
                  .config("spark.driver.memory", "2g").config("spark.jars", ",".join(spark_kafka_jars()))
                  .getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
+    try:
+        first, *others = args.value_format
+        result = bench_format(spark, first, n, repeat, sides, bootstrap, broker, store, work, args)
+        for value_format in others:
+            bench_format(spark, value_format, n, repeat, ["job"], bootstrap, broker, store, work, args)
+    finally:
+        if spark is not None:
+            stop_jvm(spark)
+    return result
+
+
+def bench_format(spark: Any, value_format: str, n: int, repeat: int, sides: list[str], bootstrap: str,
+                 broker: EmbeddedKafka | None, store: MetadataStore, work: Path,
+                 args: argparse.Namespace) -> tuple[int, int]:
+    print(f"value format: {value_format} ({json.dumps(input_format(value_format))[:60]}...)", flush=True)
+    spec, plan, topic = prepare(bootstrap, store, n, value_format, args)
+    sketch_spec = with_sketches(spec) if "sketches" in sides else None
+    ranges = {p.tp.partition: (p.start, p.end) for p in plan.partitions}
+    kafka_ranges = {(p.tp.topic, p.tp.partition): (p.start, p.end) for p in plan.partitions}
+    group = plan.groups[0]
 
     def run_raw() -> Sample:
         brokers = broker_processes(broker)
@@ -443,7 +463,7 @@ def bench_size(n: int, repeat: int, sides: list[str], bootstrap: str, broker: Em
             if side == "raw":
                 got[side] = run_raw()
             else:
-                out = work / f"out-{n}-{side}-{r}"
+                out = work / f"out-{n}-{value_format}-{side}-{r}"
                 got[side] = measure_spark(broker, n, lambda: runners[side](out.as_uri()))
             s = got[side]
             mem = (f", peak PSS {s.memory.peak / 2**20:,.0f} MiB" if s.memory is not None else "")
@@ -452,15 +472,13 @@ def bench_size(n: int, repeat: int, sides: list[str], bootstrap: str, broker: Em
             if side != "raw" and r >= 0:  # the warm-up's outputs are compared below
                 shutil.rmtree(out, ignore_errors=True)
         if r < 0:
-            compare_outputs(work, n, sides)
+            compare_outputs(work, f"{n}-{value_format}", sides)
             continue
         for side, s in got.items():
             samples[side].append(s)
         for name, (a, b) in _RATIOS.items():
             if a in got and b in got:
                 ratios.setdefault(name, []).append(got[a].rate / got[b].rate)
-    if spark is not None:
-        stop_jvm(spark)
     delete_topic(bootstrap, topic)
 
     med = {side: statistics.median(s.rate for s in samples[side]) for side in sides}
@@ -512,7 +530,7 @@ def check_report(report: Any, n: int) -> None:
         report.to_json()
 
 
-def compare_outputs(work: Path, n: int, sides: list[str]) -> None:
+def compare_outputs(work: Path, run: str, sides: list[str]) -> None:
     """After the warm-up: every Spark side wrote the same rollup (rows and metric totals)."""
     import pyarrow.dataset as ds
 
@@ -520,7 +538,7 @@ def compare_outputs(work: Path, n: int, sides: list[str]) -> None:
     for side in sides:
         if side == "raw":
             continue
-        out = work / f"out-{n}-{side}--1"
+        out = work / f"out-{run}-{side}--1"
         # our job and the JVM reader write in an attempt folder of their own (`GroupJob.attempt_uri`)
         path = out if side == "spark-kafka" else next(out.glob(f"{deep_storage.ATTEMPT}*/segments"))
         if side == "sketches":
@@ -530,7 +548,7 @@ def compare_outputs(work: Path, n: int, sides: list[str]) -> None:
                            ignore_prefixes=[".", "_SUCCESS"]).to_table()
         totals[side] = (table.num_rows, *(sum(table.column(c).to_pylist()) for c in ("edits", "added", "deleted")),
                         max(table.column("max_delta").to_pylist()))
-        shutil.rmtree(work / f"out-{n}-{side}--1", ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
     if len(set(totals.values())) > 1:
         raise AssertionError(f"the Spark sides wrote different rollups (rows, edits, added, deleted, max_delta): "
                              f"{totals}")
@@ -568,8 +586,9 @@ def stop_jvm(spark) -> None:
     SparkContext._gateway = SparkContext._jvm = None
 
 
-def prepare(bootstrap: str, store: MetadataStore, n: int, args: argparse.Namespace):
-    """A topic holding n records, `--split` per partition, and one run's plan over all of it: (spec, plan, topic).
+def prepare(bootstrap: str, store: MetadataStore, n: int, value_format: str, args: argparse.Namespace):
+    """A topic holding n records in `value_format`, `--split` per partition, and one run's plan over all of it:
+    (spec, plan, topic); a datasource per size and format.
 
     Each split reads one whole partition, and so does each task of Spark's Kafka source (one per partition),
     so every Spark side reads in as many tasks."""
@@ -578,14 +597,14 @@ def prepare(bootstrap: str, store: MetadataStore, n: int, args: argparse.Namespa
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
     t0 = time.perf_counter()
-    produce(bootstrap, topic, n, partitions, args.value_format)
+    produce(bootstrap, topic, n, partitions, value_format)
     print(f"produced {n:,} records into {partitions} partitions in {time.perf_counter() - t0:.1f}s", flush=True)
     raw_spec = load_spec(ROOT / "dags" / "datasources" / "wikipedia.yaml").to_raw()
-    raw_spec["spec"]["dataSchema"]["dataSource"] = f"wikipedia_{n}"
+    raw_spec["spec"]["dataSchema"]["dataSource"] = f"wikipedia_{n}_{value_format}"
     raw_spec["spec"]["dataSchema"]["transformSpec"] = {"filter": FILTER}
     raw_spec["spec"]["ioConfig"].update(topic=topic, taskCount=1, useEarliestOffset=True,
                                         consumerProperties={"bootstrap.servers": bootstrap},
-                                        inputFormat=input_format(args.value_format))
+                                        inputFormat=input_format(value_format))
     raw_spec["spec"]["tuningConfig"]["maxRowsPerSegment"] = 5_000_000
     raw_spec["microbatch"].update(maxRecordsPerSplit=args.split, minSplitsPerGroup=args.cores)
     spec = parse_spec(raw_spec, "wikipedia (benchmark)")
