@@ -1,15 +1,16 @@
 """The Airflow UI plugin: a "Datasources" page (Druid's Supervisors view), an "Ingest" tab on each datasource's
 DAG, and Druid's supervisor REST API, all served by `ingest_core.provider.plugins.ui` under /ingest with Airflow's own
-authentication and DAG permissions."""
+authentication and DAG permissions. The app loads at its first request (`ingest_core.provider.plugins.mount`):
+Airflow imports this file in each of its processes, and only the API server serves it."""
 
 from airflow.plugins_manager import AirflowPlugin
 
-from ingest_core.provider.plugins.ui import app
+from ingest_core.provider.plugins.mount import UiApp
 
 
 class IngestPlugin(AirflowPlugin):
     name = "ingest"
-    fastapi_apps = [{"app": app, "url_prefix": "/ingest", "name": "Ingest datasources"}]
+    fastapi_apps = [{"app": UiApp(), "url_prefix": "/ingest", "name": "Ingest datasources"}]
     # hrefs without a leading slash: relative to the UI's base URL, so a reverse proxy prefix still works
     external_views = [
         {"name": "Datasources", "href": "ingest/ui/datasources", "destination": "nav", "category": "browse",

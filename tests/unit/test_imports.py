@@ -42,6 +42,9 @@ LAZY_MODULES: dict[str, str] = {
     "ingest_core.handover.dead_letters": "loads pyarrow's Parquet: the report reads dead letters only for a "
                                          "datasource with a dead-letter topic",
     "ingest_core.kafka.dead_letter_topic": "loads pyarrow: only a datasource with a dead-letter topic produces to it",
+    "ingest_core.provider.plugins.ui": "loads the SQL surface and the supervisor, about 1.7 s: Airflow imports its "
+                                       "plugins in each of its processes, only the API server serves the app "
+                                       "(provider.plugins.mount)",
     "ingest_core.store.sql": "loads sqlglot and pyarrow.dataset (pandas), about 1.5 s: of the CLI's commands "
                              "only `ingest query` needs them",
 }
