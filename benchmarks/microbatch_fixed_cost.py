@@ -107,7 +107,7 @@ def small_runs(args: argparse.Namespace, bench: DagsTest, bootstrap: str, topics
     modes = ("connect",) if args.skip_submit else MODES
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
     print(f"\n== airflow dags test: {args.runs} runs per mode of {args.records:,} records, {args.task_count} task "
-          f"groups (modes interleaved{f', a pause of {args.pause:g} s before each' if args.pause else ''}, "
+          f"groups ({'the tasks libraries preloaded, ' if args.preload else ''}modes interleaved{f', a pause of {args.pause:g} s before each' if args.pause else ''}, "
           f"load {load()})")
     floor: list[dict[str, Any]] = []
     for i in range(args.runs):
@@ -331,8 +331,9 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=1000, help="records produced before each small run")
     ap.add_argument("--skip-scheduler", action="store_true", help="no airflow standalone part")
     ap.add_argument("--preload", action="store_true",
-                    help="the scheduler preloads the tasks' libraries (airflow_local_settings.py: "
-                         "ingest_core.provider.preload), which its task processes inherit")
+                    help="every Airflow process preloads the tasks' libraries (airflow_local_settings.py: "
+                         "ingest_core.provider.preload): `airflow dags test` loads them before its tasks, the "
+                         "scheduler before it forks the task processes, which inherit them")
     ap.add_argument("--skip-large", action="store_true", help="no 1M-record runs")
     ap.add_argument("--skip-submit", action="store_true",
                     help="no spark-submit runs under airflow dags test: Connect and Airflow alone only (with "
@@ -409,7 +410,7 @@ def main() -> None:
             admin = AdminClient({"bootstrap.servers": bootstrap})
             topics = {m: f"fc_{m}{args.tag}" for m in MODES}
             create_topics(admin, topics.values())
-            bench = DagsTest(out, bootstrap, connect, topics, args.task_count)
+            bench = DagsTest(out, bootstrap, connect, topics, args.task_count, preload=args.preload)
             if args.warm_jobs:
                 results["server_warmup"] = warmup(args, bench, connect.url, admin)
             results["dags_test"] = small = small_runs(args, bench, bootstrap, topics)

@@ -9,12 +9,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.fixed_cost_setup import AIRFLOW, bench_env, check_run, to_epoch, write_dags
+from harness.fixed_cost_setup import AIRFLOW, bench_env, check_run, to_epoch, write_dags, write_preload
 from ingest_core.dev.embedded import EmbeddedSparkConnect, free_port, stop_group
 from ingest_core.store.metadata import MetadataStore
 
 
-PRELOAD = "import ingest_core.provider.preload  # noqa: F401\n__all__ = []  # nothing for airflow.settings\n"
 
 
 class Standalone:
@@ -25,8 +24,7 @@ class Standalone:
                  task_count: int, airflow_db_url: str, metadata_url: str, preload: bool = False):
         self.dag_ids = write_dags(root / "dags", "fs", topics, task_count)
         if preload:  # docs/spark-connect.md: the scheduler loads the task's libraries, its task processes inherit them
-            (root / "airflow" / "config").mkdir(parents=True, exist_ok=True)
-            (root / "airflow" / "config" / "airflow_local_settings.py").write_text(PRELOAD)
+            write_preload(root / "airflow")
         self.start(root, bootstrap, root / "dags", connect.url, airflow_db_url, metadata_url)
 
     def start(self, root: Path, bootstrap: str, dags: Path, connect_url: str, airflow_db_url: str,

@@ -274,6 +274,13 @@ def example_spec(datasource: str, topic: str, task_count: int) -> dict[str, Any]
     return raw
 
 
+def write_preload(airflow_home: Path) -> None:
+    """airflow_local_settings.py that preloads the tasks' libraries in each Airflow process (docs/spark-connect.md)."""
+    (airflow_home / "config").mkdir(parents=True, exist_ok=True)
+    (airflow_home / "config" / "airflow_local_settings.py").write_text(
+        "import ingest_core.provider.preload  # noqa: F401\n__all__ = []  # nothing for airflow.settings\n")
+
+
 def write_dags(folder: Path, prefix: str, topics: dict[str, str], task_count: int,
                floor: bool = True) -> dict[str, str]:
     """The example spec with `task_count` task groups, once per mode: {mode: dag_id}, and with `floor` Airflow's
