@@ -11,8 +11,8 @@ run (interleaved, so both see the same load):
    mode, the first reported apart as cold (its datasource's session starts its Python workers). Before them,
    --warm-jobs group jobs of a datasource of their own warm the Connect server's JVM, as a server that serves
    runs all day is (not counted; their times are printed). Wall time per run (median, min, max) and CPU seconds
-   per run (user + sys of the `airflow dags test` process tree; for Connect mode plus the server's CPU over the run, measured
-   apart; each tree in a cgroup of its own where one can be made, so exited Python workers count, else wait4
+   per run (user + sys of the `airflow dags test` process tree; for Connect mode plus the server's CPU over the
+   run, measured apart; each tree in a cgroup of its own where one can be made, so exited Python workers count, else wait4
    and psutil); the ratios. Where the seconds of a warm Connect run go: each task's start/end from the
    Airflow home's airflow.db (task_instance), Airflow's own time (the whole run minus the tasks), and inside
    `spark_job` the steps of the Connect client (imports, session, code upload, Python check, the job, stop),
@@ -29,7 +29,8 @@ The Connect server's cold start is printed, not counted in any run. Target: a sm
 <= 10 s under `airflow dags test` in Connect mode, with at most a tenth of spark-submit's CPU per run.
 
     PYTHONPATH=$PWD python benchmarks/microbatch_fixed_cost.py [--runs 5] [--warm-jobs 20] [--records 1000]
-        [--skip-scheduler] [--scheduler-runs 3] [--skip-large | --large | --large-records N ...] [--task-count 2] [--out DIR]
+        [--skip-scheduler] [--scheduler-runs 3] [--skip-large | --large | --large-records N ...] [--task-count 2]
+        [--preload] [--out DIR]
     PYTHONPATH=$PWD python benchmarks/microbatch_fixed_cost.py --tiny    # every part once, tiny: that it runs
         [--bootstrap HOST:PORT] [--spark-connect sc://HOST:PORT] [--postgres URL]   # servers already running
 
@@ -106,9 +107,10 @@ def small_runs(args: argparse.Namespace, bench: DagsTest, bootstrap: str, topics
     rng = random.Random(16)
     modes = ("connect",) if args.skip_submit else MODES
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    preloaded = "the tasks libraries preloaded, " if args.preload else ""
+    paused = f", a pause of {args.pause:g} s before each" if args.pause else ""
     print(f"\n== airflow dags test: {args.runs} runs per mode of {args.records:,} records, {args.task_count} task "
-          f"groups ({'the tasks libraries preloaded, ' if args.preload else ''}modes interleaved{f', a pause of {args.pause:g} s before each' if args.pause else ''}, "
-          f"load {load()})")
+          f"groups ({preloaded}modes interleaved{paused}, load {load()})")
     floor: list[dict[str, Any]] = []
     for i in range(args.runs):
         for mode in (modes if i % 2 == 0 else modes[::-1]) + ("floor",):
@@ -341,7 +343,7 @@ def main() -> None:
     ap.add_argument("--warm-jobs", type=int, default=20,
                     help="group jobs run through the Connect server before the timed runs (plan, run_job, publish "
                          "on a datasource of their own): a server that serves runs all day has compiled its hot "
-                         "paths, a fresh JVM takes its first ten or so jobs to get there; 0: none")
+                         "paths, a fresh JVM takes its first 15 or so jobs to get there; 0: none")
     ap.add_argument("--pause", type=float, default=0.0,
                     help="seconds to wait before each run (e.g. 70: Spark closes a Python worker idle for a minute, so "
                          "each Connect run starts its workers, as a datasource whose runs are over a minute apart)")

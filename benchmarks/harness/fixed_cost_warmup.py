@@ -1,8 +1,8 @@
 """The fixed-cost benchmark's server warm-up (--warm-jobs): group jobs through the Connect server before the timed
 runs, made the way the ingest DAG's tasks make them (plan, one `run_job` per task group, publish) on a datasource
 of their own, in a Python of its own. A Connect server that serves runs all day has compiled its hot paths; a
-fresh one's JVM takes its first ten or so jobs to get there (a group job of 500 records: about 2 s, then 0.9 s,
-then 0.5 s), which a handful of timed runs would otherwise measure.
+fresh one's JVM takes its first 15 or so jobs to get there (a group job of 500 records, measured: 11-14 s first,
+1.1-1.3 s over the next four, 0.5-0.7 s after 16), which a handful of timed runs would otherwise measure.
 
     python -m harness.fixed_cost_warmup URL SPEC.yaml JOBS RECORDS    (env: airflow_env's)
 """

@@ -156,7 +156,8 @@ def test_microbatch_fixed_cost(background, broker, spark_connect):  # (the serve
     # server's cold start and CPU: a tiny run measures nothing); no large runs: they are the small runs' code on
     # more records, and two more DAG runs. Under `airflow dags test` Connect and Airflow alone only (--skip-submit:
     # a spark-submit run there is the same code as theirs, and a JVM's start); the scheduler part runs both modes
-    # and Airflow alone, its scheduler preloading the tasks' libraries (--preload: airflow_local_settings.py).
+    # and Airflow alone. --preload: every Airflow process of both parts (each `dags test`, the scheduler) loads the
+    # tasks' libraries first (airflow_local_settings.py).
     out = background["test_microbatch_fixed_cost"].output()
     runs = {f"{label} run": rf"^  {label}\s+run 0 \(cold\)\s*: +{NUMBER} s wall, +{NUMBER} CPU-s"
             for label in ("Spark Connect", "Airflow alone")}
@@ -164,8 +165,8 @@ def test_microbatch_fixed_cost(background, broker, spark_connect):  # (the serve
                  for label in ("Spark Connect", "spark-submit", "Airflow alone")}
     got = figures(out, {**runs, **triggered,
                   "breakdown": rf"^  whole run \(wall\)\s+{NUMBER} s$",
-                  "warm-up": rf"^  server warm-up: {NUMBER} group jobs of {NUMBER} records in {NUMBER} s \(not counted\), "
-                             rf"a job's run_job {NUMBER} s first",
+                  "warm-up": rf"^  server warm-up: {NUMBER} group jobs of {NUMBER} records in {NUMBER} s "
+                             rf"\(not counted\), a job's run_job {NUMBER} s first",
                   "probe": rf"^  as the task does, create {NUMBER} s, settings {NUMBER} s, artifacts {NUMBER} s",
                   "scheduler ratio": rf"^  ratio connect / spark-submit \(medians\): {NUMBER}$",
                   "scheduler floor ratio": rf"^  ratio connect / Airflow alone \(medians\): queued to success {NUMBER} "

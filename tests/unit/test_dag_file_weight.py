@@ -5,6 +5,7 @@ loaded by the task that runs them (or once by a preloading scheduler: `ingest_co
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -31,7 +32,7 @@ def parse_loads(folder: Path, dag_ids: list[str], tmp_path: Path) -> list[str]:
     done = subprocess.run([sys.executable, "-c", PROBE.format(folder=str(folder), dag_ids=dag_ids)], env=env,
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    return eval(done.stdout.strip().splitlines()[-1])  # a list of names, printed by the probe
+    return ast.literal_eval(done.stdout.strip().splitlines()[-1])  # the probe prints a list of names
 
 
 def test_the_parse_of_the_example_dags_loads_no_task_machinery(tmp_path):
@@ -42,6 +43,7 @@ def test_a_compaction_dag_and_a_data_gate_parse_without_it_too(tmp_path):
     folder = tmp_path / "dags"
     folder.mkdir()
     spec = (ROOT / "dags" / "datasources" / "wikipedia.yaml").read_text()
-    spec = spec.replace("microbatch:", "compaction:\n  skipOffsetFromLatest: PT1H\nmicrobatch:\n  dataGate: {minRecords: 10}\n", 1)
+    spec = spec.replace("microbatch:",
+                        "compaction:\n  skipOffsetFromLatest: PT1H\nmicrobatch:\n  dataGate: {minRecords: 10}\n", 1)
     (folder / "gated.yaml").write_text(spec)
     assert parse_loads(folder, ["wikipedia", "wikipedia.compaction"], tmp_path) == []
