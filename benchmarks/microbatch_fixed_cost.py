@@ -18,10 +18,13 @@ run (interleaved, so both see the same load):
    `spark_job` the steps of the Connect client (imports, session, code upload, Python check, the job, stop),
    timed by hooks that this benchmark's copy of the DAG file wraps around them (`BENCH_TIMINGS`). Then a probe
    opens sessions on the warm server step by step, and the server's idle Python daemons are counted.
-2. Under a scheduler (`airflow standalone`, LocalExecutor, Airflow's DB on a private PostgreSQL): `airflow dags
-   trigger` then poll Airflow's DB until the run succeeds; fewer runs (--scheduler-runs): Connect and Airflow
-   alone (the floor DAG, triggered the same way) in turns, then spark-submit's (its 60-70 s runs in between
-   would let Spark close the Connect session's idle Python workers); the ratios. Skip: --skip-scheduler.
+2. Under a scheduler (`airflow standalone`, LocalExecutor, Airflow's DB on a private PostgreSQL; the scheduler
+   preloads the tasks' libraries as docs/spark-connect.md recommends, unless --no-preload): `airflow dags
+   trigger` then poll Airflow's DB until the run succeeds. Connect's and Airflow alone's first runs are warm-ups,
+   reported apart and not counted (a datasource's first run opens its Connect session, whose Python workers
+   start); then --scheduler-runs runs per mode: Connect and Airflow alone (the floor DAG, triggered the same way)
+   in turns, then spark-submit's (its 60-70 s runs in between would let Spark close the Connect session's idle
+   Python workers); the ratios. Skip: --skip-scheduler.
 3. Large runs: 1M records (and 4M with --large) through the same DAGs under `airflow dags test`, both modes:
    Connect must be no slower than spark-submit.
 
@@ -30,7 +33,7 @@ The Connect server's cold start is printed, not counted in any run. Target: a sm
 
     PYTHONPATH=$PWD python benchmarks/microbatch_fixed_cost.py [--runs 5] [--warm-jobs 20] [--records 1000]
         [--skip-scheduler] [--scheduler-runs 3] [--skip-large | --large | --large-records N ...] [--task-count 2]
-        [--preload] [--out DIR]
+        [--no-preload] [--out DIR]
     PYTHONPATH=$PWD python benchmarks/microbatch_fixed_cost.py --tiny    # every part once, tiny: that it runs
         [--bootstrap HOST:PORT] [--spark-connect sc://HOST:PORT] [--postgres URL]   # servers already running
 
@@ -107,10 +110,9 @@ def small_runs(args: argparse.Namespace, bench: DagsTest, bootstrap: str, topics
     rng = random.Random(16)
     modes = ("connect",) if args.skip_submit else MODES
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
-    preloaded = "the tasks libraries preloaded, " if args.preload else ""
     paused = f", a pause of {args.pause:g} s before each" if args.pause else ""
     print(f"\n== airflow dags test: {args.runs} runs per mode of {args.records:,} records, {args.task_count} task "
-          f"groups ({preloaded}modes interleaved{paused}, load {load()})")
+          f"groups (modes interleaved{paused}, load {load()})")
     floor: list[dict[str, Any]] = []
     for i in range(args.runs):
         for mode in (modes if i % 2 == 0 else modes[::-1]) + ("floor",):
@@ -165,11 +167,12 @@ def small_runs(args: argparse.Namespace, bench: DagsTest, bootstrap: str, topics
 
 def scheduler_runs(args: argparse.Namespace, out: Path, bootstrap: str, connect: EmbeddedSparkConnect,
                    admin: AdminClient) -> dict[str, Any]:
-    topics = {m: f"fs_{m}{args.tag}" for m in MODES}
+    modes = ("connect",) if args.skip_submit else MODES
+    topics = {m: f"fs_{m}{args.tag}" for m in modes}
     create_topics(admin, topics.values())
     rng = random.Random(17)
     print(f"\n== under the scheduler (airflow standalone, LocalExecutor, Airflow DB on PostgreSQL"
-          f"{'; the scheduler preloads the tasks libraries' if args.preload else ''}): "
+          f"{'' if args.no_preload else '; the scheduler preloads the tasks libraries'}): a warm-up run and "
           f"{args.scheduler_runs} triggered runs per mode (load {load()})")
     with contextlib.ExitStack() as stack:
         pg_base = args.postgres.rstrip("/") if args.postgres else stack.enter_context(EmbeddedPostgres()).url
@@ -180,7 +183,7 @@ def scheduler_runs(args: argparse.Namespace, out: Path, bootstrap: str, connect:
             stack.callback(drop_databases, admin_engine, databases)
         started = time.monotonic()
         sched = Standalone(out / "standalone", bootstrap, connect, topics, args.task_count,
-                           f"{pg_base}/{databases[0]}", f"{pg_base}/{databases[1]}", preload=args.preload)
+                           f"{pg_base}/{databases[0]}", f"{pg_base}/{databases[1]}", preload=not args.no_preload)
         try:
             sched.wait_healthy()
             print(f"  standalone healthy after {time.monotonic() - started:.0f} s (not counted)", flush=True)
@@ -190,22 +193,30 @@ def scheduler_runs(args: argparse.Namespace, out: Path, bootstrap: str, connect:
             # Connect and Airflow alone (the floor DAG, triggered the same way) in turns, then spark-submit's
             # runs: a spark-submit run (60-70 s) between two Connect runs let Spark close the session's idle
             # Python workers (after a minute), so each Connect run started its workers again: not a warm run
-            runs: dict[str, list[dict[str, Any]]] = {m: [] for m in (*MODES, "floor")}
+            runs: dict[str, list[dict[str, Any]]] = {m: [] for m in (*modes, "floor")}
+            warmups: dict[str, dict[str, Any]] = {}
             pairs = [("connect", "floor") if i % 2 == 0 else ("floor", "connect") for i in range(args.scheduler_runs)]
-            order = [(i, mode) for i, pair in enumerate(pairs) for mode in pair]
-            order += [(i, "submit") for i in range(args.scheduler_runs)]
+            order = [("warm-up", "connect"), ("warm-up", "floor")]
+            order += [(i, mode) for i, pair in enumerate(pairs) for mode in pair]
+            if "submit" in modes:  # each starts a JVM: none is warm
+                order += [(i, "submit") for i in range(args.scheduler_runs)]
             for i, mode in order:
                 if mode != "floor":
                     produce(bootstrap, topics[mode], args.records, rng=rng)
                 r = sched.trigger(mode, f"bench-{mode}-{i}", args.records)
-                runs[mode].append(r)
-                print(f"  {LABEL[mode]:<13} trigger {i}: {r['wall']:6.1f} s trigger to success "
-                      f"(the CLI {r['cli']:.1f} s, queued to running {r['queued_to_start']:.1f} s, run "
-                      f"{r['run']:.1f} s; seen by the poll at {r['polled']:.1f} s)   load {load()}", flush=True)
+                if i == "warm-up":
+                    warmups[mode] = r
+                else:
+                    runs[mode].append(r)
+                print(f"  {LABEL[mode]:<13} {'warm-up' if i == 'warm-up' else f'trigger {i}'}: {r['wall']:6.1f} s "
+                      f"trigger to success (the CLI {r['cli']:.1f} s, queued to running {r['queued_to_start']:.1f} s,"
+                      f" run {r['run']:.1f} s; seen by the poll at {r['polled']:.1f} s; tasks "
+                      + ", ".join(f"{k} {v:.1f}" for k, v in r["tasks"].items())
+                      + f"){' not counted' if i == 'warm-up' else ''}   load {load()}", flush=True)
         finally:
             sched.stop()
-    summary: dict[str, Any] = {}
-    for mode in (*MODES, "floor"):
+    summary: dict[str, Any] = {"warm_up": warmups}
+    for mode in (*modes, "floor"):
         rs = runs[mode]
         tasks = {k: statistics.median([r["tasks"].get(k, 0.0) for r in rs]) for k in rs[0]["tasks"]}
         print(f"  {LABEL[mode]:<13} trigger to success {fmt3([r['wall'] for r in rs])}; the CLI "
@@ -214,14 +225,15 @@ def scheduler_runs(args: argparse.Namespace, out: Path, bootstrap: str, connect:
               f"{statistics.median([r['run'] for r in rs]):.1f} s; tasks: "
               + ", ".join(f"{k} {v:.1f} s" for k, v in tasks.items()))
         summary[mode] = {"wall": stats([r["wall"] for r in rs]), "runs": rs, "tasks": tasks}
-    summary["ratio"] = summary["connect"]["wall"][0] / summary["submit"]["wall"][0]
+    if "submit" in modes:
+        summary["ratio"] = summary["connect"]["wall"][0] / summary["submit"]["wall"][0]
+        print(f"  ratio connect / spark-submit (medians): {summary['ratio']:.3f}")
     # the run as the scheduler saw it, queued to success: what a schedule's or the UI's run takes; trigger to
     # success adds the `airflow dags trigger` CLI's own seconds (a Python start and Airflow's imports)
     queued_to_end = {m: statistics.median([r["queued_to_start"] + r["run"] for r in runs[m]]) for m in runs}
     summary["queued_to_end"] = queued_to_end
     summary["floor_ratio"] = queued_to_end["connect"] / queued_to_end["floor"]
     summary["floor_trigger_ratio"] = summary["connect"]["wall"][0] / summary["floor"]["wall"][0]
-    print(f"  ratio connect / spark-submit (medians): {summary['ratio']:.3f}")
     print(f"  ratio connect / Airflow alone (medians): queued to success {summary['floor_ratio']:.3f} "
           f"({queued_to_end['connect']:.1f} s against {queued_to_end['floor']:.1f} s), trigger to success "
           f"{summary['floor_trigger_ratio']:.3f} (target <= {TARGET_FLOOR_RATIO:g}; the same DAG shape with empty "
@@ -332,14 +344,14 @@ def main() -> None:
     ap.add_argument("--scheduler-runs", type=int, default=3, help="triggered runs per mode under the scheduler")
     ap.add_argument("--records", type=int, default=1000, help="records produced before each small run")
     ap.add_argument("--skip-scheduler", action="store_true", help="no airflow standalone part")
-    ap.add_argument("--preload", action="store_true",
-                    help="every Airflow process preloads the tasks' libraries (airflow_local_settings.py: "
-                         "ingest_core.provider.preload): `airflow dags test` loads them before its tasks, the "
-                         "scheduler before it forks the task processes, which inherit them")
+    ap.add_argument("--no-preload", action="store_true",
+                    help="the scheduler does not preload the tasks' libraries (airflow_local_settings.py calling "
+                         "ingest_core.provider.preload, docs/spark-connect.md): each task process imports its own")
     ap.add_argument("--skip-large", action="store_true", help="no 1M-record runs")
     ap.add_argument("--skip-submit", action="store_true",
-                    help="no spark-submit runs under airflow dags test: Connect and Airflow alone only (with "
-                         "--skip-scheduler --skip-large: the ratio to Airflow alone, in a fraction of the time)")
+                    help="no spark-submit runs (under airflow dags test and under the scheduler): Connect and "
+                         "Airflow alone only (with --skip-scheduler --skip-large: the ratio to Airflow alone, in a "
+                         "fraction of the time)")
     ap.add_argument("--warm-jobs", type=int, default=20,
                     help="group jobs run through the Connect server before the timed runs (plan, run_job, publish "
                          "on a datasource of their own): a server that serves runs all day has compiled its hot "
@@ -412,7 +424,7 @@ def main() -> None:
             admin = AdminClient({"bootstrap.servers": bootstrap})
             topics = {m: f"fc_{m}{args.tag}" for m in MODES}
             create_topics(admin, topics.values())
-            bench = DagsTest(out, bootstrap, connect, topics, args.task_count, preload=args.preload)
+            bench = DagsTest(out, bootstrap, connect, topics, args.task_count)
             if args.warm_jobs:
                 results["server_warmup"] = warmup(args, bench, connect.url, admin)
             results["dags_test"] = small = small_runs(args, bench, bootstrap, topics)

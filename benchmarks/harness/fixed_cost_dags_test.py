@@ -22,7 +22,6 @@ from harness.fixed_cost_setup import (
     to_epoch,
     tree_cpu,
     write_dags,
-    write_preload,
 )
 from ingest_core.dev.embedded import EmbeddedSparkConnect
 from ingest_core.store.metadata import MetadataStore
@@ -32,12 +31,10 @@ class DagsTest:
     """One Airflow home (SQLite Airflow DB, SQLite metadata store) with both DAGs."""
 
     def __init__(self, out: Path, bootstrap: str, connect: EmbeddedSparkConnect, topics: dict[str, str],
-                 task_count: int, preload: bool = False):
+                 task_count: int):
         self.out = out
         self.dag_ids = write_dags(out / "dags", "fc", topics, task_count)
         self.env = bench_env(out, bootstrap, out / "dags", connect.url)
-        if preload:  # every `airflow dags test` (Connect's and Airflow alone's) loads the tasks' libraries first
-            write_preload(Path(self.env["AIRFLOW_HOME"]))
         self.connect = connect
         self.server_group = CpuGroup.make("connect-server")
         # the server's tree from now on, its exited Python workers included (a given server's is not seen)

@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.fixed_cost_setup import AIRFLOW, bench_env, check_run, to_epoch, write_dags, write_preload
+from harness.fixed_cost_setup import AIRFLOW, bench_env, check_run, to_epoch, write_dags
 from ingest_core.dev.embedded import EmbeddedSparkConnect, free_port, stop_group
+from ingest_core.provider.preload import write_local_settings
 from ingest_core.store.metadata import MetadataStore
 
 
@@ -21,16 +22,15 @@ class Standalone:
     (not imported: that module needs pytest and the tests' conftest)."""
 
     def __init__(self, root: Path, bootstrap: str, connect: EmbeddedSparkConnect, topics: dict[str, str],
-                 task_count: int, airflow_db_url: str, metadata_url: str, preload: bool = False):
+                 task_count: int, airflow_db_url: str, metadata_url: str, preload: bool = True):
         self.dag_ids = write_dags(root / "dags", "fs", topics, task_count)
-        if preload:  # docs/spark-connect.md: the scheduler loads the task's libraries, its task processes inherit them
-            write_preload(root / "airflow")
-        self.start(root, bootstrap, root / "dags", connect.url, airflow_db_url, metadata_url)
+        self.start(root, bootstrap, root / "dags", connect.url, airflow_db_url, metadata_url, preload=preload)
 
     def start(self, root: Path, bootstrap: str, dags: Path, connect_url: str, airflow_db_url: str,
-              metadata_url: str, **airflow_conf: str) -> None:
+              metadata_url: str, preload: bool = True, **airflow_conf: str) -> None:
         """`airflow standalone` over the DAG folder `dags` (benchmarks/freshness.py brings its own); `airflow_conf`:
-        more AIRFLOW__SECTION__KEY settings, over these."""
+        more AIRFLOW__SECTION__KEY settings, over these. `preload`: the scheduler loads the tasks' libraries before
+        it forks their processes, as docs/spark-connect.md recommends."""
         import sqlalchemy as sa
 
         port = free_port()
@@ -48,6 +48,8 @@ class Standalone:
             AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="3",
             # a task's supervisor gives up on the api-server after 5 s by default: a loaded machine exceeds that
             AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="60", **airflow_conf)
+        if preload:
+            write_local_settings(Path(self.env["AIRFLOW_HOME"]))
         self.db = sa.create_engine(airflow_db_url.replace("+asyncpg", ""))
         self.store = MetadataStore(metadata_url)
         self.store.upgrade()

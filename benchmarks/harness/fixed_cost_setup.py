@@ -274,24 +274,17 @@ def example_spec(datasource: str, topic: str, task_count: int) -> dict[str, Any]
     return raw
 
 
-def write_preload(airflow_home: Path) -> None:
-    """airflow_local_settings.py that preloads the tasks' libraries in each Airflow process (docs/spark-connect.md)."""
-    (airflow_home / "config").mkdir(parents=True, exist_ok=True)
-    (airflow_home / "config" / "airflow_local_settings.py").write_text(
-        "import ingest_core.provider.preload  # noqa: F401\n__all__ = []  # nothing for airflow.settings\n")
-
-
 def write_dags(folder: Path, prefix: str, topics: dict[str, str], task_count: int,
                floor: bool = True) -> dict[str, str]:
-    """The example spec with `task_count` task groups, once per mode: {mode: dag_id}, and with `floor` Airflow's
-    floor (`floor`). No retries: a failure shows at once."""
+    """The example spec with `task_count` task groups, once per mode of `topics`: {mode: dag_id}, and with `floor`
+    Airflow's floor (`floor`). No retries: a failure shows at once."""
     (folder / "specs").mkdir(parents=True, exist_ok=True)
     (folder / "ingest_datasources.py").write_text(DAG_FILE)
     dag_ids = {}
     if floor:
         dag_ids["floor"] = f"{prefix}_floor"
         (folder / "airflow_floor.py").write_text(FLOOR_DAG.format(dag_id=dag_ids["floor"], groups=task_count))
-    for mode in MODES:
+    for mode in (m for m in MODES if m in topics):
         dag_id = f"{prefix}_{mode}"
         raw = example_spec(dag_id, topics[mode], task_count)
         raw["microbatch"].update(retries=0, spark={"connId": CONNECT_CONN if mode == "connect" else "spark_default"})

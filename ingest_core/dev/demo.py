@@ -37,6 +37,7 @@ from ingest_core.core.spec import load_spec
 from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedSparkConnect
 from ingest_core.kafka.consumer_group import mirror_group, mirrored_offsets
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
+from ingest_core.provider.preload import write_local_settings
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.reader import DatasourceReader
 
@@ -98,6 +99,8 @@ def prepare(home: Path, kafka: EmbeddedKafka, spark_connect_url: str | None) -> 
     if TOPIC not in admin.list_topics(timeout=10).topics:
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(timeout=30)
     env = airflow_env(home, kafka.bootstrap, spark_connect_url=spark_connect_url)
+    # --ui's scheduler loads the tasks' libraries before it forks their processes (docs/spark-connect.md)
+    write_local_settings(Path(env["AIRFLOW_HOME"]))
     store = MetadataStore(env["INGEST_METADATA_URL"])
     store.upgrade()
     (home / "logs").mkdir(parents=True, exist_ok=True)

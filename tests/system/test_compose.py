@@ -35,6 +35,7 @@ from doc_pages import with_recipe
 from ingest_core.core.secrets import AirflowConnectionSecret, EnvironmentSecret
 from ingest_core.core.settings import DEEP_STORAGE_VAR, METADATA_URL_VAR
 from ingest_core.core.spec import load_spec
+from ingest_core.provider.preload import LOCAL_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = (ROOT / "docker-compose.yaml").read_text()
@@ -260,6 +261,12 @@ def test_airflow_services_share_the_configuration_the_code_reads():
     command = " ".join(SERVICES["spark-master"]["command"])
     assert conn["host"] == "spark://spark-master" and f"--port {conn['port']}" in command
     assert f"spark://spark-master:{conn['port']}" in " ".join(SERVICES["spark-worker"]["command"])
+
+
+def test_the_scheduler_preloads_the_tasks_libraries_as_the_docs_say():
+    mounted = {c["target"]: c["source"] for c in SERVICES["airflow-scheduler"]["configs"]}
+    source = mounted["/opt/airflow/config/airflow_local_settings.py"]  # $AIRFLOW_HOME/config: on Airflow's sys.path
+    assert COMPOSE["configs"][source]["content"] == LOCAL_SETTINGS
 
 
 def test_the_stack_runs_the_recipe_of_the_docs(tmp_path):

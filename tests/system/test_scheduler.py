@@ -26,6 +26,7 @@ from helpers import http_json
 
 from ingest_core.dev.demo import airflow_env, spark_connection
 from ingest_core.dev.embedded import free_port
+from ingest_core.provider.preload import write_local_settings
 from ingest_core.core.states import RunStatus
 from ingest_core.store.engines import make_engine
 from ingest_core.store.metadata import MetadataStore
@@ -89,6 +90,9 @@ class Standalone:
             # within a test's wait (defaults: 300 s, checked every 10 s)
             AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT=str(HEARTBEAT_TIMEOUT_S),
             AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL="2", **env)
+        # the scheduler (and a Celery worker) loads the tasks' libraries before it forks their processes, as
+        # docs/spark-connect.md recommends
+        write_local_settings(Path(self.env["AIRFLOW_HOME"]))
         airflow_db.migrate(self.env)
         MetadataStore(metadata_url).upgrade()
         self.db = sa.create_engine(airflow_db_url)
