@@ -23,8 +23,8 @@ run (interleaved, so both see the same load):
    trigger` then poll Airflow's DB until the run succeeds. Connect's and Airflow alone's first runs are warm-ups,
    reported apart and not counted (a datasource's first run opens its Connect session, whose Python workers
    start); then --scheduler-runs runs per mode: Connect and Airflow alone (the floor DAG, triggered the same way)
-   in turns, then spark-submit's (its 60-70 s runs in between would let Spark close the Connect session's idle
-   Python workers); the ratios. Skip: --skip-scheduler.
+   in turns, then spark-submit's unless --skip-submit (its 60-70 s runs in between would let Spark close the
+   Connect session's idle Python workers); the ratios. Skip: --skip-scheduler.
 3. Large runs: 1M records (and 4M with --large) through the same DAGs under `airflow dags test`, both modes:
    Connect must be no slower than spark-submit.
 
