@@ -130,8 +130,10 @@ class CeleryAirflow(Standalone):
     EXTRA_DAGS: dict[str, str] = {}
 
     def __init__(self, root: Path, bootstrap: str, metadata_url: str, airflow_db_url: str, broker_url: str,
-                 spark_connect_url: str):
+                 spark_connect_url: str, specs: dict[str, str] | None = None):
+        """`specs`: {name: text} of spec files in the DAG folder from the start (parsed as Airflow starts)."""
         self.worker_logs = root / "worker-logs"
+        self.EXTRA_DAGS = {**self.EXTRA_DAGS, **{f"specs/{name}": text for name, text in (specs or {}).items()}}
         super().__init__(
             root, bootstrap, metadata_url, airflow_db_url, spark_connect_url,
             AIRFLOW__CORE__EXECUTOR="CeleryExecutor", AIRFLOW__CELERY__BROKER_URL=broker_url,
@@ -200,11 +202,18 @@ def test_dags_over_spark_connect_through_spark_submit_and_under_celery_run_on_th
 
     topic = broker.create_topic(partitions=4)
     produce_events(broker.bootstrap, topic, 300, seed=13)
+    # the triggered run's DAG is in the Celery Airflow's folder from its start: parsed while the DAG tests run.
+    # Two task groups; starting now, daily: the scheduler starts no run of its own, only the triggered one
+    celery_specs = tmp_path / "celery-specs"
+    (celery_specs / "specs").mkdir(parents=True)
+    now = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+    write_example_variant(celery_specs, "on_celery", topic, {"schedule": "P1D", "startDate": now}, taskCount=2)
     with postgres_database("ingest_celery") as celery_metadata_url, \
             postgres_database("airflow_celery") as airflow_db_url, EmbeddedRedis(tmp_path / "redis") as redis, \
             ThreadPoolExecutor(3) as pool:
         starting = pool.submit(CeleryAirflow, tmp_path / "celery", broker.bootstrap, celery_metadata_url,
-                               airflow_db_url, redis.url, cluster_connect.url)
+                               airflow_db_url, redis.url, cluster_connect.url,
+                               {"on_celery.yaml": (celery_specs / "specs" / "on_celery.yaml").read_text()})
         airflow = None
         try:
             scenarios = {"connect": a_dag_over_spark_connect_runs_its_executors_on_the_standalone_worker,
@@ -214,7 +223,7 @@ def test_dags_over_spark_connect_through_spark_submit_and_under_celery_run_on_th
             for dag_test in dag_tests:
                 dag_test.result()
             airflow = starting.result()
-            instances, runs, server, before = a_triggered_run_under_celery(airflow, cluster, topic)
+            instances, runs, server, before = a_triggered_run_under_celery(airflow, cluster)
         finally:
             if airflow is None:
                 with contextlib.suppress(Exception):  # (one that did not start stopped itself)
@@ -239,16 +248,17 @@ def test_dags_over_spark_connect_through_spark_submit_and_under_celery_run_on_th
     assert tasks_run_on_worker(cluster, server["id"]) > before
 
 
-def a_triggered_run_under_celery(airflow: CeleryAirflow, cluster, topic: str):
-    """`airflow dags trigger` of a DAG on `topic`, waited for: (its task instances, the DAG's runs, the Connect
-    server's application, the tasks the worker had run for it before)."""
-    # two task groups; starting now, daily: the scheduler starts no run of its own, only the triggered one
-    airflow.write_spec("on_celery", topic, task_count=2, schedule="P1D",
-                       startDate=datetime.now(timezone.utc).replace(microsecond=0).isoformat())
+def a_triggered_run_under_celery(airflow: CeleryAirflow, cluster):
+    """A run of the DAG on_celery (its spec in the folder since Airflow started), once parsed, triggered through
+    the REST API as the UI does (`airflow dags trigger` would add a process of seconds of imports) and waited for:
+    (its task instances, the DAG's runs, the Connect server's application, the tasks the worker had run for it
+    before)."""
     airflow.wait_for_dag("on_celery")
     server = app(cluster, "ingest Spark Connect server")
     before = tasks_run_on_worker(cluster, server["id"])
-    airflow.airflow("dags", "trigger", "on_celery", "--run-id", "triggered")
+    status, body = airflow.http("POST", "/api/v2/dags/on_celery/dagRuns", airflow.api_token,
+                                {"dag_run_id": "triggered", "logical_date": None})
+    assert status == 200, body
     airflow.wait_for_run("on_celery", "triggered")
     return (airflow.task_instances("on_celery", "triggered"), airflow.get("/dags/on_celery/dagRuns")[1]["dag_runs"],
             server, before)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -58,6 +60,39 @@ class AirflowHome:
     def later(self, *args: str, check: bool = True, env: dict | None = None):
         """The `airflow` command, for a scenario of `run_at_once` to yield: it gets back its CompletedProcess."""
         return functools.partial(self.airflow, *args, check=check, env=env)
+
+
+def ingest(home: AirflowHome, *args: str) -> subprocess.CompletedProcess:
+    """`ingest ARGS` in the Airflow home's environment, run in this process (a Python process's start is a second
+    and more of imports): its exit code and what it printed. Only for commands that leave Airflow alone; the ones
+    that pause a DAG run `airflow`, in a process of their own: `ingest_process`."""
+    import logging
+
+    from ingest_core.service.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    # the log lines its own process would print to stderr (here the root logger has pytest's handlers already)
+    logged = logging.StreamHandler(err)
+    logged.setLevel(logging.INFO if {"-v", "--verbose"} & set(args) else logging.WARNING)
+    logging.getLogger().addHandler(logged)
+    try:
+        with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            for key, value in home.env.items():
+                if os.environ.get(key) != value:
+                    patch.setenv(key, value)
+            code = main(list(args))
+    finally:
+        logging.getLogger().removeHandler(logged)
+    return subprocess.CompletedProcess(["ingest", *args], code, out.getvalue(), err.getvalue())
+
+
+def ingest_process(home: AirflowHome, *args: str) -> subprocess.CompletedProcess:
+    """`ingest ARGS` as its own process in the Airflow home's environment, which must succeed; for a scenario of
+    `run_at_once` to yield (`functools.partial`), as it runs `airflow` for seconds."""
+    done = subprocess.run([sys.executable, "-m", "ingest_core.service.cli", *args], env=home.env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
 
 
 AT_ONCE = 3  # commands at a time: enough to keep two cores busy; more only slows each one
@@ -228,7 +263,7 @@ def dags_test_killed_in_its_job(home, dag_id: str, date: str, tmp_path, log_name
             os.killpg(run.pid, signal.SIGKILL)
 
 
-@pytest.mark.timeout(2700)  # eleven scenarios' runs, a few at a time, on a loaded 2-core machine
+@pytest.mark.timeout(2700)  # ten scenarios' runs, a few at a time, on a loaded 2-core machine
 def test_independent_datasources_through_the_dag_at_once(tmp_path, example, broker, metadata_url, spark_connect,
                                                          capsys):
     """The scenarios below, each a test of its own before, through `run_at_once` (their jobs over Spark Connect,
@@ -249,8 +284,8 @@ def test_independent_datasources_through_the_dag_at_once(tmp_path, example, brok
                     tmp_path / "strict", broker, metadata_url, spark_connect),
                 druids_transform_tutorial_spec_as_druid_writes_it_gives_its_printed_rows_through_the_dag(
                     tmp_path / "transform", broker, metadata_url, spark_connect, capsys),
-                a_broken_spec_is_an_import_error_and_hides_nothing(tmp_path / "broken", broker, metadata_url),
-                a_missing_spark_connection_is_a_clear_error(tmp_path / "no-spark", broker, metadata_url))
+                a_broken_spec_is_an_import_error_that_hides_nothing_and_a_missing_spark_connection_a_clear_error(
+                    tmp_path / "no-spark", broker, metadata_url))
 
 
 def two_replicas_publish_once(tmp_path, broker, metadata_url):
@@ -280,15 +315,22 @@ def two_replicas_publish_once(tmp_path, broker, metadata_url):
     assert [len(attempt_folders(group_uri(deep, "replicated", run_id, 0, r))) for r in (0, 1)] == [1, 0]
 
 
-def a_broken_spec_is_an_import_error_and_hides_nothing(tmp_path, broker, metadata_url):
+def a_broken_spec_is_an_import_error_that_hides_nothing_and_a_missing_spark_connection_a_clear_error(
+        tmp_path, broker, metadata_url):
+    """Two scenarios, one `airflow dags test`: before it runs the DAG it writes what it parsed of the DAG folder
+    (the DAGs and the import errors) to Airflow's database, as `airflow dags reserialize` does; then the DAG runs
+    without its Spark connection."""
     own_dags = dags_folder(tmp_path)
-    write_example_variant(own_dags, "good_one", "whatever")
+    write_example_variant(own_dags, "no_spark", broker.create_topic())
     (own_dags / "specs" / "bad.yaml").write_text(
         "type: kafka\nspec:\n  dataSchema: {dataSource: bad, timestampSpec: {column: t}}\n"
         "  ioConfig: {topic: x, taskCout: 2, inputFormat: {type: json}, consumerProperties: {bootstrap.servers: 'a:1'}}\n")
     home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
     home.env["INGEST_STRICT_SPECS"] = "true"  # an unknown field is an error only when strict (Druid ignores it)
-    yield home.later("dags", "reserialize")
+    env = {k: v for k, v in home.env.items() if k != "AIRFLOW_CONN_SPARK_DEFAULT"}
+    done = yield home.later("dags", "test", "no_spark", "2026-01-01T00:00:00+00:00", check=False, env=env)
+    assert done.returncode != 0
+    assert "the Spark connection 'spark_default' does not exist" in done.stdout + done.stderr
     # what `airflow dags list-import-errors` and `airflow dags list` print, read where they read it (Airflow's
     # database), without two more CLI processes of seconds each
     import sqlite3
@@ -298,17 +340,7 @@ def a_broken_spec_is_an_import_error_and_hides_nothing(tmp_path, broker, metadat
         dags = db.execute("SELECT DISTINCT dag_id FROM serialized_dag").fetchall()
     assert len(errors) == 1 and "bad.yaml" in errors[0][0]
     assert "spec.ioConfig.taskCout: unknown field (did you mean 'taskCount'?)" in errors[0][0]
-    assert dags == [("good_one",)]
-
-
-def a_missing_spark_connection_is_a_clear_error(tmp_path, broker, metadata_url):
-    own_dags = dags_folder(tmp_path)
-    write_example_variant(own_dags, "no_spark", broker.create_topic())
-    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
-    env = {k: v for k, v in home.env.items() if k != "AIRFLOW_CONN_SPARK_DEFAULT"}
-    done = yield home.later("dags", "test", "no_spark", "2026-01-01T00:00:00+00:00", check=False, env=env)
-    assert done.returncode != 0
-    assert "the Spark connection 'spark_default' does not exist" in done.stdout + done.stderr
+    assert dags == [("no_spark",)]
 
 
 def the_compaction_dag_rewrites_segments_with_the_same_rows_and_iceberg_follows(tmp_path, broker, metadata_url,
@@ -345,10 +377,8 @@ def the_compaction_dag_rewrites_segments_with_the_same_rows_and_iceberg_follows(
     assert sum(v["edits"] for v in before.values()) == 400 and len(segments_before) > len(intervals)
 
     def segment_health() -> dict:
-        done = subprocess.run([sys.executable, "-m", "ingest_core.service.cli", "status", "compacted", "--json",
-                               "--dags-folder", str(own_dags)], env=home.env, capture_output=True, text=True,
-                              timeout=120)
-        return json.loads(done.stdout)["payload"]["segments"]
+        return json.loads(ingest(home, "status", "compacted", "--json", "--dags-folder", str(own_dags)).stdout
+                          )["payload"]["segments"]
 
     health = segment_health()
     assert health["segments"] == len(segments_before) and health["intervals"] == len(intervals)
@@ -439,21 +469,17 @@ def dags_test_fed_while_gated(home: AirflowHome, dag_id: str, bootstrap: str, to
 
 
 def suspend_resume_and_terminate_drive_the_dag(tmp_path, broker, metadata_url, spark_connect):
+    """`ingest suspend`, `resume` and `terminate` pause and unpause the DAG in Airflow's database (each runs
+    `airflow dags pause`: yielded, so that other scenarios' commands start meanwhile) and drive the runs. (The
+    first `dags test` writes the DAG to Airflow's database, as `airflow dags reserialize` would.)"""
     own_dags = dags_folder(tmp_path)
     topic = broker.create_topic(partitions=2)
     write_example_variant(own_dags, "operated", topic, taskCount=1)
     home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url, spark_connect.url)
-    yield home.later("dags", "reserialize")
     store = MetadataStore(metadata_url)
     produce_events(broker.bootstrap, topic, 50, seed=3)
     yield home.later("dags", "test", "operated", "2026-01-01T00:00:00+00:00")
     assert edits(store, "operated") == 50
-
-    def ingest(*args: str) -> subprocess.CompletedProcess:
-        done = subprocess.run([sys.executable, "-m", "ingest_core.service.cli", *args], env=home.env,
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done
 
     def paused() -> bool:
         """As Airflow's database holds it (what `airflow dags list` prints, without a CLI process per look)."""
@@ -464,7 +490,7 @@ def suspend_resume_and_terminate_drive_the_dag(tmp_path, broker, metadata_url, s
         return bool(is_paused)
 
     assert not paused()
-    ingest("suspend", "operated", "--actor", "carol")
+    yield functools.partial(ingest_process, home, "suspend", "operated", "--actor", "carol")
     assert paused() and store.datasources.get("operated")["state"] == "SUSPENDED"
     # a run that starts anyway (here `dags test`, which ignores the pause) plans and ingests nothing
     produce_events(broker.bootstrap, topic, 30, seed=4)
@@ -472,16 +498,18 @@ def suspend_resume_and_terminate_drive_the_dag(tmp_path, broker, metadata_url, s
     assert "datasource operated is suspended" in done.stdout + done.stderr
     assert len(store.runs.recent("operated")) == 1 and edits(store, "operated") == 50
 
-    ingest("resume", "operated", "--actor", "carol")
+    yield functools.partial(ingest_process, home, "resume", "operated", "--actor", "carol")
     assert not paused() and store.datasources.get("operated")["state"] == "RUNNING"
     yield home.later("dags", "test", "operated", "2026-01-03T00:00:00+00:00")
     assert edits(store, "operated") == 80
 
-    ingest("terminate", "operated", "--yes", "--actor", "carol")
+    yield functools.partial(ingest_process, home, "terminate", "operated", "--yes", "--actor", "carol")
     assert paused() and store.datasources.get("operated")["terminated"]
     # nothing consumes for it any more: its consumer group goes too (no lag alert forever); the offsets stay
     assert group_offsets(broker, "ingest.operated", topic, 2) == {0: -1001, 1: -1001}
-    status = json.loads(ingest("status", "operated", "--json").stdout)["payload"]
+    status = ingest(home, "status", "operated", "--json")
+    assert status.returncode == 0, status.stdout + status.stderr
+    status = json.loads(status.stdout)["payload"]
     assert (status["state"], status["terminated"], status["aggregateLag"]) == ("TERMINATED", True, 0)
     assert [(a.action, a.actor) for a in store.audit_log.records("operated")] == [
         ("suspend", "carol"), ("resume", "carol"), ("terminate", "carol")]
@@ -520,8 +548,7 @@ def a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, broke
     assert dead.status is RunStatus.EXPIRED and dead.error.startswith("expired: ")
     (audit,) = store.audit_log.records("crashy", action="run_expired")
     assert audit.details["runId"] == dead.run_id and audit.details["detectedBy"] == f"the plan step of run {healed.run_id}"
-    status = json.loads(subprocess.run([sys.executable, "-m", "ingest_core.service.cli", "status", "crashy", "--json"],
-                                       env=home.env, capture_output=True, text=True, timeout=120).stdout)["payload"]
+    status = json.loads(ingest(home, "status", "crashy", "--json").stdout)["payload"]
     assert status["aggregateLag"] == 0
     assert any(e["exceptionClass"] == "RunExpired" and dead.run_id in e["message"] for e in status["recentErrors"])
     (expired,) = [e for e in status["recentErrors"] if e["exceptionClass"] == "RunExpired"]
@@ -624,10 +651,7 @@ def a_failed_run_says_which_records_and_why_and_skip_moves_past_exactly_them(tmp
     # the same records would stop a retry the same way: the task failed once, not after the spec's 2 retries
     assert task_tries(home, "strict", "spark_job") == [(1, "failed")]
 
-    def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "ingest_core.service.cli", *args], env=home.env,
-                              capture_output=True, text=True, timeout=120)
-
+    cli = functools.partial(ingest, home)
     status = json.loads(cli("status", "strict", "--json").stdout)["payload"]
     (failed,) = [e for e in status["recentErrors"] if e.get("taskGroup") is not None]
     assert failed["exceptionClass"] == "ParseExceptionLimitError" and failed["runId"] == run.run_id

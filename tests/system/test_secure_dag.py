@@ -14,7 +14,6 @@ import contextlib
 import json
 import sqlite3
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from test_dag import (  # noqa: F401 - own_dags is a fixture
     AirflowHome,
     broker_watermarks,
     edits,
+    ingest,
     own_dags,
     produce_events,
     task_tries,
@@ -208,9 +208,7 @@ def test_the_dag_over_sasl_ssl_each_credential_path_a_wrong_password_and_mutual_
     assert refused in output
     home = homes["sasl_wrong_password"]
     assert task_tries(home, "sasl_wrong_password", "plan") == [(1, "failed")]
-    status = subprocess.run([sys.executable, "-m", "ingest_core.service.cli", "status", "sasl_wrong_password",
-                             "--json", "--dags-folder", str(own_dags)], env=home.env, capture_output=True, text=True,
-                            timeout=300)
+    status = ingest(home, "status", "sasl_wrong_password", "--json", "--dags-folder", str(own_dags))
     outputs.append(status.stdout + status.stderr)
     payload = json.loads(status.stdout)["payload"]
     assert any(e["exceptionClass"] == "KafkaAuthenticationError" and refused in e["message"]
