@@ -271,7 +271,9 @@ def probe(url: str, rounds: int) -> None:
     """(in a fresh Python, `--probe URL`) what opening a session costs, step by step, on a warm server: as
     the task does it (settings, our code as session artifacts, the Python-version UDF), then the same UDF in a
     session without artifacts; in each session the UDF and a one-row `mapInArrow` over `spark.range`, the job's
-    read without Kafka, twice each (the first pays for the session's Python workers). Prints one JSON line per session."""
+    read without Kafka, twice each (the first pays for the session's Python workers), then the same written as
+    Parquet, twice: Spark's own time for a query of the job's shape, without Kafka, parsing or rollup. Prints one
+    JSON line per session."""
     t0 = time.perf_counter()
     import pyspark.sql.connect.session  # noqa: F401 - the client's import, as in the task
     from pyspark.sql import SparkSession
@@ -279,6 +281,7 @@ def probe(url: str, rounds: int) -> None:
     from ingest_core.spark import connect as spark_connect
     from ingest_core.spark.job import REQUIRED_CONF, default_conf
     print(json.dumps({"imports": time.perf_counter() - t0}), flush=True)
+    written = Path(tempfile.mkdtemp(prefix="probe-writes-"))  # the server's filesystem: a local server's
     for kind in ["as the task does"] * rounds + ["no artifacts"] * rounds:
         row: dict[str, Any] = {"kind": kind}
         with spark_connect.connect_mode():
@@ -305,10 +308,16 @@ def probe(url: str, rounds: int) -> None:
                 t = time.perf_counter()
                 spark.range(0, 1, 1, 1).mapInArrow(probe_read, "id long").collect()
                 row[label] = time.perf_counter() - t
+            for label in ("write", "write again"):  # the job's write (`spark.job._ingest`), one row
+                t = time.perf_counter()
+                (spark.range(0, 1, 1, 1).mapInArrow(probe_read, "id long").write.mode("error")
+                 .parquet(str(written / uuid.uuid4().hex)))
+                row[label] = time.perf_counter() - t
             t = time.perf_counter()
             spark.stop()
             row["stop"] = time.perf_counter() - t
         print(json.dumps(row), flush=True)
+    shutil.rmtree(written, ignore_errors=True)
 
 
 def probe_read(batches: Any) -> Any:
@@ -325,6 +334,9 @@ def session_probe(env: dict[str, str], url: str, rounds: int) -> list[dict[str, 
         raise SystemExit(f"the session probe exited {done.returncode}: {done.stderr[-2000:]}")
     for row in rows:
         print("  " + ", ".join(f"{k} {v:.2f} s" if isinstance(v, float) else str(v) for k, v in row.items()))
+    floor = statistics.median(r["write again"] for r in rows if "write again" in r)
+    print(f"  Spark's own floor for a query of a job's shape (one row through a mapInArrow, written as Parquet, "
+          f"in a warm session): {floor:.2f} s (median of 'write again')")
     return rows
 
 
@@ -445,6 +457,11 @@ def main() -> None:
                   f"dags test): {wall:.1f} s against {floor_wall:.1f} s, {small['ratio']['floor']:.3f}x: "
                   f"{'MET' if met else 'NOT MET'}; the Connect run adds {wall - floor_wall:.1f} s and "
                   f"{small['connect']['cpu'][0] - floor_cpu:.1f} CPU-s to Airflow's own floor")
+            rows = results.get("session_probe")  # a failed part's is {"error": ...}
+            probed = [r["write again"] for r in rows if "write again" in r] if isinstance(rows, list) else []
+            if probed:
+                print(f"  of which Spark's own: {args.task_count} queries of a job's shape, "
+                      f"{args.task_count} x {statistics.median(probed):.2f} s on this server (the session probe)")
             results["target_met"] = met
             under = results.get("scheduler", {})
             if "floor_ratio" in under:
