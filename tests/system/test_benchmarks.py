@@ -170,14 +170,16 @@ def test_microbatch_fixed_cost(background, broker, spark_connect):  # (the serve
                              rf"\(not counted\), a job's run_job {NUMBER} s first",
                   "probe": rf"^  as the task does, create {NUMBER} s, settings {NUMBER} s, artifacts {NUMBER} s",
                   "spark floor": rf"^  Spark's own floor for a query of a job's shape .*: {NUMBER} s ",
-                  "of which spark": rf"^  of which Spark's own: {NUMBER} queries of a job's shape, {NUMBER} x {NUMBER} s",
+                  "of which spark": rf"^  of which Spark's own: {NUMBER} queries of a job's shape, "
+                                    rf"{NUMBER} x {NUMBER} s",
                   "scheduler floor ratio": rf"^  ratio connect / Airflow alone \(medians\): queued to success {NUMBER} "
                                            rf"\({NUMBER} s against {NUMBER} s\), trigger to success {NUMBER} ",
                   "scheduler target": rf"^Under the scheduler .*: {NUMBER} s against {NUMBER} s, {NUMBER}x: ",
                   "floor ratio": rf"^  ratio connect / Airflow alone \(warm medians\): wall {NUMBER} ",
                   "against floor": rf"^  whole run\s+{NUMBER} s\s+{NUMBER} s\s+[-+]?{NUMBER} s$",
                   "target": rf"^Target .*: {NUMBER} s against {NUMBER} s, {NUMBER}x: "})
-    assert_positive(got, *runs, *triggered, *warmed, "breakdown", "warm-up", "spark floor", "of which spark", "floor ratio", "target",
+    assert_positive(got, *runs, *triggered, *warmed, "breakdown", "warm-up", "spark floor", "of which spark",
+                    "floor ratio", "target",
                     "scheduler floor ratio", "scheduler target")
     assert not re.search(r"^  spark-submit ", out, re.MULTILINE), out  # --skip-submit was heard by both parts
     assert "the scheduler preloads the tasks libraries" in out, out  # its task processes inherit them

@@ -23,7 +23,8 @@ sys.argv = {argv!r}
 sys.path.insert(0, {config!r})
 import airflow_local_settings
 assert threading.active_count() == 1, [t.name for t in threading.enumerate()]
-print(json.dumps([sorted(m for m in {wanted!r} if m in sys.modules), sorted(vars(airflow_local_settings).get("__all__", "?"))]))
+loaded = sorted(m for m in {wanted!r} if m in sys.modules)
+print(json.dumps([loaded, sorted(vars(airflow_local_settings).get("__all__", "?"))]))
 """
 
 
