@@ -373,6 +373,13 @@ def run_cases(args: argparse.Namespace, work: Path, bootstrap: str, procs: list[
 def produce(bootstrap: str, topic: str, partitions: int) -> None:
     """One record to one partition in 7: some partitions hold data, most are empty."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "log_level": 3})
+    # the brokers learn of the partitions added in batches at their own pace: a producer whose metadata has fewer
+    # refuses a record to a partition past them at once (Unknown partition)
+    deadline = time.monotonic() + 300
+    while len(producer.list_topics(topic, timeout=60).topics[topic].partitions) < partitions:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the producer's metadata still lacks partitions of {topic} after 300 s")
+        time.sleep(1)
     for p in range(0, partitions, 7):
         producer.produce(topic, b'{"ts": 0}', partition=p)
         producer.poll(0)
