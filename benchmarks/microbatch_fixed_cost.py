@@ -12,8 +12,8 @@ run (interleaved, so both see the same load):
    --warm-jobs group jobs of a datasource of their own warm the Connect server's JVM, as a server that serves
    runs all day is (not counted; their times are printed). Wall time per run (median, min, max) and CPU seconds
    per run (user + sys of the `airflow dags test` process tree; for Connect mode plus the server's CPU over the
-   run, measured apart; each tree in a cgroup of its own where one can be made, so exited Python workers count, else wait4
-   and psutil); the ratios. Where the seconds of a warm Connect run go: each task's start/end from the
+   run, measured apart; each tree in a cgroup of its own where one can be made, so exited Python workers count,
+   else wait4 and psutil); the ratios. Where the seconds of a warm Connect run go: each task's start/end from the
    Airflow home's airflow.db (task_instance), Airflow's own time (the whole run minus the tasks), and inside
    `spark_job` the steps of the Connect client (imports, session, code upload, Python check, the job, stop),
    timed by hooks that this benchmark's copy of the DAG file wraps around them (`BENCH_TIMINGS`). Then a probe
@@ -106,9 +106,14 @@ def warmup(args: argparse.Namespace, bench: DagsTest, url: str, admin: AdminClie
     return seconds
 
 
+def benched_modes(args: argparse.Namespace) -> tuple[str, ...]:
+    """The Spark modes measured: spark-submit's too unless --skip-submit."""
+    return ("connect",) if args.skip_submit else MODES
+
+
 def small_runs(args: argparse.Namespace, bench: DagsTest, bootstrap: str, topics: dict[str, str]) -> dict[str, Any]:
     rng = random.Random(16)
-    modes = ("connect",) if args.skip_submit else MODES
+    modes = benched_modes(args)
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
     paused = f", a pause of {args.pause:g} s before each" if args.pause else ""
     print(f"\n== airflow dags test: {args.runs} runs per mode of {args.records:,} records, {args.task_count} task "
@@ -167,7 +172,7 @@ def small_runs(args: argparse.Namespace, bench: DagsTest, bootstrap: str, topics
 
 def scheduler_runs(args: argparse.Namespace, out: Path, bootstrap: str, connect: EmbeddedSparkConnect,
                    admin: AdminClient) -> dict[str, Any]:
-    modes = ("connect",) if args.skip_submit else MODES
+    modes = benched_modes(args)
     topics = {m: f"fs_{m}{args.tag}" for m in modes}
     create_topics(admin, topics.values())
     rng = random.Random(17)
@@ -190,29 +195,30 @@ def scheduler_runs(args: argparse.Namespace, out: Path, bootstrap: str, connect:
             sched.wait_idle()
             print(f"  its first scheduled runs (empty topics) done after {time.monotonic() - started:.0f} s",
                   flush=True)
+            def trigger(mode: str, key: str, counted: bool = True) -> dict[str, Any]:
+                """One triggered run of `mode` (its run id ends in `key`), printed; a warm-up is not counted."""
+                if mode != "floor":
+                    produce(bootstrap, topics[mode], args.records, rng=rng)
+                r = sched.trigger(mode, f"bench-{mode}-{key}", args.records)
+                label = f"trigger {key}" if counted else "warm-up"
+                print(f"  {LABEL[mode]:<13} {label}: {r['wall']:6.1f} s trigger to success "
+                      f"(the CLI {r['cli']:.1f} s, queued to running {r['queued_to_start']:.1f} s, run "
+                      f"{r['run']:.1f} s; seen by the poll at {r['polled']:.1f} s; tasks "
+                      + ", ".join(f"{k} {v:.1f}" for k, v in r["tasks"].items())
+                      + f"){'' if counted else ' not counted'}   load {load()}", flush=True)
+                return r
+
+            warmups = {mode: trigger(mode, "warm-up", counted=False) for mode in ("connect", "floor")}
+            runs: dict[str, list[dict[str, Any]]] = {m: [] for m in (*modes, "floor")}
             # Connect and Airflow alone (the floor DAG, triggered the same way) in turns, then spark-submit's
             # runs: a spark-submit run (60-70 s) between two Connect runs let Spark close the session's idle
             # Python workers (after a minute), so each Connect run started its workers again: not a warm run
-            runs: dict[str, list[dict[str, Any]]] = {m: [] for m in (*modes, "floor")}
-            warmups: dict[str, dict[str, Any]] = {}
             pairs = [("connect", "floor") if i % 2 == 0 else ("floor", "connect") for i in range(args.scheduler_runs)]
-            order = [("warm-up", "connect"), ("warm-up", "floor")]
-            order += [(i, mode) for i, pair in enumerate(pairs) for mode in pair]
+            order = [(i, mode) for i, pair in enumerate(pairs) for mode in pair]
             if "submit" in modes:  # each starts a JVM: none is warm
                 order += [(i, "submit") for i in range(args.scheduler_runs)]
             for i, mode in order:
-                if mode != "floor":
-                    produce(bootstrap, topics[mode], args.records, rng=rng)
-                r = sched.trigger(mode, f"bench-{mode}-{i}", args.records)
-                if i == "warm-up":
-                    warmups[mode] = r
-                else:
-                    runs[mode].append(r)
-                print(f"  {LABEL[mode]:<13} {'warm-up' if i == 'warm-up' else f'trigger {i}'}: {r['wall']:6.1f} s "
-                      f"trigger to success (the CLI {r['cli']:.1f} s, queued to running {r['queued_to_start']:.1f} s,"
-                      f" run {r['run']:.1f} s; seen by the poll at {r['polled']:.1f} s; tasks "
-                      + ", ".join(f"{k} {v:.1f}" for k, v in r["tasks"].items())
-                      + f"){' not counted' if i == 'warm-up' else ''}   load {load()}", flush=True)
+                runs[mode].append(trigger(mode, str(i)))
         finally:
             sched.stop()
     summary: dict[str, Any] = {"warm_up": warmups}
@@ -325,7 +331,7 @@ def probe_read(batches: Any) -> Any:
     yield from batches
 
 
-def session_probe(env: dict[str, str], url: str, rounds: int) -> list[dict[str, Any]]:
+def session_probe(env: dict[str, str], url: str, rounds: int) -> dict[str, Any]:
     print(f"\n== opening a Connect session, step by step, on the warm server (a fresh Python; load {load()})")
     done = subprocess.run([sys.executable, __file__, "--probe", url, "--probe-rounds", str(rounds)], env=env,
                           capture_output=True, text=True, timeout=1800)
@@ -337,7 +343,7 @@ def session_probe(env: dict[str, str], url: str, rounds: int) -> list[dict[str, 
     floor = statistics.median(r["write again"] for r in rows if "write again" in r)
     print(f"  Spark's own floor for a query of a job's shape (one row through a mapInArrow, written as Parquet, "
           f"in a warm session): {floor:.2f} s (median of 'write again')")
-    return rows
+    return {"sessions": rows, "spark_floor": floor}
 
 
 def create_topics(admin: AdminClient, names: Any) -> None:
@@ -457,11 +463,10 @@ def main() -> None:
                   f"dags test): {wall:.1f} s against {floor_wall:.1f} s, {small['ratio']['floor']:.3f}x: "
                   f"{'MET' if met else 'NOT MET'}; the Connect run adds {wall - floor_wall:.1f} s and "
                   f"{small['connect']['cpu'][0] - floor_cpu:.1f} CPU-s to Airflow's own floor")
-            rows = results.get("session_probe")  # a failed part's is {"error": ...}
-            probed = [r["write again"] for r in rows if "write again" in r] if isinstance(rows, list) else []
-            if probed:
+            spark_floor = results.get("session_probe", {}).get("spark_floor")  # none if the probe failed
+            if spark_floor is not None:
                 print(f"  of which Spark's own: {args.task_count} queries of a job's shape, "
-                      f"{args.task_count} x {statistics.median(probed):.2f} s on this server (the session probe)")
+                      f"{args.task_count} x {spark_floor:.2f} s on this server (the session probe)")
             results["target_met"] = met
             under = results.get("scheduler", {})
             if "floor_ratio" in under:

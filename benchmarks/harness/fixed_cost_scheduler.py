@@ -15,8 +15,6 @@ from ingest_core.provider.preload import write_local_settings
 from ingest_core.store.metadata import MetadataStore
 
 
-
-
 class Standalone:
     """`airflow standalone` (LocalExecutor) with its DB on PostgreSQL, as tests/system/test_scheduler.py's harness
     (not imported: that module needs pytest and the tests' conftest)."""

@@ -7,9 +7,11 @@ import contextlib
 import functools
 import io
 import json
+import logging
 import os
 import random
 import shutil
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -57,6 +59,10 @@ class AirflowHome:
     def dags_test(self, dag_id: str, logical_date: str, **kwargs) -> subprocess.CompletedProcess:
         return self.airflow("dags", "test", dag_id, logical_date, **kwargs)
 
+    def db(self) -> contextlib.closing[sqlite3.Connection]:
+        """Airflow's own database of this home, read where its CLI reads it (no CLI process per look)."""
+        return contextlib.closing(sqlite3.connect(self.root / "airflow" / "airflow.db"))
+
     def later(self, *args: str, check: bool = True, env: dict | None = None):
         """The `airflow` command, for a scenario of `run_at_once` to yield: it gets back its CompletedProcess."""
         return functools.partial(self.airflow, *args, check=check, env=env)
@@ -66,8 +72,6 @@ def ingest(home: AirflowHome, *args: str) -> subprocess.CompletedProcess:
     """`ingest ARGS` in the Airflow home's environment, run in this process (a Python process's start is a second
     and more of imports): its exit code and what it printed. Only for commands that leave Airflow alone; the ones
     that pause a DAG run `airflow`, in a process of their own: `ingest_process`."""
-    import logging
-
     from ingest_core.service.cli import main
 
     out, err = io.StringIO(), io.StringIO()
@@ -185,9 +189,7 @@ def the_example_spec_ingests_exactly_the_produced_records_over_several_runs(exam
 
 def asset_events(home: AirflowHome, name: str) -> list[dict]:
     """The extras of the Asset's events, oldest first, from the Airflow home's own database."""
-    import sqlite3
-
-    with contextlib.closing(sqlite3.connect(home.root / "airflow" / "airflow.db")) as db:
+    with home.db() as db:
         rows = db.execute("SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.name = ? "
                           "ORDER BY e.id", (name,)).fetchall()
     return [json.loads(extra) for (extra,) in rows]
@@ -195,9 +197,7 @@ def asset_events(home: AirflowHome, name: str) -> list[dict]:
 
 def task_tries(home: AirflowHome, dag_id: str, task_id: str) -> list[tuple[int, str]]:
     """(try number, state) of each of the task's instances, from the Airflow home's own database."""
-    import sqlite3
-
-    with contextlib.closing(sqlite3.connect(home.root / "airflow" / "airflow.db")) as db:
+    with home.db() as db:
         return db.execute("SELECT try_number, state FROM task_instance WHERE dag_id = ? AND task_id = ? "
                           "ORDER BY map_index", (dag_id, task_id)).fetchall()
 
@@ -333,9 +333,7 @@ def a_broken_spec_is_an_import_error_that_hides_nothing_and_a_missing_spark_conn
     assert "the Spark connection 'spark_default' does not exist" in done.stdout + done.stderr
     # what `airflow dags list-import-errors` and `airflow dags list` print, read where they read it (Airflow's
     # database), without two more CLI processes of seconds each
-    import sqlite3
-
-    with contextlib.closing(sqlite3.connect(home.root / "airflow" / "airflow.db")) as db:
+    with home.db() as db:
         errors = db.execute("SELECT stacktrace FROM import_error").fetchall()
         dags = db.execute("SELECT DISTINCT dag_id FROM serialized_dag").fetchall()
     assert len(errors) == 1 and "bad.yaml" in errors[0][0]
@@ -483,9 +481,7 @@ def suspend_resume_and_terminate_drive_the_dag(tmp_path, broker, metadata_url, s
 
     def paused() -> bool:
         """As Airflow's database holds it (what `airflow dags list` prints, without a CLI process per look)."""
-        import sqlite3
-
-        with contextlib.closing(sqlite3.connect(home.root / "airflow" / "airflow.db")) as db:
+        with home.db() as db:
             (is_paused,) = db.execute("SELECT is_paused FROM dag WHERE dag_id = 'operated'").fetchone()
         return bool(is_paused)
 

@@ -10,9 +10,7 @@ on disk and in the bucket), the Spark Connect server's log and the UI's pages an
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sqlite3
 import subprocess
 import uuid
 from pathlib import Path
@@ -251,7 +249,7 @@ def assert_no_secret_anywhere(secrets: list[str], homes: list[AirflowHome], dags
     # Airflow's database, table by table: rendered template fields, XCom, serialized DAGs, task instances
     rendered = 0
     for home in homes:
-        with contextlib.closing(sqlite3.connect(home.root / "airflow" / "airflow.db")) as db:
+        with home.db() as db:
             tables = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
             rendered += db.execute("SELECT count(*) FROM rendered_task_instance_fields").fetchone()[0]
             for table in tables:
