@@ -143,7 +143,7 @@ class AvroBytesDecoder:
             return MISSING_VALUE
         decoder_cls = _DECODER_TYPES.get(str(kind))
         if decoder_cls is None:
-            ctx.error(join(path, "type"), f"unknown avroBytesDecoder type {kind!r}{did_you_mean(str(kind), cls.TYPES)}"
+            ctx.error(join(path, "type"), f"unknown avroBytesDecoder type {shown(kind)}{did_you_mean(str(kind), cls.TYPES)}"
                                           f"; supported: {', '.join(cls.TYPES)}")
             return MISSING_VALUE
         return bind_object(decoder_cls, raw, path, ctx)

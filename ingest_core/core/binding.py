@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Iterator, Union
 
-from ingest_core.core.errors import SpecProblem
+from ingest_core.core.errors import SpecProblem, shown
 from ingest_core.core.periods import Period, PeriodError, format_datetime, parse_datetime
 
 _NO_DEFAULT = dataclasses.MISSING
@@ -130,7 +130,7 @@ def _describe(value: Any) -> str:
     if isinstance(value, bool):
         return f"{str(value).lower()}"
     if isinstance(value, str):
-        return f"the string {value!r}" if len(value) < 60 else "a string"
+        return f"the string {shown(value)}" if len(value) < 60 else "a string"
     return repr(value)
 
 

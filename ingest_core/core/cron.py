@@ -7,6 +7,8 @@ from datetime import datetime
 
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
+from ingest_core.core.errors import shown
+
 # Airflow's own presets (airflow.utils.dates.cron_presets), which its cron timetables expand first.
 CRON_PRESETS = {
     "@hourly": "0 * * * *",
@@ -26,15 +28,15 @@ def cron_problem(text: str) -> str | None:
     """Why `text` is not a cron schedule Airflow can run, or None."""
     expression = CRON_PRESETS.get(text.strip(), text.strip())
     if expression.startswith("@"):
-        return f"{text!r} is not a cron schedule Airflow's data-interval timetables run; {_EXAMPLE}"
+        return f"{shown(text)} is not a cron schedule Airflow's data-interval timetables run; {_EXAMPLE}"
     try:
         cron = croniter(expression)
     except (CroniterBadCronError, ValueError, KeyError) as exc:
-        return f"{text!r} is not a valid cron expression ({exc}); {_EXAMPLE}"
+        return f"{shown(text)} is not a valid cron expression ({exc}); {_EXAMPLE}"
     if len(cron.expanded) != 5:  # Airflow does not describe or reliably evaluate seconds or year fields
-        return f"{text!r} has {len(cron.expanded)} fields; {_EXAMPLE}"
+        return f"{shown(text)} has {len(cron.expanded)} fields; {_EXAMPLE}"
     try:
         croniter(expression, datetime(2000, 1, 1)).get_next(datetime)
     except CroniterBadDateError:
-        return f"{text!r} never fires (no such date, e.g. 31 February); {_EXAMPLE}"
+        return f"{shown(text)} never fires (no such date, e.g. 31 February); {_EXAMPLE}"
     return None

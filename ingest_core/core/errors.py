@@ -8,6 +8,7 @@ split into its report; the driver raises the same error again from there (`error
 from __future__ import annotations
 
 import difflib
+import reprlib
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -43,6 +44,23 @@ def _coded(code: str, message: str) -> IngestError:
     error = IngestError(message)
     error.code = code  # type: ignore[misc]  # this one error's code, not the class's
     return error
+
+
+_SHOWN = reprlib.Repr()  # Python 3.11's takes no keywords
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxlong, _SHOWN.maxother = 2, 60, 40, 60
+_SHOWN.maxtuple = _SHOWN.maxlist = _SHOWN.maxdict = _SHOWN.maxset = 4
+SHOWN_CHARS = 100
+
+
+def shown(value: object) -> str:
+    """A value as an error message echoes it: its repr, never longer than SHOWN_CHARS (a list, an object or a
+    string cut with "..."). reprlib walks only what it shows, so a spec value of millions of elements (an
+    alias bomb, a pasted file) costs what a short one does."""
+    try:
+        text = _SHOWN.repr(value)
+    except ValueError:  # an integer past Python's 4,300 digits for str()
+        return "a number of thousands of digits"
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS - 3] + "..."
 
 
 @dataclass(frozen=True)

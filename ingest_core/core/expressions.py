@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Union
 
 from ingest_core.core.binding import did_you_mean
-from ingest_core.core.errors import IngestError
+from ingest_core.core.errors import IngestError, shown
 from ingest_core.core.granularity import Granularity
 from ingest_core.core.json_path import JsonPath, JsonPathError
 from ingest_core.core.periods import Period, PeriodError, parse_datetime
@@ -217,7 +217,7 @@ def _check_pattern(name: str, args: tuple[Node, ...]) -> None:
 def _check_like(name: str, args: tuple[Node, ...]) -> None:
     escape = _constant(args, 2)
     if escape is not None and len(str(escape)) != 1:
-        raise ExpressionError(f"like(): the escape must be one character, got {escape!r}")
+        raise ExpressionError(f"like(): the escape must be one character, got {shown(escape)}")
 
 
 def _check_period(name: str, args: tuple[Node, ...]) -> None:
@@ -230,7 +230,7 @@ def _check_period(name: str, args: tuple[Node, ...]) -> None:
                 raise ValueError("it must be positive")
     except (PeriodError, ValueError) as exc:
         verb = {"timestamp_shift": "shift by", "timestamp_ceil": "round up to"}.get(name, "floor to")
-        raise ExpressionError(f"{name}(): {text!r} is not a period to {verb} ({exc}); write an ISO-8601 period "
+        raise ExpressionError(f"{name}(): {shown(text)} is not a period to {verb} ({exc}); write an ISO-8601 period "
                               "such as 'PT1H' or 'P1D'") from None
     if name in ("timestamp_floor", "timestamp_ceil"):
         _check_origin(name, args)
@@ -361,7 +361,7 @@ def java_replacement(text: str) -> list[str | tuple[int | str]]:
         elif ch == "$":
             m = re.match(r"\{(\w+)\}|(\d)", text[i + 1:])
             if not m:
-                raise ExpressionError(f"regexp_replace(): illegal group reference in the replacement {text!r} "
+                raise ExpressionError(f"regexp_replace(): illegal group reference in the replacement {shown(text)} "
                                       "(write \\$ for a dollar sign)")
             out.append((m.group(1) if m.group(1) else int(m.group(2)),))
             i += 1 + m.end()
@@ -496,25 +496,25 @@ def check_call(name: str, args: tuple[Node, ...], text: str) -> None:
     """A call's arity and constant arguments; ExpressionError naming the call otherwise."""
     fn = FUNCTIONS[name]
     if not fn.accepts(len(args)):
-        raise ExpressionError(f"in expression {text!r}: {name}() takes {fn.arity()}, got {len(args)}")
+        raise ExpressionError(f"in expression {shown(text)}: {name}() takes {fn.arity()}, got {len(args)}")
     for i, arg in enumerate(args):
         param = fn.param(i)
         if param.constant and not isinstance(arg, Literal):
-            raise ExpressionError(f"in expression {text!r}: {name}(): argument {i + 1} ({param.name}) must be "
+            raise ExpressionError(f"in expression {shown(text)}: {name}(): argument {i + 1} ({param.name}) must be "
                                   "a constant")
         if isinstance(arg, Literal) and arg.value is not None:
             value = arg.value
             if param.kind == _N and isinstance(value, str) and not _is_number_text(value):
-                raise ExpressionError(f"in expression {text!r}: {name}(): argument {i + 1} ({param.name}) is a "
-                                      f"number, got the text {value!r}")
+                raise ExpressionError(f"in expression {shown(text)}: {name}(): argument {i + 1} ({param.name}) is a "
+                                      f"number, got the text {shown(value)}")
         elif isinstance(arg, Literal) and param.constant and not param.optional:
-            raise ExpressionError(f"in expression {text!r}: {name}(): argument {i + 1} ({param.name}) cannot "
+            raise ExpressionError(f"in expression {shown(text)}: {name}(): argument {i + 1} ({param.name}) cannot "
                                   "be null")
     if fn.check is not None:
         try:
             fn.check(name, args)
         except ExpressionError as exc:
-            raise ExpressionError(f"in expression {text!r}: {exc}") from None
+            raise ExpressionError(f"in expression {shown(text)}: {exc}") from None
 
 
 # ------------------------------------------------------------------------------------------------ the parser
@@ -542,7 +542,7 @@ def _tokenize(text: str) -> list[tuple[str, str]]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if not m or m.end() == pos:
-            raise ExpressionError(f"cannot read expression {text!r} at position {pos}: {text[pos:pos + 10]!r}")
+            raise ExpressionError(f"cannot read expression {shown(text)} at position {pos}: {text[pos:pos + 10]!r}")
         kind = m.lastgroup
         out.append((kind, m.group(kind)))  # type: ignore[arg-type]
         pos = m.end()
@@ -583,7 +583,7 @@ class _Parser:
         tok = self.peek()
         if tok is None or (value is not None and tok[1] != value):
             found = "the end" if tok is None else repr(tok[1])
-            raise ExpressionError(f"in expression {self.text!r}: expected {value or 'more input'}, found {found}")
+            raise ExpressionError(f"in expression {shown(self.text)}: expected {value or 'more input'}, found {found}")
         self.i += 1
         return tok
 
@@ -596,9 +596,9 @@ class _Parser:
             raise ExpressionError("the expression is empty")
         node = self.or_()
         if self.peek() is not None:
-            raise ExpressionError(f"in expression {self.text!r}: unexpected {self.peek()[1]!r}")  # type: ignore[index]
+            raise ExpressionError(f"in expression {shown(self.text)}: unexpected {self.peek()[1]!r}")  # type: ignore[index]
         if self.past_long:
-            raise ExpressionError(f"in expression {self.text!r}: the number 9223372036854775808 is outside the "
+            raise ExpressionError(f"in expression {shown(self.text)}: the number 9223372036854775808 is outside the "
                                   "LONG range; write it with a '.' for a DOUBLE")
         return node
 
@@ -658,7 +658,7 @@ class _Parser:
             if any(c in value for c in ".eE"):
                 return Literal(float(value))
             if int(value) > 2 ** 63:
-                raise ExpressionError(f"in expression {self.text!r}: the number {value} is outside the LONG range; "
+                raise ExpressionError(f"in expression {shown(self.text)}: the number {value} is outside the LONG range; "
                                       "write it with a '.' for a DOUBLE")
             self.past_long += int(value) == 2 ** 63
             return Literal(int(value))
@@ -681,7 +681,7 @@ class _Parser:
             if not any(name in params for params in self.scopes):
                 self.columns.add(name)
             return Column(name)
-        raise ExpressionError(f"in expression {self.text!r}: unexpected {value!r}")
+        raise ExpressionError(f"in expression {shown(self.text)}: unexpected {shown(value)}")
 
     def array(self, typed: str | None) -> ArrayLiteral:
         """An array literal, after its `[` (or its type, `<LONG>` / `ARRAY<LONG>`)."""
@@ -695,14 +695,14 @@ class _Parser:
                 items.append(self.or_())
         self.take("]")
         if any(not isinstance(item, Literal) for item in items):
-            raise ExpressionError(f"in expression {self.text!r}: array literal elements must be constants "
+            raise ExpressionError(f"in expression {shown(self.text)}: array literal elements must be constants "
                                   "(numbers, 'text' or null); build an array of other values with array(...)")
         values = [item.value for item in items]  # type: ignore[union-attr]
         element = typed.strip("<>").removeprefix("ARRAY<") if typed else _literal_element_type(values)
         try:
             return ArrayLiteral(element, tuple(_array_element(v, element, typed is not None) for v in values))
         except (TypeError, ValueError) as exc:
-            raise ExpressionError(f"in expression {self.text!r}: {exc}") from None
+            raise ExpressionError(f"in expression {shown(self.text)}: {exc}") from None
 
     def lambda_ahead(self) -> bool:
         """Whether the tokens ahead are a lambda's parameters and `->`: `x ->`, `() ->`, `(x, y) ->`."""
@@ -732,7 +732,7 @@ class _Parser:
             self.take(")")
         self.take("->")
         if len(set(params)) != len(params):
-            raise ExpressionError(f"in expression {self.text!r}: a lambda names a parameter twice: {params}")
+            raise ExpressionError(f"in expression {shown(self.text)}: a lambda names a parameter twice: {params}")
         self.scopes.append(tuple(params))
         try:
             body = self.or_()
@@ -743,7 +743,7 @@ class _Parser:
     def call(self, name: str) -> Node:
         key = name.lower()
         if key in REFUSED:
-            raise ExpressionError(f"in expression {self.text!r}: function {name}() is not supported: {REFUSED[key]}")
+            raise ExpressionError(f"in expression {shown(self.text)}: function {name}() is not supported: {REFUSED[key]}")
         if key not in FUNCTIONS:
             raise ExpressionError(f"function {name}() is not supported in transforms{did_you_mean(key, FUNCTIONS)}; "
                                   f"supported: {', '.join(sorted(FUNCTIONS))}")
@@ -757,7 +757,7 @@ class _Parser:
         self.take(")")
         check_call(key, tuple(args), self.text)
         if args and isinstance(args[0], Lambda) and key not in APPLY_FUNCTIONS:
-            raise ExpressionError(f"in expression {self.text!r}: {name}() takes no lambda; only "
+            raise ExpressionError(f"in expression {shown(self.text)}: {name}() takes no lambda; only "
                                   f"{', '.join(sorted(APPLY_FUNCTIONS))} do")
         return Call(key, tuple(args))
 
@@ -782,11 +782,11 @@ def _array_element(value: Any, element: str, typed: bool) -> int | float | str |
     if element == "STRING":
         return value if isinstance(value, str) else (repr(value) if isinstance(value, float) else str(value))
     if isinstance(value, str) and not typed:
-        raise ValueError(f"{value!r} is not a number")
+        raise ValueError(f"{shown(value)} is not a number")
     number = float(value) if isinstance(value, str) else value
     if element == "LONG":
         if isinstance(number, float) and not math.isfinite(number):
-            raise ValueError(f"{value!r} is not a LONG")
+            raise ValueError(f"{shown(value)} is not a LONG")
         return int(number)
     return float(number)
 
@@ -841,7 +841,7 @@ def json_path(text: str) -> JsonPath:
     `.name` a field (any character but `.` and `[`), `['name']` a field, `[0]` a list element. JsonPathError
     says what is wrong, as flattenSpec's paths (`core.json_path`, which evaluates both)."""
     def bad(why: str) -> JsonPathError:
-        return JsonPathError(f"JSONPath {text!r}: {why}; write e.g. $.a.b, $.a[0] or $['a b']")
+        return JsonPathError(f"JSONPath {shown(text)}: {why}; write e.g. $.a.b, $.a[0] or $['a b']")
 
     if not text.startswith("$"):
         raise bad("it must start with '$'")

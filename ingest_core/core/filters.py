@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Union
 
 from ingest_core.core.binding import did_you_mean
-from ingest_core.core.errors import IngestError
+from ingest_core.core.errors import IngestError, shown
 from ingest_core.core.expressions import ExpressionError, compile_regex, like_to_regex
 
 FILTER_TYPES = ("selector", "equals", "in", "bound", "range", "like", "regex", "null", "true", "false",
@@ -113,11 +113,11 @@ def _text(v: Any) -> str | None:
 
 def _number(v: Any, path: str) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-        raise FilterError(f"{path}: expected a number, got {v!r}")
+        raise FilterError(f"{path}: expected a number, got {shown(v)}")
     try:
         out = float(v)
     except ValueError:
-        raise FilterError(f"{path}: {v!r} is not a number; a numeric comparison needs one (or use "
+        raise FilterError(f"{path}: {shown(v)} is not a number; a numeric comparison needs one (or use "
                           "ordering: lexicographic / matchValueType: STRING to compare text)") from None
     if math.isnan(out):
         raise FilterError(f"{path}: NaN matches nothing; write a number")
@@ -133,10 +133,10 @@ def _parse(spec: Any, path: str, depth: int) -> Filter:
     if depth > MAX_DEPTH:
         raise FilterError(f"{path}: filters nest deeper than {MAX_DEPTH} levels")
     if not isinstance(spec, Mapping) or "type" not in spec:
-        raise FilterError(f"{path}: expected a filter object with a type, got {spec!r}")
+        raise FilterError(f"{path}: expected a filter object with a type, got {shown(spec)}")
     kind = spec["type"]
     if kind not in FILTER_TYPES:
-        raise FilterError(f"{path}: filter type {kind!r} is not supported{did_you_mean(str(kind), FILTER_TYPES)}; "
+        raise FilterError(f"{path}: filter type {shown(kind)} is not supported{did_you_mean(str(kind), FILTER_TYPES)}; "
                           f"supported: {', '.join(FILTER_TYPES)}")
     if spec.get("extractionFn") is not None:
         raise FilterError(f"{path}: extractionFn is not supported; compute the value with a transform instead")
@@ -183,7 +183,7 @@ def _parse(spec: Any, path: str, depth: int) -> Filter:
         pattern = _need(spec, "pattern", path)
         escape = spec.get("escape")
         if escape is not None and len(str(escape)) != 1:
-            raise FilterError(f"{path}.escape: the escape must be one character, got {escape!r}")
+            raise FilterError(f"{path}.escape: the escape must be one character, got {shown(escape)}")
         return Matches(column, like_to_regex(str(pattern), None if escape is None else str(escape)))
     pattern = str(_need(spec, "pattern", path))  # regex
     try:

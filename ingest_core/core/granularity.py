@@ -13,6 +13,7 @@ from ingest_core.core.binding import (
     did_you_mean,
     join,
 )
+from ingest_core.core.errors import shown
 from ingest_core.core.periods import Period
 
 GRANULARITY_PERIODS: dict[str, str | None] = {
@@ -79,10 +80,10 @@ class Granularity:
             name = raw.upper()
             if name in GRANULARITY_PERIODS:
                 return cls.named(name)
-            ctx.error(path, f"unknown granularity {raw!r}{did_you_mean(name, GRANULARITY_PERIODS)}; one of "
+            ctx.error(path, f"unknown granularity {shown(raw)}{did_you_mean(name, GRANULARITY_PERIODS)}; one of "
                             + ", ".join(GRANULARITY_PERIODS))
             return MISSING_VALUE
-        ctx.error(path, f"expected a granularity name such as 'HOUR', got {raw!r}")
+        ctx.error(path, f"expected a granularity name such as 'HOUR', got {shown(raw)}")
         return MISSING_VALUE
 
     def _to_raw(self) -> Any:

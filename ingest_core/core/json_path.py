@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ingest_core.core.errors import shown
+
 _STEP = re.compile(r"\.([A-Za-z_$][\w$-]*)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]|\[\"((?:[^\"\\]|\\.)*)\"\]")
 _UNESCAPE = re.compile(r"\\(.)")
 SUPPORTED = "$.name, $.a.b, $.a[0], $['name with spaces']"
@@ -41,7 +43,7 @@ class JsonPath:
     @classmethod
     def parse(cls, text: str) -> "JsonPath":
         if not text.startswith("$"):
-            raise JsonPathError(f"JSONPath {text!r} must start with '$' (e.g. $.{text.lstrip('.') or 'name'}); "
+            raise JsonPathError(f"JSONPath {shown(text)} must start with '$' (e.g. $.{text.lstrip('.') or 'name'}); "
                                 f"supported: {SUPPORTED}")
         steps: list[str | int] = []
         pos = 1
@@ -50,7 +52,7 @@ class JsonPath:
             if not m:
                 rest = text[pos:]
                 hint = next((why for token, why in _UNSUPPORTED if token in rest), f"supported: {SUPPORTED}")
-                raise JsonPathError(f"JSONPath {text!r}: cannot read {rest!r}; {hint}")
+                raise JsonPathError(f"JSONPath {shown(text)}: cannot read {rest!r}; {hint}")
             name, index, quoted, dquoted = m.groups()
             if index is not None:
                 steps.append(int(index))

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ingest_core.core.binding import did_you_mean, join
-from ingest_core.core.errors import SpecProblem
+from ingest_core.core.errors import SpecProblem, shown
 from ingest_core.core.json_path import JsonPath, JsonPathError
 
 PARSER_TYPES = ("string", "avro_stream", "protobuf")
@@ -186,18 +186,18 @@ class _Converter:
         """(the inputFormat, the parseSpec's timestampSpec/dimensionsSpec)"""
         if not isinstance(parser, dict):
             self.error(self.path, "expected a parser object such as {type: string, parseSpec: {format: json, "
-                       f"timestampSpec: {{...}}, dimensionsSpec: {{...}}}}}}, got {_shown(parser)}; or drop parser and "
+                       f"timestampSpec: {{...}}, dimensionsSpec: {{...}}}}}}, got {shown(parser)}; or drop parser and "
                        "give ioConfig.inputFormat")
             return None, {}
         kind = parser.get("type", "string")  # Druid's default parser
         if not isinstance(kind, str):
-            self.error(join(self.path, "type"), f"expected a parser type such as string, got {_shown(kind)}")
+            self.error(join(self.path, "type"), f"expected a parser type such as string, got {shown(kind)}")
             return None, {}
         if kind in _NOT_FOR_STREAMS:
-            self.error(join(self.path, "type"), f"parser type {kind!r} {_NOT_FOR_STREAMS[kind]}")
+            self.error(join(self.path, "type"), f"parser type {shown(kind)} {_NOT_FOR_STREAMS[kind]}")
             return None, {}
         if kind not in PARSER_TYPES:
-            self.error(join(self.path, "type"), f"parser type {kind!r} is not supported"
+            self.error(join(self.path, "type"), f"parser type {shown(kind)} is not supported"
                        f"{did_you_mean(str(kind), PARSER_TYPES)}; a Kafka spec's parser is string, avro_stream or "
                        "protobuf (or give ioConfig.inputFormat)")
             return None, {}
@@ -207,12 +207,12 @@ class _Converter:
         if not isinstance(parse_spec, dict):
             self.error(spec_path, "required: the parseSpec, e.g. {format: json, timestampSpec: {column: "
                        f"timestamp}}, dimensionsSpec: {{dimensions: [page]}}}}" if parse_spec is None else
-                       f"expected an object such as {{format: json, ...}}, got {_shown(parse_spec)}")
+                       f"expected an object such as {{format: json, ...}}, got {shown(parse_spec)}")
             return None, {}
         spec_parts = {k: parse_spec[k] for k in ("timestampSpec", "dimensionsSpec") if parse_spec.get(k) is not None}
         fmt_name = parse_spec.get("format", "tsv")  # Druid's default parseSpec
         if not isinstance(fmt_name, str):
-            self.error(join(spec_path, "format"), f"expected a format such as json, got {_shown(fmt_name)}")
+            self.error(join(spec_path, "format"), f"expected a format such as json, got {shown(fmt_name)}")
             return None, spec_parts
         if kind == "string":
             fmt = self._text(parse_spec, fmt_name, spec_path, parser.get("encoding"))
@@ -237,7 +237,7 @@ class _Converter:
             self.error(join(path, "format"), _REFUSED_FORMATS[name])
             return None
         if name not in TEXT_FORMATS:
-            self.error(join(path, "format"), f"parseSpec format {name!r} is not known"
+            self.error(join(path, "format"), f"parseSpec format {shown(name)} is not known"
                        f"{did_you_mean(str(name), TEXT_FORMATS)}; a string parser reads {', '.join(TEXT_FORMATS)}")
             return None
         keys = _FORMAT_KEYS["tsv" if name == "delimited" else name]
@@ -253,7 +253,7 @@ class _Converter:
         if name not in accepted:
             why = ("Druid's protobuf parser no longer reads it" if name == "timeAndDims" else "")
             self.error(join(path, "format"), f"a {fmt_type} parser takes a parseSpec of format "
-                       f"{' or '.join(accepted)}, not {name!r}{': ' + why if why else ''}")
+                       f"{' or '.join(accepted)}, not {shown(name)}{': ' + why if why else ''}")
             return None
         keys = _FORMAT_KEYS[keys_of] if name != "timeAndDims" else {}
         self._unknown(parse_spec, _SPEC_PARTS | set(keys), path, f"{name} parseSpec")
@@ -304,6 +304,3 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)  # YAML reads some values as dates
 
 
-def _shown(value: Any) -> str:
-    text = _json(value) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
+from ingest_core.core.errors import shown
+
 _PERIOD_RE = re.compile(
     r"^(?P<sign>[-+])?P"
     r"(?:(?P<years>\d+)Y)?(?:(?P<months>\d+)M)?(?:(?P<weeks>\d+)W)?(?:(?P<days>\d+)D)?"
@@ -37,10 +39,10 @@ class Period:
     @classmethod
     def parse(cls, text: str) -> "Period":
         if not isinstance(text, str):
-            raise PeriodError(f"expected an ISO-8601 period string such as 'PT1H', got {text!r}")
+            raise PeriodError(f"expected an ISO-8601 period string such as 'PT1H', got {shown(text)}")
         m = _PERIOD_RE.match(text.strip().upper())
         if not m or text.strip().upper() in ("P", "PT") or text.strip().upper().endswith("T"):
-            raise PeriodError(f"{text!r} is not an ISO-8601 period (examples: 'PT10M', 'PT1H', 'P1D', 'P1M')")
+            raise PeriodError(f"{shown(text)} is not an ISO-8601 period (examples: 'PT10M', 'PT1H', 'P1D', 'P1M')")
         g = m.groupdict()
         return cls(
             years=int(g["years"] or 0),
@@ -113,10 +115,10 @@ def parse_datetime(text: str) -> datetime:
     if isinstance(text, datetime):
         return text if text.tzinfo else text.replace(tzinfo=timezone.utc)
     if not isinstance(text, str):
-        raise PeriodError(f"expected an ISO-8601 date-time string such as '2016-01-01T11:00Z', got {text!r}")
+        raise PeriodError(f"expected an ISO-8601 date-time string such as '2016-01-01T11:00Z', got {shown(text)}")
     m = _DT_RE.match(text.strip())
     if not m:
-        raise PeriodError(f"{text!r} is not an ISO-8601 date-time (example: '2016-01-01T11:00Z')")
+        raise PeriodError(f"{shown(text)} is not an ISO-8601 date-time (example: '2016-01-01T11:00Z')")
     g = m.groupdict()
     frac = (g["frac"] or "0")[:6].ljust(6, "0")
     tz = timezone.utc
@@ -128,7 +130,7 @@ def parse_datetime(text: str) -> datetime:
         y, mo, d = (int(x) for x in g["date"].split("-"))
         value = datetime(y, mo, d, int(g["h"] or 0), int(g["m"] or 0), int(g["s"] or 0), int(frac), tzinfo=tz)
     except ValueError as exc:
-        raise PeriodError(f"{text!r} is not a valid date-time: {exc}") from None
+        raise PeriodError(f"{shown(text)} is not a valid date-time: {exc}") from None
     return value.astimezone(timezone.utc)
 
 

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from ingest_core.core.errors import IngestError
+from ingest_core.core.errors import IngestError, shown
 
 REDACTED = "[REDACTED]"
 DYNAMIC_PROVIDER_KEY = "druid.dynamic.config.provider"
@@ -95,7 +95,7 @@ def parse_secret_ref(raw: Mapping[str, Any]) -> tuple[SecretRef | None, str | No
                       "{type: environment, variable: NAME} or {type: airflowConnection, connId: ID, field: password} "
                       "(or write the password as the property's value: it is redacted wherever the spec is shown)")
     return None, (
-        f"unknown secret provider type {kind!r}: use 'environment' (with 'variable') "
+        f"unknown secret provider type {shown(kind)}: use 'environment' (with 'variable') "
         f"or 'airflowConnection' (with 'connId' and 'field')"
     )
 

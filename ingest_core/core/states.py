@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Mapping
 
-from ingest_core.core.errors import IngestError
+from ingest_core.core.errors import IngestError, shown
 
 
 class State(StrEnum):
@@ -140,7 +140,7 @@ def move(current: Stored, event: Event, name: str = "the datasource") -> Stored:
     """The stored state after `event` from `current`; `IllegalMoveError` when `current` does not take it."""
     why = refusal(current[0], event, name)
     if why is not None:
-        raise IllegalMoveError(f"{event.value} of {name!r} refused, nothing was changed: {why}")
+        raise IllegalMoveError(f"{event.value} of {shown(name)} refused, nothing was changed: {why}")
     to = TABLE[current[0], event]
     return current if to is STAY else to
 

@@ -7,6 +7,8 @@ import re
 from datetime import timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from ingest_core.core.errors import shown
+
 NAMED_FORMATS = ("auto", "iso", "posix", "millis", "micro", "nano", "ruby")
 
 # Joda-Time pattern letters -> strptime directives. Longest tokens first.
@@ -96,13 +98,13 @@ def time_zone(text: str) -> tzinfo:
     if m:
         hours, minutes = int(m.group(2)), int(m.group(3) or 0)
         if hours > 23 or minutes > 59:
-            raise ValueError(f"time zone offset {text!r} is out of range")
+            raise ValueError(f"time zone offset {shown(text)} is out of range")
         delta = timedelta(hours=hours, minutes=minutes)
         return timezone(-delta if m.group(1) == "-" else delta)
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise ValueError(f"{text!r} is not a time zone: write a name such as 'America/Los_Angeles' or an offset "
+        raise ValueError(f"{shown(text)} is not a time zone: write a name such as 'America/Los_Angeles' or an offset "
                          "such as '-08:00'") from None
 
 

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 from confluent_kafka import Consumer, KafkaException
 
 from ingest_core.core.defaults import KAFKA_CALL_TIMEOUT_S
-from ingest_core.core.errors import IngestError, SpecError, SpecProblem
+from ingest_core.core.errors import IngestError, SpecError, SpecProblem, shown
 from ingest_core.core.secrets import (
     DYNAMIC_PROVIDER_KEY,
     AirflowConnectionSecret,
@@ -210,7 +210,7 @@ def property_problems(props: Mapping[str, Any]) -> tuple[list[SpecProblem], list
         elif key == CALL_TIMEOUT_KEY:
             if _milliseconds(value) is None:
                 errors.append(SpecProblem(path, f"expected a whole number of milliseconds, at least 1 (found "
-                                                f"{value!r}): the deadline of each call to the broker"))
+                                                f"{shown(value)}): the deadline of each call to the broker"))
         elif key == JAAS_KEY:
             if not is_ref:  # a reference is translated where the client is built, once it has a value
                 try:

@@ -55,7 +55,7 @@ from ingest_core.core.legacy_parser import convert_parser
 from ingest_core.core.offsets import EARLIEST_OFFSET, LATEST_OFFSET, OffsetRequest
 from ingest_core.core.periods import format_datetime, parse_datetime
 from ingest_core.core.settings import HOME_VAR, METADATA_URL_VAR, Settings, strict_specs
-from ingest_core.core.spec import DatasourceSpec, find_spec_files, load_spec
+from ingest_core.core.spec import DatasourceSpec, find_spec_files, load_spec, read_spec_document, read_spec_file
 from ingest_core.kafka.config import LIBRDKAFKA_LOGGER
 from ingest_core.kafka.properties import load_checked_spec
 from ingest_core.service.dag_control import AirflowCliDags
@@ -167,7 +167,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
     except SpecError as exc:
         print(f"ERROR {exc}", file=sys.stderr)
         return 1
-    raw = yaml.safe_load(path.read_text(encoding="utf-8-sig"))  # it loaded above: readable, well-formed text
+    _, text = read_spec_file(path)
+    raw = read_spec_document(text, str(path))  # as the spec was read above: JSON as JSON, YAML's merge keys
     conversion = convert_parser(raw)
     if conversion is None or conversion.warning is None:
         print(f"{path}: no dataSchema.parser to convert: the spec is already in today's form", file=sys.stderr)

@@ -67,9 +67,18 @@ from ingest_core.core.spec.microbatch import (
 )
 from ingest_core.core.spec.compaction import Compaction, CompactionGranularity, CompactionTuning, Kill, PartitionsSpec
 from ingest_core.core.spec.datasource import DatasourceSpec, parse_spec
-from ingest_core.core.spec.files import SPEC_SUFFIXES, find_spec_files, load_spec, parse_spec_text
+from ingest_core.core.spec.files import (
+    MAX_SPEC_BYTES,
+    SPEC_SUFFIXES,
+    find_spec_files,
+    load_spec,
+    parse_spec_text,
+    read_spec_document,
+    read_spec_file,
+)
 
 __all__ = [
+    "MAX_SPEC_BYTES",
     "Aggregator",
     "AutoScalerConfig",
     "COMPACTION_DAG_SUFFIX",
@@ -124,4 +133,6 @@ __all__ = [
     "load_spec",
     "parse_spec",
     "parse_spec_text",
+    "read_spec_document",
+    "read_spec_file",
 ]

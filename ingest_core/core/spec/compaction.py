@@ -8,6 +8,7 @@ from typing import Any
 from ingest_core.core import defaults
 from ingest_core.core.binding import BindContext, check_period, check_range, join, spec_field
 from ingest_core.core.cron import cron_problem
+from ingest_core.core.errors import shown
 from ingest_core.core.granularity import Granularity
 from ingest_core.core.periods import Period
 
@@ -20,7 +21,7 @@ class PartitionsSpec:
 
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.type != "dynamic":
-            ctx.error(join(path, "type"), f"partitionsSpec type {self.type!r} is not supported; use dynamic "
+            ctx.error(join(path, "type"), f"partitionsSpec type {shown(self.type)} is not supported; use dynamic "
                       "(segments of at most maxRowsPerSegment rows)")
         check_range(ctx, join(path, "maxRowsPerSegment"), self.max_rows_per_segment, minimum=1)
 

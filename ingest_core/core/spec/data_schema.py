@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from ingest_core.core.binding import MISSING_VALUE, BindContext, bind_object, did_you_mean, join, spec_field
+from ingest_core.core.errors import shown
 from ingest_core.core.expressions import ExpressionError, parse_expression
 from ingest_core.core.filters import FilterError, parse_filter
 from ingest_core.core.granularity import Granularity
@@ -50,7 +51,7 @@ class Dimension:
         if isinstance(raw, str):
             return cls(raw)
         if not isinstance(raw, dict):
-            ctx.error(path, f"expected a dimension name or object, got {raw!r}")
+            ctx.error(path, f"expected a dimension name or object, got {shown(raw)}")
             return MISSING_VALUE
         obj = bind_object(cls, raw, path, ctx, custom_hook=False)
         if obj is MISSING_VALUE:
@@ -66,7 +67,7 @@ class Dimension:
             kind = "string"
         elif kind != obj.type:
             # Druid's type names are lower case; an unknown one silently becomes a string dimension there
-            ctx.warn(join(path, "type"), f"read as {kind!r} (Druid would take {obj.type!r} for an unknown type and "
+            ctx.warn(join(path, "type"), f"read as {shown(kind)} (Druid would take {obj.type!r} for an unknown type and "
                      "make a string dimension): write it in lower case")
         handling = obj.multi_value_handling.lower()  # Druid reads the enum in any case (SORTED_ARRAY on export)
         if handling not in MULTI_VALUE_HANDLING:
@@ -131,7 +132,7 @@ class GranularitySpec:
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.type not in ("uniform", "arbitrary"):
             # Druid reads a granularitySpec type it does not know as uniform (GranularitySpec's defaultImpl)
-            problem = f"unknown granularitySpec type {self.type!r}{did_you_mean(self.type, ('uniform', 'arbitrary'))}"
+            problem = f"unknown granularitySpec type {shown(self.type)}{did_you_mean(self.type, ('uniform', 'arbitrary'))}"
             if ctx.strict:
                 ctx.error(join(path, "type"), f"{problem}; use 'uniform'")
             else:
@@ -157,7 +158,7 @@ class Transform:
 
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.type != "expression":
-            ctx.error(join(path, "type"), f"unknown transform type {self.type!r}; use 'expression'")
+            ctx.error(join(path, "type"), f"unknown transform type {shown(self.type)}; use 'expression'")
 
 
 @dataclass(frozen=True)
@@ -200,10 +201,10 @@ def compaction_dag_id(datasource: str) -> str:
 def datasource_name_problem(name: str) -> str | None:
     """Why `name` cannot be a datasource name (it becomes a DAG id and a storage path), or None."""
     if not _DATASOURCE_RE.match(name) or ".." in name or name.endswith("."):
-        return (f"invalid datasource name {name!r}: use 1-200 letters, digits, '_', '-' or '.', starting with a "
+        return (f"invalid datasource name {shown(name)}: use 1-200 letters, digits, '_', '-' or '.', starting with a "
                 "letter or digit, without '..' (it becomes the Airflow DAG id and a storage folder)")
     if name.endswith(COMPACTION_DAG_SUFFIX):
-        return (f"invalid datasource name {name!r}: the suffix {COMPACTION_DAG_SUFFIX!r} names the compaction DAG "
+        return (f"invalid datasource name {shown(name)}: the suffix {COMPACTION_DAG_SUFFIX!r} names the compaction DAG "
                 f"of the datasource {name[:-len(COMPACTION_DAG_SUFFIX)]!r}")
     return None
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from ingest_core.core import secrets as credentials
 from ingest_core.core.binding import MISSING_VALUE, BindContext, bind_object, bind_value, did_you_mean, join, to_raw
-from ingest_core.core.errors import SpecError, SpecProblem
+from ingest_core.core.errors import SpecError, SpecProblem, shown
 from ingest_core.core.legacy_parser import convert_parser
 from ingest_core.core.spec.compaction import Compaction
 from ingest_core.core.spec.data_schema import DataSchema
@@ -89,7 +89,7 @@ def parse_spec(raw: Any, source: str = "<spec>", *, strict: bool = False) -> Dat
             ctx.warn(legacy.path, legacy.warning)
     kind = raw.get("type")
     if kind != "kafka":
-        ctx.error("type", f"supervisor type must be 'kafka', got {kind!r}")
+        ctx.error("type", f"supervisor type must be 'kafka', got {shown(kind)}")
     if raw.get("spec") is not None:
         prefix = "spec"
         sections = raw["spec"]

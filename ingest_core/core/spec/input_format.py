@@ -19,6 +19,7 @@ from ingest_core.core.binding import (
     spec_field,
     to_raw,
 )
+from ingest_core.core.errors import shown
 from ingest_core.core.json_path import JsonPath, JsonPathError
 from ingest_core.core.regex_format import RegexFormatError, compile_pattern
 
@@ -59,7 +60,7 @@ class FlattenField:
 
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.type not in FLATTEN_FIELD_TYPES:
-            ctx.error(join(path, "type"), f"unknown flattenSpec field type {self.type!r}"
+            ctx.error(join(path, "type"), f"unknown flattenSpec field type {shown(self.type)}"
                       f"{did_you_mean(self.type, FLATTEN_FIELD_TYPES)}; use {', '.join(FLATTEN_FIELD_TYPES)}")
         elif self.type in ("path", "jq") and not self.expr:
             example = "a JSONPath such as '$.user.name'" if self.type == "path" else "a jq path such as '.user.name'"
@@ -126,11 +127,11 @@ class ProtoBytesDecoder:
     def _from_raw(cls, raw: Any, path: str, ctx: BindContext) -> Any:
         if not isinstance(raw, dict):
             ctx.error(path, "expected a protoBytesDecoder object such as {type: file, descriptor: "
-                      f"file:///tmp/metrics.desc, protoMessageType: Metrics}}, got {raw!r}")
+                      f"file:///tmp/metrics.desc, protoMessageType: Metrics}}, got {shown(raw)}")
             return MISSING_VALUE
         kind = raw.get("type", "schema_registry")
         if kind not in PROTO_DECODER_TYPES:
-            ctx.error(join(path, "type"), f"protoBytesDecoder type {kind!r} is not supported"
+            ctx.error(join(path, "type"), f"protoBytesDecoder type {shown(kind)} is not supported"
                       f"{did_you_mean(str(kind), PROTO_DECODER_TYPES)}; supported: {', '.join(PROTO_DECODER_TYPES)}")
             return MISSING_VALUE
         return _bind_typed(cls, raw, path, ctx, cls._KEYS_BY_TYPE[kind], f"{kind} protoBytesDecoder")
@@ -221,12 +222,12 @@ class InputFormat:
     @classmethod
     def _from_raw(cls, raw: Any, path: str, ctx: BindContext) -> Any:
         if not isinstance(raw, dict):
-            ctx.error(path, f"expected an inputFormat object such as {{type: json}}, got {raw!r}")
+            ctx.error(path, f"expected an inputFormat object such as {{type: json}}, got {shown(raw)}")
             return MISSING_VALUE
         kind = raw.get("type")
         if kind not in INPUT_FORMAT_TYPES:
             hint = did_you_mean(str(kind), INPUT_FORMAT_TYPES)
-            ctx.error(join(path, "type"), f"input format {kind!r} is not supported{hint}; supported: "
+            ctx.error(join(path, "type"), f"input format {shown(kind)} is not supported{hint}; supported: "
                       + ", ".join(INPUT_FORMAT_TYPES))
             return MISSING_VALUE
         if kind == "kafka" and "headerLabelPrefix" in raw:

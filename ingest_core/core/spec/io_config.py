@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from ingest_core.core import defaults
 from ingest_core.core.binding import BindContext, check_period, check_range, join, spec_field
+from ingest_core.core.errors import shown
 from ingest_core.core.periods import Period
 from ingest_core.core.spec.input_format import InputFormat
 
@@ -105,7 +106,7 @@ class IOConfig:
 
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.type != "kafka":
-            ctx.error(join(path, "type"), f"only kafka is supported, got {self.type!r}")
+            ctx.error(join(path, "type"), f"only kafka is supported, got {shown(self.type)}")
         if self.topic and self.topic_pattern:
             ctx.error(join(path, "topicPattern"), "topic and topicPattern contradict each other: set only one")
         elif not self.topic and not self.topic_pattern:

@@ -9,6 +9,7 @@ from typing import Any
 from ingest_core.core import aggregators as A
 from ingest_core.core.aggregators import STRING_DEFAULT_MAX_BYTES, operation
 from ingest_core.core.binding import BindContext, bind_object, check_range, did_you_mean, join, json_key, spec_field
+from ingest_core.core.errors import shown
 from ingest_core.core.filters import FilterError, parse_filter
 from ingest_core.core.spec.druid import INT32_MAX, TIME_COLUMN
 
@@ -134,12 +135,12 @@ class Aggregator:
 
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.type in A.REFUSED_AGGREGATORS:
-            ctx.error(join(path, "type"), f"aggregator type {self.type!r} is not supported: "
+            ctx.error(join(path, "type"), f"aggregator type {shown(self.type)} is not supported: "
                       f"{A.REFUSED_AGGREGATORS[self.type]}")
             return
         if self.type not in A.SUPPORTED_AGGREGATORS:
             hint = did_you_mean(self.type, A.SUPPORTED_AGGREGATORS + tuple(A.REFUSED_AGGREGATORS))
-            ctx.error(join(path, "type"), f"aggregator type {self.type!r} is not supported{hint}; supported: "
+            ctx.error(join(path, "type"), f"aggregator type {shown(self.type)} is not supported{hint}; supported: "
                       + ", ".join(A.SUPPORTED_AGGREGATORS))
             return
         raw_keys = {json_key(f) for f in dataclasses.fields(self) if getattr(self, f.name) != f.default}

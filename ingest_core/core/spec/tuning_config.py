@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ingest_core.core.binding import BindContext, check_range, join, spec_field
+from ingest_core.core.errors import shown
 from ingest_core.core.periods import Period
 from ingest_core.core.spec.druid import INT32_MAX
 
@@ -61,7 +62,7 @@ class TuningConfig:
 
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.type != "kafka":
-            ctx.error(join(path, "type"), f"only kafka is supported, got {self.type!r}")
+            ctx.error(join(path, "type"), f"only kafka is supported, got {shown(self.type)}")
         check_range(ctx, join(path, "maxRowsPerSegment"), self.max_rows_per_segment, minimum=1, maximum=INT32_MAX)
         check_range(ctx, join(path, "maxRowsInMemory"), self.max_rows_in_memory, minimum=1, maximum=INT32_MAX)
         check_range(ctx, join(path, "maxParseExceptions"), self.max_parse_exceptions, minimum=0, maximum=INT32_MAX)
