@@ -68,9 +68,9 @@ def json_object(names: list[str], values: list) -> str:
 
 # beyond Python's dates and times: values Arrow cannot convert, formatted from their integers
 _EPOCH_DAYS = 719468  # days from 0000-03-01 to 1970-01-01 (`_civil`)
-_MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 1}
+_MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1}  # and "ns": divided by 1,000
 _INFINITE = {2**63 - 1: "infinity", -(2**63 - 1): "-infinity", 2**31 - 1: "infinity", -(2**31 - 1): "-infinity"}
-_FIRST, _LAST = datetime(1, 1, 2, tzinfo=timezone.utc), datetime(9999, 12, 30, tzinfo=timezone.utc)  # a day inside
+_FIRST, _LAST = datetime(1, 1, 2), datetime(9999, 12, 30)  # a day inside Python's years: a zone's offset there
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -115,7 +115,7 @@ def _instant(value: int, unit: str, aware: bool, zone: str) -> datetime | str:
     if value in _INFINITE:
         return _INFINITE[value]
     micros = value * _MICROS[unit] if unit != "ns" else value // 1000
-    if -62135510400 * 10**6 <= micros <= 253402041600 * 10**6:  # 0001-01-02 to 9999-12-30: Python's own
+    if -62135510400 * 10**6 <= micros <= 253402041600 * 10**6:  # 0001-01-02 to 9999-12-29: Python's own
         moment = _EPOCH + timedelta(microseconds=micros)
         return moment if aware else moment.replace(tzinfo=None)
     if not aware:
@@ -124,7 +124,7 @@ def _instant(value: int, unit: str, aware: bool, zone: str) -> datetime | str:
     if zone == "UTC":
         return _iso(micros // 1000 // 1000, micros // 1000 % 1000) + "Z"
     # past Python's years, a zone's offset is the one it has at the edge of them (its rules from then on)
-    offset = ZoneInfo(zone).utcoffset((_LAST if micros > 0 else _FIRST).replace(tzinfo=None))
+    offset = ZoneInfo(zone).utcoffset(_LAST if micros > 0 else _FIRST)
     local = micros + int(offset.total_seconds()) * 1_000_000
     sign, minutes = ("-" if offset < timedelta(0) else "+"), abs(int(offset.total_seconds())) // 60
     return _iso(local // 1000 // 1000, local // 1000 % 1000) + f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"

@@ -4,7 +4,7 @@ error as Druid's error JSON (`SqlApiError`). No I/O: the REST route (`provider.p
 
 Request fields: `query`; `resultFormat` object | array | objectLines | arrayLines | csv; `header`, `typesHeader`,
 `sqlTypesHeader`; `parameters` ([{"type": "VARCHAR", "value": "x"}], bound to the query's `?` in order);
-`context`: `sqlQueryId` (echoed in the X-Druid-SQL-Query-Id header, so checked first: `query_id`), `sqlTimeZone`,
+`context`: `sqlQueryId` (echoed in the X-Druid-SQL-Query-Id header, so checked first: `query_id_of`), `sqlTimeZone`,
 `timeout` (milliseconds, capped at the server's limit). Other context keys are accepted and ignored, as Druid
 ignores keys it does not use. A parameter is refused outside its type's range (a BIGINT is a Java long, a TIMESTAMP
 one Python can hold). An error message shows at most `SHOWN` characters of a value it quotes.
@@ -248,7 +248,7 @@ def write_result(table: pa.Table, request: SqlRequest) -> str:
             writer.writerow(["" if v is None else v if isinstance(v, str) else json.dumps(v) for v in line])
         return out.getvalue() + "\n"
     if fmt in ("object", "objectLines"):  # each field written, a name given twice too (as Druid's writer does)
-        header = [_object_header(names, types, request)] if request.header else []
+        header = [_object_header(types, request)] if request.header else []
         lines = [json_object(names, r) for r in header + rows]
     else:
         lines = [json.dumps(r, allow_nan=False) for r in headers + rows]
@@ -257,7 +257,7 @@ def write_result(table: pa.Table, request: SqlRequest) -> str:
     return "".join(line + "\n" for line in lines) + "\n"
 
 
-def _object_header(names: list[str], types: list[tuple[str, str]], request: SqlRequest) -> list:
+def _object_header(types: list[tuple[str, str]], request: SqlRequest) -> list:
     """Druid's header object's values: each column null, or its {"type", "sqlType"} as asked."""
     def one(runtime: str, sql: str) -> dict | None:
         described = {**({"type": runtime} if request.types_header else {}),

@@ -9,8 +9,11 @@ from datetime import date, datetime, timezone
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
+import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ingest_core.service.sql_api import SqlApiError, SqlRequest, druid_types, write_result
 
@@ -230,3 +233,24 @@ def test_ingest_query_writes_the_same_values_and_keeps_both_columns_of_a_name():
     assert format_json(table.slice(0, 0)) == "[]\n"
     assert format_csv(table) == "a,a,t\nInfinity,NaN,10000-01-01T00:00:00.000Z\n"
     assert format_table(table).splitlines()[2] == "Infinity  NaN  10000-01-01T00:00:00.000Z"
+
+
+def joda(numpy_text: str) -> str:
+    """numpy's ISO text with the year as Joda writes it: year -1 is -0001 (numpy: -001)."""
+    year, rest = numpy_text.lstrip("-").split("-", 1)
+    return f"{'-' if numpy_text.startswith('-') else ''}{year.zfill(4)}-{rest}"
+
+
+@given(st.lists(st.integers(-(2**31) + 2, 2**31 - 2), min_size=1, max_size=5))
+def test_dates_of_any_year_are_written_as_numpy_writes_them(days):
+    """Dates as day counts across DuckDB's whole range (years past 5 million either way), Python's and beyond
+    it in one column; numpy's calendar (proleptic Gregorian, astronomical years) is the reference."""
+    rows = json.loads(write_result(pa.table({"d": pa.array(days + [0], pa.date32())}), request(resultFormat="array")))
+    assert [r[0] for r in rows] == [joda(str(np.datetime64(d, "D"))) for d in days] + ["1970-01-01"]
+
+
+@given(st.lists(st.integers(-(2**63) + 2, 2**63 - 2), min_size=1, max_size=5))
+def test_timestamps_of_any_year_are_written_as_numpy_writes_them(millis):
+    rows = json.loads(write_result(pa.table({"t": pa.array(millis + [0], MS)}), request(resultFormat="array")))
+    assert [r[0] for r in rows] == [joda(str(np.datetime64(m, "ms"))) + "Z" for m in millis] + [
+        "1970-01-01T00:00:00.000Z"]
