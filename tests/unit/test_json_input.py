@@ -46,3 +46,37 @@ def test_a_document_within_the_bound_reads_as_the_standard_parser_reads_it(value
     else:
         with pytest.raises(JsonTooDeepError):
             loads(text, max_depth=bound)
+
+
+def body_of(chunks: list[bytes]):
+    """A request whose body arrives in these chunks, as the api-server hands it to a route; and the count of
+    chunks the route read."""
+    from starlette.requests import Request
+
+    read = []
+
+    async def receive():
+        read.append(1)
+        return {"type": "http.request", "body": chunks[len(read) - 1], "more_body": len(read) < len(chunks)}
+
+    return Request({"type": "http", "method": "POST", "headers": [], "path": "/", "query_string": b""}, receive), read
+
+
+def test_a_body_past_the_size_bound_is_refused_and_read_no_further_than_the_drain_bound():
+    import asyncio
+
+    from ingest_core.core.json_input import MAX_BODY_BYTES
+    from ingest_core.provider.plugins.request_body import DRAINED_BYTES, json_body, read_body
+
+    mib = b"x" * 2**20
+    request, _ = body_of([mib] * 16)  # 16 MiB: the most a body may be
+    assert len(asyncio.run(read_body(request))) == MAX_BODY_BYTES
+    request, _ = body_of([mib] * 17)
+    with pytest.raises(JsonInputError, match="the body is 17,825,792 bytes or more: this server reads at most"):
+        asyncio.run(read_body(request))
+    request, read = body_of([mib] * 1000)  # endless, as far as the route can tell: it stops reading past the drain
+    with pytest.raises(JsonInputError, match="this server reads at most 16,777,216"):
+        asyncio.run(read_body(request))
+    assert len(read) == DRAINED_BYTES // len(mib) + 1
+    assert asyncio.run(json_body(body_of([b"  "])[0], empty={})) == {}
+    assert asyncio.run(json_body(body_of([b'{"a": ', b"[1]}"])[0])) == {"a": [1]}
