@@ -4,8 +4,10 @@ error as Druid's error JSON (`SqlApiError`). No I/O: the REST route (`provider.p
 
 Request fields: `query`; `resultFormat` object | array | objectLines | arrayLines | csv; `header`, `typesHeader`,
 `sqlTypesHeader`; `parameters` ([{"type": "VARCHAR", "value": "x"}], bound to the query's `?` in order);
-`context`: `sqlQueryId` (echoed in the X-Druid-SQL-Query-Id header), `sqlTimeZone`, `timeout` (milliseconds,
-capped at the server's limit). Other context keys are accepted and ignored, as Druid ignores keys it does not use.
+`context`: `sqlQueryId` (echoed in the X-Druid-SQL-Query-Id header, so checked first: `query_id_of`), `sqlTimeZone`,
+`timeout` (milliseconds, capped at the server's limit). Other context keys are accepted and ignored, as Druid
+ignores keys it does not use. A parameter is refused outside its type's range (a BIGINT is a Java long, a TIMESTAMP
+one Python can hold). An error message shows at most `SHOWN` characters of a value it quotes.
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ import io
 import json
 import uuid
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pyarrow as pa
 
-from ingest_core.service.query import json_value
+from ingest_core.service.query import json_object, table_rows
 
 FORMATS = ("object", "array", "objectLines", "arrayLines", "csv")
 CONTENT_TYPES = {"object": "application/json", "array": "application/json", "objectLines": "text/plain",
@@ -30,6 +32,9 @@ INTEGERS = ("BIGINT", "INTEGER", "SMALLINT", "TINYINT")
 DECIMALS = ("DOUBLE", "FLOAT", "REAL", "DECIMAL")
 PARAMETER_TYPES = ("VARCHAR", "CHAR", *INTEGERS, *DECIMALS, "BOOLEAN", "TIMESTAMP", "DATE", "ARRAY")
 EXAMPLE = '{"query": "SELECT ...", "resultFormat": "object", "parameters": [{"type": "VARCHAR", "value": "x"}]}'
+RANGES = {"BIGINT": 64, "INTEGER": 32, "SMALLINT": 16, "TINYINT": 8}  # Java's long, int, short and byte: their bits
+MAX_QUERY_ID = 255  # characters of a sqlQueryId: it is a response header
+SHOWN = 60  # characters of a value an error message quotes
 
 
 @dataclass
@@ -75,35 +80,60 @@ class SqlRequest:
             raise invalid(f"the body is not a JSON object with a \"query\" string: expected {EXAMPLE}")
         result_format = body.get("resultFormat", "object")
         if result_format not in FORMATS:
-            raise invalid(f"resultFormat: {result_format!r} is not one of {', '.join(FORMATS)}")
+            raise invalid(f"resultFormat: {shown(result_format)} is not one of {', '.join(FORMATS)}")
         flags = {}
         for name in ("header", "typesHeader", "sqlTypesHeader"):
             value = body.get(name, False)
             if not isinstance(value, bool):
-                raise invalid(f"{name}: expected true or false, not {value!r}")
+                raise invalid(f"{name}: expected true or false, not {shown(value)}")
             flags[name] = value
         context = {} if body.get("context") is None else body["context"]
         if not isinstance(context, dict):
-            raise invalid(f"context: expected a JSON object, not {context!r}")
+            raise invalid(f"context: expected a JSON object, not {shown(context)}")
         zone = context.get("sqlTimeZone", "UTC")
         try:
             ZoneInfo(zone)
-        except (ZoneInfoNotFoundError, ValueError, TypeError):
-            raise invalid(f"context.sqlTimeZone: {zone!r} is not a time zone name (an IANA name such as 'UTC' or "
+        except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):  # OSError: a folder ("Etc"), a long name
+            raise invalid(f"context.sqlTimeZone: {shown(zone)} is not a time zone name (an IANA name such as 'UTC' or "
                           "'America/Los_Angeles')") from None
-        query_id = context.get("sqlQueryId") or str(uuid.uuid4())
-        if not isinstance(query_id, str):
-            raise invalid(f"context.sqlQueryId: expected a string, not {query_id!r}")
+        query_id = query_id_of(context.get("sqlQueryId"))
         return cls(body["query"], result_format, flags["header"], flags["typesHeader"], flags["sqlTypesHeader"],
                    _parameters(body.get("parameters"), zone), zone, query_id,
                    _timeout(context.get("timeout"), max_timeout_s))
+
+
+def shown(value: Any) -> str:
+    """`repr(value)` for an error message: at most `SHOWN` characters, cut with an ellipsis."""
+    text = repr(value)
+    return text if len(text) <= SHOWN else text[:SHOWN - 1] + "…"
+
+
+def query_id_of(value: Any) -> str:
+    """A request's sqlQueryId, in Druid's shape (its `IdUtils.validateId`: not empty, not starting with '.', no
+    '/', no white space but the space) and fit for a header: printable ASCII, at most `MAX_QUERY_ID` characters,
+    no space at either end. None or "" is a generated one, as Druid's."""
+    if value is None or value == "":
+        return str(uuid.uuid4())
+    where = "context.sqlQueryId: "
+    rule = (f"a query id is 1 to {MAX_QUERY_ID} printable ASCII characters (letters, digits, spaces within, "
+            "-_.:@ and the like), not starting with '.', without '/'")
+    if not isinstance(value, str):
+        raise invalid(f"{where}expected a string, not {shown(value)}")
+    if len(value) > MAX_QUERY_ID:
+        raise invalid(f"{where}{shown(value)} is {len(value)} characters: {rule}")
+    if value.startswith("."):
+        raise invalid(f"{where}{shown(value)} starts with '.': {rule}")
+    for i, c in enumerate(value):
+        if not " " <= c <= "~" or c == "/" or (c == " " and i in (0, len(value) - 1)):
+            raise invalid(f"{where}{shown(value)} holds {c!r} at position {i}: {rule}")
+    return value
 
 
 def _timeout(value: Any, max_timeout_s: float) -> float:
     if value is None:
         return max_timeout_s
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise invalid(f"context.timeout: expected milliseconds (a number above 0), not {value!r}")
+        raise invalid(f"context.timeout: expected milliseconds (a number above 0), not {shown(value)}")
     return min(value / 1000, max_timeout_s)
 
 
@@ -111,25 +141,23 @@ def _parameters(raw: Any, zone: str) -> tuple:
     if raw is None:
         return ()
     if not isinstance(raw, list):
-        raise invalid(f"parameters: expected a list of {{\"type\": ..., \"value\": ...}}, not {raw!r}")
+        raise invalid(f"parameters: expected a list of {{\"type\": ..., \"value\": ...}}, not {shown(raw)}")
     return tuple(_parameter(p, f"parameters[{i}]", zone) for i, p in enumerate(raw))
 
 
 def _parameter(p: Any, where: str, zone: str) -> Any:
     if not isinstance(p, dict) or "type" not in p:
-        raise invalid(f"{where}: expected {{\"type\": \"VARCHAR\", \"value\": ...}}, not {p!r}")
+        raise invalid(f"{where}: expected {{\"type\": \"VARCHAR\", \"value\": ...}}, not {shown(p)}")
     kind, value = str(p["type"]).upper(), p.get("value")
     if kind not in PARAMETER_TYPES:
-        raise invalid(f"{where}.type: {p['type']!r} is not one of {', '.join(PARAMETER_TYPES)}")
+        raise invalid(f"{where}.type: {shown(p['type'])} is not one of {', '.join(PARAMETER_TYPES)}")
     if value is None:
         return None
     try:
         if kind in ("VARCHAR", "CHAR"):
             return value if isinstance(value, str) else json.dumps(value)
         if kind in INTEGERS:
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError
-            return int(value)
+            return _integer(value, kind, where)
         if kind in DECIMALS:
             if isinstance(value, bool):
                 raise ValueError
@@ -141,23 +169,37 @@ def _parameter(p: Any, where: str, zone: str) -> Any:
                 raise ValueError
             return value
         if kind == "TIMESTAMP":
-            return _timestamp(value, zone)
+            return _timestamp(value, zone, where)
         if kind == "DATE":
             return date.fromisoformat(value)
         if not isinstance(value, list):  # ARRAY
             raise ValueError
         return value
-    except (ValueError, TypeError):
-        raise invalid(f"{where}.value: {value!r} is not a {kind}") from None
+    except (ValueError, TypeError, OverflowError):
+        raise invalid(f"{where}.value: {shown(value)} is not a {kind}") from None
 
 
-def _timestamp(value: Any, zone: str) -> datetime:
+def _integer(value: Any, kind: str, where: str) -> int:
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError
+    number, bits = int(value), RANGES[kind]
+    if not -(2 ** (bits - 1)) <= number < 2 ** (bits - 1):
+        raise invalid(f"{where}.value: {shown(value)} is not a {kind} (from {-(2 ** (bits - 1))} to "
+                      f"{2 ** (bits - 1) - 1})")
+    return number
+
+
+def _timestamp(value: Any, zone: str, where: str) -> datetime:
     """Milliseconds since the epoch, or text as Druid's TIMESTAMP literals ('2000-01-01 00:00:00', in the
-    query's time zone unless it names its own)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return datetime.fromtimestamp(value / 1000, timezone.utc)
-    parsed = datetime.fromisoformat(value)
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=ZoneInfo(zone))
+    query's time zone unless it names its own); within Python's years (1 to 9999)."""
+    try:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=value)
+        parsed = datetime.fromisoformat(value)
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=ZoneInfo(zone))
+    except (ValueError, TypeError, OverflowError):
+        raise invalid(f"{where}.value: {shown(value)} is not a TIMESTAMP (milliseconds since 1970 or text such as "
+                      "'2000-01-01 00:00:00', from year 1 to 9999)") from None
 
 
 def druid_types(t: pa.DataType) -> tuple[str, str]:
@@ -190,7 +232,7 @@ def write_result(table: pa.Table, request: SqlRequest) -> str:
     and csv end with an empty line, as Druid's do: a response without it was cut short."""
     names = table.column_names
     types = [druid_types(f.type) for f in table.schema]
-    rows = [[json_value(v, request.time_zone) for v in row.values()] for row in table.to_pylist()]
+    rows = table_rows(table, request.time_zone)
     fmt = request.result_format
     headers: list[list] = []
     if request.header:
@@ -205,21 +247,21 @@ def write_result(table: pa.Table, request: SqlRequest) -> str:
         for line in [*headers, *rows]:
             writer.writerow(["" if v is None else v if isinstance(v, str) else json.dumps(v) for v in line])
         return out.getvalue() + "\n"
-    if fmt in ("object", "objectLines"):
-        header = [_object_header(names, types, request)] if request.header else []
-        out_rows: list = header + [dict(zip(names, r)) for r in rows]
+    if fmt in ("object", "objectLines"):  # each field written, a name given twice too (as Druid's writer does)
+        header = [_object_header(types, request)] if request.header else []
+        lines = [json_object(names, r) for r in header + rows]
     else:
-        out_rows = headers + rows
+        lines = [json.dumps(r, allow_nan=False) for r in headers + rows]
     if fmt in ("object", "array"):
-        return json.dumps(out_rows)
-    return "".join(json.dumps(r) + "\n" for r in out_rows) + "\n"
+        return "[" + ", ".join(lines) + "]"
+    return "".join(line + "\n" for line in lines) + "\n"
 
 
-def _object_header(names: list[str], types: list[tuple[str, str]], request: SqlRequest) -> dict:
-    """Druid's header object: each column null, or its {"type", "sqlType"} as asked."""
+def _object_header(types: list[tuple[str, str]], request: SqlRequest) -> list:
+    """Druid's header object's values: each column null, or its {"type", "sqlType"} as asked."""
     def one(runtime: str, sql: str) -> dict | None:
         described = {**({"type": runtime} if request.types_header else {}),
                      **({"sqlType": sql} if request.sql_types_header else {})}
         return described or None
 
-    return {n: one(*t) for n, t in zip(names, types)}
+    return [one(*t) for t in types]

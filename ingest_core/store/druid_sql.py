@@ -14,7 +14,10 @@ refuse, is refused in one line naming the function (`DruidSqlError`).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
+import threading
 from collections.abc import Callable
 from datetime import datetime
 
@@ -51,7 +54,58 @@ class DruidDialect(Druid):
 
 def to_duckdb(sql: str, zone: str = "UTC") -> str:
     """The query as DuckDB SQL: unchanged when it uses no Druid function (or sqlglot cannot read it). `zone` is
-    the query's `sqlTimeZone`, the DuckDB session's TimeZone: the default zone of Druid's time functions."""
+    the query's `sqlTimeZone`, the DuckDB session's TimeZone: the default zone of Druid's time functions.
+
+    sqlglot's parser recurses a few dozen frames per nesting level, so a query nested past Python's recursion
+    limit (about 40 levels of parentheses) is one it cannot read: passed on to DuckDB (which bounds its own
+    nesting), or refused in one line when it calls a Druid function. Its warnings are never logged
+    (`quiet_sqlglot`): what becomes of a query it cannot read is said in one line, by this or by DuckDB."""
+    if _EXPLAIN.match(sql):
+        raise DruidSqlError("EXPLAIN PLAN FOR is not supported here: this server runs Druid SQL on DuckDB and has no "
+                            "Druid native query plan to show; run the query itself (with a LIMIT) instead")
+    try:
+        with quiet_sqlglot():
+            return _to_duckdb(sql, zone)
+    except RecursionError:
+        called = [n for n in _REWRITES if n not in _DUCKDB_HAS and _calls(sql, n)]
+        if called:
+            raise DruidSqlError(f"the query calls Druid SQL's {called[0]} but nests too deeply to be read as Druid "
+                                "SQL (parentheses or calls within each other): nest fewer levels, or name the "
+                                "inner parts in a WITH") from None
+        return sql
+
+
+_EXPLAIN = re.compile(r"\s*EXPLAIN\s+PLAN\b", re.IGNORECASE)
+
+
+class _Quiet(logging.Filter):
+    """Drops the records of sqlglot's logger while this thread is in `quiet_sqlglot`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(self.threads, "quiet", False)
+
+
+_QUIET = _Quiet()
+logging.getLogger("sqlglot").addFilter(_QUIET)  # sqlglot logs on this one logger only
+
+
+@contextlib.contextmanager
+def quiet_sqlglot():
+    """No warning of sqlglot's in the server's log or on stderr while the block runs (in this thread only:
+    another thread's use of sqlglot logs as it would)."""
+    before = getattr(_QUIET.threads, "quiet", False)
+    _QUIET.threads.quiet = True
+    try:
+        yield
+    finally:
+        _QUIET.threads.quiet = before
+
+
+def _to_duckdb(sql: str, zone: str) -> str:
     try:
         trees = sqlglot.parse(sql, read=DruidDialect)
     except sqlglot.errors.SqlglotError as exc:

@@ -240,7 +240,7 @@ def _druid_to_duckdb(sql: str, zone: str) -> str:
 def _time_zone(name: str) -> str:
     try:
         zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a folder ("Etc"), a long name
         raise SqlError(f"unknown time zone {name!r}: an IANA name such as 'UTC' or 'America/Los_Angeles'") from None
     return name
 
@@ -274,8 +274,9 @@ def _pivot(sql: str) -> tuple[str, str]:
 
     hint = "name its values: PIVOT t ON col IN ('a', 'b') USING ..."
     try:
-        tree = sqlglot.parse_one(sql, read="duckdb")
-    except sqlglot.errors.ParseError:
+        with druid_sql.quiet_sqlglot():
+            tree = sqlglot.parse_one(sql, read="duckdb")
+    except (sqlglot.errors.ParseError, RecursionError):
         raise SqlError(f"a PIVOT without IN (...) that could not be read: {hint}") from None
     if not isinstance(tree, exp.Pivot) or not tree.args.get("using"):
         raise SqlError(f"a PIVOT without IN (...) runs only as a statement of its own: {hint}")
@@ -296,13 +297,16 @@ def _pivot(sql: str) -> tuple[str, str]:
 
 def _parse(con, sql: str, runs: str) -> tuple[QueryTree, str]:
     """The tree of `sql` and the SQL to run: `runs`, or the tree's own SQL where it was rewritten (a listing)."""
-    tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
-    if tree.get("error"):
-        raise SqlError(f"the query does not parse: {tree.get('error_message')}")
-    try:
+    try:  # DuckDB's tree of a query nested a few hundred levels is deeper than Python's recursion goes
+        tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
+        if tree.get("error"):
+            raise SqlError(f"the query does not parse: {tree.get('error_message')}")
         read = read_tree(tree)
     except TreeError as exc:
         raise SqlError(str(exc)) from None
+    except RecursionError:
+        raise SqlError("the query nests too deeply (calls, subqueries or operators within each other): nest fewer "
+                       "levels, or name the inner parts in a WITH") from None
     refused = read.refused_functions()
     if refused:
         raise SqlError(f"{', '.join(f + '()' for f in refused)}: not available here (it reads the server's files, "

@@ -15,12 +15,13 @@ transaction. After each action that moves the offsets, the Kafka consumer group 
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, replace
 from typing import ContextManager, Iterable, Mapping, Protocol
 
+from ingest_core.core import json_input
 from ingest_core.core.errors import IngestError
+from ingest_core.core.json_input import JsonInputError, JsonTooDeepError
 from ingest_core.core.loss import (
     LossCause,
     LostRange,
@@ -542,8 +543,10 @@ def druid_json_object(raw: bytes) -> dict:
         return seen
 
     try:
-        body = json.loads(raw, object_pairs_hook=unique)
-    except ValueError:  # not JSON, or not UTF-8
+        body = json_input.loads(raw, object_pairs_hook=unique)
+    except JsonTooDeepError as exc:
+        raise IngestError(f"{exc}: {RESET_OFFSETS_BODY}") from None
+    except JsonInputError:  # not JSON, or not UTF-8
         body = None
     if not isinstance(body, dict):
         raise IngestError(f"the body is not a JSON object: {RESET_OFFSETS_BODY}")

@@ -299,3 +299,16 @@ def tempfile_dir() -> str:
     import tempfile
 
     return tempfile.gettempdir()
+
+
+def test_sql_nested_past_pythons_recursion_or_in_a_zone_folder_is_a_one_line_error(wiki):
+    for sql, says in ((f"SELECT {'abs(' * 900}1{')' * 900} AS x FROM wiki", "the query nests too deeply"),
+                      (f"SELECT {'(' * 3000}1{')' * 3000} AS x", "Max expression depth limit"),
+                      (f"SELECT TIME_FLOOR(__time, 'PT1H'), {'(' * 3000}1{')' * 3000} FROM wiki", "nests too deeply"),
+                      ("EXPLAIN PLAN FOR SELECT * FROM wiki", "EXPLAIN PLAN FOR is not supported here")):
+        with pytest.raises(SqlError) as info:
+            run_sql(wiki, sql)
+        assert says in str(info.value) and "\n" not in str(info.value), (sql[:30], str(info.value))
+    for zone in ("Etc", "x" * 300):  # a folder of zones, a name too long for a file: unknown zones, not OSErrors
+        with pytest.raises(SqlError, match="unknown time zone"):
+            run_sql(wiki, "SELECT 1", time_zone=zone)

@@ -518,3 +518,173 @@ def test_operator_input_is_typed_at_the_door_and_druids_shutdown_terminates(serv
     assert status == 400 and "the datasource is terminated" in str(answer), answer
     assert server.http("POST", f"{API}/{SHOWN}/resume", "editor")[1]["state"] == "RUNNING"
     assert store.offsets.committed(SHOWN) == before
+
+
+# ------------------------------------------------------------------------------------ hostile input over REST
+
+DRUID_ERROR_FIELDS = {"error", "errorCode", "persona", "category", "errorMessage", "context"}
+
+
+def sql_error(server, user: str, body: bytes, content_type: str = "application/json") -> tuple[int, dict, Any]:
+    """A POST to the SQL API that must be refused: (status, its Druid error JSON, headers)."""
+    status, headers, text = sql_raw(server, user, body, content_type)
+    assert 400 <= status < 500, (status, text[:500])
+    error = json.loads(text)
+    assert set(error) == DRUID_ERROR_FIELDS and "\n" not in error["errorMessage"], error
+    return status, error, headers
+
+
+def test_sql_values_beyond_json_and_pythons_range_are_written_as_druid_writes_them(server):
+    status, _, text = sql_raw(server, "reader", json.dumps({"query": "SELECT MILLIS_TO_TIMESTAMP(253402300800000) "
+                              "AS t, 'infinity'::TIMESTAMP AS i, 'inf'::DOUBLE AS x, 'nan'::DOUBLE AS n, 1 AS a, "
+                              "2 AS a", "resultFormat": "array", "header": True}).encode())
+    assert status == 200, text
+
+    def refuse(constant: str):
+        raise AssertionError(f"a bare {constant} is not JSON: {text}")
+
+    assert json.loads(text, parse_constant=refuse) == [["t", "i", "x", "n", "a", "a"], [
+        "10000-01-01T00:00:00.000Z", "infinity", "Infinity", "NaN", 1, 2]]
+    status, _, text = sql_raw(server, "reader", b'{"query": "SELECT 1 AS a, 2 AS a"}')
+    assert (status, text) == (200, '[{"a": 1, "a": 2}]')  # both fields, as Druid's object writer writes them
+
+
+def test_sql_nesting_and_explain_are_one_line_errors(server):
+    for query, says in ((f"SELECT {'(' * 3000}1{')' * 3000} AS x", "Max expression depth"),
+                        (f"SELECT {'abs(' * 900}1{')' * 900} AS x", "nests too deeply"),
+                        (f"SELECT TIME_FLOOR(__time, 'PT1H'), {'(' * 3000}1{')' * 3000} FROM {SHOWN}",
+                         "nests too deeply"),
+                        (f"EXPLAIN PLAN FOR SELECT * FROM {SHOWN}", "EXPLAIN PLAN FOR is not supported here")):
+        status, error, _ = sql_error(server, "reader", json.dumps({"query": query}).encode())
+        assert status == 400 and says in error["errorMessage"], (query[:40], error)
+    assert "contains unsupported syntax" not in (server.root / "api-server.log").read_text()
+
+
+def test_deeply_nested_json_bodies_are_400s_that_change_nothing(server):
+    with MetadataStore(server.metadata_url) as store:
+        before = store_state(store)
+        deep = b'{"query": "SELECT 1", "context": ' + b'{"a": ' * 100_000 + b"1" + b"}" * 100_000 + b"}"
+        status, error, _ = sql_error(server, "reader", deep)
+        assert status == 400 and "nests deeper than" in error["errorMessage"], error
+        for action in ("resetOffsets", "reset"):
+            body = b'{"type": "kafka", "partitions": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+            status, _, text = sql_raw(server, "editor", body, path=f"{API}/{SHOWN}/{action}")
+            assert status == 400 and "nests deeper than" in text and len(text) < 2000, (action, status, text[:300])
+        # past the size a server reads (16 MiB): refused before the rest of it is read
+        status, error, _ = sql_error(server, "reader", b'{"query": "SELECT 1", "x": "' + b"a" * 17_000_000 + b'"}')
+        assert status == 400 and "this server reads at most 16,777,216" in error["errorMessage"], error
+        assert store_state(store) == before
+
+
+def test_sql_parameters_beyond_druids_ranges_are_refused(server):
+    for kind, value in (("TIMESTAMP", "1e303"), ("TIMESTAMP", "Infinity"), ("TIMESTAMP", '"Infinity"'),
+                        ("BIGINT", str(2**70)), ("DOUBLE", "1" + "0" * 400)):
+        body = f'{{"query": "SELECT ? AS p", "parameters": [{{"type": "{kind}", "value": {value}}}]}}'.encode()
+        status, error, _ = sql_error(server, "reader", body)
+        assert status == 400 and error["category"] == "INVALID_INPUT", (kind, value, error)
+
+
+def test_a_sql_query_id_is_checked_before_it_is_a_header(server):
+    for query_id in ("☃-snowman", "a\r\nSet-Cookie: session=1", "x" * 200_000, ".x", "a/b"):
+        status, error, headers = sql_error(server, "reader", json.dumps({"query": "SELECT 1 AS one", "context": {
+            "sqlQueryId": query_id}}).encode())
+        assert status == 400 and error["errorMessage"].startswith("context.sqlQueryId: "), error
+        assert len(error["errorMessage"]) < 400 and "Set-Cookie" not in headers, error
+        assert query_id not in headers.get("X-Druid-SQL-Query-Id", ""), headers
+    status, headers, _ = sql_raw(server, "reader", b'{"query": "SELECT 1", "context": {"sqlQueryId": "a b.c_d-1"}}')
+    assert status == 200 and headers["X-Druid-SQL-Query-Id"] == "a b.c_d-1"
+
+
+def store_state(store: MetadataStore) -> dict:
+    """What a refused request must leave as it was: offsets, states, specs, segments and every audit row but
+    the refusals themselves."""
+    names = [d["name"] for d in store.datasources.all()]
+    return {name: (store.offsets.committed(name), store.datasources.get(name),
+                   len(store.datasources.spec_history(name)), len(store.segment_records.of(name)),
+                   [a.action for a in store.audit_log.records(name) if a.action != REFUSED]) for name in names}
+
+
+def generated_requests():
+    """Hostile requests to the REST routes: (method, path, user, body bytes), drawn by Hypothesis."""
+    from hypothesis import strategies as st
+
+    scalars = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+               | st.text(max_size=8) | st.sampled_from([2**70, -(2**63) - 1, 10**30, 1e303, "Infinity", "NaN", "",
+                                                        "earliest", "latest", "☃", "\r\n", "0", "-5"]))
+    values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
+                          | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=8)
+    ids = st.text(max_size=12) | st.sampled_from(["☃-snowman", "a\r\nX-Evil: 1", ".x", "a/b", " a", "q-1", "x" * 300])
+    parameter = st.fixed_dictionaries({"type": st.sampled_from(
+        ["VARCHAR", "BIGINT", "INTEGER", "TINYINT", "DOUBLE", "FLOAT", "BOOLEAN", "TIMESTAMP", "DATE", "ARRAY",
+         "BLOB"]) | st.text(max_size=5), "value": values})
+    context = st.fixed_dictionaries({}, optional={"sqlQueryId": ids | values, "timeout": values | st.integers(
+        1, 5000), "sqlTimeZone": st.sampled_from(["UTC", "America/Los_Angeles"]) | st.text(max_size=6)})
+    sql = st.fixed_dictionaries({"query": st.sampled_from([
+        "SELECT ? AS p", "SELECT 1 AS a, 2 AS a", f"SELECT count(*) AS n FROM {SHOWN}", f"SELECT * FROM {HIDDEN}",
+        "EXPLAIN PLAN FOR SELECT 1", "SELECT 'inf'::DOUBLE AS x, 'infinity'::TIMESTAMP AS t",
+        "SELECT MILLIS_TO_TIMESTAMP(?) AS t", "SELECT ?, ? AS b"]) | st.text(max_size=30)}, optional={
+        "resultFormat": st.sampled_from(["object", "array", "objectLines", "arrayLines", "csv"]) | values,
+        "header": st.booleans() | values, "typesHeader": st.booleans(), "context": context | values,
+        "parameters": st.lists(parameter, max_size=3) | values})
+    as_json = st.builds(lambda v: json.dumps(v).encode(), sql | values)
+    raw = st.binary(max_size=40) | st.sampled_from([b"[" * 5000, b'{"query": ' * 3000, b"NaN", b'{"a": Infinity}'])
+    sql_requests = st.tuples(st.just("POST"), st.just(SQL), st.sampled_from(["reader", "admin"]), as_json | raw)
+
+    offsets = st.fixed_dictionaries({"type": values | st.just("kafka"), "partitions": st.fixed_dictionaries({
+        "type": st.just("end") | values, "stream": (st.text(max_size=8) | values).filter(lambda s: s != SHOWN),
+        "partitionOffsetMap": st.dictionaries(st.text(max_size=3), values, max_size=3) | values})}, optional={
+        "force": values, "confirmDuplicates": values})
+    offset_requests = st.tuples(st.just("POST"), st.just(f"{API}/{SHOWN}/resetOffsets"), st.just("editor"),
+                                st.builds(lambda v: json.dumps(v).encode(), offsets | values) | raw)
+    # a reset is refused while its duplicates are not confirmed: never the number (a negative one is no count)
+    reset_body = values.filter(lambda v: not (isinstance(v, dict) and isinstance(v.get("confirmDuplicates"), int)
+                                              and v["confirmDuplicates"] >= 0))
+    reset_requests = st.tuples(st.just("POST"), st.just(f"{API}/{SHOWN}/reset"), st.just("editor"),
+                               st.builds(lambda v: json.dumps(v).encode(), reset_body) | raw)
+    from urllib.parse import quote
+
+    name = st.text(max_size=40).map(lambda s: quote(s, safe="")) | st.sampled_from([SHOWN, HIDDEN, MISSING])
+    query = st.dictionaries(st.sampled_from(["full", "dag_id", "x"]), st.text(max_size=10), max_size=2).map(
+        lambda q: "?" + "&".join(f"{k}={quote(v, safe='')}" for k, v in q.items()) if q else "")
+    routes = st.tuples(st.sampled_from(["GET"]), st.builds(lambda n, r, q: f"{API}/{n}/{r}{q}", name, st.sampled_from(
+        ["status", "health"]), query), st.just("reader"), st.just(b"")) | st.tuples(
+        st.just("POST"), st.builds(lambda n, a, q: f"{API}/{n}/{a}{q}", name, st.sampled_from(
+            ["suspend", "resume", "terminate", "shutdown", "reset", "resetOffsets"]), query), st.just("reader"),
+        as_json | raw)
+    return sql_requests | offset_requests | reset_requests | routes
+
+
+def test_generated_hostile_requests_never_get_a_500_and_refused_ones_change_nothing(server):
+    """Generated bodies, ids, parameters, names and query strings on /sql and the supervisor routes: every
+    answer is a JSON body (the SQL API's errors with Druid's fields), no 500, no dropped connection, no header
+    holding what was sent unchecked, and a refused request leaves the store as it was."""
+    from hypothesis import HealthCheck, given, settings
+
+    @settings(max_examples=120, suppress_health_check=list(HealthCheck))
+    @given(generated_requests())
+    def probe(request):
+        method, path, user, body = request
+        before = store_state(store)
+        req = urllib.request.Request(f"{server.base}{path}", method=method, data=body or None, headers={
+            "Content-Type": "application/json", "Authorization": f"Bearer {server.token(user)}"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:  # a deadline on each request
+                status, headers, text = r.status, r.headers, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            status, headers, text = exc.code, exc.headers, exc.read().decode()
+        assert status < 500 or status == 503 and path.endswith("/health"), (request, status, text[:300])
+        query_id = headers.get("X-Druid-SQL-Query-Id")
+        assert query_id is None or (len(query_id) <= 255 and query_id.isascii() and query_id.isprintable())
+        if status >= 400:
+            answer = json.loads(text)
+            if path == SQL:
+                assert set(answer) == DRUID_ERROR_FIELDS and "\n" not in answer["errorMessage"], answer
+                assert len(answer["errorMessage"]) < 2000, answer["errorMessage"][:300]
+            assert store_state(store) == before, request
+        elif path == SQL:  # a result: JSON a strict parser reads, or csv
+            if "csv" not in headers["content-type"]:
+                for doc in text.strip().split("\n") if "text/plain" in headers["content-type"] else [text]:
+                    json.loads(doc, parse_constant=lambda c: pytest.fail(f"a bare {c}: {text[:300]}"))
+
+    with MetadataStore(server.metadata_url) as store:
+        probe()

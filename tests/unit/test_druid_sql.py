@@ -539,3 +539,41 @@ def test_the_docs_druid_sql_example_reads_as_druid_sql():
     ((_, example),) = blocks("sql", DOCS / "sql.md")
     duck = to_duckdb(example)
     assert "druid_ds_theta_count(list(theta_uid)" in duck.lower() and "TIME_FLOOR" not in duck
+
+
+def nested(depth: int, inner: str = "1") -> str:
+    return "(" * depth + inner + ")" * depth
+
+
+def test_deeply_nested_sql_is_passed_on_or_refused_in_one_line_never_a_recursion_error():
+    # sqlglot's parser recurses per parenthesis: past Python's limit the query goes on to DuckDB as one sqlglot
+    # cannot read does (DuckDB bounds its own nesting) ...
+    sql = f"SELECT {nested(3000)} AS x"
+    assert to_duckdb(sql) == sql
+    # ... unless it calls a Druid function, which DuckDB does not have: then a one-line error saying why
+    with pytest.raises(DruidSqlError) as info:
+        to_duckdb(f"SELECT TIME_FLOOR(__time, 'PT1H'), {nested(3000)} FROM t")
+    assert "nests too deeply" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_explain_plan_for_is_refused_saying_it_is_not_supported():
+    for sql in ("EXPLAIN PLAN FOR SELECT 1", "explain plan for\nSELECT TIME_FLOOR(__time, 'PT1H') FROM t",
+                "  EXPLAIN  PLAN  WITH IMPLEMENTATION FOR SELECT 1"):
+        with pytest.raises(DruidSqlError) as info:
+            to_duckdb(sql)
+        assert str(info.value).startswith("EXPLAIN PLAN FOR is not supported here"), sql
+    assert to_duckdb("SELECT 'EXPLAIN PLAN FOR' AS x") == "SELECT 'EXPLAIN PLAN FOR' AS x"
+
+
+def test_the_sql_parser_writes_no_warnings(capfd, caplog):
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    for sql in ("SET x = 1", "PIVOT t ON a USING sum(b)", "SELECT 1 FROM t WINDOW w AS (foo bar)",
+                "EXPLAIN SELECT 1", "SELECT {'a': 1} AS s"):
+        try:
+            to_duckdb(sql)
+        except DruidSqlError:
+            pass
+    assert [r for r in caplog.records if r.name.startswith("sqlglot") and r.levelno >= logging.WARNING] == []
+    assert capfd.readouterr().err == ""

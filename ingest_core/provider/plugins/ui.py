@@ -37,12 +37,15 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from ingest_core.core import json_input
 from ingest_core.core.errors import DuplicatesNotConfirmedError, IngestError, UnknownDatasourceError
+from ingest_core.core.json_input import JsonInputError, JsonTooDeepError
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.settings import Settings
 from ingest_core.core.spec import DatasourceSpec, find_spec_files
 from ingest_core.provider.plugins.charts import history_charts, lag_sparkline, seconds
 from ingest_core.provider.plugins.permissions import REFUSED, readable, requires_datasource
+from ingest_core.provider.plugins.request_body import json_body, read_body
 from ingest_core.service.run_history import RunPoint, collect_run_history
 from ingest_core.service.sql_api import CONTENT_TYPES, SqlApiError, SqlRequest, invalid, write_result
 from ingest_core.service.status import StatusReport, collect_status, collect_statuses, specs_in
@@ -188,7 +191,7 @@ def _confirmed(body: Any) -> int | None:
 @app.post("/api/v1/supervisor/{dag_id}/resetOffsets", dependencies=WRITE)
 async def supervisor_reset_offsets(dag_id: str, request: Request, user: GetUserDep) -> dict:
     try:
-        body = druid_json_object(await request.body())
+        body = druid_json_object(await read_body(request))
         new = druid_offset_requests(body)
     except IngestError as exc:
         raise HTTPException(400, str(exc)) from None
@@ -201,11 +204,10 @@ async def supervisor_reset_offsets(dag_id: str, request: Request, user: GetUserD
 @app.post("/api/v1/supervisor/{dag_id}/reset", dependencies=WRITE)
 async def supervisor_reset(dag_id: str, request: Request, user: GetUserDep) -> dict:
     """Druid's hard reset; the body may hold "confirmDuplicates" (a reset from earliest re-reads)."""
-    raw = await request.body()
     try:
-        body = json.loads(raw) if raw.strip() else {}
-    except ValueError:
-        raise HTTPException(400, 'expected no body or {"confirmDuplicates": N}') from None
+        body = await json_body(request, empty={})
+    except JsonInputError as exc:
+        raise HTTPException(400, f'{exc}: expected no body or {{"confirmDuplicates": N}}') from None
     confirm, store = _confirmed(body), _store()
     return _act(lambda: _actions(store, user).reset(dag_id, spec_for(store, dag_id, _specs()),
                                                     confirm_duplicates=confirm), user)
@@ -260,7 +262,10 @@ class _Readable:
 
 async def _sql_request(request: Request, limits: SqlLimits) -> SqlRequest:
     """The body as Druid takes it: JSON, or the SQL itself as text/plain or URL-encoded (then as "object")."""
-    raw = await request.body()
+    try:
+        raw = await read_body(request)
+    except JsonInputError as exc:
+        raise invalid(str(exc)) from None
     kind = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     try:
         text = raw.decode()
@@ -271,8 +276,10 @@ async def _sql_request(request: Request, limits: SqlLimits) -> SqlRequest:
     if kind == "application/x-www-form-urlencoded":
         return SqlRequest.from_body({"query": unquote_plus(text)}, limits.max_timeout_s)
     try:
-        body = json.loads(text)
-    except ValueError:
+        body = json_input.loads(text)
+    except JsonTooDeepError as exc:
+        raise invalid(str(exc)) from None
+    except JsonInputError:  # not JSON: the request's message says what a body is
         body = None
     return SqlRequest.from_body(body, limits.max_timeout_s)
 
