@@ -7,7 +7,7 @@ Request fields: `query`; `resultFormat` object | array | objectLines | arrayLine
 `context`: `sqlQueryId` (echoed in the X-Druid-SQL-Query-Id header, so checked first: `query_id_of`), `sqlTimeZone`,
 `timeout` (milliseconds, capped at the server's limit). Other context keys are accepted and ignored, as Druid
 ignores keys it does not use. A parameter is refused outside its type's range (a BIGINT is a Java long, a TIMESTAMP
-one Python can hold). An error message shows at most `SHOWN` characters of a value it quotes.
+one Python can hold). An error message shows at most 100 characters of a value it quotes (`core.errors.shown`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pyarrow as pa
 
+from ingest_core.core.errors import shown
 from ingest_core.service.query import json_object, table_rows
 
 FORMATS = ("object", "array", "objectLines", "arrayLines", "csv")
@@ -34,7 +35,6 @@ PARAMETER_TYPES = ("VARCHAR", "CHAR", *INTEGERS, *DECIMALS, "BOOLEAN", "TIMESTAM
 EXAMPLE = '{"query": "SELECT ...", "resultFormat": "object", "parameters": [{"type": "VARCHAR", "value": "x"}]}'
 RANGES = {"BIGINT": 64, "INTEGER": 32, "SMALLINT": 16, "TINYINT": 8}  # Java's long, int, short and byte: their bits
 MAX_QUERY_ID = 255  # characters of a sqlQueryId: it is a response header
-SHOWN = 60  # characters of a value an error message quotes
 
 
 @dataclass
@@ -100,12 +100,6 @@ class SqlRequest:
         return cls(body["query"], result_format, flags["header"], flags["typesHeader"], flags["sqlTypesHeader"],
                    _parameters(body.get("parameters"), zone), zone, query_id,
                    _timeout(context.get("timeout"), max_timeout_s))
-
-
-def shown(value: Any) -> str:
-    """`repr(value)` for an error message: at most `SHOWN` characters, cut with an ellipsis."""
-    text = repr(value)
-    return text if len(text) <= SHOWN else text[:SHOWN - 1] + "…"
 
 
 def query_id_of(value: Any) -> str:
