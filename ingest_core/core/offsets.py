@@ -425,15 +425,16 @@ def resolve_offset_requests(datasource: str, requests: Iterable[OffsetRequest], 
             else:
                 offset = int(req.offset)
                 if offset > hi:
-                    where = f"{req}: partition {tp} ends at offset {hi} (log {lo}..{hi}); offset {offset} lies beyond it"
+                    where = (f"{req}: partition {tp} ends at offset {hi} (log {lo}..{hi}); offset {offset} lies "
+                             "beyond it")
                     problems.append(OffsetProblem(
                         f"{where}: set to the log end {hi} instead" if clamp else
                         f"{where}, so every run would stop there until the log grows past it (use {hi}, or "
                         f"`{tp.topic}:{tp.partition}=latest`)", clamp=OffsetClamp(tp, offset, hi) if clamp else None))
                     offset = hi if clamp else offset
                 elif offset < lo:
-                    where = (f"{req}: partition {tp} starts at offset {lo} (log {lo}..{hi}); records {offset}..{lo - 1} "
-                             f"were removed")
+                    where = (f"{req}: partition {tp} starts at offset {lo} (log {lo}..{hi}); records "
+                             f"{offset}..{lo - 1} were removed")
                     problems.append(OffsetProblem(
                         f"{where}: set to the log start {lo} instead" if clamp else
                         f"{where}, so runs would stop there (use {lo}, or `{tp.topic}:{tp.partition}=earliest`)",

@@ -389,8 +389,8 @@ async function act(id, action, confirm) {
                                     ["confirmSkip", "skipped", "skip them (they are lost)"]]) {
     if (r.status === 409 && body.detail && body.detail[field] !== undefined) {
       const n = body.detail[field];
-      if (prompt(`${body.detail.message}\n\nType ${n} to ${what}`) === String(n)) return act(id, action, {...confirm, [key]: n});
-      return;
+      if (prompt(`${body.detail.message}\n\nType ${n} to ${what}`) !== String(n)) return;
+      return act(id, action, {...confirm, [key]: n});
     }
   }
   alert(r.ok ? `${action}: ${body.state || "done"}` : `${action} failed: ${body.detail}`);
