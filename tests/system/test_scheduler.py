@@ -507,7 +507,7 @@ def rest_offset_moves_pass_when_forced_or_confirmed(standalone, store) -> None:
     status, body = offsets(beyond, force=True)  # past the log end: set to the log end, where the caught-up one is
     assert status == 200 and body["clamped"] == [
         {"topic": topic, "partition": 0, "requested": beyond["0"], "offset": committed["0"]}], body
-    assert body["after"] == {topic: committed}
+    assert body["after"] == {topic: {"0": committed["0"]}}
     status, body = offsets({"0": committed["0"] - 1}, confirmDuplicates=1)
     assert status == 200 and body["duplicateRecords"] == 1 and body["rereadRanges"] == [
         {"topic": topic, "partition": 0, "start": committed["0"] - 1, "end": committed["0"]}]
