@@ -175,6 +175,23 @@ class DuplicatesNotConfirmedError(IngestError):
         super().__init__(message)
 
 
+class SkipNotConfirmedError(IngestError):
+    """An operator action would skip `skipped` records that were never ingested (they would be lost), and it was not
+    confirmed: `--yes`, or that number."""
+
+    code = "INGEST_ACTION_SKIP_NOT_CONFIRMED"
+
+    def __init__(self, message: str, *, skipped: int):
+        self.skipped = skipped
+        super().__init__(message)
+
+
+class OffsetSyntaxError(IngestError):
+    """A `TOPIC[:PARTITION]=OFFSET` of `ingest set-offsets` that is not one (a usage error: exit code 2)."""
+
+    code = "INGEST_CLI_OFFSET_SYNTAX"
+
+
 class StaleRunError(IngestError):
     """A run's planned start offsets no longer match the committed ones: another run got there first."""
 
@@ -271,3 +288,9 @@ class JobFailedError(IngestError):
     a Spark error, an unexpected exception in a split (the report names its type and message)."""
 
     code = "INGEST_JOB_FAILED"
+
+
+def clipped(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters, ending in an ellipsis when cut: a message, or a bounded column,
+    never carries all of what a client sent."""
+    return text if len(text) <= limit else text[:max(0, limit - 1)] + "\u2026"

@@ -102,15 +102,19 @@ def read_by_partition(claims: Iterable[PublishedRange]) -> dict[TopicPartition, 
 
 
 def moved_past(before: Mapping[TopicPartition, int], after: Mapping[TopicPartition, int],
-               read: Mapping[TopicPartition, Iterable[tuple[int, int]]] | None = None) -> list[LostRange]:
+               read: Mapping[TopicPartition, Iterable[tuple[int, int]]] | None = None,
+               log_end: Mapping[TopicPartition, int] | None = None) -> list[LostRange]:
     """The offsets a move of the main line from `before` to `after` skips, per partition that moves forward:
     [before, after) less what was published (`read`: claimed ranges, a backfill's range). A partition without
-    a `before` (nothing committed) has no position to lose from."""
+    a `before` (nothing committed) has no position to lose from. `log_end`: the broker's log end offsets; only
+    records that existed are lost, so nothing at or past a partition's log end counts, nor any of a partition
+    the broker does not have."""
     read = read or {}
     out: list[LostRange] = []
     for tp in sorted(after):
-        if tp in before and after[tp] > before[tp]:
-            out += subtract(tp, before[tp], after[tp], read.get(tp, ()))
+        end = after[tp] if log_end is None else min(after[tp], log_end.get(tp, -1))
+        if tp in before and end > before[tp]:
+            out += subtract(tp, before[tp], end, read.get(tp, ()))
     return out
 
 

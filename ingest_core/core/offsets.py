@@ -15,10 +15,17 @@ were read from (deleted and re-created, even with more records than the stored o
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, NamedTuple
 
-from ingest_core.core.errors import DuplicatesNotConfirmedError, OffsetOutOfRangeError, TopicRecreatedError
+from ingest_core.core.errors import (
+    DuplicatesNotConfirmedError,
+    OffsetOutOfRangeError,
+    SkipNotConfirmedError,
+    TopicRecreatedError,
+    clipped,
+)
 
 
 class TopicPartition(NamedTuple):
@@ -315,26 +322,48 @@ class OffsetRequest:
     offset: int | str
 
     def __str__(self) -> str:
-        where = self.topic if self.partition is None else f"{self.topic}:{self.partition}"
+        topic = clipped(str(self.topic), TOPIC_NAME_MAX + 1)  # what a client sent, echoed: never all of it
+        where = topic if self.partition is None else f"{topic}:{self.partition}"
         return f"{where}={self.offset}"
 
 
 @dataclass(frozen=True)
+class OffsetClamp:
+    """An offset outside its partition's log that `--force` moved to the log's nearer end, as Kafka's
+    `kafka-consumer-groups --reset-offsets` does."""
+
+    tp: TopicPartition
+    requested: int
+    offset: int
+
+    def to_json(self) -> dict:
+        return {"topic": self.tp.topic, "partition": self.tp.partition, "requested": self.requested,
+                "offset": self.offset}
+
+
+@dataclass(frozen=True)
 class OffsetProblem:
-    """Why an offset may not be set. `forcible`: `--force` may override it (a negative offset never)."""
+    """Why an offset may not be set. `forcible`: `--force` may override it (a negative offset never). `clamp`:
+    what `--force` sets instead (an offset outside the log)."""
 
     message: str
     forcible: bool = True
+    clamp: OffsetClamp | None = None
 
 
 LONG_MAX = 2**63 - 1  # Kafka's offsets are Java longs
 INT32_MAX = 2**31 - 1  # and its partitions ints
+TOPIC_NAME_MAX = 249  # Kafka's legal topic names: up to 249 of these characters
+TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,%d}" % TOPIC_NAME_MAX)
 
 
 def request_problem(req: OffsetRequest) -> str | None:
     """What no `--force` may override in a request: a value no Kafka log can have."""
     if not isinstance(req.topic, str) or not req.topic:
-        return f"a topic is a non-empty name, got {req.topic!r}"
+        return f"a topic is a non-empty name, got {clipped(repr(req.topic), 80)}"
+    if not TOPIC_NAME.fullmatch(req.topic):
+        return (f"{clipped(repr(req.topic), 80)} is no Kafka topic name: one is 1 to {TOPIC_NAME_MAX} of the "
+                "characters a-z A-Z 0-9 . _ -")
     if isinstance(req.offset, int) and req.offset < 0:
         return "an offset is never negative"
     if isinstance(req.offset, int) and req.offset > LONG_MAX:
@@ -348,11 +377,15 @@ def request_problem(req: OffsetRequest) -> str | None:
 
 def resolve_offset_requests(datasource: str, requests: Iterable[OffsetRequest], *, broker_partitions: Mapping[str, int],
                             in_spec: Callable[[str], bool], earliest: Mapping[TopicPartition, int],
-                            latest: Mapping[TopicPartition, int]) -> tuple[dict[TopicPartition, int], list[OffsetProblem]]:
+                            latest: Mapping[TopicPartition, int], clamp: bool = False
+                            ) -> tuple[dict[TopicPartition, int], list[OffsetProblem]]:
     """The offsets `requests` ask for, and every problem with them: a negative offset, a topic not in the
-    datasource's spec, a topic or partition the broker does not have, an offset beyond the log end (runs would
-    plan nothing and lag would read 0) or below the log start (those records are gone). `broker_partitions`:
-    partition count per topic on the broker; `earliest` / `latest`: of the partitions that exist."""
+    datasource's spec, a topic or partition the broker does not have, an offset beyond the log end (every run
+    would stop there: it reads as a re-created topic) or below the log start (those records are gone).
+    `clamp` (`--force`): an offset outside the log is moved to the log's nearer end (the problem says so), as
+    Kafka's `kafka-consumer-groups --reset-offsets` does; nothing beyond the log end is ever set, so nothing
+    that never existed counts as skipped or lost. `broker_partitions`: partition count per topic on the
+    broker; `earliest` / `latest`: of the partitions that exist."""
     out: dict[TopicPartition, int] = {}
     problems: list[OffsetProblem] = []
     given: dict[TopicPartition, OffsetRequest] = {}  # which request asked for each partition
@@ -392,13 +425,21 @@ def resolve_offset_requests(datasource: str, requests: Iterable[OffsetRequest], 
             else:
                 offset = int(req.offset)
                 if offset > hi:
+                    where = (f"{req}: partition {tp} ends at offset {hi} (log {lo}..{hi}); offset {offset} lies "
+                             "beyond it")
                     problems.append(OffsetProblem(
-                        f"{req}: partition {tp} ends at offset {hi} (log {lo}..{hi}); offset {offset} lies beyond "
-                        f"it, so runs would plan nothing and lag would read 0 until the log grows past it"))
+                        f"{where}: set to the log end {hi} instead" if clamp else
+                        f"{where}, so every run would stop there until the log grows past it (use {hi}, or "
+                        f"`{tp.topic}:{tp.partition}=latest`)", clamp=OffsetClamp(tp, offset, hi) if clamp else None))
+                    offset = hi if clamp else offset
                 elif offset < lo:
+                    where = (f"{req}: partition {tp} starts at offset {lo} (log {lo}..{hi}); records "
+                             f"{offset}..{lo - 1} were removed")
                     problems.append(OffsetProblem(
-                        f"{req}: partition {tp} starts at offset {lo} (log {lo}..{hi}); records {offset}..{lo - 1} "
-                        f"were removed, so runs would stop there (use {lo}, or `{tp.topic}:{tp.partition}=earliest`)"))
+                        f"{where}: set to the log start {lo} instead" if clamp else
+                        f"{where}, so runs would stop there (use {lo}, or `{tp.topic}:{tp.partition}=earliest`)",
+                        clamp=OffsetClamp(tp, offset, lo) if clamp else None))
+                    offset = lo if clamp else offset
             out[tp] = offset
     return out, problems
 
@@ -462,18 +503,42 @@ def _merged(tp: TopicPartition, spans: list[tuple[int, int]]) -> list[OffsetRang
     return out
 
 
+def _refused_count(n: int, ranges: Iterable[OffsetRange], confirmed: int | None) -> tuple[str, str] | None:
+    """None when a count the operator confirmed (None: none) allows a move of `n` records (none is needed for 0,
+    another number refuses: something moved since it was counted); else the refusal's ranges and what was said."""
+    if (n == 0 and confirmed in (None, 0)) or confirmed == n:
+        return None
+    return (", ".join(f"{r.tp} [{r.start}, {r.end})" for r in ranges) or "none",
+            "" if confirmed is None else f" (confirmed: {confirmed})")
+
+
 def check_duplicates_confirmed(what: str, effect: MoveEffect, confirmed: int | None) -> None:
     """An action that would ingest published records again runs only when the operator confirmed exactly how
-    many (CLI `--confirm-duplicates N`, REST `"confirmDuplicates": N`); a confirmation of another number refuses
-    too (something moved since it was counted)."""
+    many (CLI `--confirm-duplicates N`, REST `"confirmDuplicates": N`)."""
     n = effect.duplicates
-    if (n == 0 and confirmed in (None, 0)) or confirmed == n:
+    if (refused := _refused_count(n, effect.reread, confirmed)) is None:
         return
-    ranges = ", ".join(f"{r.tp} [{r.start}, {r.end})" for r in effect.reread) or "none"
-    said = "" if confirmed is None else f" (confirmed: {confirmed})"
+    ranges, said = refused
     raise DuplicatesNotConfirmedError(
         f"{what} would read {n} records again that were already published ({ranges}): they would be ingested "
         f"twice{said}. Nothing was changed. To do it anyway, confirm that number: add `--confirm-duplicates {n}` "
         f"(REST: \"confirmDuplicates\": {n} in the body)." if n else
         f"{what} re-reads no published records, but {confirmed} duplicates were confirmed: nothing was changed; "
         f"check the offsets and run it again without --confirm-duplicates", duplicates=n)
+
+
+def check_skip_confirmed(what: str, effect: MoveEffect, confirmed: int | bool | None) -> None:
+    """An action that would skip records nothing ingested (they are lost, counted in status) runs only when the
+    operator confirmed it: True (CLI `--yes`: whatever it skips), or exactly how many (CLI `--confirm-skip N`,
+    REST `"confirmSkip": N`). A confirmation typed at a terminal is not one: it confirms the command, not the
+    records it loses."""
+    n = effect.skipped_records
+    if confirmed is True or (refused := _refused_count(n, effect.skipped, confirmed or None)) is None:
+        return
+    ranges, said = refused
+    raise SkipNotConfirmedError(
+        f"{what} would skip {n} records that were never ingested ({ranges}): they would be lost{said}. Nothing was "
+        f"changed. To do it anyway, confirm it: add `--confirm-skip {n}` (or `--yes`; REST: \"confirmSkip\": {n} "
+        f"in the body)." if n else
+        f"{what} skips no records, but {confirmed} skipped records were confirmed: nothing was changed; check the "
+        f"offsets and run it again without --confirm-skip", skipped=n)

@@ -14,9 +14,11 @@
   ingest query "SELECT ..."          SQL over the visible segments of the datasources it names (--json, --csv)
   ingest suspend | resume | terminate DATASOURCE
   ingest reset DATASOURCE            hard reset: forget the committed offsets (asks for confirmation;
-                                     re-reading published records needs --confirm-duplicates N)
+                                     re-reading published records needs --confirm-duplicates N, skipping
+                                     records --confirm-skip N or --yes)
   ingest reset DATASOURCE --to-latest [--backfill]   jump to the latest offsets [and backfill the gap]
   ingest set-offsets DATASOURCE TOPIC[:PARTITION]=OFFSET|earliest|latest... [--force] [--confirm-duplicates N]
+                                     [--confirm-skip N]
   ingest skip DATASOURCE             move past exactly the ranges that failed (asks for confirmation; lost, audited)
   ingest iceberg-sync DATASOURCE     bring its Iceberg table (microbatch.iceberg) level with what is published
   ingest sync-group DATASOURCE       make the Kafka consumer group show the committed offsets again
@@ -35,10 +37,11 @@ import getpass
 import json
 import logging
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NoReturn
 
 import yaml
 
@@ -47,9 +50,11 @@ from ingest_core.core.errors import (
     IngestError,
     MetadataStoreError,
     MetadataUrlError,
+    OffsetSyntaxError,
     RunNotFoundError,
     SpecError,
     UnknownDatasourceError,
+    clipped,
 )
 from ingest_core.core.legacy_parser import convert_parser
 from ingest_core.core.offsets import EARLIEST_OFFSET, LATEST_OFFSET, OffsetRequest
@@ -444,22 +449,34 @@ def _reset(actions: DatasourceActions, args: argparse.Namespace, spec: Datasourc
         return actions.reset_to_latest(name, spec, backfill=args.backfill)
     if args.backfill:
         raise IngestError("--backfill goes with --to-latest")
-    # --confirm-duplicates is the confirmation: the action refuses unless it is the number it would re-read
-    if args.confirm_duplicates is None and not _confirm(
+    # --confirm-duplicates / --confirm-skip are the confirmation: the action refuses unless each is the number
+    # it would re-read / skip
+    if _counted(args) is None and not _confirm(
             args, f"reset the committed offsets of {name} (the next run starts from earliest or latest by "
                   f"useEarliestOffset)"):
         return None
-    return actions.reset(name, spec, confirm_duplicates=args.confirm_duplicates)
+    return actions.reset(name, spec, confirm_duplicates=args.confirm_duplicates, confirm_skip=_skip_confirmed(args))
+
+
+def _counted(args: argparse.Namespace) -> int | None:
+    """A number the operator confirmed (--confirm-duplicates or --confirm-skip): it stands for the prompt."""
+    return args.confirm_duplicates if args.confirm_duplicates is not None else args.confirm_skip
+
+
+def _skip_confirmed(args: argparse.Namespace) -> int | bool | None:
+    """What confirms a skip (`offsets.check_skip_confirmed`): the number given, else --yes; a name typed at the
+    prompt is not enough (it confirms the command, not the records it loses)."""
+    return args.confirm_skip if args.confirm_skip is not None else (True if args.yes else None)
 
 
 def _set_offsets(actions: DatasourceActions, args: argparse.Namespace,
                  spec: DatasourceSpec | None) -> ActionResult | None:
     new = parse_offset_assignments(args.offsets)
-    if args.confirm_duplicates is None and not _confirm(
+    if _counted(args) is None and not _confirm(
             args, f"set the offsets of {args.datasource} to {', '.join(args.offsets)}"):
         return None
     return actions.set_offsets(args.datasource, new, spec, force=args.force,
-                               confirm_duplicates=args.confirm_duplicates)
+                               confirm_duplicates=args.confirm_duplicates, confirm_skip=_skip_confirmed(args))
 
 
 def _skip(actions: DatasourceActions, args: argparse.Namespace, spec: DatasourceSpec | None) -> ActionResult | None:
@@ -530,9 +547,30 @@ def cmd_action(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its usage errors in one line, as the CLI's other errors (exit code 2); subparsers are made
+    of the parser's own class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {one_line(message, 300)} (`{self.prog} --help` shows the usage)\n")
+
+
+def one_line(text: str, limit: int) -> str:
+    """`text` (which may hold what was typed) as one printable line of at most about `limit` characters: control
+    characters, line breaks and undecodable bytes escaped, as repr() would."""
+    return clipped("".join(c if c.isprintable() else repr(c)[1:-1] for c in text), limit)
+
+
+def _count(text: str) -> int:
+    """A count the operator confirms: ASCII digits only (int() also takes '²'-like digits, '1_0' and spaces)."""
+    if not re.fullmatch(r"[0-9]+", text):
+        raise argparse.ArgumentTypeError(f"expected a whole number such as 120 (the number the refusal named), "
+                                         f"got {clipped(repr(text), 40)}")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ingest", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="ingest", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("validate", help="check datasource spec files (or folders of them)")
@@ -591,11 +629,15 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("offsets", nargs="+", metavar="TOPIC:PARTITION=OFFSET",
                            help="also TOPIC:PARTITION=earliest|latest, or TOPIC=earliest|latest for every partition")
             p.add_argument("--force", action="store_true",
-                           help="set offsets the broker check refuses (past the log end, below the log start, an "
-                                "unknown or another datasource's topic); audited")
+                           help="set offsets the broker check refuses (an unknown or another datasource's topic; "
+                                "past the log end or below the log start: to the log's nearer end, as Kafka's "
+                                "kafka-consumer-groups --reset-offsets does); audited")
         if command in ("reset", "set-offsets"):
-            p.add_argument("--confirm-duplicates", type=int, metavar="N",
+            p.add_argument("--confirm-duplicates", type=_count, metavar="N",
                            help="run although it ingests N published records again (N as the refusal counted)")
+            p.add_argument("--confirm-skip", type=_count, metavar="N",
+                           help="run although it skips N records nothing ingested, which are then lost (N as the "
+                                "refusal counted; --yes: whatever it skips)")
         if command in ("reset", "set-offsets", "terminate", "skip"):
             p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
         if command == "reset":
@@ -651,10 +693,16 @@ def _add_global_options(parser: argparse.ArgumentParser, *, sub: bool = False) -
 
 
 # exit codes: 1 an error (broker, store, a refused action), 2 a usage error (argparse's own, a malformed
-# metadata URL, an unknown datasource or run), 141 the reader of stdout went away (128 + SIGPIPE, as a shell reports
-# a Unix tool that SIGPIPE ended)
-USAGE_ERRORS = (MetadataUrlError, UnknownDatasourceError, RunNotFoundError)
+# metadata URL or TOPIC:PARTITION=OFFSET, an unknown datasource or run), 141 the reader of stdout went away (128 +
+# SIGPIPE, as a shell reports a Unix tool that SIGPIPE ended)
+USAGE_ERRORS = (MetadataUrlError, UnknownDatasourceError, RunNotFoundError, OffsetSyntaxError)
 EXIT_BROKEN_PIPE = 141
+
+
+# a topic (no ':' or '=' in a Kafka topic name), an optional partition, and an offset, in ASCII digits (int() and
+# str.isdigit() also take '²' or '٣'); a negative number parses, for the action to say why it cannot be
+OFFSET_ASSIGNMENT = re.compile(r"(?P<topic>[^:=]+)(?::(?P<partition>-?[0-9]+))?=(?P<offset>-?[0-9]+|"
+                               f"{EARLIEST_OFFSET}|{LATEST_OFFSET})")
 
 
 def parse_offset_assignments(items: list[str]) -> list[OffsetRequest]:
@@ -662,20 +710,35 @@ def parse_offset_assignments(items: list[str]) -> list[OffsetRequest]:
     topic. Only the syntax is checked here; the values are checked against the broker by `set_offsets`."""
     out: list[OffsetRequest] = []
     for item in items:
-        where, sep, value = item.rpartition("=")
-        topic, colon, partition = where.rpartition(":")
-        if not colon or not partition.lstrip("-").isdigit():
-            topic, partition = where, None
-        value = value.strip()
-        if not sep or not topic or not (value in (EARLIEST_OFFSET, LATEST_OFFSET) or value.lstrip("-").isdigit()):
-            raise IngestError(f"{item!r} is not TOPIC:PARTITION=OFFSET (e.g. wikipedia:0=1200), TOPIC:PARTITION="
-                              f"earliest|latest, or TOPIC=earliest|latest (every partition of the topic)")
-        out.append(OffsetRequest(topic, None if partition is None else int(partition),
+        m = OFFSET_ASSIGNMENT.fullmatch(item)
+        if m is None:
+            raise OffsetSyntaxError(
+                f"{one_line(repr(item), 120)} is not TOPIC:PARTITION=OFFSET (e.g. wikipedia:0=1200, in digits 0-9), "
+                f"TOPIC:PARTITION=earliest|latest, or TOPIC=earliest|latest (every partition of the topic)")
+        partition, value = m["partition"], m["offset"]
+        out.append(OffsetRequest(m["topic"], None if partition is None else int(partition),
                                  value if value in (EARLIEST_OFFSET, LATEST_OFFSET) else int(value)))
     return out
 
 
+def _not_text(argv: list[str]) -> str | None:
+    """The first argument holding bytes the locale's encoding could not decode (Python keeps them as surrogate
+    escapes, which no database, name or message can hold), if any."""
+    for arg in argv:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            return arg
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    undecodable = _not_text(argv)
+    if undecodable is not None:
+        print(f"error: the argument {one_line(repr(undecodable), 80)} is not text in the terminal's encoding "
+              f"({sys.getfilesystemencoding()}): give it as UTF-8 text", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -9,6 +9,7 @@ import logging
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ingest_core.core.errors import clipped
 from ingest_core.core.loss import RecordsLost
 from ingest_core.core.offsets import OffsetRange, TopicPartition, offsets_from_json
 from ingest_core.store.database import Database
@@ -45,14 +46,21 @@ def skipped_records(records: list[AuditRecord]) -> dict[TopicPartition, int]:
     return out
 
 
+def _fitted(column: str, value: str) -> str:
+    return clipped(value, audit_log.c[column].type.length)
+
+
 class AuditLog:
     def __init__(self, db: Database):
         self.db = db
 
     def write(self, name: str, action: str, details: dict, actor: str = "system", *,
               conn: Connection | None = None) -> None:
-        """`details` is stored as JSON (values it cannot hold, such as date-times, as their strings)."""
-        stmt = audit_log.insert().values(datasource=name, action=action, actor=actor,
+        """`details` is stored as JSON (values it cannot hold, such as date-times, as their strings). A name
+        longer than its column (a refused request may name anything) is cut to fit, ending in an ellipsis: the
+        row is written on every database, never refused."""
+        stmt = audit_log.insert().values(datasource=_fitted("datasource", name), action=_fitted("action", action),
+                                         actor=_fitted("actor", actor),
                                          details=json.loads(json.dumps(details, default=str)), created_at=utcnow())
         with self.db.within(conn) as c:
             c.execute(stmt)

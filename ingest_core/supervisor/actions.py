@@ -42,6 +42,7 @@ from ingest_core.core.offsets import (
     StartSource,
     TopicPartition,
     check_duplicates_confirmed,
+    check_skip_confirmed,
     clamp_to_log,
     move_effect,
     offsets_to_json,
@@ -202,10 +203,12 @@ class DatasourceActions:
                 reader.close()
 
     def reset(self, name: str, spec: DatasourceSpec | None = None, *, reader: KafkaOffsetReader | None = None,
-              confirm_duplicates: int | None = None) -> ActionResult:
+              confirm_duplicates: int | None = None, confirm_skip: int | bool | None = None) -> ActionResult:
         """Druid's hard reset: forget the committed offsets; the next run starts from earliest or latest
         (useEarliestOffset). From earliest it ingests again what was published: it runs only when that number of
-        duplicates is confirmed (`confirm_duplicates`); from latest the records in between are skipped (counted)."""
+        duplicates is confirmed (`confirm_duplicates`); from latest the records in between are skipped (counted
+        when the next run publishes): it runs only when the skip is confirmed (`confirm_skip`:
+        `offsets.check_skip_confirmed`)."""
         self._taken(name, Event.RESET)
         spec = self._spec(name, spec)
         stored = set(self.store.offsets.committed(name)) | {c.tp for c in self.store.offsets.claims(name)}
@@ -215,9 +218,10 @@ class DatasourceActions:
             to = view.earliest if spec.io_config.use_earliest_offset else view.latest
             effect = move_effect({tp: to[tp] for tp in set(before) | {c.tp for c in claims} if tp in to}, before,
                                  view.earliest, view.latest, view.topic_ids, claims)
-            check_duplicates_confirmed(f"reset of {name!r} (the next run starts from the "
-                                       f"{'earliest' if spec.io_config.use_earliest_offset else 'latest'} offsets)",
-                                       effect, confirm_duplicates)
+            what = (f"reset of {name!r} (the next run starts from the "
+                    f"{'earliest' if spec.io_config.use_earliest_offset else 'latest'} offsets)")
+            check_duplicates_confirmed(what, effect, confirm_duplicates)
+            check_skip_confirmed(what, effect, confirm_skip)
             # the next run may start from earliest: every claim is released
             move = line.move(None, by=f"reset by {self.actor}", reason="the datasource's offsets were reset")
             details = {"clearedOffsets": offsets_to_json({tp: k.offset for tp, k in before.items()}),
@@ -280,14 +284,18 @@ class DatasourceActions:
 
     def set_offsets(self, name: str, new: Mapping[TopicPartition, int] | Iterable[OffsetRequest],
                     spec: DatasourceSpec | None = None, *, reader: KafkaOffsetReader | None = None,
-                    force: bool = False, confirm_duplicates: int | None = None) -> ActionResult:
+                    force: bool = False, confirm_duplicates: int | None = None,
+                    confirm_skip: int | bool | None = None) -> ActionResult:
         """Druid's resetOffsets: the next run of these partitions starts at the given offsets (or their log start
         / end: "earliest" / "latest"; a request without a partition means each of its topic's). Checked against
         the broker first (`offsets.resolve_offset_requests`): an offset past the log end or below the log start,
         an unknown topic or partition, a topic the datasource does not read are refused unless `force` (audited:
-        `forced`); a negative offset always. Moving back over published records ingests them again: it runs only
-        when their number is confirmed (`confirm_duplicates`). The topic ids are recorded with the offsets, so
-        this is also how a re-created topic is taken up again (`TopicRecreatedError`)."""
+        `forced`; an offset outside the log is set to the log's nearer end instead, `clamped`, as Kafka's
+        `kafka-consumer-groups --reset-offsets` does); a negative offset always. Moving back over published records
+        ingests them again: it runs only when their number is confirmed (`confirm_duplicates`); moving forward past
+        records nothing ingested skips them: it runs only when the skip is confirmed (`confirm_skip`). The topic
+        ids are recorded with the offsets, so this is also how a re-created topic is taken up again
+        (`TopicRecreatedError`)."""
         self._taken(name, Event.SET_OFFSETS)
         requests = [OffsetRequest(tp.topic, tp.partition, off) for tp, off in new.items()] if isinstance(
             new, Mapping) else list(new)
@@ -300,11 +308,12 @@ class DatasourceActions:
         view = self._broker(spec, {r.topic for r in requests}, reader)
         target, problems = resolve_offset_requests(name, requests, broker_partitions=view.partitions,
                                                    in_spec=spec.io_config.reads_topic, earliest=view.earliest,
-                                                   latest=view.latest)
+                                                   latest=view.latest, clamp=force)
         refused = [p for p in problems if not (force and p.forcible)]
         if refused:
-            hint = (" `--force` (REST: \"force\": true) sets them anyway, audited." if all(p.forcible for p in refused)
-                    else "")
+            hint = (" `--force` (REST: \"force\": true) sets them anyway, audited (an offset outside the log: to the "
+                    "log's nearer end, as Kafka's kafka-consumer-groups --reset-offsets does)."
+                    if all(p.forcible for p in refused) else "")
             raise IngestError(f"set-offsets of {name!r} refused, nothing was changed: "
                               + "; ".join(p.message for p in refused) + "." + hint)
         with self._main_line(name) as line:
@@ -312,6 +321,7 @@ class DatasourceActions:
             effect = move_effect(target, before, view.earliest, view.latest, view.topic_ids,
                                  self.store.offsets.claims(name, conn=line.conn))
             check_duplicates_confirmed(f"set-offsets of {name!r}", effect, confirm_duplicates)
+            check_skip_confirmed(f"set-offsets of {name!r}", effect, confirm_skip)
             recreated = recreated_topics({tp: k for tp, k in before.items() if tp in target}, view.topic_ids)
             # forward past offsets nothing published: lost, from where the main line stood (or stood before a hard
             # reset cleared it; a re-created topic's old offsets describe another log: from its new log start)
@@ -320,7 +330,7 @@ class DatasourceActions:
             stood.update({tp: view.earliest[tp] for tp in target if tp.topic in recreated and tp in view.earliest})
             # what was published counts as read, though not what was published from a re-created topic's old log
             claims = [c for c in self.store.offsets.claims(name, conn=line.conn) if c.tp.topic not in recreated]
-            lost = moved_past(stood, target, read_by_partition(claims))
+            lost = moved_past(stood, target, read_by_partition(claims), log_end=view.latest)
             # the claims at and above them are released: the operator asked to read them again
             move = line.move(target, by=f"set-offsets by {self.actor}",
                              reason="the datasource's offsets were set by an operator", topic_ids=view.topic_ids)
@@ -331,12 +341,14 @@ class DatasourceActions:
                        "releasedRanges": _ranges(move.released), **_effect_json(effect), **loss}
             if recreated:
                 details["topicIds"] = {t: {"from": old, "to": now} for t, (old, now) in recreated.items()}
-            if problems:
-                details["forced"] = [p.message for p in problems]
+            if any(p.clamp is None for p in problems):
+                details["forced"] = [p.message for p in problems if p.clamp is None]
+            if any(p.clamp for p in problems):
+                details["clamped"] = [p.clamp.to_json() for p in problems if p.clamp]
             self.store.audit_log.write(name, "set_offsets", details, self.actor, conn=line.conn)
         # skipped records are the loss warnings; the effect's own are the confirmed re-reads
         warnings = loss_warnings + _effect_warnings("set-offsets", name, replace(effect, skipped=())) + tuple(
-            f"forced: {p.message}" for p in problems)
+            f"{'clamped' if p.clamp else 'forced'}: {p.message}" for p in problems)
         for warning in warnings:
             log.warning("set-offsets of %s: %s", name, warning)
         return self._followed(ActionResult("set-offsets", name, details, warnings))
@@ -527,7 +539,7 @@ def _ranges_json(items) -> dict[str, dict[str, list[int]]]:
 
 RESET_OFFSETS_BODY = ('expected {"type": "kafka", "partitions": {"type": "end", "stream": TOPIC, "partitionOffsetMap": '
                       '{"0": OFFSET}}} (OFFSET: a number, "earliest" or "latest"), optionally "force": true, '
-                      '"confirmDuplicates": N')
+                      '"confirmDuplicates": N, "confirmSkip": N')
 
 
 def druid_json_object(raw: bytes) -> dict:

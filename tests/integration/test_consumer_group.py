@@ -99,7 +99,7 @@ def test_the_group_follows_every_offset_action_and_a_broker_down_is_a_warning_na
     def shown() -> dict[int, int]:
         return group_offsets(broker, group, topic, 2)
 
-    result = actions.set_offsets(name, {p0: 12})
+    result = actions.set_offsets(name, {p0: 12}, confirm_skip=7)
     assert shown() == {0: 12, 1: 5} and result.details["consumerGroup"]["synced"]
     assert not [w for w in result.warnings if "consumer group" in w]
     # a run that failed over [12, 20) of p0 and [5, 9) of p1: skip moves past exactly it

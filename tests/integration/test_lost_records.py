@@ -98,7 +98,7 @@ def test_a_hard_reset_to_latest_counts_what_the_main_line_jumps_over(broker, sto
     spec = make_spec(broker.bootstrap, topic=topic, useEarliestOffset=False)
     with MainLine.locked(store, "wiki", planning_lock=False) as line:
         line.move({tp: 4}, by="r0")
-    DatasourceActions(store, None, "carol", specs={"wiki": spec}).reset("wiki")
+    DatasourceActions(store, None, "carol", specs={"wiki": spec}).reset("wiki", confirm_skip=8)
     publish_all(store, Supervisor(spec, store).plan("r1"))  # starts at the latest: 12
     assert [(e["cause"], e["records"]) for e in lost(store)] == [("reset", 8)]
 

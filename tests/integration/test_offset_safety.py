@@ -5,7 +5,9 @@ task groups that wrote no segment, which moves the offsets as any publish does."
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import re
 import subprocess
 import sys
@@ -19,7 +21,10 @@ from helpers import group_offsets, recreate_topic, spec_from
 from ingest_core.core.errors import IngestError, OffsetOutOfRangeError, TopicRecreatedError
 from ingest_core.core.offsets import OffsetRequest, StartSource, TopicPartition
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
+from ingest_core.service import cli
 from ingest_core.service.cli import parse_offset_assignments
+from ingest_core.service.status import collect_status
+from ingest_core.store.audit import RECORDS_LOST
 from ingest_core.supervisor.actions import DatasourceActions
 from ingest_core.store.main_line import MainLine
 from ingest_core.store.publisher import GroupResult, Publisher
@@ -41,14 +46,24 @@ class Cli:
     def __init__(self, url: str, dags):
         self.url, self.dags = url, dags
 
-    def __call__(self, *args: str) -> subprocess.CompletedProcess:
+    def __call__(self, *args: str, stdin: int = subprocess.DEVNULL) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "ingest_core.service.cli", "--metadata-url", self.url, *args,
                                "--no-airflow", "--dags-folder", str(self.dags)],
-                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+                              capture_output=True, text=True, timeout=120, stdin=stdin)
+
+    def on_a_terminal(self, answer: str, *args: str) -> subprocess.CompletedProcess:
+        """The command with a terminal (a pseudo-terminal) on stdin, on which the operator typed `answer`."""
+        master, slave = os.openpty()
+        try:
+            os.write(master, f"{answer}\n".encode())
+            return self(*args, stdin=slave)
+        finally:
+            os.close(master)
+            os.close(slave)
 
 
-def datasource(broker, pg_url, tmp_path, name: str, topic: str):
-    spec = spec_from(broker.bootstrap, topic, SCHEMA, datasource=name)
+def datasource(broker, pg_url, tmp_path, name: str, topic: str, io: dict | None = None):
+    spec = spec_from(broker.bootstrap, topic, SCHEMA, datasource=name, io=io)
     dags = tmp_path / "dags"
     dags.mkdir(exist_ok=True)
     (dags / f"{name}.yaml").write_text(yaml.safe_dump(spec.to_raw()))
@@ -190,14 +205,17 @@ def test_set_offsets_is_checked_against_the_broker_and_force_is_audited(broker, 
     assert done.returncode == 1 and "Traceback" not in done.stderr and "--force" in done.stderr
     assert committed(pg_store, "chk") == before and not pg_store.audit_log.records("chk", action="set_offsets")
 
-    # the rare intended case: a partition set ahead of its log end, forced and audited
-    done = cli("set-offsets", "chk", f"{topic}:1=12", "--yes", "--force", "--actor", "carol")
+    # forced: set to the log's nearer end, as Kafka's kafka-consumer-groups --reset-offsets does, and audited
+    done = cli("set-offsets", "chk", f"{topic}:1=12", f"{topic}:0=2", "--yes", "--force", "--confirm-duplicates", "25",
+               "--actor", "carol")
     assert done.returncode == 0, done.stderr
-    assert "forced: " in done.stderr and committed(pg_store, "chk") == {0: 30, 1: 12}
+    assert "clamped: " in done.stderr and committed(pg_store, "chk") == {0: 5, 1: 10}
     (audit,) = pg_store.audit_log.records("chk", action="set_offsets")
-    assert audit.actor == "carol" and audit.details["forced"] == [
-        f"{topic}:1=12: partition {topic}-1 ends at offset 10 (log 0..10); offset 12 lies beyond it, so runs would "
-        "plan nothing and lag would read 0 until the log grows past it"]
+    assert audit.actor == "carol" and "forced" not in audit.details and audit.details["clamped"] == [
+        {"topic": topic, "partition": 1, "requested": 12, "offset": 10},
+        {"topic": topic, "partition": 0, "requested": 2, "offset": 5}]
+    assert (f"clamped: {topic}:0=2: partition {topic}-0 starts at offset 5 (log 5..30); records 2..4 were removed: "
+            "set to the log start 5 instead") in done.stderr
 
 
 def test_operator_input_no_log_can_hold_is_refused_with_nothing_changed(broker, pg_url, pg_store, tmp_path):
@@ -238,3 +256,126 @@ def test_operator_input_no_log_can_hold_is_refused_with_nothing_changed(broker, 
         assert "of 'door' refused, nothing was changed: the datasource is terminated" in done.stderr
     assert committed(pg_store, "door") == before and not pg_store.audit_log.records("door", action="set_offsets")
     assert group_offsets(broker, "ingest.door", topic, 1) == {0: -1001}  # what terminate deleted stays deleted
+
+
+def test_a_malformed_offset_or_partition_is_a_one_line_usage_error_with_nothing_changed(
+        broker, pg_url, pg_store, tmp_path, capsys):
+    """`--5`, and digits `str.isdigit()` or `int()` take that are not ASCII (², ٣), are no offset or partition: exit 2
+    and one line, never a traceback, nothing changed."""
+    topic = broker.create_topic(partitions=1)
+    broker.produce(topic, events(10), partition=0)
+    spec, ops = datasource(broker, pg_url, tmp_path, "syn", topic)
+    run(pg_store, spec, "r1")
+    before, audited = committed(pg_store, "syn"), len(pg_store.audit_log.records("syn"))
+    for item in (f"{topic}:0=--5", f"{topic}:²=5", f"{topic}:0=²", f"{topic}:0=٣", f"{topic}:٠=5", f"{topic}:0=1_0",
+                 f"{topic}:0=+5", f"{topic}:x=5", f"{topic}:0=", f"{topic}:=5", "=5", f"{topic}:0"):
+        code = cli.main(["--metadata-url", pg_url, "set-offsets", "syn", item, "--yes", "--no-airflow",
+                         "--dags-folder", str(ops.dags)])
+        err = capsys.readouterr().err
+        assert (code, len(err.splitlines())) == (2, 1), (item, code, err)
+        assert err.startswith("error: ") and "is not TOPIC:PARTITION=OFFSET" in err, (item, err)
+    assert committed(pg_store, "syn") == before and len(pg_store.audit_log.records("syn")) == audited
+
+
+def test_a_forced_offset_past_the_log_end_is_clamped_to_it_and_loses_only_records_that_existed(
+        broker, pg_url, pg_store, tmp_path):
+    """As Kafka's `kafka-consumer-groups --reset-offsets --to-offset` does, `--force` sets an offset past the log
+    end to the log end, and says so (before: 10^12 was stored, every run stopped at it, and status counted
+    10^12 - 20 lost records in a log of 20)."""
+    topic = broker.create_topic(partitions=2)
+    broker.produce(topic, events(20), partition=0)
+    broker.produce(topic, events(20), partition=1)
+    spec, ops = datasource(broker, pg_url, tmp_path, "far", topic)
+    run(pg_store, spec, "r1")  # committed {0: 20, 1: 20}
+    with MainLine.locked(pg_store, "far", planning_lock=True) as line:  # p1 back at 5: 5..19 unread
+        line.move({TopicPartition(topic, 1): 5}, by="test", reason="test")
+    far = 10**12
+    done = ops("set-offsets", "far", f"{topic}:0={far}", f"{topic}:1={far}", "--force", "--yes", "--actor", "erin")
+    assert done.returncode == 0, done.stderr
+    assert committed(pg_store, "far") == {0: 20, 1: 20}
+    for p in (0, 1):
+        assert (f"clamped: {topic}:{p}={far}: partition {topic}-{p} ends at offset 20 (log 0..20); offset {far} "
+                f"lies beyond it: set to the log end 20 instead") in done.stderr, done.stderr
+    (audit,) = pg_store.audit_log.records("far", action="set_offsets")
+    assert audit.actor == "erin" and audit.details["clamped"] == [
+        {"topic": topic, "partition": p, "requested": far, "offset": 20} for p in (0, 1)]
+    (loss,) = [a.details for a in pg_store.audit_log.records("far", action=RECORDS_LOST)]
+    assert loss["records"] == 15 and loss["ranges"] == [{"topic": topic, "partition": 1, "start": 5, "end": 20,
+                                                         "records": 15}]
+    assert collect_status(pg_store, "far", spec).lost_records == 15
+    plan = Supervisor(spec, pg_store).plan("r2").plan  # runs go on from the log end
+    assert {p.tp.partition: p.start for p in plan.partitions} == {0: 20, 1: 20}
+
+
+def test_skipping_records_needs_yes_or_confirm_skip_with_or_without_a_terminal(
+        broker, pg_url, pg_store, tmp_path, monkeypatch):
+    """A move that skips records runs only with `--yes` or `--confirm-skip N` (N: the records it skips), as one
+    that re-reads needs `--confirm-duplicates N`; a typed confirmation on a terminal is not enough, nor is
+    `--confirm-duplicates 0` (before: `set-offsets ... =latest --confirm-duplicates 0` skipped 100 records
+    unasked). REST: "confirmSkip": N, else 409 with the number."""
+    topic = broker.create_topic(partitions=1)
+    broker.produce(topic, events(20))
+    spec, ops = datasource(broker, pg_url, tmp_path, "skp", topic, io={"useEarliestOffset": False})
+    with MainLine.locked(pg_store, "skp", planning_lock=False) as line:
+        line.move({TopicPartition(topic, 0): 0}, by="r0")
+    run(pg_store, spec, "r1")  # committed 20
+    broker.produce(topic, events(100))  # 20..119 unread
+    audited = pg_store.audit_log.records("skp")
+
+    def unchanged() -> None:
+        assert committed(pg_store, "skp") == {0: 20} and pg_store.audit_log.records("skp") == audited
+
+    latest = f"{topic}:0=latest"
+    for refused in (ops("set-offsets", "skp", latest, "--confirm-duplicates", "0"),
+                    ops.on_a_terminal("skp", "set-offsets", "skp", latest),
+                    ops("set-offsets", "skp", latest, "--confirm-skip", "99"),
+                    ops("reset", "skp", "--confirm-duplicates", "0"),
+                    ops.on_a_terminal("skp", "reset", "skp")):
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused
+        assert "would skip 100 records" in refused.stderr and "`--confirm-skip 100`" in refused.stderr, refused.stderr
+        assert f"{topic}-0 [20, 120)" in refused.stderr and "nothing was changed" in refused.stderr.lower()
+        unchanged()
+
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+    from fastapi import HTTPException
+    from starlette.requests import Request
+
+    from ingest_core.provider.plugins import ui
+
+    def post(body: dict):
+        async def receive():
+            return {"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}
+        return Request({"type": "http", "method": "POST", "headers": [(b"content-type", b"application/json")],
+                        "path": "/", "query_string": b""}, receive)
+
+    monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(ops.dags))
+    monkeypatch.setenv("INGEST_METADATA_URL", pg_url)
+    ui._parsed_specs.cache_clear()
+    user = SimpleAuthManagerUser(username="fay", role="admin")
+    body = {"type": "kafka", "partitions": {"type": "end", "stream": topic, "partitionOffsetMap": {"0": "latest"}}}
+    try:
+        with pytest.raises(HTTPException) as info:
+            asyncio.run(ui.supervisor_reset_offsets("skp", post(body), user))
+        assert info.value.status_code == 409 and info.value.detail["skipped"] == 100, info.value.detail
+        assert '"confirmSkip": 100' in info.value.detail["message"]
+        unchanged()
+        done = asyncio.run(ui.supervisor_reset_offsets("skp", post({**body, "confirmSkip": 100}), user))
+    finally:
+        ui._parsed_specs.cache_clear()
+    assert done["lostRecords"] == 100 and committed(pg_store, "skp") == {0: 120}
+
+    with MainLine.locked(pg_store, "skp", planning_lock=True) as line:
+        line.move({TopicPartition(topic, 0): 20}, by="test", reason="test")
+    done = ops("set-offsets", "skp", latest, "--confirm-skip", "100")
+    assert done.returncode == 0, done.stderr
+    assert committed(pg_store, "skp") == {0: 120}
+    with MainLine.locked(pg_store, "skp", planning_lock=True) as line:
+        line.move({TopicPartition(topic, 0): 20}, by="test", reason="test")
+    done = ops("set-offsets", "skp", latest, "--yes")  # --yes: whatever it skips (counted, audited)
+    assert done.returncode == 0, done.stderr
+    assert committed(pg_store, "skp") == {0: 120}
+    with MainLine.locked(pg_store, "skp", planning_lock=True) as line:
+        line.move({TopicPartition(topic, 0): 20}, by="test", reason="test")
+    done = ops("reset", "skp", "--confirm-skip", "100")
+    assert done.returncode == 0, done.stderr
+    assert committed(pg_store, "skp") == {}

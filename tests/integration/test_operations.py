@@ -147,7 +147,7 @@ def test_set_offsets_and_reset_take_effect_supersede_runs_in_flight_and_are_audi
         0: (0, StartSource.EARLIEST), 1: (0, StartSource.EARLIEST)}
 
     bad = ops("set-offsets", "ops", "nonsense", "--yes", "--no-airflow")
-    assert bad.returncode == 1 and "is not TOPIC:PARTITION=OFFSET" in bad.stderr
+    assert bad.returncode == 2 and "is not TOPIC:PARTITION=OFFSET" in bad.stderr  # a usage error
     unknown = ops("suspend", "nope", "--no-airflow")
     assert unknown.returncode == 2 and unknown.stderr == "error: unknown datasource 'nope': (known: ops)\n"
     typo = ops("segments", "opz")

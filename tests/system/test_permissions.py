@@ -244,6 +244,37 @@ def test_every_refused_action_is_refused_and_audited(server):
         ("editor", "suspend"), ("editor", "resume")]
 
 
+def test_a_refusal_is_audited_only_on_a_real_route_and_with_the_name_cut_to_fit(server):
+    """A reader cannot write audit rows at will: a refused POST to an action no route has writes none, and one
+    naming a 300-character datasource is a 403 whose row holds the name cut to the column's 200 characters,
+    ending in an ellipsis (before: PostgreSQL refused the row, a 500)."""
+    import sqlalchemy as sa
+
+    from ingest_core.store.schema import audit_log
+
+    store = MetadataStore(server.metadata_url)
+    try:
+        def refusals() -> list[tuple[str, str, str]]:
+            with store.engine.connect() as conn:
+                rows = conn.execute(sa.select(audit_log).where(audit_log.c.action == REFUSED)).mappings().all()
+            return sorted((r["datasource"], r["actor"], r["details"]["action"]) for r in rows)
+
+        before = refusals()
+        for path in (f"{API}/{SHOWN}/nosuchaction", f"{API}/{HIDDEN}/nosuchaction", f"{API}/{'y' * 300}/nosuchaction",
+                     f"{API}/{HIDDEN}/suspend/more"):
+            status, answer = server.http("POST", path, "reader")
+            assert status in (403, 404, 422), (path, status, answer)
+        assert refusals() == before
+        long = "x" * 300
+        for action in ("suspend", "resetOffsets"):
+            status, answer = server.http("POST", f"{API}/{long}/{action}", "reader", {})
+            assert status == 403 and "reader may not" in str(answer), (action, status, answer)
+        cut = "x" * 199 + "\u2026"
+        assert refusals() == sorted(before + [(cut, "reader", "suspend"), (cut, "reader", "resetOffsets")])
+    finally:
+        store.dispose()
+
+
 def test_a_literal_secret_in_a_spec_is_never_in_a_response(server):
     history = MetadataStore(server.metadata_url).datasources.spec_history(SHOWN)
     assert len(history) == 2  # the file's spec, and the row stored with literals by an older version

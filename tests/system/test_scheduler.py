@@ -504,15 +504,19 @@ def rest_offset_moves_pass_when_forced_or_confirmed(standalone, store) -> None:
             **extra})
 
     beyond = {"0": committed["0"] + 5}
-    status, body = offsets(beyond, force=True)
-    assert status == 200 and body["forced"] and body["after"] == {topic: beyond}
+    status, body = offsets(beyond, force=True)  # past the log end: set to the log end, where the caught-up one is
+    assert status == 200 and body["clamped"] == [
+        {"topic": topic, "partition": 0, "requested": beyond["0"], "offset": committed["0"]}], body
+    assert body["after"] == {topic: {"0": committed["0"]}}
     status, body = offsets({"0": committed["0"] - 1}, confirmDuplicates=1)
     assert status == 200 and body["duplicateRecords"] == 1 and body["rereadRanges"] == [
         {"topic": topic, "partition": 0, "start": committed["0"] - 1, "end": committed["0"]}]
-    assert offsets({"0": committed["0"]})[0] == 200  # and forward again: nothing is read twice
+    status, body = offsets({"0": committed["0"]})  # forward again: it skips the record it released
+    assert status == 409 and body["detail"]["skipped"] == 1 and '"confirmSkip": 1' in body["detail"]["message"]
+    assert offsets({"0": committed["0"]}, confirmSkip=1)[0] == 200
     assert {str(tp.partition): k.offset for tp, k in store.offsets.committed("caught_up").items()} == committed
-    (forced, confirmed, forward) = store.audit_log.records("caught_up", action="set_offsets")[-3:]
-    assert forced.details["forced"] and confirmed.details["duplicateRecords"] == 1 and forward.actor == "admin"
+    (clamped, confirmed, forward) = store.audit_log.records("caught_up", action="set_offsets")[-3:]
+    assert clamped.details["clamped"] and confirmed.details["duplicateRecords"] == 1 and forward.actor == "admin"
 
 
 def test_a_headless_chromium_screenshot_shows_the_datasources_page_with_real_data(standalone, tmp_path):

@@ -32,6 +32,9 @@ def test_moved_past_counts_only_forward_moves_from_a_known_position_less_what_wa
     assert lost == [LostRange(A, 10, 30), LostRange(A, 40, 50)]  # B went back: re-read, not lost
     assert sum(r.records for r in lost) == 30
     assert moved_past({}, {A: 50}) == []  # nothing committed: no position to lose from
+    # only records that existed: nothing at or past the log end, nothing of a partition the broker does not have
+    assert moved_past({A: 10}, {A: 10**12}, log_end={A: 20}) == [LostRange(A, 10, 20)]
+    assert moved_past({A: 30, B: 0}, {A: 10**12, B: 9}, log_end={A: 20}) == []
 
 
 def test_an_event_round_trips_through_the_audit_json_and_sums_per_partition():

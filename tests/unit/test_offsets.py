@@ -3,16 +3,23 @@ broker and stores, in test_supervisor.py."""
 
 import pytest
 
-from ingest_core.core.errors import DuplicatesNotConfirmedError, OffsetOutOfRangeError, TopicRecreatedError
+from ingest_core.core.errors import (
+    DuplicatesNotConfirmedError,
+    OffsetOutOfRangeError,
+    SkipNotConfirmedError,
+    TopicRecreatedError,
+)
 from ingest_core.core.offsets import (
     KnownOffset,
     OffsetRange,
+    OffsetClamp,
     OffsetRequest,
     OffsetReset,
     PublishedRange,
     StartSource,
     TopicPartition,
     check_duplicates_confirmed,
+    check_skip_confirmed,
     clamp_to_log,
     move_effect,
     offsets_from_json,
@@ -162,6 +169,27 @@ def test_offset_requests_resolve_symbols_and_name_every_problem():
     assert len(problems) == 1 and "topic 'other' is not one datasource 'ds' reads" in problems[0].message
 
 
+def test_forced_offsets_outside_the_log_are_clamped_to_its_nearer_end_saying_so():
+    """As Kafka's kafka-consumer-groups --reset-offsets: past the end to the end, below the start to the start."""
+    new, problems = resolve_offset_requests(
+        "ds", [OffsetRequest("t", 0, 10**12), OffsetRequest("t", 1, 7), OffsetRequest("u", 0, 3)],
+        broker_partitions={"t": 2, "u": 1}, in_spec=lambda t: True, earliest={**EARLIEST, B: 20}, latest=LATEST,
+        clamp=True)
+    assert new == {A: 100, B: 20, C: 3}
+    assert [p.clamp for p in problems] == [OffsetClamp(A, 10**12, 100), OffsetClamp(B, 7, 20)]
+    assert problems[0].message.endswith(f"offset {10**12} lies beyond it: set to the log end 100 instead")
+    assert problems[1].message.endswith("records 7..19 were removed: set to the log start 20 instead")
+    assert all(p.forcible for p in problems)
+
+
+def test_a_topic_name_kafka_cannot_hold_is_refused_and_never_echoed_whole():
+    for topic in ("a b", "t:0", "é", "x" * 250, "a/b", "x" * 5000):
+        _, problems = requests_resolve(OffsetRequest(topic, 0, 0))
+        assert not problems[0].forcible and "is no Kafka topic name" in problems[0].message, topic
+        assert len(problems[0].message) < 450
+    assert str(OffsetRequest("x" * 300, 0, 1)).endswith("\u2026:0=1")
+
+
 def test_offset_requests_out_of_range_or_given_twice_are_refused_even_with_force():
     """Typed at the door: no `--force` stores an offset past Java's long, a partition past Kafka's int,
     or keeps one of two values given for the same partition."""
@@ -205,3 +233,19 @@ def test_duplicates_run_only_when_their_number_is_confirmed():
     check_duplicates_confirmed("x", none, None)
     with pytest.raises(DuplicatesNotConfirmedError, match="re-reads no published records"):
         check_duplicates_confirmed("x", none, 5)
+
+
+def test_a_skip_runs_only_when_yes_or_its_number_is_confirmed():
+    effect = move_effect({A: 70}, {A: KnownOffset(60, "r1")}, EARLIEST, LATEST, {})
+    for confirmed in (None, False, 0, 9):
+        with pytest.raises(SkipNotConfirmedError, match="--confirm-skip 10") as info:
+            check_skip_confirmed("set-offsets of 'ds'", effect, confirmed)
+        assert info.value.skipped == 10 and "t-0 [60, 70)" in str(info.value) and "Nothing was changed" in str(
+            info.value)
+    check_skip_confirmed("x", effect, 10)
+    check_skip_confirmed("x", effect, True)  # --yes
+    back = move_effect({A: 50}, {A: KnownOffset(60, "r1")}, EARLIEST, LATEST, {})
+    for confirmed in (None, 0, True):
+        check_skip_confirmed("x", back, confirmed)
+    with pytest.raises(SkipNotConfirmedError, match="skips no records, but 5"):
+        check_skip_confirmed("x", back, 5)

@@ -12,7 +12,8 @@ datasource name): `permissions`. Lists show only the datasources the user may re
   POST /ingest/api/v1/supervisor/{id}/resetOffsets  Druid's body: {"type": "kafka", "partitions": {"type":
        "end", "stream": TOPIC, "partitionOffsetMap": {"0": 100}}}; an offset may be "earliest" or "latest";
        "force": true sets offsets the broker check refuses, "confirmDuplicates": N runs a move that ingests N
-       published records again (reset takes "confirmDuplicates" too). Refused for duplicates: 409 with the number
+       published records again, "confirmSkip": N one that skips N records nothing ingested (reset takes both too).
+       Refused for duplicates or skipped records: 409 with the number ("duplicates", "skipped")
   POST /ingest/api/v1/sql                           Druid's SQL API, read-only (`service.sql_api`: query,
        parameters, context, header, typesHeader, sqlTypesHeader, resultFormat) over the datasources the user may
        read (`store.sql`), within the server's `SqlLimits`; a query stops when its client goes away
@@ -29,7 +30,7 @@ import hashlib
 import html
 import json
 import threading
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from urllib.parse import unquote_plus
 
 from airflow.api_fastapi.core_api.security import GetUserDep
@@ -38,7 +39,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from ingest_core.core import json_input
-from ingest_core.core.errors import DuplicatesNotConfirmedError, IngestError, UnknownDatasourceError
+from ingest_core.core.errors import (DuplicatesNotConfirmedError, IngestError, SkipNotConfirmedError,
+                                     UnknownDatasourceError)
 from ingest_core.core.json_input import JsonInputError, JsonTooDeepError
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.settings import Settings
@@ -58,9 +60,16 @@ from ingest_core.supervisor.planning import spec_for
 app = FastAPI(title="Ingest datasources", description=__doc__)
 
 
+SWITCH = Literal["suspend", "resume", "terminate", "shutdown"]  # the actions of `supervisor_action`
+ACTIONS = {*get_args(SWITCH), "reset", "resetOffsets"}  # every route WRITE guards
+
+
 def _audit_refusal(name: str, action: str, user: Any) -> None:
-    _store().audit_log.write(name, REFUSED, {"action": action, "reason": "no edit permission on the DAG"},
-                             user.get_name())
+    """Only a route's real action is audited (the permission check runs before FastAPI refuses an unknown one),
+    so nobody writes audit rows at will; the store cuts a long name to its column."""
+    if action in ACTIONS:
+        _store().audit_log.write(name, REFUSED, {"action": action, "reason": "no edit permission on the DAG"},
+                                 user.get_name())
 
 
 # Routes with a datasource (`{dag_id}`) in their path; list routes take `user: GetUserDep` and filter by `readable`.
@@ -150,6 +159,8 @@ def _act(call, user: Any) -> dict:
         result = call()
     except DuplicatesNotConfirmedError as exc:  # the UI asks for the number and posts it back
         raise HTTPException(409, {"message": str(exc), "duplicates": exc.duplicates}) from None
+    except SkipNotConfirmedError as exc:
+        raise HTTPException(409, {"message": str(exc), "skipped": exc.skipped}) from None
     except IngestError as exc:
         raise _http_error(exc, 400, user) from None
     # warnings: records lost, a consumer group the action could not update
@@ -180,11 +191,12 @@ def supervisor_health(dag_id: str, user: GetUserDep) -> JSONResponse:
                         status_code=200 if report.healthy else 503)
 
 
-def _confirmed(body: Any) -> int | None:
-    """The body's "confirmDuplicates" (see `offsets.check_duplicates_confirmed`)."""
-    value = body.get("confirmDuplicates") if isinstance(body, dict) else None
+def _confirmed(body: Any, key: str = "confirmDuplicates") -> int | None:
+    """The body's "confirmDuplicates" or "confirmSkip" (`offsets.check_duplicates_confirmed`,
+    `check_skip_confirmed`)."""
+    value = body.get(key) if isinstance(body, dict) else None
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise HTTPException(400, '"confirmDuplicates" must be a whole number: the duplicates the refusal counted')
+        raise HTTPException(400, f'"{key}" must be a whole number: the records the refusal counted')
     return value
 
 
@@ -195,27 +207,28 @@ async def supervisor_reset_offsets(dag_id: str, request: Request, user: GetUserD
         new = druid_offset_requests(body)
     except IngestError as exc:
         raise HTTPException(400, str(exc)) from None
-    force, confirm = body.get("force") is True, _confirmed(body)
+    force, confirm, skip = body.get("force") is True, _confirmed(body), _confirmed(body, "confirmSkip")
     store = _store()
     return _act(lambda: _actions(store, user).set_offsets(dag_id, new, spec_for(store, dag_id, _specs()),
-                                                          force=force, confirm_duplicates=confirm), user)
+                                                          force=force, confirm_duplicates=confirm,
+                                                          confirm_skip=skip), user)
 
 
 @app.post("/api/v1/supervisor/{dag_id}/reset", dependencies=WRITE)
 async def supervisor_reset(dag_id: str, request: Request, user: GetUserDep) -> dict:
-    """Druid's hard reset; the body may hold "confirmDuplicates" (a reset from earliest re-reads)."""
+    """Druid's hard reset; the body may hold "confirmDuplicates" (a reset from earliest re-reads) and
+    "confirmSkip" (one from latest skips)."""
     try:
         body = await json_body(request, empty={})
     except JsonInputError as exc:
-        raise HTTPException(400, f'{exc}: expected no body or {{"confirmDuplicates": N}}') from None
-    confirm, store = _confirmed(body), _store()
+        raise HTTPException(400, f'{exc}: expected no body or {{"confirmDuplicates": N, "confirmSkip": N}}') from None
+    confirm, skip, store = _confirmed(body), _confirmed(body, "confirmSkip"), _store()
     return _act(lambda: _actions(store, user).reset(dag_id, spec_for(store, dag_id, _specs()),
-                                                    confirm_duplicates=confirm), user)
+                                                    confirm_duplicates=confirm, confirm_skip=skip), user)
 
 
 @app.post("/api/v1/supervisor/{dag_id}/{action}", dependencies=WRITE)
-def supervisor_action(dag_id: str, action: Literal["suspend", "resume", "terminate", "shutdown"],
-                      user: GetUserDep) -> dict:
+def supervisor_action(dag_id: str, action: SWITCH, user: GetUserDep) -> dict:
     method = "terminate" if action == "shutdown" else action  # Druid's older name for terminate
     return _act(lambda: getattr(_actions(_store(), user), method)(dag_id), user)
 
@@ -375,13 +388,17 @@ _ACTIONS_JS = """
 async function act(id, action, confirm) {
   if (confirm === undefined && ["reset", "terminate"].includes(action) && prompt(`Type ${id} to ${action} it`) !== id) return;
   const r = await fetch(`/ingest/api/v1/supervisor/${encodeURIComponent(id)}/${action}`, {method: "POST",
-    headers: {"Content-Type": "application/json"}, body: JSON.stringify(confirm === undefined ? {} : {confirmDuplicates: confirm})});
+    headers: {"Content-Type": "application/json"}, body: JSON.stringify(confirm || {})});
   const body = await r.json();
-  if (r.status === 409 && body.detail && body.detail.duplicates !== undefined) {
-    // it would ingest published records again: the operator confirms the number, as the CLI's --confirm-duplicates
-    const n = body.detail.duplicates;
-    if (prompt(`${body.detail.message}\n\nType ${n} to ingest them again`) === String(n)) return act(id, action, n);
-    return;
+  // it would ingest published records again, or skip records: the operator confirms the number, as the CLI's
+  // --confirm-duplicates / --confirm-skip
+  for (const [key, field, what] of [["confirmDuplicates", "duplicates", "ingest them again"],
+                                    ["confirmSkip", "skipped", "skip them (they are lost)"]]) {
+    if (r.status === 409 && body.detail && body.detail[field] !== undefined) {
+      const n = body.detail[field];
+      if (prompt(`${body.detail.message}\n\nType ${n} to ${what}`) !== String(n)) return;
+      return act(id, action, {...confirm, [key]: n});
+    }
   }
   alert(r.ok ? `${action}: ${body.state || "done"}` : `${action} failed: ${body.detail}`);
   location.reload();
