@@ -31,6 +31,8 @@ Actions are audited with the name in --actor (default: $INGEST_ACTOR, else the l
 from __future__ import annotations
 
 import argparse
+import codecs
+import functools
 import getpass
 import json
 import logging
@@ -369,9 +371,6 @@ def cmd_dead_letters(args: argparse.Namespace) -> int:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    import codecs
-    import functools
-
     # DuckDB, Arrow and sqlglot: only queries need them
     from ingest_core.service.sql_worker import DirectFork, SqlJob, SqlWorker
 

@@ -26,6 +26,7 @@ import sys
 import threading
 from multiprocessing.connection import Connection
 
+from ingest_core.service import sql_worker
 from ingest_core.store.sql import SqlError
 
 READY, FORK, KILL = b"R", b"F", b"K"
@@ -130,8 +131,6 @@ def worker_pids(server_pid: int) -> list[int]:
 
 def serve(ctl: socket.socket) -> None:
     """Forks a worker per request, kills on request, reaps: until the control socket ends."""
-    from ingest_core.service import sql_worker
-
     sql_worker.preload()
     workers: dict[int, str] = {}  # pid -> spill folder
     selector = selectors.DefaultSelector()
@@ -143,7 +142,7 @@ def serve(ctl: socket.socket) -> None:
             if not message:
                 break
             if message[:1] == FORK:
-                pid = _fork(ctl, fds[0], message[1:].decode(), sql_worker)
+                pid = _fork(ctl, fds[0], message[1:].decode())
                 if pid > 0:
                     workers[pid] = message[1:].decode()
                 ctl.send(PID.pack(pid))
@@ -159,7 +158,7 @@ def serve(ctl: socket.socket) -> None:
         _remove(workers.pop(pid))
 
 
-def _fork(ctl: socket.socket, fd: int, spill_dir: str, sql_worker) -> int:
+def _fork(ctl: socket.socket, fd: int, spill_dir: str) -> int:
     try:
         pid = os.fork()
     except OSError as exc:

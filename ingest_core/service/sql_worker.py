@@ -28,6 +28,7 @@ import dataclasses
 import os
 import pickle
 import resource
+import socket
 import sys
 import time
 import traceback
@@ -39,6 +40,7 @@ from typing import Any, Callable, Iterator, Protocol
 import pyarrow as pa
 
 from ingest_core.service.status import specs_in
+from ingest_core.store import druid_sql
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.sql import (TIME_LIMIT, DatasourceNotReadable, QueryCancel, SqlCancelledError, SqlError,
                                    SqlLimits, SqlResultTooLargeError, SqlTimeLimitError, bytes_text, run_sql,
@@ -81,8 +83,6 @@ class DirectFork:
     imported what a query needs already. Its workers are reaped here."""
 
     def fork(self, spill_dir: str) -> tuple[int, Connection]:
-        import socket
-
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
         if pid == 0:
@@ -234,8 +234,6 @@ def preload() -> None:
     (`store.sql` imports it when it first connects) and a first query's lazily built state, run on a database
     closed again, so that no DuckDB thread is left in the process that forks."""
     import duckdb
-
-    from ingest_core.store import druid_sql
 
     con = duckdb.connect(":memory:", config={"threads": 1})
     text = druid_sql.to_duckdb("SELECT 1 AS one", "UTC")

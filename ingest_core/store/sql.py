@@ -24,6 +24,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import tempfile
 import threading
 import time
@@ -103,8 +104,6 @@ class DatasourceNotReadable(SqlError):
 
 def size_bytes(text: str) -> int | None:
     """A size as DuckDB reads one ('1GB', '500 MiB', '64MB'), in bytes; None if it is not one."""
-    import re
-
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
     if not match or match.group(2).upper() not in UNITS:
         return None
