@@ -40,12 +40,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ingest_core.dev.demo import airflow_env  # noqa: E402
 from ingest_core.dev.embedded import free_port, stop_group  # noqa: E402
-from ingest_core.service.sql_forkserver import worker_pids  # noqa: E402
+from ingest_core.dev.process_tree import cpu_seconds, sql_worker_pids  # noqa: E402
 from ingest_core.store.metadata import MetadataStore  # noqa: E402
 
 BIN = Path(sys.executable).parent
 SQL = "/ingest/api/v1/sql"
 MB = 2**20
+IDLE_WAIT_S = 300.0  # how long a server that keeps working after its client left is watched
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ class ApiServer:
 
     def workers(self) -> list[psutil.Process]:
         found = []
-        for pid in worker_pids(self.proc.pid):
+        for pid in sql_worker_pids(self.proc.pid):
             try:
                 found.append(psutil.Process(pid))
             except psutil.NoSuchProcess:
@@ -152,6 +153,8 @@ class Measured:
     server_peak_mb: float
     server_growth_mb: float
     workers_peak_mb: float
+    after_leaving: tuple[float, float] | None = None  # CPU seconds the server's processes used once the client
+    # left, and the seconds until they were idle again
 
     def line(self, name: str) -> str:
         ms = sorted(self.latencies_ms)
@@ -159,7 +162,9 @@ class Measured:
         return (f"{name:38} {self.answer[:60]:60} {self.wall_s:8.2f} s   /api/v2/version p50 "
                 f"{statistics.median(ms):7.1f} ms, p99 {p99:7.1f} ms, max {ms[-1]:7.1f} ms ({len(ms)} probes)   "
                 f"api-server RSS peak {self.server_peak_mb:.0f} MB ({self.server_growth_mb:+.0f} MB), workers' peak "
-                f"{self.workers_peak_mb:.0f} MB")
+                f"{self.workers_peak_mb:.0f} MB" + ("" if self.after_leaving is None else
+                "\n  after the client left: the api-server's processes used {:.2f} s of CPU, idle again after {:.2f} s"
+                .format(*self.after_leaving)))
 
 
 def rss(proc: psutil.Process) -> int:
@@ -191,10 +196,17 @@ def measure(server: ApiServer, case: Case | None, probe_every: float, baseline_s
     if case:
         runner.start()
 
+    left: list[float] = []  # when the client left: the time, the server's CPU seconds
+
     def running() -> bool:
         if case is None:
             return time.monotonic() - started < baseline_s
-        return runner.is_alive() or (case.leave_after_s is not None and bool(server.workers()))
+        if runner.is_alive() or case.leave_after_s is None:
+            return runner.is_alive()
+        if not left:
+            left.extend((time.monotonic(), cpu_seconds(server.proc.pid)))
+        # the client has left: until no worker is left and the server's processes are idle (< 5% of a core)
+        return bool(server.workers()) or busy(server.proc.pid) and time.monotonic() - left[0] < IDLE_WAIT_S
 
     while running():
         latencies.append(server.version_ms())
@@ -206,7 +218,14 @@ def measure(server: ApiServer, case: Case | None, probe_every: float, baseline_s
         runner.join()
     status, text = answer.get("r", (0, "no query"))
     return Measured(f"{status} {text}" if status else text, wall, latencies, peak / MB, (peak - before) / MB,
-                    workers_peak / MB)
+                    workers_peak / MB, (cpu_seconds(server.proc.pid) - left[1], time.monotonic() - left[0])
+                    if left else None)
+
+
+def busy(pid: int, window_s: float = 0.5) -> bool:
+    before = cpu_seconds(pid)
+    time.sleep(window_s)
+    return (cpu_seconds(pid) - before) / window_s >= 0.05
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -110,22 +110,6 @@ class ForkServer:
             self.proc.wait()
 
 
-def worker_pids(server_pid: int) -> list[int]:
-    """The SQL workers of a server process now (its fork server's children, read from /proc): what a test or a
-    benchmark watches."""
-    def parent_and_command(pid: str) -> tuple[int, str]:
-        try:
-            with open(f"/proc/{pid}/stat") as stat, open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                return int(stat.read().rsplit(")", 1)[1].split()[1]), cmdline.read().decode(errors="replace")
-        except (OSError, IndexError, ValueError):  # ended meanwhile
-            return 0, ""
-
-    processes = {int(pid): parent_and_command(pid) for pid in os.listdir("/proc") if pid.isdigit()}
-    servers = {pid for pid, (parent, command) in processes.items() if parent == server_pid and __name__.rsplit(
-        ".", 1)[-1] in command}
-    return sorted(pid for pid, (parent, _) in processes.items() if parent in servers)
-
-
 # ---------------------------------------------------------------------------------------------- the process
 
 

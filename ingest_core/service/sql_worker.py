@@ -28,8 +28,10 @@ import dataclasses
 import os
 import pickle
 import resource
+import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 import uuid
@@ -38,6 +40,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable, Iterator, Protocol
 
 import pyarrow as pa
+import sqlalchemy as sa
 
 from ingest_core.service.status import specs_in
 from ingest_core.store import druid_sql
@@ -98,7 +101,7 @@ class DirectFork:
 
     def kill(self, pid: int) -> None:
         try:
-            os.kill(pid, 9)
+            os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         os.waitpid(pid, 0)
@@ -165,6 +168,7 @@ class _Query:
         self.deadline = time.monotonic() + job.timeout_s if job.timeout_s else None
         spill = os.path.join(job.limits.spill_root(), f"q-{uuid.uuid4().hex}") if job.limits else ""
         self.pid: int | None = None
+        self.closing = threading.Lock()  # the body's thread and the server's loop may both close
         self.pid, self.conn = spawner.fork(spill)
         self.questions = 0
         self.conn.send(job)
@@ -206,8 +210,9 @@ class _Query:
 
     def close(self) -> None:
         """The worker killed, unless it has ended; its connection closed. Safe to call twice."""
-        if self.pid is not None:
+        with self.closing:
             pid, self.pid = self.pid, None
+        if pid is not None:
             self.spawner.kill(pid)
             self.conn.close()
 
@@ -231,9 +236,16 @@ def _ended_message(limits: SqlLimits | None) -> str:
 
 def preload() -> None:
     """What every worker needs, loaded once where workers are forked from (`sql_forkserver`): DuckDB's module
-    (`store.sql` imports it when it first connects) and a first query's lazily built state, run on a database
-    closed again, so that no DuckDB thread is left in the process that forks."""
+    (`store.sql` imports it when it first connects), SQLAlchemy's dialects of the metadata store (loaded on an
+    engine's first use) and a first query's lazily built state, run on a database closed again, so that no DuckDB
+    thread is left in the process that forks."""
     import duckdb
+
+    for url in ("sqlite://", "postgresql+psycopg2://"):
+        try:
+            sa.create_engine(url).dispose()
+        except ImportError:  # no PostgreSQL driver: a SQLite store only
+            pass
 
     con = duckdb.connect(":memory:", config={"threads": 1})
     text = druid_sql.to_duckdb("SELECT 1 AS one", "UTC")
@@ -257,8 +269,13 @@ def work(conn: Connection, spill_dir: str) -> None:
         view = memoryview(body)
         for start in range(0, len(body), CHUNK):
             conn.send_bytes(view[start:start + CHUNK])
+    except (BrokenPipeError, ConnectionResetError):  # the server's side has gone (its client, its deadline)
+        return
     except SqlError as exc:
-        conn.send(("error", exc.code, str(exc)))
+        # Python's MemoryError in a function DuckDB called (a sketch function) reaches here as DuckDB's error
+        # naming it: the worker's memory limit, said as the limit it is
+        out_of_memory = type(exc) is SqlError and ": MemoryError" in str(exc)
+        conn.send(("error", exc.code, _out_of_memory(limits) if out_of_memory else str(exc)))
     except MemoryError:
         conn.send(("error", SqlError.code, _out_of_memory(limits)))
     except Exception as exc:  # noqa: BLE001 - a worker answers every failure in one line
@@ -303,5 +320,6 @@ def _bound_memory(budget: int) -> None:
 
 
 def _out_of_memory(limits: SqlLimits | None) -> str:
-    bound = f" its memory limit of {bytes_text(limits.worker_memory_bytes())}" if limits else " the machine's memory"
-    return f"the query failed: Out of Memory Error: the query's rows and their results need more than{bound}"
+    bound = (f"its worker's memory limit of {bytes_text(limits.worker_memory_bytes())} (INGEST_SQL_MEMORY_LIMIT, "
+             "INGEST_SQL_MAX_RESULT_BYTES)" if limits else "the machine's memory")
+    return f"the query failed: Out of Memory Error: the query needs more than {bound}"

@@ -309,7 +309,8 @@ def test_a_worker_is_killed_at_its_time_limit_and_leaves_no_process_or_spill_beh
     import time
 
     from ingest_core.service.sql_api import SqlRequest, write_result
-    from ingest_core.service.sql_forkserver import ForkServer, worker_pids
+    from ingest_core.dev.process_tree import sql_worker_pids
+    from ingest_core.service.sql_forkserver import ForkServer
     from ingest_core.service.sql_worker import SqlJob, SqlWorker
     from ingest_core.store.sql import SqlLimits, SqlResultTooLargeError, SqlTimeLimitError
 
@@ -328,8 +329,8 @@ def test_a_worker_is_killed_at_its_time_limit_and_leaves_no_process_or_spill_beh
     with pytest.raises(SqlTimeLimitError, match="ran past its time limit of 1 s"):
         run("SELECT count(*) FROM (SELECT DISTINCT range::VARCHAR || 'spilled' FROM range(1000000000000))", 1)
     deadline = time.monotonic() + 60  # a bound on the wait: the fork server reaps within REAP_EVERY_S
-    while worker_pids(os.getpid()) or any(spill.iterdir()):
-        assert time.monotonic() < deadline, (worker_pids(os.getpid()), list(spill.iterdir()))
+    while sql_worker_pids(os.getpid()) or any(spill.iterdir()):
+        assert time.monotonic() < deadline, (sql_worker_pids(os.getpid()), list(spill.iterdir()))
         time.sleep(0.1)
     with pytest.raises(SqlResultTooLargeError, match="the result is larger than 1 MB, what a response may hold"):
         run("SELECT range FROM range(100000)")  # 1.8 MB of JSON

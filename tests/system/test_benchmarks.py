@@ -150,9 +150,11 @@ def test_sql_isolation():
                    rf".*?{line}",
         "max rows": rf"^max rows 1,000\s+200 1000 rows{line}",
         "leaves": rf"^theta 300,000, client leaves\s+left after 1 s{line}",
+        "after leaving": rf"^  after the client left: the api-server's processes used {NUMBER} s of CPU, idle again "
+                         rf"after {NUMBER} s$",
         "left": rf"^SQL workers left at the end: {NUMBER}$",
     })
-    assert got["left"] == [0], got
+    assert got["left"] == [0] and got["after leaving"][0] >= 0 and got["after leaving"][1] > 0, got
     for name in ("baseline", "repeat", "theta", "in list", "max rows", "leaves"):
         wall, p50, p99, most, probes, peak, _, _ = got[name]
         assert wall > 0 and 0 < p50 <= p99 <= most and probes >= 1 and peak > 0, (name, got[name])

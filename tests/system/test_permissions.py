@@ -32,8 +32,8 @@ from ingest_core.core.offsets import TopicPartition
 from ingest_core.core.spec import load_spec
 from ingest_core.dev.demo import airflow_env
 from ingest_core.dev.embedded import free_port
+from ingest_core.dev.process_tree import cpu_seconds, sql_worker_pids
 from ingest_core.provider.plugins.permissions import REFUSED
-from ingest_core.service.sql_forkserver import worker_pids
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.schema import specs, utcnow
 from ingest_core.supervisor.planning import Supervisor
@@ -296,23 +296,6 @@ def sql_json(server, user: str, query: str, **fields) -> tuple[int, object]:
     return server.http("POST", SQL, user, {"query": query, **fields})
 
 
-def cpu_seconds(pid: int) -> float:
-    """The CPU time of a process and its children, those that ended included (a SQL worker, once its fork server
-    reaped it, is in the fork server's children's times)."""
-    import psutil
-
-    total = 0.0
-    procs = [psutil.Process(pid)]
-    procs += procs[0].children(recursive=True)
-    for proc in procs:
-        try:
-            times = proc.cpu_times()
-            total += times.user + times.system + times.children_user + times.children_system
-        except psutil.NoSuchProcess:
-            pass
-    return total
-
-
 def cpu_share(pid: int, window_s: float = 1.0) -> float:
     """Cores the process used over the next `window_s`."""
     before = cpu_seconds(pid)
@@ -421,8 +404,8 @@ def api_server_growth(server, call) -> tuple[Any, int]:
 def until_no_worker_and_idle(server, idle: float) -> None:
     """Waits (a bound, not a measure) until no SQL worker is left and the api-server's CPU is back to idle."""
     deadline = time.monotonic() + 120
-    while worker_pids(server.proc.pid):
-        assert time.monotonic() < deadline, f"SQL workers left behind: {worker_pids(server.proc.pid)}"
+    while sql_worker_pids(server.proc.pid):
+        assert time.monotonic() < deadline, f"SQL workers left behind: {sql_worker_pids(server.proc.pid)}"
         time.sleep(0.1)
     while (share := cpu_share(server.proc.pid)) > idle + 0.04:
         assert time.monotonic() < deadline, f"the api-server still works: {share:.2f} cores (idle {idle:.2f})"
