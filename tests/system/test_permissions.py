@@ -424,6 +424,9 @@ def test_sql_a_result_past_memory_ends_in_druids_error_and_the_api_server_stays_
 
 
 def test_sql_python_side_work_stops_at_the_time_limit_and_leaves_nothing_running(server):
+    """A theta sketch built in Python and the parse of a 3.4 MB IN list, neither of which DuckDB can interrupt
+    (once a 504 after all their work, with up to a GB more in the api-server): Druid's 504, nothing added to the
+    api-server's memory, no worker left and no CPU used afterwards."""
     idle = cpu_share(server.proc.pid)
     for query, limit in ((THETA, 500), (IN_LIST, 2000)):
         (status, body), grew = api_server_growth(server, lambda: sql_json(
@@ -437,6 +440,8 @@ def test_sql_python_side_work_stops_at_the_time_limit_and_leaves_nothing_running
 
 
 def test_sql_python_side_work_stops_when_its_client_goes_away(server):
+    """The IN list's seconds of parsing, its client gone once it runs: its worker is killed (no worker left, the
+    CPU back to idle), and the api-server's memory stayed where it was."""
     import http.client
     import socket
     import threading
