@@ -171,7 +171,11 @@ class _Query:
         self.closing = threading.Lock()  # the body's thread and the server's loop may both close
         self.pid, self.conn = spawner.fork(spill)
         self.questions = 0
-        self.conn.send(job)
+        try:
+            self.conn.send(job)
+        except OSError:
+            self.close()
+            raise SqlError(_ended_message(job.limits)) from None
 
     def result(self) -> WorkerResult:
         while True:
