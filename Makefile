@@ -61,6 +61,7 @@ bench: install
 	$(PY) benchmarks/fault_soak.py --iterations 16 --seed 1
 	$(PY) benchmarks/compaction.py --minutes 1440 --rows 200
 	$(PY) benchmarks/sketch_query.py --hours 24 --rows-per-hour 2000 --users-per-row 40
+	$(PY) benchmarks/sql_isolation.py
 
 clean:
 	rm -rf $(VENV) .ingest-home .jars

@@ -33,6 +33,8 @@ Actions are audited with the name in --actor (default: $INGEST_ACTOR, else the l
 from __future__ import annotations
 
 import argparse
+import codecs
+import functools
 import getpass
 import json
 import logging
@@ -375,16 +377,23 @@ def cmd_dead_letters(args: argparse.Namespace) -> int:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from ingest_core.store.sql import run_sql  # pyarrow.dataset (pandas) and sqlglot: only queries need them
+    # DuckDB, Arrow and sqlglot: only queries need them
+    from ingest_core.service.sql_worker import DirectFork, SqlJob, SqlWorker
 
     store = _store(args)
     store.check_schema()
-    specs_in(_dags_folder(args))  # the datasources' deep storage settings (an S3 endpoint, its credentials)
-    result = run_sql(store, args.sql, max_rows=None if args.max_rows <= 0 else args.max_rows,
-                     timeout_s=None if args.timeout <= 0 else args.timeout, time_zone=args.time_zone)
     zone = args.time_zone
-    print(format_json(result.table, zone) if args.json else format_csv(result.table, zone) if args.csv
-          else format_table(result.table, zone), end="")
+    render = format_json if args.json else format_csv if args.csv else format_table
+    # in a process of its own, as the REST API's: the time limit stops Python's work (sketch functions) too
+    job = SqlJob(store.url, _dags_folder(args), args.sql,
+                 functools.partial(render, zone=zone), time_zone=zone,
+                 timeout_s=None if args.timeout <= 0 else args.timeout,
+                 max_rows=None if args.max_rows <= 0 else args.max_rows)
+    text = codecs.getincrementaldecoder("utf-8")()
+    with SqlWorker(DirectFork()).run(job) as result:
+        for chunk in result.chunks:
+            print(text.decode(chunk), end="")
+    print(text.decode(b"", final=True), end="")
     if result.truncated:
         print(f"(stopped at --max-rows {args.max_rows}: the query has more rows)", file=sys.stderr)
     return 0

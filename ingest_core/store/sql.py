@@ -12,8 +12,9 @@ list the datasources the caller may read, and nothing else.
 The query runs in a DuckDB that cannot touch anything but those segments: one read-only statement (a SELECT,
 PIVOT, DESCRIBE or SHOW TABLES), no file, network or extension access (`enable_external_access` off, the
 configuration locked), no function that reads the host's files or settings (`sql_tree`), a row limit and a time
-limit. A server runs it within `SqlLimits` (threads, memory, spill) and stops it when its client goes away
-(`QueryCancel`). That is what makes it safe behind the REST API's read permission.
+limit. A server runs it within `SqlLimits` (threads, memory, spill, result bytes), in a worker process of its own
+(`service.sql_worker`), killed at its time limit and when its client goes away. That is what makes it safe behind
+the REST API's read permission.
 
 Which tables a query reads comes from DuckDB's own parse tree (`sql_tree`), with CTE scoping as SQL has it.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import tempfile
 import threading
 import time
@@ -51,6 +53,9 @@ READ_ONLY = ("SELECT",)
 EMPTY = pa.schema([("__time", pa.timestamp("ms", tz="UTC"))])  # a datasource with nothing published yet
 # why a query was stopped (`QueryCancel.reason`)
 TIME_LIMIT, CLIENT_GONE, CANCELLED = "time limit", "its client went away", "cancelled by its sqlQueryId"
+WORKER_OVERHEAD = 256 * 2**20  # bytes a query's worker holds besides DuckDB's and the result's (`SqlLimits`)
+UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MIB": 2**20,
+         "GIB": 2**30, "TIB": 2**40}  # DuckDB's: KB, MB, GB in powers of 1000; KiB, MiB, GiB in powers of 1024
 INTERRUPT_EVERY_S = 0.05  # a stopped query is interrupted again this often until it ends (an interrupt that lands
 # between two of DuckDB's steps is forgotten): the CPU it uses ends within about that after the stop
 
@@ -74,6 +79,18 @@ class SqlCancelledError(SqlError):
     code = "INGEST_SQL_CANCELLED"
 
 
+class SqlResultTooLargeError(SqlError):
+    """The result is larger than a response may hold (`SqlLimits.max_result_bytes`)."""
+
+    code = "INGEST_SQL_RESULT_TOO_LARGE"
+
+    @classmethod
+    def of(cls, size: int | None, limit: int) -> "SqlResultTooLargeError":
+        return cls(f"the result is larger than {bytes_text(limit)}, what a response may hold"
+                   + (f" ({bytes_text(size)})" if size else "")
+                   + " (INGEST_SQL_MAX_RESULT_BYTES): ask for fewer rows (LIMIT) or columns")
+
+
 class DatasourceNotReadable(SqlError):
     """A datasource the query names that the caller may not read (the REST API's DAG permissions)."""
 
@@ -83,6 +100,18 @@ class DatasourceNotReadable(SqlError):
         self.names = names
         super().__init__(f"you may not read datasource{'s' if len(names) > 1 else ''} "
                          f"{', '.join(repr(n) for n in names)}: ask for read access to the DAG(s) of that name")
+
+
+def size_bytes(text: str) -> int | None:
+    """A size as DuckDB reads one ('1GB', '500 MiB', '64MB'), in bytes; None if it is not one."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
+    if not match or match.group(2).upper() not in UNITS:
+        return None
+    return int(float(match.group(1)) * UNITS[match.group(2).upper()])
+
+
+def bytes_text(n: int) -> str:
+    return f"{n / 10**9:g} GB" if n >= 10**9 else f"{n / 10**6:.4g} MB"
 
 
 @dataclass(frozen=True)
@@ -97,11 +126,12 @@ class SqlLimits:
     max_timeout_s: float = DEFAULT_TIMEOUT_S  # a request's own time limit (Druid's context.timeout) is capped here
     max_rows: int = DEFAULT_MAX_ROWS  # rows a response holds at most (the rest are cut, and the response says so)
     max_concurrent: int = 4  # queries a server runs at once; one more is refused (Druid's 429), not queued
+    max_result_bytes: str = "64MB"  # what a response body may hold; a larger result is an error
 
     ENV = {"threads": "INGEST_SQL_THREADS", "memory_limit": "INGEST_SQL_MEMORY_LIMIT",
            "temp_directory": "INGEST_SQL_TEMP_DIRECTORY", "max_temp_directory_size": "INGEST_SQL_MAX_TEMP_SIZE",
            "max_timeout_s": "INGEST_SQL_MAX_TIMEOUT_S", "max_rows": "INGEST_SQL_MAX_ROWS",
-           "max_concurrent": "INGEST_SQL_MAX_CONCURRENT"}
+           "max_concurrent": "INGEST_SQL_MAX_CONCURRENT", "max_result_bytes": "INGEST_SQL_MAX_RESULT_BYTES"}
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "SqlLimits":
@@ -117,11 +147,26 @@ class SqlLimits:
                 except ValueError:
                     raise IngestError(f"{var}={env[var]!r} is not {'a whole number' if kind is int else 'a number'}"
                                       if kind is not str else f"{var}={env[var]!r}") from None
+        for name in ("memory_limit", "max_result_bytes"):
+            if name in values and size_bytes(values[name]) is None:
+                raise IngestError(f"{cls.ENV[name]}={values[name]!r} is not a size: a number and a unit, such "
+                                  "as 500MB or 2GB")
         return cls(**values)
 
+    def spill_root(self) -> str:
+        return self.temp_directory or os.path.join(tempfile.gettempdir(), f"ingest-sql-spill-{os.getuid()}")
+
+    def max_result_bytes_int(self) -> int:
+        return size_bytes(self.max_result_bytes) or 0
+
+    def worker_memory_bytes(self) -> int:
+        """What a query's worker process (`service.sql_worker`) may hold beyond its start: DuckDB's memory_limit,
+        the result four times over (Arrow's, Python's rows, the body, and its bytes) and WORKER_OVERHEAD (Python's
+        objects, threads' stacks, Arrow's reads of the segments)."""
+        return (size_bytes(self.memory_limit) or 0) + 4 * self.max_result_bytes_int() + WORKER_OVERHEAD
+
     def duckdb_config(self) -> dict[str, Any]:
-        spill = self.temp_directory or os.path.join(tempfile.gettempdir(), f"ingest-sql-spill-{os.getuid()}")
-        return {"threads": self.threads, "memory_limit": self.memory_limit, "temp_directory": spill,
+        return {"threads": self.threads, "memory_limit": self.memory_limit, "temp_directory": self.spill_root(),
                 "max_temp_directory_size": self.max_temp_directory_size}
 
 
@@ -147,10 +192,11 @@ class SqlResult:
 def run_sql(store: MetadataStore, sql: str, *, may_read: Callable[[str], bool] | None = None,
             max_rows: int | None = DEFAULT_MAX_ROWS, timeout_s: float | None = DEFAULT_TIMEOUT_S,
             parameters: Sequence[Any] = (), time_zone: str = "UTC", limits: SqlLimits | None = None,
-            cancel: QueryCancel | None = None) -> SqlResult:
+            cancel: QueryCancel | None = None, max_bytes: int | None = None) -> SqlResult:
     """Run one read-only statement over the datasources it names. `may_read(name)`: whether the caller may
     read a datasource (None: every one); errors name no other. `parameters` bind the query's `?` in order;
-    `time_zone` is the session's (literals, date parts, how timestamps read)."""
+    `time_zone` is the session's (literals, date parts, how timestamps read). Rows past `max_bytes` of Arrow's
+    memory end the query (`SqlResultTooLargeError`) before more are fetched."""
     cancel = cancel or QueryCancel()
     con = _connect(limits)
     done = threading.Event()
@@ -159,10 +205,10 @@ def run_sql(store: MetadataStore, sql: str, *, may_read: Callable[[str], bool] |
                                 name="sql-watchdog")
     watchdog.start()
     try:
-        return _run(con, store, sql, may_read, max_rows, parameters, time_zone, cancel)
+        return _run(con, store, sql, may_read, max_rows, parameters, time_zone, cancel, max_bytes)
     except Exception as exc:  # whatever a stop interrupted (DuckDB's InterruptException, or an OSError mid-stream)
         if cancel.reason is not None:
-            raise _stopped(cancel, timeout_s) from exc
+            raise stopped_error(cancel.reason, timeout_s) from exc
         raise
     finally:
         done.set()
@@ -178,10 +224,11 @@ def _watch(con, cancel: QueryCancel, deadline: float | None, done: threading.Eve
             con.interrupt()
 
 
-def _stopped(cancel: QueryCancel, timeout_s: float | None) -> SqlError:
-    if cancel.reason == TIME_LIMIT:
+def stopped_error(reason: str, timeout_s: float | None) -> SqlError:
+    """The error of a query stopped for `reason` (`QueryCancel.reason`)."""
+    if reason == TIME_LIMIT:
         return SqlTimeLimitError(f"the query ran past its time limit of {timeout_s:g} s and was stopped")
-    return SqlCancelledError(f"the query was cancelled: {cancel.reason}")
+    return SqlCancelledError(f"the query was cancelled: {reason}")
 
 
 def _connect(limits: SqlLimits | None):
@@ -199,7 +246,7 @@ def _connect(limits: SqlLimits | None):
 
 
 def _run(con, store: MetadataStore, sql: str, may_read: Callable[[str], bool] | None, max_rows: int | None,
-         parameters: Sequence[Any], time_zone: str, cancel: QueryCancel) -> SqlResult:
+         parameters: Sequence[Any], time_zone: str, cancel: QueryCancel, max_bytes: int | None) -> SqlResult:
     import duckdb
 
     segments: dict[str, int] = {}
@@ -219,7 +266,7 @@ def _run(con, store: MetadataStore, sql: str, may_read: Callable[[str], bool] | 
         con.execute("SET lock_configuration = true")  # the query cannot turn file access back on
         if cancel.reason is not None:
             raise InterruptedError  # stopped before it ran: `run_sql` says why
-        table, truncated = _fetch(con, text, parameters, max_rows, cancel)
+        table, truncated = _fetch(con, text, parameters, max_rows, max_bytes)
         return SqlResult(table, truncated, segments)
     except duckdb.Error as exc:
         if cancel.reason is not None:
@@ -430,13 +477,16 @@ def _by_filesystem(locations: Iterable[str]) -> list[tuple[list[str], object]]:
 
 
 def _fetch(con, sql: str, parameters: Sequence[Any], max_rows: int | None,
-           cancel: QueryCancel) -> tuple[pa.Table, bool]:
+           max_bytes: int | None) -> tuple[pa.Table, bool]:
     reader = con.sql(sql, params=list(parameters) or None).to_arrow_reader(
         min(max_rows + 1, 100_000) if max_rows else 100_000)
-    batches, rows = [], 0
+    batches, rows, size = [], 0, 0
     for batch in reader:  # an interrupt while results stream ends here too (DuckDB raises an OSError)
         batches.append(batch)
         rows += batch.num_rows
+        size += batch.nbytes
+        if max_bytes is not None and size > max_bytes:
+            raise SqlResultTooLargeError.of(None, max_bytes)
         if max_rows is not None and rows > max_rows:
             break
     table = pa.Table.from_batches(batches, schema=reader.schema)

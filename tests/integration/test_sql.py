@@ -282,6 +282,11 @@ def test_sql_limits_bound_threads_memory_and_spill(tmp_path):
     assert limits == SqlLimits(1, "100MB", str(tmp_path / "spill"), "50MB", 30.0, 500, 2)
     with pytest.raises(IngestError, match="INGEST_SQL_THREADS='many' is not a whole number"):
         SqlLimits.from_env({"INGEST_SQL_THREADS": "many"})
+    with pytest.raises(IngestError, match="INGEST_SQL_MAX_RESULT_BYTES='lots' is not a size"):
+        SqlLimits.from_env({"INGEST_SQL_MAX_RESULT_BYTES": "lots"})
+    # a worker's memory: DuckDB's, the result four times over, and the rest of a Python process
+    assert SqlLimits.from_env({"INGEST_SQL_MEMORY_LIMIT": "1.5GiB", "INGEST_SQL_MAX_RESULT_BYTES": "10 MB"}
+                              ).worker_memory_bytes() == int(1.5 * 2**30) + 4 * 10**7 + 256 * 2**20
     con = _connect(limits)
     try:
         settings = dict(con.sql("SELECT name, value FROM duckdb_settings() WHERE name IN ('threads', "
@@ -293,6 +298,44 @@ def test_sql_limits_bound_threads_memory_and_spill(tmp_path):
         ("47", "50"))
     assert _connect(SqlLimits()).sql("SELECT current_setting('temp_directory')").fetchall()[0][0].startswith(
         tempfile_dir())
+
+
+def test_a_worker_is_killed_at_its_time_limit_and_leaves_no_process_or_spill_behind(wiki, store_url, tmp_path):
+    """A query in a worker of the fork server (`service.sql_worker`), as the REST API runs one: killed at its time
+    limit with its spill folder made (30 MB of DuckDB memory), which is removed; a result past its bytes; one past
+    the worker's memory."""
+    import functools
+    import os
+    import time
+
+    from ingest_core.service.sql_api import SqlRequest, write_result
+    from ingest_core.dev.process_tree import sql_worker_pids
+    from ingest_core.service.sql_forkserver import ForkServer
+    from ingest_core.service.sql_worker import SqlJob, SqlWorker
+    from ingest_core.store.sql import SqlLimits, SqlResultTooLargeError, SqlTimeLimitError
+
+    spill = tmp_path / "spill"
+    limits = SqlLimits(threads=1, memory_limit="30MB", temp_directory=str(spill), max_result_bytes="1MB")
+
+    def run(sql: str, timeout_s: float = 60) -> bytes:
+        job = SqlJob(store_url, None, sql, functools.partial(write_result, request=SqlRequest(sql)),
+                     timeout_s=timeout_s, max_rows=100_000, limits=limits, asks=True)
+        with SqlWorker(ForkServer.shared()).run(job, may_read=lambda name: name == "wiki") as result:
+            return result.read()
+
+    assert json.loads(run("SELECT count(*) AS n FROM wiki")) == [{"n": 30}]
+    with pytest.raises(DatasourceNotReadable):  # the server's side answers the worker's question
+        run("SELECT * FROM secret")
+    with pytest.raises(SqlTimeLimitError, match="ran past its time limit of 1 s"):
+        run("SELECT count(*) FROM (SELECT DISTINCT range::VARCHAR || 'spilled' FROM range(1000000000000))", 1)
+    deadline = time.monotonic() + 60  # a bound on the wait: the fork server reaps within REAP_EVERY_S
+    while sql_worker_pids(os.getpid()) or any(spill.iterdir()):
+        assert time.monotonic() < deadline, (sql_worker_pids(os.getpid()), list(spill.iterdir()))
+        time.sleep(0.1)
+    with pytest.raises(SqlResultTooLargeError, match="the result is larger than 1 MB, what a response may hold"):
+        run("SELECT range FROM range(100000)")  # 1.8 MB of JSON
+    with pytest.raises(SqlError, match="^the query failed: Out of Memory Error"):  # ~3 GB of strings
+        run("SELECT length(string_agg(repeat('x', 1000000), '')) AS n FROM range(3000)")
 
 
 def tempfile_dir() -> str:

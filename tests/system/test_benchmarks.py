@@ -133,6 +133,34 @@ def test_compaction(tmp_path):
     assert_positive(got, "published", "compacted", "iceberg")  # times this coarse print above 0 (tiny queries may not)
 
 
+def test_sql_isolation():
+    # its own api-server (Airflow's simple auth manager, SQLite): nothing to share
+    out = run_benchmark("sql_isolation.py", timeout=900)
+    line = (rf"\s+{NUMBER} s\s+/api/v2/version p50\s+{NUMBER} ms, p99\s+{NUMBER} ms, max\s+{NUMBER} ms "
+            rf"\({NUMBER} probes\)\s+api-server RSS peak {NUMBER} MB \(\+?{NUMBER} MB\), workers' peak {NUMBER} MB$")
+    got = figures(out, {
+        "first": rf"^api-server up; the first query \(the SQL fork server's start\) answered 200 in {NUMBER} s; "
+                 rf"api-server RSS {NUMBER} MB$",
+        "one": rf"^a one-row query over REST: median {NUMBER} ms over {NUMBER} \(a worker forked per query\)$",
+        "baseline": rf"^baseline \(no query\)\s+no query{line}",
+        "repeat": rf"^repeat 2 MB x 60\s+400 the result is larger than 64 MB.*?{line}",
+        # (on a machine busy enough, past the time limit: Druid's timeout)
+        "theta": rf"^theta 300,000, 3 s limit\s+(?:200 1 rows|504 the query ran past its time limit).*?{line}",
+        "in list": rf"^IN list 3,000 values, 2 s limit\s+(?:200 1 rows|504 the query ran past its time limit)"
+                   rf".*?{line}",
+        "max rows": rf"^max rows 1,000\s+200 1000 rows{line}",
+        "leaves": rf"^theta 300,000, client leaves\s+left after 1 s{line}",
+        "after leaving": rf"^  after the client left: the api-server's processes used {NUMBER} s of CPU, idle again "
+                         rf"after {NUMBER} s$",
+        "left": rf"^SQL workers left at the end: {NUMBER}$",
+    })
+    assert got["left"] == [0] and got["after leaving"][0] >= 0 and got["after leaving"][1] > 0, got
+    for name in ("baseline", "repeat", "theta", "in list", "max rows", "leaves"):
+        wall, p50, p99, most, probes, peak, _, _ = got[name]
+        assert wall > 0 and 0 < p50 <= p99 <= most and probes >= 1 and peak > 0, (name, got[name])
+    assert got["repeat"][-1] > 0, got  # its worker was seen
+
+
 def test_sketch_query():
     # SQLite and DuckDB in-process: nothing to share
     out = run_benchmark("sketch_query.py", timeout=300)

@@ -32,6 +32,7 @@ from ingest_core.core.offsets import TopicPartition
 from ingest_core.core.spec import load_spec
 from ingest_core.dev.demo import airflow_env
 from ingest_core.dev.embedded import free_port
+from ingest_core.dev.process_tree import cpu_seconds, sql_worker_pids
 from ingest_core.provider.plugins.permissions import REFUSED
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.schema import specs, utcnow
@@ -86,10 +87,10 @@ class FabApiServer:
                                AIRFLOW__API__PORT=str(port), AIRFLOW__API__WORKERS="1",
                                AIRFLOW__FAB__UPDATE_FAB_PERMS="False",
                                # SQL within small bounds, to see them hold (`store.sql.SqlLimits`)
-                               INGEST_SQL_THREADS="1", INGEST_SQL_MEMORY_LIMIT="100MB",
+                               INGEST_SQL_THREADS="1", INGEST_SQL_MEMORY_LIMIT="300MB",
                                INGEST_SQL_MAX_TEMP_SIZE="20MB", INGEST_SQL_TEMP_DIRECTORY=str(root / "spill"),
                                INGEST_SQL_MAX_TIMEOUT_S="60", INGEST_SQL_MAX_ROWS="1000",
-                               INGEST_SQL_MAX_CONCURRENT="2")
+                               INGEST_SQL_MAX_CONCURRENT="2", INGEST_SQL_MAX_RESULT_BYTES="10MB")
         done = subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=self.env, capture_output=True, text=True,
                               timeout=600)  # with FAB's tables (the auth manager's database manager)
         assert done.returncode == 0, f"airflow db migrate: {done.stdout[-3000:]}{done.stderr[-3000:]}"
@@ -326,22 +327,6 @@ def sql_json(server, user: str, query: str, **fields) -> tuple[int, object]:
     return server.http("POST", SQL, user, {"query": query, **fields})
 
 
-def cpu_seconds(pid: int) -> float:
-    """The CPU time of a process and its children."""
-    import psutil
-
-    total = 0.0
-    procs = [psutil.Process(pid)]
-    procs += procs[0].children(recursive=True)
-    for proc in procs:
-        try:
-            times = proc.cpu_times()
-            total += times.user + times.system
-        except psutil.NoSuchProcess:
-            pass
-    return total
-
-
 def cpu_share(pid: int, window_s: float = 1.0) -> float:
     """Cores the process used over the next `window_s`."""
     before = cpu_seconds(pid)
@@ -389,7 +374,7 @@ def test_sql_time_limit_cancel_and_memory_bound_end_in_druids_one_line_errors(se
     assert status == 504 and body == {"error": "druidException", "errorCode": "timeout", "persona": "USER",
                                       "category": "TIMEOUT", "context": {}, "errorMessage":
                                       "the query ran past its time limit of 0.5 s and was stopped"}, body
-    # bounded memory and spill (100MB, 20MB of spill): a query needing more is a one-line error, not the machine
+    # bounded memory and spill (300MB, 20MB of spill): a query needing more is a one-line error, not the machine
     status, body = sql_json(server, "reader", "SELECT count(DISTINCT range::VARCHAR) AS n FROM range(30000000)")
     assert status == 400 and body["errorMessage"].startswith("the query failed: Out of Memory Error"), body
     assert "\n" not in body["errorMessage"] and str(server.root) not in json.dumps(body)
@@ -419,6 +404,111 @@ def test_sql_time_limit_cancel_and_memory_bound_end_in_druids_one_line_errors(se
         assert status == 500 and body["category"] == "CANCELED" and body["errorMessage"] == (
             "the query was cancelled: cancelled by its sqlQueryId"), body
     assert sql_json(server, "reader", "SELECT 1 AS one") == (200, [{"one": 1}])  # the slots are free again
+
+
+# Python-side work (DataSketches' functions, parsing, result building) that DuckDB cannot interrupt: for the theta
+# sketch 6 million values, seconds of a core's work and hundreds of MB of Python objects; for a 3.4 MB IN list
+# the parse, several seconds and a GB
+THETA = "SELECT APPROX_COUNT_DISTINCT_DS_THETA(range) AS n FROM range(6000000)"
+IN_LIST = "SELECT count(*) AS n FROM range(10) WHERE range IN (" + ", ".join(str(i * 7919) for i in range(300000)) + ")"
+API_SERVER_GROWTH = 200 * 2**20  # what a query may add to the api-server's own memory: it runs elsewhere
+
+
+def api_server_growth(server, call) -> tuple[Any, int]:
+    """`call()`'s answer, and how much the api-server process's own memory (RSS) grew above where it was while
+    it ran (sampled every 20 ms: a peak between samples is missed, never made up)."""
+    import threading
+
+    import psutil
+
+    proc, answer = psutil.Process(server.proc.pid), {}
+    before = proc.memory_info().rss
+    runs = threading.Thread(target=lambda: answer.update(result=call()))
+    runs.start()
+    peak = before
+    while runs.is_alive():
+        peak = max(peak, proc.memory_info().rss)
+        runs.join(timeout=0.02)
+    return answer["result"], peak - before
+
+
+def until_no_worker_and_idle(server, idle: float) -> None:
+    """Waits (a bound, not a measure) until no SQL worker is left and the api-server's CPU is back to idle."""
+    deadline = time.monotonic() + 120
+    while sql_worker_pids(server.proc.pid):
+        assert time.monotonic() < deadline, f"SQL workers left behind: {sql_worker_pids(server.proc.pid)}"
+        time.sleep(0.1)
+    while (share := cpu_share(server.proc.pid)) > idle + 0.04:
+        assert time.monotonic() < deadline, f"the api-server still works: {share:.2f} cores (idle {idle:.2f})"
+
+
+def test_sql_a_result_past_memory_ends_in_druids_error_and_the_api_server_stays_small(server):
+    """60 rows of 20 MB each: once 5 GB of the api-server. The query's worker has a hard memory limit."""
+    (status, body), grew = api_server_growth(server, lambda: sql_json(
+        server, "reader", "SELECT repeat('x', 20000000) AS s FROM range(60)"))
+    assert status == 400 and body["category"] == "INVALID_INPUT" and body["errorCode"] == "invalidInput", body
+    assert body["errorMessage"].startswith("the query failed: Out of Memory Error") or body[
+        "errorMessage"].startswith("the result is larger than"), body
+    assert "\n" not in body["errorMessage"] and str(server.root) not in json.dumps(body), body
+    assert grew < API_SERVER_GROWTH, f"the api-server grew by {grew / 2**20:.0f} MB"
+    assert sql_json(server, "reader", "SELECT 1 AS one") == (200, [{"one": 1}])
+
+
+def test_sql_python_side_work_stops_at_the_time_limit_and_leaves_nothing_running(server):
+    """A theta sketch built in Python and the parse of a 3.4 MB IN list, neither of which DuckDB can interrupt
+    (once a 504 after all their work, with up to a GB more in the api-server): Druid's 504, nothing added to the
+    api-server's memory, no worker left and no CPU used afterwards."""
+    idle = cpu_share(server.proc.pid)
+    for query, limit in ((THETA, 500), (IN_LIST, 2000)):
+        (status, body), grew = api_server_growth(server, lambda: sql_json(
+            server, "reader", query, context={"timeout": limit}))
+        assert status == 504 and body == {"error": "druidException", "errorCode": "timeout", "persona": "USER",
+                                          "category": "TIMEOUT", "context": {}, "errorMessage":
+                                          f"the query ran past its time limit of {limit / 1000:g} s and was "
+                                          "stopped"}, (query[:60], body)
+        assert grew < API_SERVER_GROWTH, f"{query[:60]}: the api-server grew by {grew / 2**20:.0f} MB"
+        until_no_worker_and_idle(server, idle)
+
+
+def test_sql_python_side_work_stops_when_its_client_goes_away(server):
+    """The IN list's seconds of parsing, its client gone once it runs: its worker is killed (no worker left, the
+    CPU back to idle), and the api-server's memory stayed where it was."""
+    import http.client
+    import socket
+    import threading
+    from urllib.parse import urlsplit
+
+    import psutil
+
+    pid = server.proc.pid
+    idle = cpu_share(pid)
+    proc, peak = psutil.Process(pid), [psutil.Process(pid).memory_info().rss]
+    before = peak[0]
+    url = urlsplit(server.base)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+    conn.request("POST", SQL, json.dumps({"query": IN_LIST, "context": {"sqlQueryId": "parse-gone"}}),
+                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {server.token('reader')}"})
+    sampling = threading.Event()
+
+    def sample() -> None:
+        while not sampling.wait(0.02):
+            peak[0] = max(peak[0], proc.memory_info().rss)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        deadline = time.monotonic() + 60
+        while (busy := cpu_share(pid, 0.5)) < idle + 0.08:  # the query runs
+            assert time.monotonic() < deadline, f"the query never used the CPU ({busy:.2f} cores, idle {idle:.2f})"
+        conn.sock.shutdown(socket.SHUT_RDWR)  # the client goes away
+        conn.close()
+        until_no_worker_and_idle(server, idle)
+    finally:
+        sampling.set()
+        sampler.join()
+    assert peak[0] - before < API_SERVER_GROWTH, f"the api-server grew by {(peak[0] - before) / 2**20:.0f} MB"
+    status, body = server.http("DELETE", f"{SQL}/parse-gone", "reader")
+    assert status == 404, body
 
 
 def test_sql_errors_and_listings_name_only_datasources_the_user_may_read(server):

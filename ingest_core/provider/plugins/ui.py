@@ -16,7 +16,8 @@ datasource name): `permissions`. Lists show only the datasources the user may re
        Refused for duplicates or skipped records: 409 with the number ("duplicates", "skipped")
   POST /ingest/api/v1/sql                           Druid's SQL API, read-only (`service.sql_api`: query,
        parameters, context, header, typesHeader, sqlTypesHeader, resultFormat) over the datasources the user may
-       read (`store.sql`), within the server's `SqlLimits`; a query stops when its client goes away
+       read (`store.sql`), within the server's `SqlLimits`, in a worker process of its own (`service.sql_worker`)
+       killed at its time limit and when its client goes away
   DELETE /ingest/api/v1/sql/{sqlQueryId}            Druid's cancel: 202, or 404 (no such query of this user's)
   GET  /ingest/ui/datasources, /ingest/ui/datasources/{id}, /ingest/ui/datasources/{id}/query   the pages
 """
@@ -35,7 +36,7 @@ from urllib.parse import unquote_plus
 
 from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from ingest_core.core import json_input
@@ -50,10 +51,12 @@ from ingest_core.provider.plugins.permissions import REFUSED, readable, requires
 from ingest_core.provider.plugins.request_body import json_body, read_body
 from ingest_core.service.run_history import RunPoint, collect_run_history
 from ingest_core.service.sql_api import CONTENT_TYPES, SqlApiError, SqlRequest, invalid, write_result
+from ingest_core.service.sql_forkserver import ForkServer, ForkServerError
+from ingest_core.service.sql_worker import SqlJob, SqlWorker, WorkerResult
 from ingest_core.service.status import StatusReport, collect_status, collect_statuses, specs_in
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.sql import (CANCELLED, CLIENT_GONE, DatasourceNotReadable, QueryCancel, SqlCancelledError,
-                                   SqlError, SqlLimits, SqlResult, SqlTimeLimitError, run_sql)
+                                   SqlError, SqlLimits, SqlTimeLimitError)
 from ingest_core.supervisor.actions import DatasourceActions, druid_json_object, druid_offset_requests
 from ingest_core.supervisor.planning import spec_for
 
@@ -320,38 +323,64 @@ def _api_error(exc: SqlError) -> SqlApiError:
         return SqlApiError(504, "timeout", "TIMEOUT", str(exc))
     if isinstance(exc, SqlCancelledError):
         return SqlApiError(500, "canceled", "CANCELED", str(exc))
+    if isinstance(exc, ForkServerError):  # the server's fault, not the query's
+        return SqlApiError(500, "runtimeFailure", "RUNTIME_FAILURE", str(exc))
     return SqlApiError(400, "invalidInput", "INVALID_INPUT", str(exc))
 
 
 @app.post("/api/v1/sql")
 async def sql_query(request: Request, user: GetUserDep) -> Response:
-    """Druid's SQL API, read-only (`service.sql_api`, `store.sql`). Only the datasources the user may read can be
-    named (the rest are 403) or are listed; errors are Druid's error JSON, one line each."""
+    """Druid's SQL API, read-only (`service.sql_api`, `store.sql`), each query in a worker process of its own
+    (`service.sql_worker`). Only the datasources the user may read can be named (the rest are 403) or are listed;
+    errors are Druid's error JSON, one line each."""
     limits = SqlLimits.from_env()
     query_id = ""
+    slot = contextlib.ExitStack()  # the query's place among those running: until its body has been sent
     try:
         sql = await _sql_request(request, limits)
         query_id, cancel = sql.query_id, QueryCancel()
+        job = SqlJob(Settings.from_env().metadata_url, _dags_folder(), sql.query,
+                     functools.partial(write_result, request=sql), sql.parameters, sql.time_zone, sql.timeout_s,
+                     limits.max_rows, limits, asks=True)
 
-        def run() -> SqlResult:  # in a worker thread: the store's calls block
-            store = _store()
-            _specs()  # parsing them registers their deep storage's settings (an object store's endpoint, keys)
-            return run_sql(store, sql.query, may_read=_Readable(user, store), max_rows=limits.max_rows,
-                           timeout_s=sql.timeout_s, parameters=sql.parameters, time_zone=sql.time_zone,
-                           limits=limits, cancel=cancel)
+        def run() -> WorkerResult:  # in a worker thread: the store's and the worker's calls block
+            return SqlWorker(ForkServer.shared()).run(job, may_read=_Readable(user, _store()), cancel=cancel)
 
-        with _running(query_id, user.get_name(), cancel, limits.max_concurrent):
-            result = await _until_done_or_gone(request, cancel, run)
-    except SqlError as exc:
-        error = _api_error(exc)
+        slot.enter_context(_running(query_id, user.get_name(), cancel, limits.max_concurrent))
+        result = await _until_done_or_gone(request, cancel, run)
+    except (SqlError, SqlApiError) as exc:
+        slot.close()
+        error = exc if isinstance(exc, SqlApiError) else _api_error(exc)
         return JSONResponse(error.to_json(), status_code=error.status, headers={"X-Druid-SQL-Query-Id": query_id})
-    except SqlApiError as exc:
-        return JSONResponse(exc.to_json(), status_code=exc.status, headers={"X-Druid-SQL-Query-Id": query_id})
+    except BaseException:
+        slot.close()
+        raise
     headers = {"X-Druid-SQL-Query-Id": query_id, "X-Ingest-Truncated": "true" if result.truncated else "false",
-               "X-Ingest-Max-Rows": str(limits.max_rows)}
+               "X-Ingest-Max-Rows": str(limits.max_rows), "Content-Length": str(result.size)}
     if sql.header:
         headers["X-Druid-SQL-Header-Included"] = "yes"
-    return Response(write_result(result.table, sql), media_type=CONTENT_TYPES[sql.result_format], headers=headers)
+    return _Streamed(lambda: (result.close(), slot.close()), _chunks(result), media_type=CONTENT_TYPES[
+        sql.result_format], headers=headers)
+
+
+async def _chunks(result: WorkerResult):
+    while (chunk := await run_in_threadpool(next, result.chunks, None)) is not None:
+        yield chunk
+
+
+class _Streamed(StreamingResponse):
+    """The worker's body, a chunk at a time; `done()` (its worker ended, its place among the running freed) runs
+    however the response ends: sent, cut by a client gone, or never begun."""
+
+    def __init__(self, done, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.done = done
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.done()
 
 
 @app.delete("/api/v1/sql/{query_id}")
