@@ -6,9 +6,9 @@ pyarrow's: `file://` (and plain paths), `hdfs://`, and `s3a://` (read as `s3://`
 An object store is reached with the settings registered for the datasource folder a URI lies in
 (`object_store.register_s3`: a spec's `deepStorage.s3`, resolved lazily, at the first use), or with those a caller
 passes (`access`: a Spark task, which carries its job's), else with the AWS SDK's own chain (AWS_* variables,
-~/.aws, an instance role); never with another datasource's, whatever bucket name they share. Nothing here relies on a rename or on a listing to decide what is visible: an
-object appears whole when its upload completes, and the metadata store's segment records name the published
-files.
+~/.aws, an instance role); never with another datasource's, whatever bucket name they share. Nothing here
+relies on a rename or on a listing to decide what is visible: an object appears whole when its upload
+completes, and the metadata store's segment records name the published files.
 
 Layout under a datasource's deep storage URI:
   <uri>/<datasource>/<run id, encoded by safe_name>/group=<g>/replica=<r>/attempt=<id>/
@@ -121,16 +121,22 @@ def deadline(uri: str, fs: pafs.FileSystem) -> Iterator[None]:
             raise
         timeout = options.get("request_timeout")
         within = f" (request timeout {timeout:g}s, retried by the AWS SDK)" if timeout and timeout > 0 else ""
+        at = f" at {_endpoint(options)}" if options.get("endpoint_override") else ""
         raise ObjectStoreUnavailableError(
-            f"deep storage {uri} did not answer{within}: {text.splitlines()[0]}. Check that the object store is "
+            f"deep storage {uri}{at} did not answer{within}: {text.splitlines()[0]}. Check that the object store is "
             "up and reachable from here", endpoint=uri, deadline_s=timeout) from None
+
+
+def _endpoint(options: dict[str, Any]) -> str:
+    """Where a pyarrow S3FileSystem made with `options` sends its requests."""
+    host = options.get("endpoint_override")
+    return f"{options.get('scheme') or 'https'}://{host}" if host else "AWS S3"
 
 
 def refused_error(uri: str, options: dict[str, Any], refused: str) -> ObjectStoreRefusedError:
     """The one-line error of a request the store refused (`refused`: its S3 error code), for `uri` reached with
     a pyarrow S3FileSystem's `options`."""
-    host = options.get("endpoint_override")
-    endpoint = f"{options.get('scheme') or 'https'}://{host}" if host else "AWS S3"
+    endpoint = _endpoint(options)
     bucket = urlparse(normalize_uri(uri)).netloc
     return ObjectStoreRefusedError(
         f"the object store at {endpoint} refused the credentials for bucket {bucket!r} ({refused}): check "

@@ -15,6 +15,7 @@ import pytest
 from conftest import _started
 from helpers import SIMPLE, T0, ingest_run, iso, produce_all, spec_from, sqlite_store
 
+from ingest_core.core.errors import ObjectStoreUnavailableError
 from ingest_core.dev.embedded import EmbeddedS3, free_port
 from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.store.reader import DatasourceReader
@@ -65,39 +66,41 @@ def test_same_bucket_and_topic_names_each_datasource_uses_its_own_servers(
         return spec_from(bootstrap, topic, SIMPLE, datasource=datasource,
                          microbatch={"deepStorage": {"uri": base, "s3": s3_settings(endpoint, name)}})
 
-    dead = spec("iso_dead", broker.bootstrap, f"http://127.0.0.1:{free_port()}", "DEAD")
+    dead_endpoint = f"http://127.0.0.1:{free_port()}"
+    dead = spec("iso_dead", broker.bootstrap, dead_endpoint, "DEAD")
     first = spec("iso_one", broker.bootstrap, one.endpoint, "ONE")
     second = spec("iso_two", secured_broker.bootstrap, two.endpoint, "TWO")
     for s in (dead, first, second):  # every spec's settings known here, as where the DAG file is parsed
         use_deep_storage(s)
+    def on(server) -> list[str]:
+        return server_objects(server.endpoint, server.access_key, server.secret_key, server.bucket, prefix)
+
     store = sqlite_store(tmp_path)
-
-    _, _, result = ingest_run(spark, store, first, "r1", base)
-    assert result.segment_ids and not result.failed_groups
-    _, _, result = ingest_run(spark, store, second, "r1", base)
-    assert result.segment_ids and not result.failed_groups
-
-    # each datasource's rows from its own broker
-    assert sorted(r["a"] for r in DatasourceReader(store, "iso_one").to_arrow().to_pylist()) == ["one"] * 6
-    assert sorted(r["a"] for r in DatasourceReader(store, "iso_two").to_arrow().to_pylist()) == ["two"] * 4
-    # each one's objects (the Spark write's segments, the reports) on its own server only
-    on_one = server_objects(one.endpoint, one.access_key, one.secret_key, one.bucket, prefix)
-    on_two = server_objects(two.endpoint, two.access_key, two.secret_key, two.bucket, prefix)
-    assert any("/iso_one/" in p and p.endswith(".parquet") for p in on_one)
-    assert any("/iso_two/" in p and p.endswith(".parquet") for p in on_two)
-    assert not [p for p in on_one if "/iso_one/" not in p], on_one
-    assert not [p for p in on_two if "/iso_two/" not in p], on_two
-
-    # a datasource whose endpoint is closed fails on its own, with every other's settings in this process
     try:
-        _, _, result = ingest_run(spark, store, dead, "r1", base, stall_timeout_s=20)
-    except Exception:  # noqa: BLE001 - failing is what is expected; where its objects went is checked below
-        pass
-    else:
-        assert result.failed_groups, "the job on a closed endpoint did not fail"
-    assert "iso_dead" not in "".join(server_objects(one.endpoint, one.access_key, one.secret_key, one.bucket, prefix))
-    assert "iso_dead" not in "".join(server_objects(two.endpoint, two.access_key, two.secret_key, two.bucket, prefix))
-    assert not DatasourceReader(store, "iso_dead").segments()
+        _, _, result = ingest_run(spark, store, first, "r1", base)
+        assert result.segment_ids and not result.failed_groups
+        _, _, result = ingest_run(spark, store, second, "r1", base)
+        assert result.segment_ids and not result.failed_groups
+
+        # each datasource's rows from its own broker
+        assert sorted(r["a"] for r in DatasourceReader(store, "iso_one").to_arrow().to_pylist()) == ["one"] * 6
+        assert sorted(r["a"] for r in DatasourceReader(store, "iso_two").to_arrow().to_pylist()) == ["two"] * 4
+        # each one's objects (the Spark write's segments, the reports) on its own server only
+        on_one, on_two = on(one), on(two)
+        assert any("/iso_one/" in p and p.endswith(".parquet") for p in on_one)
+        assert any("/iso_two/" in p and p.endswith(".parquet") for p in on_two)
+        assert not [p for p in on_one if "/iso_one/" not in p], on_one
+        assert not [p for p in on_two if "/iso_two/" not in p], on_two
+
+        # a datasource whose endpoint is closed fails on its own, at once, with every other's settings in this
+        # process and the servers of the others warm in Spark's JVM
+        with pytest.raises(ObjectStoreUnavailableError) as down:
+            ingest_run(spark, store, dead, "r1", base, stall_timeout_s=20)
+        assert dead_endpoint in str(down.value) and "\n" not in str(down.value), down.value
+        assert (on(one), on(two)) == (on_one, on_two)
+        assert not DatasourceReader(store, "iso_dead").segments()
+    finally:
+        store.dispose()
 
 
 @pytest.mark.timeout(120)  # Airflow's retries, or Spark's S3A retries, would take minutes
@@ -105,7 +108,6 @@ def test_a_refused_s3_key_stops_at_once_with_one_line_naming_the_endpoint_and_bu
         spark, broker, object_store, tmp_path, monkeypatch):
     from airflow.sdk.exceptions import AirflowFailException
 
-    from ingest_core.core.errors import ObjectStoreRefusedError
     from ingest_core.handover import deep_storage
     from ingest_core.provider.operators.run import airflow_step
     from ingest_core.spark.job import GroupJob, run_group
@@ -127,7 +129,7 @@ def test_a_refused_s3_key_stops_at_once_with_one_line_naming_the_endpoint_and_bu
         assert any(message.startswith(f"the object store at {object_store.endpoint} refused the credentials for "
                                       f"bucket '{object_store.bucket}' ({r}): check microbatch.deepStorage.s3")
                    for r in refused), message
-        assert wrong not in message and object_store.secret_key not in message and object_store.access_key not in message
+        assert not any(secret in message for secret in (wrong, object_store.secret_key, object_store.access_key))
 
     try:
         for n, (key, secret, refused) in enumerate(cases.values()):
@@ -141,6 +143,8 @@ def test_a_refused_s3_key_stops_at_once_with_one_line_naming_the_endpoint_and_bu
                 airflow_step(lambda: plan_step(spec, "r1", None, metadata=store))
             check(str(failed.value), refused)
             # a Spark job with these settings stops before Spark, instead of spending S3A's retries
+            from ingest_core.core.errors import ObjectStoreRefusedError
+
             plan = Supervisor(spec, store).plan("r1", PlanOptions()).plan
             with pytest.raises(ObjectStoreRefusedError) as refused_job:
                 run_group(spark, GroupJob(spec, plan, 0, 0, deep_storage.group_uri(base, spec.datasource, "r1", 0)))

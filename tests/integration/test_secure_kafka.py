@@ -207,7 +207,10 @@ def test_status_after_a_refused_login_says_the_broker_refused_naming_the_listene
     spec = spec_with(topic, "refused_status", sasl_properties(broker, **{
         "sasl.username": broker.user, "sasl.password": {"type": "environment", "variable": "SECURE_KAFKA_PASSWORD"}}))
     store = sqlite_store(tmp_path)
-    store.datasources.register_spec(spec.datasource, spec.to_raw(), spec.fingerprint())
+    try:
+        store.datasources.register_spec(spec.datasource, spec.to_raw(), spec.fingerprint())
+    finally:
+        store.dispose()
     dags = tmp_path / "dags"
     dags.mkdir()
     (dags / "refused_status.yaml").write_text(yaml.safe_dump(spec.to_raw()))
@@ -218,5 +221,5 @@ def test_status_after_a_refused_login_says_the_broker_refused_naming_the_listene
     assert broker.password not in out
     assert cli.main(["--metadata-url", store.url, "status", "--json", "--dags-folder", str(dags),
                      "refused_status"]) == 0
-    [down] = json.loads(capsys.readouterr().out)[0]["payload"]["unavailableDependencies"]
+    [down] = json.loads(capsys.readouterr().out)["payload"]["unavailableDependencies"]
     assert (down["endpoint"], down["refused"]) == (broker.sasl_bootstrap, "the credentials"), down
