@@ -185,9 +185,9 @@ def test_the_dag_over_sasl_ssl_each_credential_path_a_wrong_password_and_mutual_
     # and the UI do
     for key, value in recipe_env.items():
         monkeypatch.setenv(key, value)
-    recipe = load_spec(own_dags / "specs" / "sasl_recipe.yaml")
-    use_deep_storage(recipe)
-    access = s3_access(deep_storage.datasource_uri(recipe))
+    recipe_spec = load_spec(own_dags / "specs" / "sasl_recipe.yaml")
+    use_deep_storage(recipe_spec)
+    access = s3_access(deep_storage.datasource_uri(recipe_spec))
     for name in ("sasl_recipe", "sasl_jaas_literal"):
         check_ingested(metadata_url, broker, name, topic, dlq)
     with MetadataStore(metadata_url) as store:
