@@ -92,13 +92,19 @@ class DependencyUnavailableError(IngestError):
 
     code = "INGEST_DEPENDENCY_UNAVAILABLE"
     dependency = "dependency"
+    refused = ""  # what the dependency refused ("the credentials"): it answered, and asking again cannot help
 
-    def __init__(self, message: str, *, endpoint: str = "", deadline_s: float | None = None):
+    def __init__(self, message: str, *, endpoint: str = "", deadline_s: float | None = None, refused: str = ""):
         super().__init__(message)
         self.endpoint, self.deadline_s = endpoint, deadline_s
+        self.refused = refused or self.refused
 
     def to_json(self) -> dict[str, object]:
-        return {"dependency": self.dependency, "endpoint": self.endpoint, "deadlineSeconds": self.deadline_s}
+        out: dict[str, object] = {"dependency": self.dependency, "endpoint": self.endpoint,
+                                  "deadlineSeconds": self.deadline_s}
+        if self.refused:
+            out["refused"] = self.refused
+        return out
 
 
 class BrokerUnavailableError(DependencyUnavailableError):
@@ -113,6 +119,15 @@ class ObjectStoreUnavailableError(DependencyUnavailableError):
 
     code = "INGEST_OBJECT_STORE_UNAVAILABLE"
     dependency = "objectStore"
+
+
+class ObjectStoreRefusedError(ObjectStoreUnavailableError):
+    """The object store refused the credentials (403: an unknown access key, a signature that does not match,
+    access denied). Asking again cannot help until the settings are fixed, so it is raised at the first refusal,
+    never retried."""
+
+    code = "INGEST_OBJECT_STORE_REFUSED"
+    refused = "the credentials"
 
 
 class SparkConnectError(IngestError):

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ingest_core.handover import deep_storage
+from ingest_core.handover.object_store import S3Access
 from ingest_core.handover.report import DeadLetterFile, Outcome, Rejection
 
 FOLDER = "dead-letters"
@@ -96,8 +97,9 @@ class DeadLetterWriter:
     retried in the same attempt replaces the file whole; no file at all when the split had none. A split that
     fails leaves at most a `.tmp` file, which no report names, so nothing ever reads it."""
 
-    def __init__(self, uri: str, row_group_bytes: int = 16 << 20):
+    def __init__(self, uri: str, row_group_bytes: int = 16 << 20, access: S3Access | None = None):
         self.uri = uri
+        self.access = access  # the job's object-store settings (None: those registered for `uri`)
         self.records = 0
         self.row_group_bytes = row_group_bytes
         self._fs: Any = None
@@ -119,7 +121,7 @@ class DeadLetterWriter:
         if not self._pending:
             return
         if self._writer is None:
-            self._fs, self._tmp, self._path = deep_storage.staging_path(self.uri)
+            self._fs, self._tmp, self._path = deep_storage.staging_path(self.uri, self.access)
             self._writer = pq.ParquetWriter(self._tmp, SCHEMA, filesystem=self._fs, compression="zstd")
         self._writer.write_table(pa.concat_tables(self._pending))
         self._pending, self._pending_bytes = [], 0

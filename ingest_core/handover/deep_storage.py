@@ -3,11 +3,12 @@
 Spark writes through Hadoop's filesystems; Python code (split reports, segment footers, the reader) uses
 pyarrow's: `file://` (and plain paths), `hdfs://`, and `s3a://` (read as `s3://`).
 
-An S3 bucket is reached with the settings registered for it in this process (`register_s3`: a spec's
-`deepStorage.s3`, resolved lazily, at the first use), else with the AWS SDK's own chain (AWS_* variables,
-~/.aws, an instance role). Nothing here relies on a rename or on a listing to decide what is visible: an
-object appears whole when its upload completes, and the metadata store's segment records name the published
-files.
+An object store is reached with the settings registered for the datasource folder a URI lies in
+(`object_store.register_s3`: a spec's `deepStorage.s3`, resolved lazily, at the first use), or with those a caller
+passes (`access`: a Spark task, which carries its job's), else with the AWS SDK's own chain (AWS_* variables,
+~/.aws, an instance role); never with another datasource's, whatever bucket name they share. Nothing here
+relies on a rename or on a listing to decide what is visible: an object appears whole when its upload
+completes, and the metadata store's segment records name the published files.
 
 Layout under a datasource's deep storage URI:
   <uri>/<datasource>/<run id, encoded by safe_name>/group=<g>/replica=<r>/attempt=<id>/
@@ -33,11 +34,11 @@ from urllib.parse import urlparse
 
 from ingest_core.core import json_text
 from ingest_core.core.defaults import OBJECT_STORE_CONNECT_TIMEOUT_S, OBJECT_STORE_REQUEST_TIMEOUT_S
-from ingest_core.core.errors import ObjectStoreUnavailableError
+from ingest_core.core.errors import ObjectStoreRefusedError, ObjectStoreUnavailableError
 from ingest_core.core.settings import Settings
 from ingest_core.core.spec import datasource_name_problem
 from ingest_core.handover import object_store, s3_uploads
-from ingest_core.handover.object_store import pyarrow_fs
+from ingest_core.handover.object_store import S3Access, pyarrow_fs
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -48,6 +49,12 @@ def base_for(spec: Any) -> str:
     return spec.microbatch.deep_storage.uri or Settings.from_env().deep_storage
 
 
+def datasource_uri(spec: Any) -> str:
+    """The datasource's own folder of its deep storage: every file of its runs, segments and Iceberg table lies
+    under it, and its object-store settings are registered for it (never for its bucket)."""
+    return join(base_for(spec), spec.datasource)
+
+
 def normalize_uri(uri: str) -> str:
     """Plain paths become file:// URIs; URIs lose a trailing slash."""
     if "://" not in uri:
@@ -55,14 +62,17 @@ def normalize_uri(uri: str) -> str:
     return uri.rstrip("/")
 
 
-def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+def filesystem(uri: str, access: S3Access | None = None) -> tuple[pafs.FileSystem, str]:
+    """The filesystem that reaches `uri` and its path there; on an object store with `access` if given, else
+    with the settings registered for `uri`'s folder (`object_store.s3_access`)."""
     pafs = pyarrow_fs()
     uri = normalize_uri(uri)
     parsed = urlparse(uri)
     if parsed.scheme == "file":
         return pafs.LocalFileSystem(), parsed.path
     if parsed.scheme in object_store.S3_SCHEMES:  # pyarrow's S3 paths: bucket/key
-        return object_store.s3_filesystem(parsed.netloc), f"{parsed.netloc}{parsed.path}".rstrip("/")
+        fs = object_store.s3_filesystem(parsed.netloc, access or object_store.s3_access(uri))
+        return fs, f"{parsed.netloc}{parsed.path}".rstrip("/")
     fs, path = pafs.FileSystem.from_uri(uri)
     return with_deadlines(fs), path
 
@@ -88,22 +98,59 @@ _UNANSWERED = ("NETWORK_CONNECTION", "curlCode: 28", "curlCode: 7,", "Timeout wa
                "Couldn't connect to server")
 
 
+# what the AWS SDK says of a request the store refused for its credentials (403): they are the same on a retry
+_REFUSED = {"INVALID_ACCESS_KEY_ID": "InvalidAccessKeyId", "SIGNATURE_DOES_NOT_MATCH": "SignatureDoesNotMatch",
+            "ACCESS_DENIED": "AccessDenied"}
+
+
 @contextmanager
 def deadline(uri: str, fs: pafs.FileSystem) -> Iterator[None]:
     """An object store that did not answer, as `ObjectStoreUnavailableError` naming the URI and the deadline;
-    other errors (a missing key, access denied) pass unchanged."""
+    one that refused the credentials, as `ObjectStoreRefusedError` naming the endpoint and the bucket (never a
+    key); other errors (a missing key) pass unchanged."""
     pafs = pyarrow_fs()
     try:
         yield
     except OSError as exc:
         text = str(exc)
+        options = fs.__reduce__()[1][0] if isinstance(fs, pafs.S3FileSystem) else {}
+        refused = next((name for marker, name in _REFUSED.items() if f"AWS Error {marker} " in text), None)
+        if refused is not None:
+            raise refused_error(uri, options, refused) from None
         if not any(marker in text for marker in _UNANSWERED):
             raise
-        timeout = fs.__reduce__()[1][0]["request_timeout"] if isinstance(fs, pafs.S3FileSystem) else None
+        timeout = options.get("request_timeout")
         within = f" (request timeout {timeout:g}s, retried by the AWS SDK)" if timeout and timeout > 0 else ""
+        at = f" at {_endpoint(options)}" if options.get("endpoint_override") else ""
         raise ObjectStoreUnavailableError(
-            f"deep storage {uri} did not answer{within}: {text.splitlines()[0]}. Check that the object store is "
+            f"deep storage {uri}{at} did not answer{within}: {text.splitlines()[0]}. Check that the object store is "
             "up and reachable from here", endpoint=uri, deadline_s=timeout) from None
+
+
+def _endpoint(options: dict[str, Any]) -> str:
+    """Where a pyarrow S3FileSystem made with `options` sends its requests."""
+    host = options.get("endpoint_override")
+    return f"{options.get('scheme') or 'https'}://{host}" if host else "AWS S3"
+
+
+def refused_error(uri: str, options: dict[str, Any], refused: str) -> ObjectStoreRefusedError:
+    """The one-line error of a request the store refused (`refused`: its S3 error code), for `uri` reached with
+    a pyarrow S3FileSystem's `options`."""
+    endpoint = _endpoint(options)
+    bucket = urlparse(normalize_uri(uri)).netloc
+    return ObjectStoreRefusedError(
+        f"the object store at {endpoint} refused the credentials for bucket {bucket!r} ({refused}): check "
+        "microbatch.deepStorage.s3's accessKeyId and secretAccessKey (or its Airflow connection's login and "
+        "password) and that they may use this bucket on this endpoint; asking again cannot help until they are "
+        "fixed", endpoint=endpoint)
+
+
+def reach(uri: str, access: S3Access | None = None) -> None:
+    """One request for `uri`'s status: an object store that does not answer, or refuses the credentials, raises
+    here (`deadline`), before a Spark job spends its own retries on it."""
+    fs, path = filesystem(uri, access)
+    with deadline(uri, fs):
+        fs.get_file_info(path)
 
 
 def is_object_store(uri: str) -> bool:
@@ -166,12 +213,12 @@ def safe_name(run_id: str) -> str:
     return "".join(out) or "~"
 
 
-def staging_path(uri: str) -> tuple[pafs.FileSystem, str, str]:
+def staging_path(uri: str, access: S3Access | None = None) -> tuple[pafs.FileSystem, str, str]:
     """(filesystem, where to write, where the file belongs) for a file that a reader must see whole or not at
     all: on a filesystem a name aside (its folder made), then `settle` moves it in place; on an object store the
     place itself, where an object appears whole when its upload completes (a rename there is a copy and a
     delete: no safer, and two requests more)."""
-    fs, path = filesystem(uri)
+    fs, path = filesystem(uri, access)
     if is_object_store(uri):
         return fs, path, path
     with deadline(uri, fs):
@@ -185,10 +232,10 @@ def settle(fs: pafs.FileSystem, written: str, path: str) -> None:
         fs.move(written, path)
 
 
-def write_json(uri: str, obj: Any) -> None:
+def write_json(uri: str, obj: Any, access: S3Access | None = None) -> None:
     """Written whole or not at all (`staging_path`): a reader (status, while a split rewrites its progress)
     never sees half a file."""
-    fs, written, path = staging_path(uri)
+    fs, written, path = staging_path(uri, access)
     with deadline(uri, fs):
         with fs.open_output_stream(written) as out:
             out.write(json_text.dumps_readable(obj))

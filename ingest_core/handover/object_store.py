@@ -1,10 +1,15 @@
-"""S3-compatible object stores as deep storage: the settings each bucket is reached with in this process
-(`register_s3`: a spec's `deepStorage.s3`, resolved lazily, at the first use; else the AWS SDK's own chain:
-AWS_* variables, ~/.aws, an instance role), and pyarrow's filesystem for a bucket, with the object store's
-deadlines (core.defaults)."""
+"""S3-compatible object stores as deep storage: the settings each datasource's folder is reached with in this
+process (`register_s3`: a spec's `deepStorage.s3` for `<deep storage>/<dataSource>`, resolved lazily, at the first
+use; else the AWS SDK's own chain: AWS_* variables, ~/.aws, an instance role), and pyarrow's filesystem for a
+bucket and settings, with the object store's deadlines (core.defaults).
+
+Settings are never looked up by bucket name: two datasources may name the same bucket on two servers, each
+with its own keys, and a process may know both (the dag-processor, `ingest status`, the API server)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import threading
 from dataclasses import dataclass
@@ -55,9 +60,26 @@ class S3Access:
         return {"endpoint": self.endpoint, "region": self.region, "pathStyle": self.path_style,
                 "accessKey": self.access_key, "secretKey": self.secret_key, "sessionToken": self.session_token}
 
+    @property
+    def hadoop_scheme(self) -> str:
+        """The URI scheme Spark reaches the store by with these settings: `s3a-` and a digest of all of them.
+        Hadoop caches one filesystem per scheme, bucket and user for the JVM's life, whatever the settings it
+        was made with: a Spark Connect server serves every datasource's jobs, so with plain `s3a://` the first
+        filesystem made for a bucket name serves every later job on that name, with its endpoint and keys. A
+        scheme per settings gives each its own cached filesystem (one per settings, not one per job:
+        `fs.s3a.impl.disable.cache` would leave each job's AWS client threads behind, about 40 per write,
+        measured), and nothing of the keys can be read back from 64 bits of a SHA-256."""
+        digest = hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:16]
+        return f"s3a-{digest}"
+
+    def spark_uri(self, uri: str) -> str:
+        """`uri` (s3a:// or s3://) as Spark reaches it with these settings (`hadoop_scheme`)."""
+        return f"{self.hadoop_scheme}://{uri.split('://', 1)[1]}"
+
     def hadoop_conf(self, bucket: str) -> dict[str, str]:
-        """Hadoop S3A's settings for `bucket` (per-bucket keys: datasources on other buckets keep theirs), for
-        Spark's Parquet writer. Spark's UI and logs redact `secret.key` and `access.key` (spark.redaction.regex)."""
+        """Hadoop S3A's settings for `bucket` (per-bucket keys: datasources on other buckets keep theirs) and the
+        scheme these settings are reached by (`hadoop_scheme`), for Spark's Parquet writer and reader. Spark's UI
+        and logs redact `secret.key` and `access.key` (spark.redaction.regex)."""
         prefix = f"fs.s3a.bucket.{bucket}."
         conf = {"path.style.access": "true" if self.path_style else "false"}
         if self.endpoint:
@@ -71,7 +93,8 @@ class S3Access:
             if self.session_token:
                 conf.update({"session.token": self.session_token, "aws.credentials.provider":
                              "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"})
-        return {prefix + k: v for k, v in conf.items()}
+        return {f"fs.{self.hadoop_scheme}.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+                **{prefix + k: v for k, v in conf.items()}}
 
     @staticmethod
     def from_json(raw: dict[str, Any]) -> "S3Access":
@@ -80,9 +103,12 @@ class S3Access:
 
 
 _s3_lock = threading.Lock()
-_s3_sources: dict[str, Callable[[], S3Access]] = {}  # bucket -> how to get its settings
+# root URI (a datasource's own folder, `<deep storage>/<dataSource>`) -> how to get its settings. Never keyed by
+# bucket: two datasources may name the same bucket on different servers, with different keys.
+_s3_sources: dict[str, Callable[[], S3Access]] = {}
 _s3_resolved: dict[str, S3Access] = {}
-_s3_filesystems: dict[str, pafs.FileSystem] = {}
+# one filesystem per settings (the keys included) and bucket: equal settings share it, others never do
+_s3_filesystems: dict[tuple[S3Access | None, str], pafs.FileSystem] = {}
 
 
 def bucket_of(uri: str) -> str | None:
@@ -91,35 +117,46 @@ def bucket_of(uri: str) -> str | None:
     return parsed.netloc if parsed.scheme in S3_SCHEMES else None
 
 
-def register_s3(uri: str, source: Callable[[], S3Access] | S3Access) -> None:
-    """Reach the bucket of `uri` with these settings in this process; `source` may be a function, called at the
-    first use (a secret is resolved only where the store is actually read or written)."""
-    bucket = bucket_of(uri)
-    if bucket is None:
-        raise ValueError(f"{uri!r} is not an s3a:// or s3:// URI")
+def _root_key(uri: str) -> str:
+    """`uri` as registry key: the scheme's spelling (s3a, s3) does not matter, the folder boundaries do."""
+    parsed = urlparse(uri)
+    return f"{parsed.netloc}/{parsed.path.strip('/')}".rstrip("/") + "/"
+
+
+def register_s3(root: str, source: Callable[[], S3Access] | S3Access) -> None:
+    """Reach every object under `root` (a datasource's own folder) with these settings in this process; `source`
+    may be a function, called at the first use (a secret is resolved only where the store is actually read or
+    written). An object is reached with the settings of the longest root it lies under: a datasource's files
+    with its own settings, whatever other datasources use the same bucket name."""
+    if bucket_of(root) is None:
+        raise ValueError(f"{root!r} is not an s3a:// or s3:// URI")
+    key = _root_key(root)
     with _s3_lock:
-        _s3_sources[bucket] = source if callable(source) else (lambda: source)
-        _s3_resolved.pop(bucket, None)
-        _s3_filesystems.pop(bucket, None)
+        _s3_sources[key] = source if callable(source) else (lambda: source)
+        _s3_resolved.pop(key, None)
 
 
 def s3_access(uri: str) -> S3Access | None:
-    """The settings registered for the bucket of `uri`, resolved (None: none registered, the SDK's chain)."""
-    bucket = bucket_of(uri)
+    """The settings registered for the longest root that holds `uri`, resolved (None: none registered, the AWS
+    SDK's own chain)."""
+    if bucket_of(uri) is None:
+        return None
+    path = _root_key(uri)
     with _s3_lock:
-        source = _s3_sources.get(bucket) if bucket else None
-        if source is None:
+        roots = [root for root in _s3_sources if path.startswith(root)]
+        if not roots:
             return None
-        if bucket not in _s3_resolved:
-            _s3_resolved[bucket] = source()
-        return _s3_resolved[bucket]
+        root = max(roots, key=len)
+        if root not in _s3_resolved:
+            _s3_resolved[root] = _s3_sources[root]()
+        return _s3_resolved[root]
 
 
-def s3_filesystem(bucket: str) -> pafs.FileSystem:
+def s3_filesystem(bucket: str, access: S3Access | None) -> pafs.FileSystem:
+    """pyarrow's filesystem for `bucket` reached with `access` (None: the AWS SDK's own chain)."""
     pafs = pyarrow_fs()
-    access = s3_access(f"s3://{bucket}")
     with _s3_lock:
-        fs = _s3_filesystems.get(bucket)
+        fs = _s3_filesystems.get((access, bucket))
         if fs is not None:
             return fs
     kwargs: dict[str, Any] = {"connect_timeout": OBJECT_STORE_CONNECT_TIMEOUT_S,
@@ -145,5 +182,5 @@ def s3_filesystem(bucket: str) -> pafs.FileSystem:
             pass  # the SDK's default region, as pyarrow's own from_uri would leave it
     fs = pafs.S3FileSystem(**kwargs)
     with _s3_lock:
-        _s3_filesystems[bucket] = fs
+        _s3_filesystems[(access, bucket)] = fs
     return fs

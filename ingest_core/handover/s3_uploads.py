@@ -4,8 +4,8 @@ A writer killed in the middle of an upload (a Spark task's Parquet file, a dead-
 no object, but the parts it sent stay in the bucket, unlisted by a plain listing and billed, until the upload
 is aborted. pyarrow exposes neither ListMultipartUploads nor AbortMultipartUpload, and no AWS SDK for Python is
 installed, so these two requests are made here, signed with AWS Signature Version 4 (the standard library's
-hmac and http.client), each with a deadline. Only for a bucket whose settings and keys this process has
-(`object_store.register_s3`, or the AWS_* environment variables); otherwise an S3 lifecycle rule
+hmac and http.client), each with a deadline. Only under a datasource folder whose settings and keys this process
+has (`object_store.register_s3`, or the AWS_* environment variables); otherwise an S3 lifecycle rule
 (AbortIncompleteMultipartUpload) is what removes them, as docs/s3.md says.
 """
 
@@ -39,7 +39,8 @@ class Upload:
 
 
 def _access(uri: str) -> S3Access | None:
-    """The settings with keys for `uri`'s bucket: registered ones, else the AWS_* environment variables."""
+    """The settings with keys for `uri`: those registered for its datasource folder, else the AWS_* environment
+    variables."""
     access = s3_access(uri)
     if access is not None and access.access_key:
         return access

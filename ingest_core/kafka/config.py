@@ -131,12 +131,12 @@ class KafkaClientConfig:
                 f"Kafka listener {listener} refused the credentials (security.protocol {protocol}, sasl.mechanism "
                 f"{mechanism}): {reason}. Check sasl.username and sasl.password (or sasl.jaas.config) in "
                 f"consumerProperties and the user's {mechanism} credentials on the brokers; asking again cannot "
-                f"help until they are fixed.")
+                f"help until they are fixed.", endpoint=self.bootstrap_servers, refused="the credentials")
         return KafkaAuthenticationError(
             f"Kafka listener {listener} refused the TLS handshake (security.protocol {protocol}): {reason}. Check "
             f"ssl.ca.location (the brokers' CA) and, where the listener requires client certificates, "
             f"ssl.certificate.location, ssl.key.location and ssl.key.password; asking again cannot help until "
-            f"they are fixed.")
+            f"they are fixed.", endpoint=self.bootstrap_servers, refused="the TLS handshake")
 
 
 # librdkafka's errors for a call that got no answer (timed out, no connection), as opposed to a refusal

@@ -1,8 +1,9 @@
 """A spec's `deepStorage.s3` resolved into the settings the object store is reached with, in this process.
 
 Beside the Kafka secrets resolver (`ingest_core.kafka.secrets`, whose references it shares): the two places
-below the provider that may read an Airflow connection. `use_deep_storage(spec)` registers the spec's bucket
-with `ingest_core.handover.object_store` and resolves nothing yet: the references are read at the first request
+below the provider that may read an Airflow connection. `use_deep_storage(spec)` registers the datasource's own
+folder (`<deep storage>/<dataSource>`, never the bucket: another datasource may name the same bucket on another
+server) with `ingest_core.handover.object_store` and resolves nothing yet: the references are read at the first request
 to the store, so a process that never touches it (the DAG processor) needs none of its secrets. Resolved values
 go to Airflow's secrets masker and nowhere else: never a stored spec, a log line, XCom or a command line.
 """
@@ -45,13 +46,14 @@ def resolve_s3(settings: S3Config) -> S3Access:
 
 
 def use_deep_storage(spec: DatasourceSpec) -> None:
-    """Reach the spec's deep storage with its `deepStorage.s3` settings in this process (resolved at first use).
-    Nothing for another kind of deep storage, or without settings (the AWS SDK's own chain then)."""
+    """Reach the datasource's folder of its deep storage with its `deepStorage.s3` settings in this process
+    (resolved at first use). Nothing for another kind of deep storage, or without settings (the AWS SDK's own
+    chain then)."""
     settings = spec.microbatch.deep_storage.s3
     base = deep_storage.base_for(spec)
     if settings is None or not deep_storage.is_object_store(base):
         return
-    object_store.register_s3(base, lambda: resolve_s3(settings))
+    object_store.register_s3(deep_storage.datasource_uri(spec), lambda: resolve_s3(settings))
 
 
 def _value(ref: Any, name: str) -> str:

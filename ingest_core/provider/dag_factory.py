@@ -23,13 +23,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Asset, task
+from airflow.sdk import DAG, Asset, get_parsing_context, task
 from dateutil.relativedelta import relativedelta
 
 from ingest_core.core.errors import IngestError, SpecError, SpecProblem
 from ingest_core.core.periods import Period
 from ingest_core.core.settings import strict_specs
-from ingest_core.core.spec import DatasourceSpec, compaction_dag_id, find_spec_files
+from ingest_core.core.spec import COMPACTION_DAG_SUFFIX, DatasourceSpec, compaction_dag_id, find_spec_files
 from ingest_core.kafka.properties import load_checked_spec
 from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.provider.operators.plan import plan_task
@@ -201,21 +201,25 @@ class SpecFilesError(IngestError):
                          + "\n".join(str(e) for e in errors))
 
 
-def load_specs(folder: str | Path) -> tuple[dict[str, DAG], list[SpecError]]:
+def load_specs(folder: str | Path, dag_id: str | None = None) -> tuple[dict[str, DAG], list[SpecError]]:
     """Each spec under `folder` on its own: ({dag_id: DAG} of those that load, the SpecError of each that does
     not). Nothing a spec holds can make this raise, so one spec never takes the others down. Unknown fields are
-    warnings (logged), errors with INGEST_STRICT_SPECS=true."""
+    warnings (logged), errors with INGEST_STRICT_SPECS=true. `dag_id`: only that DAG, from the spec that defines
+    it (`spec_files_for`)."""
     strict = strict_specs()
     dags: dict[str, DAG] = {}
     errors: list[SpecError] = []
-    for path in find_spec_files(folder, _ignore_syntax()):
+    for path in spec_files_for(folder, dag_id):
         try:
             spec = load_checked_spec(path, strict=strict)
             if spec.datasource in dags:
                 raise SpecError(str(path), [SpecProblem("spec.dataSchema.dataSource", (
                     f"{spec.datasource!r} is already defined by another spec: each datasource has one spec"))])
-            dag = build_dag(spec)
-            dag.validate()  # what Airflow checks before keeping a DAG: fail here, for this file only
+            if dag_id is not None and dag_id not in (spec.datasource, compaction_dag_id(spec.datasource)):
+                continue  # a file that only mentions the name
+            dag = build_dag(spec) if dag_id in (None, spec.datasource) else None
+            if dag is not None:
+                dag.validate()  # what Airflow checks before keeping a DAG: fail here, for this file only
         except SpecError as exc:
             errors.append(exc)
             continue
@@ -223,10 +227,12 @@ def load_specs(folder: str | Path) -> tuple[dict[str, DAG], list[SpecError]]:
             errors.append(SpecError(str(path), [SpecProblem("", f"the DAG cannot be built: {type(exc).__name__}: "
                                                                 f"{exc}")]))
             continue
-        dags[spec.datasource] = dag
+        if dag is not None:
+            dags[spec.datasource] = dag
         for warning in spec.warnings:  # the DAG processor's log; `ingest validate` and `ingest status` show them too
             log.warning("%s: %s", path, warning)
-        if spec.compaction is not None and spec.compaction.enabled:
+        if spec.compaction is not None and spec.compaction.enabled and dag_id in (None, compaction_dag_id(
+                spec.datasource)):
             try:
                 compaction = build_compaction_dag(spec)
                 compaction.validate()
@@ -235,12 +241,37 @@ def load_specs(folder: str | Path) -> tuple[dict[str, DAG], list[SpecError]]:
                     f"the compaction DAG cannot be built: {type(exc).__name__}: {exc}"))]))
                 continue
             dags[compaction.dag_id] = compaction
+        if dag_id is not None and dags:
+            break  # a datasource has one spec: the rest are other datasources'
     return dags, errors
 
 
+def spec_files_for(folder: str | Path, dag_id: str | None) -> list[Path]:
+    """The spec files to parse for `dag_id` (None: all). A spec that defines a datasource holds its name, so
+    only the files whose text holds it are parsed (usually one; the caller keeps the one that defines it); no
+    other spec is parsed, and none of what another holds (its settings, a hostile value) reaches this
+    process. A spec that spells the name otherwise (a YAML escape): every file, as for None."""
+    files = find_spec_files(folder, _ignore_syntax())
+    if dag_id is None:
+        return files
+    names = {dag_id, dag_id.removesuffix(COMPACTION_DAG_SUFFIX)}
+    wanted = [p for p in files if any(name.encode() in _content(p) for name in names)]
+    return wanted + [p for p in files if p not in wanted]
+
+
+def _content(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:  # reported when the spec is parsed, if it is
+        return b""
+
+
 def load_dags(folder: str | Path) -> dict[str, DAG]:
-    """Every datasource DAG under `folder` whose spec loads (the others: `raise_spec_errors`)."""
-    dags, errors = load_specs(folder)
+    """Every datasource DAG under `folder` whose spec loads (the others: `raise_spec_errors`). In a task's
+    process only the task's DAG: Airflow's task runner names it in the parsing context (`get_parsing_context`)
+    while it parses the DAG file, so a task reads its own datasource's spec alone and builds nothing of another
+    (its settings, its credentials). The dag-processor parses without a context and builds every DAG."""
+    dags, errors = load_specs(folder, get_parsing_context().dag_id)
     for error in errors:
         log.warning("datasource spec skipped (reported by ingest_spec_errors.py): %s", error)
     return dags

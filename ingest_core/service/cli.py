@@ -273,8 +273,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"  aggregate lag: {'unknown' if r.aggregate_lag is None else f'{r.aggregate_lag:,}'}")
     for e in r.unavailable:  # named first: it is why the lag (or the runs' progress) is unknown
         dep = e.dependency or {}
-        print(f"  UNAVAILABLE: {dep.get('dependency')} at {dep.get('endpoint')} did not answer"
-              + (f" within {dep['deadlineSeconds']:g}s" if dep.get("deadlineSeconds") else ""))
+        answer = (f"refused {dep['refused']}" if dep.get("refused") else "did not answer"
+                  + (f" within {dep['deadlineSeconds']:g}s" if dep.get("deadlineSeconds") else ""))
+        print(f"  UNAVAILABLE: {dep.get('dependency')} at {dep.get('endpoint')} {answer}")
     if r.segments is not None:
         print(f"  segments: {r.segments.describe()}")
     if r.new_columns is not None:

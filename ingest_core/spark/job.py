@@ -35,7 +35,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from ingest_core.core.aggregators import SKETCH_OPS
 from ingest_core.core.defaults import ONE_TASK_MAX_RECORDS, PROGRESS_INTERVAL_S, STALL_TIMEOUT_S
-from ingest_core.core.errors import IngestError, JobFailedError, error_for_code
+from ingest_core.core.errors import IngestError, JobFailedError, ObjectStoreUnavailableError, error_for_code
 from ingest_core.core.offsets import check_planned_topic_ids
 from ingest_core.core.planner import Plan, TaskGroup
 from ingest_core.core.spec import DatasourceSpec, load_spec, parse_spec_text
@@ -165,6 +165,8 @@ def run_group(spark: Any, job: GroupJob, stall_timeout_s: float = STALL_TIMEOUT_
             report = _ingest(spark, job, stall_timeout_s)
             _check_topic_ids(job)
             report.marks = {"started": started_at, **report.marks, "ended": time.time()}
+    except ObjectStoreUnavailableError:  # no report can be written where the store does not answer or refuses
+        raise
     except Exception as exc:
         error, error_class = _job_error(exc, job.attempt_uri)
         report = failed_report(job, error, error_class)
@@ -236,9 +238,10 @@ def _spark_cause(exc: BaseException) -> tuple[str, str]:
 
 
 def use_object_store(spark: Any, uri: str) -> object_store.S3Access | None:
-    """Spark's writer reaches the object store of `uri` with the settings this process has for its bucket
-    (`object_store.register_s3`): Hadoop S3A's per-bucket keys, set in the session (Spark hands a session's
-    settings to Hadoop). The settings, for the executors' own writes; None: none registered."""
+    """Spark reaches the object store of `uri` with the settings this process has for `uri`'s datasource folder
+    (`object_store.register_s3`): Hadoop S3A's per-bucket keys and the scheme of these settings
+    (`S3Access.hadoop_scheme`), set in the session (Spark hands a session's settings to Hadoop). The settings,
+    for `spark_uri` and the executors' own writes; None: none registered."""
     access = object_store.s3_access(uri)
     bucket = object_store.bucket_of(uri)
     if access is None or bucket is None:
@@ -246,6 +249,12 @@ def use_object_store(spark: Any, uri: str) -> object_store.S3Access | None:
     for key, value in access.hadoop_conf(bucket).items():
         spark.conf.set(key, value)
     return access
+
+
+def spark_uri(access: object_store.S3Access | None, uri: str) -> str:
+    """`uri` as Spark reads or writes it with `access` (`use_object_store`): its own filesystem, never one
+    Hadoop cached for another datasource on the same bucket name."""
+    return access.spark_uri(uri) if access is not None and object_store.bucket_of(uri) else uri
 
 
 def read_splits(spark: Any, job: ReadJob, consumer_properties: dict[str, Any], input_format: dict | None = None,
@@ -292,6 +301,7 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
         batch_records=spec.tuning_config.max_records_per_poll or ReadJob.batch_records,
         progress_interval_s=job.progress_interval_s)
     input_format = spec.io_config.input_format
+    deep_storage.reach(job.attempt_uri)  # a store that refuses the keys or is down: one line now, not Spark's retries
     access = use_object_store(spark, job.attempt_uri)
     # the splits' consumers add the defaults (isolation.level, ...): KafkaClientConfig.consumer; the job's spec
     # has the schema registry's credentials redacted
@@ -316,7 +326,7 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
     write_started = time.time()
     (out.sortWithinPartitions(SEGMENT, TIME, *[col(F, d) for d in dims])
      .write.mode("error").option("maxRecordsPerFile", spec.tuning_config.max_rows_per_segment)
-     .partitionBy(SEGMENT).parquet(deep_storage.join(job.attempt_uri, "segments")))
+     .partitionBy(SEGMENT).parquet(spark_uri(access, deep_storage.join(job.attempt_uri, "segments"))))
     write_ended = time.time()
     if types:
         rows.unpersist()  # a Spark Connect session outlives the job

@@ -174,7 +174,9 @@ class KafkaRangeReader:
     def __init__(self, job: ReadJob, consumer_properties: dict[str, Any], deep_storage_access: dict | None = None):
         self.job = job
         self.consumer_properties = consumer_properties
-        self.deep_storage_access = deep_storage_access
+        # reports and dead letters go where the driver writes, with the job's own settings: a Python worker may
+        # serve jobs of other datasources on the same bucket name
+        self.access = object_store.S3Access.from_json(deep_storage_access) if deep_storage_access else None
 
     def split(self, index: int) -> SplitPartition:
         s = self.job.splits[index]
@@ -192,7 +194,7 @@ class KafkaRangeReader:
             report.failure = SplitFailure.of(exc)
             report.seconds = time.monotonic() - started
             try:
-                deep_storage.write_json(progress_uri, report.to_json())
+                deep_storage.write_json(progress_uri, report.to_json(), self.access)
             except Exception as unwritten:  # noqa: BLE001 - the split's own error is the one to raise
                 log.warning("split %d: its failure could not be reported at %s: %s", partition.index, progress_uri,
                             unwritten)
@@ -200,8 +202,6 @@ class KafkaRangeReader:
 
     def _read(self, partition: SplitPartition, report: SplitReport, started: float,
               progress_uri: str) -> Iterator[pa.RecordBatch]:
-        if self.deep_storage_access is not None:  # reports and dead letters go where the driver writes
-            object_store.register_s3(self.job.output_uri, object_store.S3Access.from_json(self.deep_storage_access))
         spec, parser = self.job.spec, split_parser(self.job)
         gran = spec.data_schema.granularity_spec
         schema = output_arrow_schema(parser)
@@ -218,7 +218,8 @@ class KafkaRangeReader:
             yield from pa.Table.from_arrays(cols, schema=schema).to_batches()
 
         # dead letters cost nothing when they are off: no writer, and the consumer keeps no keys or timestamps
-        writer = (dead_letters.DeadLetterWriter(dead_letters.file_uri(self.job.output_uri, partition.index))
+        writer = (dead_letters.DeadLetterWriter(dead_letters.file_uri(self.job.output_uri, partition.index),
+                                                 access=self.access)
                   if spec.microbatch.dead_letters_on else None)
         consumer = SplitConsumer(self.consumer_properties, partition, self.job, raw=writer is not None)
         for chunk, raw in consumer.records():
@@ -244,7 +245,7 @@ class KafkaRangeReader:
                     f"[{partition.start}, {partition.end}))", last))
             if time.monotonic() - last_progress >= self.job.progress_interval_s:  # progress while it runs, not only at the end
                 report.seconds = time.monotonic() - started
-                deep_storage.write_json(progress_uri, report.to_json())
+                deep_storage.write_json(progress_uri, report.to_json(), self.access)
                 last_progress = time.monotonic()
             table = parsed.table
             if table.num_rows == 0:
@@ -259,7 +260,7 @@ class KafkaRangeReader:
         report.seconds = time.monotonic() - started
         report.dead_letters = writer.close() if writer is not None else None
         deep_storage.write_json(deep_storage.join(self.job.output_uri, "splits", f"split-{partition.index:05d}.json"),
-                                report.to_json())
+                                report.to_json(), self.access)
 
 
 class SplitConsumer:

@@ -97,7 +97,7 @@ def table_identifier(spec: DatasourceSpec) -> tuple[str, str]:
 
 
 def table_location(spec: DatasourceSpec) -> str:
-    return deep_storage.join(deep_storage.base_for(spec), spec.datasource, ".iceberg", table_identifier(spec)[1])
+    return deep_storage.join(deep_storage.datasource_uri(spec), ".iceberg", table_identifier(spec)[1])
 
 
 def catalog(store: MetadataStore, spec: DatasourceSpec | None = None) -> Any:
@@ -106,7 +106,7 @@ def catalog(store: MetadataStore, spec: DatasourceSpec | None = None) -> Any:
     Dispose of its engine (`.engine.dispose()`) when done."""
     from pyiceberg.catalog.sql import SqlCatalog
 
-    props = file_io_properties(deep_storage.base_for(spec)) if spec is not None else {}
+    props = file_io_properties(deep_storage.datasource_uri(spec)) if spec is not None else {}
     for attempt in range(1, 4):
         try:
             return SqlCatalog(CATALOG, uri=store.url, **props)

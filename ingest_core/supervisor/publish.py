@@ -13,6 +13,7 @@ from typing import Any, Callable
 from ingest_core.core.errors import (
     IngestError,
     NothingSucceededError,
+    ObjectStoreRefusedError,
     PredecessorGoneError,
     PublishPendingError,
     RunExpiredError,
@@ -200,7 +201,10 @@ def retry_cannot_help(base: str, datasource: str, run_id: str, args: list[str]) 
     (maxParseExceptions), from the report of its latest attempt; None when a retry may help."""
     group, replica = int(args[args.index("--group") + 1]), int(args[args.index("--replica") + 1])
     folder = deep_storage.group_uri(base, datasource, run_id, group, replica)
-    attempts = deep_storage.attempt_folders(folder)  # oldest first: this try's is the last
+    try:
+        attempts = deep_storage.attempt_folders(folder)  # oldest first: this try's is the last
+    except ObjectStoreRefusedError as exc:  # the job's store refuses these settings: so it would on a retry
+        return str(exc)
     report = read_report(deep_storage.join(attempts[-1], "report.json"),
                          f"the report of task group {group} of run {run_id}") if attempts else None
     failure = report.failure if report is not None else None

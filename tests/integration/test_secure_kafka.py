@@ -4,6 +4,7 @@ clear error at once. (The Spark job and the whole DAG over the same listeners: t
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -189,3 +190,36 @@ def test_a_spark_job_refused_by_the_broker_fails_for_good_naming_the_listener_an
     (found,) = [f for f in deep_storage.list_files(deep, ".json") if f.path.endswith("/report.json")]
     report = GroupReport.from_json(deep_storage.read_json(deep_storage.to_uri(deep, found.path)), found.path)
     assert report.failure.error_class == "KafkaAuthenticationError" and not report.failure.retry_can_help
+
+
+@pytest.mark.timeout(120)
+def test_status_after_a_refused_login_says_the_broker_refused_naming_the_listener(
+        secured_broker, monkeypatch, tmp_path, capsys):
+    """The broker answered, by refusing: `ingest status` says so and names where, not that it did not answer."""
+    import yaml
+    from helpers import sqlite_store
+
+    from ingest_core.service import cli
+
+    broker = secured_broker
+    topic = broker.create_topic()
+    monkeypatch.setenv("SECURE_KAFKA_PASSWORD", f"{broker.password}-wrong")
+    spec = spec_with(topic, "refused_status", sasl_properties(broker, **{
+        "sasl.username": broker.user, "sasl.password": {"type": "environment", "variable": "SECURE_KAFKA_PASSWORD"}}))
+    store = sqlite_store(tmp_path)
+    try:
+        store.datasources.register_spec(spec.datasource, spec.to_raw(), spec.fingerprint())
+    finally:
+        store.dispose()
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "refused_status.yaml").write_text(yaml.safe_dump(spec.to_raw()))
+    assert cli.main(["--metadata-url", store.url, "status", "--dags-folder", str(dags), "refused_status"]) == 0
+    out = capsys.readouterr().out
+    [line] = [line for line in out.splitlines() if "UNAVAILABLE" in line]
+    assert line.strip() == f"UNAVAILABLE: kafka at {broker.sasl_bootstrap} refused the credentials", out
+    assert broker.password not in out
+    assert cli.main(["--metadata-url", store.url, "status", "--json", "--dags-folder", str(dags),
+                     "refused_status"]) == 0
+    [down] = json.loads(capsys.readouterr().out)["payload"]["unavailableDependencies"]
+    assert (down["endpoint"], down["refused"]) == (broker.sasl_bootstrap, "the credentials"), down

@@ -35,6 +35,7 @@ from test_dag import (  # noqa: F401 - own_dags is a fixture
 from ingest_core.core.spec import load_spec
 from ingest_core.core.states import RunStatus
 from ingest_core.handover import deep_storage
+from ingest_core.handover.object_store import S3Access, s3_access
 from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.reader import DatasourceReader
@@ -78,9 +79,9 @@ def check_ingested(metadata_url: str, broker, name: str, topic: str, dead_letter
         assert sorted(m.value() for m in letters) == [f"not json {i}".encode() for i in range(BAD)], name
 
 
-def bucket_objects(uri: str) -> dict[str, bytes]:
-    """Every object under `uri` in the object store, by path, with its bytes."""
-    fs, path = deep_storage.filesystem(uri)
+def bucket_objects(uri: str, access: S3Access | None = None) -> dict[str, bytes]:
+    """Every object under `uri` in the object store (reached with `access`), by path, with its bytes."""
+    fs, path = deep_storage.filesystem(uri, access)
     infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
     paths = [i.path for i in infos if i.type == pafs.FileType.File]
     found = {}
@@ -184,12 +185,14 @@ def test_the_dag_over_sasl_ssl_each_credential_path_a_wrong_password_and_mutual_
     # and the UI do
     for key, value in recipe_env.items():
         monkeypatch.setenv(key, value)
-    use_deep_storage(load_spec(own_dags / "specs" / "sasl_recipe.yaml"))
+    recipe_spec = load_spec(own_dags / "specs" / "sasl_recipe.yaml")
+    use_deep_storage(recipe_spec)
+    access = s3_access(deep_storage.datasource_uri(recipe_spec))
     for name in ("sasl_recipe", "sasl_jaas_literal"):
         check_ingested(metadata_url, broker, name, topic, dlq)
     with MetadataStore(metadata_url) as store:
         segments = DatasourceReader(store, "sasl_recipe").segments()
-    objects = bucket_objects(base)
+    objects = bucket_objects(base, access)  # the whole test's folder: the recipe's settings reach the bucket
     assert segments and all(s.location.startswith(f"{base}/sasl_recipe/") for s in segments)
     for segment in segments:  # each published segment is Parquet in the bucket (the object, or the ones under it)
         where = segment.location.removeprefix("s3a://").rstrip("/")

@@ -20,9 +20,9 @@ from ingest_core.kafka.storage_secrets import resolve_s3, use_deep_storage
 KEY, SECRET = "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # AWS's documentation examples
 
 
-def spec_with(deep: dict):
+def spec_with(deep: dict, datasource: str = "ds"):
     return parse_spec({"type": "kafka", "spec": {
-        "dataSchema": {"dataSource": "ds", "timestampSpec": {"column": "ts"}, "dimensionsSpec": {"dimensions": []},
+        "dataSchema": {"dataSource": datasource, "timestampSpec": {"column": "ts"}, "dimensionsSpec": {"dimensions": []},
                        "granularitySpec": {"segmentGranularity": "HOUR"}},
         "ioConfig": {"topic": "t", "inputFormat": {"type": "json"},
                      "consumerProperties": {"bootstrap.servers": "localhost:9092"}}},
@@ -82,13 +82,38 @@ def test_registration_resolves_at_the_first_use_only(monkeypatch):
     assert path == "lazy-bucket/x/ds/file.json" and fs.type_name == "s3"
 
 
-def test_spark_gets_per_bucket_hadoop_settings():
-    conf = S3Access("http://127.0.0.1:9000", "us-east-1", True, KEY, SECRET).hadoop_conf("b1")
-    assert conf == {"fs.s3a.bucket.b1.path.style.access": "true", "fs.s3a.bucket.b1.endpoint": "http://127.0.0.1:9000",
-                    "fs.s3a.bucket.b1.multiobjectdelete.enable": "false", "fs.s3a.bucket.b1.endpoint.region": "us-east-1",
-                    "fs.s3a.bucket.b1.access.key": KEY, "fs.s3a.bucket.b1.secret.key": SECRET}
-    aws = S3Access(None, "eu-west-1").hadoop_conf("b2")  # AWS with its own chain: no keys, bulk deletes kept
-    assert aws == {"fs.s3a.bucket.b2.path.style.access": "false", "fs.s3a.bucket.b2.endpoint.region": "eu-west-1"}
+def test_two_datasources_on_one_bucket_name_each_get_their_own_settings_and_filesystem(monkeypatch):
+    monkeypatch.setenv("T_S3_KEY", KEY)
+    monkeypatch.setenv("T_S3_SECRET", SECRET)
+    settings = [{"uri": "s3a://shared/x", "s3": {**env_keys(), "endpoint": f"http://127.0.0.1:{port}"}}
+                for port in (9001, 9002)]
+    for name, deep in zip(("ds_a", "ds_b"), settings):
+        use_deep_storage(spec_with(deep, name))
+    a, b = (object_store.s3_access(f"s3a://shared/x/{name}/run/f.json") for name in ("ds_a", "ds_b"))
+    assert (a.endpoint, b.endpoint) == ("http://127.0.0.1:9001", "http://127.0.0.1:9002")
+    assert object_store.s3_access("s3a://shared/x/ds_ab/run") is None  # a folder boundary, not a text prefix
+    fs_a, _ = deep_storage.filesystem("s3a://shared/x/ds_a/f.json")
+    fs_b, _ = deep_storage.filesystem("s3a://shared/x/ds_b/f.json")
+    assert fs_a is not fs_b and fs_a is deep_storage.filesystem("s3a://shared/x/ds_a/other")[0]
+
+
+def test_spark_gets_per_bucket_hadoop_settings_under_a_scheme_of_their_own():
+    access = S3Access("http://127.0.0.1:9000", "us-east-1", True, KEY, SECRET)
+    scheme = access.hadoop_scheme
+    assert access.hadoop_conf("b1") == {
+        f"fs.{scheme}.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem", "fs.s3a.bucket.b1.path.style.access": "true",
+        "fs.s3a.bucket.b1.endpoint": "http://127.0.0.1:9000", "fs.s3a.bucket.b1.multiobjectdelete.enable": "false",
+        "fs.s3a.bucket.b1.endpoint.region": "us-east-1", "fs.s3a.bucket.b1.access.key": KEY,
+        "fs.s3a.bucket.b1.secret.key": SECRET}
+    assert access.spark_uri("s3a://b1/x/y") == f"{scheme}://b1/x/y" and access.spark_uri("s3://b1/x") == f"{scheme}://b1/x"
+    # one scheme per settings: the same settings share Hadoop's cached filesystem, others (a key) never do
+    assert S3Access("http://127.0.0.1:9000", "us-east-1", True, KEY, SECRET).hadoop_scheme == scheme
+    assert S3Access("http://127.0.0.1:9000", "us-east-1", True, KEY, SECRET + "x").hadoop_scheme != scheme
+    assert KEY not in scheme and SECRET not in scheme
+    aws = S3Access(None, "eu-west-1")  # AWS with its own chain: no keys, bulk deletes kept
+    assert aws.hadoop_conf("b2") == {f"fs.{aws.hadoop_scheme}.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+                                     "fs.s3a.bucket.b2.path.style.access": "false",
+                                     "fs.s3a.bucket.b2.endpoint.region": "eu-west-1"}
     assert S3Access.from_json(S3Access("http://h:1", None, True, KEY, SECRET, "tok").to_json()).session_token == "tok"
 
 

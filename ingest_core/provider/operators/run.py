@@ -38,9 +38,11 @@ class RunContext:
 
 
 def airflow_step(step: Callable[[], T]) -> T:
-    """Run a supervisor step; its skip and its final failure as Airflow's."""
+    """Run a supervisor step; its skip and its final failure as Airflow's. A dependency that refused this
+    datasource's settings (an object store its keys, a broker its credentials) refuses them on a retry too."""
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+    from ingest_core.core.errors import DependencyUnavailableError
     from ingest_core.supervisor.run import RunFailedForGood, RunSkipped
 
     try:
@@ -48,4 +50,8 @@ def airflow_step(step: Callable[[], T]) -> T:
     except RunSkipped as exc:
         raise AirflowSkipException(str(exc)) from None
     except RunFailedForGood as exc:
+        raise AirflowFailException(str(exc)) from None
+    except DependencyUnavailableError as exc:
+        if not exc.refused:
+            raise
         raise AirflowFailException(str(exc)) from None
