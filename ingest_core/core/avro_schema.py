@@ -21,6 +21,7 @@ import fastavro
 
 from ingest_core.core import secrets as credentials
 from ingest_core.core.binding import MISSING_VALUE, BindContext, bind_object, did_you_mean, join, spec_field
+from ingest_core.core.errors import shown
 
 MULTIPLE_SCHEMAS_VERSION = 1  # Druid's InlineSchemasAvroBytesDecoder: the first byte of every record
 DYNAMIC_PROVIDER_KEY = credentials.DYNAMIC_PROVIDER_KEY
@@ -143,8 +144,8 @@ class AvroBytesDecoder:
             return MISSING_VALUE
         decoder_cls = _DECODER_TYPES.get(str(kind))
         if decoder_cls is None:
-            ctx.error(join(path, "type"), f"unknown avroBytesDecoder type {shown(kind)}{did_you_mean(str(kind), cls.TYPES)}"
-                                          f"; supported: {', '.join(cls.TYPES)}")
+            ctx.error(join(path, "type"), f"unknown avroBytesDecoder type {shown(kind)}"
+                                          f"{did_you_mean(str(kind), cls.TYPES)}; supported: {', '.join(cls.TYPES)}")
             return MISSING_VALUE
         return bind_object(decoder_cls, raw, path, ctx)
 

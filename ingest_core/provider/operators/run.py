@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, TypeVar
 
+from ingest_core.core.errors import DependencyUnavailableError
+
 SCHEDULED_RUN_TYPES = ("scheduled", "backfill")
 T = TypeVar("T")
 
@@ -42,7 +44,6 @@ def airflow_step(step: Callable[[], T]) -> T:
     datasource's settings (an object store its keys, a broker its credentials) refuses them on a retry too."""
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-    from ingest_core.core.errors import DependencyUnavailableError
     from ingest_core.supervisor.run import RunFailedForGood, RunSkipped
 
     try:
