@@ -714,6 +714,8 @@ def test_a_sql_query_id_is_checked_before_it_is_a_header(server):
         assert query_id not in headers.get("X-Druid-SQL-Query-Id", ""), headers
     status, headers, _ = sql_raw(server, "reader", b'{"query": "SELECT 1", "context": {"sqlQueryId": "a b.c_d-1"}}')
     assert status == 200 and headers["X-Druid-SQL-Query-Id"] == "a b.c_d-1"
+    status, body = server.http("DELETE", f"{SQL}/{'x' * 20_000}", "reader")  # Druid's cancel of no such query
+    assert status == 404 and len(json.dumps(body)) < 1000, str(body)[:200]
 
 
 def store_state(store: MetadataStore) -> dict:

@@ -41,7 +41,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ingest_core.core import json_input
 from ingest_core.core.errors import (DuplicatesNotConfirmedError, IngestError, SkipNotConfirmedError,
-                                     UnknownDatasourceError)
+                                     UnknownDatasourceError, shown)
 from ingest_core.core.json_input import JsonInputError, JsonTooDeepError
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.settings import Settings
@@ -391,7 +391,7 @@ def sql_cancel(query_id: str, user: GetUserDep) -> Response:
     for cancel in mine:
         cancel.cancel(CANCELLED)
     if not mine:
-        error = SqlApiError(404, "notFound", "NOT_FOUND", f"no query of yours with sqlQueryId {query_id!r} is running")
+        error = SqlApiError(404, "notFound", "NOT_FOUND", f"no query of yours with sqlQueryId {shown(query_id)} is running")
         return JSONResponse(error.to_json(), status_code=404)
     return Response(status_code=202)
 
