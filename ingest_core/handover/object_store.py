@@ -152,6 +152,26 @@ def s3_access(uri: str) -> S3Access | None:
         return _s3_resolved[root]
 
 
+def use_in_spark(spark: Any, uri: str) -> S3Access | None:
+    """Spark (a session: classic or Connect) reaches the object store of `uri` with the settings this process has
+    for `uri`'s datasource folder (`register_s3`): Hadoop S3A's per-bucket keys and the scheme of these settings
+    (`S3Access.hadoop_scheme`), set in the session (Spark hands a session's settings to Hadoop). The settings, for
+    `spark_uri` and the executors' own writes; None: none registered (the session's own S3A settings then)."""
+    access = s3_access(uri)
+    bucket = bucket_of(uri)
+    if access is None or bucket is None:
+        return None
+    for key, value in access.hadoop_conf(bucket).items():
+        spark.conf.set(key, value)
+    return access
+
+
+def spark_uri(access: S3Access | None, uri: str) -> str:
+    """`uri` as Spark reads or writes it with `access` (`use_in_spark`): its own filesystem, never one Hadoop
+    cached for another datasource on the same bucket name."""
+    return access.spark_uri(uri) if access is not None and bucket_of(uri) else uri
+
+
 def s3_filesystem(bucket: str, access: S3Access | None) -> pafs.FileSystem:
     """pyarrow's filesystem for `bucket` reached with `access` (None: the AWS SDK's own chain)."""
     pafs = pyarrow_fs()

@@ -36,7 +36,7 @@ from ingest_core.executor.discovery import (
 )
 from ingest_core.executor.rollup import aggregators, long_sum_columns
 from ingest_core.executor.row_parser import TIME
-from ingest_core.handover import deep_storage
+from ingest_core.handover import deep_storage, object_store
 from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.spark.job import (
     col,
@@ -44,9 +44,7 @@ from ingest_core.spark.job import (
     merge_functions,
     merge_sketches,
     merged_type,
-    spark_uri,
     sql_functions,
-    use_object_store,
 )
 
 log = logging.getLogger(__name__)
@@ -61,11 +59,11 @@ def compact(spark: Any, spec: DatasourceSpec, job: CompactionJob) -> list[Compac
     a column a segment lacks as null)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    access = use_object_store(spark, job.output_uri)  # the segments' and the output's: one deep storage
+    access = object_store.use_in_spark(spark, job.output_uri)  # the segments' and the output's: one deep storage
     target = merge_types(job.types) if job.types else {}
     frames = []
     for order, location in enumerate(job.locations):
-        frame = spark.read.parquet(spark_uri(access, location))
+        frame = spark.read.parquet(object_store.spark_uri(access, location))
         own = job.types[order] if job.types else {}
         if needs_conversion(own, target):
             frame = frame.mapInArrow(partial(conform_batches, own=own, target=target),
@@ -75,7 +73,7 @@ def compact(spark: Any, spec: DatasourceSpec, job: CompactionJob) -> list[Compac
     rolled = combine(rows, spec) if spec.data_schema.granularity_spec.rollup else rows.drop(ORDER)
     folder = deep_storage.join(job.output_uri, "segments")
     (rolled.repartition(job.target_segments).sortWithinPartitions(TIME)
-     .write.option("maxRecordsPerFile", job.target_rows).parquet(spark_uri(access, folder)))
+     .write.option("maxRecordsPerFile", job.target_rows).parquet(object_store.spark_uri(access, folder)))
     files = describe(folder, target)
     deep_storage.write_json(deep_storage.join(job.output_uri, REPORT),
                             {"job": job.to_json(), "files": [f.to_json() for f in files]})

@@ -237,26 +237,6 @@ def _spark_cause(exc: BaseException) -> tuple[str, str]:
     return root[0], first if root[1] in first else f"{first} ({root[1]})"
 
 
-def use_object_store(spark: Any, uri: str) -> object_store.S3Access | None:
-    """Spark reaches the object store of `uri` with the settings this process has for `uri`'s datasource folder
-    (`object_store.register_s3`): Hadoop S3A's per-bucket keys and the scheme of these settings
-    (`S3Access.hadoop_scheme`), set in the session (Spark hands a session's settings to Hadoop). The settings,
-    for `spark_uri` and the executors' own writes; None: none registered."""
-    access = object_store.s3_access(uri)
-    bucket = object_store.bucket_of(uri)
-    if access is None or bucket is None:
-        return None
-    for key, value in access.hadoop_conf(bucket).items():
-        spark.conf.set(key, value)
-    return access
-
-
-def spark_uri(access: object_store.S3Access | None, uri: str) -> str:
-    """`uri` as Spark reads or writes it with `access` (`use_object_store`): its own filesystem, never one
-    Hadoop cached for another datasource on the same bucket name."""
-    return access.spark_uri(uri) if access is not None and object_store.bucket_of(uri) else uri
-
-
 def read_splits(spark: Any, job: ReadJob, consumer_properties: dict[str, Any], input_format: dict | None = None,
                 deep_storage_access: dict | None = None, tasks: int | None = None) -> Any:
     """The group's rows, one Spark task per split (or `tasks` tasks): a range of one row per split in as many
@@ -302,7 +282,7 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
         progress_interval_s=job.progress_interval_s)
     input_format = spec.io_config.input_format
     deep_storage.reach(job.attempt_uri)  # a store that refuses the keys or is down: one line now, not Spark's retries
-    access = use_object_store(spark, job.attempt_uri)
+    access = object_store.use_in_spark(spark, job.attempt_uri)
     # the splits' consumers add the defaults (isolation.level, ...): KafkaClientConfig.consumer; the job's spec
     # has the schema registry's credentials redacted
     rows = read_splits(spark, read_job, dict(kafka.properties),
@@ -326,7 +306,7 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
     write_started = time.time()
     (out.sortWithinPartitions(SEGMENT, TIME, *[col(F, d) for d in dims])
      .write.mode("error").option("maxRecordsPerFile", spec.tuning_config.max_rows_per_segment)
-     .partitionBy(SEGMENT).parquet(spark_uri(access, deep_storage.join(job.attempt_uri, "segments"))))
+     .partitionBy(SEGMENT).parquet(object_store.spark_uri(access, deep_storage.join(job.attempt_uri, "segments"))))
     write_ended = time.time()
     if types:
         rows.unpersist()  # a Spark Connect session outlives the job

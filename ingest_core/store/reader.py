@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from ingest_core.core.timeline import visible_segments
 from ingest_core.executor.discovery import arrow_schema, conform_batches, needs_conversion
-from ingest_core.handover import dead_letters
+from ingest_core.handover import dead_letters, object_store
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.records import SegmentRecord
 from ingest_core.store.segment_schema import merged_types, read_conformed, typed
@@ -61,12 +61,15 @@ class DatasourceReader:
             return spark.createDataFrame([], "__time timestamp")
         owns, target = typed(segments)
         schema = from_arrow_schema(arrow_schema(target))
+        # the datasource's own object store settings (one deep storage per datasource), never the session's
+        # filesystem cached for another datasource on the same bucket name
+        access = object_store.use_in_spark(spark, segments[0].location)
         by_types: dict[tuple, tuple[dict[str, str], list[str]]] = {}
         for s, own in zip(segments, owns):
             by_types.setdefault(tuple(own.items()), (own, []))[1].append(s.location)
         frames = []
         for own, locations in by_types.values():  # the files of one schema; a narrower one widened, in Python
-            frame = spark.read.parquet(*locations)
+            frame = spark.read.parquet(*(object_store.spark_uri(access, location) for location in locations))
             if needs_conversion(own, target):
                 frame = frame.mapInArrow(partial(conform_batches, own=own, target=target), schema)
             frames.append(frame)

@@ -85,6 +85,9 @@ def test_same_bucket_and_topic_names_each_datasource_uses_its_own_servers(
         # each datasource's rows from its own broker
         assert sorted(r["a"] for r in DatasourceReader(store, "iso_one").to_arrow().to_pylist()) == ["one"] * 6
         assert sorted(r["a"] for r in DatasourceReader(store, "iso_two").to_arrow().to_pylist()) == ["two"] * 4
+        # and read back through Spark, in the session both jobs wrote with, each from its own server
+        for name, rows in (("iso_one", ["one"] * 6), ("iso_two", ["two"] * 4), ("iso_one", ["one"] * 6)):
+            assert sorted(r["a"] for r in DatasourceReader(store, name).to_spark(spark).collect()) == rows
         # each one's objects (the Spark write's segments, the reports) on its own server only
         on_one, on_two = on(one), on(two)
         assert any("/iso_one/" in p and p.endswith(".parquet") for p in on_one)
