@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import ContextManager, Iterable, Mapping, Protocol
 
 from ingest_core.core import json_input
-from ingest_core.core.errors import IngestError
+from ingest_core.core.errors import IngestError, shown
 from ingest_core.core.json_input import JsonInputError, JsonTooDeepError
 from ingest_core.core.loss import (
     LossCause,
@@ -549,8 +549,8 @@ def druid_json_object(raw: bytes) -> dict:
         seen: dict = {}
         for key, value in pairs:
             if key in seen:
-                raise IngestError(f"{key!r} is given twice in the body ({seen[key]!r}, {value!r}): give it once; "
-                                  "nothing was changed")
+                raise IngestError(f"{shown(key)} is given twice in the body ({shown(seen[key])}, {shown(value)}): "
+                                  "give it once; nothing was changed")
             seen[key] = value
         return seen
 
@@ -570,10 +570,17 @@ def druid_offset_requests(body: dict) -> list[OffsetRequest]:
     (`offsets.request_problem`: a `stream` that is not a topic name, an offset past the 64-bit range)."""
     try:
         partitions = body["partitions"]
-        return [OffsetRequest(partitions["stream"], int(p), _offset_value(o))
+        return [OffsetRequest(partitions["stream"], _partition(p), _offset_value(o))
                 for p, o in partitions["partitionOffsetMap"].items()]
     except (KeyError, TypeError, ValueError, AttributeError):
         raise IngestError(RESET_OFFSETS_BODY) from None
+
+
+def _partition(key: str) -> int:
+    """A partition as the CLI reads one: ASCII digits only (`int` also takes '٣', ' 3', '1_0' and '+1')."""
+    if not (key.isascii() and key.isdigit()):
+        raise ValueError(key)
+    return int(key)
 
 
 def _offset_value(value: object) -> int | str:

@@ -17,6 +17,13 @@ def body(stream, offsets: dict) -> bytes:
                                                        "partitionOffsetMap": offsets}}).encode()
 
 
+def test_a_key_given_twice_quotes_at_most_a_short_prefix_of_its_values():
+    raw = b'{"partitions": 1, "partitions": [' + b", ".join([b'"' + b"x" * 1000 + b'"'] * 1000) + b"]}"
+    with pytest.raises(IngestError, match="'partitions' is given twice") as refused:
+        druid_json_object(raw)
+    assert len(str(refused.value)) < 400
+
+
 def test_a_partition_given_two_offsets_is_refused_not_one_of_them_kept():
     raw = b'{"type": "kafka", "partitions": {"type": "end", "stream": "t", "partitionOffsetMap": {"0": 1, "0": 2}}}'
     with pytest.raises(IngestError, match=r"'0' is given twice in the body \(1, 2\): give it once; nothing was "
@@ -30,7 +37,9 @@ def test_a_body_that_is_no_json_object_is_refused(raw):
         druid_json_object(raw)
 
 
-@pytest.mark.parametrize("offsets", [{"x": 1}, {"0": "1"}, {"0": True}, {"0": None}, [1]])
+@pytest.mark.parametrize("offsets", [{"x": 1}, {"0": "1"}, {"0": True}, {"0": None}, [1],
+                                     # partitions as the CLI reads them: ASCII digits only (int() takes these)
+                                     {"٣": 1}, {"²": 1}, {" 3": 1}, {"1_0": 1}, {"+1": 1}, {"-1": 1}])
 def test_offsets_that_are_neither_numbers_nor_earliest_or_latest_are_refused(offsets):
     with pytest.raises(IngestError, match='OFFSET: a number, "earliest" or "latest"'):
         druid_offset_requests(druid_json_object(body("t", offsets)))
