@@ -36,7 +36,16 @@ def _freshness(request, out: Path) -> Benchmark:
                            spark_connect.url, "--postgres", pg_base(), "--duration", "5", timeout=1400)
 
 
-BACKGROUND = {"test_microbatch_fixed_cost": _fixed_cost, "test_freshness": _freshness}
+def _scheduler_soak(request, out: Path) -> Benchmark:
+    # its two tiny faults leave the shared servers alone: a publish task's worker SIGKILLed, then the scheduler
+    spark_connect, broker = request.getfixturevalue("spark_connect"), request.getfixturevalue("broker")
+    return start_benchmark("fault_soak.py", "--scheduler", "--tiny", "--out", str(out), "--bootstrap",
+                           broker.bootstrap, "--spark-connect-url", spark_connect.url, "--postgres", pg_base(),
+                           timeout=1400)
+
+
+BACKGROUND = {"test_microbatch_fixed_cost": _fixed_cost, "test_freshness": _freshness,
+              "test_fault_soak_under_the_scheduler": _scheduler_soak}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -210,3 +219,20 @@ def test_freshness(background, broker, spark_connect):  # (the servers `backgrou
         # every acknowledged event seen exactly once (the script exits 1 otherwise), each after it was produced
         assert rate == 20 and seen == produced == 100 and duplicates == 0, out
         assert 0 < p50 <= p95 <= p99 <= worst, out
+
+
+def test_fault_soak_under_the_scheduler(background, broker, spark_connect):  # (the servers `background` gave it)
+    # a @continuous datasource under Airflow's own components, each started again when it exits: the worker of a
+    # publish task SIGKILLed (its heartbeat timeout fails the try, the retry publishes), then the scheduler's whole
+    # process group. Each fault fired, data was published again after it, and every record is visible once.
+    out = background["test_fault_soak_under_the_scheduler"].output()
+    got = figures(out, {kind: rf"^  {kind} +{NUMBER}/{NUMBER} +{NUMBER} s +{NUMBER} +{NUMBER}$"
+                        for kind in ("kill_worker_publish", "kill_scheduler")})
+    for kind, (fired, faults, stall, lost, duplicated) in got.items():
+        assert fired == faults == 1 and stall > 0 and lost == duplicated == 0, out
+    records = figures(out, {"records": rf"^records: produced {NUMBER}, visible {NUMBER}, lost {NUMBER}, duplicated "
+                                       rf"{NUMBER}, unexpected {NUMBER}$"})["records"]
+    produced, visible, lost, duplicated, unexpected = records
+    assert produced > 0 and visible == produced and lost == duplicated == unexpected == 0, out
+    restarts = re.search(r"^component restarts: (.*)$", out, re.MULTILINE)
+    assert restarts and "scheduler 1" in restarts[1], out  # the killed scheduler came back by itself
