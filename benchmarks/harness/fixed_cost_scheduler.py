@@ -48,7 +48,8 @@ class Standalone:
             AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="60", **airflow_conf)
         if preload:
             write_local_settings(Path(self.env["AIRFLOW_HOME"]))
-        self.db = sa.create_engine(airflow_db_url.replace("+asyncpg", ""))
+        # pre-ping: a connection the database dropped (a restart) is replaced, not handed out
+        self.db = sa.create_engine(airflow_db_url.replace("+asyncpg", ""), pool_pre_ping=True)
         self.store = MetadataStore(metadata_url)
         self.store.upgrade()
         self.airflow("db", "migrate")

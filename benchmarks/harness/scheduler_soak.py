@@ -37,6 +37,7 @@ from ingest_core.store.segment_schema import read_conformed
 
 COMPONENTS = ("scheduler", "dag-processor", "triggerer", "api-server")
 RESTART_DELAY_S = 2.0  # systemd's RestartSec of docs/deadlines.md
+SETTLE_S = 10.0  # after data is visible again, before the next fault
 STALL_BAR_S = 60.0  # issue 46: a datasource publishes again within a minute of any single fault
 PARTITIONS = 2
 
@@ -216,6 +217,12 @@ class SchedulerSoak:
     # -- faults --------------------------------------------------------------------------------------------
 
     def kill_scheduler(self) -> tuple[bool, str]:
+        """SIGKILL of its process group (its LocalExecutor workers and their tasks too) while it has a task queued:
+        the worst moment, as nothing heartbeats for a queued task."""
+        deadline = time.monotonic() + 60
+        while not self.airflow.query("SELECT 1 FROM task_instance WHERE dag_id = :d AND state = 'queued'",
+                                     d=self.datasource) and time.monotonic() < deadline:
+            time.sleep(0.05)
         proc = self.airflow.procs["scheduler"]
         n = 1 + len(psutil.Process(proc.pid).children(recursive=True))
         os.killpg(proc.pid, signal.SIGKILL)
@@ -236,8 +243,8 @@ class SchedulerSoak:
             if busy:
                 rows = self.airflow.query("SELECT CAST(id AS TEXT), task_id FROM task_instance WHERE dag_id = :d AND "
                                           "state = 'running'", d=self.datasource)
-                for ti, task_id in rows:
-                    if task_id == task and ti in busy:
+                for ti, task_id in rows:  # its task process still runs under it (not a worker that just ended one)
+                    if task_id == task and ti in busy and busy[ti].children():
                         victims = [busy[ti], *busy[ti].children(recursive=True)]
                         for v in victims:
                             try:
@@ -251,10 +258,14 @@ class SchedulerSoak:
     def kill_spark_connect(self) -> tuple[bool, str]:
         if self.connect is None:
             return False, "the Spark Connect server is not the soak's own"
+        deadline = time.monotonic() + 180  # mid-job: the running job's session dies under it
+        while not self.airflow.query("SELECT 1 FROM task_instance WHERE dag_id = :d AND task_id = 'spark_job' AND "
+                                     "state = 'running'", d=self.datasource) and time.monotonic() < deadline:
+            time.sleep(0.1)
         t = time.monotonic()
         self.connect.kill()
         self.connect.start()
-        return True, f"Spark Connect server killed, up again in {time.monotonic() - t:.0f} s"
+        return True, f"Spark Connect server killed mid-job, up again in {time.monotonic() - t:.0f} s"
 
     def crash_postgres(self) -> tuple[bool, str]:
         if self.postgres is None:
@@ -323,10 +334,11 @@ class SchedulerSoak:
                 raise SystemExit(f"nothing was published in 600 s; see {self.out}")
             time.sleep(0.5)
         log(f"first records visible after {time.time() - t0:.0f} s (warm-up, not counted)")
-        start, k = time.time(), 0
+        start, k, settled = time.time(), 0, time.time()
         while k < len(a.faults) or time.time() - start + a.fault_every < a.duration:  # each kind once at least
             kind = a.faults[k % len(a.faults)]
-            time.sleep(max(0.0, start + k * a.fault_every - time.time()))
+            # on the beat, but never on top of the last fault: one single fault at a time
+            time.sleep(max(0.0, start + k * a.fault_every - time.time(), settled + SETTLE_S - time.time()))
             at = time.time()
             fired, detail = self.FAULTS[kind](self)
             struck = Struck(kind, at, fired, detail)
@@ -334,6 +346,7 @@ class SchedulerSoak:
             while (seen := self.records.first_seen_after(at)) is None and time.time() - at < a.recovery_timeout:
                 time.sleep(0.5)
             struck.recovered_at = seen
+            settled = time.time()
             log(f"[{k + 1}] {kind}: {detail}; data published again after "
                 + (f"{struck.stall:.0f} s" if seen else f"more than {a.recovery_timeout:.0f} s")
                 + f"; load average {load()}")

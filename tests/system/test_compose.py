@@ -36,7 +36,7 @@ from ingest_core.core.secrets import AirflowConnectionSecret, EnvironmentSecret
 from ingest_core.core.settings import DEEP_STORAGE_VAR, METADATA_URL_VAR
 from ingest_core.core.spec import load_spec
 from ingest_core.provider.preload import LOCAL_SETTINGS
-from ingest_core.provider.recovery import heartbeat_env
+from ingest_core.provider.recovery import recovery_env
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = (ROOT / "docker-compose.yaml").read_text()
@@ -277,7 +277,7 @@ def test_long_running_services_come_back_and_dead_tasks_are_noticed_in_seconds()
     for name, service in SERVICES.items():
         assert service.get("restart") == (None if name in one_shot else "unless-stopped"), name
     for name in AIRFLOW:  # a task whose worker died fails in seconds: the settings every Airflow home ships
-        assert heartbeat_env().items() <= env(name).items(), name
+        assert recovery_env().items() <= env(name).items(), name
 
 
 def test_the_stack_runs_the_recipe_of_the_docs(tmp_path):
