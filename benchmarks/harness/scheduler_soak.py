@@ -216,13 +216,20 @@ class SchedulerSoak:
 
     # -- faults --------------------------------------------------------------------------------------------
 
+    def wait_for_task(self, state: str, task: str | None = None, timeout: float = 60) -> bool:
+        """Until a task instance of the datasource (`task`, or any) is in `state`, at most `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.airflow.query("SELECT 1 FROM task_instance WHERE dag_id = :d AND state = :s AND task_id = "
+                                  "COALESCE(:t, task_id)", d=self.datasource, s=state, t=task):
+                return True
+            time.sleep(0.05)
+        return False
+
     def kill_scheduler(self) -> tuple[bool, str]:
         """SIGKILL of its process group (its LocalExecutor workers and their tasks too) while it has a task queued:
         the worst moment, as nothing heartbeats for a queued task."""
-        deadline = time.monotonic() + 60
-        while not self.airflow.query("SELECT 1 FROM task_instance WHERE dag_id = :d AND state = 'queued'",
-                                     d=self.datasource) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        self.wait_for_task("queued")
         proc = self.airflow.procs["scheduler"]
         n = 1 + len(psutil.Process(proc.pid).children(recursive=True))
         os.killpg(proc.pid, signal.SIGKILL)
@@ -258,10 +265,7 @@ class SchedulerSoak:
     def kill_spark_connect(self) -> tuple[bool, str]:
         if self.connect is None:
             return False, "the Spark Connect server is not the soak's own"
-        deadline = time.monotonic() + 180  # mid-job: the running job's session dies under it
-        while not self.airflow.query("SELECT 1 FROM task_instance WHERE dag_id = :d AND task_id = 'spark_job' AND "
-                                     "state = 'running'", d=self.datasource) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        self.wait_for_task("running", "spark_job")  # mid-job: the running job's session dies under it
         t = time.monotonic()
         self.connect.kill()
         self.connect.start()
@@ -270,6 +274,7 @@ class SchedulerSoak:
     def crash_postgres(self) -> tuple[bool, str]:
         if self.postgres is None:
             return False, "PostgreSQL is not the soak's own"
+        self.wait_for_task("running", "spark_job")  # the publish after it meets the database down or recovering
         t = time.monotonic()
         stop_group(self.postgres.proc, 0, signal.SIGKILL)
         time.sleep(3)
