@@ -370,9 +370,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ap.set_defaults(faults=",".join(SCHEDULER_FAULTS), rate=300.0)
     if args.tiny:  # new defaults; what the command line gives still wins
         ap.set_defaults(iterations=1, faults="clean", heal_runs=2, task_count=1, completion_timeout=60, rate=5.0)
-        if args.scheduler:  # the two faults that leave shared servers alone, 20 s apart
-            ap.set_defaults(faults="kill_worker_publish,kill_scheduler", rate=20.0, duration=0, fault_every=20,
-                            drain=240)
+        if args.scheduler:  # the fault the issue measured worst (374 s); it leaves shared servers alone
+            ap.set_defaults(faults="kill_worker_publish", rate=20.0, duration=0, fault_every=20, drain=240)
     args = ap.parse_args(argv)
     args.faults = [f.strip() for f in args.faults.split(",") if f.strip()]
     unknown = [f for f in args.faults if f not in kinds]

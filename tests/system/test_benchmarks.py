@@ -37,7 +37,7 @@ def _freshness(request, out: Path) -> Benchmark:
 
 
 def _scheduler_soak(request, out: Path) -> Benchmark:
-    # its two tiny faults leave the shared servers alone: a publish task's worker SIGKILLed, then the scheduler
+    # its tiny fault leaves the shared servers alone: a publish task's worker SIGKILLed
     spark_connect, broker = request.getfixturevalue("spark_connect"), request.getfixturevalue("broker")
     return start_benchmark("fault_soak.py", "--scheduler", "--tiny", "--out", str(out), "--bootstrap",
                            broker.bootstrap, "--spark-connect-url", spark_connect.url, "--postgres", pg_base(),
@@ -223,16 +223,15 @@ def test_freshness(background, broker, spark_connect):  # (the servers `backgrou
 
 def test_fault_soak_under_the_scheduler(background, broker, spark_connect):  # (the servers `background` gave it)
     # a @continuous datasource under Airflow's own components, each started again when it exits: the worker of a
-    # publish task SIGKILLed (its heartbeat timeout fails the try, the retry publishes), then the scheduler's whole
-    # process group. Each fault fired, data was published again after it, and every record is visible once.
-    out = background["test_fault_soak_under_the_scheduler"].output()
-    got = figures(out, {kind: rf"^  {kind} +{NUMBER}/{NUMBER} +{NUMBER} s +{NUMBER} +{NUMBER}$"
-                        for kind in ("kill_worker_publish", "kill_scheduler")})
-    for kind, (fired, faults, stall, lost, duplicated) in got.items():
-        assert fired == faults == 1 and stall > 0 and lost == duplicated == 0, out
+    # publish task SIGKILLed (the heartbeat timeout Airflow's home ships fails the try, the retry publishes). The
+    # fault fired, data was published again after it, and every record is visible once. (The scheduler killed,
+    # PostgreSQL crashed, ...: `make bench`'s run; each would add a minute to the suite.)
+    got = figures(out := background["test_fault_soak_under_the_scheduler"].output(),
+                  {"kill_worker_publish": rf"^  kill_worker_publish +{NUMBER}/{NUMBER} +{NUMBER} s +{NUMBER} +{NUMBER}$"})
+    fired, faults, stall, lost, duplicated = got["kill_worker_publish"]
+    assert fired == faults == 1 and stall > 0 and lost == duplicated == 0, out
     records = figures(out, {"records": rf"^records: produced {NUMBER}, visible {NUMBER}, lost {NUMBER}, duplicated "
                                        rf"{NUMBER}, unexpected {NUMBER}$"})["records"]
     produced, visible, lost, duplicated, unexpected = records
     assert produced > 0 and visible == produced and lost == duplicated == unexpected == 0, out
-    restarts = re.search(r"^component restarts: (.*)$", out, re.MULTILINE)
-    assert restarts and "scheduler 1" in restarts[1], out  # the killed scheduler came back by itself
+    assert re.search(r"^stalls over 60 s: (none|kill_worker_publish)$", out, re.MULTILINE), out  # printed, not a bound
