@@ -384,7 +384,7 @@ class SchedulerSoak:
             row["fired"] += s.fired
             row["recovered"] &= s.stall is not None
             row["longest_stall"] = max(row["longest_stall"], s.stall if s.stall is not None else float("inf"))
-            row["details"].append(s.detail)
+            row["details"].append(f"{s.detail}; stall " + (f"{s.stall:.1f} s" if s.stall is not None else "-"))
         for i in lost:
             if (k := of_fault(i)) >= 0:
                 by[self.struck[k].kind]["lost"] += 1
