@@ -59,6 +59,7 @@ bench: install
 	$(PY) benchmarks/microbatch_fixed_cost.py --runs 5 --records 1000 --task-count 2 --scheduler-runs 3
 	$(PY) benchmarks/freshness.py --rates 1000 5000 10000 --duration 600 --airflow-conf scheduler.scheduler_idle_sleep_time=0.2
 	$(PY) benchmarks/fault_soak.py --iterations 16 --seed 1
+	$(PY) benchmarks/fault_soak.py --scheduler --duration 600
 	$(PY) benchmarks/compaction.py --minutes 1440 --rows 200
 	$(PY) benchmarks/sketch_query.py --hours 24 --rows-per-hour 2000 --users-per-row 40
 	$(PY) benchmarks/sql_isolation.py

@@ -92,6 +92,9 @@ from harness.dag_runs import MARK_FAILED, kill_tree  # noqa: E402
 from harness.soak import Fault, Outcome, Soak  # noqa: E402
 from harness.soak_constants import DATASOURCE, MAX_PARTITIONS, TOPIC, log  # noqa: E402
 from harness.soak_report import Report  # noqa: E402
+from harness.scheduler_soak import SchedulerSoak, load, print_report  # noqa: E402
+
+SCHEDULER_FAULTS = tuple(SchedulerSoak.FAULTS)
 
 
 # ------------------------------------------------------------------------------------------------ the faults
@@ -352,15 +355,50 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          "after cleanup, no orphan attempt and no incomplete multipart upload may be left")
     ap.add_argument("--tiny", action="store_true",
                     help="one clean microbatch and its heal run, one task group: that the soak runs, no fault")
+    sched = ap.add_argument_group("--scheduler", "the soak under Airflow's scheduler (harness/scheduler_soak.py)")
+    sched.add_argument("--scheduler", action="store_true",
+                       help=f"a @continuous datasource under Airflow's components, faults from: {', '.join(SCHEDULER_FAULTS)}")
+    sched.add_argument("--duration", type=float, default=600, help="seconds of faults (each kind at least once)")
+    sched.add_argument("--fault-every", type=float, default=45, help="seconds between faults (default 45)")
+    sched.add_argument("--recovery-timeout", type=float, default=600, help="seconds a fault's stall is waited for")
+    sched.add_argument("--drain", type=float, default=300, help="seconds for the last records to become visible")
+    sched.add_argument("--bootstrap", help="a running broker (its restart fault is then not run)")
+    sched.add_argument("--spark-connect-url", help="a running Spark Connect server (its kill fault is then not run)")
     args = ap.parse_args(argv)
+    kinds = SCHEDULER_FAULTS if args.scheduler else FAULTS
+    if args.scheduler:
+        ap.set_defaults(faults=",".join(SCHEDULER_FAULTS), rate=300.0)
     if args.tiny:  # new defaults; what the command line gives still wins
         ap.set_defaults(iterations=1, faults="clean", heal_runs=2, task_count=1, completion_timeout=60, rate=5.0)
-        args = ap.parse_args(argv)
+        if args.scheduler:  # the fault the issue measured worst (374 s); it leaves shared servers alone
+            ap.set_defaults(faults="kill_worker_publish", rate=20.0, duration=0, fault_every=20, drain=240)
+    args = ap.parse_args(argv)
     args.faults = [f.strip() for f in args.faults.split(",") if f.strip()]
-    unknown = [f for f in args.faults if f not in FAULTS]
+    unknown = [f for f in args.faults if f not in kinds]
     if unknown or not args.faults:
-        ap.error(f"unknown faults {unknown}; choose from {', '.join(FAULTS)}")
+        ap.error(f"unknown faults {unknown}; choose from {', '.join(kinds)}")
     return args
+
+
+def run_scheduler_soak(args: argparse.Namespace) -> int:
+    out = (args.out or Path(tempfile.mkdtemp(prefix="scheduler-soak-"))).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    soak = SchedulerSoak(args, out)
+    log(f"scheduler soak: faults {', '.join(args.faults)} every {args.fault_every:g} s for {args.duration:g} s, "
+        f"{args.rate:g} records/s; load average {load()}; out {out}")
+    try:
+        soak.start()
+        report = soak.run()
+    finally:
+        soak.stop()
+    (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    print_report(report, args)
+    ok = report["lost"] == 0 and report["duplicated"] == 0 and report["unexpected"] == 0
+    if ok and not args.keep:
+        shutil.rmtree(out, ignore_errors=True)
+    else:
+        print(f"logs and report.json in {out}")
+    return 0 if ok else 1
 
 
 def run_soak(args: argparse.Namespace) -> tuple[Report, Path]:
@@ -388,7 +426,10 @@ def run_soak(args: argparse.Namespace) -> tuple[Report, Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    report, out = run_soak(parse_args(argv))
+    args = parse_args(argv)
+    if args.scheduler:
+        return run_scheduler_soak(args)
+    report, out = run_soak(args)
     print("\n" + report.summary(), flush=True)
     if out.exists():
         print(f"logs, report.json and metadata.json in {out}")

@@ -48,13 +48,22 @@ class Standalone:
             AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="60", **airflow_conf)
         if preload:
             write_local_settings(Path(self.env["AIRFLOW_HOME"]))
-        self.db = sa.create_engine(airflow_db_url.replace("+asyncpg", ""))
+        # pre-ping: a connection the database dropped (a restart) is replaced, not handed out
+        self.db = sa.create_engine(airflow_db_url.replace("+asyncpg", ""), pool_pre_ping=True)
         self.store = MetadataStore(metadata_url)
         self.store.upgrade()
         self.airflow("db", "migrate")
-        self.log = open(root / "standalone.log", "wb")  # noqa: SIM115 - closed in stop()
+        self.launch()
+
+    def launch(self) -> None:
+        """Airflow's components: `airflow standalone`, all four in one process (benchmarks/harness/
+        scheduler_soak.py runs each on its own, started again when it exits)."""
+        self.log = open(self.root / "standalone.log", "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen([AIRFLOW, "standalone"], env=self.env, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
+
+    def exited(self) -> bool:
+        return self.proc.poll() is not None
 
     def wait_healthy(self, timeout: float = 300) -> None:
         import urllib.request
@@ -66,7 +75,7 @@ class Standalone:
                     health = json.load(r)
                 if all(health.get(k, {}).get("status") == "healthy" for k in ("scheduler", "dag_processor")):
                     return
-            if self.proc.poll() is not None:
+            if self.exited():
                 break
             time.sleep(1)
         raise SystemExit(f"airflow standalone did not become healthy; see {self.root / 'standalone.log'}")

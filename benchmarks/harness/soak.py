@@ -580,7 +580,7 @@ class Soak:
         from ingest_core.store.cleanup import find_orphans, remove_orphans
 
         spec, report = parse_spec(self.spec()), self.report
-        final = [r.run_id for r in self.store.list_runs(DATASOURCE, limit=None) if r.is_final]
+        final = [r.run_id for r in self.store.runs.recent(DATASOURCE, limit=None) if r.is_final]
         runs = [deep_storage.run_uri(self.deep_storage, DATASOURCE, r) for r in final]
         orphans = find_orphans(self.store, spec, final)
         report.uploads_aborted = sum(len(s3_uploads.incomplete_uploads(o.uri)) for o in orphans)

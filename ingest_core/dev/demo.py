@@ -38,6 +38,7 @@ from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedSparkConnect
 from ingest_core.kafka.consumer_group import mirror_group, mirrored_offsets
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
 from ingest_core.provider.preload import write_local_settings
+from ingest_core.provider.recovery import recovery_env
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.reader import DatasourceReader
 
@@ -90,6 +91,7 @@ def airflow_env(home: Path, bootstrap: str, *, dags_folder: Path = ROOT / "dags"
         "INGEST_KAFKA_BOOTSTRAP": bootstrap,
         "PYSPARK_PYTHON": sys.executable,
         "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+        **recovery_env(),  # a task whose worker died is failed and retried in seconds (provider/recovery.py)
         **extra,
     }
 

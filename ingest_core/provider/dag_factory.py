@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from ingest_core.provider.operators.spark_job import (
 from ingest_core.provider.sensors.data_gate import DataGateSensor
 
 DEFAULT_START = datetime(2025, 1, 1, tzinfo=timezone.utc)
+RUN_MARGIN = timedelta(minutes=1)  # the plan step before the run's deadline starts, the report after it
 log = logging.getLogger(__name__)
 
 
@@ -76,6 +77,15 @@ def schedule_of(spec: DatasourceSpec) -> Any:
     return DeltaDataIntervalTimetable(period.to_timedelta())
 
 
+def run_timeout(spec: DatasourceSpec) -> timedelta:
+    """How long an Airflow run of `spec` may take (its `dagrun_timeout`): the data gate's wait, then the run's own
+    deadline (completionTimeout from its plan on; past it the run never publishes, and expires). A run whose task
+    died without a word would otherwise stay running, and with one run at a time nothing else could start."""
+    gate = spec.microbatch.data_gate
+    wait = gate.max_wait.to_timedelta() if gate is not None else timedelta(0)
+    return wait + spec.io_config.completion_timeout.to_timedelta() + RUN_MARGIN
+
+
 def build_dag(spec: DatasourceSpec) -> DAG:
     use_deep_storage(spec)  # its tasks, run in this process, reach the deep storage with the spec's settings
     micro, io = spec.microbatch, spec.io_config
@@ -87,6 +97,7 @@ def build_dag(spec: DatasourceSpec) -> DAG:
         start_date=micro.start_date or DEFAULT_START,
         catchup=micro.catchup,
         max_active_runs=micro.max_active_runs,
+        dagrun_timeout=run_timeout(spec),
         default_args=default_args,
         is_paused_upon_creation=spec.suspended,
         tags=["ingest", f"topic:{io.topic or io.topic_pattern}"],

@@ -36,6 +36,7 @@ from ingest_core.core.secrets import AirflowConnectionSecret, EnvironmentSecret
 from ingest_core.core.settings import DEEP_STORAGE_VAR, METADATA_URL_VAR
 from ingest_core.core.spec import load_spec
 from ingest_core.provider.preload import LOCAL_SETTINGS
+from ingest_core.provider.recovery import recovery_env
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = (ROOT / "docker-compose.yaml").read_text()
@@ -267,6 +268,16 @@ def test_the_scheduler_preloads_the_tasks_libraries_as_the_docs_say():
     mounted = {c["target"]: c["source"] for c in SERVICES["airflow-scheduler"]["configs"]}
     source = mounted["/opt/airflow/config/airflow_local_settings.py"]  # $AIRFLOW_HOME/config: on Airflow's sys.path
     assert COMPOSE["configs"][source]["content"] == LOCAL_SETTINGS
+
+
+def test_long_running_services_come_back_and_dead_tasks_are_noticed_in_seconds():
+    # Airflow's scheduler, triggerer and dag-processor exit when their database goes away (issue 46): compose
+    # starts them again; one-shot services (made once, then done) must not be
+    one_shot = {"airflow-init", "kafka-tls"}
+    for name, service in SERVICES.items():
+        assert service.get("restart") == (None if name in one_shot else "unless-stopped"), name
+    for name in AIRFLOW:  # a task whose worker died fails in seconds: the settings every Airflow home ships
+        assert recovery_env().items() <= env(name).items(), name
 
 
 def test_the_stack_runs_the_recipe_of_the_docs(tmp_path):

@@ -37,7 +37,6 @@ pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 INTERVAL = timedelta(minutes=10)
-HEARTBEAT_TIMEOUT_S = 30
 # A DAG of a data team, scheduled on a datasource's Asset: it runs after each publish, with its extra.
 DOWNSTREAM_DAG = '''
 from airflow.sdk import DAG, task
@@ -86,10 +85,7 @@ class Standalone:
             AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="3",
             # a loaded 2-core machine answers the workers' execution API calls slowly, not never
             AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="60",
-            # a task whose worker died (no heartbeat for 30 s; live ones beat every 5 s) is failed, and retried,
-            # within a test's wait (defaults: 300 s, checked every 10 s)
-            AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT=str(HEARTBEAT_TIMEOUT_S),
-            AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL="2", **env)
+            **env)  # airflow_env ships the heartbeat timeout (provider/recovery.py): a dead worker's task fails in 35 s
         # the scheduler (and a Celery worker) loads the tasks' libraries before it forks their processes, as
         # docs/spark-connect.md recommends
         write_local_settings(Path(self.env["AIRFLOW_HOME"]))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import yaml
+from hypothesis import given, settings, strategies as st
 
 from ingest_core.core.spec import parse_spec
 
@@ -22,3 +25,26 @@ def test_each_task_pushes_its_result_as_one_xcom(monkeypatch):
     for dag in (ingest, compaction):
         pushing = [t for t in dag.tasks if hasattr(t, "multiple_outputs")]
         assert pushing and {t.task_id: t.multiple_outputs for t in pushing} == {t.task_id: False for t in pushing}
+
+
+@given(completion_s=st.integers(1, 86_400), gate_s=st.none() | st.integers(0, 86_400))
+@settings(max_examples=40, deadline=None)
+def test_an_airflow_run_ends_at_the_projects_deadline(completion_s, gate_s):
+    # a run whose task died without a word stayed RUNNING in Airflow long past completionTimeout, and with one run
+    # at a time nothing else could start (issue 46): the run's own deadline (its data gate's maxWait, then
+    # completionTimeout from its plan on) ends it, by Airflow's dagrun_timeout, with a minute for plan and report
+    import os
+
+    os.environ.setdefault("INGEST_KAFKA_BOOTSTRAP", "127.0.0.1:9")
+    from ingest_core.provider.dag_factory import RUN_MARGIN, build_dag
+
+    with open("dags/datasources/wikipedia.yaml") as f:
+        raw = yaml.safe_load(f)
+    raw["spec"]["ioConfig"]["completionTimeout"] = f"PT{completion_s}S"
+    micro = {k: v for k, v in raw.get("microbatch", {}).items() if k != "dataGate"}
+    if gate_s is not None:
+        micro["dataGate"] = {"minRecords": 1, "maxWait": f"PT{gate_s}S"}
+    dag = build_dag(parse_spec({**raw, "microbatch": micro}, "wikipedia.yaml"))
+    deadline = timedelta(seconds=completion_s + (gate_s or 0))
+    assert dag.dagrun_timeout == deadline + RUN_MARGIN
+    assert RUN_MARGIN <= timedelta(minutes=1)
