@@ -80,6 +80,14 @@ def test_each_bad_spec_is_an_import_error_naming_its_field_and_every_good_dag_st
     bad_props["spec"]["ioConfig"]["consumerProperties"]["ssl.truststore.location"] = "/etc/kafka/truststore.jks"
     (specs / "bad_props.yaml").write_text(yaml.safe_dump(bad_props))
     (specs / "twin.yaml").write_text(yaml.safe_dump(variant("good_one")))  # a second spec for one datasource
+    # a 2 KB "billion laughs" (issue 48: it made the one DAG file time out, and every datasource's DAG left
+    # Airflow) and a spec past the size limit: each refused in milliseconds, an error of its own file
+    laughs = ['l0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]'] + [
+        f"l{i}: &l{i} [" + ",".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    bomb = yaml.safe_dump(variant("bomb")).replace("taskDuration: PT10M", "taskDuration: *l8")
+    assert "*l8" in bomb
+    (specs / "bomb.yaml").write_text("x-laughs:\n  " + "\n  ".join(laughs) + "\n" + bomb)
+    (specs / "huge.yaml").write_text(yaml.safe_dump(variant("huge")) + "# " + "x" * (1 << 20) + "\n")
     typo = variant("typo")
     typo["spec"]["ioConfig"]["taskCout"] = 2  # Druid ignores a field it does not know: a warning, the DAG loads
     (specs / "typo.json").write_text(json.dumps(typo, indent="\t"))  # tabs: JSON, not YAML
@@ -111,12 +119,14 @@ def test_each_bad_spec_is_an_import_error_naming_its_field_and_every_good_dag_st
         "bad_props.yaml": "spec.ioConfig.consumerProperties.ssl.truststore.location: a Java-client setting "
                           "librdkafka does not know: use ssl.ca.location",
         "twin.yaml": "spec.dataSchema.dataSource: 'good_one' is already defined by another spec",
+        "bomb.yaml": "YAML aliases (*name) expand to more than 100,000 values",
+        "huge.yaml": "a spec may hold at most 1,048,576 bytes",
     }
     blocks = {Path(block.split(":")[0]).name: block for block in text.split("\n/") if ".yaml:" in block
               or ".json:" in block}
     for name, says in expected.items():
         assert name in blocks and says in blocks[name], (name, text)
-    assert "7 datasource specs do not load" in text
+    assert "9 datasource specs do not load" in text
     assert "draft" not in text and "ignored_too" not in text and "typo.json" not in text
 
     # once every spec loads again, Airflow clears the error on the next parse
