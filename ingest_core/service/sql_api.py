@@ -27,6 +27,7 @@ from ingest_core.core.errors import shown
 from ingest_core.service.query import json_object, table_rows
 
 FORMATS = ("object", "array", "objectLines", "arrayLines", "csv")
+_FORMAT_NAMES = {name.upper(): name for name in FORMATS}
 CONTENT_TYPES = {"object": "application/json", "array": "application/json", "objectLines": "text/plain",
                  "arrayLines": "text/plain", "csv": "text/csv"}
 INTEGERS = ("BIGINT", "INTEGER", "SMALLINT", "TINYINT")
@@ -78,9 +79,11 @@ class SqlRequest:
         (and is the time limit of a request that sets none)."""
         if not isinstance(body, dict) or not isinstance(body.get("query"), str):
             raise invalid(f"the body is not a JSON object with a \"query\" string: expected {EXAMPLE}")
-        result_format = body.get("resultFormat", "object")
-        if result_format not in FORMATS:
-            raise invalid(f"resultFormat: {shown(result_format)} is not one of {', '.join(FORMATS)}")
+        given = body.get("resultFormat", "object")
+        # Druid upper-cases the value before it reads it (ResultFormat.fromString): "objectlines", "CSV" are its
+        result_format = _FORMAT_NAMES.get(given.upper()) if isinstance(given, str) else None
+        if result_format is None:
+            raise invalid(f"resultFormat: {shown(given)} is not one of {', '.join(FORMATS)} (in any case)")
         flags = {}
         for name in ("header", "typesHeader", "sqlTypesHeader"):
             value = body.get(name, False)

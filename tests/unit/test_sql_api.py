@@ -69,6 +69,12 @@ def test_values_and_types_as_druid_writes_them():
         ("COMPLEX<json>", "OTHER"), ("COMPLEX", "OTHER")]
 
 
+@pytest.mark.parametrize("given, read", [("objectlines", "objectLines"), ("OBJECTLINES", "objectLines"),
+                                         ("ArrayLines", "arrayLines"), ("CSV", "csv"), ("Object", "object")])
+def test_a_result_format_is_read_in_any_case_as_druid_reads_it(given, read):
+    assert request(resultFormat=given).result_format == read
+
+
 def test_parameters_context_and_timeout():
     r = request(parameters=[{"type": "VARCHAR", "value": "bar"}, {"type": "BIGINT", "value": 3},
                             {"type": "DOUBLE", "value": 1}, {"type": "BOOLEAN", "value": "true"},
@@ -89,6 +95,7 @@ def test_parameters_context_and_timeout():
     ({"sql": "SELECT 1"}, 'the body is not a JSON object with a "query" string'),
     ([], 'the body is not a JSON object with a "query" string'),
     ({"query": "SELECT 1", "resultFormat": "xml"}, "resultFormat: 'xml' is not one of object, array, objectLines"),
+    ({"query": "SELECT 1", "resultFormat": ["csv"]}, "resultFormat: ['csv'] is not one of object, array"),
     ({"query": "SELECT 1", "header": "yes"}, "header: expected true or false, not 'yes'"),
     ({"query": "SELECT 1", "context": {"timeout": -1}}, "context.timeout: expected milliseconds"),
     ({"query": "SELECT 1", "context": []}, "context: expected a JSON object"),
