@@ -596,7 +596,8 @@ class _Parser:
             raise ExpressionError("the expression is empty")
         node = self.or_()
         if self.peek() is not None:
-            raise ExpressionError(f"in expression {shown(self.text)}: unexpected {self.peek()[1]!r}")  # type: ignore[index]
+            raise ExpressionError(  # type: ignore[index]
+                f"in expression {shown(self.text)}: unexpected {self.peek()[1]!r}")
         if self.past_long:
             raise ExpressionError(f"in expression {shown(self.text)}: the number 9223372036854775808 is outside the "
                                   "LONG range; write it with a '.' for a DOUBLE")
@@ -658,8 +659,8 @@ class _Parser:
             if any(c in value for c in ".eE"):
                 return Literal(float(value))
             if int(value) > 2 ** 63:
-                raise ExpressionError(f"in expression {shown(self.text)}: the number {value} is outside the LONG range; "
-                                      "write it with a '.' for a DOUBLE")
+                raise ExpressionError(f"in expression {shown(self.text)}: the number {value} is outside the LONG "
+                                      "range; write it with a '.' for a DOUBLE")
             self.past_long += int(value) == 2 ** 63
             return Literal(int(value))
         if kind == "str":
@@ -743,7 +744,8 @@ class _Parser:
     def call(self, name: str) -> Node:
         key = name.lower()
         if key in REFUSED:
-            raise ExpressionError(f"in expression {shown(self.text)}: function {name}() is not supported: {REFUSED[key]}")
+            raise ExpressionError(f"in expression {shown(self.text)}: function {name}() is not supported: "
+                                  f"{REFUSED[key]}")
         if key not in FUNCTIONS:
             raise ExpressionError(f"function {name}() is not supported in transforms{did_you_mean(key, FUNCTIONS)}; "
                                   f"supported: {', '.join(sorted(FUNCTIONS))}")

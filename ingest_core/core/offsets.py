@@ -25,6 +25,7 @@ from ingest_core.core.errors import (
     SkipNotConfirmedError,
     TopicRecreatedError,
     clipped,
+    shown,
 )
 
 
@@ -360,9 +361,9 @@ TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,%d}" % TOPIC_NAME_MAX)
 def request_problem(req: OffsetRequest) -> str | None:
     """What no `--force` may override in a request: a value no Kafka log can have."""
     if not isinstance(req.topic, str) or not req.topic:
-        return f"a topic is a non-empty name, got {clipped(repr(req.topic), 80)}"
+        return f"a topic is a non-empty name, got {shown(req.topic)}"
     if not TOPIC_NAME.fullmatch(req.topic):
-        return (f"{clipped(repr(req.topic), 80)} is no Kafka topic name: one is 1 to {TOPIC_NAME_MAX} of the "
+        return (f"{shown(req.topic)} is no Kafka topic name: one is 1 to {TOPIC_NAME_MAX} of the "
                 "characters a-z A-Z 0-9 . _ -")
     if isinstance(req.offset, int) and req.offset < 0:
         return "an offset is never negative"

@@ -57,6 +57,7 @@ from ingest_core.core.errors import (
     SpecError,
     UnknownDatasourceError,
     clipped,
+    shown,
 )
 from ingest_core.core.legacy_parser import convert_parser
 from ingest_core.core.offsets import EARLIEST_OFFSET, LATEST_OFFSET, OffsetRequest
@@ -575,7 +576,7 @@ def _count(text: str) -> int:
     """A count the operator confirms: ASCII digits only (int() also takes '²'-like digits, '1_0' and spaces)."""
     if not re.fullmatch(r"[0-9]+", text):
         raise argparse.ArgumentTypeError(f"expected a whole number such as 120 (the number the refusal named), "
-                                         f"got {clipped(repr(text), 40)}")
+                                         f"got {shown(text)}")
     return int(text)
 
 
@@ -723,7 +724,7 @@ def parse_offset_assignments(items: list[str]) -> list[OffsetRequest]:
         m = OFFSET_ASSIGNMENT.fullmatch(item)
         if m is None:
             raise OffsetSyntaxError(
-                f"{one_line(repr(item), 120)} is not TOPIC:PARTITION=OFFSET (e.g. wikipedia:0=1200, in digits 0-9), "
+                f"{shown(item)} is not TOPIC:PARTITION=OFFSET (e.g. wikipedia:0=1200, in digits 0-9), "
                 f"TOPIC:PARTITION=earliest|latest, or TOPIC=earliest|latest (every partition of the topic)")
         partition, value = m["partition"], m["offset"]
         out.append(OffsetRequest(m["topic"], None if partition is None else int(partition),
@@ -746,7 +747,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     undecodable = _not_text(argv)
     if undecodable is not None:
-        print(f"error: the argument {one_line(repr(undecodable), 80)} is not text in the terminal's encoding "
+        print(f"error: the argument {shown(undecodable)} is not text in the terminal's encoding "
               f"({sys.getfilesystemencoding()}): give it as UTF-8 text", file=sys.stderr)
         return 2
     args = build_parser().parse_args(argv)

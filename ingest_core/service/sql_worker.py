@@ -284,11 +284,9 @@ def work(conn: Connection, spill_dir: str) -> None:
         conn.send(("error", SqlError.code, _out_of_memory(limits)))
     except Exception as exc:  # noqa: BLE001 - a worker answers every failure in one line
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if first.startswith("Out of Memory Error"):  # Arrow's or DuckDB's own, past the worker's limit
-            conn.send(("error", SqlError.code, f"the query failed: {first}"))
-        else:
+        if not first.startswith("Out of Memory Error"):  # Arrow's or DuckDB's own, past the worker's limit: expected
             traceback.print_exc()
-            conn.send(("error", SqlError.code, f"the query failed: {first}"))
+        conn.send(("error", SqlError.code, f"the query failed: {first}"))
 
 
 def _body(job: SqlJob, limits: SqlLimits | None, conn: Connection) -> tuple[bytes, bool]:

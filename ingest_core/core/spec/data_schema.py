@@ -67,8 +67,8 @@ class Dimension:
             kind = "string"
         elif kind != obj.type:
             # Druid's type names are lower case; an unknown one silently becomes a string dimension there
-            ctx.warn(join(path, "type"), f"read as {shown(kind)} (Druid would take {obj.type!r} for an unknown type and "
-                     "make a string dimension): write it in lower case")
+            ctx.warn(join(path, "type"), f"read as {shown(kind)} (Druid would take {obj.type!r} for an unknown type "
+                     "and make a string dimension): write it in lower case")
         handling = obj.multi_value_handling.lower()  # Druid reads the enum in any case (SORTED_ARRAY on export)
         if handling not in MULTI_VALUE_HANDLING:
             ctx.error(join(path, "multiValueHandling"), f"must be one of {', '.join(MULTI_VALUE_HANDLING)}, got "
@@ -132,7 +132,8 @@ class GranularitySpec:
     def _validate(self, path: str, ctx: BindContext) -> None:
         if self.type not in ("uniform", "arbitrary"):
             # Druid reads a granularitySpec type it does not know as uniform (GranularitySpec's defaultImpl)
-            problem = f"unknown granularitySpec type {shown(self.type)}{did_you_mean(self.type, ('uniform', 'arbitrary'))}"
+            problem = (f"unknown granularitySpec type {shown(self.type)}"
+                       f"{did_you_mean(self.type, ('uniform', 'arbitrary'))}")
             if ctx.strict:
                 ctx.error(join(path, "type"), f"{problem}; use 'uniform'")
             else:

@@ -14,6 +14,7 @@ import csv
 import json
 from typing import Any, Callable
 
+from ingest_core.core.errors import shown
 from ingest_core.core.regex_format import compile_pattern, default_columns
 from ingest_core.core.spec import InputFormat
 from ingest_core.executor.formats.avro import AvroStreamDecoder
@@ -119,13 +120,9 @@ class RegexDecoder:
             line = line.removesuffix("\r")
             m = self.pattern.fullmatch(line)  # an empty line is a line too: unparseable unless the pattern matches it
             if m is None:
-                raise ValueError(f"line {_shown(line)} does not match the pattern {self.text!r}")
+                raise ValueError(f"line {shown(line)} does not match the pattern {self.text!r}")
             out.append({name: text_value(value, self.list_delimiter) for name, value in zip(self.names, m.groups())})
         return out
-
-
-def _shown(line: str, limit: int = 100) -> str:
-    return repr(line if len(line) <= limit else line[:limit] + "...")
 
 
 # the decoder class of each inputFormat type (`kafka` wraps one of these for its value and key)

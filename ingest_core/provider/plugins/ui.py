@@ -391,7 +391,8 @@ def sql_cancel(query_id: str, user: GetUserDep) -> Response:
     for cancel in mine:
         cancel.cancel(CANCELLED)
     if not mine:
-        error = SqlApiError(404, "notFound", "NOT_FOUND", f"no query of yours with sqlQueryId {shown(query_id)} is running")
+        error = SqlApiError(404, "notFound", "NOT_FOUND",
+                            f"no query of yours with sqlQueryId {shown(query_id)} is running")
         return JSONResponse(error.to_json(), status_code=404)
     return Response(status_code=202)
 
