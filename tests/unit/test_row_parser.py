@@ -11,7 +11,7 @@ import pytest
 from ingest_core.core.errors import SpecError
 from ingest_core.core.spec import Granularity, parse_spec
 from ingest_core.core.timeline import visible_segments
-from ingest_core.executor import buckets
+from ingest_core.executor import buckets, row_parser
 from ingest_core.executor.expressions import (
     ExpressionError,
     compile_expression,
@@ -114,20 +114,26 @@ def test_fast_and_slow_decoding_give_the_same_rows(monkeypatch):
     parser = RowParser(spec(), datetime(2026, 1, 1, tzinfo=timezone.utc))
     # which decoder produced each chunk's columns: the real methods, each call recorded with whether it decoded
     decoded: list[tuple[str, bool]] = []
-    for name in ("_decode_fast", "_decode_slow"):
-        def recording(*args, _real=getattr(parser, name), _name=name):
-            columns = _real(*args)
-            decoded.append((_name, columns is not None))
-            return columns
-        monkeypatch.setattr(parser, name, recording)
+
+    def fast_path(values, schema, _real=row_parser.json_columns):
+        columns = _real(values, schema)
+        decoded.append(("json_columns", columns is not None))
+        return columns
+
+    def slow_path(*args, _real=parser._decode_slow):
+        columns = _real(*args)
+        decoded.append(("_decode_slow", columns is not None))
+        return columns
+    monkeypatch.setattr(row_parser, "json_columns", fast_path)
+    monkeypatch.setattr(parser, "_decode_slow", slow_path)
     values = [json.dumps({"ts": f"2026-01-01T00:00:{i:02d}.5Z", "a": f"v{i}", "n": i, "d": i / 2}).encode()
               for i in range(50)]
     fast = parser.parse(RecordChunk("t", 0, list(range(50)), values))
-    assert decoded == [("_decode_fast", True)]  # pyarrow's JSON reader decoded the whole chunk
+    assert decoded == [("json_columns", True)]  # pyarrow's JSON reader decoded the whole chunk
     decoded.clear()
     # one record the vectorized path cannot take (a number as text) sends the chunk down the per-record path
     slow = parser.parse(RecordChunk("t", 0, list(range(51)), values + [b'{"ts": "2026-01-01T00:01:00Z", "n": "7"}']))
-    assert decoded == [("_decode_fast", False), ("_decode_slow", True)]
+    assert decoded == [("json_columns", False), ("_decode_slow", True)]
     assert fast.table.num_rows == 50 and fast.table.to_pylist() == slow.table.to_pylist()[:50]
     assert slow.table.to_pylist()[50]["n"] == 7 and slow.stats.processed == 51
 
