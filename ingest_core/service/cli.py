@@ -39,11 +39,8 @@ import getpass
 import json
 import logging
 import os
-import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NoReturn
 
 import yaml
 
@@ -56,16 +53,16 @@ from ingest_core.core.errors import (
     RunNotFoundError,
     SpecError,
     UnknownDatasourceError,
-    clipped,
     shown,
 )
 from ingest_core.core.legacy_parser import convert_parser
-from ingest_core.core.offsets import EARLIEST_OFFSET, LATEST_OFFSET, OffsetRequest
 from ingest_core.core.periods import format_datetime, parse_datetime
 from ingest_core.core.settings import HOME_VAR, METADATA_URL_VAR, Settings, strict_specs
 from ingest_core.core.spec import DatasourceSpec, find_spec_files, load_spec, read_spec_document, read_spec_file
 from ingest_core.kafka.config import LIBRDKAFKA_LOGGER
 from ingest_core.kafka.properties import load_checked_spec
+from ingest_core.service.cli_actions import ACTION_COMMANDS, add_action_parsers
+from ingest_core.service.cli_parsing import UsageParser, add_global_options, not_text
 from ingest_core.service.dag_control import AirflowCliDags
 from ingest_core.service.dead_letters import dead_letters
 from ingest_core.service.query import format_csv, format_json, format_table
@@ -77,7 +74,7 @@ from ingest_core.store.engines import checked_url
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.reader import DatasourceReader
 from ingest_core.store.segment_schema import recorded_types
-from ingest_core.supervisor.actions import ActionResult, DatasourceActions
+from ingest_core.supervisor.actions import DatasourceActions
 from ingest_core.supervisor.planning import PlanOptions, Supervisor, spec_for
 
 def _store(args: argparse.Namespace) -> MetadataStore:
@@ -441,104 +438,6 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     return 0
 
 
-def _confirm(args: argparse.Namespace, what: str) -> bool:
-    if args.yes:
-        return True
-    if not sys.stdin.isatty():
-        print(f"refusing to {what} without confirmation: pass --yes", file=sys.stderr)
-        return False
-    answer = input(f"{what}? Type the datasource name to confirm: ")
-    return answer.strip() == args.datasource
-
-
-def _reset(actions: DatasourceActions, args: argparse.Namespace, spec: DatasourceSpec | None) -> ActionResult | None:
-    name = args.datasource
-    if args.to_latest:
-        what = "ingest the skipped range as a backfill run" if args.backfill else "skip the records in between"
-        if not _confirm(args, f"move {name} to the latest offsets and {what}"):
-            return None
-        return actions.reset_to_latest(name, spec, backfill=args.backfill)
-    if args.backfill:
-        raise IngestError("--backfill goes with --to-latest")
-    # --confirm-duplicates / --confirm-skip are the confirmation: the action refuses unless each is the number
-    # it would re-read / skip
-    if _counted(args) is None and not _confirm(
-            args, f"reset the committed offsets of {name} (the next run starts from earliest or latest by "
-                  f"useEarliestOffset)"):
-        return None
-    return actions.reset(name, spec, confirm_duplicates=args.confirm_duplicates, confirm_skip=_skip_confirmed(args))
-
-
-def _counted(args: argparse.Namespace) -> int | None:
-    """A number the operator confirmed (--confirm-duplicates or --confirm-skip): it stands for the prompt."""
-    return args.confirm_duplicates if args.confirm_duplicates is not None else args.confirm_skip
-
-
-def _skip_confirmed(args: argparse.Namespace) -> int | bool | None:
-    """What confirms a skip (`offsets.check_skip_confirmed`): the number given, else --yes; a name typed at the
-    prompt is not enough (it confirms the command, not the records it loses)."""
-    return args.confirm_skip if args.confirm_skip is not None else (True if args.yes else None)
-
-
-def _set_offsets(actions: DatasourceActions, args: argparse.Namespace,
-                 spec: DatasourceSpec | None) -> ActionResult | None:
-    new = parse_offset_assignments(args.offsets)
-    if _counted(args) is None and not _confirm(
-            args, f"set the offsets of {args.datasource} to {', '.join(args.offsets)}"):
-        return None
-    return actions.set_offsets(args.datasource, new, spec, force=args.force,
-                               confirm_duplicates=args.confirm_duplicates, confirm_skip=_skip_confirmed(args))
-
-
-def _skip(actions: DatasourceActions, args: argparse.Namespace, spec: DatasourceSpec | None) -> ActionResult | None:
-    name = args.datasource
-    ranges = actions.failed_ranges(name)
-    for failed in ranges:
-        print(f"would skip {failed}")
-    if not ranges:
-        raise IngestError(f"datasource {name!r} has nothing to skip: no failed run's range starts where its "
-                          "committed offsets stand (`ingest status` shows the recent errors)")
-    if not _confirm(args, f"skip these {sum(f.range.size for f in ranges)} records of {name} (they are lost)"):
-        return None
-    return actions.skip(name, expect=ranges)
-
-
-def _terminate(actions: DatasourceActions, args: argparse.Namespace,
-               spec: DatasourceSpec | None) -> ActionResult | None:
-    if not _confirm(args, f"terminate {args.datasource} (its DAG stops scheduling)"):
-        return None
-    return actions.terminate(args.datasource)
-
-
-def _sync_group(actions: DatasourceActions, args: argparse.Namespace,
-                spec: DatasourceSpec | None) -> ActionResult | None:
-    result = actions.sync_group(args.datasource)
-    if result.warnings:  # it is the command that re-syncs: failing to is its error
-        raise IngestError("; ".join(result.warnings))
-    return result
-
-
-@dataclass(frozen=True)
-class ActionCommand:
-    """An operator action's command: its help, and the adapter that confirms and calls the supervisor's action
-    (None: not confirmed). `spec`: it needs the datasource's spec (its broker)."""
-    help: str
-    run: Callable[[DatasourceActions, argparse.Namespace, DatasourceSpec | None], ActionResult | None]
-    spec: bool = False
-
-
-ACTION_COMMANDS: dict[str, ActionCommand] = {
-    "suspend": ActionCommand("pause the DAG and record SUSPENDED", lambda a, args, _: a.suspend(args.datasource)),
-    "resume": ActionCommand("unpause the DAG (also restarts a terminated datasource)",
-                            lambda a, args, _: a.resume(args.datasource)),
-    "terminate": ActionCommand("tombstone: the DAG stops scheduling", _terminate),
-    "reset": ActionCommand("hard reset: forget the committed offsets", _reset, spec=True),
-    "set-offsets": ActionCommand("set the committed offsets of chosen partitions", _set_offsets, spec=True),
-    "skip": ActionCommand("move the committed offsets past exactly the ranges that failed", _skip),
-    "sync-group": ActionCommand("make the Kafka consumer group show the committed offsets again", _sync_group),
-}
-
-
 def cmd_action(args: argparse.Namespace) -> int:
 
     store = _store(args)
@@ -558,30 +457,8 @@ def cmd_action(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with its usage errors in one line, as the CLI's other errors (exit code 2); subparsers are made
-    of the parser's own class."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {one_line(message, 300)} (`{self.prog} --help` shows the usage)\n")
-
-
-def one_line(text: str, limit: int) -> str:
-    """`text` (which may hold what was typed) as one printable line of at most about `limit` characters: control
-    characters, line breaks and undecodable bytes escaped, as repr() would."""
-    return clipped("".join(c if c.isprintable() else repr(c)[1:-1] for c in text), limit)
-
-
-def _count(text: str) -> int:
-    """A count the operator confirms: ASCII digits only (int() also takes '²'-like digits, '1_0' and spaces)."""
-    if not re.fullmatch(r"[0-9]+", text):
-        raise argparse.ArgumentTypeError(f"expected a whole number such as 120 (the number the refusal named), "
-                                         f"got {shown(text)}")
-    return int(text)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="ingest", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = UsageParser(prog="ingest", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("validate", help="check datasource spec files (or folders of them)")
@@ -633,32 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="with the exact key and value bytes in base64")
     p.set_defaults(func=cmd_dead_letters)
 
-    for command, action in ACTION_COMMANDS.items():
-        p = sub.add_parser(command, help=action.help)
-        p.add_argument("datasource")
-        if command == "set-offsets":
-            p.add_argument("offsets", nargs="+", metavar="TOPIC:PARTITION=OFFSET",
-                           help="also TOPIC:PARTITION=earliest|latest, or TOPIC=earliest|latest for every partition")
-            p.add_argument("--force", action="store_true",
-                           help="set offsets the broker check refuses (an unknown or another datasource's topic; "
-                                "past the log end or below the log start: to the log's nearer end, as Kafka's "
-                                "kafka-consumer-groups --reset-offsets does); audited")
-        if command in ("reset", "set-offsets"):
-            p.add_argument("--confirm-duplicates", type=_count, metavar="N",
-                           help="run although it ingests N published records again (N as the refusal counted)")
-            p.add_argument("--confirm-skip", type=_count, metavar="N",
-                           help="run although it skips N records nothing ingested, which are then lost (N as the "
-                                "refusal counted; --yes: whatever it skips)")
-        if command in ("reset", "set-offsets", "terminate", "skip"):
-            p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
-        if command == "reset":
-            p.add_argument("--to-latest", action="store_true", help="jump the committed offsets to the latest")
-            p.add_argument("--backfill", action="store_true",
-                           help="with --to-latest: ingest the skipped range as one bounded backfill run")
-        p.add_argument("--dags-folder", help="the specs (default: $AIRFLOW__CORE__DAGS_FOLDER, else ./dags)")
-        p.add_argument("--actor", help="who does this, for the audit log")
-        p.add_argument("--no-airflow", action="store_true", help="only the metadata store: leave the DAG alone")
-        p.set_defaults(func=cmd_action)
+    add_action_parsers(sub, cmd_action)
 
     p = sub.add_parser("query", help="SQL over the visible segments of datasources (DuckDB)")
     p.add_argument("sql", help="one SELECT; each datasource it names is a table, __time a timestamp (UTC)")
@@ -685,22 +537,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dags-folder")
     p.add_argument("--actor", help="who does this, for the audit log")
     p.set_defaults(func=cmd_cleanup)
-    _add_global_options(parser)
+    add_global_options(parser)
     return parser
-
-
-def _add_global_options(parser: argparse.ArgumentParser, *, sub: bool = False) -> None:
-    """--metadata-url and -v before the subcommand or anywhere after it: every subparser takes them too. A
-    subparser's copy has no default, so it does not overwrite a value given before the subcommand."""
-    default = argparse.SUPPRESS if sub else None
-    parser.add_argument("--metadata-url", default=default,
-                        help="SQLAlchemy URL of the metadata store (default: $INGEST_METADATA_URL)")
-    parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS if sub else False,
-                        help="log what happens, librdkafka's lines included")
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for child in action.choices.values():
-                _add_global_options(child, sub=True)
 
 
 # exit codes: 1 an error (broker, store, a refused action), 2 a usage error (argparse's own, a malformed
@@ -710,42 +548,9 @@ USAGE_ERRORS = (MetadataUrlError, UnknownDatasourceError, RunNotFoundError, Offs
 EXIT_BROKEN_PIPE = 141
 
 
-# a topic (no ':' or '=' in a Kafka topic name), an optional partition, and an offset, in ASCII digits (int() and
-# str.isdigit() also take '²' or '٣'); a negative number parses, for the action to say why it cannot be
-OFFSET_ASSIGNMENT = re.compile(r"(?P<topic>[^:=]+)(?::(?P<partition>-?[0-9]+))?=(?P<offset>-?[0-9]+|"
-                               f"{EARLIEST_OFFSET}|{LATEST_OFFSET})")
-
-
-def parse_offset_assignments(items: list[str]) -> list[OffsetRequest]:
-    """`topic:partition=offset`, `topic:partition=earliest|latest`, or `topic=...` for every partition of the
-    topic. Only the syntax is checked here; the values are checked against the broker by `set_offsets`."""
-    out: list[OffsetRequest] = []
-    for item in items:
-        m = OFFSET_ASSIGNMENT.fullmatch(item)
-        if m is None:
-            raise OffsetSyntaxError(
-                f"{shown(item)} is not TOPIC:PARTITION=OFFSET (e.g. wikipedia:0=1200, in digits 0-9), "
-                f"TOPIC:PARTITION=earliest|latest, or TOPIC=earliest|latest (every partition of the topic)")
-        partition, value = m["partition"], m["offset"]
-        out.append(OffsetRequest(m["topic"], None if partition is None else int(partition),
-                                 value if value in (EARLIEST_OFFSET, LATEST_OFFSET) else int(value)))
-    return out
-
-
-def _not_text(argv: list[str]) -> str | None:
-    """The first argument holding bytes the locale's encoding could not decode (Python keeps them as surrogate
-    escapes, which no database, name or message can hold), if any."""
-    for arg in argv:
-        try:
-            arg.encode("utf-8")
-        except UnicodeEncodeError:
-            return arg
-    return None
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    undecodable = _not_text(argv)
+    undecodable = not_text(argv)
     if undecodable is not None:
         print(f"error: the argument {shown(undecodable)} is not text in the terminal's encoding "
               f"({sys.getfilesystemencoding()}): give it as UTF-8 text", file=sys.stderr)

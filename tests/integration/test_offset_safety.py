@@ -22,7 +22,7 @@ from ingest_core.core.errors import IngestError, OffsetOutOfRangeError, TopicRec
 from ingest_core.core.offsets import OffsetRequest, StartSource, TopicPartition
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
 from ingest_core.service import cli
-from ingest_core.service.cli import parse_offset_assignments
+from ingest_core.service.cli_actions import parse_offset_assignments
 from ingest_core.service.status import collect_status
 from ingest_core.store.audit import RECORDS_LOST
 from ingest_core.supervisor.actions import DatasourceActions
