@@ -6,6 +6,8 @@
   ingest convert SPEC                print the spec in today's form: Druid's deprecated dataSchema.parser
                                      rewritten as ioConfig.inputFormat, timestampSpec and dimensionsSpec
   ingest db upgrade                  create or upgrade the metadata store schema
+  ingest db clean [DATASOURCE...]    delete runs, task reports and audit rows past a retention (--days 30,
+                                     --keep-runs 100, --dry-run); never offsets, published ranges or segments
   ingest plan SPEC --run-id ID       plan (or show the persisted plan of) one run
   ingest status [DATASOURCE]         state, health, offsets, lag, errors and recent runs (--json: Druid's shape)
   ingest health [DATASOURCE]         exit 0 when healthy, 1 when not
@@ -66,6 +68,7 @@ from ingest_core.service.cli_parsing import UsageParser, add_global_options, not
 from ingest_core.service.dag_control import AirflowCliDags
 from ingest_core.service.dead_letters import dead_letters
 from ingest_core.service.query import format_csv, format_json, format_table
+from ingest_core.service.history_clean import add_db_clean_parser, run_db_clean
 from ingest_core.service.registry_check import check_spec_registries
 from ingest_core.service.status import collect_statuses, segment_health, specs_in
 from ingest_core.store import iceberg
@@ -196,6 +199,12 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     else:
         print(f"{store.safe_url}: schema is up to date (version {before})")
     return 0
+
+
+def cmd_db_clean(args: argparse.Namespace) -> int:
+    store = _store(args)
+    store.check_schema()
+    return run_db_clean(args, store, specs_in(_dags_folder(args)), _actor(args))
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -478,6 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
     db = sub.add_parser("db", help="metadata store schema").add_subparsers(dest="db_command", required=True)
     p = db.add_parser("upgrade", help="create or upgrade the schema")
     p.set_defaults(func=cmd_db_upgrade)
+    add_db_clean_parser(db, cmd_db_clean)
 
     p = sub.add_parser("plan", help="plan one run (or show its persisted plan)")
     p.add_argument("spec")

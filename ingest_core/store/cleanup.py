@@ -43,26 +43,31 @@ def unreferenced(folders: Iterable[str], locations: Iterable[str]) -> list[str]:
     return out
 
 
-def find_orphans(store: MetadataStore, spec: DatasourceSpec, run_ids: Sequence[str] | None = None) -> list[Orphan]:
-    """The attempt folders of final runs (all, or those of `run_ids`) that no segment record or published
-    dead-letter file points into."""
-    name, base = spec.datasource, deep_storage.base_for(spec)
-    if run_ids is None:
-        runs = store.runs.recent(name, limit=None)
-    else:
-        runs = [r for r in (store.runs.get(name, run_id) for run_id in run_ids) if r is not None]
+def referenced_locations(store: MetadataStore, name: str) -> list[str]:
+    """What a datasource's segment records (used or unused) and published dead-letter files point at."""
     locations = [s.location for s in store.segment_records.of(name, used_only=False)]
-    locations += [f.location for f in store.dead_letter_files.of(name)]
-    out = []
-    for run in runs:
-        if run.is_final:
-            run_folder = deep_storage.run_uri(base, name, run.run_id)
+    return locations + [f.location for f in store.dead_letter_files.of(name)]
+
+
+def find_orphans(store: MetadataStore, spec: DatasourceSpec, run_ids: Sequence[str] | None = None, *,
+                 locations: list[str] | None = None, done: bool = False) -> list[Orphan]:
+    """The attempt folders of final runs (all, or those of `run_ids`) that no segment record or published
+    dead-letter file points into (`locations`: `referenced_locations`, when the caller has it). `done`: the
+    caller knows that `run_ids` never publish (a retention's failed runs that a later run published past)."""
+    name, base = spec.datasource, deep_storage.base_for(spec)
+    statuses = store.runs.statuses(name, run_ids)
+    if locations is None:
+        locations = referenced_locations(store, name)
+    folder_runs: dict[str, str] = {}
+    for run_id in (run_ids if run_ids is not None else sorted(statuses)):
+        if run_id in statuses and (statuses[run_id].is_final or done):
+            run_folder = deep_storage.run_uri(base, name, run_id)
             folders = deep_storage.attempt_folders(run_folder, recursive=True)
             if deep_storage.is_object_store(run_folder):  # a killed job's unfinished uploads: no object lists them
                 uploading = s3_uploads.folders_with_uploads(run_folder, deep_storage.ATTEMPT)
                 folders = sorted(set(folders) | set(uploading))
-            out.extend(Orphan(run.run_id, uri) for uri in unreferenced(folders, locations))
-    return out
+            folder_runs.update(dict.fromkeys(folders, run_id))
+    return [Orphan(folder_runs[uri], uri) for uri in unreferenced(list(folder_runs), locations)]
 
 
 def remove_orphans(store: MetadataStore, datasource: str, orphans: Sequence[Orphan], actor: str) -> None:

@@ -5,7 +5,7 @@ status moves only as `core.states.RUN_TABLE` allows: each update is guarded by t
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -96,6 +96,14 @@ class Runs:
         with self.db.session() as conn:
             rows = conn.execute(query if limit is None else query.limit(limit)).mappings().all()
             return [_run_record(r) for r in rows]
+
+    def statuses(self, name: str, run_ids: Sequence[str] | None = None) -> dict[str, RunStatus]:
+        """Each run's status (all, or those of `run_ids` that exist), without reading their plans."""
+        query = sa.select(runs.c.run_id, runs.c.status).where(runs.c.datasource == name)
+        if run_ids is not None:
+            query = query.where(runs.c.run_id.in_(list(run_ids)))
+        with self.db.session() as conn:
+            return {run_id: RunStatus(status) for run_id, status in conn.execute(query)}
 
     def last_active(self, name: str) -> datetime | None:
         """When the stream last had something new for the datasource (Druid's idle clock): the planning of its
