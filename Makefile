@@ -63,6 +63,7 @@ bench: install
 	$(PY) benchmarks/compaction.py --minutes 1440 --rows 200
 	$(PY) benchmarks/sketch_query.py --hours 24 --rows-per-hour 2000 --users-per-row 40
 	$(PY) benchmarks/sql_isolation.py
+	$(PY) benchmarks/history_retention.py --days 45
 
 clean:
 	rm -rf $(VENV) .ingest-home .jars

@@ -187,6 +187,24 @@ def test_sketch_query():
     assert exact > 0 and abs(sketch - exact) / exact * 100 == pytest.approx(error, abs=0.06)  # the error it prints
 
 
+
+def test_history_retention():
+    # a database of its own on the session's PostgreSQL server
+    out = run_benchmark("history_retention.py", "--postgres", pg_base(), timeout=600)
+    got = figures(out, {
+        "generated": rf"^generated {NUMBER} days of @continuous history at {NUMBER} runs a day \({NUMBER} runs\) in "
+                     rf"{NUMBER} s$",
+        "runs": rf"^  ingest_runs\s+{NUMBER} rows\s+{NUMBER} MB\s+{NUMBER} rows/day\s+{NUMBER} MB/day$",
+        "reports": rf"^  ingest_task_reports\s+{NUMBER} rows\s+{NUMBER} MB\s+{NUMBER} rows/day\s+{NUMBER} MB/day$",
+        "clean": rf"^ingest db clean \(30 days, the last 100 runs kept\): {NUMBER} s, {NUMBER} runs, {NUMBER} task "
+                 rf"groups, {NUMBER} task reports, {NUMBER} audit rows deleted \({NUMBER} runs/s\)$",
+    })
+    assert got["generated"][:3] == [40, 200, 8000]  # --tiny's size
+    assert got["runs"][0] == 8000 and got["runs"][2] == 200 and got["reports"][0] == 16000
+    # 10 days past the 30 kept: 2,000 runs, two groups and two reports each, an audit row a day
+    assert got["clean"][1:5] == [2000, 4000, 4000, 10]
+    assert_positive(got, "generated", "clean")
+
 @pytest.mark.timeout(2400)
 def test_microbatch_fixed_cost(background, broker, spark_connect):  # (the servers `background` gave it)
     # the session's broker, Spark Connect server and PostgreSQL (in `make bench` it starts its own, to measure the
