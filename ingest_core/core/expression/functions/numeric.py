@@ -1,13 +1,16 @@
-"""Druid's math functions (math-expr.md), as registry entries."""
+"""Druid's math functions (math-expr.md), as registry entries. The examples are sql-functions.md's: the SQL function
+of the same name on the value its example row holds (ABS of ArrDelay -27, LN of max_temperature 76, ...); where the
+SQL table prints a whole number for a double (POWER(5, 2) is `25`), the expression's double is written."""
 
 from __future__ import annotations
 
 from ingest_core.core.expression import checks
-from ingest_core.core.expression.function import NUMBER, Function, Param
+from ingest_core.core.expression.function import NUMBER, SQL_FUNCTIONS, Example, Function, Param
 
 TITLE = "Math functions"
 FUNCTIONS = (
-    Function("abs", (Param("x", NUMBER),), implementation="numeric.abs_"),
+    Function("abs", (Param("x", NUMBER),), implementation="numeric.abs_",
+             examples=(Example("abs(-27)", 27, SQL_FUNCTIONS),)),
     Function("acos", (Param("x", NUMBER),), implementation="numeric.acos"),
     Function("asin", (Param("x", NUMBER),), implementation="numeric.asin"),
     Function("atan", (Param("x", NUMBER),), implementation="numeric.atan"),
@@ -23,7 +26,8 @@ FUNCTIONS = (
     Function("bitwiseshiftright", (Param("x", NUMBER), Param("y", NUMBER)), implementation="numeric.bitwiseshiftright"),
     Function("bitwisexor", (Param("x", NUMBER), Param("y", NUMBER)), implementation="numeric.bitwisexor"),
     Function("cbrt", (Param("x", NUMBER),), implementation="numeric.cbrt"),
-    Function("ceil", (Param("x", NUMBER),), implementation="numeric.ceil"),
+    Function("ceil", (Param("x", NUMBER),), implementation="numeric.ceil",
+             examples=(Example("ceil(21.25)", 22.0, SQL_FUNCTIONS),)),
     Function("copysign", (Param("x", NUMBER), Param("y", NUMBER)), implementation="numeric.copysign"),
     Function("cos", (Param("x", NUMBER),), implementation="numeric.cos"),
     Function("cosh", (Param("x", NUMBER),), implementation="numeric.cosh"),
@@ -31,28 +35,34 @@ FUNCTIONS = (
     Function("div", (Param("x", NUMBER), Param("y", NUMBER)), implementation="numeric.div"),
     Function("exp", (Param("x", NUMBER),), implementation="numeric.exp"),
     Function("expm1", (Param("x", NUMBER),), implementation="numeric.expm1"),
-    Function("floor", (Param("x", NUMBER),), implementation="numeric.floor"),
+    Function("floor", (Param("x", NUMBER),), implementation="numeric.floor",
+             examples=(Example("floor(21.25)", 21.0, SQL_FUNCTIONS),)),
     Function("getexponent", (Param("x", NUMBER),), implementation="numeric.getexponent"),
     Function("hypot", (Param("x", NUMBER), Param("y", NUMBER)), implementation="numeric.hypot"),
-    Function("log", (Param("x", NUMBER),), implementation="numeric.log"),
-    Function("log10", (Param("x", NUMBER),), implementation="numeric.log10"),
+    Function("log", (Param("x", NUMBER),), implementation="numeric.log",
+             examples=(Example("log(76)", 4.330733340286331, SQL_FUNCTIONS),)),
+    Function("log10", (Param("x", NUMBER),), implementation="numeric.log10",
+             examples=(Example("log10(76)", 1.8808135922807914, SQL_FUNCTIONS),)),
     Function("log1p", (Param("x", NUMBER),), implementation="numeric.log1p"),
     Function("max", (Param("x", NUMBER), Param("y", NUMBER)), implementation="numeric.max_"),
     Function("min", (Param("x", NUMBER), Param("y", NUMBER)), implementation="numeric.min_"),
     Function("nextafter", (Param("x", NUMBER), Param("y", NUMBER)), implementation="numeric.nextafter"),
     Function("nextup", (Param("x", NUMBER),), implementation="numeric.nextup"),
     Function("pi", (), implementation="numeric.pi"),
-    Function("pow", (Param("x", NUMBER), Param("y", NUMBER)), implementation="numeric.pow_"),
+    Function("pow", (Param("x", NUMBER), Param("y", NUMBER)), implementation="numeric.pow_",
+             examples=(Example("pow(5, 2)", 25.0, SQL_FUNCTIONS),)),
     Function("remainder", (Param("x", NUMBER), Param("y", NUMBER)), implementation="numeric.remainder"),
     Function("rint", (Param("x", NUMBER),), implementation="numeric.rint"),
     Function("round", (Param("x", NUMBER), Param("scale", NUMBER, True, True)), check=checks.whole_numbers(1),
-             implementation="numeric.round_"),
+             implementation="numeric.round_",
+             examples=(Example("round(-73.9377670288086, 0)", -74.0, SQL_FUNCTIONS),)),
     Function("safe_divide", (Param("x", NUMBER), Param("y", NUMBER)), implementation="numeric.safe_divide"),
     Function("scalb", (Param("x", NUMBER), Param("y", NUMBER)), implementation="numeric.scalb"),
     Function("signum", (Param("x", NUMBER),), implementation="numeric.signum"),
     Function("sin", (Param("x", NUMBER),), implementation="numeric.sin"),
     Function("sinh", (Param("x", NUMBER),), implementation="numeric.sinh"),
-    Function("sqrt", (Param("x", NUMBER),), implementation="numeric.sqrt"),
+    Function("sqrt", (Param("x", NUMBER),), implementation="numeric.sqrt",
+             examples=(Example("sqrt(25)", 5.0, SQL_FUNCTIONS),)),
     Function("tan", (Param("x", NUMBER),), implementation="numeric.tan"),
     Function("tanh", (Param("x", NUMBER),), implementation="numeric.tanh"),
     Function("todegrees", (Param("x", NUMBER),), implementation="numeric.todegrees"),

@@ -46,5 +46,5 @@ FUNCTIONS = (
     Function("rpad", (Param("s", STRING), Param("length", NUMBER), Param("chars", STRING)),
              check=checks.whole_numbers(1), implementation="text.rpad"),
     Function("decode_base64_utf8", (Param("s", STRING),), implementation="text.decode_base64_utf8",
-             examples=(Example("decode_base64_utf8('SGVsbG8gV29ybGQhCg==')", "Hello World!\n", SQL_FUNCTIONS))),
+             examples=(Example("decode_base64_utf8('SGVsbG8gV29ybGQhCg==')", "Hello World!\n", SQL_FUNCTIONS),)),
 )
