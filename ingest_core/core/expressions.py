@@ -6,7 +6,7 @@ from __future__ import annotations
 from ingest_core.core.expression.checks import ARRAY_CAST_TYPES, CAST_TYPES, JSON_TYPES, TIME_UNITS
 from ingest_core.core.expression.errors import ExpressionError
 from ingest_core.core.expression.function import Function, Param
-from ingest_core.core.expression.functions import FUNCTIONS, REFUSED
+from ingest_core.core.expression.functions import FUNCTIONS, REFUSED, apply, arrays, json_functions
 from ingest_core.core.expression.implicit_apply import implicit_apply_candidates, mapped_arguments
 from ingest_core.core.expression.lexer import unescape_java
 from ingest_core.core.expression.parser import MAX_DEPTH, parse_expression
@@ -32,9 +32,9 @@ from ingest_core.core.expression.tree import (
 )
 
 # the sections of non-scalar functions, by name (the tests tell scalar functions from these)
-ARRAY_FUNCTIONS = {fn.name: fn for fn in FUNCTIONS.values() if fn.implementation.startswith("arrays.")}
-APPLY_FUNCTIONS = {fn.name: fn for fn in FUNCTIONS.values() if fn.takes_lambda}
-JSON_FUNCTIONS = {fn.name: fn for fn in FUNCTIONS.values() if fn.implementation.startswith("json_functions.")}
+ARRAY_FUNCTIONS = {fn.name: fn for fn in arrays.FUNCTIONS}
+APPLY_FUNCTIONS = {fn.name: fn for fn in apply.FUNCTIONS}
+JSON_FUNCTIONS = {fn.name: fn for fn in json_functions.FUNCTIONS}
 
 __all__ = [
     "APPLY_FUNCTIONS", "ARRAY_CAST_TYPES", "ARRAY_FUNCTIONS", "ArrayLiteral", "Binary", "CAST_TYPES", "Call", "Column",

@@ -2,7 +2,7 @@
 its name, its signature, the check of its constant arguments, where it is implemented, and Druid's documented
 examples. The parser and checker read the signature and check; the evaluator (`ingest_core.executor.expression`,
 which may use pyarrow) runs `implementation`; docs/expressions.md's table is printed from the examples and
-signatures (scripts/expression_docs.py)."""
+signatures (`python -m ingest_core.dev.expression_docs`)."""
 
 from __future__ import annotations
 
