@@ -15,7 +15,8 @@ from typing import Any, Mapping, Union
 
 from ingest_core.core.binding import did_you_mean
 from ingest_core.core.errors import IngestError, shown
-from ingest_core.core.expressions import ExpressionError, compile_regex, like_to_regex
+from ingest_core.core.expression.errors import ExpressionError
+from ingest_core.core.expression.patterns import compile_regex, like_to_regex
 
 FILTER_TYPES = ("selector", "equals", "in", "bound", "range", "like", "regex", "null", "true", "false",
                 "and", "or", "not")

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest_core.core.column_types import LONG_MAX, LONG_MIN
-from ingest_core.core.expressions import ExpressionError
+from ingest_core.core.expression.errors import ExpressionError
 
 
 def is_arrow(v: Any) -> bool:

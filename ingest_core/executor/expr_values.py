@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from ingest_core.core.expressions import ExpressionError
+from ingest_core.core.expression.errors import ExpressionError
 from ingest_core.executor import casts
 
 

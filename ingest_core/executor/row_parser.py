@@ -38,7 +38,7 @@ from ingest_core.core.column_types import canonical
 from ingest_core.core.spec import DatasourceSpec, DimensionsSpec
 from ingest_core.executor import discovery
 from ingest_core.executor.discovery import AUTO_JSON, encode
-from ingest_core.executor.expressions import compile_expression, evaluate_to_array
+from ingest_core.executor.expression.evaluator import compile_expression, evaluate_to_array
 from ingest_core.executor.filters import compile_filter
 from ingest_core.executor.formats.base import json_text
 from ingest_core.executor.formats.decoders import decoder_for

@@ -1,6 +1,6 @@
 """Druid expression functions that pyarrow has no kernel for, one value at a time, with the semantics of Druid's
 Java (java.lang.String.format, Joda-Time's printing and PeriodGranularity, Guava's and inet.ipaddr's IPv4 rules,
-HumanReadableBytes). `ingest_core.executor.expressions` wraps each once to run over a column."""
+HumanReadableBytes). `ingest_core.executor.expression` wraps each once to run over a column."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from datetime import datetime, timedelta, timezone, tzinfo
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Callable
 
-from ingest_core.core.expressions import JAVA_FORMAT, ExpressionError
+from ingest_core.core.expression.errors import ExpressionError
+from ingest_core.core.expression.patterns import JAVA_FORMAT
 from ingest_core.core.periods import Period
 from ingest_core.core.time_formats import joda_tokens
 from ingest_core.executor.expr_values import java_double

@@ -147,3 +147,15 @@ def test_the_spec_fragments_of_the_pages_load(tmp_path):
             load_checked_spec(path, strict=True)
         except Exception as e:
             pytest.fail(f"{page}: the fragment {json.dumps(fragment)[:200]} does not load: {e}")
+
+
+def test_the_function_reference_of_the_expressions_page_is_the_registrys():
+    """docs/expressions.md's function tables are printed from the registry (`python -m
+    ingest_core.dev.expression_docs` rewrites them): a function added, renamed or given an example shows there."""
+    from ingest_core.dev import expression_docs
+
+    page = (ROOT / "docs" / "expressions.md").read_text()
+    assert expression_docs.current(page) is not None, "docs/expressions.md has no generated function reference"
+    assert expression_docs.current(page) == expression_docs.render(), \
+        "docs/expressions.md's function reference differs from the registry: run " \
+        "python -m ingest_core.dev.expression_docs"

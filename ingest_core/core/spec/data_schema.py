@@ -10,7 +10,8 @@ from typing import Any, ClassVar
 
 from ingest_core.core.binding import MISSING_VALUE, BindContext, bind_object, did_you_mean, join, spec_field
 from ingest_core.core.errors import shown
-from ingest_core.core.expressions import ExpressionError, parse_expression
+from ingest_core.core.expression.errors import ExpressionError
+from ingest_core.core.expression.parser import parse_expression
 from ingest_core.core.filters import FilterError, parse_filter
 from ingest_core.core.granularity import Granularity
 from ingest_core.core.spec.druid import TIME_COLUMN

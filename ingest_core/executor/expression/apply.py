@@ -1,39 +1,27 @@
-"""Druid's array functions (array, array_length, array_contains, ..., string_to_array) and apply functions
-(map, cartesian_map, filter, fold, cartesian_fold, any, all) on the executors.
+"""Druid's apply functions on the executors (map, cartesian_map, filter, fold, cartesian_fold, any, all), and its
+implicit apply of multi-value columns.
 
-Array functions run row by row on Python values (`expr_values`), with Druid's semantics (Function.java):
-a null array gives null, a scalar where an array is expected is a one-element array, an added element is
-cast to the array's element type. Apply functions evaluate their lambda's body with the vectorized compiler
-of `executor.expressions`: over every element of every row at once (map, filter, any, all, cartesian_map),
-or one element position at a time across the rows (fold, cartesian_fold, whose accumulator is sequential);
-map, filter, any and all of a list column with Arrow alone (its elements flattened). The body sees the
-lambda's parameters as columns, over the row's other columns of the same names. Multi-value (list) columns
-read as scalars are mapped as Druid's Parser rewrites them (`with_implicit_apply`, `compile_arguments`).
+An apply function evaluates its lambda's body with the evaluator's vectorized code: over every element of every
+row at once (map, filter, any, all, cartesian_map), or one element position at a time across the rows (fold,
+cartesian_fold, whose accumulator is sequential); map, filter, any and all of a list column with Arrow alone (its
+elements flattened). The body sees the lambda's parameters as columns, over the row's other columns of the same
+names. Multi-value (list) columns read as scalars are mapped as Druid's Parser rewrites them
+(`with_implicit_apply`, `compile_arguments`; which columns and arguments: `core.expression.implicit_apply`).
 """
 
 from __future__ import annotations
 
 import itertools
-import re
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest_core.core.expressions import (
-    ArrayLiteral,
-    Call,
-    Column,
-    ExpressionError,
-    Lambda,
-    Literal,
-    Node,
-    compile_regex,
-    implicit_apply_candidates,
-    mapped_arguments,
-    node_columns,
-)
+from ingest_core.core.expression.errors import ExpressionError
+from ingest_core.core.expression.implicit_apply import implicit_apply_candidates, mapped_arguments
+from ingest_core.core.expression.tree import ArrayLiteral, Call, Column, Lambda, Literal, Node, node_columns
 from ingest_core.executor.expr_values import (
     Arr,
     as_array,
@@ -42,8 +30,6 @@ from ingest_core.executor.expr_values import (
     cast_element,
     common_type,
     from_values,
-    to_long,
-    to_string,
     to_values,
     truthy,
     type_of,
@@ -54,222 +40,19 @@ Compiled = Callable[[Columns, int], Any]
 CompileNode = Callable[[Node, str], Compiled]
 
 
-def rowwise(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A function of Python values, applied to each row of its (array or constant) arguments."""
-    def apply(n: int, *args: Any) -> pa.Array:
-        columns = [to_values(a, n) for a in args]
-        return from_values([fn(*row) for row in zip(*columns)] if columns else [fn() for _ in range(n)], n)
-    return apply
+@dataclass(frozen=True)
+class Apply:
+    """How an apply function runs: `run` over rows of arrays, `fast` on a list column's flattened elements (Arrow
+    alone). Where the lambda's body reads multi-value columns as scalars, Druid lifts them into the function:
+    `maps` (map, cartesian_map) gives cartesian_map's result, `folds` (fold, cartesian_fold) folds over the product
+    before the accumulator, the others apply to cartesian_map's results."""
+
+    run: Callable[..., pa.Array]
+    fast: Callable[..., pa.Array] | None = None
+    maps: bool = False
+    folds: bool = False
 
 
-# ------------------------------------------------------------------------------------------ array functions
-
-
-def _array(*values: Any) -> Arr:
-    """array(...): the type of the first (non-null) argument, the others cast to it."""
-    element = next((type_of(v) for v in values if v is not None), "STRING") or "STRING"
-    return Arr(element, tuple(cast_element(v, element) for v in values))
-
-
-def _length(arr: Any) -> int | None:
-    a = as_array(arr)
-    return None if a is None else len(a)
-
-
-def _offset(arr: Any, index: Any, base: int = 0) -> Any:
-    a, i = as_array(arr), to_long(index)
-    if a is None or i is None:
-        return None
-    i -= base
-    return a.items[i] if 0 <= i < len(a) else None
-
-
-def _element_of_array(a: Arr, value: Any, name: str) -> Any:
-    if isinstance(value, Arr):
-        raise ExpressionError(f"{name}(): the second argument must be a scalar, got an array")
-    return cast_element(value, a.element)
-
-
-def _offset_of(arr: Any, value: Any, base: int = 0, name: str = "array_offset_of") -> int | None:
-    a = as_array(arr)
-    if a is None:
-        return None
-    wanted = _element_of_array(a, value, name)
-    for i, x in enumerate(a.items):
-        if x == wanted and (x is not None or wanted is None):
-            return i + base
-    return None
-
-
-def _members(items: tuple[Any, ...]) -> Any:
-    """`items` for `in` tests: a set, or the tuple itself when they are JSON objects or lists (unhashable)."""
-    try:
-        return set(items)
-    except TypeError:
-        return items
-
-
-def _contains(arr: Any, values: Any) -> int | None:
-    """array_contains: every element of `values` (or the one scalar; null is an element too) is in `arr`."""
-    a = as_array(arr)
-    if a is None:
-        return None
-    wanted = as_array(values) if values is not None else Arr(a.element, (None,))
-    have = _members(a.items)
-    return int(all(cast_element(x, a.element) in have for x in wanted.items))  # type: ignore[union-attr]
-
-
-def _overlap(arr: Any, other: Any) -> int | None:
-    a, b = as_array(arr), as_array(other)
-    if a is None:
-        return None
-    if b is None:
-        return 0
-    have = _members(a.items)
-    return int(any(cast_element(x, a.element) in have for x in b.items))
-
-
-def _scalar_in_array(value: Any, arr: Any) -> int | None:
-    """scalar_in_array: null for a null value; else 1 when the array holds it, 0 when not (or no array)."""
-    if value is None:
-        return None
-    a = as_array(arr)
-    if a is None:
-        return 0
-    return int(_element_of_array(a, value, "scalar_in_array") in _members(a.items))
-
-
-def _append(arr: Any, value: Any) -> Arr | None:
-    a = as_array(arr)
-    return None if a is None else Arr(a.element, a.items + (cast_element(value, a.element),))
-
-
-def _prepend(value: Any, arr: Any) -> Arr | None:
-    a = as_array(arr)
-    return None if a is None else Arr(a.element, (cast_element(value, a.element),) + a.items)
-
-
-def _merge(arr: Any, other: Any) -> tuple[Arr, Arr] | None:
-    a, b = as_array(arr), as_array(other)
-    if a is None or b is None:
-        return None
-    return a, cast(b, f"ARRAY<{a.element}>")
-
-
-def _concat(arr: Any, other: Any) -> Arr | None:
-    pair = _merge(arr, other)
-    return None if pair is None else Arr(pair[0].element, pair[0].items + pair[1].items)
-
-
-def _sorted_set(element: str, items: tuple[Any, ...]) -> Arr:
-    """Druid's TreeSet of the element type's order, nulls first (JSON values and arrays by their text)."""
-    by_text = element == "JSON" or element.startswith("ARRAY")
-    unique = {(to_string(x) if by_text else x): x for x in items if x is not None}
-    ordered = tuple(unique[k] for k in sorted(unique))
-    return Arr(element, ((None,) if None in items else ()) + ordered)
-
-
-def _set_add(arr: Any, value: Any) -> Arr | None:
-    a = _append(arr, value)
-    return None if a is None else _sorted_set(a.element, a.items)
-
-
-def _set_add_all(arr: Any, other: Any) -> Arr | None:
-    pair = _merge(arr, other)
-    return None if pair is None else _sorted_set(pair[0].element, pair[0].items + pair[1].items)
-
-
-def _slice(arr: Any, start: Any, end: Any = None) -> Arr | None:
-    """array_slice: null when start is negative, past the end or after `end`; an `end` past the array pads with
-    nulls (Java's Arrays.copyOfRange)."""
-    a, s = as_array(arr), to_long(start)
-    if a is None or s is None:
-        return None
-    e = len(a) if end is None else to_long(end)
-    if e is None or s < 0 or s > len(a) or s > e:
-        return None
-    items = a.items[s:e]
-    return Arr(a.element, items + (None,) * (e - s - len(items)))
-
-
-def _array_to_string(arr: Any, delimiter: Any) -> str | None:
-    a = as_array(arr)
-    if a is None or a.items == (None,):
-        return None
-    return ("" if delimiter is None else str(delimiter)).join("null" if x is None else str(to_string(x))
-                                                             for x in a.items)
-
-
-_PATTERNS: dict[str, re.Pattern[str]] = {}
-
-
-def java_split(text: str, pattern: str) -> list[str]:
-    """Java's String.split(regex): no leading empty piece for a zero-width match at the start, trailing empty
-    pieces removed."""
-    rx = _PATTERNS.get(pattern)
-    if rx is None:
-        rx = _PATTERNS.setdefault(pattern, compile_regex(pattern))
-    if text == "":
-        return [""]
-    pieces, last = [], 0
-    for m in rx.finditer(text):
-        if m.end() == 0:
-            continue  # a zero-width match at the start gives no leading empty piece
-        if m.start() == m.end() and m.start() >= len(text):
-            break
-        pieces.append(text[last:m.start()])
-        last = m.end()
-    pieces.append(text[last:])
-    while len(pieces) > 1 and pieces[-1] == "":
-        pieces.pop()
-    return pieces if pieces != [""] or text == "" else [text]
-
-
-def _string_to_array(s: Any, pattern: Any) -> Arr | None:
-    if s is None or isinstance(s, Arr):
-        return None if s is None else cast(s, "ARRAY<STRING>")
-    return Arr("STRING", tuple(java_split(str(to_string(s)), "" if pattern is None else str(pattern))))
-
-
-def _array_length(n: int, arr: Any) -> Any:
-    if isinstance(arr, (pa.Array, pa.ChunkedArray)) and pa.types.is_list(arr.type):
-        return pc.cast(pc.list_value_length(arr), pa.int64())  # a list column: vectorized
-    return rowwise(_length)(n, arr)
-
-
-ARRAY_IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
-    "array": rowwise(_array),
-    "array_length": _array_length,
-    "array_offset": rowwise(_offset),
-    "array_ordinal": rowwise(lambda arr, index: _offset(arr, index, 1)),
-    "array_contains": rowwise(_contains),
-    "array_overlap": rowwise(_overlap),
-    "scalar_in_array": rowwise(_scalar_in_array),
-    "array_offset_of": rowwise(_offset_of),
-    "array_ordinal_of": rowwise(lambda arr, value: _offset_of(arr, value, 1, "array_ordinal_of")),
-    "array_prepend": rowwise(_prepend),
-    "array_append": rowwise(_append),
-    "array_concat": rowwise(_concat),
-    "array_set_add": rowwise(_set_add),
-    "array_set_add_all": rowwise(_set_add_all),
-    "array_slice": rowwise(_slice),
-    "array_to_string": rowwise(_array_to_string),
-    "string_to_array": rowwise(_string_to_array),
-    "array_to_mv": rowwise(lambda arr: cast(as_array(arr), "ARRAY<STRING>")),
-}
-
-
-def cast_to_array(n: int, v: Any, element: str) -> pa.Array:
-    """cast(x, 'ARRAY<LONG>') (or LONG_ARRAY...): each element cast; a scalar is a one-element array."""
-    return build([cast(x, f"ARRAY<{element}>") for x in to_values(v, n)], f"ARRAY<{element}>")
-
-
-def compile_array_literal(node: ArrayLiteral) -> Compiled:
-    value = Arr(node.element_type, node.items)
-    return lambda cols, n: build([value] * n, f"ARRAY<{node.element_type}>")
-
-
-# ------------------------------------------------------------------------------------------ apply functions
 
 
 def _evaluate(body: Compiled, outer: Columns, reads: set[str], rows: list[int],
@@ -297,7 +80,7 @@ def compile_arguments(node: Call, text: str, compile_node: CompileNode) -> list[
     return out
 
 
-def compile_apply(node: Call, text: str, compile_node: CompileNode) -> Compiled:
+def compile_apply(node: Call, text: str, compile_node: CompileNode, how: Apply) -> Compiled:
     """An apply function's call: its lambda's body compiled once, applied to the arrays' elements. A multi-value
     column the body reads as a scalar is lifted into the function, as Druid's liftApplyLambda: map(x -> x + y, x)
     runs as cartesian_map((x, y) -> x + y, x, y)."""
@@ -307,15 +90,14 @@ def compile_apply(node: Call, text: str, compile_node: CompileNode) -> Compiled:
     args = compile_arguments(node, text, compile_node)
     reads = node_columns(lam.body)
     lift = implicit_apply_candidates(lam.body, lam.params)
-    run = _APPLY[node.name]
-    fast = _FAST.get(node.name)
+    run, fast = how.run, how.fast
 
     def apply(cols: Columns, n: int) -> Any:
         raw = [a(cols, n) for a in args]
         lifted = tuple(c for c in lift if c in cols and _is_list(cols[c]))
         try:
             if lifted:
-                return _lifted(node.name, lam.params, lifted, body, cols, reads, raw, n)
+                return _lifted(how, lam.params, lifted, body, cols, reads, raw, n)
             if fast is not None and _is_list(raw[0]):
                 return fast(lam.params[0], body, cols, reads, _whole(raw[0]))
             return run(lam.params, body, cols, reads, [to_values(r, n) for r in raw], n)
@@ -326,7 +108,7 @@ def compile_apply(node: Call, text: str, compile_node: CompileNode) -> Compiled:
     return apply
 
 
-def _lifted(name: str, params: tuple[str, ...], lifted: tuple[str, ...], body: Compiled, cols: Columns,
+def _lifted(how: Apply, params: tuple[str, ...], lifted: tuple[str, ...], body: Compiled, cols: Columns,
             reads: set[str], raw: list[Any], n: int) -> pa.Array:
     """An apply function whose body reads multi-value columns `lifted` as scalars, as Druid rewrites it: map and
     cartesian_map take them as more arrays (cartesian_map); fold and cartesian_fold too, before the accumulator
@@ -334,14 +116,14 @@ def _lifted(name: str, params: tuple[str, ...], lifted: tuple[str, ...], body: C
     rewrite does (filter then keeps the true results, not the elements)."""
     extra = [to_values(cols[c], n) for c in lifted]
     values = [to_values(r, n) for r in raw]
-    if name in ("fold", "cartesian_fold"):
+    if how.folds:
         return _cartesian_fold(params[:-1] + lifted + params[-1:], body, cols, reads,
                                values[:-1] + extra + values[-1:], n)
     mapped = _cartesian_map(params + lifted, body, cols, reads, values + extra, n)
-    if name in ("map", "cartesian_map"):
+    if how.maps:
         return mapped
     identity: Compiled = lambda c, m: c["_"]  # noqa: E731 - Druid's `_ -> _`
-    return _APPLY[name](("_",), identity, {}, set(), [to_values(mapped, n)], n)
+    return how.run(("_",), identity, {}, set(), [to_values(mapped, n)], n)
 
 
 def _flatten(arrays: list[Arr | None]) -> tuple[list[int], list[Any], str]:
@@ -361,7 +143,8 @@ def _map_results(arrays: list[Arr | None], rows: list[int], out: list[Any], empt
     grouped: list[list[Any]] = [[] for _ in arrays]
     for row, value in zip(rows, out):
         grouped[row].append(value)
-    result = [None if a is None else (empty(a) if len(a) == 0 else Arr(element, tuple(cast_element(v, element) for v in g)))
+    result = [None if a is None else
+              (empty(a) if len(a) == 0 else Arr(element, tuple(cast_element(v, element) for v in g)))
               for a, g in zip(arrays, grouped)]
     return from_values(result, len(arrays))
 
@@ -541,19 +324,14 @@ def _fast_match(every: bool) -> Callable[..., pa.Array]:
     return run
 
 
-_FAST: dict[str, Callable[..., pa.Array]] = {"map": _fast_map, "filter": _fast_filter, "any": _fast_match(False),
-                                             "all": _fast_match(True)}
-
-_APPLY: dict[str, Callable[..., pa.Array]] = {
-    "map": _map,
-    "cartesian_map": _cartesian_map,
-    "filter": _filter,
-    "fold": _fold,
-    "cartesian_fold": _cartesian_fold,
-    "any": _match(False),
-    "all": _match(True),
-}
-APPLY_COMPILERS = {name: compile_apply for name in _APPLY}
+# the registry's implementations (core.expression.functions names them "apply.<name>")
+map_ = Apply(_map, fast=_fast_map, maps=True)
+cartesian_map = Apply(_cartesian_map, maps=True)
+filter_ = Apply(_filter, fast=_fast_filter)
+fold = Apply(_fold, folds=True)
+cartesian_fold = Apply(_cartesian_fold, folds=True)
+any_ = Apply(_match(False), fast=_fast_match(False))
+all_ = Apply(_match(True), fast=_fast_match(True))
 
 
 # ------------------------------------------------------------------------------------------ multi-value columns

@@ -8,12 +8,13 @@ JSONPath subset (`core.json_path`); any other value is a document of itself (jso
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import Any
 
-from ingest_core.core.expressions import ExpressionError, json_path
+from ingest_core.core.expression.errors import ExpressionError
+from ingest_core.core.expression.patterns import json_path
 from ingest_core.core.json_path import JsonPath, JsonPathError
-from ingest_core.executor.array_functions import rowwise
 from ingest_core.executor.expr_values import Arr, Json, cast, from_json, to_json_text, to_json_value
+from ingest_core.executor.expression.arrays import rowwise
 
 _PATHS: dict[str, JsonPath] = {}
 
@@ -147,15 +148,14 @@ def _to_json_string(v: Any) -> str | None:
     return None if v is None else to_json_text(v)
 
 
-JSON_IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
-    "json_value": rowwise(_json_value),
-    "json_query": rowwise(_json_query),
-    "json_query_array": rowwise(_json_query_array),
-    "json_object": rowwise(_json_object),
-    "json_keys": rowwise(_json_keys),
-    "json_paths": rowwise(_json_paths),
-    "json_merge": rowwise(_json_merge),
-    "parse_json": rowwise(lambda s: _parse(s, strict=True)),
-    "try_parse_json": rowwise(lambda s: _parse(s, strict=False)),
-    "to_json_string": rowwise(_to_json_string),
-}
+# the registry's implementations (core.expression.functions names them "json_functions.<name>")
+json_value = rowwise(_json_value)
+json_query = rowwise(_json_query)
+json_query_array = rowwise(_json_query_array)
+json_object = rowwise(_json_object)
+json_keys = rowwise(_json_keys)
+json_paths = rowwise(_json_paths)
+json_merge = rowwise(_json_merge)
+parse_json = rowwise(lambda s: _parse(s, strict=True))
+try_parse_json = rowwise(lambda s: _parse(s, strict=False))
+to_json_string = rowwise(_to_json_string)
