@@ -47,6 +47,7 @@ API = "/ingest/api/v1/supervisor"
 SHOWN, HIDDEN = "team_a_edits", "team_b_payroll"
 MISSING = "team_a_missing"  # a DAG the reader may read that has no datasource yet
 SQL = "/ingest/api/v1/sql"
+DRUID_SQL, DRUID_SUPERVISOR = "/druid/v2/sql", "/druid/indexer/v1/supervisor"  # Druid's paths of the same routes
 SHOWN_ROWS, HIDDEN_ROWS = 3, 1
 DRUID_ERROR_CLASS = {"errorClass": "org.apache.druid.error.DruidException", "host": None}
 ACTIONS = ("suspend", "resume", "terminate", "reset", "resetOffsets")
@@ -752,35 +753,40 @@ def generated_requests():
         "parameters": st.lists(parameter, max_size=3) | values})
     as_json = st.builds(lambda v: json.dumps(v).encode(), sql | values)
     raw = st.binary(max_size=40) | st.sampled_from([b"[" * 5000, b'{"query": ' * 3000, b"NaN", b'{"a": Infinity}'])
-    sql_requests = st.tuples(st.just("POST"), st.just(SQL), st.sampled_from(["reader", "admin"]), as_json | raw)
+    sql_requests = st.tuples(st.just("POST"), st.sampled_from([SQL, DRUID_SQL]), st.sampled_from(["reader", "admin"]),
+                             as_json | raw)
 
     offsets = st.fixed_dictionaries({"type": values | st.just("kafka"), "partitions": st.fixed_dictionaries({
         "type": st.just("end") | values, "stream": (st.text(max_size=8) | values).filter(lambda s: s != SHOWN),
         "partitionOffsetMap": st.dictionaries(st.text(max_size=3), values, max_size=3) | values})}, optional={
         "force": values, "confirmDuplicates": values})
-    offset_requests = st.tuples(st.just("POST"), st.just(f"{API}/{SHOWN}/resetOffsets"), st.just("editor"),
+    api = st.sampled_from([API, DRUID_SUPERVISOR])  # the plugin's paths and Druid's
+    offset_requests = st.tuples(st.just("POST"), st.builds(lambda a: f"{a}/{SHOWN}/resetOffsets", api),
+                                st.just("editor"),
                                 st.builds(lambda v: json.dumps(v).encode(), offsets | values) | raw)
     # a reset is refused while its duplicates are not confirmed: never the number (a negative one is no count)
     reset_body = values.filter(lambda v: not (isinstance(v, dict) and isinstance(v.get("confirmDuplicates"), int)
                                               and v["confirmDuplicates"] >= 0))
-    reset_requests = st.tuples(st.just("POST"), st.just(f"{API}/{SHOWN}/reset"), st.just("editor"),
+    reset_requests = st.tuples(st.just("POST"), st.builds(lambda a: f"{a}/{SHOWN}/reset", api), st.just("editor"),
                                st.builds(lambda v: json.dumps(v).encode(), reset_body) | raw)
     from urllib.parse import quote
 
     name = st.text(max_size=40).map(lambda s: quote(s, safe="")) | st.sampled_from([SHOWN, HIDDEN, MISSING])
     query = st.dictionaries(st.sampled_from(["full", "dag_id", "x"]), st.text(max_size=10), max_size=2).map(
         lambda q: "?" + "&".join(f"{k}={quote(v, safe='')}" for k, v in q.items()) if q else "")
-    routes = st.tuples(st.sampled_from(["GET"]), st.builds(lambda n, r, q: f"{API}/{n}/{r}{q}", name, st.sampled_from(
-        ["status", "health"]), query), st.just("reader"), st.just(b"")) | st.tuples(
-        st.just("POST"), st.builds(lambda n, a, q: f"{API}/{n}/{a}{q}", name, st.sampled_from(
+    routes = st.tuples(st.sampled_from(["GET"]), st.builds(lambda a, n, r, q: f"{a}/{n}/{r}{q}", api, name,
+                                                           st.sampled_from(["status", "health"]), query),
+                       st.just("reader"), st.just(b"")) | st.tuples(
+        st.just("POST"), st.builds(lambda p, n, a, q: f"{p}/{n}/{a}{q}", api, name, st.sampled_from(
             ["suspend", "resume", "terminate", "shutdown", "reset", "resetOffsets"]), query), st.just("reader"),
         as_json | raw)
     return sql_requests | offset_requests | reset_requests | routes
 
 
 def test_generated_hostile_requests_never_get_a_500_and_refused_ones_change_nothing(server):
-    """Generated bodies, ids, parameters, names and query strings on /sql and the supervisor routes: every
-    answer is a JSON body (the SQL API's errors with Druid's fields), no 500, no dropped connection, no header
+    """Generated bodies, ids, parameters, names and query strings on /sql and the supervisor routes, at the
+    plugin's paths and Druid's: every answer is a JSON body (the SQL API's errors and every error on Druid's paths
+    with Druid's fields), no 500, no dropped connection, no header
     holding what was sent unchecked, and a refused request leaves the store as it was."""
     from hypothesis import HealthCheck, given, settings
 
@@ -801,11 +807,11 @@ def test_generated_hostile_requests_never_get_a_500_and_refused_ones_change_noth
         assert query_id is None or (len(query_id) <= 255 and query_id.isascii() and query_id.isprintable())
         if status >= 400:
             answer = json.loads(text)
-            if path == SQL:
+            if path in (SQL, DRUID_SQL) or path.startswith("/druid/"):  # Druid's error JSON on Druid's paths
                 assert set(answer) == DRUID_ERROR_FIELDS and "\n" not in answer["errorMessage"], answer
                 assert len(answer["errorMessage"]) < 2000, answer["errorMessage"][:300]
             assert store_state(store) == before, request
-        elif path == SQL:  # a result: JSON a strict parser reads, or csv
+        elif path in (SQL, DRUID_SQL):  # a result: JSON a strict parser reads, or csv
             if "csv" not in headers["content-type"]:
                 for doc in text.strip().split("\n") if "text/plain" in headers["content-type"] else [text]:
                     json.loads(doc, parse_constant=lambda c: pytest.fail(f"a bare {c}: {text[:300]}"))
@@ -816,7 +822,6 @@ def test_generated_hostile_requests_never_get_a_500_and_refused_ones_change_noth
 
 # ------------------------------------------------------------------------------ Druid's paths, Druid's clients
 
-DRUID_SQL, DRUID_SUPERVISOR = "/druid/v2/sql", "/druid/indexer/v1/supervisor"
 ROLLUP = "rollup-tutorial"
 CLIENT_VENV = ROOT / ".venv-druid-client"  # Makefile: DRUID_CLIENT_VENV (pydruid's dialect on SQLAlchemy 1.4)
 WRONG_PASSWORD = "Wrong-pw-77"

@@ -72,7 +72,7 @@ async def druid_user(request: Request) -> Any:
             raise HTTPException(401, str(exc)) from None
     bearer = HTTPAuthorizationCredentials(scheme="Bearer", credentials=value.strip()) if (
         scheme.lower() == "bearer") else None
-    return await get_user(request, None, bearer)
+    return await get_user(request, _oauth_token=None, bearer_credentials=bearer)
 
 
 app.dependency_overrides[get_user] = druid_user
