@@ -389,16 +389,17 @@ def test_sql_time_limit_cancel_and_memory_bound_end_in_druids_one_line_errors(se
         sender.start()
     deadline = time.monotonic() + 60
     assert server.http("DELETE", f"{SQL}/to-cancel-0", "editor")[0] == 404  # not its query, running or not
-    while True:  # a 429 once both run
-        status, body = sql_json(server, "reader", "SELECT 1 AS one")
+    while True:  # a 429 once both run (asked at Druid's path, with Basic credentials: the same server's limit)
+        status, _, body = druid_http(server, "POST", DRUID_SQL, ("reader", PASSWORD), {"query": "SELECT 1 AS one"})
         if status == 429:
             break
         assert status == 200 and time.monotonic() < deadline, (status, body)
         time.sleep(0.2)
     assert body["category"] == "CAPACITY_EXCEEDED" and body["errorMessage"].startswith(
-        "2 queries are running, as many as this server runs at once"), body
+        "2 queries are running, as many as this server runs at once") and set(body) == DRUID_ERROR_FIELDS, body
+    # cancelled at Druid's path by the same user signed in with Basic credentials (the JWT's user sent them)
     for i in range(2):
-        assert server.http("DELETE", f"{SQL}/to-cancel-{i}", "reader")[0] == 202
+        assert druid_http(server, "DELETE", f"{DRUID_SQL}/to-cancel-{i}", ("reader", PASSWORD))[0] == 202
     for sender in senders:
         sender.join(timeout=60)
     for i in range(2):
