@@ -25,6 +25,8 @@ from typing import Any
 from airflow.api_fastapi.app import get_auth_manager
 from fastapi import HTTPException
 
+from ingest_core.core.errors import shown
+
 REMEMBERED_S = 60.0
 _KEY = os.urandom(32)
 
@@ -77,11 +79,9 @@ def token_for(credentials: BasicCredentials) -> str:
 
 
 def _login(credentials: BasicCredentials) -> str:
-    manager = get_auth_manager()
-    kind = type(manager).__name__
-    wrong = CredentialsError(f"wrong user name or password for {credentials.username!r}")
-
-    if kind == "FabAuthManager":
+    kinds = {c.__name__ for c in type(get_auth_manager()).__mro__}  # a subclass of either logs in as it does
+    wrong = CredentialsError(f"wrong user name or password for {shown(credentials.username)}")
+    if "FabAuthManager" in kinds:
         from airflow.providers.fab.auth_manager.api_fastapi.routes.login import _get_flask_app
         from airflow.providers.fab.auth_manager.api_fastapi.services.login import FABAuthManagerLogin
 
@@ -92,7 +92,7 @@ def _login(credentials: BasicCredentials) -> str:
                 ).access_token
         except HTTPException as exc:
             raise (wrong if exc.status_code == 401 else CredentialsError(str(exc.detail))) from None
-    if kind == "SimpleAuthManager":
+    if "SimpleAuthManager" in kinds:
         from airflow.api_fastapi.auth.managers.simple.datamodels.login import LoginBody
         from airflow.api_fastapi.auth.managers.simple.services.login import SimpleAuthManagerLogin
 
@@ -101,7 +101,7 @@ def _login(credentials: BasicCredentials) -> str:
                                                                  password=credentials.password))
         except HTTPException as exc:
             raise (wrong if exc.status_code == 401 else CredentialsError(str(exc.detail))) from None
-    raise CredentialsError(f"Airflow's auth manager here ({kind}) takes no passwords from this server: send its "
+    raise CredentialsError(f"Airflow's auth manager here ({type(get_auth_manager()).__name__}) takes no passwords from this server: send its "
                            "JWT instead (Authorization: Bearer TOKEN; pydruid's jwt=)")
 
 
