@@ -20,7 +20,15 @@ $(VENV)/.installed: pyproject.toml
 jars: $(VENV)/.installed
 	$(PY) -m ingest_core.dev.jars
 
-install: $(VENV)/.installed jars
+# pydruid's SQLAlchemy dialect as Superset uses it needs SQLAlchemy 1.4 (Superset's pin; the project runs on 2.x):
+# a virtualenv of its own, run as a subprocess by tests/system/test_permissions.py
+DRUID_CLIENT_VENV ?= .venv-druid-client
+$(DRUID_CLIENT_VENV)/.installed: Makefile
+	python3 -m venv $(DRUID_CLIENT_VENV)
+	$(DRUID_CLIENT_VENV)/bin/python -m pip install --quiet 'pydruid[sqlalchemy]==0.6.9' 'sqlalchemy>=1.4,<2'
+	touch $@
+
+install: $(VENV)/.installed jars $(DRUID_CLIENT_VENV)/.installed
 
 # the tests start a private PostgreSQL server from Debian's binaries (unless INGEST_TEST_POSTGRES names one)
 postgres:
@@ -66,4 +74,4 @@ bench: install
 	$(PY) benchmarks/history_retention.py --days 45
 
 clean:
-	rm -rf $(VENV) .ingest-home .jars
+	rm -rf $(VENV) $(DRUID_CLIENT_VENV) .ingest-home .jars

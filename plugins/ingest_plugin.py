@@ -1,16 +1,20 @@
 """The Airflow UI plugin: a "Datasources" page (Druid's Supervisors view), an "Ingest" tab on each datasource's
 DAG, and Druid's supervisor REST API, all served by `ingest_core.provider.plugins.ui` under /ingest with Airflow's own
-authentication and DAG permissions. The app loads at its first request (`ingest_core.provider.plugins.mount`):
-Airflow imports this file in each of its processes, and only the API server serves it."""
+authentication and DAG permissions; and Druid's own paths (/druid/v2/sql, /druid/indexer/v1/supervisor, /status) for
+Druid's clients, by `ingest_core.provider.plugins.druid_paths`. The apps load at their first request
+(`ingest_core.provider.plugins.mount`): Airflow imports this file in each of its processes, and only the API server
+serves them."""
 
 from airflow.plugins_manager import AirflowPlugin
 
-from ingest_core.provider.plugins.mount import UiApp
+from ingest_core.provider.plugins.mount import DruidPaths, UiApp
 
 
 class IngestPlugin(AirflowPlugin):
     name = "ingest"
     fastapi_apps = [{"app": UiApp(), "url_prefix": "/ingest", "name": "Ingest datasources"}]
+    # Druid's paths at the server's root: a middleware, since a mounted app never answers its bare prefix (/status)
+    fastapi_root_middlewares = [{"middleware": DruidPaths, "args": [], "kwargs": {}, "name": "Druid's paths"}]
     # hrefs without a leading slash: relative to the UI's base URL, so a reverse proxy prefix still works
     external_views = [
         {"name": "Datasources", "href": "ingest/ui/datasources", "destination": "nav", "category": "browse",

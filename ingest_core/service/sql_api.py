@@ -35,6 +35,7 @@ DECIMALS = ("DOUBLE", "FLOAT", "REAL", "DECIMAL")
 PARAMETER_TYPES = ("VARCHAR", "CHAR", *INTEGERS, *DECIMALS, "BOOLEAN", "TIMESTAMP", "DATE", "ARRAY")
 EXAMPLE = '{"query": "SELECT ...", "resultFormat": "object", "parameters": [{"type": "VARCHAR", "value": "x"}]}'
 RANGES = {"BIGINT": 64, "INTEGER": 32, "SMALLINT": 16, "TINYINT": 8}  # Java's long, int, short and byte: their bits
+ERROR_CLASS = "org.apache.druid.error.DruidException"  # what Druid names its errors
 MAX_QUERY_ID = 255  # characters of a sqlQueryId: it is a response header
 
 
@@ -53,8 +54,10 @@ class SqlApiError(Exception):
         return self.message
 
     def to_json(self) -> dict:
+        """Druid's error JSON with both its fields: the newer (errorCode, persona, category) and the older that
+        pydruid and Superset read (error, errorMessage, errorClass, host)."""
         return {"error": "druidException", "errorCode": self.code, "persona": "USER", "category": self.category,
-                "errorMessage": self.message, "context": self.context}
+                "errorMessage": self.message, "errorClass": ERROR_CLASS, "host": None, "context": self.context}
 
 
 def invalid(message: str) -> SqlApiError:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from druid_docs import DOCS, TRANSFORM_ROWS, TRANSFORM_SCHEMA, records, rows, table
+from druid_docs import DOCS, ROLLUP_ROWS, ROLLUP_SCHEMA, TRANSFORM_ROWS, TRANSFORM_SCHEMA, records, rows, table
 
 from ingest_core.core.spec import DatasourceSpec, parse_spec
 from ingest_core.handover import deep_storage
@@ -103,25 +103,6 @@ def produce(docs: Docs, *files: str, **kwargs: Any) -> str:
 
 
 # ------------------------------------------------------------------------------------------ tutorial-rollup.md
-
-ROLLUP_SCHEMA = {
-    "dataSource": "rollup-tutorial",
-    "dimensionsSpec": {"dimensions": ["srcIP", "dstIP"]},
-    "timestampSpec": {"column": "timestamp", "format": "iso"},
-    "metricsSpec": [{"type": "count", "name": "count"},
-                    {"type": "longSum", "name": "packets", "fieldName": "packets"},
-                    {"type": "longSum", "name": "bytes", "fieldName": "bytes"}],
-    "granularitySpec": {"type": "uniform", "segmentGranularity": "week", "queryGranularity": "minute",
-                        "intervals": ["2018-01-01/2018-01-03"], "rollup": True},
-}
-ROLLUP_ROWS = table(  # dsql> select * from "rollup-tutorial";
-    ("__time", "bytes", "count", "dstIP", "packets", "srcIP"),
-    ("2018-01-01T01:01:00.000Z", 35937, 3, "2.2.2.2", 286, "1.1.1.1"),
-    ("2018-01-01T01:02:00.000Z", 366260, 2, "2.2.2.2", 415, "1.1.1.1"),
-    ("2018-01-01T01:03:00.000Z", 10204, 1, "2.2.2.2", 49, "1.1.1.1"),
-    ("2018-01-02T21:33:00.000Z", 100288, 2, "8.8.8.8", 161, "7.7.7.7"),
-    ("2018-01-02T21:35:00.000Z", 2818, 1, "8.8.8.8", 12, "7.7.7.7"))
-
 
 def test_rollup_tutorial(docs, capsys):
     docs.run(docs.spec(produce(docs, "rollup-data.json"), ROLLUP_SCHEMA), "rollup-1")

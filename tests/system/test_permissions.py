@@ -47,7 +47,9 @@ API = "/ingest/api/v1/supervisor"
 SHOWN, HIDDEN = "team_a_edits", "team_b_payroll"
 MISSING = "team_a_missing"  # a DAG the reader may read that has no datasource yet
 SQL = "/ingest/api/v1/sql"
+DRUID_SQL, DRUID_SUPERVISOR = "/druid/v2/sql", "/druid/indexer/v1/supervisor"  # Druid's paths of the same routes
 SHOWN_ROWS, HIDDEN_ROWS = 3, 1
+DRUID_ERROR_CLASS = {"errorClass": "org.apache.druid.error.DruidException", "host": None}
 ACTIONS = ("suspend", "resume", "terminate", "reset", "resetOffsets")
 # literal secrets in SHOWN's spec file (librdkafka takes them; PLAINTEXT uses none of them)...
 LITERALS = {"sasl.password": "Lit-sasl-pw-41", "ssl.key.password": "Lit-key-pw-42",
@@ -372,7 +374,7 @@ def test_sql_time_limit_cancel_and_memory_bound_end_in_druids_one_line_errors(se
     status, body = sql_json(server, "reader", "SELECT range FROM range(1000000000000) WHERE range < 1000 OR "
                             "hash(range) % 1000000000 = 0", context={"timeout": 500})
     assert status == 504 and body == {"error": "druidException", "errorCode": "timeout", "persona": "USER",
-                                      "category": "TIMEOUT", "context": {}, "errorMessage":
+                                      "category": "TIMEOUT", "context": {}, **DRUID_ERROR_CLASS, "errorMessage":
                                       "the query ran past its time limit of 0.5 s and was stopped"}, body
     # bounded memory and spill (300MB, 20MB of spill): a query needing more is a one-line error, not the machine
     status, body = sql_json(server, "reader", "SELECT count(DISTINCT range::VARCHAR) AS n FROM range(30000000)")
@@ -387,16 +389,17 @@ def test_sql_time_limit_cancel_and_memory_bound_end_in_druids_one_line_errors(se
         sender.start()
     deadline = time.monotonic() + 60
     assert server.http("DELETE", f"{SQL}/to-cancel-0", "editor")[0] == 404  # not its query, running or not
-    while True:  # a 429 once both run
-        status, body = sql_json(server, "reader", "SELECT 1 AS one")
+    while True:  # a 429 once both run (asked at Druid's path, with Basic credentials: the same server's limit)
+        status, _, body = druid_http(server, "POST", DRUID_SQL, ("reader", PASSWORD), {"query": "SELECT 1 AS one"})
         if status == 429:
             break
         assert status == 200 and time.monotonic() < deadline, (status, body)
         time.sleep(0.2)
     assert body["category"] == "CAPACITY_EXCEEDED" and body["errorMessage"].startswith(
-        "2 queries are running, as many as this server runs at once"), body
+        "2 queries are running, as many as this server runs at once") and set(body) == DRUID_ERROR_FIELDS, body
+    # cancelled at Druid's path by the same user signed in with Basic credentials (the JWT's user sent them)
     for i in range(2):
-        assert server.http("DELETE", f"{SQL}/to-cancel-{i}", "reader")[0] == 202
+        assert druid_http(server, "DELETE", f"{DRUID_SQL}/to-cancel-{i}", ("reader", PASSWORD))[0] == 202
     for sender in senders:
         sender.join(timeout=60)
     for i in range(2):
@@ -463,7 +466,7 @@ def test_sql_python_side_work_stops_at_the_time_limit_and_leaves_nothing_running
         (status, body), grew = api_server_growth(server, lambda: sql_json(
             server, "reader", query, context={"timeout": limit}))
         assert status == 504 and body == {"error": "druidException", "errorCode": "timeout", "persona": "USER",
-                                          "category": "TIMEOUT", "context": {}, "errorMessage":
+                                          "category": "TIMEOUT", "context": {}, **DRUID_ERROR_CLASS, "errorMessage":
                                           f"the query ran past its time limit of {limit / 1000:g} s and was "
                                           "stopped"}, (query[:60], body)
         assert grew < API_SERVER_GROWTH, f"{query[:60]}: the api-server grew by {grew / 2**20:.0f} MB"
@@ -643,7 +646,7 @@ def test_operator_input_is_typed_at_the_door_and_druids_shutdown_terminates(serv
 
 # ------------------------------------------------------------------------------------ hostile input over REST
 
-DRUID_ERROR_FIELDS = {"error", "errorCode", "persona", "category", "errorMessage", "context"}
+DRUID_ERROR_FIELDS = {"error", "errorCode", "persona", "category", "errorMessage", "errorClass", "host", "context"}
 
 
 def sql_error(server, user: str, body: bytes, content_type: str = "application/json") -> tuple[int, dict, Any]:
@@ -751,35 +754,40 @@ def generated_requests():
         "parameters": st.lists(parameter, max_size=3) | values})
     as_json = st.builds(lambda v: json.dumps(v).encode(), sql | values)
     raw = st.binary(max_size=40) | st.sampled_from([b"[" * 5000, b'{"query": ' * 3000, b"NaN", b'{"a": Infinity}'])
-    sql_requests = st.tuples(st.just("POST"), st.just(SQL), st.sampled_from(["reader", "admin"]), as_json | raw)
+    sql_requests = st.tuples(st.just("POST"), st.sampled_from([SQL, DRUID_SQL]), st.sampled_from(["reader", "admin"]),
+                             as_json | raw)
 
     offsets = st.fixed_dictionaries({"type": values | st.just("kafka"), "partitions": st.fixed_dictionaries({
         "type": st.just("end") | values, "stream": (st.text(max_size=8) | values).filter(lambda s: s != SHOWN),
         "partitionOffsetMap": st.dictionaries(st.text(max_size=3), values, max_size=3) | values})}, optional={
         "force": values, "confirmDuplicates": values})
-    offset_requests = st.tuples(st.just("POST"), st.just(f"{API}/{SHOWN}/resetOffsets"), st.just("editor"),
+    api = st.sampled_from([API, DRUID_SUPERVISOR])  # the plugin's paths and Druid's
+    offset_requests = st.tuples(st.just("POST"), st.builds(lambda a: f"{a}/{SHOWN}/resetOffsets", api),
+                                st.just("editor"),
                                 st.builds(lambda v: json.dumps(v).encode(), offsets | values) | raw)
     # a reset is refused while its duplicates are not confirmed: never the number (a negative one is no count)
     reset_body = values.filter(lambda v: not (isinstance(v, dict) and isinstance(v.get("confirmDuplicates"), int)
                                               and v["confirmDuplicates"] >= 0))
-    reset_requests = st.tuples(st.just("POST"), st.just(f"{API}/{SHOWN}/reset"), st.just("editor"),
+    reset_requests = st.tuples(st.just("POST"), st.builds(lambda a: f"{a}/{SHOWN}/reset", api), st.just("editor"),
                                st.builds(lambda v: json.dumps(v).encode(), reset_body) | raw)
     from urllib.parse import quote
 
     name = st.text(max_size=40).map(lambda s: quote(s, safe="")) | st.sampled_from([SHOWN, HIDDEN, MISSING])
     query = st.dictionaries(st.sampled_from(["full", "dag_id", "x"]), st.text(max_size=10), max_size=2).map(
         lambda q: "?" + "&".join(f"{k}={quote(v, safe='')}" for k, v in q.items()) if q else "")
-    routes = st.tuples(st.sampled_from(["GET"]), st.builds(lambda n, r, q: f"{API}/{n}/{r}{q}", name, st.sampled_from(
-        ["status", "health"]), query), st.just("reader"), st.just(b"")) | st.tuples(
-        st.just("POST"), st.builds(lambda n, a, q: f"{API}/{n}/{a}{q}", name, st.sampled_from(
+    routes = st.tuples(st.sampled_from(["GET"]), st.builds(lambda a, n, r, q: f"{a}/{n}/{r}{q}", api, name,
+                                                           st.sampled_from(["status", "health"]), query),
+                       st.just("reader"), st.just(b"")) | st.tuples(
+        st.just("POST"), st.builds(lambda p, n, a, q: f"{p}/{n}/{a}{q}", api, name, st.sampled_from(
             ["suspend", "resume", "terminate", "shutdown", "reset", "resetOffsets"]), query), st.just("reader"),
         as_json | raw)
     return sql_requests | offset_requests | reset_requests | routes
 
 
 def test_generated_hostile_requests_never_get_a_500_and_refused_ones_change_nothing(server):
-    """Generated bodies, ids, parameters, names and query strings on /sql and the supervisor routes: every
-    answer is a JSON body (the SQL API's errors with Druid's fields), no 500, no dropped connection, no header
+    """Generated bodies, ids, parameters, names and query strings on /sql and the supervisor routes, at the
+    plugin's paths and Druid's: every answer is a JSON body (the SQL API's errors and every error on Druid's paths
+    with Druid's fields), no 500, no dropped connection, no header
     holding what was sent unchecked, and a refused request leaves the store as it was."""
     from hypothesis import HealthCheck, given, settings
 
@@ -800,14 +808,235 @@ def test_generated_hostile_requests_never_get_a_500_and_refused_ones_change_noth
         assert query_id is None or (len(query_id) <= 255 and query_id.isascii() and query_id.isprintable())
         if status >= 400:
             answer = json.loads(text)
-            if path == SQL:
+            if path in (SQL, DRUID_SQL) or path.startswith("/druid/"):  # Druid's error JSON on Druid's paths
                 assert set(answer) == DRUID_ERROR_FIELDS and "\n" not in answer["errorMessage"], answer
                 assert len(answer["errorMessage"]) < 2000, answer["errorMessage"][:300]
             assert store_state(store) == before, request
-        elif path == SQL:  # a result: JSON a strict parser reads, or csv
+        elif path in (SQL, DRUID_SQL):  # a result: JSON a strict parser reads, or csv
             if "csv" not in headers["content-type"]:
                 for doc in text.strip().split("\n") if "text/plain" in headers["content-type"] else [text]:
                     json.loads(doc, parse_constant=lambda c: pytest.fail(f"a bare {c}: {text[:300]}"))
 
     with MetadataStore(server.metadata_url) as store:
         probe()
+
+
+# ------------------------------------------------------------------------------ Druid's paths, Druid's clients
+
+ROLLUP = "rollup-tutorial"
+CLIENT_VENV = ROOT / ".venv-druid-client"  # Makefile: DRUID_CLIENT_VENV (pydruid's dialect on SQLAlchemy 1.4)
+WRONG_PASSWORD = "Wrong-pw-77"
+
+
+def druid_http(server, method: str, path: str, auth: tuple[str, str] | str | None = None,
+               body: dict | None = None) -> tuple[int, str, Any]:
+    """(status, content type, parsed JSON or text) of a request as Druid's clients send it: `auth` is Basic
+    (user, password), or a user whose JWT is sent."""
+    import base64
+
+    headers = {"Content-Type": "application/json"}
+    if isinstance(auth, tuple):
+        headers["Authorization"] = "Basic " + base64.b64encode(":".join(auth).encode()).decode()
+    elif auth:
+        headers["Authorization"] = f"Bearer {server.token(auth)}"
+    request = urllib.request.Request(f"{server.base}{path}", method=method, headers=headers,
+                                     data=None if body is None else json.dumps(body).encode())
+    try:
+        with urllib.request.urlopen(request, timeout=60) as r:
+            status, kind, text = r.status, r.headers.get("content-type", ""), r.read().decode()
+    except urllib.error.HTTPError as exc:
+        status, kind, text = exc.code, exc.headers.get("content-type", ""), exc.read().decode()
+    try:
+        return status, kind, json.loads(text)
+    except ValueError:
+        return status, kind, text
+
+
+def druid_error_of(answer: tuple[int, str, Any], status: int, code: str) -> str:
+    """The errorMessage of Druid's error JSON with that status and errorCode (one line)."""
+    got, kind, body = answer
+    assert got == status and kind.startswith("application/json"), answer
+    assert isinstance(body, dict) and set(body) == DRUID_ERROR_FIELDS, answer
+    assert body["errorCode"] == code and body["error"] == "druidException" and "\n" not in body["errorMessage"], body
+    return body["errorMessage"]
+
+
+def test_druids_paths_answer_as_druid_and_never_with_airflows_page(server):
+    """Druid's paths at the server's root: /status/health as Druid's processes answer it, the rest behind the same
+    credentials and permissions, and every refusal (401, 403, 404, 405, 400, 504) Druid's error JSON; a Druid path
+    not served is Druid's 404, never Airflow's HTML page with 200."""
+    assert druid_http(server, "GET", "/status/health")[::2] == (200, True)
+    assert druid_http(server, "GET", "/status/selfDiscovered/status")[::2] == (200, {"selfDiscovered": True})
+    for path in (DRUID_SUPERVISOR, "/status", f"{DRUID_SUPERVISOR}/{SHOWN}/status"):
+        message = druid_error_of(druid_http(server, "GET", path), 401, "unauthorized")
+        assert "Basic credentials" in message and "Bearer" in message, message
+    status, _, answer = druid_http(server, "GET", "/status", ("admin", PASSWORD))
+    assert status == 200 and answer["version"] and answer["memory"]["usedMemory"] > 0, answer
+    for path in ("/druid/v2/datasources", "/druid/coordinator/v1/metadata/datasources", "/druid", "/status/nope"):
+        message = druid_error_of(druid_http(server, "GET", path, ("admin", PASSWORD)), 404, "notFound")
+        assert "is not served here" in message and DRUID_SQL in message, message
+    assert "DAG folder" in druid_error_of(druid_http(server, "POST", DRUID_SUPERVISOR, ("admin", PASSWORD), {}),
+                                          405, "invalidInput")
+
+    assert druid_http(server, "GET", DRUID_SUPERVISOR, ("reader", PASSWORD))[::2] == (200, [SHOWN])
+    assert druid_http(server, "GET", DRUID_SUPERVISOR, "reader")[::2] == (200, [SHOWN])  # the JWT too
+    message = druid_error_of(druid_http(server, "GET", f"{DRUID_SUPERVISOR}/{HIDDEN}/status", ("reader", PASSWORD)),
+                             403, "forbidden")
+    assert "reader may not read datasource" in message, message
+    message = druid_error_of(druid_http(server, "GET", f"{DRUID_SUPERVISOR}/{SHOWN}x/status", ("admin", PASSWORD)),
+                             404, "notFound")
+    assert f"did you mean {SHOWN!r}" in message, message
+    druid_error_of(druid_http(server, "POST", f"{DRUID_SUPERVISOR}/{SHOWN}/explode", ("admin", PASSWORD)), 404,
+                   "notFound")
+    message = druid_error_of(druid_http(server, "POST", DRUID_SQL, ("reader", PASSWORD), {"query": 1}), 400,
+                             "invalidInput")
+    assert '"query" string' in message, message
+    message = druid_error_of(druid_http(server, "POST", DRUID_SQL, ("reader", PASSWORD), {
+        "query": "SELECT range FROM range(1000000000000) WHERE hash(range) % 1000000000 = 0",
+        "context": {"timeout": 300}}), 504, "timeout")
+    assert "time limit of 0.3 s" in message, message
+    assert druid_http(server, "DELETE", f"{DRUID_SQL}/no-such-query", ("reader", PASSWORD))[0] == 404
+
+
+def test_a_wrong_password_is_a_401_pydruid_shows_and_no_password_is_logged(server):
+    from pydruid.db import connect
+    from pydruid.db.exceptions import ProgrammingError
+
+    port = int(server.base.rsplit(":", 1)[1])
+    with client_deadline():
+        wrong = connect("localhost", port, user="reader", password=WRONG_PASSWORD).cursor()
+        with pytest.raises(ProgrammingError) as info:
+            wrong.execute(f"SELECT count(*) AS n FROM {SHOWN}")
+        assert str(info.value) == "druidException (UNAUTHORIZED): wrong user name or password for 'reader'"
+        right = connect("localhost", port, user="reader", password=PASSWORD).cursor()
+        assert right.execute(f"SELECT count(*) AS n FROM {SHOWN}").fetchall() == [(SHOWN_ROWS,)]
+        with pytest.raises(ProgrammingError) as info:  # a datasource the reader may not read: the message
+            right.execute(f"SELECT count(*) AS n FROM {HIDDEN}").fetchall()
+        assert str(info.value).startswith("druidException (FORBIDDEN): ") and HIDDEN in str(info.value)
+    log = (server.root / "api-server.log").read_text(errors="replace")
+    assert "/druid/v2/sql" in log  # the requests are in the log, their passwords are not
+    assert WRONG_PASSWORD not in log and PASSWORD not in log
+
+
+@pytest.fixture(scope="module")
+def rollup(server, broker):
+    """The rollup tutorial's datasource with the rows Druid's documentation prints for it, registered and
+    published as a run publishes them; readable by the admin only."""
+    from druid_docs import ROLLUP_ROWS, ROLLUP_SCHEMA
+
+    create_topics(broker.bootstrap, ROLLUP)
+    raw = yaml.safe_load((ROOT / "dags" / "datasources" / "wikipedia.yaml").read_text())
+    raw["spec"]["dataSchema"] = ROLLUP_SCHEMA
+    raw["spec"]["ioConfig"].update(topic=ROLLUP, taskCount=1, consumerProperties={
+        "bootstrap.servers": broker.bootstrap})
+    path = server.dags / f"{ROLLUP}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with MetadataStore(server.metadata_url) as store:
+        Supervisor(load_spec(path), store).register()
+        done = 0
+        for day, hour in ((1, 1), (2, 21)):  # the printed rows' two hours, a run each
+            start = datetime(2018, 1, day, hour, tzinfo=timezone.utc)
+            rows = [r for r in ROLLUP_ROWS if r["__time"].startswith(start.strftime("%Y-%m-%dT%H"))]
+            done += len(rows)
+            publish_segments(store, server.root / "segments", f"rollup-{day}", {TopicPartition(ROLLUP, 0): done},
+                             [pa.table({"__time": pa.array([datetime.fromisoformat(r["__time"]) for r in rows],
+                                                           pa.timestamp("ms", tz="UTC")),
+                                        **{c: [r[c] for r in rows] for c in ("srcIP", "dstIP")},
+                                        **{c: pa.array([r[c] for r in rows], pa.int64())
+                                           for c in ("count", "packets", "bytes")}})], ds=ROLLUP, hour=start)
+    return ROLLUP_ROWS
+
+
+class client_deadline:
+    """A deadline on each request pydruid sends (it sets none: `requests.post` without a timeout)."""
+
+    def __enter__(self):
+        import functools
+
+        import requests
+
+        self.patch = pytest.MonkeyPatch()
+        self.patch.setattr(requests, "post", functools.partial(requests.post, timeout=60))
+        return self
+
+    def __exit__(self, *exc):
+        self.patch.undo()
+
+
+def test_pydruid_dbapi_gives_druids_documented_rows_with_basic_auth_and_with_a_jwt(server, rollup):
+    from druid_docs import rows
+    from pydruid.db import connect
+
+    port = int(server.base.rsplit(":", 1)[1])
+    connections = {"basic": connect("localhost", port, user="admin", password=PASSWORD),  # pydruid's default path
+                   "jwt": connect("localhost", port, path=DRUID_SQL, jwt=server.token("admin"))}
+    with client_deadline():
+        for how, connection in connections.items():
+            cursor = connection.cursor()
+            cursor.execute(f'select * from "{ROLLUP}"')  # tutorial-rollup.md's query
+            names = [d[0] for d in cursor.description]
+            assert rows([dict(zip(names, r)) for r in cursor.fetchall()]) == rows(rollup), how
+            cursor.execute(f'SELECT "srcIP", SUM("bytes") AS total FROM "{ROLLUP}" WHERE "dstIP" = %(ip)s '
+                           'GROUP BY "srcIP"', {"ip": "2.2.2.2"})
+            assert cursor.fetchall() == [("1.1.1.1", 35937 + 366260 + 10204)], how
+
+
+def test_the_supervisor_routes_answer_the_curl_lines_of_druids_api_docs(server):
+    """The supervisor API's sample requests as Druid's docs write them (curl, ROUTER_IP:ROUTER_PORT this server),
+    with Basic credentials; a run's actions change what the status then says."""
+    def curl(*args: str) -> tuple[int, Any]:
+        done = subprocess.run(["curl", "--silent", "--max-time", "60", "--user", f"editor:{PASSWORD}",
+                               "--write-out", "\n%{http_code}", *args], capture_output=True, text=True, timeout=90)
+        assert done.returncode == 0, done.stderr
+        text, _, code = done.stdout.rpartition("\n")
+        return int(code), json.loads(text)
+
+    router = f"{server.base}{DRUID_SUPERVISOR}"
+    assert curl(router) == (200, [SHOWN])
+    status, full = curl(f"{router}?full")
+    assert status == 200 and [s["id"] for s in full] == [SHOWN], full
+    assert full[0]["spec"]["spec"]["dataSchema"]["dataSource"] == SHOWN and "state" in full[0], full
+    assert not [v for v in LITERALS.values() if v in json.dumps(full)]  # the spec as the status shows it: redacted
+    status, states = curl(f"{router}?state=true")
+    assert status == 200 and set(states[0]) == {"id", "state", "detailedState", "healthy", "suspended", "type",
+                                                 "source"} and states[0]["source"] == SHOWN, states
+    status, spec = curl(f"{router}/{SHOWN}")
+    assert status == 200 and spec == full[0]["spec"], spec
+    status, report = curl(f"{router}/{SHOWN}/status")
+    assert status == 200 and report["payload"]["dataSource"] == SHOWN, report
+    assert curl(f"{router}/{SHOWN}/health")[0] in (200, 503)
+
+    status, answer = curl("--request", "POST", f"{router}/{SHOWN}/suspend")
+    assert status == 200 and answer["id"] == SHOWN, answer
+    assert curl(f"{router}/{SHOWN}/status")[1]["payload"]["suspended"] is True
+    status, answer = curl("--request", "POST", f"{router}/{SHOWN}/resume")
+    assert status == 200 and curl(f"{router}/{SHOWN}/status")[1]["payload"]["suspended"] is False, answer
+    status, answer = curl("--request", "POST", f"{router}/{SHOWN}/resetOffsets", "--header",
+                          "Content-Type: application/json", "--data-raw", json.dumps({
+                              "type": "kafka", "partitions": {"type": "end", "stream": "no_such_topic",
+                                                              "partitionOffsetMap": {"0": 1}}}))
+    assert status == 400 and answer["errorCode"] == "invalidInput" and set(answer) == DRUID_ERROR_FIELDS, answer
+    status, answer = curl("--request", "POST", f"{router}/{HIDDEN}/terminate")
+    assert status == 403 and answer["errorCode"] == "forbidden", answer
+
+
+def test_pydruids_sqlalchemy_dialect_takes_supersets_steps(server, rollup):
+    """Superset's path through pydruid's dialect (SQLAlchemy 1.4, in the virtualenv the install makes):
+    schemas, tables, columns, the table reflected, a chart's query; with a stored connection's Basic credentials."""
+    python = CLIENT_VENV / "bin" / "python"
+    assert python.exists(), f"{python}: missing; `make install` makes it"
+    url = f"druid://admin:{PASSWORD}@localhost:{server.base.rsplit(':', 1)[1]}/druid/v2/sql/"
+    done = subprocess.run([str(python), str(ROOT / "tests" / "druid_sqlalchemy_client.py"), url, ROLLUP],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    steps = json.loads(done.stdout)
+    assert "druid" in steps["get_schema_names"]["ok"], steps
+    assert ROLLUP in steps["get_table_names"]["ok"], steps
+    assert steps["query"] == {"ok": [["1.1.1.1", 35937 + 366260 + 10204], ["7.7.7.7", 100288 + 2818]]}, steps
+    columns = {"__time", "srcIP", "dstIP", "count", "packets", "bytes"}
+    if "JDBC_TYPE" in steps["get_columns"].get("error", ""):
+        # INFORMATION_SCHEMA.COLUMNS has no JDBC_TYPE yet (issue 47, item 3): Superset lists the table but cannot
+        # add it as a dataset until it has
+        pytest.xfail(f"get_columns and reflect need INFORMATION_SCHEMA.COLUMNS.JDBC_TYPE: {steps['get_columns']}")
+    assert {name for name, _ in steps["get_columns"]["ok"]} == columns, steps
+    assert set(steps["reflect"]["ok"]) == columns, steps

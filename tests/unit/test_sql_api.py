@@ -115,7 +115,8 @@ def test_a_bad_request_is_druids_invalid_input_error_naming_the_field(body, mess
     error = info.value
     assert error.status == 400 and message in error.message and "\n" not in error.message
     assert error.to_json() == {"error": "druidException", "errorCode": "invalidInput", "persona": "USER",
-                               "category": "INVALID_INPUT", "errorMessage": error.message, "context": {}}
+                               "category": "INVALID_INPUT", "errorMessage": error.message, "context": {},
+                               "errorClass": "org.apache.druid.error.DruidException", "host": None}
 
 
 def strict_json(text: str):

@@ -20,6 +20,8 @@ datasource name): `permissions`. Lists show only the datasources the user may re
        killed at its time limit and when its client goes away
   DELETE /ingest/api/v1/sql/{sqlQueryId}            Druid's cancel: 202, or 404 (no such query of this user's)
   GET  /ingest/ui/datasources, /ingest/ui/datasources/{id}, /ingest/ui/datasources/{id}/query   the pages
+
+The same routes at Druid's paths, with Basic credentials and Druid's error JSON: `druid_paths`.
 """
 
 from __future__ import annotations
