@@ -68,7 +68,7 @@ from ingest_core.kafka.config import LIBRDKAFKA_LOGGER
 from ingest_core.kafka.properties import load_checked_spec
 from ingest_core.service.dag_control import AirflowCliDags
 from ingest_core.service.dead_letters import dead_letters
-from ingest_core.service.query import format_csv, format_json, format_table
+from ingest_core.query.results import format_csv, format_json, format_table
 from ingest_core.service.registry_check import check_spec_registries
 from ingest_core.service.status import collect_statuses, segment_health, specs_in
 from ingest_core.store import iceberg

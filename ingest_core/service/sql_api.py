@@ -1,4 +1,4 @@
-"""Druid's SQL API (`POST /druid/v2/sql`, docs/api-reference/sql-api.md) over `store.sql`: the request's fields
+"""Druid's SQL API (`POST /druid/v2/sql`, docs/api-reference/sql-api.md) over `query.engine`: the request's fields
 read and checked (`SqlRequest`), a result written in Druid's result formats and headers (`write_result`), and an
 error as Druid's error JSON (`SqlApiError`). No I/O: the REST route (`provider.plugins.ui`) runs the query.
 
@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import pyarrow as pa
 
 from ingest_core.core.errors import shown
-from ingest_core.service.query import json_object, table_rows
+from ingest_core.query.results import json_object, table_rows
 
 FORMATS = ("object", "array", "objectLines", "arrayLines", "csv")
 _FORMAT_NAMES = {name.upper(): name for name in FORMATS}

@@ -14,7 +14,7 @@ from helpers import plan_next, publish_segments
 from ingest_core.core.errors import IngestError
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.service.cli import main
-from ingest_core.store.sql import DatasourceNotReadable, SqlError, run_sql
+from ingest_core.query.engine import DatasourceNotReadable, SqlError, run_sql
 
 T0 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
 PARTS = [TopicPartition("edits", p) for p in range(2)]
@@ -251,7 +251,7 @@ ENDLESS_STREAM = "SELECT range AS i FROM range(1000000000000) WHERE hash(range) 
 
 
 def test_sql_stops_at_its_time_limit_while_results_stream_and_when_cancelled(wiki, tmp_path):
-    from ingest_core.store.sql import QueryCancel, SqlCancelledError, SqlLimits, SqlTimeLimitError
+    from ingest_core.query.engine import QueryCancel, SqlCancelledError, SqlLimits, SqlTimeLimitError
 
     for sql in (ENDLESS_STREAM, "SELECT count(*) FROM range(10000000000000) a"):
         with pytest.raises(SqlTimeLimitError, match="ran past its time limit of 0.5 s"):
@@ -272,7 +272,7 @@ def test_sql_stops_at_its_time_limit_while_results_stream_and_when_cancelled(wik
 
 
 def test_sql_limits_bound_threads_memory_and_spill(tmp_path):
-    from ingest_core.store.sql import SqlLimits, _connect
+    from ingest_core.query.engine import SqlLimits, _connect
 
     assert SqlLimits.from_env({}) == SqlLimits()
     limits = SqlLimits.from_env({"INGEST_SQL_THREADS": "1", "INGEST_SQL_MEMORY_LIMIT": "100MB",
@@ -312,7 +312,7 @@ def test_a_worker_is_killed_at_its_time_limit_and_leaves_no_process_or_spill_beh
     from ingest_core.dev.process_tree import sql_worker_pids
     from ingest_core.service.sql_forkserver import ForkServer
     from ingest_core.service.sql_worker import SqlJob, SqlWorker
-    from ingest_core.store.sql import SqlLimits, SqlResultTooLargeError, SqlTimeLimitError
+    from ingest_core.query.engine import SqlLimits, SqlResultTooLargeError, SqlTimeLimitError
 
     spill = tmp_path / "spill"
     limits = SqlLimits(threads=1, memory_limit="30MB", temp_directory=str(spill), max_result_bytes="1MB")

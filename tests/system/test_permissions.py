@@ -86,7 +86,7 @@ class FabApiServer:
                                AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=airflow_db_url, AIRFLOW__CORE__AUTH_MANAGER=FAB,
                                AIRFLOW__API__PORT=str(port), AIRFLOW__API__WORKERS="1",
                                AIRFLOW__FAB__UPDATE_FAB_PERMS="False",
-                               # SQL within small bounds, to see them hold (`store.sql.SqlLimits`)
+                               # SQL within small bounds, to see them hold (`query.engine.SqlLimits`)
                                INGEST_SQL_THREADS="1", INGEST_SQL_MEMORY_LIMIT="300MB",
                                INGEST_SQL_MAX_TEMP_SIZE="20MB", INGEST_SQL_TEMP_DIRECTORY=str(root / "spill"),
                                INGEST_SQL_MAX_TIMEOUT_S="60", INGEST_SQL_MAX_ROWS="1000",

@@ -231,7 +231,7 @@ def test_a_sql_query_id_of_druids_shape_is_taken():
 
 
 def test_ingest_query_writes_the_same_values_and_keeps_both_columns_of_a_name():
-    from ingest_core.service.query import format_csv, format_json, format_table
+    from ingest_core.query.results import format_csv, format_json, format_table
 
     table = pa.Table.from_arrays([pa.array([math.inf]), pa.array([math.nan]), pa.array([YEAR_10000], MS)],
                                  names=["a", "a", "t"])

@@ -1,4 +1,4 @@
-"""Which tables a query reads, from DuckDB's parse tree (`store.sql_tree`): CTE scoping as SQL has it, the
+"""Which tables a query reads, from DuckDB's parse tree (`query.tree`): CTE scoping as SQL has it, the
 functions it calls, the listings it asks for. DuckDB parses; nothing runs."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import duckdb
 import pytest
 
-from ingest_core.store.sql_tree import SHOW_TABLES, TreeError, read_tree
+from ingest_core.query.tree import SHOW_TABLES, TreeError, read_tree
 
 
 def tree(sql: str) -> dict:

@@ -16,7 +16,7 @@ datasource name): `permissions`. Lists show only the datasources the user may re
        Refused for duplicates or skipped records: 409 with the number ("duplicates", "skipped")
   POST /ingest/api/v1/sql                           Druid's SQL API, read-only (`service.sql_api`: query,
        parameters, context, header, typesHeader, sqlTypesHeader, resultFormat) over the datasources the user may
-       read (`store.sql`), within the server's `SqlLimits`, in a worker process of its own (`service.sql_worker`)
+       read (`query.engine`), within the server's `SqlLimits`, in a worker process of its own (`service.sql_worker`)
        killed at its time limit and when its client goes away
   DELETE /ingest/api/v1/sql/{sqlQueryId}            Druid's cancel: 202, or 404 (no such query of this user's)
   GET  /ingest/ui/datasources, /ingest/ui/datasources/{id}, /ingest/ui/datasources/{id}/query   the pages
@@ -55,7 +55,7 @@ from ingest_core.service.sql_forkserver import ForkServer, ForkServerError
 from ingest_core.service.sql_worker import SqlJob, SqlWorker, WorkerResult
 from ingest_core.service.status import StatusReport, collect_status, collect_statuses, specs_in
 from ingest_core.store.metadata import MetadataStore
-from ingest_core.store.sql import (CANCELLED, CLIENT_GONE, DatasourceNotReadable, QueryCancel, SqlCancelledError,
+from ingest_core.query.engine import (CANCELLED, CLIENT_GONE, DatasourceNotReadable, QueryCancel, SqlCancelledError,
                                    SqlError, SqlLimits, SqlTimeLimitError)
 from ingest_core.supervisor.actions import DatasourceActions, druid_json_object, druid_offset_requests
 from ingest_core.supervisor.planning import spec_for
@@ -330,7 +330,7 @@ def _api_error(exc: SqlError) -> SqlApiError:
 
 @app.post("/api/v1/sql")
 async def sql_query(request: Request, user: GetUserDep) -> Response:
-    """Druid's SQL API, read-only (`service.sql_api`, `store.sql`), each query in a worker process of its own
+    """Druid's SQL API, read-only (`service.sql_api`, `query.engine`), each query in a worker process of its own
     (`service.sql_worker`). Only the datasources the user may read can be named (the rest are 403) or are listed;
     errors are Druid's error JSON, one line each."""
     limits = SqlLimits.from_env()

@@ -1,4 +1,4 @@
-"""`ingest query`: a SQL result (`store.sql`) as an aligned table, JSON or CSV; and the values of a result as
+"""`ingest query`: a SQL result (`query.engine`) as an aligned table, JSON or CSV; and the values of a result as
 JSON values, as Druid writes them (`table_rows`, `json_value`, `json_object`), which the SQL API's result
 formats (`service.sql_api`) write too.
 

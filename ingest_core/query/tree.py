@@ -1,6 +1,6 @@
 """What a query reads, from DuckDB's own parse tree (`json_serialize_sql`): the tables it names, with SQL's CTE
 scoping; the functions it calls; the catalog listings it asks for (SHOW TABLES, INFORMATION_SCHEMA), rewritten to
-the tables `store.sql` builds for them. Pure: a dict in, a `QueryTree` out.
+the tables `query.engine` builds for them. Pure: a dict in, a `QueryTree` out.
 
 Scoping as SQL has it: a CTE hides a table of its name in its WITH's query, in the CTEs after it and in their
 subqueries; not in its own body (unless RECURSIVE), not outside the WITH. So
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DRUID_SCHEMA = "druid"  # Druid's schema of datasources: `druid.wikipedia`, `"druid"."wikipedia"`
-# Druid's INFORMATION_SCHEMA tables (served from the datasources the caller may read), as `store.sql` registers them
+# Druid's INFORMATION_SCHEMA tables (served from the datasources the caller may read), as `query.engine` registers them
 CATALOG_TABLES = {"schemata": "__ingest_information_schema_schemata", "tables": "__ingest_information_schema_tables",
                   "columns": "__ingest_information_schema_columns"}
 SHOW_TABLES = "__ingest_show_tables"

@@ -1,4 +1,4 @@
-"""Druid SQL for the DuckDB that runs `ingest query` and the SQL endpoint (`store.sql`).
+"""Druid SQL for the DuckDB that runs `ingest query` and the SQL endpoint (`query.engine`).
 
     duckdb_sql = to_duckdb("SELECT TIME_FLOOR(__time, 'PT1H') AS h, APPROX_COUNT_DISTINCT_DS_THETA(uid) FROM t GROUP BY 1")
     register(con, duckdb_sql)   # on the query's connection: the macros and sketch UDFs that text calls
@@ -29,7 +29,7 @@ from sqlglot.parsers.druid import DruidParser
 from ingest_core.core.errors import IngestError
 from ingest_core.core.periods import Period, PeriodError, format_datetime, parse_datetime
 from ingest_core.core.time_formats import joda_parse_tokens
-from ingest_core.store import sketch_functions as sk
+from ingest_core.query import sketch_functions as sk
 
 
 class DruidSqlError(IngestError):

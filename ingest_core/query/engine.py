@@ -11,12 +11,12 @@ list the datasources the caller may read, and nothing else.
 
 The query runs in a DuckDB that cannot touch anything but those segments: one read-only statement (a SELECT,
 PIVOT, DESCRIBE or SHOW TABLES), no file, network or extension access (`enable_external_access` off, the
-configuration locked), no function that reads the host's files or settings (`sql_tree`), a row limit and a time
+configuration locked), no function that reads the host's files or settings (`query.tree`), a row limit and a time
 limit. A server runs it within `SqlLimits` (threads, memory, spill, result bytes), in a worker process of its own
 (`service.sql_worker`), killed at its time limit and when its client goes away. That is what makes it safe behind
 the REST API's read permission.
 
-Which tables a query reads comes from DuckDB's own parse tree (`sql_tree`), with CTE scoping as SQL has it.
+Which tables a query reads comes from DuckDB's own parse tree (`query.tree`), with CTE scoping as SQL has it.
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ from ingest_core.core.errors import IngestError
 from ingest_core.core.timeline import visible_segments
 from ingest_core.executor.discovery import arrow_schema, castable, conform
 from ingest_core.handover import deep_storage
-from ingest_core.store import druid_sql
+from ingest_core.query import druid_sql
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.records import SegmentRecord
 from ingest_core.store.segment_schema import read_segment, typed
-from ingest_core.store.sql_tree import CATALOG_TABLES, DRUID_SCHEMA, SHOW_TABLES, QueryTree, TreeError, read_tree
+from ingest_core.query.tree import CATALOG_TABLES, DRUID_SCHEMA, SHOW_TABLES, QueryTree, TreeError, read_tree
 
 DEFAULT_MAX_ROWS = 100_000
 DEFAULT_TIMEOUT_S = 300.0
