@@ -45,9 +45,10 @@ import sqlalchemy as sa
 from ingest_core.service.status import specs_in
 from ingest_core.query import druid_sql
 from ingest_core.store.metadata import MetadataStore
-from ingest_core.query.engine import (TIME_LIMIT, DatasourceNotReadable, QueryCancel, SqlCancelledError, SqlError,
-                                   SqlLimits, SqlResultTooLargeError, SqlTimeLimitError, bytes_text, run_sql,
-                                   stopped_error)
+from ingest_core.query.engine import run_sql
+from ingest_core.query.errors import (DatasourceNotReadable, SqlCancelledError, SqlError, SqlResultTooLargeError,
+                                      SqlTimeLimitError, stopped_error)
+from ingest_core.query.limits import TIME_LIMIT, QueryCancel, SqlLimits, bytes_text
 
 CHUNK = 1 << 20  # bytes of body per message: what the server holds of a body at once
 POLL_S = 0.05  # how often the server's side looks at the deadline and the cancel while it waits for the worker

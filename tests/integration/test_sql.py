@@ -14,7 +14,8 @@ from helpers import plan_next, publish_segments
 from ingest_core.core.errors import IngestError
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.service.cli import main
-from ingest_core.query.engine import DatasourceNotReadable, SqlError, run_sql
+from ingest_core.query.engine import run_sql
+from ingest_core.query.errors import DatasourceNotReadable, SqlError
 
 T0 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
 PARTS = [TopicPartition("edits", p) for p in range(2)]
@@ -105,7 +106,7 @@ def test_ingest_query_prints_a_table_json_and_csv_and_errors_in_one_line(wiki, s
     as_json = cli("SELECT page, min(__time) AS first FROM wiki GROUP BY page ORDER BY page LIMIT 1", "--json")
     assert json.loads(as_json.stdout) == [{"page": "p0", "first": "2026-11-22T10:00:00.000Z"}]
     as_csv = cli("SELECT page FROM wiki ORDER BY page LIMIT 2", "--csv")
-    assert as_csv.stdout.splitlines() == ["page", "p0", "p0"]
+    assert as_csv.stdout.splitlines() == ["page", "p0", "p0", ""]  # Druid's csv: an empty line ends it
     bad = cli("SELECT * FROM wikk")
     assert bad.returncode == 1 and bad.stderr.strip().startswith("error: no datasource named 'wikk'")
     assert "Traceback" not in bad.stderr
@@ -251,7 +252,8 @@ ENDLESS_STREAM = "SELECT range AS i FROM range(1000000000000) WHERE hash(range) 
 
 
 def test_sql_stops_at_its_time_limit_while_results_stream_and_when_cancelled(wiki, tmp_path):
-    from ingest_core.query.engine import QueryCancel, SqlCancelledError, SqlLimits, SqlTimeLimitError
+    from ingest_core.query.errors import SqlCancelledError, SqlTimeLimitError
+    from ingest_core.query.limits import QueryCancel, SqlLimits
 
     for sql in (ENDLESS_STREAM, "SELECT count(*) FROM range(10000000000000) a"):
         with pytest.raises(SqlTimeLimitError, match="ran past its time limit of 0.5 s"):
@@ -272,7 +274,8 @@ def test_sql_stops_at_its_time_limit_while_results_stream_and_when_cancelled(wik
 
 
 def test_sql_limits_bound_threads_memory_and_spill(tmp_path):
-    from ingest_core.query.engine import SqlLimits, _connect
+    from ingest_core.query.engine import _connect
+    from ingest_core.query.limits import SqlLimits
 
     assert SqlLimits.from_env({}) == SqlLimits()
     limits = SqlLimits.from_env({"INGEST_SQL_THREADS": "1", "INGEST_SQL_MEMORY_LIMIT": "100MB",
@@ -308,17 +311,19 @@ def test_a_worker_is_killed_at_its_time_limit_and_leaves_no_process_or_spill_beh
     import os
     import time
 
-    from ingest_core.service.sql_api import SqlRequest, write_result
+    from ingest_core.query.results import write_result
+    from ingest_core.service.sql_api import SqlRequest
     from ingest_core.dev.process_tree import sql_worker_pids
     from ingest_core.service.sql_forkserver import ForkServer
     from ingest_core.service.sql_worker import SqlJob, SqlWorker
-    from ingest_core.query.engine import SqlLimits, SqlResultTooLargeError, SqlTimeLimitError
+    from ingest_core.query.errors import SqlResultTooLargeError, SqlTimeLimitError
+    from ingest_core.query.limits import SqlLimits
 
     spill = tmp_path / "spill"
     limits = SqlLimits(threads=1, memory_limit="30MB", temp_directory=str(spill), max_result_bytes="1MB")
 
     def run(sql: str, timeout_s: float = 60) -> bytes:
-        job = SqlJob(store_url, None, sql, functools.partial(write_result, request=SqlRequest(sql)),
+        job = SqlJob(store_url, None, sql, functools.partial(write_result, fmt=SqlRequest(sql).output),
                      timeout_s=timeout_s, max_rows=100_000, limits=limits, asks=True)
         with SqlWorker(ForkServer.shared()).run(job, may_read=lambda name: name == "wiki") as result:
             return result.read()

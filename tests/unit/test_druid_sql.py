@@ -16,7 +16,8 @@ import pytest
 from doc_pages import DOCS, blocks
 
 from ingest_core.query import druid_sql
-from ingest_core.query.druid_sql import DruidSqlError, to_duckdb
+from ingest_core.query.druid_sql import to_duckdb
+from ingest_core.query.errors import DruidSqlError
 
 UTC = timezone.utc
 T = datetime(2026, 11, 22, 10, 47, 31, 250000, tzinfo=UTC)  # a Sunday

@@ -50,13 +50,14 @@ from ingest_core.provider.plugins.charts import history_charts, lag_sparkline, s
 from ingest_core.provider.plugins.permissions import REFUSED, readable, requires_datasource
 from ingest_core.provider.plugins.request_body import json_body, read_body
 from ingest_core.service.run_history import RunPoint, collect_run_history
-from ingest_core.service.sql_api import CONTENT_TYPES, SqlApiError, SqlRequest, invalid, write_result
+from ingest_core.service.sql_api import SqlApiError, SqlRequest, invalid
 from ingest_core.service.sql_forkserver import ForkServer, ForkServerError
 from ingest_core.service.sql_worker import SqlJob, SqlWorker, WorkerResult
 from ingest_core.service.status import StatusReport, collect_status, collect_statuses, specs_in
 from ingest_core.store.metadata import MetadataStore
-from ingest_core.query.engine import (CANCELLED, CLIENT_GONE, DatasourceNotReadable, QueryCancel, SqlCancelledError,
-                                   SqlError, SqlLimits, SqlTimeLimitError)
+from ingest_core.query.errors import DatasourceNotReadable, SqlCancelledError, SqlError, SqlTimeLimitError
+from ingest_core.query.limits import CANCELLED, CLIENT_GONE, QueryCancel, SqlLimits
+from ingest_core.query.results import CONTENT_TYPES, write_result
 from ingest_core.supervisor.actions import DatasourceActions, druid_json_object, druid_offset_requests
 from ingest_core.supervisor.planning import spec_for
 
@@ -340,7 +341,7 @@ async def sql_query(request: Request, user: GetUserDep) -> Response:
         sql = await _sql_request(request, limits)
         query_id, cancel = sql.query_id, QueryCancel()
         job = SqlJob(Settings.from_env().metadata_url, _dags_folder(), sql.query,
-                     functools.partial(write_result, request=sql), sql.parameters, sql.time_zone, sql.timeout_s,
+                     functools.partial(write_result, fmt=sql.output), sql.parameters, sql.time_zone, sql.timeout_s,
                      limits.max_rows, limits, asks=True)
 
         def run() -> WorkerResult:  # in a worker thread: the store's and the worker's calls block
