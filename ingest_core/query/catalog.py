@@ -1,5 +1,7 @@
 """Druid's catalog of the datasources a caller may read: `SHOW TABLES` and INFORMATION_SCHEMA's SCHEMATA, TABLES
-and COLUMNS as Druid writes them, registered on a query's DuckDB when its tree asks for them (`tree.QueryTree`)."""
+and COLUMNS with Druid's columns and values (its `InformationSchema`: catalog `druid`, the datasources in schema
+`druid`, JDBC_TYPE from java.sql.Types, ORDINAL_POSITION in Druid's column order), registered on a query's DuckDB
+when its tree asks for them (`tree.QueryTree`)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,10 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
+from ingest_core.core.column_types import TIMESTAMP
 from ingest_core.core.timeline import visible_segments
+from ingest_core.executor.discovery import type_of_arrow
+from ingest_core.query.columns import TIME, in_druid_order, spec_columns, sql_type
 from ingest_core.query.tree import CATALOG_TABLES, DRUID_SCHEMA, SHOW_TABLES, QueryTree
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.segment_schema import typed
@@ -21,42 +26,64 @@ def readable(store: MetadataStore, may_read: Callable[[str], bool] | None) -> li
 
 def register_catalog(con, store: MetadataStore, tree: QueryTree, may_read: Callable[[str], bool] | None) -> None:
     """The listings the query asks for, of the datasources the caller may read: SHOW TABLES (`name`) and Druid's
-    INFORMATION_SCHEMA tables, with Druid's columns (TABLE_CATALOG and TABLE_SCHEMA 'druid', ...)."""
+    INFORMATION_SCHEMA tables with Druid's columns, INFORMATION_SCHEMA's own tables listed as Druid lists them."""
     names = readable(store, may_read)
-    n = len(names)
-    con.register(SHOW_TABLES, _strings({"name": names}))
-    unset = ("SCHEMA_OWNER", "DEFAULT_CHARACTER_SET_CATALOG", "DEFAULT_CHARACTER_SET_SCHEMA",
-             "DEFAULT_CHARACTER_SET_NAME", "SQL_PATH")
-    con.register(CATALOG_TABLES["schemata"], _strings({"CATALOG_NAME": ["druid"] * 2, "SCHEMA_NAME": [
-        DRUID_SCHEMA, "INFORMATION_SCHEMA"], **{c: [None] * 2 for c in unset}}))
-    con.register(CATALOG_TABLES["tables"], _strings({
-        "TABLE_CATALOG": ["druid"] * n, "TABLE_SCHEMA": [DRUID_SCHEMA] * n, "TABLE_NAME": names,
-        "TABLE_TYPE": ["TABLE"] * n, "IS_JOINABLE": ["NO"] * n, "IS_BROADCAST": ["NO"] * n}))
-    columns: list[tuple[str, str, int, str]] = []  # table, column, position, type
+    con.register(SHOW_TABLES, pa.table({"name": pa.array(names, pa.string())}))
+    con.register(CATALOG_TABLES["schemata"], pa.Table.from_pylist(
+        [{"CATALOG_NAME": CATALOG, "SCHEMA_NAME": schema} for schema in (DRUID_SCHEMA, INFORMATION_SCHEMA)],
+        schema=SCHEMATA))
+    con.register(CATALOG_TABLES["tables"], pa.Table.from_pylist(
+        [_table(DRUID_SCHEMA, name, "TABLE") for name in names]
+        + [_table(INFORMATION_SCHEMA, name, "SYSTEM_TABLE") for name in SYSTEM_TABLES], schema=TABLES))
+    rows: list[dict] = []
     if "columns" in tree.catalog:  # each datasource's merged schema (its segment records, not its files)
         for name in names:
-            visible = visible_segments(store.segment_records.of(name, used_only=True))
-            types = typed(visible)[1] if visible else {"__time": "TIMESTAMP"}
-            columns += [(name, c, i, druid_sql_type(t)) for i, (c, t) in enumerate(types.items(), 1)]
-    table, column, position, kind = (list(x) for x in zip(*columns)) if columns else ([], [], [], [])
-    rows = len(columns)
-    con.register(CATALOG_TABLES["columns"], _strings({
-        "TABLE_CATALOG": ["druid"] * rows, "TABLE_SCHEMA": [DRUID_SCHEMA] * rows, "TABLE_NAME": table,
-        "COLUMN_NAME": column}).append_column("ORDINAL_POSITION", pa.array(position, pa.int64())).append_column(
-        "COLUMN_DEFAULT", pa.nulls(rows, pa.string())).append_column(
-        "IS_NULLABLE", pa.array(["NO" if c == "__time" else "YES" for c in column], pa.string())).append_column(
-        "DATA_TYPE", pa.array(kind, pa.string())))
+            rows += _columns(DRUID_SCHEMA, name, datasource_types(store, name))
+        for name, schema in SYSTEM_TABLES.items():
+            rows += _columns(INFORMATION_SCHEMA, name, {f.name: type_of_arrow(f.type) for f in schema})
+    con.register(CATALOG_TABLES["columns"], pa.Table.from_pylist(rows, schema=COLUMNS))
 
 
-def _strings(columns: dict[str, list]) -> pa.Table:
-    return pa.table({name: pa.array(values, pa.string()) for name, values in columns.items()})
+def datasource_types(store: MetadataStore, name: str) -> dict[str, str]:
+    """A datasource's columns and types, in Druid's order (`columns.in_druid_order`)."""
+    visible = visible_segments(store.segment_records.of(name, used_only=True))
+    types = typed(visible)[1] if visible else {TIME: TIMESTAMP}
+    return in_druid_order(types, spec_columns(store, name))
 
 
-def druid_sql_type(kind: str) -> str:
-    """A column type (`core.column_types`) as Druid's INFORMATION_SCHEMA.COLUMNS writes it."""
-    simple = {"TIMESTAMP": "TIMESTAMP", "STRING": "VARCHAR", "LONG": "BIGINT", "DOUBLE": "DOUBLE", "FLOAT": "FLOAT"}
-    if kind in simple:
-        return simple[kind]
-    if kind.startswith("ARRAY<") and kind.endswith(">"):
-        return f"{druid_sql_type(kind[6:-1])} ARRAY"
-    return "COMPLEX" if kind == "ARRAY" else kind  # COMPLEX<json>, a sketch: as Druid names it
+def _table(schema: str, name: str, kind: str) -> dict:
+    return {"TABLE_CATALOG": CATALOG, "TABLE_SCHEMA": schema, "TABLE_NAME": name, "TABLE_TYPE": kind,
+            "IS_JOINABLE": "NO", "IS_BROADCAST": "NO"}
+
+
+def _columns(schema: str, table: str, types: dict[str, str]) -> list[dict]:
+    """INFORMATION_SCHEMA.COLUMNS' rows of a table (InformationSchema.generateColumnMetadata's values): a
+    datasource's columns are nullable but __time, as in Druid's SQL-compatible null handling."""
+    rows = []
+    for position, (column, kind) in enumerate(types.items(), 1):
+        t = sql_type(kind)
+        rows.append({
+            "TABLE_CATALOG": CATALOG, "TABLE_SCHEMA": schema, "TABLE_NAME": table, "COLUMN_NAME": column,
+            "ORDINAL_POSITION": position, "COLUMN_DEFAULT": "", "IS_NULLABLE": "NO" if column == TIME else "YES",
+            "DATA_TYPE": t.name, "NUMERIC_PRECISION": t.numeric_precision,
+            "NUMERIC_PRECISION_RADIX": 10 if t.numeric else None, "NUMERIC_SCALE": t.numeric_scale,
+            "DATETIME_PRECISION": t.datetime_precision, "JDBC_TYPE": t.jdbc})
+    return rows
+
+
+def _schema(*columns: str, longs: tuple[str, ...] = ()) -> pa.Schema:
+    return pa.schema([(c, pa.int64() if c in longs else pa.string()) for c in columns])
+
+
+# Druid's INFORMATION_SCHEMA tables, their columns as docs/querying/sql-metadata-tables.md lists them
+CATALOG, INFORMATION_SCHEMA = "druid", "INFORMATION_SCHEMA"
+SCHEMATA = _schema("CATALOG_NAME", "SCHEMA_NAME", "SCHEMA_OWNER", "DEFAULT_CHARACTER_SET_CATALOG",
+                   "DEFAULT_CHARACTER_SET_SCHEMA", "DEFAULT_CHARACTER_SET_NAME", "SQL_PATH")
+TABLES = _schema("TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "TABLE_TYPE", "IS_JOINABLE", "IS_BROADCAST")
+COLUMNS = _schema("TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "COLUMN_NAME", "ORDINAL_POSITION", "COLUMN_DEFAULT",
+                  "IS_NULLABLE", "DATA_TYPE", "CHARACTER_MAXIMUM_LENGTH", "CHARACTER_OCTET_LENGTH",
+                  "NUMERIC_PRECISION", "NUMERIC_PRECISION_RADIX", "NUMERIC_SCALE", "DATETIME_PRECISION",
+                  "CHARACTER_SET_NAME", "COLLATION_NAME", "JDBC_TYPE",
+                  longs=("ORDINAL_POSITION", "CHARACTER_MAXIMUM_LENGTH", "CHARACTER_OCTET_LENGTH", "NUMERIC_PRECISION",
+                         "NUMERIC_PRECISION_RADIX", "NUMERIC_SCALE", "DATETIME_PRECISION", "JDBC_TYPE"))
+SYSTEM_TABLES = {"COLUMNS": COLUMNS, "SCHEMATA": SCHEMATA, "TABLES": TABLES}

@@ -11,19 +11,22 @@ import pyarrow.dataset as ds
 
 from ingest_core.executor.discovery import arrow_schema, castable, conform
 from ingest_core.handover import deep_storage
+from ingest_core.query.columns import SpecColumns, in_druid_order
 from ingest_core.store.records import SegmentRecord
 from ingest_core.store.segment_schema import read_segment, typed
 
 EMPTY = pa.schema([("__time", pa.timestamp("ms", tz="UTC"))])  # a datasource with nothing published yet
 
 
-def segments_dataset(segments: list[SegmentRecord]) -> ds.Dataset:
-    """The segments as one Arrow dataset of their merged schema (`store.segment_schema`). Files are read where
-    they are, Arrow casting what widens by a cast (LONG to DOUBLE, a number to STRING); the rare segment that
-    needs more (STRING to COMPLEX<json>, a scalar to an array) is read and brought to the schema first."""
+def segments_dataset(segments: list[SegmentRecord], spec: SpecColumns = SpecColumns()) -> ds.Dataset:
+    """The segments as one Arrow dataset of their merged schema (`store.segment_schema`), its columns in Druid's
+    order for `spec` (`SELECT *`'s). Files are read where they are, Arrow casting what widens by a cast (LONG to
+    DOUBLE, a number to STRING); the rare segment that needs more (STRING to COMPLEX<json>, a scalar to an array)
+    is read and brought to the schema first."""
     if not segments:
         return ds.dataset(EMPTY.empty_table())
-    owns, target = typed(segments)
+    owns, merged = typed(segments)
+    target = in_druid_order(merged, spec)
     schema = arrow_schema(target)
     files, tables = [], []
     for seg, own in zip(segments, owns):

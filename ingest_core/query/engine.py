@@ -36,6 +36,7 @@ import pyarrow as pa
 from ingest_core.core.timeline import visible_segments
 from ingest_core.query import druid_sql
 from ingest_core.query.catalog import readable, register_catalog
+from ingest_core.query.columns import spec_columns
 from ingest_core.query.datasets import segments_dataset
 from ingest_core.query.errors import (DatasourceNotReadable, DruidSqlError, SqlError, SqlResultTooLargeError,
                                       stopped_error)
@@ -116,7 +117,7 @@ def _run(con, store: MetadataStore, sql: str, may_read: Callable[[str], bool] | 
         names = _datasources_named(store, tree, may_read)
         for name in names:
             visible = visible_segments(store.segment_records.of(name, used_only=True))
-            _register(con, name, segments_dataset(visible))
+            _register(con, name, segments_dataset(visible, spec_columns(store, name)))
             segments[name] = len(visible)
         if tree.catalog:
             register_catalog(con, store, tree, may_read)
@@ -126,7 +127,7 @@ def _run(con, store: MetadataStore, sql: str, may_read: Callable[[str], bool] | 
         if cancel.reason is not None:
             raise InterruptedError  # stopped before it ran: `run_sql` says why
         table, truncated = _fetch(con, text, parameters, max_rows, max_bytes)
-        return SqlResult(table, truncated, segments)
+        return SqlResult(table.rename_columns(tree.column_names(table.column_names)), truncated, segments)
     except duckdb.Error as exc:
         if cancel.reason is not None:
             raise
@@ -218,6 +219,8 @@ def _parse(con, sql: str, runs: str) -> tuple[QueryTree, str]:
         raise SqlError(f"{', '.join(f + '()' for f in refused)}: not available here (it reads the server's files, "
                        "settings or SQL of its own); a query reads datasources, and makes rows with range(), "
                        "generate_series() and unnest()")
+    if runs != sql:  # a PIVOT checked as a SELECT: its columns are the values found, not that SELECT's items
+        read.select = ()
     if read.rewritten:
         if runs != sql:
             raise SqlError("a PIVOT without IN (...) cannot read INFORMATION_SCHEMA or SHOW TABLES: name its values")
