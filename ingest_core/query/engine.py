@@ -17,6 +17,8 @@ limit. A server runs it within `SqlLimits` (threads, memory, spill, result bytes
 the REST API's read permission.
 
 Which tables a query reads comes from DuckDB's own parse tree (`query.tree`), with CTE scoping as SQL has it.
+Its result is Druid's shape: a datasource's columns in Druid's order (`query.columns`), an unaliased expression
+named `EXPR$n` (`QueryTree.column_names`).
 """
 
 from __future__ import annotations
