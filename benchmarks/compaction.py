@@ -7,7 +7,7 @@ wrote one Parquet segment (rows of wiki_events' shape, in the run's minute) into
 1-minute schedule leaves: two files per hour per minute. The metadata store is SQLite (or --postgres).
 
 Then, measured in the same run:
-  1. files and query time before compaction: the visible segments, SQL over them (`store.sql`, DuckDB: a
+  1. files and query time before compaction: the visible segments, SQL over them (`query.engine`, DuckDB: a
      GROUP BY over the day, and one hour's count), and `DatasourceReader.to_arrow()`, each the median of
      --repeat tries;
   2. compaction of every interval with the real Spark job (`ingest_core.spark.compaction`, local[2]) and the
@@ -48,7 +48,7 @@ from ingest_core.store.compaction import publish_compaction  # noqa: E402
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.publisher import GroupResult, Publisher, SegmentDescriptor  # noqa: E402
 from ingest_core.store.reader import DatasourceReader  # noqa: E402
-from ingest_core.store.sql import run_sql  # noqa: E402
+from ingest_core.query.engine import run_sql  # noqa: E402
 
 DATASOURCE, TOPIC = "wiki_day", "wiki_day"
 DAY = datetime(2026, 11, 1, tzinfo=timezone.utc)

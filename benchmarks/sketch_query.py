@@ -6,7 +6,7 @@ Two datasources in one SQLite metadata store, each published hour by hour by the
                 each a minute and a channel with `theta_uid`, a theta sketch (lgK 14, DataSketches' standard
                 bytes built by the `datasketches` package, as the job writes them) of the users it saw;
   views_raw     the same events unrolled: one row per (minute, channel, user) the sketches were built from.
-Then each query through `store.sql.run_sql` (Druid SQL read by `store.druid_sql`), the median of --repeat tries,
+Then each query through `query.engine.run_sql` (Druid SQL read by `query.druid_sql`), the median of --repeat tries,
 wall time and this process's CPU (DuckDB's threads included):
   - the day's distinct users from the sketches, and per channel;
   - the baseline: COUNT(DISTINCT "user") over the raw rows, the day and per channel (exact, DuckDB's own);
@@ -39,7 +39,7 @@ from ingest_core.core.offsets import StartOffset, StartSource, TopicPartition  #
 from ingest_core.core.planner import PlanRequest, plan_run  # noqa: E402
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.publisher import GroupResult, Publisher, SegmentDescriptor  # noqa: E402
-from ingest_core.store.sql import run_sql  # noqa: E402
+from ingest_core.query.engine import run_sql  # noqa: E402
 
 DAY = datetime(2026, 11, 1, tzinfo=timezone.utc)
 TIME = pa.timestamp("ms", tz="UTC")

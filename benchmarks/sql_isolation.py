@@ -1,7 +1,7 @@
 """Benchmark: hostile SQL against a real `airflow api-server`, and how Airflow's own API answers meanwhile.
 
 One api-server (Airflow's simple auth manager, everyone an admin; SQLite for Airflow and the ingestion metadata),
-with the SQL API's limits at their defaults (`store.sql.SqlLimits`: 1GB of DuckDB memory, 64MB of result, 100,000
+with the SQL API's limits at their defaults (`query.engine.SqlLimits`: 1GB of DuckDB memory, 64MB of result, 100,000
 rows, 2 threads). Each case sends one query over REST while this script asks `GET /api/v2/version` again and again
 (every --probe-every s, each answer timed) and samples the memory (RSS) of the api-server's own process and of
 the SQL workers (`service.sql_worker`, forked by `service.sql_forkserver`), until the query has answered (or, for

@@ -63,11 +63,11 @@ from ingest_core.core.settings import HOME_VAR, METADATA_URL_VAR, Settings, stri
 from ingest_core.core.spec import DatasourceSpec, find_spec_files, load_spec, read_spec_document, read_spec_file
 from ingest_core.kafka.config import LIBRDKAFKA_LOGGER
 from ingest_core.kafka.properties import load_checked_spec
+from ingest_core.query.results import TABLE, ResultFormat, write_result
 from ingest_core.service.cli_actions import ACTION_COMMANDS, add_action_parsers
 from ingest_core.service.cli_parsing import UsageParser, add_global_options, not_text
 from ingest_core.service.dag_control import AirflowCliDags
 from ingest_core.service.dead_letters import dead_letters
-from ingest_core.service.query import format_csv, format_json, format_table
 from ingest_core.service.history_clean import add_db_clean_parser, run_db_clean
 from ingest_core.service.registry_check import check_spec_registries
 from ingest_core.service.status import collect_statuses, segment_health, specs_in
@@ -391,17 +391,19 @@ def cmd_query(args: argparse.Namespace) -> int:
     store = _store(args)
     store.check_schema()
     zone = args.time_zone
-    render = format_json if args.json else format_csv if args.csv else format_table
+    output = (ResultFormat("object", time_zone=zone) if args.json else
+              ResultFormat("csv", header=True, time_zone=zone) if args.csv else ResultFormat(TABLE, time_zone=zone))
     # in a process of its own, as the REST API's: the time limit stops Python's work (sketch functions) too
     job = SqlJob(store.url, _dags_folder(args), args.sql,
-                 functools.partial(render, zone=zone), time_zone=zone,
+                 functools.partial(write_result, fmt=output), time_zone=zone,
                  timeout_s=None if args.timeout <= 0 else args.timeout,
                  max_rows=None if args.max_rows <= 0 else args.max_rows)
-    text = codecs.getincrementaldecoder("utf-8")()
+    text, last = codecs.getincrementaldecoder("utf-8")(), "\n"
     with SqlWorker(DirectFork()).run(job) as result:
         for chunk in result.chunks:
             print(text.decode(chunk), end="")
-    print(text.decode(b"", final=True), end="")
+            last = chr(chunk[-1]) if chunk else last
+    print(text.decode(b"", final=True), end="" if last == "\n" else "\n")  # Druid's object and array end without one
     if result.truncated:
         print(f"(stopped at --max-rows {args.max_rows}: the query has more rows)", file=sys.stderr)
     return 0
@@ -525,8 +527,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("query", help="SQL over the visible segments of datasources (DuckDB)")
     p.add_argument("sql", help="one SELECT; each datasource it names is a table, __time a timestamp (UTC)")
     out = p.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help="a JSON array of objects")
-    out.add_argument("--csv", action="store_true")
+    out.add_argument("--json", action="store_true", help="a JSON array of objects (Druid's resultFormat object)")
+    out.add_argument("--csv", action="store_true", help="Druid's resultFormat csv, with the header row")
     p.add_argument("--max-rows", type=int, default=10_000, help="stop after N rows (default 10,000; 0: no limit)")
     p.add_argument("--timeout", type=float, default=300, help="stop the query after S seconds (default 300; 0: none)")
     p.add_argument("--time-zone", default="UTC", metavar="ZONE",

@@ -1,5 +1,5 @@
-"""Druid's SQL API (`POST /druid/v2/sql`, docs/api-reference/sql-api.md) over `store.sql`: the request's fields
-read and checked (`SqlRequest`), a result written in Druid's result formats and headers (`write_result`), and an
+"""Druid's SQL API (`POST /druid/v2/sql`, docs/api-reference/sql-api.md) over `query.engine`: the request's fields
+read and checked (`SqlRequest`; its `output` is the result format `query.results.write_result` writes), and an
 error as Druid's error JSON (`SqlApiError`). No I/O: the REST route (`provider.plugins.ui`) runs the query.
 
 Request fields: `query`; `resultFormat` object | array | objectLines | arrayLines | csv; `header`, `typesHeader`,
@@ -12,8 +12,6 @@ one Python can hold). An error message shows at most 100 characters of a value i
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -21,15 +19,10 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import pyarrow as pa
-
 from ingest_core.core.errors import shown
-from ingest_core.service.query import json_object, table_rows
+from ingest_core.query.results import FORMATS, ResultFormat
 
-FORMATS = ("object", "array", "objectLines", "arrayLines", "csv")
 _FORMAT_NAMES = {name.upper(): name for name in FORMATS}
-CONTENT_TYPES = {"object": "application/json", "array": "application/json", "objectLines": "text/plain",
-                 "arrayLines": "text/plain", "csv": "text/csv"}
 INTEGERS = ("BIGINT", "INTEGER", "SMALLINT", "TINYINT")
 DECIMALS = ("DOUBLE", "FLOAT", "REAL", "DECIMAL")
 PARAMETER_TYPES = ("VARCHAR", "CHAR", *INTEGERS, *DECIMALS, "BOOLEAN", "TIMESTAMP", "DATE", "ARRAY")
@@ -75,6 +68,11 @@ class SqlRequest:
     time_zone: str = "UTC"
     query_id: str = ""
     timeout_s: float = 300.0
+
+    @property
+    def output(self) -> ResultFormat:
+        """How its result is written (`query.results.write_result`)."""
+        return ResultFormat(self.result_format, self.header, self.types_header, self.sql_types_header, self.time_zone)
 
     @classmethod
     def from_body(cls, body: Any, max_timeout_s: float) -> "SqlRequest":
@@ -200,68 +198,3 @@ def _timestamp(value: Any, zone: str, where: str) -> datetime:
     except (ValueError, TypeError, OverflowError):
         raise invalid(f"{where}.value: {shown(value)} is not a TIMESTAMP (milliseconds since 1970 or text such as "
                       "'2000-01-01 00:00:00', from year 1 to 9999)") from None
-
-
-def druid_types(t: pa.DataType) -> tuple[str, str]:
-    """An Arrow result column's type as Druid's typesHeader (runtime type) and sqlTypesHeader (SQL type)."""
-    if pa.types.is_timestamp(t):
-        return "LONG", "TIMESTAMP"
-    if pa.types.is_date(t):
-        return "LONG", "DATE"
-    if pa.types.is_boolean(t):
-        return "LONG", "BOOLEAN"
-    if pa.types.is_integer(t):
-        return "LONG", "BIGINT" if t.bit_width == 64 else "INTEGER"
-    if pa.types.is_decimal(t):
-        return ("LONG", "BIGINT") if t.scale == 0 else ("DOUBLE", "DECIMAL")
-    if pa.types.is_float32(t):
-        return "FLOAT", "FLOAT"
-    if pa.types.is_floating(t):
-        return "DOUBLE", "DOUBLE"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t):
-        return "STRING", "VARCHAR"
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return f"ARRAY<{druid_types(t.value_type)[0]}>", "ARRAY"
-    if pa.types.is_struct(t) or pa.types.is_map(t):
-        return "COMPLEX<json>", "OTHER"
-    return "COMPLEX", "OTHER"
-
-
-def write_result(table: pa.Table, request: SqlRequest) -> str:
-    """The response body, in the request's result format, with the header rows it asked for. The line formats
-    and csv end with an empty line, as Druid's do: a response without it was cut short."""
-    names = table.column_names
-    types = [druid_types(f.type) for f in table.schema]
-    rows = table_rows(table, request.time_zone)
-    fmt = request.result_format
-    headers: list[list] = []
-    if request.header:
-        headers.append(list(names))
-        if request.types_header:
-            headers.append([t[0] for t in types])
-        if request.sql_types_header:
-            headers.append([t[1] for t in types])
-    if fmt == "csv":
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        for line in [*headers, *rows]:
-            writer.writerow(["" if v is None else v if isinstance(v, str) else json.dumps(v) for v in line])
-        return out.getvalue() + "\n"
-    if fmt in ("object", "objectLines"):  # each field written, a name given twice too (as Druid's writer does)
-        header = [_object_header(types, request)] if request.header else []
-        lines = [json_object(names, r) for r in header + rows]
-    else:
-        lines = [json.dumps(r, allow_nan=False) for r in headers + rows]
-    if fmt in ("object", "array"):
-        return "[" + ", ".join(lines) + "]"
-    return "".join(line + "\n" for line in lines) + "\n"
-
-
-def _object_header(types: list[tuple[str, str]], request: SqlRequest) -> list:
-    """Druid's header object's values: each column null, or its {"type", "sqlType"} as asked."""
-    def one(runtime: str, sql: str) -> dict | None:
-        described = {**({"type": runtime} if request.types_header else {}),
-                     **({"sqlType": sql} if request.sql_types_header else {})}
-        return described or None
-
-    return [one(*t) for t in types]

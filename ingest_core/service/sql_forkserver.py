@@ -27,7 +27,7 @@ import threading
 from multiprocessing.connection import Connection
 
 from ingest_core.service import sql_worker
-from ingest_core.store.sql import SqlError
+from ingest_core.query.errors import SqlError
 
 READY, FORK, KILL = b"R", b"F", b"K"
 PID = struct.Struct("!i")

@@ -1,4 +1,4 @@
-"""A SQL query (`store.sql.run_sql`) in a process of its own, so that no query can take its server down: the
+"""A SQL query (`query.engine.run_sql`) in a process of its own, so that no query can take its server down: the
 REST API's and `ingest query`'s.
 
     job = SqlJob(metadata_url, dags_folder, query, ..., render=functools.partial(write_result, request=request))
@@ -43,11 +43,12 @@ import pyarrow as pa
 import sqlalchemy as sa
 
 from ingest_core.service.status import specs_in
-from ingest_core.store import druid_sql
+from ingest_core.query import druid_sql
 from ingest_core.store.metadata import MetadataStore
-from ingest_core.store.sql import (TIME_LIMIT, DatasourceNotReadable, QueryCancel, SqlCancelledError, SqlError,
-                                   SqlLimits, SqlResultTooLargeError, SqlTimeLimitError, bytes_text, run_sql,
-                                   stopped_error)
+from ingest_core.query.engine import run_sql
+from ingest_core.query.errors import (DatasourceNotReadable, SqlCancelledError, SqlError, SqlResultTooLargeError,
+                                      SqlTimeLimitError, stopped_error)
+from ingest_core.query.limits import TIME_LIMIT, QueryCancel, SqlLimits, bytes_text
 
 CHUNK = 1 << 20  # bytes of body per message: what the server holds of a body at once
 POLL_S = 0.05  # how often the server's side looks at the deadline and the cancel while it waits for the worker
@@ -240,7 +241,7 @@ def _ended_message(limits: SqlLimits | None) -> str:
 
 def preload() -> None:
     """What every worker needs, loaded once where workers are forked from (`sql_forkserver`): DuckDB's module
-    (`store.sql` imports it when it first connects), SQLAlchemy's dialects of the metadata store (loaded on an
+    (`query.engine` imports it when it first connects), SQLAlchemy's dialects of the metadata store (loaded on an
     engine's first use) and a first query's lazily built state, run on a database closed again, so that no DuckDB
     thread is left in the process that forks."""
     import duckdb

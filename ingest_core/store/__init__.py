@@ -1,5 +1,6 @@
 """The metadata store (SQLAlchemy: PostgreSQL in production, SQLite embedded), the exactly-once publish, the
-reader of a datasource's visible segments and the cleanup of job output nothing was published from.
+reader of a datasource's visible segments and the cleanup of job output nothing was published from. SQL over
+those segments is `ingest_core.query`'s.
 
 One module per noun:
 
@@ -20,7 +21,6 @@ One module per noun:
   publisher.py     the exactly-once publish, with its own SQL (claims, segment slots and records)
   reader.py        the rows of a datasource's visible segments, as Arrow or Spark (and its dead letters)
   iceberg.py       the datasource's Iceberg table, brought level with its visible segments
-  sql.py           SQL (DuckDB) over the visible segments of the datasources a query names
   cleanup.py       removing attempt folders of final runs that no segment record points into
 
 Repository methods take what they are about first (a datasource's name; the plan to insert); `conn=`, always a

@@ -17,7 +17,8 @@ from helpers import publish_segments
 
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.service.cli import main
-from ingest_core.store.sql import SqlError, run_sql
+from ingest_core.query.engine import run_sql
+from ingest_core.query.errors import SqlError
 
 T0 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
 TIME = pa.timestamp("ms", tz="UTC")

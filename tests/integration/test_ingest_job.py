@@ -248,7 +248,7 @@ def test_schema_discovery_types_every_field_and_widens_across_runs(spark, broker
     from ingest_core.spark.compaction import compact
     from ingest_core.store import iceberg
     from ingest_core.store.segment_schema import segment_types
-    from ingest_core.store.sql import run_sql
+    from ingest_core.query.engine import run_sql
 
     topic = broker.create_topic()
     spec = spec_from(broker.bootstrap, topic, {

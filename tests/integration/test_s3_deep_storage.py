@@ -45,7 +45,7 @@ def test_the_ingest_path_end_to_end_on_an_object_store(spark, broker, object_sto
     from ingest_core.spark.compaction import argument_parser, compact, load
     from ingest_core.store import iceberg
     from ingest_core.store.cleanup import find_orphans, remove_orphans
-    from ingest_core.store.sql import run_sql
+    from ingest_core.query.engine import run_sql
 
     object_store.keys_in_env(monkeypatch)
     base = f"{object_store.uri}/e2e-{os.getpid()}"

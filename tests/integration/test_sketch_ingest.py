@@ -19,7 +19,7 @@ import pytest
 from helpers import T0, ingest_run, iso, produce_all, spec_from, sqlite_store
 
 from ingest_core.store.reader import DatasourceReader
-from ingest_core.store.sql import run_sql
+from ingest_core.query.engine import run_sql
 
 pytestmark = pytest.mark.kafka
 

@@ -9,12 +9,13 @@ from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 import pytest
-from helpers import plan_next, publish_segments
+from helpers import plan_next, publish_segments, spec_from
 
 from ingest_core.core.errors import IngestError
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.service.cli import main
-from ingest_core.store.sql import DatasourceNotReadable, SqlError, run_sql
+from ingest_core.query.engine import run_sql
+from ingest_core.query.errors import DatasourceNotReadable, SqlError
 
 T0 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
 PARTS = [TopicPartition("edits", p) for p in range(2)]
@@ -105,7 +106,7 @@ def test_ingest_query_prints_a_table_json_and_csv_and_errors_in_one_line(wiki, s
     as_json = cli("SELECT page, min(__time) AS first FROM wiki GROUP BY page ORDER BY page LIMIT 1", "--json")
     assert json.loads(as_json.stdout) == [{"page": "p0", "first": "2026-11-22T10:00:00.000Z"}]
     as_csv = cli("SELECT page FROM wiki ORDER BY page LIMIT 2", "--csv")
-    assert as_csv.stdout.splitlines() == ["page", "p0", "p0"]
+    assert as_csv.stdout.splitlines() == ["page", "p0", "p0", ""]  # Druid's csv: an empty line ends it
     bad = cli("SELECT * FROM wikk")
     assert bad.returncode == 1 and bad.stderr.strip().startswith("error: no datasource named 'wikk'")
     assert "Traceback" not in bad.stderr
@@ -177,7 +178,9 @@ def test_sql_pivot_show_tables_information_schema_and_druids_schema_work(wiki_an
     assert rows("SELECT COLUMN_NAME, DATA_TYPE FROM INFORMATION_SCHEMA.COLUMNS WHERE TABLE_NAME = 'wiki' "
                 "ORDER BY ORDINAL_POSITION", may_read=not_secret) == [
         ("__time", "TIMESTAMP"), ("page", "VARCHAR"), ("added", "DOUBLE"), ("user", "VARCHAR")]
-    assert rows("SELECT DISTINCT TABLE_NAME FROM information_schema.columns", may_read=not_secret) == [("wiki",)]
+    # Druid lists INFORMATION_SCHEMA's own tables too; of the datasources, only those the caller may read
+    assert rows("SELECT DISTINCT TABLE_NAME FROM information_schema.columns WHERE TABLE_SCHEMA = 'druid'",
+                may_read=not_secret) == [("wiki",)]
     assert rows("SELECT SCHEMA_NAME FROM INFORMATION_SCHEMA.SCHEMATA ORDER BY 1") == [("INFORMATION_SCHEMA",),
                                                                                       ("druid",)]
     for sql, n in (("SELECT count(*) FROM druid.wiki", 30), ('SELECT count(*) FROM "druid"."wiki"', 30),
@@ -185,6 +188,56 @@ def test_sql_pivot_show_tables_information_schema_and_druids_schema_work(wiki_an
         assert rows(sql) == [(n,)], sql
     with pytest.raises(DatasourceNotReadable, match="'secret'"):
         run_sql(wiki_and_secret, "SELECT * FROM druid.secret", may_read=not_secret)
+
+
+def register_spec(store, dimensions: list, metrics: list) -> None:
+    """The spec the store keeps for `wiki` (the last one registered is the datasource's)."""
+    spec = spec_from("localhost:9092", "edits", {
+        "timestampSpec": {"column": "ts"}, "dimensionsSpec": {"dimensions": dimensions}, "metricsSpec": metrics,
+        "granularitySpec": {"segmentGranularity": "HOUR", "rollup": bool(metrics)}}, datasource="wiki")
+    store.datasources.register_spec("wiki", spec.to_raw(), spec.fingerprint())
+
+
+# Druid's sql-metadata-tables.md: INFORMATION_SCHEMA.COLUMNS' columns, in its order
+DRUID_COLUMNS = ["TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "COLUMN_NAME", "ORDINAL_POSITION", "COLUMN_DEFAULT",
+                 "IS_NULLABLE", "DATA_TYPE", "CHARACTER_MAXIMUM_LENGTH", "CHARACTER_OCTET_LENGTH", "NUMERIC_PRECISION",
+                 "NUMERIC_PRECISION_RADIX", "NUMERIC_SCALE", "DATETIME_PRECISION", "CHARACTER_SET_NAME",
+                 "COLLATION_NAME", "JDBC_TYPE"]
+
+
+def test_sql_lists_columns_in_the_specs_order_and_names_expressions_as_druid_does(wiki):
+    def names(sql: str) -> list[str]:
+        return run_sql(wiki, sql).table.column_names
+
+    # no spec kept: __time, then the columns in the order the segments first had them
+    assert names("SELECT * FROM wiki") == ["__time", "page", "added", "user"]
+    # Druid's order: __time, the dimensions in dimensionsSpec's order, then the metrics
+    register_spec(wiki, ["user", "page"], [{"type": "doubleSum", "name": "added", "fieldName": "added"}])
+    assert names("SELECT * FROM wiki") == names("SELECT * FROM druid.wiki") == ["__time", "user", "page", "added"]
+    # a column the spec does not name (schema discovery, an older spec's) is a dimension after the named ones
+    register_spec(wiki, ["user"], [{"type": "doubleSum", "name": "added", "fieldName": "added"}])
+    assert names("SELECT * FROM wiki") == ["__time", "user", "page", "added"]
+    register_spec(wiki, [], [{"type": "doubleSum", "name": "added", "fieldName": "added"}])
+    assert names("SELECT * FROM wiki") == ["__time", "page", "user", "added"]
+    # Druid's sql-metadata-tables.md example: ORDINAL_POSITION in that order, JDBC_TYPE from java.sql.Types
+    example = ('SELECT "ORDINAL_POSITION", "COLUMN_NAME", "IS_NULLABLE", "DATA_TYPE", "JDBC_TYPE" '
+               "FROM INFORMATION_SCHEMA.COLUMNS WHERE \"TABLE_NAME\" = 'wiki'")
+    assert [tuple(r.values()) for r in run_sql(wiki, example).table.to_pylist()] == [
+        (1, "__time", "NO", "TIMESTAMP", 93), (2, "page", "YES", "VARCHAR", 12), (3, "user", "YES", "VARCHAR", 12),
+        (4, "added", "YES", "DOUBLE", 8)]
+    columns = run_sql(wiki, "SELECT * FROM INFORMATION_SCHEMA.COLUMNS WHERE TABLE_NAME = 'wiki'").table
+    assert columns.column_names == DRUID_COLUMNS
+    assert columns.to_pylist()[0]["COLUMN_DEFAULT"] == "" and columns.to_pylist()[0]["TABLE_CATALOG"] == "druid"
+    tables = run_sql(wiki, "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM INFORMATION_SCHEMA.TABLES "
+                           "ORDER BY 1 DESC, 2").table.to_pylist()
+    assert [tuple(t.values()) for t in tables] == [("druid", "wiki", "TABLE")] + [
+        ("INFORMATION_SCHEMA", t, "SYSTEM_TABLE") for t in ("COLUMNS", "SCHEMATA", "TABLES")]
+    # an unaliased expression is EXPR$ and its position, as Calcite names it; a column keeps its name
+    assert names("SELECT count(*), page, sum(added) AS total, TIME_FLOOR(__time, 'PT1H') FROM wiki "
+                 "GROUP BY 2, 4") == ["EXPR$0", "page", "total", "EXPR$3"]
+    assert names("SELECT *, 1 FROM wiki") == ["__time", "page", "user", "added", "EXPR$4"]
+    # a PIVOT's columns are its values, whatever the SELECT it is checked as (`page, count(*)`) names
+    assert names("PIVOT (SELECT page FROM wiki WHERE page <> 'p2') ON page USING count(*)") == ["p0", "p1"]
 
 
 @pytest.mark.parametrize("sql, message", [
@@ -251,7 +304,8 @@ ENDLESS_STREAM = "SELECT range AS i FROM range(1000000000000) WHERE hash(range) 
 
 
 def test_sql_stops_at_its_time_limit_while_results_stream_and_when_cancelled(wiki, tmp_path):
-    from ingest_core.store.sql import QueryCancel, SqlCancelledError, SqlLimits, SqlTimeLimitError
+    from ingest_core.query.errors import SqlCancelledError, SqlTimeLimitError
+    from ingest_core.query.limits import QueryCancel, SqlLimits
 
     for sql in (ENDLESS_STREAM, "SELECT count(*) FROM range(10000000000000) a"):
         with pytest.raises(SqlTimeLimitError, match="ran past its time limit of 0.5 s"):
@@ -272,7 +326,8 @@ def test_sql_stops_at_its_time_limit_while_results_stream_and_when_cancelled(wik
 
 
 def test_sql_limits_bound_threads_memory_and_spill(tmp_path):
-    from ingest_core.store.sql import SqlLimits, _connect
+    from ingest_core.query.engine import _connect
+    from ingest_core.query.limits import SqlLimits
 
     assert SqlLimits.from_env({}) == SqlLimits()
     limits = SqlLimits.from_env({"INGEST_SQL_THREADS": "1", "INGEST_SQL_MEMORY_LIMIT": "100MB",
@@ -308,17 +363,19 @@ def test_a_worker_is_killed_at_its_time_limit_and_leaves_no_process_or_spill_beh
     import os
     import time
 
-    from ingest_core.service.sql_api import SqlRequest, write_result
+    from ingest_core.query.results import write_result
+    from ingest_core.service.sql_api import SqlRequest
     from ingest_core.dev.process_tree import sql_worker_pids
     from ingest_core.service.sql_forkserver import ForkServer
     from ingest_core.service.sql_worker import SqlJob, SqlWorker
-    from ingest_core.store.sql import SqlLimits, SqlResultTooLargeError, SqlTimeLimitError
+    from ingest_core.query.errors import SqlResultTooLargeError, SqlTimeLimitError
+    from ingest_core.query.limits import SqlLimits
 
     spill = tmp_path / "spill"
     limits = SqlLimits(threads=1, memory_limit="30MB", temp_directory=str(spill), max_result_bytes="1MB")
 
     def run(sql: str, timeout_s: float = 60) -> bytes:
-        job = SqlJob(store_url, None, sql, functools.partial(write_result, request=SqlRequest(sql)),
+        job = SqlJob(store_url, None, sql, functools.partial(write_result, fmt=SqlRequest(sql).output),
                      timeout_s=timeout_s, max_rows=100_000, limits=limits, asks=True)
         with SqlWorker(ForkServer.shared()).run(job, may_read=lambda name: name == "wiki") as result:
             return result.read()

@@ -29,7 +29,7 @@ from ingest_core.handover.deep_storage import attempt_folders, group_uri
 from ingest_core.core.states import RunStatus
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.reader import DatasourceReader
-from ingest_core.store.sql import run_sql
+from ingest_core.query.engine import run_sql
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 

@@ -88,7 +88,7 @@ class FabApiServer:
                                AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=airflow_db_url, AIRFLOW__CORE__AUTH_MANAGER=FAB,
                                AIRFLOW__API__PORT=str(port), AIRFLOW__API__WORKERS="1",
                                AIRFLOW__FAB__UPDATE_FAB_PERMS="False",
-                               # SQL within small bounds, to see them hold (`store.sql.SqlLimits`)
+                               # SQL within small bounds, to see them hold (`query.engine.SqlLimits`)
                                INGEST_SQL_THREADS="1", INGEST_SQL_MEMORY_LIMIT="300MB",
                                INGEST_SQL_MAX_TEMP_SIZE="20MB", INGEST_SQL_TEMP_DIRECTORY=str(root / "spill"),
                                INGEST_SQL_MAX_TIMEOUT_S="60", INGEST_SQL_MAX_ROWS="1000",
@@ -524,15 +524,34 @@ def test_sql_errors_and_listings_name_only_datasources_the_user_may_read(server)
     assert status == 400 and f"(did you mean '{SHOWN}'?)" in body["errorMessage"], body
     assert sql_json(server, "reader", "SHOW TABLES") == (200, [{"name": SHOWN}])
     assert sql_json(server, "admin", "SHOW TABLES") == (200, [{"name": SHOWN}, {"name": HIDDEN}])
+    # Druid's listings: the datasources the user may read, and INFORMATION_SCHEMA's own tables
     assert sql_json(server, "reader", "SELECT TABLE_SCHEMA, TABLE_NAME FROM INFORMATION_SCHEMA.TABLES") == (
-        200, [{"TABLE_SCHEMA": "druid", "TABLE_NAME": SHOWN}])
-    status, body = sql_json(server, "reader", "SELECT DISTINCT TABLE_NAME FROM INFORMATION_SCHEMA.COLUMNS")
+        200, [{"TABLE_SCHEMA": "druid", "TABLE_NAME": SHOWN}] + [
+            {"TABLE_SCHEMA": "INFORMATION_SCHEMA", "TABLE_NAME": t} for t in ("COLUMNS", "SCHEMATA", "TABLES")])
+    status, body = sql_json(server, "reader", "SELECT DISTINCT TABLE_NAME FROM INFORMATION_SCHEMA.COLUMNS "
+                                              "WHERE TABLE_SCHEMA = 'druid'")
     assert (status, body) == (200, [{"TABLE_NAME": SHOWN}])
     # the supervisor routes' 404: a DAG the reader may read with no datasource yet names no hidden one
     for path in (f"{API}/{MISSING}/status", f"{API}/{MISSING}/health", f"/ingest/ui/datasources/{MISSING}"):
         status, body = server.http("GET", path, "reader")
         assert status == 404 and f"unknown datasource '{MISSING}'" in str(body) and SHOWN in str(body), (path, body)
         assert HIDDEN not in str(body), (path, body)
+
+
+def test_sql_names_columns_and_describes_datasources_as_druid_does(server):
+    """What Druid's clients read: an unaliased expression named EXPR$ and its position (Calcite's name), and
+    INFORMATION_SCHEMA.COLUMNS with JDBC_TYPE, as pydruid's SQLAlchemy dialect reflects a table (Superset)."""
+    assert sql_json(server, "reader", f"SELECT count(*), max(added) AS most, min(page) FROM {SHOWN}") == (
+        200, [{"EXPR$0": SHOWN_ROWS, "most": SHOWN_ROWS - 1, "EXPR$2": "p0"}])
+    assert sql_json(server, "reader", f"SELECT count(*) FROM {SHOWN}", resultFormat="arrayLines", header=True,
+                    sqlTypesHeader=True) == (200, f'["EXPR$0"]\n["BIGINT"]\n[{SHOWN_ROWS}]\n\n')
+    example = ('SELECT "ORDINAL_POSITION", "COLUMN_NAME", "IS_NULLABLE", "DATA_TYPE", "JDBC_TYPE" '
+               f"FROM INFORMATION_SCHEMA.COLUMNS WHERE \"TABLE_NAME\" = '{SHOWN}'")  # sql-metadata-tables.md's
+    assert sql_json(server, "reader", example, resultFormat="array") == (200, [
+        [1, "__time", "NO", "TIMESTAMP", 93], [2, "page", "YES", "VARCHAR", 12], [3, "added", "YES", "BIGINT", -5]])
+    status, body = sql_json(server, "reader", "SELECT * FROM INFORMATION_SCHEMA.SCHEMATA")
+    assert status == 200 and [(s["CATALOG_NAME"], s["SCHEMA_NAME"]) for s in body] == [
+        ("druid", "druid"), ("druid", "INFORMATION_SCHEMA")], body
 
 
 def test_sql_refuses_what_reveals_the_host_and_runs_the_read_only_sql_a_user_writes(server):

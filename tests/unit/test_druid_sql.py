@@ -1,6 +1,6 @@
-"""Druid SQL read and run by DuckDB (`store.druid_sql`): each sketch and approximation function against known values,
+"""Druid SQL read and run by DuckDB (`query.druid_sql`): each sketch and approximation function against known values,
 sketches built by the `datasketches` package and estimates compared with the package's own. An in-memory DuckDB
-with the macros and UDFs registered, as `store.sql` sets it up, over an Arrow table named `t`."""
+with the macros and UDFs registered, as `query.engine` sets it up, over an Arrow table named `t`."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ import pyarrow as pa
 import pytest
 from doc_pages import DOCS, blocks
 
-from ingest_core.store import druid_sql
-from ingest_core.store.druid_sql import DruidSqlError, to_duckdb
+from ingest_core.query import druid_sql
+from ingest_core.query.druid_sql import to_duckdb
+from ingest_core.query.errors import DruidSqlError
 
 UTC = timezone.utc
 T = datetime(2026, 11, 22, 10, 47, 31, 250000, tzinfo=UTC)  # a Sunday
@@ -25,7 +26,7 @@ TIME = pa.timestamp("ms", tz="UTC")
 
 @pytest.fixture(scope="module", autouse=True)
 def con():
-    """One connection for the module (registering the UDFs and macros takes a while), set up as `store.sql` does."""
+    """One connection for the module (registering the UDFs and macros takes a while), set up as `query.engine` does."""
     connection = duckdb.connect(":memory:")
     connection.execute("SET TimeZone = 'UTC'")
     druid_sql.register(connection, " ".join([*druid_sql.MACROS, *druid_sql.sk.FUNCTIONS]))  # all of them
@@ -174,7 +175,7 @@ def test_sql_time_zone_values(expr, expected):
 
 
 def one_in(zone: str, sql: str):
-    """`sql` run as a query with `sqlTimeZone` `zone`: translated for it, on a connection in it (as `store.sql`)."""
+    """`sql` run as a query with `sqlTimeZone` `zone`: translated for it, on a connection in it (as `query.engine`)."""
     (connection,) = _CON
     connection.register("t", pa.table({"__time": pa.array([T], TIME)}))
     connection.execute(f"SET TimeZone = '{zone}'")

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest_core.service.sql_api import SqlApiError, SqlRequest, druid_types, write_result
+from ingest_core.query.results import TABLE as TEXT_TABLE, ResultFormat, druid_types, write_result
+from ingest_core.service.sql_api import SqlApiError, SqlRequest
 
 T = datetime(2015, 9, 12, 0, 47, 53, 259000, tzinfo=timezone.utc)
 TABLE = pa.table({"__time": pa.array([T], pa.timestamp("us", tz="UTC")), "user": ["BlueMoon2662"],
@@ -41,28 +42,28 @@ def test_headers_are_druids_for_every_format(types, sql_types, expected):
     table = TABLE.select(["user"])
     for fmt in ("object", "array"):
         r = request(resultFormat=fmt, header=True, typesHeader=types, sqlTypesHeader=sql_types)
-        assert json.loads(write_result(table, r)) == expected[fmt]
+        assert json.loads(write_result(table, r.output)) == expected[fmt]
     r = request(resultFormat="csv", header=True, typesHeader=types, sqlTypesHeader=sql_types)
-    assert write_result(table, r) == expected["csv"]
+    assert write_result(table, r.output) == expected["csv"]
     # the line formats: the same rows, one JSON document a line, and an empty line at the end
     for fmt, rows in (("objectLines", expected["object"]), ("arrayLines", expected["array"])):
         r = request(resultFormat=fmt, header=True, typesHeader=types, sqlTypesHeader=sql_types)
-        assert write_result(table, r) == "".join(json.dumps(x) + "\n" for x in rows) + "\n"
+        assert write_result(table, r.output) == "".join(json.dumps(x) + "\n" for x in rows) + "\n"
 
 
 def test_values_and_types_as_druid_writes_them():
     r = request(header=True, typesHeader=True, sqlTypesHeader=True)
-    header, row = json.loads(write_result(TABLE, r))
+    header, row = json.loads(write_result(TABLE, r.output))
     assert header == {"__time": {"type": "LONG", "sqlType": "TIMESTAMP"}, "user": {"type": "STRING",
                       "sqlType": "VARCHAR"}, "added": {"type": "LONG", "sqlType": "BIGINT"},
                       "ratio": {"type": "DOUBLE", "sqlType": "DOUBLE"}}
     assert row == {"__time": "2015-09-12T00:47:53.259Z", "user": "BlueMoon2662", "added": 14, "ratio": 0.5}
-    assert write_result(TABLE, request()) == json.dumps([row])  # no header unless asked
+    assert write_result(TABLE, request().output) == json.dumps([row])  # no header unless asked
     # in the request's sqlTimeZone, with its offset
     la = request(context={"sqlTimeZone": "America/Los_Angeles"})
-    assert json.loads(write_result(TABLE, la))[0]["__time"] == "2015-09-11T17:47:53.259-07:00"
+    assert json.loads(write_result(TABLE, la.output))[0]["__time"] == "2015-09-11T17:47:53.259-07:00"
     assert write_result(pa.table({"a": ["x,y", 'q"t', None], "b": [[1, 2], None, [3]]}),
-                        request(resultFormat="csv")) == '"x,y","[1, 2]"\n"q""t",\n,[3]\n\n'
+                        request(resultFormat="csv").output) == '"x,y","[1, 2]"\n"q""t",\n,[3]\n\n'
     assert [druid_types(t) for t in (pa.int32(), pa.float32(), pa.bool_(), pa.date32(), pa.list_(pa.string()),
                                      pa.struct([("a", pa.int64())]), pa.binary())] == [
         ("LONG", "INTEGER"), ("FLOAT", "FLOAT"), ("LONG", "BOOLEAN"), ("LONG", "DATE"), ("ARRAY<STRING>", "ARRAY"),
@@ -131,21 +132,22 @@ def test_non_finite_doubles_are_druids_strings_in_every_format():
     table = pa.table({"x": [math.inf], "y": [math.nan], "z": pa.array([-math.inf], pa.float32()),
                       "l": [[1.5, math.nan]], "s": [{"v": math.inf}]})
     expected = {"x": "Infinity", "y": "NaN", "z": "-Infinity", "l": [1.5, "NaN"], "s": {"v": "Infinity"}}
-    assert strict_json(write_result(table, request())) == [expected]
-    assert strict_json(write_result(table, request(resultFormat="array"))) == [list(expected.values())]
+    assert strict_json(write_result(table, request().output)) == [expected]
+    assert strict_json(write_result(table, request(resultFormat="array").output)) == [list(expected.values())]
     for fmt in ("objectLines", "arrayLines"):
-        assert [strict_json(line) for line in write_result(table, request(resultFormat=fmt)).split("\n")[:-2]]
-    assert write_result(table.select(["x", "y", "z"]), request(resultFormat="csv")) == "Infinity,NaN,-Infinity\n\n"
+        assert [strict_json(line) for line in write_result(table, request(resultFormat=fmt).output).split("\n")[:-2]]
+    csv = write_result(table.select(["x", "y", "z"]), request(resultFormat="csv").output)
+    assert csv == "Infinity,NaN,-Infinity\n\n"
 
 
 def test_a_duplicate_column_name_is_kept_in_every_format():
     table = pa.Table.from_arrays([pa.array([1]), pa.array([2])], names=["a", "a"])
-    assert json.loads(write_result(table, request(resultFormat="array", header=True))) == [["a", "a"], [1, 2]]
-    assert write_result(table, request(resultFormat="arrayLines")) == "[1, 2]\n\n"
-    assert write_result(table, request(resultFormat="csv", header=True)) == "a,a\n1,2\n\n"
+    assert json.loads(write_result(table, request(resultFormat="array", header=True).output)) == [["a", "a"], [1, 2]]
+    assert write_result(table, request(resultFormat="arrayLines").output) == "[1, 2]\n\n"
+    assert write_result(table, request(resultFormat="csv", header=True).output) == "a,a\n1,2\n\n"
     # objects: both fields, in order, as Druid's writer writes them (a JSON parser keeps the last)
-    assert write_result(table, request()) == '[{"a": 1, "a": 2}]'
-    assert write_result(table, request(resultFormat="objectLines", header=True, typesHeader=True)) == (
+    assert write_result(table, request().output) == '[{"a": 1, "a": 2}]'
+    assert write_result(table, request(resultFormat="objectLines", header=True, typesHeader=True).output) == (
         '{"a": {"type": "LONG"}, "a": {"type": "LONG"}}\n{"a": 1, "a": 2}\n\n')
 
 
@@ -169,11 +171,11 @@ YEAR_10000 = 253402300800000  # 10000-01-01 in milliseconds
 ])
 def test_timestamps_beyond_pythons_range_are_written_as_druid_writes_them(array, zone, expected):
     table = pa.table({"t": array, "n": pa.array(range(len(array)))})
-    rows = json.loads(write_result(table.slice(0), request(resultFormat="array", context={"sqlTimeZone": zone})))
+    rows = json.loads(write_result(table.slice(0), request(resultFormat="array", context={"sqlTimeZone": zone}).output))
     assert [r[0] for r in rows] == expected
     # in range, the same column writes as before; and a slice of the column writes its own rows
     assert [r[0] for r in json.loads(write_result(table.slice(1), request(resultFormat="array", context={
-        "sqlTimeZone": zone})))] == expected[1:]
+        "sqlTimeZone": zone}).output))] == expected[1:]
 
 
 @pytest.mark.parametrize("kind, value, message", [
@@ -232,15 +234,18 @@ def test_a_sql_query_id_of_druids_shape_is_taken():
 
 
 def test_ingest_query_writes_the_same_values_and_keeps_both_columns_of_a_name():
-    from ingest_core.service.query import format_csv, format_json, format_table
-
+    """`ingest query`'s --json and --csv are Druid's object and csv (with the header) of the one writer; its
+    table writes the same values."""
     table = pa.Table.from_arrays([pa.array([math.inf]), pa.array([math.nan]), pa.array([YEAR_10000], MS)],
                                  names=["a", "a", "t"])
-    assert format_json(table) == '[\n  {"a": "Infinity", "a": "NaN", "t": "10000-01-01T00:00:00.000Z"}\n]\n'
-    assert strict_json(format_json(table)) == [{"a": "NaN", "t": "10000-01-01T00:00:00.000Z"}]
-    assert format_json(table.slice(0, 0)) == "[]\n"
-    assert format_csv(table) == "a,a,t\nInfinity,NaN,10000-01-01T00:00:00.000Z\n"
-    assert format_table(table).splitlines()[2] == "Infinity  NaN  10000-01-01T00:00:00.000Z"
+    as_json = write_result(table, ResultFormat("object"))
+    assert as_json == '[{"a": "Infinity", "a": "NaN", "t": "10000-01-01T00:00:00.000Z"}]'
+    assert strict_json(as_json) == [{"a": "NaN", "t": "10000-01-01T00:00:00.000Z"}]
+    assert write_result(table.slice(0, 0), ResultFormat("object")) == "[]"
+    assert write_result(table, ResultFormat("csv", header=True)) == "a,a,t\nInfinity,NaN,10000-01-01T00:00:00.000Z\n\n"
+    assert write_result(table, ResultFormat(TEXT_TABLE)).splitlines()[2] == "Infinity  NaN  10000-01-01T00:00:00.000Z"
+    with pytest.raises(ValueError, match="no result format 'json'"):
+        ResultFormat("json")
 
 
 def joda(numpy_text: str) -> str:
@@ -253,12 +258,13 @@ def joda(numpy_text: str) -> str:
 def test_dates_of_any_year_are_written_as_numpy_writes_them(days):
     """Dates as day counts across DuckDB's whole range (years past 5 million either way), Python's and beyond
     it in one column; numpy's calendar (proleptic Gregorian, astronomical years) is the reference."""
-    rows = json.loads(write_result(pa.table({"d": pa.array(days + [0], pa.date32())}), request(resultFormat="array")))
+    rows = json.loads(write_result(pa.table({"d": pa.array(days + [0], pa.date32())}),
+                                   request(resultFormat="array").output))
     assert [r[0] for r in rows] == [joda(str(np.datetime64(d, "D"))) for d in days] + ["1970-01-01"]
 
 
 @given(st.lists(st.integers(-(2**63) + 2, 2**63 - 2), min_size=1, max_size=5))
 def test_timestamps_of_any_year_are_written_as_numpy_writes_them(millis):
-    rows = json.loads(write_result(pa.table({"t": pa.array(millis + [0], MS)}), request(resultFormat="array")))
+    rows = json.loads(write_result(pa.table({"t": pa.array(millis + [0], MS)}), request(resultFormat="array").output))
     assert [r[0] for r in rows] == [joda(str(np.datetime64(m, "ms"))) + "Z" for m in millis] + [
         "1970-01-01T00:00:00.000Z"]

@@ -1,4 +1,4 @@
-"""Which tables a query reads, from DuckDB's parse tree (`store.sql_tree`): CTE scoping as SQL has it, the
+"""Which tables a query reads, from DuckDB's parse tree (`query.tree`): CTE scoping as SQL has it, the
 functions it calls, the listings it asks for. DuckDB parses; nothing runs."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import duckdb
 import pytest
 
-from ingest_core.store.sql_tree import SHOW_TABLES, TreeError, read_tree
+from ingest_core.query.tree import SHOW_TABLES, TreeError, read_tree
 
 
 def tree(sql: str) -> dict:
@@ -53,3 +53,23 @@ def test_functions_and_listings():
     assert SHOW_TABLES in json.dumps(t) and "__ingest_information_schema_columns" in json.dumps(t)
     with pytest.raises(TreeError, match="SHOW threads is not available here"):
         read_tree(tree("SHOW threads"))
+
+
+@pytest.mark.parametrize("sql, duckdb_names, druid_names", [
+    # Calcite's names, as Druid answers them: an item with no alias that is not a column is EXPR$ and its
+    # position in the result (CalciteQueryTest: `SELECT JSON_VALUE_ANY(..), SUM(cnt)` is EXPR$0, EXPR$1)
+    ("SELECT count(*) FROM t", ["count_star()"], ["EXPR$0"]),
+    ("SELECT page, sum(added), 1, added AS a, t.user FROM t", ["page", "sum(added)", "1", "a", "user"],
+     ["page", "EXPR$1", "EXPR$2", "a", "user"]),
+    # a star stands for as many columns as the result has beyond the other items
+    ("SELECT *, count(*) OVER () FROM t", ["__time", "page", "count_star() OVER ()"], ["__time", "page", "EXPR$2"]),
+    ("SELECT upper(page), * FROM t", ["upper(page)", "__time", "page"], ["EXPR$0", "__time", "page"]),
+    # a UNION is named by its first SELECT
+    ("SELECT 1 UNION ALL SELECT 2 AS two", ["1"], ["EXPR$0"]),
+    ("WITH q AS (SELECT 1 AS a) SELECT a + 1, a FROM q", ["(a + 1)", "a"], ["EXPR$0", "a"]),
+    # two stars: the items between them have no known position, and keep their names
+    ("SELECT 1, *, 2, *, 3 FROM t", ["1", "x", "2", "x", "3"], ["EXPR$0", "x", "2", "x", "EXPR$4"]),
+    ("DESCRIBE t", ["column_name"], ["column_name"]),
+])
+def test_unaliased_expressions_are_named_as_druid_names_them(sql, duckdb_names, druid_names):
+    assert read_tree(tree(sql)).column_names(duckdb_names) == druid_names

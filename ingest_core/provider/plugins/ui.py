@@ -16,7 +16,7 @@ datasource name): `permissions`. Lists show only the datasources the user may re
        Refused for duplicates or skipped records: 409 with the number ("duplicates", "skipped")
   POST /ingest/api/v1/sql                           Druid's SQL API, read-only (`service.sql_api`: query,
        parameters, context, header, typesHeader, sqlTypesHeader, resultFormat) over the datasources the user may
-       read (`store.sql`), within the server's `SqlLimits`, in a worker process of its own (`service.sql_worker`)
+       read (`query.engine`), within the server's `SqlLimits`, in a worker process of its own (`service.sql_worker`)
        killed at its time limit and when its client goes away
   DELETE /ingest/api/v1/sql/{sqlQueryId}            Druid's cancel: 202, or 404 (no such query of this user's)
   GET  /ingest/ui/datasources, /ingest/ui/datasources/{id}, /ingest/ui/datasources/{id}/query   the pages
@@ -52,13 +52,14 @@ from ingest_core.provider.plugins.charts import history_charts, lag_sparkline, s
 from ingest_core.provider.plugins.permissions import REFUSED, readable, requires_datasource
 from ingest_core.provider.plugins.request_body import json_body, read_body
 from ingest_core.service.run_history import RunPoint, collect_run_history
-from ingest_core.service.sql_api import CONTENT_TYPES, SqlApiError, SqlRequest, invalid, write_result
+from ingest_core.service.sql_api import SqlApiError, SqlRequest, invalid
 from ingest_core.service.sql_forkserver import ForkServer, ForkServerError
 from ingest_core.service.sql_worker import SqlJob, SqlWorker, WorkerResult
 from ingest_core.service.status import StatusReport, collect_status, collect_statuses, specs_in
 from ingest_core.store.metadata import MetadataStore
-from ingest_core.store.sql import (CANCELLED, CLIENT_GONE, DatasourceNotReadable, QueryCancel, SqlCancelledError,
-                                   SqlError, SqlLimits, SqlTimeLimitError)
+from ingest_core.query.errors import DatasourceNotReadable, SqlCancelledError, SqlError, SqlTimeLimitError
+from ingest_core.query.limits import CANCELLED, CLIENT_GONE, QueryCancel, SqlLimits
+from ingest_core.query.results import CONTENT_TYPES, write_result
 from ingest_core.supervisor.actions import DatasourceActions, druid_json_object, druid_offset_requests
 from ingest_core.supervisor.planning import spec_for
 
@@ -332,7 +333,7 @@ def _api_error(exc: SqlError) -> SqlApiError:
 
 @app.post("/api/v1/sql")
 async def sql_query(request: Request, user: GetUserDep) -> Response:
-    """Druid's SQL API, read-only (`service.sql_api`, `store.sql`), each query in a worker process of its own
+    """Druid's SQL API, read-only (`service.sql_api`, `query.engine`), each query in a worker process of its own
     (`service.sql_worker`). Only the datasources the user may read can be named (the rest are 403) or are listed;
     errors are Druid's error JSON, one line each."""
     limits = SqlLimits.from_env()
@@ -342,7 +343,7 @@ async def sql_query(request: Request, user: GetUserDep) -> Response:
         sql = await _sql_request(request, limits)
         query_id, cancel = sql.query_id, QueryCancel()
         job = SqlJob(Settings.from_env().metadata_url, _dags_folder(), sql.query,
-                     functools.partial(write_result, request=sql), sql.parameters, sql.time_zone, sql.timeout_s,
+                     functools.partial(write_result, fmt=sql.output), sql.parameters, sql.time_zone, sql.timeout_s,
                      limits.max_rows, limits, asks=True)
 
         def run() -> WorkerResult:  # in a worker thread: the store's and the worker's calls block

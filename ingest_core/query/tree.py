@@ -1,6 +1,7 @@
 """What a query reads, from DuckDB's own parse tree (`json_serialize_sql`): the tables it names, with SQL's CTE
 scoping; the functions it calls; the catalog listings it asks for (SHOW TABLES, INFORMATION_SCHEMA), rewritten to
-the tables `store.sql` builds for them. Pure: a dict in, a `QueryTree` out.
+the tables `query.engine` builds for them; and what its result's columns are (`column_names`: Druid's names).
+Pure: a dict in, a `QueryTree` out.
 
 Scoping as SQL has it: a CTE hides a table of its name in its WITH's query, in the CTEs after it and in their
 subqueries; not in its own body (unless RECURSIVE), not outside the WITH. So
@@ -11,10 +12,10 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 DRUID_SCHEMA = "druid"  # Druid's schema of datasources: `druid.wikipedia`, `"druid"."wikipedia"`
-# Druid's INFORMATION_SCHEMA tables (served from the datasources the caller may read), as `store.sql` registers them
+# Druid's INFORMATION_SCHEMA tables (served from the datasources the caller may read), as `query.engine` registers them
 CATALOG_TABLES = {"schemata": "__ingest_information_schema_schemata", "tables": "__ingest_information_schema_tables",
                   "columns": "__ingest_information_schema_columns"}
 SHOW_TABLES = "__ingest_show_tables"
@@ -28,6 +29,9 @@ REFUSED_FUNCTIONS = frozenset({"current_setting", "getenv", "getvariable", "pg_g
 REFUSED_PREFIXES = ("duckdb_", "pragma_")
 
 
+STAR, NAMED, EXPRESSION = "STAR", "NAMED", "EXPRESSION"  # a select item (`QueryTree.select`)
+
+
 class TreeError(ValueError):
     """A query outside what runs here (a SHOW of a setting, a refused function): the message says which."""
 
@@ -39,6 +43,27 @@ class QueryTree:
     functions: set[str] = field(default_factory=set)
     catalog: set[str] = field(default_factory=set)  # CATALOG_TABLES keys and "show_tables": listings asked for
     rewritten: bool = False  # the tree changed (a listing): run its SQL (`json_deserialize_sql`), not the text
+    select: tuple[str, ...] = ()  # the outer SELECT's items: STAR, NAMED (a column or an alias) or EXPRESSION
+
+    def column_names(self, names: Sequence[str]) -> list[str]:
+        """The result's column names (DuckDB's `names`) as Druid gives them: Calcite names an item with no alias
+        that is not a column `EXPR$` and its position in the result. A star stands for as many columns as the
+        result has beyond the other items; with two stars, the items between them keep DuckDB's names."""
+        out = list(names)
+        stars = self.select.count(STAR)
+        if stars == 0 and len(self.select) != len(out):
+            return out  # not the outer SELECT's columns (DESCRIBE, PIVOT)
+        first = self.select.index(STAR) if stars else len(self.select)
+        last = len(self.select) - 1 - self.select[::-1].index(STAR) if stars else -1
+        for i, item in enumerate(self.select):
+            if item != EXPRESSION:
+                continue
+            if i < first:
+                out[i] = f"EXPR${i}"
+            elif i > last:
+                position = len(out) - (len(self.select) - i)
+                out[position] = f"EXPR${position}"
+        return out
 
     def datasource_names(self) -> list[str]:
         """Each table named, as a datasource name: `druid.x` is `x`; any other schema stays in the name (and is
@@ -60,7 +85,20 @@ def read_tree(tree: dict) -> QueryTree:
     """`tree`: `json_serialize_sql`'s output for one SELECT; rewritten in place where it lists the catalog."""
     result = QueryTree()
     _walk(tree, frozenset(), result)
+    result.select = _select_items(tree)
     return result
+
+
+def _select_items(tree: dict) -> tuple[str, ...]:
+    """What each item of the outer SELECT (a UNION's first) is; () for any other statement."""
+    statements = tree.get("statements") or [{}]
+    node = statements[0].get("node") or {}
+    while node.get("type") == "SET_OPERATION_NODE":
+        node = node.get("left") or (node.get("children") or [{}])[0]
+    if node.get("type") != "SELECT_NODE":
+        return ()
+    return tuple(STAR if item.get("class") == "STAR" else NAMED if item.get("alias") or item.get("class") ==
+                 "COLUMN_REF" else EXPRESSION for item in node.get("select_list", []))
 
 
 def _walk(node: Any, ctes: frozenset[str], out: QueryTree) -> None:

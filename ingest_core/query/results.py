@@ -1,6 +1,10 @@
-"""`ingest query`: a SQL result (`store.sql`) as an aligned table, JSON or CSV; and the values of a result as
-JSON values, as Druid writes them (`table_rows`, `json_value`, `json_object`), which the SQL API's result
-formats (`service.sql_api`) write too.
+"""A SQL result (`query.engine`) written in one of Druid's result formats, for the SQL API and `ingest query` alike:
+
+    body = write_result(table, ResultFormat("objectLines", header=True, types_header=True))
+
+Druid's formats (`resultFormat`): object, array, objectLines, arrayLines, csv, with the header rows Druid writes
+(`header`, `typesHeader`, `sqlTypesHeader`); and `table`, `ingest query`'s aligned text for a terminal. Every
+format writes the same values, JSON values as Druid writes them (`table_rows`, `json_value`, `json_object`).
 
 Values JSON has no room for are written as Druid's Jackson writes them: a double that is NaN or infinite as the
 strings "NaN", "Infinity", "-Infinity" (a bare NaN is no JSON); a timestamp or date beyond Python's years 1 to
@@ -20,10 +24,100 @@ from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from dataclasses import dataclass
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest_core.core.periods import format_datetime
+
+FORMATS = ("object", "array", "objectLines", "arrayLines", "csv")  # Druid's resultFormat values
+TABLE = "table"  # `ingest query`'s own: columns aligned for a terminal, and the row count
+CONTENT_TYPES = {"object": "application/json", "array": "application/json", "objectLines": "text/plain",
+                 "arrayLines": "text/plain", "csv": "text/csv"}
+
+
+@dataclass(frozen=True)
+class ResultFormat:
+    """How a result is written: Druid's `resultFormat` and header flags, and the `sqlTimeZone` its timestamps are
+    written in. `types_header` and `sql_types_header` add rows (or fields of the object header) only with
+    `header`, as Druid's do."""
+
+    name: str = "object"
+    header: bool = False
+    types_header: bool = False
+    sql_types_header: bool = False
+    time_zone: str = "UTC"
+
+    def __post_init__(self) -> None:
+        if self.name not in (*FORMATS, TABLE):
+            raise ValueError(f"no result format {self.name!r}: one of {', '.join(FORMATS)}, {TABLE}")
+
+
+def write_result(table: pa.Table, fmt: ResultFormat) -> str:
+    """The body, in `fmt`, with the header rows it asks for. The line formats and csv end with an empty line, as
+    Druid's do: a response without it was cut short."""
+    if fmt.name == TABLE:
+        return _aligned(table, fmt.time_zone)
+    names = table.column_names
+    types = [druid_types(f.type) for f in table.schema]
+    rows = table_rows(table, fmt.time_zone)
+    headers: list[list] = []
+    if fmt.header:
+        headers.append(list(names))
+        if fmt.types_header:
+            headers.append([t[0] for t in types])
+        if fmt.sql_types_header:
+            headers.append([t[1] for t in types])
+    if fmt.name == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        for line in [*headers, *rows]:
+            writer.writerow([_text(v) for v in line])
+        return out.getvalue() + "\n"
+    if fmt.name in ("object", "objectLines"):  # each field written, a name given twice too (as Druid's writer does)
+        header = [_object_header(types, fmt)] if fmt.header else []
+        lines = [json_object(names, r) for r in header + rows]
+    else:
+        lines = [json.dumps(r, allow_nan=False) for r in headers + rows]
+    if fmt.name in ("object", "array"):
+        return "[" + ", ".join(lines) + "]"
+    return "".join(line + "\n" for line in lines) + "\n"
+
+
+def _object_header(types: list[tuple[str, str]], fmt: ResultFormat) -> list:
+    """Druid's header object's values: each column null, or its {"type", "sqlType"} as asked."""
+    def one(runtime: str, sql: str) -> dict | None:
+        described = {**({"type": runtime} if fmt.types_header else {}),
+                     **({"sqlType": sql} if fmt.sql_types_header else {})}
+        return described or None
+
+    return [one(*t) for t in types]
+
+
+def druid_types(t: pa.DataType) -> tuple[str, str]:
+    """An Arrow result column's type as Druid's typesHeader (runtime type) and sqlTypesHeader (SQL type)."""
+    if pa.types.is_timestamp(t):
+        return "LONG", "TIMESTAMP"
+    if pa.types.is_date(t):
+        return "LONG", "DATE"
+    if pa.types.is_boolean(t):
+        return "LONG", "BOOLEAN"
+    if pa.types.is_integer(t):
+        return "LONG", "BIGINT" if t.bit_width == 64 else "INTEGER"
+    if pa.types.is_decimal(t):
+        return ("LONG", "BIGINT") if t.scale == 0 else ("DOUBLE", "DECIMAL")
+    if pa.types.is_float32(t):
+        return "FLOAT", "FLOAT"
+    if pa.types.is_floating(t):
+        return "DOUBLE", "DOUBLE"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t):
+        return "STRING", "VARCHAR"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return f"ARRAY<{druid_types(t.value_type)[0]}>", "ARRAY"
+    if pa.types.is_struct(t) or pa.types.is_map(t):
+        return "COMPLEX<json>", "OTHER"
+    return "COMPLEX", "OTHER"
 
 
 def json_value(value: Any, zone: str = "UTC") -> Any:
@@ -169,22 +263,7 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def format_json(table: pa.Table, zone: str = "UTC") -> str:
-    """A JSON array of one object a row, a row a line; a column name given twice is written twice."""
-    rows = [json_object(table.column_names, row) for row in table_rows(table, zone)]
-    return "[" + ",".join(f"\n  {row}" for row in rows) + ("\n" if rows else "") + "]\n"
-
-
-def format_csv(table: pa.Table, zone: str = "UTC") -> str:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(table.column_names)
-    for row in table_rows(table, zone):
-        writer.writerow([_text(v) for v in row])
-    return out.getvalue()
-
-
-def format_table(table: pa.Table, zone: str = "UTC") -> str:
+def _aligned(table: pa.Table, zone: str) -> str:
     """Columns padded to their widest value, a rule under the header, and the row count; timestamps in `zone`."""
     header = table.column_names
     cells = [[_text(v) for v in row] for row in table_rows(table, zone)]
