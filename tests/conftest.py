@@ -36,7 +36,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedPostgres
 from ingest_core.store.database import Database
 from ingest_core.store.metadata import MetadataStore
-from ingest_core.store.schema import meta, schema_version
+from ingest_core.store.migrations.revisions import VERSION_TABLE
+from ingest_core.store.schema import meta
 
 _private_postgres: EmbeddedPostgres | None = None
 
@@ -344,8 +345,8 @@ def _fresh_postgres(url: str) -> MetadataStore:
     store = MetadataStore(url)
     with store.engine.begin() as conn:
         meta.drop_all(conn)
-        schema_version.drop(conn, checkfirst=True)
-        for table in ("iceberg_tables", "iceberg_namespace_properties"):  # pyiceberg's catalog (store.iceberg)
+        # Alembic's version table; pyiceberg's catalog (store.iceberg)
+        for table in (VERSION_TABLE, "iceberg_tables", "iceberg_namespace_properties"):
             conn.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
     store.upgrade()
     return store

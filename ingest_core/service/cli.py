@@ -5,7 +5,7 @@
                                      fields are errors, not warnings)
   ingest convert SPEC                print the spec in today's form: Druid's deprecated dataSchema.parser
                                      rewritten as ioConfig.inputFormat, timestampSpec and dimensionsSpec
-  ingest db upgrade                  create or upgrade the metadata store schema
+  ingest db upgrade                  create or upgrade the metadata store schema (Alembic revisions)
   ingest db clean [DATASOURCE...]    delete runs, task reports and audit rows past a retention (--days 30,
                                      --keep-runs 100, --dry-run); never offsets, published ranges or segments
   ingest plan SPEC --run-id ID       plan (or show the persisted plan of) one run
@@ -192,12 +192,14 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
     store = _store(args)
-    before = store.current_schema_version()
+    before = store.current_revision()
     applied = store.upgrade()
-    if applied:
-        print(f"{store.safe_url}: schema upgraded from version {before} to {applied[-1]}")
+    if not applied:
+        print(f"{store.safe_url}: schema is up to date (revision {before})")
+    elif before is None:
+        print(f"{store.safe_url}: schema created at revision {applied[-1]} ({len(applied)} revisions)")
     else:
-        print(f"{store.safe_url}: schema is up to date (version {before})")
+        print(f"{store.safe_url}: schema upgraded from revision {before} to {applied[-1]} ({', '.join(applied)})")
     return 0
 
 

@@ -1,8 +1,8 @@
-"""One metadata database: its engine, its transactions, its schema check and the planning lock.
+"""One metadata database: its engine, its transactions, its schema check and upgrade, and the planning lock.
 
 The repositories (`datasources`, `runs`, ...) run their statements through it: inside the caller's
 transaction when given one (`conn=`), else in one of their own (`within`). Every transaction but the schema
-upgrade's first checks that the schema is the one this release needs.
+upgrade's first checks that the store is at the schema revision this release needs (`migrations.revisions`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ingest_core.core.errors import MetadataStoreError, MetadataStoreUnavailableError
-from ingest_core.store import schema
+from ingest_core.store.migrations import revisions
 from ingest_core.store.engines import make_engine
 
 
@@ -46,36 +46,42 @@ class Database:
 
     # ------------------------------------------------------------------------------------------ schema
 
-    def current_schema_version(self) -> int:
+    def current_revision(self) -> str | None:
+        """The schema revision the store is at (None: an empty database)."""
         try:
             with self.engine.connect() as conn:
-                return schema.installed_version(conn)
+                return revisions.installed(conn)
         except sa.exc.OperationalError as exc:
             raise MetadataStoreUnavailableError(f"metadata store {self.safe_url} is unreachable: {exc.orig}",
                                                 endpoint=self.safe_url) from None
 
-    def upgrade(self) -> list[int]:
-        """Create or upgrade the schema to SCHEMA_VERSION. Returns the versions applied."""
-        with self.transaction() as conn:
-            applied = schema.migrate(conn)
+    def upgrade(self) -> list[str]:
+        """Create or upgrade the schema to the newest revision, in one transaction. Returns the revisions applied."""
+        try:
+            with self.transaction() as conn:
+                applied = revisions.upgrade(conn)
+        except revisions.UnknownRevision as exc:
+            raise self._unknown(exc.found) from None
         self._schema_checked = True
         return applied
 
     def check_schema(self) -> None:
         if self._schema_checked:
             return
-        found = self.current_schema_version()
-        if found < schema.SCHEMA_VERSION:
+        found = self.current_revision()
+        if found != revisions.head():
+            if found is not None and not revisions.is_known(found):
+                raise self._unknown(found)
             raise MetadataStoreError(
-                f"metadata store {self.safe_url} has schema version {found}, this release needs "
-                f"{schema.SCHEMA_VERSION}: run `ingest db upgrade`"
-            )
-        if found > schema.SCHEMA_VERSION:
-            raise MetadataStoreError(
-                f"metadata store {self.safe_url} has schema version {found}, newer than this release "
-                f"({schema.SCHEMA_VERSION}): upgrade this installation"
-            )
+                f"metadata store {self.safe_url} has schema revision {found or 'none (empty)'}, this release needs "
+                f"{revisions.head()}: run `ingest db upgrade`")
         self._schema_checked = True
+
+    def _unknown(self, found: str) -> MetadataStoreError:
+        return MetadataStoreError(
+            f"metadata store {self.safe_url} is at schema revision {found}, which this release does not know (its "
+            f"newest is {revisions.head()}): a newer release upgraded it; run that release or a later one; "
+            f"nothing was changed")
 
     # ------------------------------------------------------------------------------------------ transactions
 

@@ -1,30 +1,28 @@
-"""The metadata store's schema: its tables, their version and the migrations that create or upgrade them.
+"""The metadata store's tables (the models): what the code reads and writes.
 
-SQLAlchemy Core on PostgreSQL (production) or SQLite (embedded default). `migrate` runs inside
-`Database.upgrade()` (`ingest db upgrade`); every other use of the store refuses a missing or older schema.
-Everything stored is UTC (`utcnow`; `as_utc` for SQLite, which returns naive date-times).
+SQLAlchemy Core on PostgreSQL (production) or SQLite (embedded default). The migrations that create and upgrade
+them are Alembic revisions (`migrations/`), run by `Database.upgrade()` (`ingest db upgrade`); every other use of
+the store refuses a missing, older or unknown revision. A change here comes with a revision that makes it: a test
+upgrades an empty database and compares it with these tables. Everything stored is UTC (`utcnow`; `as_utc` for
+SQLite, which returns naive date-times).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine import Connection
 
-from ingest_core.core.offsets import PublishedRange, find_overlap
-from ingest_core.core.planner import Plan
-from ingest_core.core.states import DetailedState, RunStatus, State
-
-SCHEMA_VERSION = 8
+from ingest_core.core.states import DetailedState, State
 
 Json = sa.JSON().with_variant(JSONB(), "postgresql")
 Timestamp = sa.DateTime(timezone=True)
 
 meta = sa.MetaData()
 
+# The hand-rolled version of the releases before Alembic (`migrations/legacy_marker.py`): read once to stamp an old
+# store, and still written, so those releases refuse a newer store.
 schema_version = sa.Table(
     "ingest_schema_version", meta,
     sa.Column("id", sa.Integer, primary_key=True),
@@ -197,121 +195,3 @@ def as_utc(value: datetime | None) -> datetime | None:
     if value is None:
         return None
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
-
-
-def _create_schema_v1(conn: Connection) -> None:
-    meta.create_all(conn, checkfirst=True)
-
-
-def _add_published_ranges(conn: Connection) -> None:
-    """v2: the claimed offset ranges. Backfills published before claims existed claim their ranges here (whole,
-    as they publish; of two that overlap, the first published keeps its claim). The main line's claims start with
-    its next publish: its history may hold operator rewinds, which released what it had published."""
-    published_ranges.create(conn, checkfirst=True)
-    claims: dict[str, list[PublishedRange]] = {}
-    for datasource, run_id, plan_json in conn.execute(sa.select(runs.c.datasource, runs.c.run_id, runs.c.plan)
-                                                      .where(runs.c.status == RunStatus.PUBLISHED.value)
-                                                      .order_by(runs.c.published_at)):
-        plan = Plan.from_json(plan_json)
-        ranges = [p.range for p in plan.partitions if p.size]
-        mine = claims.setdefault(datasource, [])
-        if plan.is_backfill and find_overlap(ranges, mine) is None:
-            mine.extend(PublishedRange(r.tp, r.start, r.end, run_id, True) for r in ranges)
-    rows = [{"datasource": ds, "topic": c.tp.topic, "partition": c.tp.partition, "start_offset": c.start,
-             "end_offset": c.end, "run_id": c.run_id, "backfill": True, "updated_at": utcnow()}
-            for ds, mine in claims.items() for c in mine]
-    if rows:
-        conn.execute(published_ranges.insert(), rows)
-
-
-def _add_run_deadlines(conn: Connection) -> None:
-    """v3: runs record when their jobs started, their deadline and when they expired. (v1's step creates today's
-    tables, so a store created at this release has the columns already.)"""
-    _add_columns(conn, runs.c.running_since, runs.c.deadline_at, runs.c.expired_at)
-
-
-def _add_columns(conn: Connection, *columns: sa.Column) -> None:
-    """Add the columns a table of an older schema does not have yet (nullable ones: rows of before hold NULL)."""
-    for column in columns:
-        table = column.table.name
-        if column.name not in {c["name"] for c in sa.inspect(conn).get_columns(table)}:
-            conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {column.name} "
-                                 f"{column.type.compile(dialect=conn.dialect)}"))
-
-
-def _add_dead_letter_files(conn: Connection) -> None:
-    """v4: the dead-letter files of published runs (none before: dead letters start with this release)."""
-    dead_letter_files.create(conn, checkfirst=True)
-
-
-def _add_offset_topic_ids(conn: Connection) -> None:
-    """v5: committed offsets record their topic's Kafka topic id. Rows of before stay NULL (readable, not
-    checked) until the next publish of their partition records it."""
-    _add_columns(conn, offsets.c.topic_id)
-
-
-def _add_used_status_last_updated(conn: Connection) -> None:
-    """v6: when each segment's `used` last changed (compaction marks what it replaced unused; kill waits)."""
-    _add_columns(conn, segments.c.used_status_last_updated)
-
-
-def _states_in_the_table(conn: Connection) -> None:
-    """v7: SUSPENDED and TERMINATED are stored states (they were flags beside the state), and an expired run is
-    EXPIRED (it was FAILED with `expired_at`). The flags stay, kept in step with the state."""
-    conn.execute(datasources.update().where(datasources.c.terminated == sa.true()).values(
-        state=State.TERMINATED.value, detailed_state=DetailedState.TERMINATED.value))
-    conn.execute(datasources.update().where((datasources.c.suspended == sa.true())
-                                            & (datasources.c.terminated == sa.false())).values(
-        state=State.SUSPENDED.value, detailed_state=DetailedState.SUSPENDED.value))
-    conn.execute(runs.update().where(runs.c.expired_at.is_not(None) & (runs.c.status == RunStatus.FAILED.value))
-                 .values(status=RunStatus.EXPIRED.value))
-
-
-def _add_published_figures(conn: Connection) -> None:
-    """v8: each run's published figures, recorded at publish. Runs published before take them from what is
-    recorded now: their segment records (used or not) and their published groups' records; a segment kill
-    already removed is not counted (nothing recorded it)."""
-    _add_columns(conn, runs.c.published_records, runs.c.published_rows, runs.c.published_segments,
-                 runs.c.published_bytes)
-    same_run = (segments.c.datasource == runs.c.datasource) & (segments.c.run_id == runs.c.run_id)
-    published_groups = ((task_groups.c.datasource == runs.c.datasource) & (task_groups.c.run_id == runs.c.run_id)
-                        & (task_groups.c.status == "PUBLISHED"))
-    conn.execute(runs.update().where((runs.c.status == RunStatus.PUBLISHED.value)
-                                     & runs.c.published_rows.is_(None)).values(
-        published_records=sa.select(sa.func.coalesce(sa.func.sum(task_groups.c.records), 0))
-        .where(published_groups).scalar_subquery(),
-        published_rows=sa.select(sa.func.coalesce(sa.func.sum(segments.c.num_rows), 0)).where(same_run)
-        .scalar_subquery(),
-        published_segments=sa.select(sa.func.count()).where(same_run).scalar_subquery(),
-        published_bytes=sa.select(sa.func.coalesce(sa.func.sum(segments.c.size_bytes), 0)).where(same_run)
-        .scalar_subquery()))
-
-
-# Ordered schema steps; a new release appends (version, step). Each runs once (`migrate`).
-MIGRATIONS: list[tuple[int, Any]] = [(1, _create_schema_v1), (2, _add_published_ranges), (3, _add_run_deadlines),
-                                     (4, _add_dead_letter_files), (5, _add_offset_topic_ids),
-                                     (6, _add_used_status_last_updated), (7, _states_in_the_table),
-                                     (8, _add_published_figures)]
-
-
-def installed_version(conn: Connection) -> int:
-    """The schema version of the store behind `conn` (0: none yet)."""
-    if not sa.inspect(conn).has_table(schema_version.name):
-        return 0
-    return int(conn.execute(sa.select(sa.func.max(schema_version.c.version))).scalar() or 0)
-
-
-def migrate(conn: Connection) -> list[int]:
-    """Create or upgrade the schema to SCHEMA_VERSION inside the caller's transaction. Returns the versions
-    applied."""
-    if conn.dialect.name == "postgresql":
-        conn.execute(sa.text("SELECT pg_advisory_xact_lock(74201)"))  # one upgrader at a time
-    schema_version.create(conn, checkfirst=True)
-    current = installed_version(conn)
-    applied = []
-    for version, step in MIGRATIONS:
-        if version > current:
-            step(conn)
-            conn.execute(schema_version.insert().values(id=version, version=version, upgraded_at=utcnow()))
-            applied.append(version)
-    return applied

@@ -1,0 +1,296 @@
+"""The metadata store's schema under Alembic: a store of every past hand-rolled version upgrades with its rows, the
+migrations build exactly the models, and a store of a newer release is refused without a change."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+import sqlalchemy as sa
+
+from ingest_core.core.errors import MetadataStoreError
+from ingest_core.core.planner import Plan
+from ingest_core.service import cli
+from ingest_core.store.engines import make_engine
+from ingest_core.store.metadata import MetadataStore
+from ingest_core.store.migrations import revisions
+from ingest_core.store.records import PublishedFigures
+from ingest_core.store.schema import meta
+
+T0 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
+VERSION_TABLE = "ingest_alembic_version"  # the store's own: Airflow's `alembic_version` may share the database
+LEGACY_TABLE = "ingest_schema_version"  # the hand-rolled marker of releases before Alembic
+HEAD = "0008"
+
+# What each hand-rolled version added (the MIGRATIONS list of the releases before Alembic). Release N's code created
+# a new store with its own tables, so a store of version N holds the tables of version 8 without what came after
+# N. (No revision after 0008 has changed the tables yet: one that does takes its part out here.)
+ADDED = {2: ["ingest_published_ranges"], 3: ["ingest_runs.running_since", "ingest_runs.deadline_at",
+                                             "ingest_runs.expired_at"],
+         4: ["ingest_dead_letter_files"], 5: ["ingest_offsets.topic_id"], 6: ["ingest_segments.used_status_last_updated"],
+         7: [], 8: ["ingest_runs.published_records", "ingest_runs.published_rows", "ingest_runs.published_segments",
+                    "ingest_runs.published_bytes"]}
+FIGURES = {"published_records": 20, "published_rows": 12, "published_segments": 2, "published_bytes": 1200}
+
+
+def wipe(conn: sa.Connection) -> None:
+    meta.drop_all(conn)
+    conn.execute(sa.text(f"DROP TABLE IF EXISTS {VERSION_TABLE}"))
+
+
+def legacy_rows(version: int) -> dict[str, list[dict]]:
+    """Rows of every table as release `version` wrote them (the flags and FAILED+expired_at before 7, no published
+    figures before 8), non-ASCII text and JSON among them."""
+    states = version >= 7
+    at = {"created_at": T0, "updated_at": T0}
+
+    def run(run_id, seq, status, records, **more):
+        return {"datasource": "wiki", "run_id": run_id, "seq": seq, "status": status, "records": records,
+                "plan": Plan("wiki", run_id, T0, (), "modulo").to_json(), **at, **more}
+
+    return {
+        "ingest_datasources": [
+            {"name": "wiki", "state": "SUSPENDED" if states else "RUNNING", "spec_version": 1, "commit_version": 3,
+             "detailed_state": "SUSPENDED" if states else "RUNNING", "suspended": True, "terminated": False, **at},
+            {"name": "gone", "state": "TERMINATED" if states else "IDLE", "spec_version": 0, "commit_version": 0,
+             "detailed_state": "TERMINATED" if states else "IDLE", "suspended": True, "terminated": True, **at},
+            {"name": "live", "state": "RUNNING", "detailed_state": "RUNNING", "spec_version": 0, "commit_version": 1,
+             "suspended": False, "terminated": False, **at}],
+        "ingest_specs": [{"datasource": "wiki", "version": 1, "fingerprint": "f" * 64, "created_at": T0,
+                          "spec": {"type": "kafka", "dataSource": "wiki", "note": "Zürich ✓"}, "source": "type: kafka"}],
+        "ingest_offsets": [{"datasource": "wiki", "topic": "edits", "partition": 0, "offset": 40, "run_id": "done",
+                            "updated_at": T0}],
+        "ingest_runs": [
+            run("old", 1, "RUNNING", 0),
+            run("done", 2, "PUBLISHED", 30, published_at=T0, **(FIGURES if version >= 8 else {})),
+            run("lapsed", 3, "EXPIRED" if states else "FAILED", 5, error="past its deadline", deadline_at=T0,
+                expired_at=T0)],
+        "ingest_task_groups": [{"datasource": "wiki", "run_id": "done", "group_id": g, "status": status,
+                                "records": records, "updated_at": T0}
+                               for g, status, records in ((0, "PUBLISHED", 20), (1, "FAILED", 10))],
+        "ingest_segments": [
+            {"id": f"seg{i}", "datasource": "wiki", "interval_start": T0, "interval_end": T0, "version": "v",
+             "partition_num": i, "location": f"file:///s{i}", "num_rows": rows, "size_bytes": 100 * rows,
+             "used": i == 0, "run_id": "done", "group_id": 0, "start_offsets": {"edits:0": 10},
+             "end_offsets": {"edits:0": 40}, "created_at": T0, "payload": {"columns": ["ts", "a"]}}
+            for i, rows in ((0, 7), (1, 5))],
+        "ingest_task_reports": [{"datasource": "wiki", "run_id": "done", "group_id": 0, "replica": 1,
+                                 "report": {"state": "SUCCESS"}, "created_at": T0}],
+        "ingest_audit_log": [{"datasource": "wiki", "action": "suspend", "actor": "ops", "details": {"why": "ü"},
+                              "created_at": T0}],
+        "ingest_published_ranges": [{"datasource": "wiki", "topic": "edits", "partition": 0, "start_offset": 10,
+                                     "end_offset": 40, "run_id": "done", "backfill": False, "updated_at": T0}],
+        "ingest_dead_letter_files": [{"datasource": "wiki", "location": "file:///dl/0.parquet", "run_id": "done",
+                                      "group_id": 0, "replica": 1, "records": 2, "size_bytes": 512, "publish_seq": 1,
+                                      "created_at": T0}],
+    }
+
+
+def make_legacy_store(url: str, version: int) -> None:
+    """A store as the code of hand-rolled version `version` left it: its tables, its markers 1..version, its rows."""
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        wipe(conn)
+        meta.create_all(conn)
+        for later in range(version + 1, 9):
+            for name in ADDED[later]:
+                table, _, column = name.partition(".")
+                conn.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN {column}" if column else f"DROP TABLE {table}"))
+        conn.execute(sa.text(f"INSERT INTO {LEGACY_TABLE} (id, version, upgraded_at) VALUES (:v, :v, :t)"),
+                     [{"v": v, "t": T0} for v in range(1, version + 1)])
+        inspector = sa.inspect(conn)
+        for name, rows in legacy_rows(version).items():
+            if inspector.has_table(name):
+                present = {c["name"] for c in inspector.get_columns(name)}
+                for row in rows:  # one by one: an executemany takes its columns from the first row
+                    conn.execute(meta.tables[name].insert().values({k: v for k, v in row.items() if k in present}))
+    engine.dispose()
+
+
+def rows_in(url: str, columns: dict[str, list[str]]) -> dict[str, list[tuple]]:
+    """The rows of each table, in these columns, in primary-key order."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            found = {}
+            for name, names in columns.items():
+                table = meta.tables[name]
+                found[name] = [tuple(r) for r in conn.execute(
+                    sa.select(*(table.c[n] for n in names)).order_by(*table.primary_key.columns))]
+            return found
+    finally:
+        engine.dispose()
+
+
+def legacy_columns(url: str) -> dict[str, list[str]]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            inspector = sa.inspect(conn)
+            return {name: [c["name"] for c in inspector.get_columns(name)] for name in meta.tables
+                    if inspector.has_table(name) and name != LEGACY_TABLE}
+    finally:
+        engine.dispose()
+
+
+def check_agrees_with_the_models(url: str) -> None:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            assert revisions.drift(conn) == []
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_url(request, tmp_path) -> str:
+    """An empty database, once on SQLite and once on PostgreSQL (the session's, emptied)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'm.db'}"
+    url = request.getfixturevalue("pg_url")
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        wipe(conn)
+    engine.dispose()
+    return url
+
+
+@pytest.mark.parametrize("version", range(1, 9))
+def test_a_store_of_every_hand_rolled_version_upgrades_with_its_rows(any_url, version, capsys):
+    make_legacy_store(any_url, version)
+    columns = legacy_columns(any_url)
+    before = rows_in(any_url, columns)
+    with MetadataStore(any_url) as store:
+        if version < 8:
+            with pytest.raises(MetadataStoreError, match=f"has schema revision {version:04d}, this release needs {HEAD}"):
+                store.check_schema()
+        else:
+            store.check_schema()  # version 8 is 0008: the store works before its first `ingest db upgrade`
+    assert cli.main(["db", "upgrade", "--metadata-url", any_url]) == 0
+    applied = [f"{v:04d}" for v in range(version + 1, 9)]
+    assert capsys.readouterr().out.strip().endswith(
+        f"schema upgraded from revision {version:04d} to {HEAD} ({', '.join(applied)})" if applied
+        else f"schema is up to date (revision {HEAD})")
+
+    # every row is there, changed only where a revision says so: 0007 moved the flags and expired runs into the states
+    expected = before
+    if version < 7:
+        state = columns["ingest_datasources"].index("state")
+        for i, row in enumerate(expected["ingest_datasources"]):
+            moved = {"gone": "TERMINATED", "wiki": "SUSPENDED"}.get(row[0])
+            if moved:
+                expected["ingest_datasources"][i] = row[:state] + (moved, moved) + row[state + 2:]
+        if version >= 3:  # expired_at came with 3
+            status = columns["ingest_runs"].index("status")
+            expected["ingest_runs"] = [r[:status] + ("EXPIRED",) + r[status + 1:] if r[1] == "lapsed" else r
+                                       for r in expected["ingest_runs"]]
+    assert rows_in(any_url, columns) == expected
+    store = MetadataStore(any_url)
+    assert store.runs.require("wiki", "done").published == PublishedFigures(20, 12, 2, 1200)  # 0008's, or kept
+    assert store.runs.require("wiki", "old").published is None
+
+    assert store.current_revision() == HEAD
+    store.check_schema()
+    check_agrees_with_the_models(any_url)
+    with store.session() as conn:  # releases before Alembic read the store as their version 8
+        assert sorted(conn.execute(sa.text(f"SELECT version FROM {LEGACY_TABLE}")).scalars()) == list(range(1, 9))
+        assert conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all() == [HEAD]
+    store.dispose()
+
+
+def test_a_store_made_on_a_branch_that_skipped_a_version_gets_the_missing_step(tmp_path):
+    """Markers 1-4 and 6 (a branch's 6 before 5 existed): the store is at 0004; 0005 adds the topic ids, 0006 finds
+    its column there."""
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    make_legacy_store(url, 6)
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"DELETE FROM {LEGACY_TABLE} WHERE version = 5"))
+        conn.execute(sa.text("ALTER TABLE ingest_offsets DROP COLUMN topic_id"))
+    engine.dispose()
+    store = MetadataStore(url)
+    assert store.current_revision() == "0004"
+    assert store.upgrade() == ["0005", "0006", "0007", "0008"]
+    check_agrees_with_the_models(url)
+    assert store.offsets.committed("wiki")  # read with the new column
+    store.dispose()
+
+
+def test_the_migrations_build_exactly_the_models(any_url):
+    """An empty database upgraded to the newest revision has the models' tables, columns, types, defaults,
+    indexes and constraints (Alembic's compare_metadata finds nothing to change)."""
+    store = MetadataStore(any_url)
+    assert store.current_revision() is None
+    assert store.upgrade() == [f"{v:04d}" for v in range(1, 9)] and store.upgrade() == []
+    store.dispose()
+    check_agrees_with_the_models(any_url)
+
+
+def test_a_model_the_migrations_do_not_make_is_found(any_url):
+    """The comparison sees a column, a table and an index that no revision made (so the test above can fail)."""
+    url = any_url
+    with MetadataStore(url) as store:
+        store.upgrade()
+    drifted = sa.MetaData()
+    for table in meta.tables.values():
+        table.to_metadata(drifted)
+    drifted.tables["ingest_runs"].append_column(sa.Column("priority", sa.Integer))
+    sa.Table("ingest_quotas", drifted, sa.Column("datasource", sa.String(200), primary_key=True))
+    sa.Index("ix_ingest_specs_fingerprint", drifted.tables["ingest_specs"].c.fingerprint)
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        found = revisions.drift(conn, drifted)
+    engine.dispose()
+    assert sorted(d[0] for d in found) == ["add_column", "add_index", "add_table"], found
+
+
+def snapshot(url: str) -> dict[str, object]:
+    """Every table of the database with its columns and all its rows, in order."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            inspector = sa.inspect(conn)
+            found = {}
+            for name in sorted(inspector.get_table_names()):
+                columns = [c["name"] for c in inspector.get_columns(name)]
+                rows = conn.execute(sa.text(f'SELECT * FROM "{name}"')).all()
+                found[name] = (columns, sorted(map(repr, rows)))
+            return found
+    finally:
+        engine.dispose()
+
+
+def one_line(capsys) -> str:
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+@pytest.mark.parametrize("marker", ["alembic", "legacy"])
+def test_a_store_of_a_newer_release_is_refused_by_name_and_left_alone(store_url, marker, capsys):
+    """A store a newer release upgraded: its revision (or, before Alembic, its version 9) is unknown here.
+    `ingest db upgrade` and every other command refuse it in one line naming both revisions; nothing changes."""
+    engine = make_engine(store_url)
+    with engine.begin() as conn:
+        if marker == "alembic":
+            conn.execute(sa.text(f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version_num VARCHAR(32) PRIMARY KEY)"))
+            conn.execute(sa.text(f"DELETE FROM {VERSION_TABLE}"))
+            conn.execute(sa.text(f"INSERT INTO {VERSION_TABLE} VALUES ('f00d0009')"))
+            found = "f00d0009"
+        else:
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {VERSION_TABLE}"))
+            conn.execute(sa.text(f"INSERT INTO {LEGACY_TABLE} (id, version, upgraded_at) VALUES (9, 9, :t)"),
+                         {"t": T0})
+            found = "0009"
+    engine.dispose()
+    before = snapshot(store_url)
+    assert cli.main(["db", "upgrade", "--metadata-url", store_url]) == 1
+    line = one_line(capsys)
+    assert f"schema revision {found}, which this release does not know" in line and "its newest is 0008" in line
+    assert "nothing was changed" in line
+    assert snapshot(store_url) == before
+    assert cli.main(["status", "--metadata-url", store_url, "--dags-folder", "/nowhere"]) == 1
+    assert one_line(capsys) == line
+    with MetadataStore(store_url) as store, pytest.raises(MetadataStoreError, match=f"revision {found}, which this"):
+        store.check_schema()
+    assert snapshot(store_url) == before
