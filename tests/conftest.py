@@ -36,7 +36,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedPostgres
 from ingest_core.store.database import Database
 from ingest_core.store.metadata import MetadataStore
-from ingest_core.store.migrations.revisions import VERSION_TABLE
+from ingest_core.store.migrations.history import VERSION_TABLE
 from ingest_core.store.schema import meta
 
 _private_postgres: EmbeddedPostgres | None = None

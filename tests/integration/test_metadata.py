@@ -16,7 +16,7 @@ from ingest_core.core.offsets import KnownOffset, TopicPartition
 from ingest_core.core.planner import Plan
 from ingest_core.core.states import RunStatus
 from ingest_core.store.metadata import MetadataStore
-from ingest_core.store.migrations.revisions import VERSION_TABLE, head
+from ingest_core.store.migrations.history import VERSION_TABLE, head
 from ingest_core.store.records import PublishedFigures
 
 DATA = Path(__file__).parents[1] / "data"

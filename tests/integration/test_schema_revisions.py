@@ -3,6 +3,8 @@ migrations build exactly the models, and a store of a newer release is refused w
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import datetime, timezone
 
 import pytest
@@ -294,3 +296,17 @@ def test_a_store_of_a_newer_release_is_refused_by_name_and_left_alone(store_url,
     with MetadataStore(store_url) as store, pytest.raises(MetadataStoreError, match=f"revision {found}, which this"):
         store.check_schema()
     assert snapshot(store_url) == before
+
+
+def test_the_shipped_revisions_are_alembics_and_reading_them_needs_no_alembic():
+    """`history` lists the revisions by file name, for the schema check of every process; Alembic, reading the
+    scripts, sees the same line of revisions and one head. Using the store imports no Alembic (0.2 s a process)."""
+    from ingest_core.store.migrations import history
+
+    line = [script.revision for script in revisions.scripts().walk_revisions()][::-1]
+    assert tuple(line) == history.shipped() and line[0] == "0001" and history.head() == HEAD
+    assert revisions.scripts().get_heads() == [HEAD]
+    check = ("import sys, ingest_core.store.metadata, ingest_core.service.cli; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))")
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr

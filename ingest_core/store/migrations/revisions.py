@@ -1,10 +1,9 @@
-"""The metadata store's schema revisions (Alembic): which one a store is at, the upgrade to the newest, and how the
-migrations compare with the models (`schema.meta`).
+"""The metadata store's schema revisions under Alembic: the upgrade to the newest, and how the migrations compare
+with the models (`schema.meta`). Which revision a store is at is `history`'s (no Alembic needed for that).
 
-Configured here in code (no alembic.ini): the scripts are `versions/`, Alembic's environment is `env.py`. The
-store's version table is `ingest_alembic_version`, never Airflow's `alembic_version`, so the store may live in
-Airflow's database. A store of a release before Alembic (`legacy_marker`) is stamped at the revision of its
-hand-rolled version before its first upgrade.
+Configured here in code (no alembic.ini): the scripts are `versions/`, Alembic's environment is `env.py`, the
+version table is `history.VERSION_TABLE`. A store of a release before Alembic (`legacy_marker`) is stamped at the
+revision of its hand-rolled version before its first upgrade.
 """
 
 from __future__ import annotations
@@ -19,23 +18,14 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
 from ingest_core.store import schema
 from ingest_core.store.migrations import legacy_marker
+from ingest_core.store.migrations.history import VERSION_TABLE, UnknownRevision, head, installed, is_known
 
-VERSION_TABLE = "ingest_alembic_version"
 HERE = Path(__file__).parent
 _UPGRADE_LOCK = 74201  # PostgreSQL advisory lock: one upgrader at a time
-
-
-class UnknownRevision(Exception):
-    """The store is at a revision this release does not have: a newer release upgraded it."""
-
-    def __init__(self, found: str, newest: str):
-        super().__init__(found, newest)
-        self.found, self.newest = found, newest
 
 
 def is_ours(name: str | None, type_: str, parent_names: dict[str, Any]) -> bool:
@@ -50,26 +40,6 @@ CONTEXT_OPTIONS: dict[str, Any] = {"version_table": VERSION_TABLE, "include_name
 @functools.cache
 def scripts() -> ScriptDirectory:
     return ScriptDirectory(str(HERE))
-
-
-def head() -> str:
-    return scripts().get_current_head()
-
-
-def is_known(revision: str) -> bool:
-    try:
-        return scripts().get_revision(revision) is not None
-    except CommandError:  # Alembic's ResolutionError: no such revision
-        return False
-
-
-def installed(conn: Connection) -> str | None:
-    """The revision of the store behind `conn`: its version table's, else its hand-rolled version's (None: empty)."""
-    heads = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_heads()
-    if heads:
-        return ",".join(heads)
-    version = legacy_marker.installed_version(conn)
-    return legacy_marker.revision_of(version) if version else None
 
 
 def config(connection: Connection | None = None, url: str | None = None, **attributes: Any) -> Config:
