@@ -4,7 +4,8 @@ those segments is `ingest_core.query`'s.
 
 One module per noun:
 
-  schema.py        the tables, the schema version and its migrations
+  schema.py        the tables (the models)
+  migrations/      their Alembic revisions: the upgrade (`ingest db upgrade`) and the revision a store is at
   engines.py       SQLAlchemy engines: how one is made for a URL, and the one per URL a process shares
   database.py      `Database`: an engine's transactions, the schema check and upgrade, the planning lock
   records.py       what the store returns: run and group statuses, run, segment and audit records

@@ -310,3 +310,25 @@ def test_the_shipped_revisions_are_alembics_and_reading_them_needs_no_alembic():
              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))")
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr
+
+
+def test_the_store_in_airflows_own_database_leaves_airflows_migrations_alone(tmp_path):
+    """Airflow's database (a real `airflow db migrate`, on SQLite) as the store's too: the store keeps its revision
+    in its own version table, and every table of Airflow's, its `alembic_version` among them, keeps its rows."""
+    from pathlib import Path
+
+    import airflow_db
+
+    from ingest_core.dev.demo import airflow_env
+
+    env = airflow_env(tmp_path, "localhost:9")
+    airflow_db.migrate(env)
+    url = f"sqlite:///{Path(env['AIRFLOW_HOME']) / 'airflow.db'}"
+    before = snapshot(url)
+    assert before["alembic_version"][1] and not any(name.startswith("ingest_") for name in before)
+    with MetadataStore(url) as store:
+        assert store.upgrade() == [f"{v:04d}" for v in range(1, 9)]
+        assert store.current_revision() == HEAD
+    after = snapshot(url)
+    assert {name: found for name, found in after.items() if not name.startswith("ingest_")} == before
+    check_agrees_with_the_models(url)  # Airflow's tables are not the store's business

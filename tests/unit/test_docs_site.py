@@ -159,3 +159,11 @@ def test_the_function_reference_of_the_expressions_page_is_the_registrys():
     assert expression_docs.current(page) == expression_docs.render(), \
         "docs/expressions.md's function reference differs from the registry: run " \
         "python -m ingest_core.dev.expression_docs"
+
+
+def test_the_metadata_store_page_lists_every_schema_revision():
+    """docs/metadata-store.md's table has one row per revision the package ships, in order."""
+    from ingest_core.store.migrations import history
+
+    text = (ROOT / "docs" / "metadata-store.md").read_text()
+    assert tuple(re.findall(r"^\| (\d{4}) \|", text, flags=re.M)) == history.shipped()

@@ -46,6 +46,7 @@ def config(connection: Connection | None = None, url: str | None = None, **attri
     """Alembic's configuration for the store behind `connection` (or at `url`: for `alembic.command.revision`)."""
     cfg = Config()
     cfg.set_main_option("script_location", str(HERE))
+    cfg.set_main_option("file_template", "v%%(rev)s_%%(slug)s")  # history.shipped() reads the number there
     if url:
         cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     cfg.attributes.update(connection=connection, **attributes)
