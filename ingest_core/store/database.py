@@ -64,6 +64,11 @@ class Database:
                 applied = revisions.upgrade(conn)
         except history.UnknownRevision as exc:
             raise self._unknown(exc.found) from None
+        except revisions.UpgradeFailed as exc:
+            raise MetadataStoreError(
+                f"metadata store {self.safe_url}: the schema upgrade from revision {exc.found or 'none (empty)'} "
+                f"failed at revision {exc.revision} ({exc.title}): {exc.reason}; nothing was changed (the upgrade "
+                f"is one transaction)") from None
         self._schema_checked = True
         return applied
 

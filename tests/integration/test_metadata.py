@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers import make_spec
+from legacy_stores import make_legacy_store
 
 from ingest_core.core.states import RunEvent
 from ingest_core.core.errors import MetadataStoreError
@@ -41,56 +42,9 @@ def test_upgrade_is_idempotent_and_required(tmp_path):
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def v1_store_url(request, tmp_path) -> str:
-    """A metadata store as release 1 left it (schema version 1), with a run in flight."""
-    import sqlalchemy as sa
-
-    from ingest_core.store.engines import make_engine
-
-    from ingest_core.store.schema import (
-        dead_letter_files,
-        meta,
-        published_ranges,
-        runs,
-        schema_version,
-        segments,
-        task_groups,
-        utcnow,
-    )
-
+    """A metadata store as release 1 left it (schema version 1), with a run in flight (`legacy_stores`)."""
     url = f"sqlite:///{tmp_path / 'v1.db'}" if request.param == "sqlite" else request.getfixturevalue("pg_url")
-    engine = make_engine(url)
-    with engine.begin() as conn:
-        meta.drop_all(conn)
-        conn.execute(sa.text(f"DROP TABLE IF EXISTS {VERSION_TABLE}"))
-        meta.create_all(conn)  # what release 1 did, with its tables: today's without what came later
-        published_ranges.drop(conn)  # v2's
-        dead_letter_files.drop(conn)  # v4's
-        for column in ("running_since", "deadline_at", "expired_at",  # v1's runs table had none of them
-                       "published_records", "published_rows", "published_segments", "published_bytes"):
-            conn.execute(sa.text(f"ALTER TABLE {runs.name} DROP COLUMN {column}"))
-        conn.execute(sa.text("ALTER TABLE ingest_offsets DROP COLUMN topic_id"))  # v5's
-        conn.execute(sa.text("INSERT INTO ingest_offsets (datasource, topic, partition, \"offset\", run_id, "
-                             "updated_at) VALUES ('wiki', 'edits', 0, 40, 'old', :t)"), {"t": T0})
-        conn.execute(schema_version.insert().values(id=1, version=1, upgraded_at=utcnow()))
-        plan = Plan("wiki", "old", T0, (), "modulo")
-        conn.execute(runs.insert().values(datasource="wiki", run_id="old", seq=1, status="RUNNING", plan=plan.to_json(),
-                                          records=0, created_at=T0, updated_at=T0))
-        # a datasource suspended and one terminated by v1's flags; a run published before v8 recorded its figures
-        conn.execute(sa.text("INSERT INTO ingest_datasources (name, state, detailed_state, suspended, terminated, "
-                             "created_at, updated_at) VALUES ('wiki', 'RUNNING', 'RUNNING', true, false, :t, :t), "
-                             "('gone', 'IDLE', 'IDLE', true, true, :t, :t)"), {"t": T0})
-        done = Plan("wiki", "done", T0, (), "modulo")
-        conn.execute(runs.insert().values(datasource="wiki", run_id="done", seq=2, status="PUBLISHED",
-                                          plan=done.to_json(), records=30, created_at=T0, updated_at=T0))
-        conn.execute(task_groups.insert(), [
-            {"datasource": "wiki", "run_id": "done", "group_id": g, "status": status, "records": records,
-             "updated_at": T0} for g, status, records in ((0, "PUBLISHED", 20), (1, "FAILED", 10))])
-        conn.execute(segments.insert(), [
-            {"id": f"seg{i}", "datasource": "wiki", "interval_start": T0, "interval_end": T0, "version": "v",
-             "partition_num": i, "location": f"file:///s{i}", "num_rows": rows, "size_bytes": 100 * rows,
-             "used": i == 0, "run_id": "done", "group_id": 0, "start_offsets": {}, "end_offsets": {},
-             "created_at": T0, "payload": {}} for i, rows in ((0, 7), (1, 5))])
-    engine.dispose()
+    make_legacy_store(url, 1)
     return url
 
 
@@ -106,7 +60,7 @@ def test_a_v1_store_upgrades_to_run_deadlines(v1_store_url):
     with store.session() as conn:
         assert sa.inspect(conn).has_table("ingest_dead_letter_files")  # v4
     # v5: an offset committed before topic ids is read as it was, without one (the next publish records it)
-    assert store.offsets.committed("wiki") == {TopicPartition("edits", 0): KnownOffset(40, "old", None)}
+    assert store.offsets.committed("wiki") == {TopicPartition("edits", 0): KnownOffset(40, "done", None)}
     old = store.runs.require("wiki", "old")  # planned before v2: no deadline yet, so it does not expire
     assert (old.status, old.running_since, old.deadline_at, old.expired_at) == (RunStatus.RUNNING, None, None, None)
     assert store.runs.expire_overdue("wiki", T0 + timedelta(days=999), "test") == []
@@ -115,7 +69,7 @@ def test_a_v1_store_upgrades_to_run_deadlines(v1_store_url):
     assert store.runs.require("wiki", "old").expired
     # v7: the flags became states; v8: the published run's figures from its segment records, used or not
     assert [(r["name"], r["state"], r["detailed_state"]) for r in store.datasources.all()] == [
-        ("gone", "TERMINATED", "TERMINATED"), ("wiki", "SUSPENDED", "SUSPENDED")]
+        ("gone", "TERMINATED", "TERMINATED"), ("live", "RUNNING", "RUNNING"), ("wiki", "SUSPENDED", "SUSPENDED")]
     assert store.runs.require("wiki", "done").published == PublishedFigures(20, 12, 2, 1200)
     assert store.runs.require("wiki", "old").published is None
     store.dispose()

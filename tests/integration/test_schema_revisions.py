@@ -10,8 +10,9 @@ from datetime import datetime, timezone
 import pytest
 import sqlalchemy as sa
 
+from legacy_stores import HEAD, LEGACY_TABLE, VERSION_TABLE, make_legacy_store, wipe
+
 from ingest_core.core.errors import MetadataStoreError
-from ingest_core.core.planner import Plan
 from ingest_core.service import cli
 from ingest_core.store.engines import make_engine
 from ingest_core.store.metadata import MetadataStore
@@ -20,95 +21,6 @@ from ingest_core.store.records import PublishedFigures
 from ingest_core.store.schema import meta
 
 T0 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
-VERSION_TABLE = "ingest_alembic_version"  # the store's own: Airflow's `alembic_version` may share the database
-LEGACY_TABLE = "ingest_schema_version"  # the hand-rolled marker of releases before Alembic
-HEAD = "0008"
-
-# What each hand-rolled version added (the MIGRATIONS list of the releases before Alembic). Release N's code created
-# a new store with its own tables, so a store of version N holds the tables of version 8 without what came after
-# N. (No revision after 0008 has changed the tables yet: one that does takes its part out here.)
-ADDED = {2: ["ingest_published_ranges"], 3: ["ingest_runs.running_since", "ingest_runs.deadline_at",
-                                             "ingest_runs.expired_at"],
-         4: ["ingest_dead_letter_files"], 5: ["ingest_offsets.topic_id"], 6: ["ingest_segments.used_status_last_updated"],
-         7: [], 8: ["ingest_runs.published_records", "ingest_runs.published_rows", "ingest_runs.published_segments",
-                    "ingest_runs.published_bytes"]}
-FIGURES = {"published_records": 20, "published_rows": 12, "published_segments": 2, "published_bytes": 1200}
-
-
-def wipe(conn: sa.Connection) -> None:
-    meta.drop_all(conn)
-    conn.execute(sa.text(f"DROP TABLE IF EXISTS {VERSION_TABLE}"))
-
-
-def legacy_rows(version: int) -> dict[str, list[dict]]:
-    """Rows of every table as release `version` wrote them (the flags and FAILED+expired_at before 7, no published
-    figures before 8), non-ASCII text and JSON among them."""
-    states = version >= 7
-    at = {"created_at": T0, "updated_at": T0}
-
-    def run(run_id, seq, status, records, **more):
-        return {"datasource": "wiki", "run_id": run_id, "seq": seq, "status": status, "records": records,
-                "plan": Plan("wiki", run_id, T0, (), "modulo").to_json(), **at, **more}
-
-    return {
-        "ingest_datasources": [
-            {"name": "wiki", "state": "SUSPENDED" if states else "RUNNING", "spec_version": 1, "commit_version": 3,
-             "detailed_state": "SUSPENDED" if states else "RUNNING", "suspended": True, "terminated": False, **at},
-            {"name": "gone", "state": "TERMINATED" if states else "IDLE", "spec_version": 0, "commit_version": 0,
-             "detailed_state": "TERMINATED" if states else "IDLE", "suspended": True, "terminated": True, **at},
-            {"name": "live", "state": "RUNNING", "detailed_state": "RUNNING", "spec_version": 0, "commit_version": 1,
-             "suspended": False, "terminated": False, **at}],
-        "ingest_specs": [{"datasource": "wiki", "version": 1, "fingerprint": "f" * 64, "created_at": T0,
-                          "spec": {"type": "kafka", "dataSource": "wiki", "note": "Zürich ✓"}, "source": "type: kafka"}],
-        "ingest_offsets": [{"datasource": "wiki", "topic": "edits", "partition": 0, "offset": 40, "run_id": "done",
-                            "updated_at": T0}],
-        "ingest_runs": [
-            run("old", 1, "RUNNING", 0),
-            run("done", 2, "PUBLISHED", 30, published_at=T0, **(FIGURES if version >= 8 else {})),
-            run("lapsed", 3, "EXPIRED" if states else "FAILED", 5, error="past its deadline", deadline_at=T0,
-                expired_at=T0)],
-        "ingest_task_groups": [{"datasource": "wiki", "run_id": "done", "group_id": g, "status": status,
-                                "records": records, "updated_at": T0}
-                               for g, status, records in ((0, "PUBLISHED", 20), (1, "FAILED", 10))],
-        "ingest_segments": [
-            {"id": f"seg{i}", "datasource": "wiki", "interval_start": T0, "interval_end": T0, "version": "v",
-             "partition_num": i, "location": f"file:///s{i}", "num_rows": rows, "size_bytes": 100 * rows,
-             "used": i == 0, "run_id": "done", "group_id": 0, "start_offsets": {"edits:0": 10},
-             "end_offsets": {"edits:0": 40}, "created_at": T0, "payload": {"columns": ["ts", "a"]}}
-            for i, rows in ((0, 7), (1, 5))],
-        "ingest_task_reports": [{"datasource": "wiki", "run_id": "done", "group_id": 0, "replica": 1,
-                                 "report": {"state": "SUCCESS"}, "created_at": T0}],
-        "ingest_audit_log": [{"datasource": "wiki", "action": "suspend", "actor": "ops", "details": {"why": "ü"},
-                              "created_at": T0}],
-        "ingest_published_ranges": [{"datasource": "wiki", "topic": "edits", "partition": 0, "start_offset": 10,
-                                     "end_offset": 40, "run_id": "done", "backfill": False, "updated_at": T0}],
-        "ingest_dead_letter_files": [{"datasource": "wiki", "location": "file:///dl/0.parquet", "run_id": "done",
-                                      "group_id": 0, "replica": 1, "records": 2, "size_bytes": 512, "publish_seq": 1,
-                                      "created_at": T0}],
-    }
-
-
-def make_legacy_store(url: str, version: int) -> None:
-    """A store as the code of hand-rolled version `version` left it: its tables, its markers 1..version, its rows."""
-    engine = make_engine(url)
-    with engine.begin() as conn:
-        wipe(conn)
-        meta.create_all(conn)
-        for later in range(version + 1, 9):
-            for name in ADDED[later]:
-                table, _, column = name.partition(".")
-                conn.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN {column}" if column else f"DROP TABLE {table}"))
-        conn.execute(sa.text(f"INSERT INTO {LEGACY_TABLE} (id, version, upgraded_at) VALUES (:v, :v, :t)"),
-                     [{"v": v, "t": T0} for v in range(1, version + 1)])
-        inspector = sa.inspect(conn)
-        for name, rows in legacy_rows(version).items():
-            if inspector.has_table(name):
-                present = {c["name"] for c in inspector.get_columns(name)}
-                for row in rows:  # one by one: an executemany takes its columns from the first row
-                    conn.execute(meta.tables[name].insert().values({k: v for k, v in row.items() if k in present}))
-    engine.dispose()
-
-
 def rows_in(url: str, columns: dict[str, list[str]]) -> dict[str, list[tuple]]:
     """The rows of each table, in these columns, in primary-key order."""
     engine = make_engine(url)
@@ -332,3 +244,64 @@ def test_the_store_in_airflows_own_database_leaves_airflows_migrations_alone(tmp
     after = snapshot(url)
     assert {name: found for name, found in after.items() if not name.startswith("ingest_")} == before
     check_agrees_with_the_models(url)  # Airflow's tables are not the store's business
+
+
+def test_an_upgrade_that_fails_midway_says_where_and_changes_nothing(any_url, capsys):
+    """A version-1 store whose claims table is there already (a marker lagging its tables) with the very claim that
+    revision 0002 derives for a backfill published before: 0002's insert breaks the claims' primary key. The upgrade
+    is one transaction: the error names the revision, and the store is as it was."""
+    from ingest_core.core.offsets import StartOffset, StartSource, TopicPartition
+    from ingest_core.core.planner import PlanRequest, plan_run
+    from ingest_core.store.schema import published_ranges, runs
+
+    make_legacy_store(any_url, 1)
+    tp = TopicPartition("edits", 3)
+    plan = plan_run(PlanRequest(datasource="wiki", run_id="bf", task_count=1, created_at=T0,
+                                starts={tp: StartOffset(10, StartSource.BACKFILL)}, latest={tp: 30}))
+    engine = make_engine(any_url)
+    with engine.begin() as conn:
+        conn.execute(runs.insert().values(datasource="wiki", run_id="bf", seq=9, status="PUBLISHED", records=20,
+                                          plan=plan.to_json(), created_at=T0, updated_at=T0, published_at=T0))
+        published_ranges.create(conn)
+        conn.execute(published_ranges.insert().values(datasource="wiki", topic="edits", partition=3, start_offset=10,
+                                                      end_offset=30, run_id="bf", backfill=True, updated_at=T0))
+    engine.dispose()
+    before = snapshot(any_url)
+    assert cli.main(["db", "upgrade", "--metadata-url", any_url]) == 1
+    line = one_line(capsys)
+    assert "schema upgrade from revision 0001 failed at revision 0002 (The offset ranges each publish claimed" in line
+    assert line.endswith("; nothing was changed (the upgrade is one transaction)")
+    assert snapshot(any_url) == before
+
+
+def test_a_store_account_that_may_not_create_tables_is_told_so(pg_url, capsys):
+    """PostgreSQL: the store's account may connect but not create tables in the schema (a common production
+    grant). The upgrade names the revision and the server's reason; the database stays empty."""
+    import os
+
+    server = sa.engine.make_url(pg_url)
+    name, role = f"ingest_noddl_{os.getpid()}", f"ingest_noddl_{os.getpid()}"
+    admin = sa.create_engine(server.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        conn.execute(sa.text(f'CREATE ROLE "{role}" LOGIN'))
+    owner = sa.create_engine(server.set(database=name), isolation_level="AUTOCOMMIT")
+    try:
+        with owner.connect() as conn:
+            conn.execute(sa.text("REVOKE CREATE ON SCHEMA public FROM PUBLIC"))  # PostgreSQL 15's default
+            conn.execute(sa.text(f'GRANT USAGE ON SCHEMA public TO "{role}"'))
+        url = server.set(database=name, username=role).render_as_string(hide_password=False)
+        assert cli.main(["db", "upgrade", "--metadata-url", url]) == 1
+        line = one_line(capsys)
+        assert "schema upgrade from revision none (empty) failed at revision 0001 (The tables of the first" in line
+        assert "permission denied for schema public" in line and line.endswith("nothing was changed (the upgrade "
+                                                                               "is one transaction)")
+        assert snapshot(server.set(database=name).render_as_string(hide_password=False)) == {}
+    finally:
+        owner.dispose()
+        with admin.connect() as conn:
+            conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n "
+                                 "AND pid <> pg_backend_pid()"), {"n": name})
+            conn.execute(sa.text(f'DROP DATABASE "{name}"'))
+            conn.execute(sa.text(f'DROP ROLE "{role}"'))
+        admin.dispose()

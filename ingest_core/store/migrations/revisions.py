@@ -21,11 +21,27 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
 
 from ingest_core.store import schema
+from ingest_core.store.engines import is_transient
 from ingest_core.store.migrations import legacy_marker
-from ingest_core.store.migrations.history import VERSION_TABLE, UnknownRevision, head, installed, is_known
+from ingest_core.store.migrations.history import (
+    VERSION_TABLE,
+    UnknownRevision,
+    head,
+    installed,
+    is_known,
+    shipped,
+)
 
 HERE = Path(__file__).parent
 _UPGRADE_LOCK = 74201  # PostgreSQL advisory lock: one upgrader at a time
+
+
+class UpgradeFailed(Exception):
+    """A revision's statement failed: the caller's transaction, and with it the whole upgrade, rolls back."""
+
+    def __init__(self, found: str | None, revision: str, title: str, reason: str):
+        super().__init__(found, revision, title, reason)
+        self.found, self.revision, self.title, self.reason = found, revision, title, reason
 
 
 def is_ours(name: str | None, type_: str, parent_names: dict[str, Any]) -> bool:
@@ -55,7 +71,8 @@ def config(connection: Connection | None = None, url: str | None = None, **attri
 
 def upgrade(conn: Connection) -> list[str]:
     """Bring the store behind `conn` to the newest revision inside the caller's transaction; the revisions applied.
-    Raises UnknownRevision, before any change, for a store of a newer release."""
+    Raises UnknownRevision, before any change, for a store of a newer release; UpgradeFailed when a revision's
+    statement fails (a lost connection is raised as it is: the engine's retries apply)."""
     if conn.dialect.name == "postgresql":
         conn.execute(sa.text(f"SELECT pg_advisory_xact_lock({_UPGRADE_LOCK})"))
     found = installed(conn)
@@ -65,7 +82,14 @@ def upgrade(conn: Connection) -> list[str]:
     if found is not None and not context.get_current_heads():
         context.stamp(scripts(), found)  # a store of before Alembic, at its hand-rolled version
     applied: list[str] = []
-    command.upgrade(config(conn, on_version_apply=lambda step: applied.append(step.up_revision_id)), "head")
+    try:
+        command.upgrade(config(conn, on_version_apply=lambda step: applied.append(step.up_revision_id)), "head")
+    except sa.exc.DBAPIError as exc:
+        if is_transient(exc):
+            raise
+        failed = [r for r in shipped() if found is None or r > found][len(applied)]
+        raise UpgradeFailed(found, failed, " ".join(scripts().get_revision(failed).doc.split()),
+                            str(exc.orig).strip().splitlines()[0]) from None
     legacy_marker.record(conn, applied)
     return applied
 
