@@ -192,14 +192,14 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
     store = _store(args)
-    before = store.current_revision()
-    applied = store.upgrade()
-    if not applied:
-        print(f"{store.safe_url}: schema is up to date (revision {before})")
-    elif before is None:
-        print(f"{store.safe_url}: schema created at revision {applied[-1]} ({len(applied)} revisions)")
+    done = store.upgrade()
+    if not done.applied:
+        print(f"{store.safe_url}: schema is up to date (revision {done.after})")
+    elif done.before is None:
+        print(f"{store.safe_url}: schema created at revision {done.after} ({len(done.applied)} revisions)")
     else:
-        print(f"{store.safe_url}: schema upgraded from revision {before} to {applied[-1]} ({', '.join(applied)})")
+        print(f"{store.safe_url}: schema upgraded from revision {done.before} to {done.after} "
+              f"({', '.join(done.applied)})")
     return 0
 
 

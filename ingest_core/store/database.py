@@ -55,13 +55,13 @@ class Database:
             raise MetadataStoreUnavailableError(f"metadata store {self.safe_url} is unreachable: {exc.orig}",
                                                 endpoint=self.safe_url) from None
 
-    def upgrade(self) -> list[str]:
-        """Create or upgrade the schema to the newest revision, in one transaction. Returns the revisions applied."""
+    def upgrade(self) -> history.SchemaUpgrade:
+        """Create or upgrade the schema to the newest revision, in one transaction."""
         from ingest_core.store.migrations import revisions  # Alembic: imported by the upgrade only (0.2 s)
 
         try:
             with self.transaction() as conn:
-                applied = revisions.upgrade(conn)
+                done = revisions.upgrade(conn)
         except history.UnknownRevision as exc:
             raise self._unknown(exc.found) from None
         except revisions.UpgradeFailed as exc:
@@ -70,7 +70,7 @@ class Database:
                 f"failed at revision {exc.revision} ({exc.title}): {exc.reason}; nothing was changed (the upgrade "
                 f"is one transaction)") from None
         self._schema_checked = True
-        return applied
+        return done
 
     def check_schema(self) -> None:
         if self._schema_checked:

@@ -17,10 +17,12 @@ from ingest_core.service import cli
 from ingest_core.store.engines import make_engine
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.migrations import revisions
+from ingest_core.store.migrations.history import SchemaUpgrade
 from ingest_core.store.records import PublishedFigures
 from ingest_core.store.schema import meta
 
 T0 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
+ALL = tuple(f"{v:04d}" for v in range(1, 9))
 def rows_in(url: str, columns: dict[str, list[str]]) -> dict[str, list[tuple]]:
     """The rows of each table, in these columns, in primary-key order."""
     engine = make_engine(url)
@@ -124,7 +126,7 @@ def test_a_store_made_on_a_branch_that_skipped_a_version_gets_the_missing_step(t
     engine.dispose()
     store = MetadataStore(url)
     assert store.current_revision() == "0004"
-    assert store.upgrade() == ["0005", "0006", "0007", "0008"]
+    assert store.upgrade().applied == ("0005", "0006", "0007", "0008")
     check_agrees_with_the_models(url)
     assert store.offsets.committed("wiki")  # read with the new column
     store.dispose()
@@ -135,7 +137,8 @@ def test_the_migrations_build_exactly_the_models(any_url):
     indexes and constraints (Alembic's compare_metadata finds nothing to change)."""
     store = MetadataStore(any_url)
     assert store.current_revision() is None
-    assert store.upgrade() == [f"{v:04d}" for v in range(1, 9)] and store.upgrade() == []
+    assert store.upgrade() == SchemaUpgrade(None, ALL)
+    assert store.upgrade() == SchemaUpgrade(HEAD, ())
     store.dispose()
     check_agrees_with_the_models(any_url)
 
@@ -239,7 +242,7 @@ def test_the_store_in_airflows_own_database_leaves_airflows_migrations_alone(tmp
     before = snapshot(url)
     assert before["alembic_version"][1] and not any(name.startswith("ingest_") for name in before)
     with MetadataStore(url) as store:
-        assert store.upgrade() == [f"{v:04d}" for v in range(1, 9)]
+        assert store.upgrade().applied == ALL
         assert store.current_revision() == HEAD
     after = snapshot(url)
     assert {name: found for name, found in after.items() if not name.startswith("ingest_")} == before

@@ -9,6 +9,7 @@ so the store may live in Airflow's database.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -26,6 +27,19 @@ class UnknownRevision(Exception):
     def __init__(self, found: str, newest: str):
         super().__init__(found, newest)
         self.found, self.newest = found, newest
+
+
+@dataclass(frozen=True)
+class SchemaUpgrade:
+    """What an upgrade did: the revision the store was at when the upgrade began (None: an empty database) and the
+    revisions it applied, in order."""
+
+    before: str | None
+    applied: tuple[str, ...]
+
+    @property
+    def after(self) -> str | None:
+        return self.applied[-1] if self.applied else self.before
 
 
 @functools.cache

@@ -25,6 +25,7 @@ from ingest_core.store.engines import is_transient
 from ingest_core.store.migrations import legacy_marker
 from ingest_core.store.migrations.history import (
     VERSION_TABLE,
+    SchemaUpgrade,
     UnknownRevision,
     head,
     installed,
@@ -69,8 +70,9 @@ def config(connection: Connection | None = None, url: str | None = None, **attri
     return cfg
 
 
-def upgrade(conn: Connection) -> list[str]:
-    """Bring the store behind `conn` to the newest revision inside the caller's transaction; the revisions applied.
+def upgrade(conn: Connection) -> SchemaUpgrade:
+    """Bring the store behind `conn` to the newest revision inside the caller's transaction (one upgrader at a time:
+    what it was at is read once the upgrader has the store).
     Raises UnknownRevision, before any change, for a store of a newer release; UpgradeFailed when a revision's
     statement fails (a lost connection is raised as it is: the engine's retries apply)."""
     if conn.dialect.name == "postgresql":
@@ -91,7 +93,7 @@ def upgrade(conn: Connection) -> list[str]:
         raise UpgradeFailed(found, failed, " ".join(scripts().get_revision(failed).doc.split()),
                             str(exc.orig).strip().splitlines()[0]) from None
     legacy_marker.record(conn, applied)
-    return applied
+    return SchemaUpgrade(found, tuple(applied))
 
 
 def drift(conn: Connection, metadata: sa.MetaData = schema.meta) -> list[Any]:
