@@ -19,7 +19,11 @@ def installed_version(conn: Connection) -> int:
     """The hand-rolled version of the store behind `conn` (0: no marker, or no step 1)."""
     if not sa.inspect(conn).has_table(schema_version.name):
         return 0
-    done = set(conn.execute(sa.select(schema_version.c.version)).scalars())
+    return unbroken_run(set(conn.execute(sa.select(schema_version.c.version)).scalars()))
+
+
+def unbroken_run(done: set[int]) -> int:
+    """The last step of the run 1, 2, 3, ... in `done` (0: no step 1)."""
     version = 0
     while version + 1 in done:
         version += 1
