@@ -2,7 +2,7 @@
 types), the split's partial rollup and Spark's merge function on their own, and each sketch's accuracy over a
 known stream (1M values) against DataSketches' documented error bounds, exact below the exact-mode threshold.
 
-The accuracy tests run the executor's real rollup path (`PartialRollup` per split, then `merge_batches`, the
+The accuracy tests run the executor's real rollup path (`PartialRollup` per split, then `combine_batches`, the
 function Spark's mapInArrow runs) on Arrow tables: the same code the job runs, without Kafka."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ingest_core.core.aggregators import SketchParams
 from ingest_core.core.errors import SpecError
 from ingest_core.core.spec import parse_spec
 from ingest_core.executor import sketches
+from ingest_core.executor.combine import combine_batches
 from ingest_core.executor.rollup import PartialRollup, aggregators, row_metrics, truncate_utf8
 from ingest_core.executor.row_parser import OFFSET, TIME, RecordChunk, RowParser
 
@@ -277,8 +278,8 @@ def rolled_up(metric: dict, values: pa.Array) -> bytes:
     rollup = PartialRollup(["page"], aggs)
     step = -(-n // SPLITS)
     partials = [rollup.aggregate(table.slice(i, step)).column(aggs[0].name)[0].as_py() for i in range(0, n, step)]
-    merged = next(sketches.merge_batches(iter([pa.record_batch({"m": pa.array([partials], pa.list_(pa.binary()))})]),
-                                         {"m": aggs[0].sketch}))
+    merged = next(combine_batches(iter([pa.record_batch({aggs[0].name: pa.array([partials], pa.list_(pa.binary()))})]),
+                                  {aggs[0].name: aggs[0]}))
     return merged.column(0)[0].as_py()
 
 
