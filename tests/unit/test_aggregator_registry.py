@@ -14,7 +14,8 @@ from ingest_core.core.aggregators.base import AggregatorType
 ROOT = Path(__file__).resolve().parents[2] / "ingest_core"
 # an aggregator's type or family compared with one of their names: `a.op == "sum"`, `params.op in ("quantiles",
 # "kll")`, `agg_type == "count"` (other `op`s, the expression language's operators, compare other names)
-NAMES = {t.op for t in A.REGISTRY.values()} | set(A.REGISTRY) | {"filtered"}
+NAMES = ({t.op for t in A.REGISTRY.values()} | set(A.REGISTRY) | {"filtered"}) - {
+    "expression"}  # also a transform's type (`transformSpec.transforms`)
 COMPARED = re.compile(r"\b(?:op|agg_type|type)\s*(?:==|!=|\bin\b|\bnot in\b)\s*\(?\s*[\"']([\w]+)[\"']")
 
 

@@ -16,6 +16,7 @@ module knows a type by its name: each asks the registry (`of`) and the class it 
     hyperUnique, cardinality      HllSketch        string   binary: a compact HLL sketch of tgtHllType
     quantilesDoublesSketch        QuantilesSketch  double   binary: a classic quantiles doubles sketch
     KllDoublesSketch / KllFloatsSketch  KllSketch  double / float  binary: a KLL sketch
+    expression                    ExpressionAggregator  fields  initialValue's type: fold, then combine
 
 `filtered` wraps any of them (`spec.Aggregator`). Sketches are Apache DataSketches' standard serialized bytes
 (what Druid's Java library writes), so Druid, Spark's sketch functions, Trino and `datasketches` read them.
@@ -36,6 +37,7 @@ from ingest_core.core.aggregators.base import (
     of,
     register,
 )
+from ingest_core.core.aggregators.expression import ExpressionAggregator
 from ingest_core.core.aggregators.numeric import Count, LongSum, Max, Min, Sum
 from ingest_core.core.aggregators.ordered import AnyValue, First, Last
 from ingest_core.core.aggregators.sketches import (
@@ -65,13 +67,12 @@ for _name in ("HLLSketchBuild", "HLLSketchMerge", "hyperUnique", "cardinality"):
 register(QuantilesSketch, "quantilesDoublesSketch", "double")
 register(KllSketch, "KllDoublesSketch", "double")
 register(KllSketch, "KllFloatsSketch", "float")
+register(ExpressionAggregator, "expression")
 
 SUPPORTED_AGGREGATORS = tuple(REGISTRY) + ("filtered",)
 
 # refused by name, with what to do instead
 REFUSED_AGGREGATORS = {
-    "expression": "compute the value with a transformSpec.transforms expression and aggregate its name with a "
-                  "typed aggregator (e.g. longSum), or a filtered aggregator for a condition",
     "javascript": "JavaScript is disabled here as in a default Druid: compute the value with a "
                   "transformSpec.transforms expression and aggregate it with a typed aggregator",
 }
