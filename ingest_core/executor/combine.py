@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest_core.executor.evaluator import evaluate
+from ingest_core.executor.evaluator import arrow_type, evaluate
 
 
 def combine_batches(batches: Iterator[pa.RecordBatch], aggs: dict[str, Any]) -> Iterator[pa.RecordBatch]:
@@ -27,11 +27,7 @@ def combine_batches(batches: Iterator[pa.RecordBatch], aggs: dict[str, Any]) -> 
 def stored_arrow_type(a: Any) -> pa.DataType:
     """The Arrow type of a value built in Python (`builds_in_python`) of `executor.rollup.Aggregator` `a`: a
     sketch's or variance's bytes, an expression's accumulator."""
-    return _ARROW_TYPES.get(a.spark_type) or pa.list_(_ARROW_TYPES[a.spark_type[6:-1]])
-
-
-_ARROW_TYPES = {"binary": pa.binary(), "bigint": pa.int64(), "long": pa.int64(), "double": pa.float64(),
-                "float": pa.float32(), "string": pa.string()}
+    return arrow_type(a.spark_type)
 
 
 def combine_lists(lists: pa.Array, combine: Callable[[list], Any], out_type: pa.DataType) -> pa.Array:

@@ -102,7 +102,8 @@ def test_bad_expression_aggregators_are_refused_at_their_field(metric, message):
 
 
 def test_the_accumulator_name_initial_combine_value_and_nulls_as_druid_defines_them():
-    records = [{"ts": T, "page": "a", "x": 2}, {"ts": T + 1, "page": "a", "x": None}, {"ts": T + 2, "page": "a", "x": 5},
+    records = [{"ts": T, "page": "a", "x": 2}, {"ts": T + 1, "page": "a", "x": None},
+               {"ts": T + 2, "page": "a", "x": 5},
                {"ts": T + 3, "page": "b", "x": None}]
     metrics = [
         # own accumulator name; combining starts at initialCombineValue (two splits' partials: 100 + 2 + 5)

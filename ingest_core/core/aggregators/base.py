@@ -50,8 +50,10 @@ def typed_value(text: str | None, kind: int) -> Any:
 class Evaluator(Protocol):
     """The expression language's evaluator, handed in by the executor (core may not import it)."""
 
-    def __call__(self, text: str, columns: dict[str, list[Any]], num_rows: int) -> list[Any]:
-        """`text` evaluated over `columns` (each a list of `num_rows` Python values): one value per row."""
+    def __call__(self, text: str, columns: dict[str, list[Any]], num_rows: int,
+                 types: dict[str, str] | None = None) -> list[Any]:
+        """`text` evaluated over `columns` (each a list of `num_rows` Python values, of the Spark SQL type
+        `types` names, else as inferred): one value per row."""
 
 
 @dataclass(frozen=True)

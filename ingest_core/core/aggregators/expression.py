@@ -125,7 +125,8 @@ class ExpressionAggregator(AggregatorType):
                 continue
             columns = {name: [groups[g][j][i] for g in at] for i, name in enumerate(p.fields)}
             columns[p.accumulator_identifier] = [acc[g] for g in at]
-            for g, value in zip(at, evaluate(p.fold, columns, len(at))):
+            typed = {p.accumulator_identifier: self.stored_type(agg)}
+            for g, value in zip(at, evaluate(p.fold, columns, len(at), typed)):
                 acc[g] = self._bounded(agg, value)
                 folded[g] = True
         return [a if done or not p.is_null_unless_aggregated else None for a, done in zip(acc, folded)]
@@ -140,7 +141,8 @@ class ExpressionAggregator(AggregatorType):
         for part in parts:
             if part is None and not with_nulls:
                 continue
-            acc = self._bounded(agg, evaluate(text, {p.accumulator_identifier: [acc], agg.name: [part]}, 1)[0])
+            typed = {p.accumulator_identifier: self.stored_type(agg), agg.name: self.stored_type(agg)}
+            acc = self._bounded(agg, evaluate(text, {p.accumulator_identifier: [acc], agg.name: [part]}, 1, typed)[0])
             combined = True
         return acc if combined or not p.is_null_unless_aggregated else None
 
