@@ -17,6 +17,7 @@ module knows a type by its name: each asks the registry (`of`) and the class it 
     quantilesDoublesSketch        QuantilesSketch  double   binary: a classic quantiles doubles sketch
     KllDoublesSketch / KllFloatsSketch  KllSketch  double / float  binary: a KLL sketch
     expression                    ExpressionAggregator  fields  initialValue's type: fold, then combine
+    variance                      Variance         inputType  binary: Druid's variance collector (count, sum, m2)
 
 `filtered` wraps any of them (`spec.Aggregator`). Sketches are Apache DataSketches' standard serialized bytes
 (what Druid's Java library writes), so Druid, Spark's sketch functions, Trino and `datasketches` read them.
@@ -47,6 +48,7 @@ from ingest_core.core.aggregators.sketches import (
     SketchParams,
     ThetaSketch,
 )
+from ingest_core.core.aggregators.variance import Variance
 
 __all__ = ["DOUBLE", "LIST", "LONG", "TEXT", "STRING_DEFAULT_MAX_BYTES", "AggregatorType", "Evaluator", "Orders",
            "SketchParams", "REGISTRY", "of", "register", "SUPPORTED_AGGREGATORS", "REFUSED_AGGREGATORS"]
@@ -68,6 +70,7 @@ register(QuantilesSketch, "quantilesDoublesSketch", "double")
 register(KllSketch, "KllDoublesSketch", "double")
 register(KllSketch, "KllFloatsSketch", "float")
 register(ExpressionAggregator, "expression")
+register(Variance, "variance", "double")
 
 SUPPORTED_AGGREGATORS = tuple(REGISTRY) + ("filtered",)
 
