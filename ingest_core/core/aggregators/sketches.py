@@ -20,6 +20,7 @@ THETA_DEFAULT_SIZE = 16384
 THETA_MIN_SIZE, THETA_MAX_SIZE = 16, 1 << 26
 HLL_DEFAULT_LG_K, HLL_MIN_LG_K, HLL_MAX_LG_K = 12, 4, 21
 HLL_TYPES = ("HLL_4", "HLL_6", "HLL_8")
+HLL_DEFAULT_TYPE = "HLL_4"
 HLL_STRING_ENCODINGS = ("utf16le", "utf8")  # Druid's default: utf16le (a string hashed as Java's char[])
 QUANTILES_DEFAULT_K, QUANTILES_MIN_K, QUANTILES_MAX_K = 128, 2, 32768
 KLL_DEFAULT_K, KLL_MIN_K, KLL_MAX_K = 200, 8, 65535
@@ -178,7 +179,7 @@ class HllSketch(HashedSketch):
     def sketch(self, agg: Any) -> SketchParams:
         unique = self.name in ("hyperUnique", "cardinality")
         return SketchParams("hll", lg_k=HYPER_UNIQUE_LG_K if unique else agg.lg_k or HLL_DEFAULT_LG_K,
-                            tgt_hll_type=agg.tgt_hll_type or "HLL_4", from_sketches=self.name == "HLLSketchMerge",
+                            tgt_hll_type=agg.tgt_hll_type or HLL_DEFAULT_TYPE, from_sketches=self.name == "HLLSketchMerge",
                             utf16le=(agg.string_encoding or "utf16le") == "utf16le")
 
     def check(self, agg: Any, path: str, ctx: BindContext) -> None:
