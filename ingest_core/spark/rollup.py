@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any
 
 from pyspark.sql.pandas.types import from_arrow_type
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructField, StructType
 
 from ingest_core.core.aggregators import Orders
 from ingest_core.core.spec import DatasourceSpec
@@ -119,7 +119,7 @@ def finish(F: Any, rolled: Any, keys: list[str], aggs: list[Aggregator]) -> Any:
     collected = {a.name: a for a in aggs if a.type.builds_in_python}
     if collected:
         schema = StructType([f if f.name not in collected else
-                             f.__class__(f.name, from_arrow_type(stored_arrow_type(collected[f.name])), True)
+                             StructField(f.name, from_arrow_type(stored_arrow_type(collected[f.name])), True)
                              for f in rolled.schema.fields])
         rolled = rolled.mapInArrow(partial(combine_batches, aggs=collected), schema)
     long_sums = [a.name for a in aggs if a.type.splits_long_sum]

@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ingest_core.core.aggregators.base import AggregatorType, Evaluator, Orders
+from ingest_core.core.aggregators.base import AggregatorType, Evaluator
 from ingest_core.core.binding import BindContext, check_range, join
 from ingest_core.core.expressions import ArrayLiteral, ExpressionError, Literal, parse_expression
 
@@ -107,9 +107,6 @@ class ExpressionAggregator(AggregatorType):
 
     def stored_type(self, agg: Any) -> str:
         return self._constant_type(agg.params.initial_value or "null") or "double"
-
-    def merge_sql(self, agg: Any, column: str, orders: Orders) -> list[tuple[str, str]]:
-        return [(agg.name, f"collect_list({column})")]
 
     # -- fold and combine
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ingest_core.core.aggregators.base import AggregatorType, Evaluator, Orders
+from ingest_core.core.aggregators.base import AggregatorType, Evaluator
 from ingest_core.core.binding import BindContext, check_range, did_you_mean, join
 
 # Druid's defaults and ranges (the DataSketches libraries' own limits)
@@ -80,9 +80,6 @@ class SketchType(AggregatorType):
 
     def stored_type(self, agg: Any) -> str:
         return "binary"
-
-    def merge_sql(self, agg: Any, column: str, orders: Orders) -> list[tuple[str, str]]:
-        return [(agg.name, f"collect_list({column})")]
 
     def combine(self, agg: Any, parts: list[Any], evaluate: Evaluator) -> Any:
         p, kept = self.sketch(agg), [part for part in parts if part is not None]

@@ -19,7 +19,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from ingest_core.core.aggregators.base import AggregatorType, Evaluator, Orders
+from ingest_core.core.aggregators.base import AggregatorType, Evaluator
 from ingest_core.core.binding import BindContext, join
 
 INPUT_TYPES = ("float", "double", "long", "variance")
@@ -119,9 +119,6 @@ class Variance(AggregatorType):
             if part is not None:
                 merged = merged.merge(Collector.from_bytes(part))
         return merged.to_bytes()
-
-    def merge_sql(self, agg: Any, column: str, orders: Orders) -> list[tuple[str, str]]:
-        return [(agg.name, f"collect_list({column})")]
 
     def read_sql(self, agg: Any, column: str) -> str:
         """DuckDB SQL: the variance of the rows' collectors (an aggregate), as Druid's VARIANCE (sample, or
