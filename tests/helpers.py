@@ -355,3 +355,24 @@ def wait_for_children(procs, results=None, watchdog_s: float = WATCHDOG_S) -> li
             if p.is_alive():
                 p.terminate()
             p.join()
+
+
+def metrics_spec(metrics: list[dict], rollup: bool = True) -> dict:
+    """A small Kafka spec (JSON input, dimension `page`, hourly rollup) around `metrics`."""
+    return {"type": "kafka", "spec": {
+        "dataSchema": {"dataSource": "ds", "timestampSpec": {"column": "ts", "format": "millis"},
+                       "dimensionsSpec": {"dimensions": ["page"]}, "metricsSpec": metrics,
+                       "granularitySpec": {"queryGranularity": "HOUR", "rollup": rollup}},
+        "ioConfig": {"topic": "t", "inputFormat": {"type": "json"},
+                     "consumerProperties": {"bootstrap.servers": "localhost:9092"}}}}
+
+
+def metric_problems(metrics: list[dict]) -> str:
+    """What parsing `metrics_spec(metrics)` refuses, as one text."""
+    import pytest
+
+    from ingest_core.core.errors import SpecError
+
+    with pytest.raises(SpecError) as info:
+        parse_spec(metrics_spec(metrics))
+    return str(info.value)

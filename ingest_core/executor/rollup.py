@@ -3,7 +3,7 @@
 A Druid indexing task rolls rows up as it reads them, holding up to `maxRowsInMemory` rows before it persists.
 Each split here does the same: every `maxRowsInMemory` parsed rows are grouped by (queryGranularity bucket,
 dimensions) into one partial row per group, and only those cross into the JVM. Spark then merges the partial
-rows of every split and batch (`ingest_core.spark.job.rollup`), so the result is exactly the rollup of the raw
+rows of every split and batch (`ingest_core.spark.rollup`), so the result is exactly the rollup of the raw
 rows; when the data rolls up well, the JVM sees a fraction of them.
 
 Partial state per aggregator, and how Spark merges it:
@@ -17,13 +17,13 @@ Partial state per aggregator, and how Spark merges it:
 A longSum never wraps and never fails the job: each row's value is split into its high 32 bits (signed) and
 low 32 bits (unsigned), and the partial rows carry the two sums (`long_sum_columns`), which neither pyarrow's
 hash_sum nor Spark's sum can overflow (below 2^31 rows per group). Spark adds both and joins them
-(`ingest_core.spark.job.rollup`): a group whose exact sum fits in a long gets it; one whose sum passes the long
+(`ingest_core.spark.rollup`): a group whose exact sum fits in a long gets it; one whose sum passes the long
 range becomes several rows of the same group whose longSum values add up to the exact sum (each within the
 range, the group's other sums and count on its first row, its min/max/first/last on every one), so reading the
 segment gives the exact total: Druid's streaming rollup is best-effort, its rows are never wrong.
 
     <kind>Any        the group's first non-null value            first non-null
-    sketches         a serialized sketch of the group's values  union (`executor.sketches.merge_batches`)
+    sketches         a serialized sketch of the group's values  union (`executor.combine`)
 
 stringFirst/stringLast/stringAny values are cut to maxStringBytes UTF-8 bytes (never inside a character). A
 `filtered` aggregator reads its input where its filter matched (a column of the row parser's verdicts) and null
@@ -44,9 +44,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest_core.core.aggregators import SketchParams, operation
+from ingest_core.core import aggregators as registry
+from ingest_core.core.aggregators import AggregatorType, SketchParams
+from ingest_core.core.aggregators.base import typed_value
+from ingest_core.core.aggregators.numeric import LongSum
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor import sketches
+from ingest_core.executor.combine import stored_arrow_type
+from ingest_core.executor.evaluator import evaluate
 from ingest_core.executor.row_parser import (
     OFFSET,
     TIME,
@@ -65,31 +70,42 @@ _ROWS = "__rows"
 
 @dataclass(frozen=True)
 class Aggregator:
-    """One metricsSpec entry as a partial aggregation: `op` over the input column, stored as `name`."""
+    """One metricsSpec entry as a partial aggregation: its `type` (`core.aggregators`) over the input column,
+    stored as `name`."""
 
     name: str
-    op: str            # count, sum, min, max, first, last, any; theta, hll, quantiles, kll (sketches)
+    type: AggregatorType
     kind: str | None   # the input's kind: long, double, float, string; None for count
     input: str | None  # the parsed input column; None for count
-    inputs: tuple[str, ...] = ()  # every input column (cardinality reads several)
+    inputs: tuple[str, ...] = ()  # every input column (cardinality and expression read several)
     mask: str | None = None  # filtered: the row parser's column of the filter's verdicts
     sketch: SketchParams | None = None
     max_bytes: int | None = None  # string values: Druid's maxStringBytes
     by_row: bool = False  # cardinality: one value per row (its fields' values together)
-    kinds: str | None = None  # a hashed sketch input's value kinds (`row_parser.value_kind_column`)
+    kinds: str | None = None  # typed inputs: the first input's value kinds (`row_parser.value_kind_column`)
+    spec: Any = None  # the metricsSpec entry (`spec.Aggregator`), for a type with fields of its own
 
     @classmethod
     def of(cls, agg_type: str, name: str, field_name: str | None) -> "Aggregator":
-        op, kind = operation(agg_type)
-        if kind is None:
-            return cls(name, "count", None, None)
-        column = metric_input_column(field_name or "", kind)
-        return cls(name, op, kind, column, (column,))
+        t = registry.of(agg_type)
+        if t.input_kind is None:
+            return cls(name, t, None, None)
+        column = metric_input_column(field_name or "", t.input_kind)
+        return cls(name, t, t.input_kind, column, (column,))
+
+    @property
+    def op(self) -> str:
+        return self.type.op
 
     @property
     def spark_type(self) -> str:
         """The stored column's Spark SQL type."""
-        return "binary" if self.sketch is not None else self.kind or "long"
+        return self.type.stored_type(self.spec)
+
+    @property
+    def merged_type(self) -> str:
+        """The Spark type of the merged column before a Python combine (a sketch's: the list of its partials)."""
+        return self.type.merged_type(self.spec)
 
 
 def filtered_order_columns(name: str) -> tuple[str, str]:
@@ -98,9 +114,7 @@ def filtered_order_columns(name: str) -> tuple[str, str]:
     return f"__time_{name}", f"__offset_{name}"
 
 
-def long_sum_columns(name: str) -> tuple[str, str]:
-    """The partial row's columns of a longSum `name`: the sum of its values' low 32 bits, of their high ones."""
-    return f"__lo_{name}", f"__hi_{name}"
+long_sum_columns = LongSum.columns
 
 
 def long_sum_value(partial_row: dict, name: str) -> int | None:
@@ -114,10 +128,11 @@ def aggregators(spec: DatasourceSpec) -> list[Aggregator]:
     for a in spec.data_schema.metrics_spec:
         kind = a.input_kind
         inputs = tuple(metric_input_column(f, kind) for f in a.input_fields) if kind else ()
-        out.append(Aggregator(a.name, a.op, kind, inputs[0] if inputs else None, inputs,
-                              filter_mask_column(a.name) if a.type == "filtered" else None, a.sketch,
+        out.append(Aggregator(a.name, a.kind, kind, inputs[0] if inputs else None, inputs,
+                              filter_mask_column(a.name) if a.is_filtered else None, a.sketch,
                               a.string_bytes if kind == "string" else None, a.inner.by_row,
-                              value_kind_column(inputs[0]) if a.hashes_typed_values else None))
+                              value_kind_column(inputs[0]) if a.hashes_typed_values and inputs else None,
+                              a.inner))
     return out
 
 
@@ -155,20 +170,21 @@ class PartialRollup:
     def __init__(self, keys: list[str], aggs: list[Aggregator]):
         self.keys = keys
         self.aggs = aggs
-        ops = {a.op for a in aggs}
-        self.first, self.last = "first" in ops, "last" in ops
+        orders = {a.type.order for a in aggs}
+        self.first, self.last = "first" in orders, "last" in orders
 
     def schema(self, rows: pa.Schema) -> pa.Schema:
         """The partial rows' schema, given the raw rows' schema."""
         fields = [rows.field(k) for k in self.keys]
         for a in self.aggs:
-            if a.op == "count":
+            t = a.type
+            if t.counts_rows:
                 fields.append(pa.field(a.name, pa.int64()))
-            elif a.sketch is not None:
-                fields.append(pa.field(a.name, pa.binary()))
-            elif a.op == "sum" and a.kind == "long":
+            elif t.builds_in_python:
+                fields.append(pa.field(a.name, stored_arrow_type(a)))
+            elif t.splits_long_sum:
                 fields += [pa.field(c, pa.int64()) for c in long_sum_columns(a.name)]
-            elif a.op == "sum":
+            elif t.hash_aggregate == "sum":
                 typ = rows.field(a.input).type
                 fields.append(pa.field(a.name, pa.float64() if pa.types.is_floating(typ) else typ))
             else:
@@ -178,7 +194,7 @@ class PartialRollup:
         if self.last:
             fields += [pa.field(LAST_TIME, rows.field(TIME).type), pa.field(LAST_OFFSET, pa.int64())]
         for a in self.aggs:
-            if a.op in ("first", "last") and a.mask is not None:
+            if a.type.order is not None and a.mask is not None:
                 at, offset = filtered_order_columns(a.name)
                 fields += [pa.field(at, rows.field(TIME).type), pa.field(offset, pa.int64())]
         return pa.schema(fields)
@@ -203,31 +219,30 @@ class PartialRollup:
                 specs.append((v, op, options) if options is not None else (v, op))
             names.append(name)
 
-        sketched: dict[int, Aggregator] = {}  # output position -> a sketch, built from the groups' row lists
+        sketched: dict[int, Aggregator] = {}  # output position -> built in Python from the groups' row lists
         picked: dict[int, Aggregator] = {}  # output position -> a filtered first/last, taken from its row below
         numbers = pa.array(np.arange(rows.num_rows, dtype=np.int64))
         for a in self.aggs:
-            if a.op == "count" and a.mask is not None:
+            t = a.type
+            if t.counts_rows and a.mask is not None:
                 add(pc.cast(rows.column(a.mask), pa.int64()), "sum", a.name)  # the rows the filter matched
-            elif a.op == "count":
+            elif t.counts_rows:
                 add(None, "count_all", a.name)
-            elif a.sketch is not None:
+            elif t.builds_in_python:
                 sketched[len(names)] = a
                 names.append(a.name)
-            elif a.op == "sum" and a.kind == "long":
+            elif t.splits_long_sum:
                 values = input_values(rows, a)
                 lo, hi = long_sum_columns(a.name)
                 add(pc.bit_wise_and(values, 0xFFFFFFFF), "sum", lo)
                 add(pc.shift_right(values, 32), "sum", hi)  # arithmetic: the sign stays
-            elif a.op in ("first", "last") and a.mask is not None:
+            elif t.order is not None and a.mask is not None:
                 picked[len(names)] = a  # the group's first (last) row the filter matched, by its row number
-                add(pc.if_else(rows.column(a.mask), numbers, pa.scalar(None, pa.int64())), a.op, a.name)
-            elif a.op in ("first", "last"):
-                add(input_values(rows, a), a.op, a.name, _WITH_NULLS)
-            elif a.op == "any":
-                add(input_values(rows, a), "first", a.name)  # Druid's any: a non-null value when there is one
+                add(pc.if_else(rows.column(a.mask), numbers, pa.scalar(None, pa.int64())), t.order, a.name)
+            elif t.order is not None:
+                add(input_values(rows, a), t.order, a.name, _WITH_NULLS)
             else:
-                add(input_values(rows, a), a.op, a.name)
+                add(input_values(rows, a), t.hash_aggregate, a.name)
         if self.first:
             add(TIME, "first", FIRST_TIME)
             add(OFFSET, "first", FIRST_OFFSET)
@@ -248,7 +263,7 @@ class PartialRollup:
         extra: dict[str, pa.Array] = {}  # filtered first/last: their rows' time and offset, last
         for position in range(len(names)):
             if position in sketched:
-                outputs.append(group_sketches(rows, sketched[position], order, offsets))
+                outputs.append(group_values(rows, sketched[position], order, offsets))
                 continue
             column = next(computed)
             if position in picked:
@@ -260,6 +275,26 @@ class PartialRollup:
             outputs.append(column)
         return pa.Table.from_arrays(grouped.columns[:len(keys)] + outputs + list(extra.values()),
                                     names=self.keys + names + list(extra))
+
+
+def group_values(rows: pa.Table, a: Aggregator, order: pa.Array, offsets: np.ndarray) -> pa.Array:
+    """One stored value per group, built in Python: sketches vectorized (`group_sketches`), any other type by its
+    class's `build` over each group's rows (its typed input values, in row order)."""
+    if a.sketch is not None:
+        return group_sketches(rows, a, order, offsets)
+    if a.inputs:
+        columns = [input_values(rows, dataclasses.replace(a, input=c, inputs=(c,))).take(order).to_pylist()
+                   for c in a.inputs]
+        if a.kinds is not None:
+            kinds = [rows.column(value_kind_column(c)).take(order).to_pylist() for c in a.inputs]
+            columns = [[typed_value(v, k) for v, k in zip(values, ks)] for values, ks in zip(columns, kinds)]
+        values = list(zip(*columns))
+    else:
+        values = [()] * len(order)
+    matched = rows.column(a.mask).take(order).to_pylist() if a.mask is not None else None
+    groups = [[v for i, v in enumerate(values[offsets[g]:offsets[g + 1]], offsets[g]) if matched is None
+               or matched[i]] for g in range(len(offsets) - 1)]  # a filtered one: the rows its filter matched
+    return pa.array(a.type.build(a.spec, groups, evaluate), stored_arrow_type(a))
 
 
 def group_sketches(rows: pa.Table, a: Aggregator, order: pa.Array, offsets: np.ndarray) -> pa.Array:
@@ -280,7 +315,7 @@ def group_sketches(rows: pa.Table, a: Aggregator, order: pa.Array, offsets: np.n
 def row_metrics_schema(rows: pa.Schema, aggs: list[Aggregator]) -> pa.Schema:
     """Without rollup: the raw rows' schema plus each metric's column (`row_metrics`)."""
     for a in aggs:
-        typ = (pa.int64() if a.op == "count" else pa.binary() if a.sketch is not None
+        typ = (pa.int64() if a.type.counts_rows else stored_arrow_type(a) if a.type.builds_in_python
                else rows.field(a.input).type)
         rows = rows.append(pa.field(a.name, typ))
     return rows
@@ -293,12 +328,12 @@ def row_metrics(rows: pa.Table, aggs: list[Aggregator]) -> pa.Table:
     n = rows.num_rows
     columns = []
     for a in aggs:
-        if a.op == "count":
+        if a.type.counts_rows:
             columns.append(pc.cast(rows.column(a.mask), pa.int64()) if a.mask is not None
                            else pa.array(np.ones(n, dtype=np.int64)))
-        elif a.sketch is not None:
+        elif a.type.builds_in_python:
             every_row = np.arange(n + 1, dtype=np.int64)
-            columns.append(group_sketches(rows, a, pa.array(every_row[:-1]), every_row))
+            columns.append(group_values(rows, a, pa.array(every_row[:-1]), every_row))
         else:
             columns.append(input_values(rows, a))
     for a, column in zip(aggs, columns):

@@ -198,7 +198,7 @@ class RowParser:
                                      if a.hashes_typed_values for f in a.input_fields})
         # filtered aggregators: each filter's verdict per row, a boolean column the rollup reads
         self.metric_filters = [(filter_mask_column(a.name), compile_filter(a.filter), a.filter)
-                               for a in schema.metrics_spec if a.type == "filtered"]
+                               for a in schema.metrics_spec if a.is_filtered]
 
         self.min_time, self.max_time = message_time_window(spec, created_at)
         self.output_schema = pa.schema(

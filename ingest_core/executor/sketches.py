@@ -7,7 +7,7 @@ package (DataSketches' own C++ library, whose bytes are the Java library's that 
     KllDoubles/FloatsSketch a KLL sketch of k
 
 A split builds one sketch per rollup group (`build`); Spark merges the partial sketches of a group
-(`merge_batches`, in a mapInArrow); compaction merges them again the same way. Nulls are skipped, as Druid does.
+(`executor.combine`, in a mapInArrow); compaction merges them again the same way. Nulls are skipped, as Druid does.
 
 Strings are hashed as Druid hashes them: theta sketches hash their UTF-8 bytes; HLL sketches with Druid's default
 `stringEncoding: utf16le` hash Java's char[] (the UTF-16LE bytes). The `datasketches` package hashes a str's UTF-8
@@ -21,13 +21,15 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest_core.core.aggregators import DOUBLE, LIST, LONG, TEXT, SketchParams
+from ingest_core.core.aggregators.sketches import HashedSketch
+from ingest_core.executor.combine import combine_lists
 
 try:  # the executors' environment has it (a dependency); imported lazily elsewhere for a clear error
     import datasketches as ds
@@ -35,50 +37,17 @@ except ImportError:  # pragma: no cover - reported when a sketch is first built
     ds = None
 
 
-def _hll_type(name: str) -> Any:
-    return getattr(ds.tgt_hll_type, name)
-
-
 # ------------------------------------------------------------------------------------------ serialized forms
 
 
 def empty(params: SketchParams) -> bytes:
     """The serialized sketch of no values."""
-    return _finish(params, _new(params))
-
-
-def _new(params: SketchParams) -> Any:
-    if params.op == "theta":
-        return ds.update_theta_sketch(params.lg_k)
-    if params.op == "hll":
-        return ds.hll_sketch(params.lg_k, _hll_type(params.tgt_hll_type))
-    if params.op == "quantiles":
-        return ds.quantiles_doubles_sketch(params.k)
-    return (ds.kll_floats_sketch if params.floats else ds.kll_doubles_sketch)(params.k)
-
-
-def _finish(params: SketchParams, sketch: Any) -> bytes:
-    if params.op == "theta":
-        if isinstance(sketch, ds.update_theta_sketch) and sketch.is_estimation_mode():
-            # trimmed to the nominal size as Druid's union stores it (an update sketch keeps up to twice that)
-            union = ds.theta_union(params.lg_k)
-            union.update(sketch)
-            return union.get_result().serialize()
-        return sketch.compact().serialize() if isinstance(sketch, ds.update_theta_sketch) else sketch.serialize()
-    if params.op == "hll":
-        return sketch.serialize_compact()
-    return sketch.serialize()
+    return params.finish(params.new())
 
 
 def deserialize(params: SketchParams, data: bytes) -> Any:
     """A sketch from its serialized bytes; ValueError (or RuntimeError from the library) when they are not one."""
-    if params.op == "theta":
-        return ds.compact_theta_sketch.deserialize(data)
-    if params.op == "hll":
-        return ds.hll_sketch.deserialize(data)
-    if params.op == "quantiles":
-        return ds.quantiles_doubles_sketch.deserialize(data)
-    return (ds.kll_floats_sketch if params.floats else ds.kll_doubles_sketch).deserialize(data)
+    return params.deserialize(data)
 
 
 def input_sketch_bytes(params: SketchParams, text: str) -> bytes:
@@ -91,13 +60,8 @@ def input_sketch_bytes(params: SketchParams, text: str) -> bytes:
     try:
         deserialize(params, data)
     except Exception as exc:  # noqa: BLE001 - the library raises ValueError or RuntimeError
-        raise ValueError(f"not a serialized DataSketches {_family(params)} sketch ({exc})") from None
+        raise ValueError(f"not a serialized DataSketches {params.description} sketch ({exc})") from None
     return data
-
-
-def _family(params: SketchParams) -> str:
-    return {"theta": "theta", "hll": "HLL", "quantiles": "quantiles doubles"}.get(
-        params.op, "KLL floats" if params.floats else "KLL doubles")
 
 
 def merge(params: SketchParams, parts: list[bytes], *, rebuild: bool = False) -> bytes:
@@ -108,20 +72,7 @@ def merge(params: SketchParams, parts: list[bytes], *, rebuild: bool = False) ->
         return parts[0]
     if not parts:
         return empty(params)
-    if params.op == "theta":
-        union = ds.theta_union(params.lg_k)
-        for p in parts:
-            union.update(ds.compact_theta_sketch.deserialize(p))
-        return union.get_result().serialize()
-    if params.op == "hll":
-        union = ds.hll_union(params.lg_k)
-        for p in parts:
-            union.update(ds.hll_sketch.deserialize(p))
-        return union.get_result(_hll_type(params.tgt_hll_type)).serialize_compact()
-    merged = _new(params)
-    for p in parts:
-        merged.merge(deserialize(params, p))
-    return merged.serialize()
+    return params.union(parts)
 
 
 # ------------------------------------------------------------------------------------------ building
@@ -130,7 +81,7 @@ def merge(params: SketchParams, parts: list[bytes], *, rebuild: bool = False) ->
 def hash_input(params: SketchParams, values: pa.Array) -> pa.Array:
     """String values as the `datasketches` package must be given them to hash as Druid does (see the module
     doc): for HLL's utf16le, ASCII text with a NUL after each character."""
-    if params.op != "hll" or not params.utf16le or params.from_sketches or not pa.types.is_string(values.type):
+    if not params.utf16le or params.from_sketches or not pa.types.is_string(values.type):
         return values
     return pc.if_else(pc.string_is_ascii(values), _nul_after_each_byte(values), values)
 
@@ -198,11 +149,11 @@ def _build_groups(params: SketchParams, values: pa.Array, offsets: np.ndarray) -
             parts = [base64.b64decode(t) for t in texts[offsets[g]:offsets[g + 1]]]
             out.append(merge(params, parts, rebuild=True))
         return pa.array(out, pa.binary())
-    if params.op in ("quantiles", "kll"):
+    if not isinstance(params.family, HashedSketch):  # quantiles, KLL: numbers
         array = np.array(values.to_numpy(zero_copy_only=False),  # a writable copy: the binding takes no other
                            dtype=np.float32 if params.floats else np.float64)
         for g in range(groups):
-            sketch = _new(params)
+            sketch = params.new()
             a, b = offsets[g], offsets[g + 1]
             if b > a:
                 sketch.update(array[a:b])
@@ -215,11 +166,11 @@ def _sketch_items(params: SketchParams, items: list[Any], offsets: np.ndarray) -
     """One theta or HLL sketch per group of Python items (each hashed by its type)."""
     out: list[bytes] = []
     for g in range(len(offsets) - 1):
-        sketch = _new(params)
+        sketch = params.new()
         update: Callable[[Any], None] = sketch.update
         for item in items[offsets[g]:offsets[g + 1]]:
             update(item)
-        out.append(_finish(params, sketch))
+        out.append(params.finish(sketch))
     return pa.array(out, pa.binary())
 
 
@@ -256,28 +207,6 @@ def _hashable(params: SketchParams, values: pa.Array) -> list[Any]:
 # ------------------------------------------------------------------------------------------ Spark's merge
 
 
-def merge_batches(batches: Iterator[pa.RecordBatch], sketches: dict[str, SketchParams]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow: each `sketches` column arrives as the list of a group's partial sketches; it leaves as their
-    union, one serialized sketch."""
-    for batch in batches:
-        columns = []
-        for name, column in zip(batch.schema.names, batch.columns):
-            params = sketches.get(name)
-            columns.append(column if params is None else merge_lists(params, column))
-        yield pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
-
-
 def merge_lists(params: SketchParams, lists: pa.Array) -> pa.Array:
-    """Each list of partial sketches merged; a list of one (a group seen by one split only) is kept as it is,
-    without a round trip through Python."""
-    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
-    several = np.flatnonzero(lengths > 1)
-    single = pc.list_element(pc.if_else(pa.array(lengths == 1), lists, pa.scalar(None, lists.type)), 0) \
-        if (lengths == 1).any() else pa.nulls(len(lists), pa.binary())
-    if not len(several):
-        return single.cast(pa.binary())
-    merged = pa.array([merge(params, parts) for parts in lists.take(pa.array(several)).to_pylist()], pa.binary())
-    positions = np.full(len(lists), -1, dtype=np.int64)
-    positions[several] = np.arange(len(several))
-    from_merge = pa.array(positions >= 0)
-    return pc.if_else(from_merge, merged.take(pa.array(np.maximum(positions, 0))), single.cast(pa.binary()))
+    """Each list of partial sketches merged; a list of one (a group seen by one split only) is kept as it is."""
+    return combine_lists(lists, lambda parts: merge(params, parts), pa.binary())

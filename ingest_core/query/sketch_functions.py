@@ -24,10 +24,13 @@ import datasketches as dsk
 import numpy as np
 import pyarrow as pa
 
-THETA_SIZE = 16384  # Druid's default nominal entries (lgK 14)
-HLL_LG_K = 12       # Druid's default lgK
-HLL_TYPE = "HLL_4"  # Druid's default tgtHllType
-QUANTILES_K = 128   # Druid's default k
+from ingest_core.core.aggregators import sketches as sketch_types
+
+# Druid's defaults, as its aggregators have them (`core.aggregators`)
+THETA_SIZE = sketch_types.THETA_DEFAULT_SIZE  # nominal entries (lgK 14)
+HLL_LG_K = sketch_types.HLL_DEFAULT_LG_K
+HLL_TYPE = sketch_types.HLL_DEFAULT_TYPE
+QUANTILES_K = sketch_types.QUANTILES_DEFAULT_K
 
 
 # ------------------------------------------------------------------------------------------ values as Druid hashes them

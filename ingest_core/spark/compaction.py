@@ -34,18 +34,11 @@ from ingest_core.executor.discovery import (
     needs_conversion,
     schema_types,
 )
-from ingest_core.executor.rollup import aggregators, long_sum_columns
+from ingest_core.executor.rollup import aggregators
 from ingest_core.executor.row_parser import TIME
 from ingest_core.handover import deep_storage, object_store
 from ingest_core.kafka.storage_secrets import use_deep_storage
-from ingest_core.spark.job import (
-    col,
-    exact_long_sums,
-    merge_functions,
-    merge_sketches,
-    merged_type,
-    sql_functions,
-)
+from ingest_core.spark.rollup import combine_metrics, quoted, sql_functions
 
 log = logging.getLogger(__name__)
 
@@ -82,34 +75,11 @@ def compact(spark: Any, spec: DatasourceSpec, job: CompactionJob) -> list[Compac
 
 def combine(rows: Any, spec: DatasourceSpec) -> Any:
     """Rows with the same time and dimensions merged with the metrics' combining aggregators."""
-    F = sql_functions(rows)
     present = set(rows.columns)
     aggs = [a for a in aggregators(spec) if a.name in present]
     metric_names = {a.name for a in aggregators(spec)}
     dims = [c for c in rows.columns if c not in metric_names and c not in (TIME, ORDER)]
-    keys = [TIME, *dims]
-    order = col(F, ORDER)
-    merge = merge_functions(F, lambda c: F.min_by(c, order), lambda c: F.max_by(c, order))
-    parts, long_sums = [], []
-    for a in aggs:
-        value = col(F, a.name)
-        if a.op == "sum" and a.kind == "long":
-            long_sums.append(a.name)
-            lo, hi = long_sum_columns(a.name)
-            parts += [F.sum(value.bitwiseAND(F.lit((1 << 32) - 1).cast("long"))).alias(lo),
-                      F.sum(F.shiftright(value, 32)).alias(hi)]
-        elif a.op in ("first", "last") and a.mask is not None:
-            # a segment whose rows the filter never matched holds null: the first/last segment that has a value
-            by = F.min_by if a.op == "first" else F.max_by
-            parts.append(by(value, F.when(value.isNotNull(), order)).cast(merged_type(a)).alias(a.name))
-        else:
-            parts.append(merge[a.op](value).cast(merged_type(a)).alias(a.name))
-    if not parts:  # no metrics: identical rows are one row
-        return rows.select(*[col(F, k) for k in keys]).distinct()
-    rolled = merge_sketches(rows.groupBy(*[col(F, k) for k in keys]).agg(*parts), aggs)
-    if long_sums:
-        rolled = exact_long_sums(F, rolled, keys, aggs, long_sums)
-    return rolled
+    return combine_metrics(rows, [TIME, *dims], aggs, quoted(ORDER))
 
 
 def describe(folder: str, types: dict[str, str] | None = None) -> list[CompactedFile]:

@@ -33,7 +33,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from ingest_core.core.aggregators import SKETCH_OPS
 from ingest_core.core.defaults import ONE_TASK_MAX_RECORDS, PROGRESS_INTERVAL_S, STALL_TIMEOUT_S
 from ingest_core.core.errors import IngestError, JobFailedError, ObjectStoreUnavailableError, error_for_code
 from ingest_core.core.offsets import check_planned_topic_ids
@@ -41,17 +40,7 @@ from ingest_core.core.planner import Plan, TaskGroup
 from ingest_core.core.spec import DatasourceSpec, load_spec, parse_spec_text
 from ingest_core.executor import buckets, discovery
 from ingest_core.executor.formats.protobuf_descriptors import inline_descriptors
-from ingest_core.executor.rollup import (
-    FIRST_OFFSET,
-    FIRST_TIME,
-    LAST_OFFSET,
-    LAST_TIME,
-    aggregators,
-    filtered_order_columns,
-    long_sum_columns,
-)
-from ingest_core.executor.row_parser import DIMS_JSON, PARTITION, TIME, discovers_strings
-from ingest_core.executor.sketches import merge_batches
+from ingest_core.executor.row_parser import DIMS_JSON, TIME
 from ingest_core.handover import deep_storage, object_store
 from ingest_core.handover.report import (
     GroupFailure,
@@ -66,8 +55,8 @@ from ingest_core.handover.report import (
 from ingest_core.kafka.config import KafkaClientConfig
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
 from ingest_core.kafka.storage_secrets import use_deep_storage
+from ingest_core.spark.rollup import col, rollup, sql_functions
 from ingest_core.spark.kafka_source import (
-    BUCKET,
     SEGMENT,
     ReadJob,
     SplitsReader,
@@ -76,24 +65,6 @@ from ingest_core.spark.kafka_source import (
 )
 
 log = logging.getLogger("ingest_core.spark.job")
-
-def sql_functions(df: Any) -> Any:
-    """Spark's functions for `df`'s kind of session. `pyspark.sql.functions` builds classic or Spark Connect
-    columns by the process's environment, not by the session, and a process may hold both (the tests)."""
-    from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
-
-    if isinstance(df, ConnectDataFrame):
-        from pyspark.sql.connect import functions as F
-    else:
-        from pyspark.sql import functions as F
-    return F
-
-
-def col(F: Any, name: str) -> Any:
-    """A column by its exact name: Druid's default names hold dots (`kafka.key`), which Spark would read as
-    struct access."""
-    return F.col("`" + name.replace("`", "``") + "`")
-
 
 @dataclass(frozen=True)
 class GroupJob:
@@ -327,122 +298,6 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
     report.segments = describe_segments(job, dims, metrics, types)
     report.marks = {"writeStarted": write_started, "writeEnded": write_ended}
     return report
-
-
-def rollup(rows: Any, spec: DatasourceSpec, dims: list[str] | None = None) -> tuple[Any, list[str], list[str]]:
-    """Druid's rollup: group by (queryGranularity bucket, dimensions) and aggregate; without rollup, every row
-    stays a row with its metrics computed from itself. `__time` becomes the bucket in both cases.
-
-    With rollup the splits hand over partial rows (`ingest_core.executor.rollup`): this merges them. A longSum
-    arrives as two sums (high and low 32 bits) that add up without overflow; a group whose exact sum passes the
-    long range is written as several rows whose values add up to it (`exact_long_sums`), never wrapped, and
-    never an overflow error (Spark's ANSI mode raises on one). `dims`: the dimensions, when the spec does not
-    list them all (type-aware discovery)."""
-    F = sql_functions(rows)
-    schema = spec.data_schema
-    if dims is None:
-        dims = ([d.name for d in schema.dimensions_spec.dimensions]
-                + ([DIMS_JSON] if discovers_strings(schema.dimensions_spec) else []))
-    metrics = [a.name for a in schema.metrics_spec]
-    if not schema.granularity_spec.rollup:  # the splits computed each row's metrics (`rollup.row_metrics`)
-        cols = [col(F, BUCKET).alias(TIME), col(F, SEGMENT), *[col(F, d) for d in dims]]
-        return rows.select(*cols, *[col(F, m) for m in metrics]), dims, metrics
-    first = F.struct(col(F, FIRST_TIME), col(F, PARTITION), col(F, FIRST_OFFSET))  # ties go to the lower partition
-    last = F.struct(col(F, LAST_TIME), col(F, PARTITION), col(F, LAST_OFFSET))
-    merge = merge_functions(F, lambda c: F.min_by(c, first), lambda c: F.max_by(c, last))
-    aggs, long_sums = [], []
-    for a in aggregators(spec):
-        if a.op == "sum" and a.kind == "long":
-            long_sums.append(a.name)
-            aggs += [F.sum(col(F, c)).alias(c) for c in long_sum_columns(a.name)]
-        elif a.op in ("first", "last") and a.mask is not None:
-            # by the time of the row the filter matched; a split where none did has a null order, which
-            # min_by/max_by pass over
-            at, offset = (col(F, c) for c in filtered_order_columns(a.name))
-            order = F.when(at.isNull(), F.lit(None)).otherwise(F.struct(at, col(F, PARTITION), offset))
-            by = F.min_by if a.op == "first" else F.max_by
-            aggs.append(by(col(F, a.name), order).cast(merged_type(a)).alias(a.name))
-        else:
-            aggs.append(merge[a.op](col(F, a.name)).cast(merged_type(a)).alias(a.name))
-    if not aggs:
-        aggs = [F.count(F.lit(1)).alias("__count")]
-    keys = [TIME, SEGMENT, *dims]
-    rolled = rows.groupBy(col(F, BUCKET).alias(TIME), col(F, SEGMENT), *[col(F, d) for d in dims]).agg(*aggs)
-    rolled = merge_sketches(rolled, aggregators(spec))
-    if long_sums:
-        rolled = exact_long_sums(F, rolled, keys, [a for a in aggregators(spec)], long_sums)
-    return rolled, dims, metrics
-
-
-def merge_functions(F: Any, first: Any, last: Any) -> dict[str, Any]:
-    """Spark's merge of each partial aggregation (see `executor.rollup`); a sketch's partials are collected
-    and merged by `merge_sketches`."""
-    return {"count": F.sum, "sum": F.sum, "min": F.min, "max": F.max, "first": first, "last": last,
-            "any": lambda c: F.first(c, ignorenulls=True),
-            **{op: F.collect_list for op in SKETCH_OPS}}
-
-
-def merged_type(a: Any) -> str:
-    """The Spark type of an aggregator's merged column (a sketch's: the list of its partials)."""
-    return "array<binary>" if a.sketch is not None else a.spark_type
-
-
-def merge_sketches(rolled: Any, aggs: list[Any]) -> Any:
-    """The sketch columns, each a group's list of partial sketches, merged into one serialized sketch per row
-    by the `datasketches` package (`executor.sketches.merge_batches`), in the executors."""
-    from pyspark.sql.types import BinaryType, StructField, StructType
-
-    params = {a.name: a.sketch for a in aggs if a.sketch is not None}
-    if not params:
-        return rolled
-    schema = StructType([StructField(f.name, BinaryType(), True) if f.name in params else f
-                         for f in rolled.schema.fields])
-    return rolled.mapInArrow(partial(merge_batches, sketches=params), schema)
-
-
-_HALF = 32  # a longSum's value = high * 2^32 + low (low unsigned), as the splits sum them
-_PART = 1 << 30  # the high part one output row holds when a sum passes the long range: |value| < 2^62 + 2^32
-
-
-def exact_long_sums(F: Any, rolled: Any, keys: list[str], aggs: list[Any], long_sums: list[str]) -> Any:
-    """Join each longSum's high and low sums into one long. A group whose sum fits (always, in practice) keeps
-    one row. One whose sum passes the long range is exploded into as many rows as its largest sum needs: row j
-    holds the j-th slice of 2^30 * 2^32 of each longSum (the low part on row 0), row 0 also holds the other
-    sums and the count, and every row holds the min/max/first/last; summing the rows gives each exact value."""
-    low_mask = F.lit((1 << _HALF) - 1).cast("long")
-    high: dict[str, Any] = {}
-    low: dict[str, Any] = {}
-    for name in long_sums:
-        lo, hi = (col(F, c) for c in long_sum_columns(name))
-        high[name] = hi + F.shiftright(lo, _HALF)  # the low sum's carry; no overflow below 2^31 rows per group
-        low[name] = lo.bitwiseAND(low_mask)
-    # a null sum (every value null) fits: explode(sequence(0, null)) would drop the group's row
-    fits = {name: F.coalesce(high[name].between(-(1 << 31), (1 << 31) - 1), F.lit(True)) for name in long_sums}
-    slices = {name: F.when(fits[name], F.lit(1)).otherwise(F.ceil(F.abs(high[name]) / _PART).cast("long"))
-              for name in long_sums}
-    count = slices[long_sums[0]] if len(long_sums) == 1 else F.greatest(*slices.values())
-    part = F.explode(F.sequence(F.lit(0).cast("long"), count - 1)).alias("__part")
-    staged = rolled.select("*", *[high[n].alias(f"__high_{n}") for n in long_sums],
-                           *[low[n].alias(f"__low_{n}") for n in long_sums], part)
-    j = col(F, "__part")
-    first_row = j == 0
-    out = [col(F, k) for k in keys]
-    for a in aggs:
-        if a.op == "sum" and a.kind == "long":
-            h, lo = col(F, f"__high_{a.name}"), col(F, f"__low_{a.name}")
-            exact = F.shiftleft(h, _HALF).bitwiseOR(lo)
-            taken = F.greatest(F.least(F.abs(h) - j * _PART, F.lit(_PART)), F.lit(0))
-            sliced = F.shiftleft(F.signum(h).cast("long") * taken, _HALF) + F.when(first_row, lo).otherwise(0)
-            value = F.when(F.coalesce(h.between(-(1 << 31), (1 << 31) - 1), F.lit(True)),
-                           F.when(first_row, exact).otherwise(0)).otherwise(sliced)
-            out.append(F.when(lo.isNull(), F.lit(None)).otherwise(value).cast("long").alias(a.name))
-        elif a.op in ("count", "sum"):
-            out.append(F.when(first_row, col(F, a.name)).otherwise(F.lit(0).cast(a.kind or "long")).alias(a.name))
-        elif a.sketch is not None:  # on the first row only: a quantiles sketch counted twice would be wrong
-            out.append(F.when(first_row, col(F, a.name)).otherwise(F.lit(None).cast("binary")).alias(a.name))
-        else:
-            out.append(col(F, a.name))
-    return staged.select(*out)
 
 
 def _expand_discovered(rolled: Any, dims: list[str]) -> tuple[Any, list[str]]:

