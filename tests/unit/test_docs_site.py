@@ -42,6 +42,27 @@ def test_the_readme_is_short_and_its_links_resolve():
         assert (ROOT / path).exists(), f"README.md links to {link}, which does not exist"
 
 
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, each space a hyphen."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_benchmarks_md_opens_with_a_row_per_benchmark_and_its_section_links_resolve():
+    """BENCHMARKS.md opens with the current figures, a row per script under benchmarks/ (a new script without one
+    fails here), then the dated history; every section link in it leads to one of its headings."""
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    headings = re.findall(r"^#{2,} (.+)$", text, flags=re.M)
+    assert headings[:2] == ["Current figures", "History (newest first)"], headings[:2]
+    rows = [line for line in text.split("\n## History (newest first)\n")[0].splitlines() if line.startswith("| `")]
+    for script in sorted((ROOT / "benchmarks").glob("*.py")):
+        named = [row for row in rows if row.startswith(f"| `{script.name}")]
+        assert named, f"BENCHMARKS.md's table of current figures has no row for benchmarks/{script.name}"
+        assert all("](#" in row for row in named), f"a row for {script.name} links to no dated section"
+    anchors = {github_anchor(heading) for heading in headings}
+    for link in re.findall(r"\]\(#([^)\s]+)\)", text):
+        assert link in anchors, f"BENCHMARKS.md links to #{link}, which is no heading of it"
+
+
 def test_the_make_targets_the_pages_give_exist():
     targets = set(re.findall(r"^([a-z][\w-]*):", (ROOT / "Makefile").read_text(), flags=re.M))
     commands = [(page, line) for page, block in blocks("bash") for line in block.splitlines()
