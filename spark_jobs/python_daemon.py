@@ -31,6 +31,7 @@ from pyspark import daemon
 PRELOAD = (
     "pyspark.worker",
     "pyspark.sql.pandas.types",
+    "pyspark.sql.types",
     "pyarrow",
     "pyarrow.compute",
     "pyarrow.fs",

