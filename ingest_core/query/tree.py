@@ -1,6 +1,7 @@
 """What a query reads, from DuckDB's own parse tree (`json_serialize_sql`): the tables it names, with SQL's CTE
-scoping; the functions it calls; the catalog listings it asks for (SHOW TABLES, INFORMATION_SCHEMA), rewritten to
-the tables `query.engine` builds for them; and what its result's columns are (`column_names`: Druid's names).
+scoping; the functions it calls; the catalog listings and system tables it asks for (SHOW TABLES,
+INFORMATION_SCHEMA, `sys.*`), rewritten to the tables `query.engine` builds for them; and what its result's columns
+are (`column_names`: Druid's names).
 Pure: a dict in, a `QueryTree` out.
 
 Scoping as SQL has it: a CTE hides a table of its name in its WITH's query, in the CTEs after it and in their
