@@ -232,7 +232,7 @@ def _parse(con, sql: str, runs: str) -> tuple[QueryTree, str]:
         read.select = ()
     if read.rewritten:
         if runs != sql:
-            raise SqlError("a PIVOT without IN (...) cannot read INFORMATION_SCHEMA or SHOW TABLES: name its values")
+            raise SqlError("a PIVOT without IN (...) cannot read INFORMATION_SCHEMA, SHOW TABLES or a sys table: name its values")
         runs = con.execute("SELECT json_deserialize_sql(?)", [json.dumps(tree)]).fetchall()[0][0]
     return read, runs
 
