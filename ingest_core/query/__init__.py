@@ -11,6 +11,7 @@ One module per noun:
   errors.py               the query's errors, each with its code
   tree.py                 what a query reads, from DuckDB's parse tree: tables, refused functions, the catalog
   catalog.py              SHOW TABLES and Druid's INFORMATION_SCHEMA of the datasources the caller may read
+  system_tables.py        Druid's sys.segments, sys.tasks and sys.supervisors of those datasources
   columns.py              a datasource's columns in Druid's order (the spec's), and their SQL types
   datasets.py             a datasource's visible segments as one Arrow dataset of their merged schema
   druid_sql.py            Druid SQL rewritten for DuckDB (sqlglot): the walk, the function table, the refusals

@@ -1,7 +1,8 @@
 """Druid's catalog of the datasources a caller may read: `SHOW TABLES` and INFORMATION_SCHEMA's SCHEMATA, TABLES
 and COLUMNS with Druid's columns and values (its `InformationSchema`: catalog `druid`, the datasources in schema
-`druid`, JDBC_TYPE from java.sql.Types, ORDINAL_POSITION in Druid's column order), registered on a query's DuckDB
-when its tree asks for them (`tree.QueryTree`)."""
+`druid`, the system tables in `INFORMATION_SCHEMA` and `sys` (`query.system_tables`), JDBC_TYPE from
+java.sql.Types, ORDINAL_POSITION in Druid's column order), registered on a query's DuckDB when its tree asks for
+them (`tree.QueryTree`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from ingest_core.core.column_types import TIMESTAMP
 from ingest_core.core.timeline import visible_segments
 from ingest_core.executor.discovery import type_of_arrow
 from ingest_core.query.columns import TIME, in_druid_order, spec_columns, sql_type
-from ingest_core.query.tree import CATALOG_TABLES, DRUID_SCHEMA, SHOW_TABLES, QueryTree
+from ingest_core.query.system_tables import SCHEMAS as SYS_TABLES
+from ingest_core.query.tree import CATALOG_TABLES, DRUID_SCHEMA, SHOW_TABLES, SYS_SCHEMA, QueryTree
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.segment_schema import typed
 
@@ -30,17 +32,20 @@ def register_catalog(con, store: MetadataStore, tree: QueryTree, may_read: Calla
     names = readable(store, may_read)
     con.register(SHOW_TABLES, pa.table({"name": pa.array(names, pa.string())}))
     con.register(CATALOG_TABLES["schemata"], pa.Table.from_pylist(
-        [{"CATALOG_NAME": CATALOG, "SCHEMA_NAME": schema} for schema in (DRUID_SCHEMA, INFORMATION_SCHEMA)],
+        [{"CATALOG_NAME": CATALOG, "SCHEMA_NAME": schema} for schema in (DRUID_SCHEMA, INFORMATION_SCHEMA, SYS_SCHEMA)],
         schema=SCHEMATA))
     con.register(CATALOG_TABLES["tables"], pa.Table.from_pylist(
         [_table(DRUID_SCHEMA, name, "TABLE") for name in names]
-        + [_table(INFORMATION_SCHEMA, name, "SYSTEM_TABLE") for name in SYSTEM_TABLES], schema=TABLES))
+        + [_table(INFORMATION_SCHEMA, name, "SYSTEM_TABLE") for name in SYSTEM_TABLES]
+        + [_table(SYS_SCHEMA, name, "SYSTEM_TABLE") for name in SYS_TABLES], schema=TABLES))
     rows: list[dict] = []
     if "columns" in tree.catalog:  # each datasource's merged schema (its segment records, not its files)
         for name in names:
             rows += _columns(DRUID_SCHEMA, name, datasource_types(store, name))
         for name, schema in SYSTEM_TABLES.items():
             rows += _columns(INFORMATION_SCHEMA, name, {f.name: type_of_arrow(f.type) for f in schema})
+        for name, schema in SYS_TABLES.items():
+            rows += _columns(SYS_SCHEMA, name, {f.name: type_of_arrow(f.type) for f in schema})
     con.register(CATALOG_TABLES["columns"], pa.Table.from_pylist(rows, schema=COLUMNS))
 
 

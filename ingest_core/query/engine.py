@@ -7,7 +7,8 @@ Each datasource the query names is a table of that name, also as `druid.<name>` 
 (published, used, not overshadowed) is read once, before the query runs, so one query never sees a mix of two
 publishes. Segments written with fewer columns read those columns as null, and a column whose type widened across
 segments reads as the wider type. `SHOW TABLES` and Druid's `INFORMATION_SCHEMA.SCHEMATA` / `TABLES` / `COLUMNS`
-list the datasources the caller may read, and nothing else.
+list the datasources the caller may read, and nothing else; Druid's `sys.segments`, `sys.tasks` and
+`sys.supervisors` (`query.system_tables`) hold their rows only.
 
 The query runs in a DuckDB that cannot touch anything but those segments: one read-only statement (a SELECT,
 PIVOT, DESCRIBE or SHOW TABLES), no file, network or extension access (`enable_external_access` off, the
@@ -43,6 +44,7 @@ from ingest_core.query.datasets import segments_dataset
 from ingest_core.query.errors import (DatasourceNotReadable, DruidSqlError, SqlError, SqlResultTooLargeError,
                                       stopped_error)
 from ingest_core.query.limits import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, TIME_LIMIT, QueryCancel, SqlLimits
+from ingest_core.query.system_tables import Supervisors, register_system_tables
 from ingest_core.query.tree import DRUID_SCHEMA, QueryTree, TreeError, read_tree
 from ingest_core.store.metadata import MetadataStore
 
@@ -61,10 +63,12 @@ class SqlResult:
 def run_sql(store: MetadataStore, sql: str, *, may_read: Callable[[str], bool] | None = None,
             max_rows: int | None = DEFAULT_MAX_ROWS, timeout_s: float | None = DEFAULT_TIMEOUT_S,
             parameters: Sequence[Any] = (), time_zone: str = "UTC", limits: SqlLimits | None = None,
-            cancel: QueryCancel | None = None, max_bytes: int | None = None) -> SqlResult:
+            cancel: QueryCancel | None = None, max_bytes: int | None = None,
+            supervisors: Supervisors | None = None) -> SqlResult:
     """Run one read-only statement over the datasources it names. `may_read(name)`: whether the caller may
-    read a datasource (None: every one); errors name no other. `parameters` bind the query's `?` in order;
-    `time_zone` is the session's (literals, date parts, how timestamps read). Rows past `max_bytes` of Arrow's
+    read a datasource (None: every one); errors name no other, and the catalog and the sys tables list no other.
+    `supervisors`: the supervisors of datasources, with their state and health (`sys.supervisors`). `parameters`
+    bind the query's `?` in order; `time_zone` is the session's (literals, date parts, how timestamps read). Rows past `max_bytes` of Arrow's
     memory end the query (`SqlResultTooLargeError`) before more are fetched."""
     cancel = cancel or QueryCancel()
     con = _connect(limits)
@@ -74,7 +78,7 @@ def run_sql(store: MetadataStore, sql: str, *, may_read: Callable[[str], bool] |
                                 name="sql-watchdog")
     watchdog.start()
     try:
-        return _run(con, store, sql, may_read, max_rows, parameters, time_zone, cancel, max_bytes)
+        return _run(con, store, sql, may_read, max_rows, parameters, time_zone, cancel, max_bytes, supervisors)
     except Exception as exc:  # whatever a stop interrupted (DuckDB's InterruptException, or an OSError mid-stream)
         if cancel.reason is not None:
             raise stopped_error(cancel.reason, timeout_s) from exc
@@ -108,7 +112,8 @@ def _connect(limits: SqlLimits | None):
 
 
 def _run(con, store: MetadataStore, sql: str, may_read: Callable[[str], bool] | None, max_rows: int | None,
-         parameters: Sequence[Any], time_zone: str, cancel: QueryCancel, max_bytes: int | None) -> SqlResult:
+         parameters: Sequence[Any], time_zone: str, cancel: QueryCancel, max_bytes: int | None,
+         supervisors: Supervisors | None) -> SqlResult:
     import duckdb
 
     segments: dict[str, int] = {}
@@ -123,6 +128,8 @@ def _run(con, store: MetadataStore, sql: str, may_read: Callable[[str], bool] | 
             segments[name] = len(visible)
         if tree.catalog:
             register_catalog(con, store, tree, may_read)
+        if tree.system:
+            register_system_tables(con, store, tree.system, readable(store, may_read), supervisors)
         druid_sql.register(con, text)  # the macros and sketch functions the Druid SQL calls
         con.execute(f"SET TimeZone = '{zone}'")
         con.execute("SET lock_configuration = true")  # the query cannot turn file access back on
@@ -225,7 +232,7 @@ def _parse(con, sql: str, runs: str) -> tuple[QueryTree, str]:
         read.select = ()
     if read.rewritten:
         if runs != sql:
-            raise SqlError("a PIVOT without IN (...) cannot read INFORMATION_SCHEMA or SHOW TABLES: name its values")
+            raise SqlError("a PIVOT without IN (...) cannot read INFORMATION_SCHEMA, SHOW TABLES or a sys table: name its values")
         runs = con.execute("SELECT json_deserialize_sql(?)", [json.dumps(tree)]).fetchall()[0][0]
     return read, runs
 

@@ -1,6 +1,7 @@
 """What a query reads, from DuckDB's own parse tree (`json_serialize_sql`): the tables it names, with SQL's CTE
-scoping; the functions it calls; the catalog listings it asks for (SHOW TABLES, INFORMATION_SCHEMA), rewritten to
-the tables `query.engine` builds for them; and what its result's columns are (`column_names`: Druid's names).
+scoping; the functions it calls; the catalog listings and system tables it asks for (SHOW TABLES,
+INFORMATION_SCHEMA, `sys.*`), rewritten to the tables `query.engine` builds for them; and what its result's columns
+are (`column_names`: Druid's names).
 Pure: a dict in, a `QueryTree` out.
 
 Scoping as SQL has it: a CTE hides a table of its name in its WITH's query, in the CTEs after it and in their
@@ -19,6 +20,9 @@ DRUID_SCHEMA = "druid"  # Druid's schema of datasources: `druid.wikipedia`, `"dr
 CATALOG_TABLES = {"schemata": "__ingest_information_schema_schemata", "tables": "__ingest_information_schema_tables",
                   "columns": "__ingest_information_schema_columns"}
 SHOW_TABLES = "__ingest_show_tables"
+SYS_SCHEMA = "sys"  # Druid's system tables (`query.system_tables`), as `query.engine` registers them
+SYSTEM_TABLES = {"segments": "__ingest_sys_segments", "tasks": "__ingest_sys_tasks",
+                 "supervisors": "__ingest_sys_supervisors"}
 
 # Table functions a query may call: they make rows, and read nothing of the host. Every other (read_csv, glob,
 # query, duckdb_settings, parquet_metadata, pragma_*, ...) reads files, settings or runs SQL that was never checked.
@@ -42,6 +46,7 @@ class QueryTree:
     table_functions: set[str] = field(default_factory=set)
     functions: set[str] = field(default_factory=set)
     catalog: set[str] = field(default_factory=set)  # CATALOG_TABLES keys and "show_tables": listings asked for
+    system: set[str] = field(default_factory=set)  # SYSTEM_TABLES keys: the sys tables named
     rewritten: bool = False  # the tree changed (a listing): run its SQL (`json_deserialize_sql`), not the text
     select: tuple[str, ...] = ()  # the outer SELECT's items: STAR, NAMED (a column or an alias) or EXPRESSION
 
@@ -135,6 +140,13 @@ def _table(node: dict, ctes: frozenset[str], out: QueryTree) -> None:
     if schema.lower() == "information_schema" and not catalog and name.lower() in CATALOG_TABLES:
         _rename(node, CATALOG_TABLES[name.lower()], name)
         out.catalog.add(name.lower())
+        out.rewritten = True
+        return
+    if schema.lower() == SYS_SCHEMA and not catalog:
+        if name.lower() not in SYSTEM_TABLES:
+            raise TreeError(f"sys.{name} is not served here: the sys tables are {', '.join(SYSTEM_TABLES)}")
+        _rename(node, SYSTEM_TABLES[name.lower()], name)
+        out.system.add(name.lower())
         out.rewritten = True
         return
     out.tables.add((catalog, "" if schema.lower() == "main" else schema, name))

@@ -25,6 +25,7 @@ Messages on the worker's connection (pickled, but the body's chunks, which are b
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import pickle
 import resource
@@ -42,7 +43,7 @@ from typing import Any, Callable, Iterator, Protocol
 import pyarrow as pa
 import sqlalchemy as sa
 
-from ingest_core.service.status import specs_in
+from ingest_core.service.status import specs_in, supervisor_rows
 from ingest_core.query import druid_sql
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.query.engine import run_sql
@@ -292,7 +293,7 @@ def work(conn: Connection, spill_dir: str) -> None:
 
 def _body(job: SqlJob, limits: SqlLimits | None, conn: Connection) -> tuple[bytes, bool]:
     store = MetadataStore(job.metadata_url)
-    specs_in(job.dags_folder)  # each datasource's deep storage settings (an object store's endpoint, keys)
+    specs = specs_in(job.dags_folder)  # each datasource's deep storage settings (an object store's endpoint, keys)
     asked: dict[str, bool] = {}
 
     def may_read(name: str) -> bool:
@@ -304,7 +305,7 @@ def _body(job: SqlJob, limits: SqlLimits | None, conn: Connection) -> tuple[byte
     max_bytes = limits.max_result_bytes_int() if limits else None
     result = run_sql(store, job.query, may_read=may_read if job.asks else None, max_rows=job.max_rows,
                      timeout_s=job.timeout_s, parameters=job.parameters, time_zone=job.time_zone, limits=limits,
-                     max_bytes=max_bytes)
+                     max_bytes=max_bytes, supervisors=functools.partial(supervisor_rows, store, specs=specs))
     body = job.render(result.table).encode()
     if max_bytes is not None and len(body) > max_bytes:
         raise SqlResultTooLargeError.of(len(body), max_bytes)

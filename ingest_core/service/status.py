@@ -51,6 +51,7 @@ from ingest_core.handover.report import (
 )
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
 from ingest_core.kafka.storage_secrets import use_deep_storage
+from ingest_core.query.system_tables import SupervisorRow
 from ingest_core.store.audit import RECORDS_LOST, SKIP, losses, skipped_records
 from ingest_core.core.states import RunStatus
 from ingest_core.store.metadata import MetadataStore
@@ -437,15 +438,10 @@ def collect_status(store: MetadataStore, name: str, spec: DatasourceSpec | None,
                    kafka_timeout_s: float = 10.0, broker: BrokerView | None = None) -> StatusReport:
     """Read what `build_status` needs: the metadata store, and the latest offsets from the broker (`broker`:
     already read)."""
-    row = store.datasources.require(name)
     store.runs.expire_overdue(name, utcnow(), "a status read")  # cheap when nothing is overdue
-    committed = {tp: k.offset for tp, k in store.offsets.committed(name).items()}
-    runs = store.runs.recent(name, limit=runs_limit)
-    stats = {run.run_id: store.reports.row_stats(name, run.run_id) for run in runs}
-    thresholds = spec.microbatch.health if spec else HealthConfig()
-    window = max(thresholds.unhealthiness_threshold + thresholds.healthiness_threshold, MAX_RECENT_ERRORS)
+    read = _store_read(store, name, spec, runs_limit)
+    runs = read["runs"]
     view = broker if broker is not None else read_broker(spec, kafka_timeout_s)
-    latest, broker_error, stream = view.latest, view.error, view.stream
     unavailable: list[DependencyUnavailableError] = [view.unavailable] if view.unavailable else []
     try:
         active = {r.run_id: collect_progress(spec, r) for r in runs
@@ -453,17 +449,48 @@ def collect_status(store: MetadataStore, name: str, spec: DatasourceSpec | None,
     except DependencyUnavailableError as exc:  # deep storage: the runs' progress is unknown, the rest is not
         active = {}
         unavailable.append(exc)
-    failures = {r.run_id: [t for t in store.reports.of(name, r.run_id) if not t.succeeded]
-                for r in runs if run_succeeded(r) is False}
     problems = {r.run_id: run_problems(store.reports.of(name, r.run_id))  # only runs with unparseable rows
-                for r in runs if stats.get(r.run_id, {}).get("unparseable")}
-    return build_status(datasource=name, stream=stream, row=row, committed=committed, latest=latest,
-                        offsets_last_updated=store.offsets.last_updated(name), runs=runs, row_stats=stats,
-                        loop_errors=store.audit_log.records(name, action=LOOP_ERROR, limit=window),
-                        thresholds=thresholds, broker_error=broker_error, now=utcnow(), active=active,
-                        failures=failures,
-                        skipped=skipped_records(store.audit_log.records(name, action=SKIP)),
-                        lost=store.audit_log.records(name, action=RECORDS_LOST),
+                for r in runs if read["row_stats"].get(r.run_id, {}).get("unparseable")}
+    return build_status(**read, stream=view.stream, latest=view.latest, broker_error=view.error, active=active,
                         segments=segment_health(store, name, spec), new_columns=new_columns(store, name, runs),
-                        problems=problems, spec_warnings=spec.warnings if spec is not None else (),
-                        unavailable=unavailable)
+                        problems=problems, unavailable=unavailable)
+
+
+def store_status(store: MetadataStore, name: str, spec: DatasourceSpec | None, *,
+                 runs_limit: int = 10) -> StatusReport:
+    """The status as the metadata store alone has it, changing nothing: the state, health and recent errors that
+    `collect_status` reports, without asking the broker (latest offsets, lag: unknown) or deep storage (running
+    runs' progress, segment health), and without expiring an overdue run (the next status read or supervisor
+    cycle does). What SQL's `sys.supervisors` lists."""
+    io = spec.io_config if spec is not None else None
+    stream = (io.topic or io.topic_pattern or "?") if io is not None else "?"
+    return build_status(**_store_read(store, name, spec, runs_limit), stream=stream, latest=None)
+
+
+def _store_read(store: MetadataStore, name: str, spec: DatasourceSpec | None, runs_limit: int) -> dict[str, Any]:
+    """`build_status`'s arguments that the metadata store holds."""
+    row = store.datasources.require(name)
+    runs = store.runs.recent(name, limit=runs_limit)
+    stats = {run.run_id: store.reports.row_stats(name, run.run_id) for run in runs}
+    thresholds = spec.microbatch.health if spec else HealthConfig()
+    window = max(thresholds.unhealthiness_threshold + thresholds.healthiness_threshold, MAX_RECENT_ERRORS)
+    return dict(datasource=name, row=row, committed={tp: k.offset for tp, k in store.offsets.committed(name).items()},
+                offsets_last_updated=store.offsets.last_updated(name), runs=runs, row_stats=stats,
+                loop_errors=store.audit_log.records(name, action=LOOP_ERROR, limit=window), thresholds=thresholds,
+                now=utcnow(), failures={r.run_id: [t for t in store.reports.of(name, r.run_id) if not t.succeeded]
+                                        for r in runs if run_succeeded(r) is False},
+                skipped=skipped_records(store.audit_log.records(name, action=SKIP)),
+                lost=store.audit_log.records(name, action=RECORDS_LOST),
+                spec_warnings=spec.warnings if spec is not None else ())
+
+
+def supervisor_rows(store: MetadataStore, names: Sequence[str],
+                    specs: dict[str, DatasourceSpec]) -> list[SupervisorRow]:
+    """SQL's `sys.supervisors` rows of `names` (`store_status`); `specs`: the DAG folder's (`specs_in`)."""
+    rows = []
+    for name in names:
+        report = store_status(store, name, spec_for(store, name, specs))
+        history = store.datasources.spec_history(name)
+        rows.append(SupervisorRow(name, report.state, report.detailed_state, report.healthy, report.stream,
+                                  report.suspended, history[-1]["spec"] if history else None))
+    return rows

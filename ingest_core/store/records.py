@@ -8,7 +8,7 @@ from datetime import datetime
 
 from ingest_core.core.periods import format_datetime
 from ingest_core.core.planner import Plan
-from ingest_core.core.states import RunStatus
+from ingest_core.core.states import GroupStatus, RunStatus
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,33 @@ class RunRecord:
         return (f"expired: run {self.run_id} was {since}, past completionTimeout ({timeout:g}s, deadline "
                 f"{format_datetime(self.deadline_at) if self.deadline_at else '-'}) at {format_datetime(now)}; it "
                 "will not publish and its partitions go back to the committed offsets")
+
+
+@dataclass(frozen=True)
+class GroupOutline:
+    """A run's task group as the store keeps it: its status, and when that last changed."""
+
+    group_id: int
+    status: GroupStatus
+    records: int
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class RunOutline:
+    """A run without its plan (megabytes at many partitions), with its task groups: what Druid's `sys.tasks`
+    lists (`query.system_tables`)."""
+
+    datasource: str
+    run_id: str
+    status: RunStatus
+    created_at: datetime
+    updated_at: datetime
+    running_since: datetime | None
+    published_at: datetime | None
+    expired_at: datetime | None
+    error: str | None
+    groups: tuple[GroupOutline, ...] = ()
 
 
 @dataclass(frozen=True)

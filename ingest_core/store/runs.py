@@ -17,7 +17,7 @@ from ingest_core.core.states import RUN_TABLE, GroupStatus, RunEvent, RunStatus
 from ingest_core.store.audit import AuditLog
 from ingest_core.store.database import Database
 from ingest_core.store.datasources import Datasources
-from ingest_core.store.records import PublishedFigures, RunRecord
+from ingest_core.store.records import GroupOutline, PublishedFigures, RunOutline, RunRecord
 from ingest_core.store.schema import as_utc, runs, task_groups, utcnow
 
 RUN_EXPIRED = "run_expired"  # the audit action of a run that outlived its deadline
@@ -96,6 +96,26 @@ class Runs:
         with self.db.session() as conn:
             rows = conn.execute(query if limit is None else query.limit(limit)).mappings().all()
             return [_run_record(r) for r in rows]
+
+    def outlines(self, names: Sequence[str]) -> list[RunOutline]:
+        """Every run of the datasources `names`, without its plan, with its task groups; by datasource, then in
+        planning order."""
+        if not names:
+            return []
+        columns = [runs.c[c] for c in ("datasource", "run_id", "seq", "status", "created_at", "updated_at",
+                                       "running_since", "published_at", "expired_at", "error")]
+        with self.db.session() as conn:
+            rows = conn.execute(sa.select(*columns).where(runs.c.datasource.in_(list(names)))
+                                .order_by(runs.c.datasource, runs.c.seq)).mappings().all()
+            groups: dict[tuple[str, str], list[GroupOutline]] = {}
+            for g in conn.execute(sa.select(task_groups).where(task_groups.c.datasource.in_(list(names)))
+                                  .order_by(task_groups.c.group_id)).mappings():
+                groups.setdefault((g["datasource"], g["run_id"]), []).append(GroupOutline(
+                    int(g["group_id"]), GroupStatus(g["status"]), int(g["records"]), as_utc(g["updated_at"])))
+        return [RunOutline(r["datasource"], r["run_id"], RunStatus(r["status"]), as_utc(r["created_at"]),
+                           as_utc(r["updated_at"]), as_utc(r["running_since"]), as_utc(r["published_at"]),
+                           as_utc(r["expired_at"]), r["error"], tuple(groups.get((r["datasource"], r["run_id"]), ())))
+                for r in rows]
 
     def statuses(self, name: str, run_ids: Sequence[str] | None = None) -> dict[str, RunStatus]:
         """Each run's status (all, or those of `run_ids` that exist), without reading their plans."""

@@ -182,7 +182,7 @@ def test_sql_pivot_show_tables_information_schema_and_druids_schema_work(wiki_an
     assert rows("SELECT DISTINCT TABLE_NAME FROM information_schema.columns WHERE TABLE_SCHEMA = 'druid'",
                 may_read=not_secret) == [("wiki",)]
     assert rows("SELECT SCHEMA_NAME FROM INFORMATION_SCHEMA.SCHEMATA ORDER BY 1") == [("INFORMATION_SCHEMA",),
-                                                                                      ("druid",)]
+                                                                                      ("druid",), ("sys",)]
     for sql, n in (("SELECT count(*) FROM druid.wiki", 30), ('SELECT count(*) FROM "druid"."wiki"', 30),
                    ("SELECT count(*) FROM DRUID.wiki w JOIN wiki USING (__time, page) WHERE w.page = 'p0'", 10)):
         assert rows(sql) == [(n,)], sql
@@ -230,8 +230,9 @@ def test_sql_lists_columns_in_the_specs_order_and_names_expressions_as_druid_doe
     assert columns.to_pylist()[0]["COLUMN_DEFAULT"] == "" and columns.to_pylist()[0]["TABLE_CATALOG"] == "druid"
     tables = run_sql(wiki, "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM INFORMATION_SCHEMA.TABLES "
                            "ORDER BY 1 DESC, 2").table.to_pylist()
-    assert [tuple(t.values()) for t in tables] == [("druid", "wiki", "TABLE")] + [
-        ("INFORMATION_SCHEMA", t, "SYSTEM_TABLE") for t in ("COLUMNS", "SCHEMATA", "TABLES")]
+    assert [tuple(t.values()) for t in tables] == (
+        [("sys", t, "SYSTEM_TABLE") for t in ("segments", "supervisors", "tasks")] + [("druid", "wiki", "TABLE")]
+        + [("INFORMATION_SCHEMA", t, "SYSTEM_TABLE") for t in ("COLUMNS", "SCHEMATA", "TABLES")])
     # an unaliased expression is EXPR$ and its position, as Calcite names it; a column keeps its name
     assert names("SELECT count(*), page, sum(added) AS total, TIME_FLOOR(__time, 'PT1H') FROM wiki "
                  "GROUP BY 2, 4") == ["EXPR$0", "page", "total", "EXPR$3"]

@@ -524,10 +524,11 @@ def test_sql_errors_and_listings_name_only_datasources_the_user_may_read(server)
     assert status == 400 and f"(did you mean '{SHOWN}'?)" in body["errorMessage"], body
     assert sql_json(server, "reader", "SHOW TABLES") == (200, [{"name": SHOWN}])
     assert sql_json(server, "admin", "SHOW TABLES") == (200, [{"name": SHOWN}, {"name": HIDDEN}])
-    # Druid's listings: the datasources the user may read, and INFORMATION_SCHEMA's own tables
+    # Druid's listings: the datasources the user may read, INFORMATION_SCHEMA's own tables and the sys tables
     assert sql_json(server, "reader", "SELECT TABLE_SCHEMA, TABLE_NAME FROM INFORMATION_SCHEMA.TABLES") == (
         200, [{"TABLE_SCHEMA": "druid", "TABLE_NAME": SHOWN}] + [
-            {"TABLE_SCHEMA": "INFORMATION_SCHEMA", "TABLE_NAME": t} for t in ("COLUMNS", "SCHEMATA", "TABLES")])
+            {"TABLE_SCHEMA": "INFORMATION_SCHEMA", "TABLE_NAME": t} for t in ("COLUMNS", "SCHEMATA", "TABLES")] + [
+            {"TABLE_SCHEMA": "sys", "TABLE_NAME": t} for t in ("segments", "tasks", "supervisors")])
     status, body = sql_json(server, "reader", "SELECT DISTINCT TABLE_NAME FROM INFORMATION_SCHEMA.COLUMNS "
                                               "WHERE TABLE_SCHEMA = 'druid'")
     assert (status, body) == (200, [{"TABLE_NAME": SHOWN}])
@@ -536,6 +537,46 @@ def test_sql_errors_and_listings_name_only_datasources_the_user_may_read(server)
         status, body = server.http("GET", path, "reader")
         assert status == 404 and f"unknown datasource '{MISSING}'" in str(body) and SHOWN in str(body), (path, body)
         assert HIDDEN not in str(body), (path, body)
+
+
+def test_sys_tables_over_rest_hold_only_the_datasources_a_user_may_read(server):
+    """sys.segments, sys.tasks and sys.supervisors on Druid's path: a reader's rows are their datasource's, with
+    the values the supervisor routes and the store give; a join with a datasource they may not read is refused."""
+    queries = {"segments": "SELECT datasource AS d, segment_id, num_rows FROM sys.segments ORDER BY 1, 2",
+               "tasks": "SELECT datasource AS d, task_id, status FROM sys.tasks ORDER BY 1, 2",
+               "supervisors": "SELECT supervisor_id AS d, state, detailed_state, healthy, suspended, source, spec "
+                              "FROM sys.supervisors ORDER BY 1"}
+    seen = {}
+    for user in ("reader", "admin"):
+        for table, query in queries.items():
+            status, body = sql_json(server, user, query)
+            assert status == 200, (user, table, body)
+            seen[user, table] = body
+            assert {r["d"] for r in body} == ({SHOWN} if user == "reader" else {SHOWN, HIDDEN}), (user, table, body)
+    with MetadataStore(server.metadata_url) as store:
+        for name in (SHOWN, HIDDEN):
+            assert [(r["segment_id"], r["num_rows"]) for r in seen["admin", "segments"] if r["d"] == name] == sorted(
+                (s.id, s.num_rows) for s in store.segment_records.of(name))
+    assert [r for r in seen["admin", "segments"] if r["d"] == SHOWN] == seen["reader", "segments"]
+    assert [r for r in seen["admin", "tasks"] if r["d"] == SHOWN] == seen["reader", "tasks"]
+    (row,) = seen["reader", "supervisors"]
+    status, report = server.http("GET", f"{API}/{SHOWN}/status", "reader")
+    assert status == 200, report
+    payload = report["payload"]
+    assert (row["state"], row["detailed_state"], row["healthy"], row["suspended"], row["source"]) == (
+        payload["state"], payload["detailedState"], int(payload["healthy"]), int(payload["suspended"]), SHOWN)
+    assert json.loads(row["spec"])["spec"]["dataSchema"]["dataSource"] == SHOWN  # the latest registered spec...
+    text = json.dumps(list(seen.values()))
+    leaked = [v for v in {**LITERALS, **OLD_ROW_LITERALS}.values() if v in text or json.dumps(v)[1:-1] in text]
+    assert not leaked and "[REDACTED]" in row["spec"], leaked  # ...redacted, as every route shows it
+    for query in (f"SELECT s.* FROM sys.segments s JOIN {HIDDEN} h ON s.datasource = '{HIDDEN}'",
+                  f"SELECT * FROM sys.tasks WHERE datasource = (SELECT max(page) FROM druid.{HIDDEN})",
+                  f"SELECT * FROM sys.supervisors, (SELECT count(*) FROM \"{HIDDEN}\")"):
+        status, _, body = druid_http(server, "POST", DRUID_SQL, ("reader", PASSWORD), {"query": query})
+        assert status == 403 and body["category"] == "FORBIDDEN" and HIDDEN in body["errorMessage"], (query, body)
+    status, _, body = druid_http(server, "POST", DRUID_SQL, ("reader", PASSWORD),
+                                 {"query": f"SELECT count(*) AS n FROM sys.segments WHERE datasource = '{HIDDEN}'"})
+    assert (status, body) == (200, [{"n": 0}])
 
 
 def test_sql_names_columns_and_describes_datasources_as_druid_does(server):
