@@ -154,7 +154,7 @@ def load(args: argparse.Namespace) -> tuple[DatasourceSpec, CompactionJob]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ingest_core.spark.job import spark_session_builder, submitted_conf
+    from ingest_core.spark.settings import spark_session_builder, submitted_conf
 
     args = argument_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
