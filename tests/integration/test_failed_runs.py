@@ -282,3 +282,21 @@ def test_the_exception_that_failed_a_spark_task_is_named_not_sparks_wrapper(spar
     assert error.code == "INGEST_JOB_FAILED" and name == "OverflowError"
     assert str(error).endswith("(OverflowError: value 0 too large)")
     assert type(raised.value).__name__ != "OverflowError"  # Spark's wrapper
+
+
+def test_a_spark_error_is_named_by_its_condition_not_read_from_its_text(spark, tmp_path):
+    """Spark gives its errors a condition (`getCondition()`): the failure is named by it, as callers of Spark's
+    Kafka connector match on conditions, never on message text."""
+    from ingest_core.spark.job_errors import job_error
+
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        for sql, condition in (("SELECT no_such_column", "UNRESOLVED_COLUMN.WITHOUT_SUGGESTION"),
+                               ("SELECT 1 / 0", "DIVIDE_BY_ZERO")):
+            with pytest.raises(Exception) as raised:
+                spark.sql(sql).collect()
+            error, name = job_error(raised.value, tmp_path.as_uri())
+            assert (error.code, name) == ("INGEST_JOB_FAILED", condition)
+            assert str(error).startswith(f"the Spark job failed: [{condition}]")
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")

@@ -14,7 +14,7 @@ from helpers import make_spec, plan_next, sqlite_store
 from ingest_core.core.offsets import OffsetRange, StartOffset, StartSource, TopicPartition
 from ingest_core.core.planner import PlanRequest, plan_run
 from ingest_core.handover import deep_storage
-from ingest_core.handover.job_input import BadJobInput, GroupInput, JobInput
+from ingest_core.handover.job_input import BadJobInput, CompactionInput, GroupInput, JobInput
 from ingest_core.handover.report import GroupReport, SplitReport
 
 T0 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
@@ -128,6 +128,16 @@ def test_a_job_of_a_run_an_earlier_version_planned_still_runs_its_own_group(tmp_
         job_input_of(["--spec", spec_uri, "--group", "1"])
     with pytest.raises(RunFailedForGood, match="not a Spark job's input"):
         job_input_of({"input": "x"})
+
+
+def test_a_compaction_job_of_an_earlier_version_keeps_its_input():
+    given = CompactionInput("file:///c/spec.json", "file:///c/0/job.json")
+    assert CompactionInput.from_json(json.loads(json.dumps(given.to_json()))) == given
+    # the search of an earlier version handed its jobs argv: still the same job
+    assert CompactionInput.from_json(given.to_args()) == given
+    for bad in (["--spec", "s"], {"spec": "s"}, "x"):
+        with pytest.raises(BadJobInput, match="not a compaction job's input"):
+            CompactionInput.from_json(bad)
 
 
 def test_the_publish_reads_each_report_once(tmp_path, monkeypatch):

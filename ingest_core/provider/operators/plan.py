@@ -1,5 +1,6 @@
-"""The plan task: the supervisor's plan step (`supervisor.run.plan_step`); its jobs' typed inputs
-(`handover.job_input.JobInput`, as JSON) go to XCom."""
+"""The plan and replan tasks: the supervisor's plan step (`supervisor.run.plan_step`) and re-plan step
+(`supervisor.replan.replan_step`); their jobs' typed inputs (`handover.job_input.JobInput`, as JSON) go to XCom
+for the mapped Spark job tasks (`spark_job`, `replanned_job`)."""
 
 from __future__ import annotations
 
