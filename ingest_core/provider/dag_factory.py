@@ -122,7 +122,8 @@ def build_dag(spec: DatasourceSpec) -> DAG:
             return plan_task(spec, run_context(context))
 
         # once the plan succeeded, whatever happened to the Spark jobs: a run pipelined from one that will never
-        # publish is planned again here (its jobs: replanned_job), else this is skipped
+        # publish is planned again here (its jobs: replanned_job), else its one replanned_job does nothing (a
+        # skipped upstream task would skip the publish: all_done_min_one_success)
         @task(task_id="replan", trigger_rule="all_done_min_one_success")
         def replan(**context: Any) -> list[dict]:
             return replan_task(spec, run_context(context))

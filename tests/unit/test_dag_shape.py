@@ -54,7 +54,9 @@ def test_an_airflow_run_ends_at_the_projects_deadline(completion_s, gate_s):
 def test_a_re_plan_is_a_step_of_its_own_and_the_jobs_are_the_only_tasks_that_run_spark(monkeypatch):
     """The publish used to plan a run again and run its Spark jobs inside its own task (`run_replanned_jobs`): a
     re-plan is the `replan` task, its jobs the mapped `replanned_job` tasks, and publish waits for both. Every
-    Spark job task is handed the typed input its upstream step returns (XCom), not argv."""
+    Spark job task is handed the typed input its upstream step returns (XCom), not argv. The replan step never
+    skips (a skipped upstream skips an `all_done_min_one_success` task): with nothing to plan again it hands one
+    empty job (the plan's NO_JOB), as the plan step does with nothing to read (tests/system/test_dag.py)."""
     monkeypatch.setenv("INGEST_KAFKA_BOOTSTRAP", "127.0.0.1:9")
     from ingest_core.provider.dag_factory import build_dag
     from ingest_core.provider.operators.spark_job import IngestSparkSubmitOperator

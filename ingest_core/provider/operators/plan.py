@@ -23,10 +23,10 @@ def plan_task(spec: DatasourceSpec, run: RunContext) -> list[dict[str, Any]]:
 
 
 def replan_task(spec: DatasourceSpec, run: RunContext) -> list[dict[str, Any]]:
-    """The jobs of the run planned again (`supervisor.replan.replan_step`); skipped when nothing is."""
+    """The jobs of the run planned again (`supervisor.replan.replan_step`), or [NO_JOB] when nothing is."""
     from ingest_core.supervisor.replan import replan_step
 
-    return [j.to_json() for j in airflow_step(lambda: replan_step(spec, run.run_id))]
+    return [j.to_json() for j in airflow_step(lambda: replan_step(spec, run.run_id))] or [NO_JOB]
 
 
 def check_spark_connection(conn_id: str) -> None:
