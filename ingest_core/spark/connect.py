@@ -46,6 +46,7 @@ from typing import Any, Iterator, Sequence
 from ingest_core.core.defaults import SPARK_CONNECT_TIMEOUT_S, STALL_TIMEOUT_S
 from ingest_core.core.errors import IngestError, SparkConnectError, SparkConnectUnavailableError
 from ingest_core.handover.job_input import JobInput
+from ingest_core.spark.settings import REQUIRED_CONF, default_conf
 
 log = logging.getLogger(__name__)
 
@@ -161,8 +162,6 @@ def _connect(url: str, shown: str, timeout_s: float) -> tuple[Any, dict[str, str
     session's settings; None if the server closed that session."""
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.client.retries import DefaultPolicy
-
-    from ingest_core.spark.settings import REQUIRED_CONF, default_conf
 
     os.environ[_CONNECT_MODE] = "1"  # as builder.getOrCreate() does for a remote session
     spark = SparkSession.builder.remote(url).create()  # no request yet

@@ -36,7 +36,8 @@ STEPS = ("the supervisor's steps load the metadata store, Kafka's clients and de
 LAZY_MODULES: dict[str, str] = {
     "ingest_core.spark.job": "loads pyspark (Spark's schemas): Airflow's workers load it only to run a job",
     "ingest_core.spark.compaction": "loads pyspark (through spark.job), as above",
-    **{f"ingest_core.supervisor.{step}": STEPS for step in ("run", "planning", "publish", "report", "compaction")},
+    **{f"ingest_core.supervisor.{step}": STEPS for step in ("run", "planning", "publish", "report", "compaction",
+                                                                  "replan", "gate")},
     "ingest_core.store.iceberg": "loads pyarrow (and pyiceberg as it syncs): only a datasource with an Iceberg table "
                                  "syncs one",
     "ingest_core.handover.dead_letters": "loads pyarrow's Parquet: the report reads dead letters only for a "
