@@ -21,7 +21,6 @@ import pytest
 from druid_docs import DOCS, TRANSFORM_ROWS, TRANSFORM_SCHEMA, records, rows, table
 
 from ingest_core.core.spec import DatasourceSpec, parse_spec
-from ingest_core.handover import deep_storage
 from ingest_core.supervisor import compaction as compaction_task
 from ingest_core.supervisor.publish import successful_reports
 from ingest_core.supervisor.staging import stage_plan
