@@ -207,7 +207,7 @@ def main() -> int:
           f"(publish median {statistics.median(publishes) * 1000:.1f} ms)")
 
     before = day.figures(args.repeat)
-    from ingest_core.spark.job import spark_session_builder
+    from ingest_core.spark.settings import spark_session_builder
 
     spark = spark_session_builder("compaction-bench").master("local[2]").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

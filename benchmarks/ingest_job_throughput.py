@@ -72,7 +72,8 @@ from ingest_core.core.planner import Plan  # noqa: E402
 from ingest_core.core.spec import load_spec, parse_spec  # noqa: E402
 from ingest_core.dev.embedded import EmbeddedKafka  # noqa: E402
 from ingest_core.handover import deep_storage  # noqa: E402
-from ingest_core.spark.job import GroupJob, run_group, spark_session_builder  # noqa: E402
+from ingest_core.spark.job import GroupJob, run_group  # noqa: E402
+from ingest_core.spark.settings import spark_session_builder  # noqa: E402
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.supervisor.planning import PlanOptions, Supervisor  # noqa: E402
 
@@ -432,17 +433,17 @@ def bench_format(spark: Any, value_format: str, n: int, repeat: int, sides: list
         return Sample(rate, cpu, cpu_seconds(brokers) - b0, n, note=f"peak RSS {rss / 2**20:,.0f} MiB")
 
     def run_job(out: str) -> str:
-        report = run_group(spark, GroupJob(spec, plan, group.group_id, 0, out))
+        report = run_group(spark, GroupJob.of_plan(spec, plan, group.group_id, 0, out))
         check_report(report, n)
         return f", {len(report.segments)} segments, {sum(s.rows for s in report.segments):,} rows"
 
     def run_sketches(out: str) -> str:
-        report = run_group(spark, GroupJob(sketch_spec, plan, group.group_id, 0, out))
+        report = run_group(spark, GroupJob.of_plan(sketch_spec, plan, group.group_id, 0, out))
         check_report(report, n)
         return f", {len(report.segments)} segments, {sum(s.rows for s in report.segments):,} rows"
 
     def run_jvm_reader(out: str) -> str:
-        report = jvm_reader_job(spark, GroupJob(spec, plan, group.group_id, 0, out), bootstrap)
+        report = jvm_reader_job(spark, GroupJob.of_plan(spec, plan, group.group_id, 0, out), bootstrap)
         check_report(report, n)
         return f", {len(report.segments)} segments, {sum(s.rows for s in report.segments):,} rows"
 

@@ -285,7 +285,7 @@ def probe(url: str, rounds: int) -> None:
     from pyspark.sql import SparkSession
 
     from ingest_core.spark import connect as spark_connect
-    from ingest_core.spark.job import REQUIRED_CONF, default_conf
+    from ingest_core.spark.settings import REQUIRED_CONF, default_conf
     print(json.dumps({"imports": time.perf_counter() - t0}), flush=True)
     written = Path(tempfile.mkdtemp(prefix="probe-writes-"))  # the server's filesystem: a local server's
     for kind in ["as the task does"] * rounds + ["no artifacts"] * rounds:

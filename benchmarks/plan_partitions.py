@@ -156,7 +156,7 @@ TIMED: list[tuple[Any, str, str]] = [
     (planning, "plan_run", "pure: plan (groups, splits)"),
     (Runs, "insert", "store: plan persisted"),
     (run, "log_plan", "log line"),
-    (run, "stage_plan", "deep storage: plan staged"),
+    (run, "stage_plan", "deep storage: group inputs staged"),
     (Runs, "start", "store: run started"),
 ]
 

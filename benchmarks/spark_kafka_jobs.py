@@ -34,12 +34,12 @@ from ingest_core.handover.report import (
 from ingest_core.spark.job import (
     GroupJob,
     _expand_discovered,
-    _job_error,
     col,
     describe_segments,
     rollup,
     sql_functions,
 )
+from ingest_core.spark.job_errors import job_error as _job_error
 from ingest_core.spark.kafka_source import BUCKET, SEGMENT, SPARK_TIME, ReadJob
 
 # Spark's date_trunc units for Druid's named granularities (the anchor handles these only)
@@ -257,7 +257,7 @@ def jvm_reader_job(spark: Any, job: GroupJob, bootstrap: str) -> GroupReport:
     started = time.monotonic()
     # as our job does: each attempt writes a folder of its own (`job.attempt_uri`), where `describe_segments`
     # reads the segments
-    read_job = ReadJob(spec=spec, created_at=job.plan.created_at, splits=group.splits, output_uri=job.attempt_uri,
+    read_job = ReadJob(spec=spec, created_at=job.input.created_at, splits=group.splits, output_uri=job.attempt_uri,
                        batch_records=spec.tuning_config.max_records_per_poll or ReadJob.batch_records,
                        progress_interval_s=job.progress_interval_s)
     kafka_format = spec.io_config.input_format.type == "kafka"
@@ -292,13 +292,13 @@ def jvm_reader_job(spark: Any, job: GroupJob, bootstrap: str) -> GroupReport:
     # Spark's source gives a task no way to say which range it read when it read nothing.
     for i, s in enumerate(group.splits):
         found.setdefault(i, SplitReport(i, s.tp.topic, s.tp.partition, s.start, s.end))
-    report = GroupReport.merge(spec.datasource, job.plan.run_id, job.group_id, job.replica, found.values(),
+    report = GroupReport.merge(spec.datasource, job.run_id, job.group_id, job.replica, found.values(),
                                spec.tuning_config.effective_max_saved_parse_exceptions)
     limit = spec.tuning_config.effective_max_parse_exceptions
     if limit is not None and report.stats.parse_exceptions > limit:
         last = report.saved_exceptions[-1] if report.saved_exceptions else None
         raise ParseExceptionLimitError(limit_exceeded_message(
-            limit, report.stats.parse_exceptions, f"task group {job.group_id} of run {job.plan.run_id}", last))
+            limit, report.stats.parse_exceptions, f"task group {job.group_id} of run {job.run_id}", last))
     report.segments = describe_segments(job, dims, metrics)
     report.seconds = time.monotonic() - started
     return report

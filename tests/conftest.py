@@ -133,7 +133,7 @@ class Broker:
 def spark():
     import logging
 
-    from ingest_core.spark.job import spark_session_builder
+    from ingest_core.spark.settings import spark_session_builder
 
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO line at exit hits pytest's closed streams
     from ingest_core.dev import jars

@@ -17,6 +17,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from helpers import WATCHDOG_S  # noqa: E402
 
 from ingest_core.spark.connect import run_job  # noqa: E402
+from ingest_core.spark.job_args import argument_parser, job_input  # noqa: E402
 
 DEADLINES_S = {"first": 8, "later": 30}
 
@@ -26,9 +27,9 @@ def main(url: str, output: str, job_args: list[str]) -> dict:
     errors: dict[str, str] = {}
 
     def job(name: str) -> None:
-        args = [*job_args, "--output", f"{output}/{name}"]
+        args = argument_parser().parse_args([*job_args, "--output", f"{output}/{name}"])
         try:
-            run_job(url, args, timeout_s=DEADLINES_S[name])
+            run_job(url, job_input(args), timeout_s=DEADLINES_S[name], stall_timeout_s=args.stall_timeout)
         except BaseException as exc:  # noqa: BLE001 - the test reads it
             errors[name] = str(exc)
         else:

@@ -110,7 +110,7 @@ def run_and_publish(spark, store, spec: DatasourceSpec, plan, deep_storage_uri: 
     reports = []
     for group in plan.groups:
         out = deep_storage.group_uri(deep_storage_uri, spec.datasource, plan.run_id, group.group_id)
-        reports.append(run_group(spark, GroupJob(spec, plan, group.group_id, 0, out), stall_timeout_s))
+        reports.append(run_group(spark, GroupJob.of_plan(spec, plan, group.group_id, 0, out), stall_timeout_s))
     result = Publisher(store).publish(spec.datasource, plan.run_id,
                                       [GroupResult.from_report(r) for r in reports])
     for r in reports:  # as the DAG's publish step keeps them

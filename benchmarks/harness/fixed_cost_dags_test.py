@@ -108,7 +108,7 @@ def breakdown(run: dict[str, Any]) -> dict[str, float]:
     out["airflow: all outside tasks"] = run["wall"] - in_tasks
     for rec in run["timings"]:
         out[f"step {rec['step']}"] = out.get(f"step {rec['step']}", 0.0) + rec["seconds"]
-    bodies = sum(out.get(f"step {b} body", 0.0) for b in ("plan", "spark_job", "publish", "report"))
+    bodies = sum(out.get(f"step {b} body", 0.0) for b in ("plan", "spark_job", "replan", "publish", "report"))
     out["airflow: task start/finish around the bodies"] = in_tasks - bodies
     return out
 
@@ -129,11 +129,11 @@ def print_breakdown(warm: list[dict[str, Any]]) -> dict[str, float]:
     row("Airflow: CLI start to first task (imports, DAG parse, run)", "airflow: CLI start to first task "
         "(imports, DAG parse, run)")
     row("of which the DAG file (load_dags, each parse)", "step DAG file (load_dags)", 1)
-    for task in ("plan", "spark_job", "publish", "report"):
+    for task in ("plan", "spark_job", "replan", "replanned_job", "publish", "report"):
         row(f"task {task}", f"task {task}")
         row(f"{task} body (our code)", f"step {task} body", 1)
         if task == "spark_job":
-            for step in ("imports (Connect client, job)", "load job (spec, plan)", "session open (all)",
+            for step in ("imports (Connect client, job)", "load job (spec, group input)", "session open (all)",
                          "session create (gRPC)", "code archive (hash/zip)", "code upload (addArtifacts)",
                          "Python-version UDF check", "run_group (the job)", "Spark read, rollup, write (+ describe)",
                          "segment files described", "topic ids checked (Kafka admin)", "session stop"):

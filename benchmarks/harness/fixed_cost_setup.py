@@ -98,7 +98,7 @@ def _install_hooks():
     if getattr(dag_factory, "_bench_hooked", False):  # Airflow may run this file twice in one process
         return
     dag_factory._bench_hooked = True
-    for name in ("plan_task", "publish_task", "report_task"):
+    for name in ("plan_task", "replan_task", "publish_task", "report_task"):
         _timed(dag_factory, name, name.replace("_task", " body"))
     _timed(IngestSparkSubmitOperator, "execute", "spark_job body")
     _timed(spark_connect, "open_session", "session open (all)")
@@ -118,7 +118,7 @@ def _install_hooks():
             _timed(ingest_job, "_ingest", "Spark read, rollup, write (+ describe)")
             _timed(ingest_job, "describe_segments", "segment files described")
             _timed(ingest_job, "_check_topic_ids", "topic ids checked (Kafka admin)")
-            _timed(ingest_job, "load_job", "load job (spec, plan)")
+            _timed(ingest_job, "load_job", "load job (spec, group input)")
             _timed(SparkSession.Builder, "create", "session create (gRPC)")
             _timed(connect_session.SparkSession, "addArtifacts", "code upload (addArtifacts)")
             _timed(connect_session.SparkSession, "stop", "session stop")

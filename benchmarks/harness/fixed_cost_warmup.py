@@ -56,11 +56,11 @@ def main() -> None:
     for r in range(math.ceil(jobs / spec.io_config.task_count)):
         produce(bootstrap, spec.io_config.topic, records, rng=rng)
         run_id = f"warm-{r}"
-        for args in plan_step(spec, run_id, None, store):
+        for job in plan_step(spec, run_id, None, store):
             started = time.monotonic()
-            run_job(url, args)
+            run_job(url, job)
             seconds.append(time.monotonic() - started)
-        publish_step(spec, run_id, run_jobs=lambda plan: None, metadata=store)
+        publish_step(spec, run_id, metadata=store)
     print(json.dumps(seconds))
 
 

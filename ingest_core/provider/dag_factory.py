@@ -1,4 +1,6 @@
-"""One Airflow DAG per datasource spec: [data gate ->] plan -> Spark jobs (one per task group x replica) -> publish -> report.
+"""One Airflow DAG per datasource spec: [data gate ->] plan -> Spark jobs (one per task group x replica) -> replan
+-> the re-planned run's Spark jobs -> publish -> report. Each task is a few lines over the supervisor's step
+(`ingest_core.supervisor`, through `operators.run.airflow_step`); the Spark job tasks are handed typed inputs.
 
 `load_dags(folder)` reads every spec under `folder` (skipping what `.airflowignore` lists, in Airflow's
 `[core] dag_ignore_file_syntax`) and returns {dag_id: DAG} for the specs that load. `raise_spec_errors(folder)`
@@ -32,7 +34,8 @@ from ingest_core.core.settings import strict_specs
 from ingest_core.core.spec import COMPACTION_DAG_SUFFIX, DatasourceSpec, compaction_dag_id, find_spec_files
 from ingest_core.kafka.properties import load_checked_spec
 from ingest_core.kafka.storage_secrets import use_deep_storage
-from ingest_core.provider.operators.plan import plan_task
+from ingest_core.provider.operators import compaction as compaction_tasks
+from ingest_core.provider.operators.plan import plan_task, replan_task
 from ingest_core.provider.operators.publish import publish_task
 from ingest_core.provider.operators.report import report_task
 from ingest_core.provider.operators.run import RunContext
@@ -41,7 +44,6 @@ from ingest_core.provider.operators.spark_job import (
     CompactionSparkOperator,
     IngestSparkSubmitOperator,
     operator_settings,
-    run_replanned_jobs,
 )
 from ingest_core.provider.sensors.data_gate import DataGateSensor
 
@@ -116,15 +118,21 @@ def build_dag(spec: DatasourceSpec) -> DAG:
     # whole, a write each (0.2-0.4 s per task); nothing reads them apart
     with dag:
         @task(task_id="plan")
-        def plan(**context: Any) -> list[list[str]]:
+        def plan(**context: Any) -> list[dict]:
             return plan_task(spec, run_context(context))
+
+        # once the plan succeeded, whatever happened to the Spark jobs: a run pipelined from one that will never
+        # publish is planned again here (its jobs: replanned_job), else its one replanned_job does nothing (a
+        # skipped upstream task would skip the publish: all_done_min_one_success)
+        @task(task_id="replan", trigger_rule="all_done_min_one_success")
+        def replan(**context: Any) -> list[dict]:
+            return replan_task(spec, run_context(context))
 
         # publish and report run once the plan succeeded, whatever happened to the Spark jobs: groups that
         # succeeded are published, failed ones keep their offsets. A failed plan fails them upstream, no retries.
         @task(task_id="publish", trigger_rule="all_done_min_one_success", outlets=[asset], multiple_outputs=False)
         def publish(**context: Any) -> dict:
-            summary = publish_task(spec, run_context(context),
-                                   lambda plan: run_replanned_jobs(spec, plan, context))
+            summary = publish_task(spec, run_context(context))
             context["outlet_events"][asset].extra = {
                 "runId": summary["runId"], "rows": summary["rows"], "segments": len(summary["segments"]),
                 "endOffsets": summary["endOffsets"]}
@@ -140,11 +148,14 @@ def build_dag(spec: DatasourceSpec) -> DAG:
         jobs = plan()
         if micro.data_gate is not None:
             DataGateSensor(task_id="data_gate", spec=spec) >> jobs
-        spark = IngestSparkSubmitOperator.partial(task_id="spark_job", **operator_settings(spec)
-                                                  ).expand(application_args=jobs)
+        spark = IngestSparkSubmitOperator.partial(task_id="spark_job", **operator_settings(spec)).expand(job=jobs)
+        again = replan()
+        replanned = IngestSparkSubmitOperator.partial(task_id="replanned_job", **operator_settings(spec)
+                                                      ).expand(job=again)
         published = publish()
         reported = report()
-        [jobs, spark] >> published
+        [jobs, spark] >> again
+        [jobs, spark, again, replanned] >> published
         [jobs, published] >> reported
     return dag
 
@@ -172,29 +183,23 @@ def build_compaction_dag(spec: DatasourceSpec) -> DAG:
     )
     with dag:
         @task(task_id="search")
-        def search(**context: Any) -> list[list[str]]:
-            from ingest_core.supervisor.compaction import search_task  # loads as its task runs: operators.run
-
-            return search_task(spec, context["dag_run"].run_id)
+        def search(**context: Any) -> list[dict]:
+            return compaction_tasks.search_task(spec, context["dag_run"].run_id)
 
         # publish what succeeded whatever happened to the other intervals' jobs
         @task(task_id="publish", trigger_rule="all_done", multiple_outputs=False)
-        def publish(jobs: list[list[str]]) -> dict:
-            from ingest_core.supervisor.compaction import publish_task as publish_compaction
-
-            return publish_compaction(spec, jobs)
+        def publish(jobs: list[Any]) -> dict:
+            return compaction_tasks.publish_task(spec, jobs)
 
         # kill runs whatever the compaction did: it deletes only what became unused bufferPeriod ago
         @task(task_id="kill", trigger_rule="all_done", multiple_outputs=False)
         def kill() -> dict:
-            from ingest_core.supervisor.compaction import kill_task
-
-            return kill_task(spec)
+            return compaction_tasks.kill_task(spec)
 
         jobs = search()
         settings = {**operator_settings(spec), "application": str(COMPACT_SCRIPT),
                     "name": f"ingest-compact-{spec.datasource}"}
-        compact = CompactionSparkOperator.partial(task_id="compact", **settings).expand(application_args=jobs)
+        compact = CompactionSparkOperator.partial(task_id="compact", **settings).expand(job=jobs)
         compact >> publish(jobs) >> kill()
     return dag
 

@@ -23,7 +23,9 @@ TASK_LIBRARIES = (
     "ingest_core.spark.connect",
     "ingest_core.spark.job",
     "ingest_core.supervisor.compaction",
+    "ingest_core.supervisor.gate",
     "ingest_core.supervisor.publish",
+    "ingest_core.supervisor.replan",
     "ingest_core.supervisor.report",
     "ingest_core.supervisor.run",
 )

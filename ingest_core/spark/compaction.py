@@ -39,6 +39,7 @@ from ingest_core.executor.row_parser import TIME
 from ingest_core.handover import deep_storage, object_store
 from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.spark.rollup import combine_metrics, quoted, sql_functions
+from ingest_core.spark.settings import spark_session_builder, submitted_conf
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +125,6 @@ def load(args: argparse.Namespace) -> tuple[DatasourceSpec, CompactionJob]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ingest_core.spark.job import spark_session_builder, submitted_conf
-
     args = argument_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)  # it logs to stdout, where the summary goes

@@ -43,8 +43,10 @@ import zipfile
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ingest_core.core.defaults import SPARK_CONNECT_TIMEOUT_S
+from ingest_core.core.defaults import SPARK_CONNECT_TIMEOUT_S, STALL_TIMEOUT_S
 from ingest_core.core.errors import IngestError, SparkConnectError, SparkConnectUnavailableError
+from ingest_core.handover.job_input import JobInput
+from ingest_core.spark.settings import REQUIRED_CONF, default_conf
 
 log = logging.getLogger(__name__)
 
@@ -160,8 +162,6 @@ def _connect(url: str, shown: str, timeout_s: float) -> tuple[Any, dict[str, str
     session's settings; None if the server closed that session."""
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.client.retries import DefaultPolicy
-
-    from ingest_core.spark.job import REQUIRED_CONF, default_conf
 
     os.environ[_CONNECT_MODE] = "1"  # as builder.getOrCreate() does for a remote session
     spark = SparkSession.builder.remote(url).create()  # no request yet
@@ -284,17 +284,18 @@ def connect_mode() -> Iterator[None]:
             os.environ[_CONNECT_MODE] = before
 
 
-def run_job(url: str, application_args: Sequence[str], *, timeout_s: float | None = None,
-            on_session: Any = None) -> dict[str, Any]:
-    """Run one group job (spark-submit's arguments) over Spark Connect; returns the job's summary.
-    `on_session(interrupter)` lets the caller interrupt it (Airflow's on_kill)."""
+def run_job(url: str, job: JobInput, *, timeout_s: float | None = None, on_session: Any = None,
+            stall_timeout_s: float = STALL_TIMEOUT_S) -> dict[str, Any]:
+    """Run one group job over Spark Connect; returns the job's summary. `on_session(interrupter)` lets the caller
+    interrupt it (Airflow's on_kill)."""
     with connect_mode():
-        return _run_job(url, application_args, timeout_s, on_session)
+        return _run_job(url, job, timeout_s, on_session, stall_timeout_s)
 
 
 def run_compaction(url: str, application_args: Sequence[str], *, timeout_s: float | None = None,
                    on_session: Any = None) -> dict[str, Any]:
-    """Run one compaction job (`spark_jobs/compact_job.py`'s arguments) over Spark Connect."""
+    """Run one compaction job (`CompactionInput.to_args`, `spark_jobs/compact_job.py`'s arguments) over Spark
+    Connect."""
     from ingest_core.spark.compaction import argument_parser, compact, load
 
     with connect_mode():
@@ -313,21 +314,21 @@ def run_compaction(url: str, application_args: Sequence[str], *, timeout_s: floa
     return {"files": len(files), "rows": sum(f.rows for f in files)}
 
 
-def _run_job(url: str, application_args: Sequence[str], timeout_s: float | None, on_session: Any) -> dict[str, Any]:
-    from ingest_core.spark.job import argument_parser, load_job, run_group, summary
+def _run_job(url: str, given: JobInput, timeout_s: float | None, on_session: Any,
+             stall_timeout_s: float) -> dict[str, Any]:
+    from ingest_core.spark.job import load_job, run_group, summary
 
-    args = argument_parser().parse_args(list(application_args))
-    job = load_job(args)
+    job = load_job(given)
     spark = open_session(url, job.spec.datasource)
     try:
         with Interrupter(spark, timeout_s) as interrupter:
             if on_session is not None:
                 on_session(interrupter)
             try:
-                report = run_group(spark, job, args.stall_timeout)
+                report = run_group(spark, job, stall_timeout_s)
             except IngestError:
                 if interrupter.fired.is_set():
-                    raise IngestError(f"task group {job.group_id} of run {job.plan.run_id} was interrupted after "
+                    raise IngestError(f"task group {job.group_id} of run {job.run_id} was interrupted after "
                                       f"{timeout_s:g}s (completionTimeout) or by a kill") from None
                 raise
     finally:

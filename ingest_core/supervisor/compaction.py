@@ -22,6 +22,7 @@ from ingest_core.core.compaction import CompactionJob, find_candidates
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.executor import buckets
 from ingest_core.handover import deep_storage
+from ingest_core.handover.job_input import BadJobInput, CompactionInput
 from ingest_core.store.compaction import publish_compaction
 from ingest_core.store.kill import kill
 from ingest_core.store.publisher import SegmentDescriptor
@@ -29,7 +30,7 @@ from ingest_core.store.reader import DatasourceReader
 from ingest_core.store.schema import utcnow
 from ingest_core.store.segment_schema import segment_types
 from ingest_core.supervisor.report import sync_iceberg_table
-from ingest_core.supervisor.run import open_store
+from ingest_core.supervisor.run import RunFailedForGood, open_store
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +54,8 @@ def job_folders(spec: DatasourceSpec) -> list[str]:
                   if i.type == pafs.FileType.Directory and i.path.rstrip("/").count("/") == depth)
 
 
-def search_task(spec: DatasourceSpec, run_id: str) -> list[list[str]]:
-    """Stage the jobs of the intervals to compact; returns each job's `compact_job.py` arguments."""
+def search_step(spec: DatasourceSpec, run_id: str) -> list[CompactionInput]:
+    """Stage the jobs of the intervals to compact; returns each job's input."""
     compaction = spec.compaction
     assert compaction is not None
     visible = DatasourceReader(open_store(), spec.datasource).segments()
@@ -82,7 +83,7 @@ def search_task(spec: DatasourceSpec, run_id: str) -> list[list[str]]:
                             deep_storage.join(folder, str(n)), tuple(segment_types(s) for s in members))
         job_uri = deep_storage.join(job.output_uri, "job.json")
         deep_storage.write_json(job_uri, job.to_json())
-        out.append(["--spec", spec_uri, "--job", job_uri])
+        out.append(CompactionInput(spec_uri, job_uri))
     return out
 
 
@@ -99,13 +100,22 @@ class CompactionOutcome:
                 "segmentsBefore": self.segments_before, "segmentsAfter": self.segments_after}
 
 
-def publish_task(spec: DatasourceSpec, jobs: list[list[str]]) -> dict[str, Any]:
+def compaction_input_of(value: dict | list) -> CompactionInput:
+    """The typed input of a compact task (its XCom value; a list: an earlier version's argv). One that names no
+    job fails its task for good."""
+    try:
+        return CompactionInput.from_json(value)
+    except BadJobInput as exc:
+        raise RunFailedForGood(str(exc)) from None
+
+
+def publish_step(spec: DatasourceSpec, jobs: list[CompactionInput]) -> dict[str, Any]:
     from ingest_core.spark.compaction import read_report
 
     metadata = open_store()
     compacted, conflicts, failed, before, after = [], [], [], 0, 0
-    for args in jobs or []:
-        job = CompactionJob.from_json(deep_storage.read_json(args[args.index("--job") + 1]))
+    for given in jobs:
+        job = CompactionJob.from_json(deep_storage.read_json(given.job_uri))
         interval = f"{job.interval_start.isoformat()}/{job.interval_end.isoformat()}"
         try:
             files = read_report(job.output_uri)
@@ -145,7 +155,7 @@ def _remove_unpublished(metadata: Any, datasource: str, output_uri: str) -> None
         log.warning("the refused compaction output %s stays (kill removes it later): %s", output_uri, exc)
 
 
-def kill_task(spec: DatasourceSpec) -> dict[str, Any]:
+def kill_step(spec: DatasourceSpec) -> dict[str, Any]:
     compaction = spec.compaction
     assert compaction is not None
     if not compaction.kill.enabled:

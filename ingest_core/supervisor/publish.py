@@ -1,5 +1,5 @@
-"""The publish step of a run: read the reports the run's Spark jobs left, and publish every task group that
-succeeded (its published replica: `handover.report.published_attempt`) in one transaction (`store.publisher`),
+"""The publish step of a run: read the reports the run's Spark jobs left (each once), and publish every task
+group that succeeded (its published replica: `handover.report.published_attempt`) in one transaction (`store.publisher`),
 in order after the run it was pipelined from; then the state the run leaves the datasource in."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import logging
 import time
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Any
 
 from ingest_core.core.errors import (
     IngestError,
@@ -24,12 +24,12 @@ from ingest_core.core.planner import Plan, TaskGroup
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.core.states import Event, after_nothing_to_read
 from ingest_core.handover import deep_storage
+from ingest_core.handover.job_input import JobInput
 from ingest_core.handover.report import AttemptReport, GroupReport, successful_attempts
 from ingest_core.core.states import RunStatus
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.schema import utcnow
 from ingest_core.store.publisher import GroupResult, Publisher, PublishResult
-from ingest_core.supervisor.planning import Supervisor
 from ingest_core.supervisor.run import RunFailedForGood, RunSkipped, final_reason, open_store
 
 log = logging.getLogger(__name__)
@@ -37,40 +37,33 @@ log = logging.getLogger(__name__)
 REPORT_READ_ATTEMPTS, REPORT_READ_RETRY_S = 3, 2.0  # a report that exists but cannot be read: retry, then fail
 
 
-def publish_step(spec: DatasourceSpec, run_id: str, run_jobs: Callable[[Plan], None],
-                 metadata: MetadataStore | None = None) -> dict[str, Any]:
+def publish_step(spec: DatasourceSpec, run_id: str, metadata: MetadataStore | None = None) -> dict[str, Any]:
     """Publish every group whose job succeeded, in one transaction; keep the reports of its replicas that
-    succeeded; returns the publish's summary (XCom, the Asset event's extra). `run_jobs(plan)`: runs the Spark
-    jobs of a plan made again here (a run whose predecessor will never publish plans again and publishes)."""
+    succeeded; returns the publish's summary (XCom, the Asset event's extra). Each report is read once. A run
+    whose predecessor will never publish was planned again by the re-plan step before this one
+    (`supervisor.replan`): this step never plans nor starts a Spark job."""
     metadata = metadata or open_store()
     record = metadata.runs.require(spec.datasource, run_id)
     if record.status is RunStatus.SUPERSEDED or record.expired:
         raise RunSkipped(final_reason(record))
-    if record.plan.revision and record.status.in_flight and unread_groups(spec, record.plan):
-        run_jobs(record.plan)  # planned again by an earlier try of this task, which did not run all its jobs
-    plans = [record.plan]
-
-    def replan() -> list[GroupResult] | None:
-        plan = Supervisor(spec, metadata).replan(run_id).plan
-        if plan.revision == plans[-1].revision:
-            return None  # not planned again: no longer in flight (an operator's move superseded it)
-        plans.append(plan)
-        run_jobs(plan)
-        return results_of(spec, plan)
-
+    plan = record.plan
+    reports = successful_reports(spec, plan)
+    results = [GroupResult.from_report(replicas[0]) for replicas in reports.values()]
     try:
-        result = publish_in_order(Publisher(metadata), spec.datasource, run_id, results_of(spec, record.plan),
-                                  timeout_s=spec.io_config.completion_timeout.to_timedelta().total_seconds(),
-                                  replan=replan)
+        result = publish_in_order(Publisher(metadata), spec.datasource, run_id, results,
+                                  timeout_s=spec.io_config.completion_timeout.to_timedelta().total_seconds())
     except (RunExpiredError, NothingSucceededError) as exc:  # a retry would be refused again
         raise RunFailedForGood(str(exc)) from None
+    except PredecessorGoneError as exc:  # the re-plan step ran before its predecessor went: it fails, the next
+        raise RunFailedForGood(f"{exc}; the re-plan step had passed, so the run fails and the next run reads its "
+                               "range") from None  # run reads its range from the committed offsets
     if not result.already_published:  # a re-run of a published run keeps the reports it has
-        for reports in successful_reports(spec, plans[-1]).values():
-            for report in reports:
+        for replicas in reports.values():
+            for report in replicas:
                 metadata.reports.add(report)
-    last_active = metadata.runs.last_active(spec.datasource) if record.plan.is_empty else None  # idleConfig's clock
-    metadata.datasources.set_state(spec.datasource, state_event(spec, record.plan, last_active))
-    summary = publish_summary(result, plans[-1])
+    last_active = metadata.runs.last_active(spec.datasource) if plan.is_empty else None  # idleConfig's clock
+    metadata.datasources.set_state(spec.datasource, state_event(spec, plan, last_active))
+    summary = publish_summary(result, plan)
     log.info("publish: %s", json.dumps(summary))
     return summary
 
@@ -83,11 +76,6 @@ def state_event(spec: DatasourceSpec, plan: Plan, last_active: datetime | None, 
     return after_nothing_to_read(None if idle is None else idle.enabled,
                                  timedelta(milliseconds=idle.inactive_after_millis if idle else 0), last_active,
                                  now or utcnow())
-
-
-def results_of(spec: DatasourceSpec, plan: Plan) -> list[GroupResult]:
-    """What the plan's groups that succeeded publish (each group's published replica)."""
-    return [GroupResult.from_report(reports[0]) for reports in successful_reports(spec, plan).values()]
 
 
 def successful_reports(spec: DatasourceSpec, plan: Plan) -> dict[int, list[GroupReport]]:
@@ -162,22 +150,17 @@ def read_report(uri: str, what: str) -> GroupReport | None:
 
 
 def publish_in_order(publisher: Publisher, datasource: str, run_id: str, results: list[GroupResult], *,
-                     timeout_s: float, poll_s: float = 2.0,
-                     replan: Callable[[], list[GroupResult] | None] | None = None) -> PublishResult:
+                     timeout_s: float, poll_s: float = 2.0) -> PublishResult:
     """Publish, after the in-flight run this one was pipelined from: until that one publishes, fails or passes
     its deadline, at most `timeout_s` (completionTimeout). When it will never publish, this run's commit is
-    refused (`PredecessorGoneError`): `replan()` plans it again from the committed offsets, runs its jobs and
-    returns their results, which are published instead (None, or no `replan`: the error is raised)."""
+    refused (`PredecessorGoneError`, raised): the re-plan step plans such a run again before its publish."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             return publisher.publish(datasource, run_id, results)
         except PredecessorGoneError as exc:
             log.warning("%s", exc)
-            again = replan() if replan is not None else None
-            if again is None:
-                raise
-            results, deadline = again, time.monotonic() + timeout_s
+            raise
         except PublishPendingError as exc:
             if publisher.store.runs.expire_overdue(datasource, utcnow(), f"run {run_id} waiting to publish after it"):
                 continue
@@ -196,15 +179,14 @@ def publish_summary(result: PublishResult, plan: Plan) -> dict[str, Any]:
             "failedGroups": list(result.failed_groups), "endOffsets": result.end_offsets, "records": plan.records}
 
 
-def retry_cannot_help(base: str, datasource: str, run_id: str, args: list[str]) -> str | None:
-    """Why a failed job (its `ingest_job.py` arguments) would fail the same way on the same records if retried
-    (maxParseExceptions), from the report of its latest attempt; None when a retry may help."""
-    group, replica = int(args[args.index("--group") + 1]), int(args[args.index("--replica") + 1])
-    folder = deep_storage.group_uri(base, datasource, run_id, group, replica)
+def retry_cannot_help(job: JobInput, run_id: str) -> str | None:
+    """Why a failed job would fail the same way on the same records if retried (maxParseExceptions), from the
+    report of its latest attempt; None when a retry may help."""
     try:
-        attempts = deep_storage.attempt_folders(folder)  # oldest first: this try's is the last
+        attempts = deep_storage.attempt_folders(job.output_uri)  # oldest first: this try's is the last
     except ObjectStoreRefusedError as exc:  # the job's store refuses these settings: so it would on a retry
         return str(exc)
+    group = job.group_id
     report = read_report(deep_storage.join(attempts[-1], "report.json"),
                          f"the report of task group {group} of run {run_id}") if attempts else None
     failure = report.failure if report is not None else None

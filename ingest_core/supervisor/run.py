@@ -1,5 +1,7 @@
-"""One run of a datasource's loop, step by step, as the DAG's tasks call it: plan, the Spark jobs' arguments,
-publish (`supervisor.publish`), report (`supervisor.report`). Each step first expires the runs past their
+"""One run of a datasource's loop, step by step, as the DAG's tasks call it: the data gate's look
+(`supervisor.gate`), plan (here: its jobs' inputs staged by `supervisor.staging`), the re-plan of a run whose
+predecessor will never publish (`supervisor.replan`), publish (`supervisor.publish`), report
+(`supervisor.report`). Each step first expires the runs past their
 deadline (`Supervisor.expire_overdue`). The steps take typed inputs and return typed results; a step that has
 nothing to do raises `RunSkipped`, one a retry cannot help raises `RunFailedForGood`. The Airflow operators
 (`provider/operators/`) only gather the inputs and turn these two into Airflow's skip and fail.
@@ -19,14 +21,13 @@ from ingest_core.core.errors import IngestError, KafkaAuthenticationError
 from ingest_core.core.planner import Plan
 from ingest_core.core.settings import Settings
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.core.states import Event, refusal
-from ingest_core.executor.formats.protobuf_descriptors import inline_descriptors
-from ingest_core.handover import deep_storage
-from ingest_core.core.states import RunStatus
+from ingest_core.core.states import Event, RunStatus, refusal
+from ingest_core.handover.job_input import BadJobInput, JobInput
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.records import RunRecord
 from ingest_core.store.schema import utcnow
 from ingest_core.supervisor.planning import PlanOptions, Supervisor
+from ingest_core.supervisor.staging import job_input_of_legacy_args, stage_plan
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +46,6 @@ def open_store() -> MetadataStore:
     s = MetadataStore.shared(Settings.from_env().metadata_url)
     s.check_schema()
     return s
-
-
-def run_folder(spec: DatasourceSpec, run_id: str) -> str:
-    return deep_storage.run_uri(deep_storage.base_for(spec), spec.datasource, run_id)
 
 
 def final_reason(record: RunRecord) -> str | None:
@@ -72,9 +69,9 @@ def check_active(metadata: MetadataStore, datasource: str) -> None:
 
 
 def plan_step(spec: DatasourceSpec, run_id: str, end_time: datetime | None,
-              metadata: MetadataStore | None = None) -> list[list[str]]:
-    """Plan (or re-use) the run's plan; stage spec and plan in deep storage; return one spark-submit argument
-    list per task group x replica ([] when there is nothing to read, or the run is already published)."""
+              metadata: MetadataStore | None = None) -> list[JobInput]:
+    """Plan (or re-use) the run's plan; stage the spec and each task group's input in deep storage; return one
+    `JobInput` per task group x replica ([] when there is nothing to read, or the run is already published)."""
     metadata = metadata or open_store()
     check_active(metadata, spec.datasource)
     supervisor = Supervisor(spec, metadata)
@@ -104,44 +101,25 @@ LOGGED_PLAN_PARTITIONS = 1000  # a larger plan is logged as a summary: 100,000 p
 
 def log_plan(plan: Plan, status: RunStatus) -> None:
     """The plan in the task's log: whole up to LOGGED_PLAN_PARTITIONS partitions, else its figures per task
-    group (the whole plan is staged beside the run's spec, `stage_plan`)."""
+    group (each group's input is staged beside the run's spec, `staging.stage_plan`; the whole plan is in the
+metadata store)."""
     if len(plan.partitions) <= LOGGED_PLAN_PARTITIONS:
         log.info("plan of run %s (%s):\n%s", plan.run_id, status.value, json.dumps(plan.to_json(), indent=1))
         return
     log.info("plan of run %s (%s): %d partitions, %d records, start sources %s; task groups (id: partitions, "
-             "records, splits): %s; staged whole as plan.json in the run's folder", plan.run_id, status.value,
+             "records, splits): %s; whole in the metadata store (`ingest plan`)", plan.run_id, status.value,
              len(plan.partitions), plan.records, dict(Counter(p.start_source.value for p in plan.partitions)),
              ", ".join(f"{g.group_id}: {len(g.partitions)}, {g.records}, {len(g.splits)}" for g in plan.groups))
 
 
-def stage_plan(spec: DatasourceSpec, plan: Plan) -> list[list[str]]:
-    """Stage spec and plan where the run's jobs read them (a cleared run re-executes this plan); the jobs'
-    arguments, one list per task group x replica with something to read."""
-    folder = run_folder(spec, plan.run_id)
-    plan_uri = deep_storage.join(folder, "plan.json")
-    deep_storage.write_json(plan_uri, plan.to_json())
-    return job_arguments(spec, plan, [*stage_spec(spec, folder), "--plan", plan_uri])
-
-
-def stage_spec(spec: DatasourceSpec, folder: str) -> list[str]:
-    """Stage the spec for the run's Spark jobs; returns their spec arguments. The staged copy is redacted like
-    every stored one: a literal secret stays in the spec file under `dags/`, which the job's driver reads it
-    from (`--secrets-from`), so no secret lands in deep storage, XCom or the logs."""
-    uri = deep_storage.join(folder, "spec.json")
-    # a protobuf descriptor file is read here, beside the spec: the executors may not see that path
-    deep_storage.write_json(uri, inline_descriptors(spec).to_raw())
-    # the driver reads the staged copy from deep storage: an object store's settings come from the spec file too
-    secrets_from = spec.has_literal_secrets or spec.microbatch.deep_storage.s3 is not None
-    return ["--spec", uri, *(["--secrets-from", spec.source] if secrets_from else [])]
-
-
-def job_arguments(spec: DatasourceSpec, plan: Plan, staged: list[str]) -> list[list[str]]:
-    """The `spark_jobs/ingest_job.py` arguments of each task group x replica with something to read;
-    `staged`: the spec and plan arguments every job shares."""
-    base = deep_storage.base_for(spec)
-    return [[*staged, "--group", str(group.group_id), "--replica", str(replica),
-             "--output", deep_storage.group_uri(base, spec.datasource, plan.run_id, group.group_id, replica)]
-            for group in plan.groups if not group.is_empty for replica in range(spec.io_config.replicas)]
+def job_input_of(value: dict | list) -> JobInput:
+    """The typed input of a Spark job task (its XCom value); a list is the argv of a run an earlier version
+    planned, still in flight across an upgrade (`staging.job_input_of_legacy_args`). One that names no job fails
+    its task for good: the run fails, and the next run reads its range."""
+    try:
+        return job_input_of_legacy_args(value) if isinstance(value, list) else JobInput.from_json(value)
+    except BadJobInput as exc:
+        raise RunFailedForGood(str(exc)) from None
 
 
 def check_job_wanted(datasource: str, run_id: str) -> None:

@@ -47,14 +47,14 @@ def test_a_re_executed_job_of_a_published_run_changes_nothing_and_cleanup_remove
     assert times() == expected
     # what clearing one spark_job task of the published run re-executes: the same arguments, the same folder
     group = deep_storage.group_uri(deep, "ds", "r1", 0)
-    job = GroupJob(spec, plan, 0, 0, group)
+    job = GroupJob.of_plan(spec, plan, 0, 0, group)
     assert run_group(spark, job, 30).succeeded and len(deep_storage.attempt_folders(group)) == 2
     assert times() == expected  # every row once: the published files are untouched, the new ones unpublished
 
     # a run in flight keeps all its output, even before it publishes
     broker.produce(topic, [json.dumps({"ts": 1_790_000_001_000, "page": "p"}).encode()], partition=0)
     r2 = Supervisor(spec, store).plan("r2").plan
-    run_group(spark, GroupJob(spec, r2, 0, 0, deep_storage.group_uri(deep, "ds", "r2", 0)), 30)
+    run_group(spark, GroupJob.of_plan(spec, r2, 0, 0, deep_storage.group_uri(deep, "ds", "r2", 0)), 30)
     (orphan,) = find_orphans(store, spec)
     assert (orphan.run_id, orphan.uri) == ("r1", job.attempt_uri)
 

@@ -150,7 +150,7 @@ def test_a_refused_s3_key_stops_at_once_with_one_line_naming_the_endpoint_and_bu
 
             plan = Supervisor(spec, store).plan("r1", PlanOptions()).plan
             with pytest.raises(ObjectStoreRefusedError) as refused_job:
-                run_group(spark, GroupJob(spec, plan, 0, 0, deep_storage.group_uri(base, spec.datasource, "r1", 0)))
+                run_group(spark, GroupJob.of_plan(spec, plan, 0, 0, deep_storage.group_uri(base, spec.datasource, "r1", 0)))
             check(str(refused_job.value), refused)
     finally:
         store.dispose()

@@ -65,7 +65,7 @@ def plan_run(spec, store, run_id: str):
 
 def run_attempt(spark, spec, plan, group_id: int = 0, replica: int = 0):
     out = deep_storage.group_uri(deep_storage.base_for(spec), spec.datasource, plan.run_id, group_id, replica)
-    return run_group(spark, GroupJob(spec, plan, group_id, replica, out), 30)
+    return run_group(spark, GroupJob.of_plan(spec, plan, group_id, replica, out), 30)
 
 
 def publish(store, spec, plan):

@@ -21,15 +21,13 @@ import pytest
 from druid_docs import DOCS, ROLLUP_ROWS, ROLLUP_SCHEMA, TRANSFORM_ROWS, TRANSFORM_SCHEMA, records, rows, table
 
 from ingest_core.core.spec import DatasourceSpec, parse_spec
-from ingest_core.handover import deep_storage
 from ingest_core.supervisor import compaction as compaction_task
-from ingest_core.supervisor.run import job_arguments, stage_spec
-from ingest_core.supervisor.publish import results_of
-from ingest_core.supervisor.run import run_folder
+from ingest_core.supervisor.publish import successful_reports
+from ingest_core.supervisor.staging import stage_plan
 from ingest_core.service.cli import main
 from ingest_core.spark.connect import run_compaction, run_job
 from ingest_core.store.metadata import MetadataStore
-from ingest_core.store.publisher import Publisher
+from ingest_core.store.publisher import GroupResult, Publisher
 from ingest_core.supervisor.planning import Supervisor
 
 pytestmark = pytest.mark.kafka
@@ -61,21 +59,18 @@ class Docs:
         supervisor = Supervisor(spec, self.store)
         supervisor.register()
         plan = supervisor.plan(run_id).plan
-        folder = run_folder(spec, run_id)
-        plan_uri = deep_storage.join(folder, "plan.json")
-        deep_storage.write_json(plan_uri, plan.to_json())
-        for args in job_arguments(spec, plan, [*stage_spec(spec, folder), "--plan", plan_uri]):
-            run_job(self.connect_url, args, timeout_s=300)
-        results = results_of(spec, plan)
+        for job in stage_plan(spec, plan):
+            run_job(self.connect_url, job, timeout_s=300)
+        results = [GroupResult.from_report(replicas[0]) for replicas in successful_reports(spec, plan).values()]
         assert len(results) == len([g for g in plan.groups if not g.is_empty]), "a task group failed"
         Publisher(self.store).publish(spec.datasource, run_id, results)
 
     def compact(self, spec: DatasourceSpec, run_id: str) -> dict:
         """The compaction DAG's tasks: search, the jobs, publish (Druid's reindexing of an interval)."""
-        jobs = compaction_task.search_task(spec, run_id)
-        for args in jobs:
-            run_compaction(self.connect_url, args, timeout_s=300)
-        return compaction_task.publish_task(spec, jobs)
+        jobs = compaction_task.search_step(spec, run_id)
+        for job in jobs:
+            run_compaction(self.connect_url, job.to_args(), timeout_s=300)
+        return compaction_task.publish_step(spec, jobs)
 
     def query(self, capsys: Any, sql: str) -> list[dict]:
         """`ingest query --json`'s answer."""

@@ -151,7 +151,7 @@ def run_failing_group(spark, store, spec, run_id: str, tmp_path):
     plan = supervisor.plan(run_id).plan
     out = deep_storage.group_uri(tmp_path.as_uri(), spec.datasource, run_id, 0)
     with pytest.raises(IngestError) as failure:
-        run_group(spark, GroupJob(spec, plan, 0, 0, out), 30)
+        run_group(spark, GroupJob.of_plan(spec, plan, 0, 0, out), 30)
     supervisor.mark_failed(run_id, "its tasks failed before publishing")
     keep_failure_reports(store, spec, store.runs.require(spec.datasource, run_id))
     return plan, failure.value
@@ -216,16 +216,19 @@ def run_jobs(spark, spec, plan) -> None:
     for group in plan.groups:
         if not group.is_empty:
             out = deep_storage.group_uri(deep_storage.base_for(spec), spec.datasource, plan.run_id, group.group_id, 0)
-            run_group(spark, GroupJob(spec, plan, group.group_id, 0, out), 30)
+            run_group(spark, GroupJob.of_plan(spec, plan, group.group_id, 0, out), 30)
 
 
 def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes_every_record_once(
         spark, broker, store, tmp_path):
     from helpers import rows_of
 
-    from ingest_core.supervisor.publish import publish_in_order, results_of
+    from ingest_core.spark.job import run_group
+    from ingest_core.spark.job_args import load_job
     from ingest_core.store.schema import utcnow
     from ingest_core.supervisor.planning import PlanOptions, Supervisor
+    from ingest_core.supervisor.publish import publish_step
+    from ingest_core.supervisor.replan import replan_step
 
     topic = broker.create_topic(partitions=2)
     for p in range(2):
@@ -240,14 +243,16 @@ def test_a_run_pipelined_behind_a_killed_run_plans_again_and_publishes_every_rec
     store.runs.start("ds", "r2", timedelta(minutes=10))
     run_jobs(spark, spec, r2)  # r2's jobs read r1's end onwards
 
-    def replan():
-        plan = Supervisor(spec, store).replan("r2").plan
-        run_jobs(spark, spec, plan)
-        return results_of(spec, plan)  # the re-plan's reports, not those of r2's first jobs beside them
-
-    result = publish_in_order(Publisher(store), "ds", "r2", results_of(spec, r2), timeout_s=600, poll_s=60,
-                              replan=replan)
-    assert not result.already_published and store.runs.require("ds", "r1").expired
+    # the DAG's replan step: r1 is past its deadline, so it expires and r2 plans again from the committed offsets;
+    # its jobs (the replanned_job tasks) read the new plan's group inputs
+    jobs = replan_step(spec, "r2", metadata=store, poll_s=60)
+    assert store.runs.require("ds", "r1").expired and [(j.group_id, j.replica) for j in jobs] == [(0, 0)]
+    for job in jobs:
+        run_group(spark, load_job(job), 30)
+    assert replan_step(spec, "r2", metadata=store, poll_s=60) == []  # a retry of the step: nothing left to run
+    # the publish step only publishes: the re-plan's reports, not those of r2's first jobs beside them
+    summary = publish_step(spec, "r2", metadata=store)
+    assert not summary["alreadyPublished"]
     record = store.runs.require("ds", "r2")
     assert record.status is RunStatus.PUBLISHED and record.plan.revision == 1
     assert record.plan.start_offsets() == {TopicPartition(topic, p): 0 for p in range(2)}
@@ -264,7 +269,7 @@ def test_the_exception_that_failed_a_spark_task_is_named_not_sparks_wrapper(spar
     wrapped, for people to read."""
     from pyspark.sql.functions import udf
 
-    from ingest_core.spark.job import _job_error
+    from ingest_core.spark.job_errors import job_error as _job_error
 
     def overflow(value):
         raise OverflowError(f"value {value} too large")
@@ -275,3 +280,21 @@ def test_the_exception_that_failed_a_spark_task_is_named_not_sparks_wrapper(spar
     assert error.code == "INGEST_JOB_FAILED" and name == "OverflowError"
     assert str(error).endswith("(OverflowError: value 0 too large)")
     assert type(raised.value).__name__ != "OverflowError"  # Spark's wrapper
+
+
+def test_a_spark_error_is_named_by_its_condition_not_read_from_its_text(spark, tmp_path):
+    """Spark gives its errors a condition (`getCondition()`): the failure is named by it, as callers of Spark's
+    Kafka connector match on conditions, never on message text."""
+    from ingest_core.spark.job_errors import job_error
+
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        for sql, condition in (("SELECT no_such_column", "UNRESOLVED_COLUMN.WITHOUT_SUGGESTION"),
+                               ("SELECT 1 / 0", "DIVIDE_BY_ZERO")):
+            with pytest.raises(Exception) as raised:
+                spark.sql(sql).collect()
+            error, name = job_error(raised.value, tmp_path.as_uri())
+            assert (error.code, name) == ("INGEST_JOB_FAILED", condition)
+            assert str(error).startswith(f"the Spark job failed: [{condition}]")
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")

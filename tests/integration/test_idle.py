@@ -76,6 +76,6 @@ def test_the_publish_of_a_run_that_found_nothing_leaves_the_idle_config_state(st
                                      starts={P0: StartOffset(0, StartSource.EARLIEST)}, latest={P0: 0}, task_count=1))
         store.runs.insert(empty)
         store.datasources.set_state(name, Event.PLANNED)
-        publish_step(spec, "r0", run_jobs=lambda plan: None)
+        publish_step(spec, "r0")
         assert store.datasources.get(name)["state"] == shown, name
     store.dispose()

@@ -24,6 +24,7 @@ from helpers import (
 )
 
 from ingest_core.core.errors import BrokerUnavailableError
+from ingest_core.handover.job_input import GroupInput
 from ingest_core.handover.report import ParseExceptionLimitError
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.reader import DatasourceReader
@@ -397,7 +398,7 @@ def test_unreachable_broker_fails_by_its_own_deadline(spark, store, tmp_path):
     tp = TopicPartition("gone", 0)
     plan = Plan("ds", "r1", T0, (TaskGroup(0, (PartitionPlan(tp, 0, 10, StartSource.EARLIEST),),
                                           (OffsetRange(tp, 0, 10),)),), "modulo")
-    job = GroupJob(spec, plan, 0, 0, (tmp_path / "out").as_uri())
+    job = GroupJob.of_plan(spec, plan, 0, 0, (tmp_path / "out").as_uri())
     with pytest.raises(BrokerUnavailableError, match="cannot reach Kafka"):
         ends_by_itself(run_group, spark, job, stall_timeout_s=5)
     from ingest_core.handover import deep_storage
@@ -421,16 +422,19 @@ def test_spark_submit_entry_point(broker, store, tmp_path):
     produce_all(broker, topic, [{"ts": iso(T0 + timedelta(seconds=i)), "a": str(i % 4)} for i in range(40)], 2)
     spec = spec_from(broker.bootstrap, topic, SIMPLE, io={"taskCount": 2})
     plan = Supervisor(spec, store).plan("manual__1").plan
-    spec_file, plan_file = tmp_path / "spec.yaml", tmp_path / "plan.json"
+    spec_file = tmp_path / "spec.yaml"
     spec_file.write_text(yaml.safe_dump(spec.to_raw()))
-    plan_file.write_text(plan.dumps())
+    for group in plan.groups:  # each group's input, as the plan step stages it
+        (tmp_path / f"group={group.group_id}.json").write_text(json.dumps(
+            GroupInput.of_plan(plan, group.group_id, str(spec_file)).to_json()))
     job = Path(__file__).resolve().parents[2] / "spark_jobs" / "ingest_job.py"
     submit = Path(sys.executable).parent / "spark-submit"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "INGEST_DEEP_STORAGE": tmp_path.as_uri()}
     base = [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
             "--conf", "spark.sql.shuffle.partitions=3", "--conf", "spark.sql.session.timeZone=Europe/Paris", str(job),
-            "--spec", str(spec_file), "--plan", str(plan_file)]
-    done = subprocess.run(base + ["--group", "1"], capture_output=True, text=True, env=env, timeout=300)
+            "--input"]
+    done = subprocess.run(base + [str(tmp_path / "group=1.json")], capture_output=True, text=True, env=env,
+                          timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     # a submitted setting (a spec's microbatch.spark.conf) wins over the job's defaults, not over what it needs
     assert "spark.sql.session.timeZone=UTC, spark.sql.shuffle.partitions=3" in done.stdout + done.stderr
@@ -439,5 +443,6 @@ def test_spark_submit_entry_point(broker, store, tmp_path):
     assert summary["report"].startswith(deep_storage.group_uri(tmp_path.as_uri(), "ds", "manual__1", 1))
     assert report["state"] == "SUCCESS" and report["rowStats"]["processed"] == 20 == summary["rows"]
 
-    bad = subprocess.run(base + ["--group", "7"], capture_output=True, text=True, env=env, timeout=300)
-    assert bad.returncode == 2 and "has no task group 7" in bad.stdout + bad.stderr  # spark-submit merges them
+    bad = subprocess.run(base + [str(tmp_path / "group=1.json"), "--group", "7"], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert bad.returncode == 2 and "is task group 1's, not task group 7's" in bad.stdout + bad.stderr  # merged

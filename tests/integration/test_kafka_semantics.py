@@ -308,7 +308,7 @@ def test_truncation_between_plan_and_job_fails_the_job_and_publishes_nothing(spa
     broker.produce(topic, numbered(20, 10))
     plan = Supervisor(spec, store).plan("r2").plan  # [10, 30)
     delete_records_before(broker, topic, 15)
-    job = GroupJob(spec, plan, 0, 0, deep_storage.group_uri(tmp_path.as_uri(), "ds", "r2", 0))
+    job = GroupJob.of_plan(spec, plan, 0, 0, deep_storage.group_uri(tmp_path.as_uri(), "ds", "r2", 0))
     with pytest.raises(OffsetOutOfRangeError) as info:
         run_group(spark, job, stall_timeout_s=20)
     message = str(info.value)
@@ -346,7 +346,7 @@ def test_a_topic_recreated_while_a_run_is_in_flight_is_not_published(spark, brok
     plan = Supervisor(spec, store).plan("r2").plan  # [10, 20) of the old topic
     recreate_topic(broker, topic, 1)
     broker.produce(topic, numbered(25, 100))  # the new log's offsets 10..19 hold records 110..119
-    job = GroupJob(spec, plan, 0, 0, deep_storage.group_uri(tmp_path.as_uri(), "ds", "r2", 0))
+    job = GroupJob.of_plan(spec, plan, 0, 0, deep_storage.group_uri(tmp_path.as_uri(), "ds", "r2", 0))
     with pytest.raises(TopicRecreatedError, match=f"topic {topic!r} was deleted and re-created while the run read"):
         run_group(spark, job, stall_timeout_s=20)
     with pytest.raises(NothingSucceededError):
@@ -446,7 +446,7 @@ def test_broker_restarts_mid_job_neither_hang_it_nor_lose_or_double_a_record(spa
         "fetch.wait.max.ms": 100, "reconnect.backoff.max.ms": 1000}}, tuning={"maxRecordsPerPoll": 20})
     plan = Supervisor(spec, store).plan("r1").plan
     out = deep_storage.group_uri(tmp_path.as_uri(), "ds", "r1", 0)
-    first = GroupJob(spec, plan, 0, 0, out, progress_interval_s=0.1)
+    first = GroupJob.of_plan(spec, plan, 0, 0, out, progress_interval_s=0.1)
     progress = deep_storage.join(first.attempt_uri, "progress", "split-00000.json")
     outcome: dict = {}
 
@@ -477,7 +477,7 @@ def test_broker_restarts_mid_job_neither_hang_it_nor_lose_or_double_a_record(spa
     assert restarts == 2 or (restarts == 1 and "error" in outcome), outcome  # both restarts hit a reading job
     if "error" in outcome:  # a clear error; the same plan run again ingests everything
         assert isinstance(outcome["error"], BrokerUnavailableError), outcome["error"]
-        outcome["report"] = run_group(spark, GroupJob(spec, plan, 0, 0, out), STALL_TIMEOUT)
+        outcome["report"] = run_group(spark, GroupJob.of_plan(spec, plan, 0, 0, out), STALL_TIMEOUT)
     report = outcome["report"]
     assert report.records == n and report.splits[0].last_offset == n - 1
     Publisher(store).publish("ds", "r1", [GroupResult.from_report(report)])

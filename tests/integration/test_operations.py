@@ -166,7 +166,7 @@ def test_reset_to_latest_with_backfill_while_a_run_is_in_flight_ingests_every_of
 
     def run_jobs(run_id: str):
         plan = pg_store.runs.require("ops", run_id).plan
-        return [GroupResult.from_report(run_group(spark, GroupJob(ops.spec, plan, g.group_id, 0, group_uri(
+        return [GroupResult.from_report(run_group(spark, GroupJob.of_plan(ops.spec, plan, g.group_id, 0, group_uri(
             deep, "ops", run_id, g.group_id)), 30)) for g in plan.groups if not g.is_empty]
 
     # a run in flight: planned, its Spark job done, not published yet
@@ -278,7 +278,7 @@ def test_status_shows_how_far_a_run_in_flight_got(pg_store, spark, broker, tmp_p
                      microbatch={"deepStorage": {"uri": (tmp_path / "deep").as_uri()}})
     plan = Supervisor(spec, pg_store).plan("r1").plan
     pg_store.runs.move("slow", "r1", RunEvent.START)
-    job = GroupJob(spec, plan, 0, 0, group_uri((tmp_path / "deep").as_uri(), "slow", "r1", 0),
+    job = GroupJob.of_plan(spec, plan, 0, 0, group_uri((tmp_path / "deep").as_uri(), "slow", "r1", 0),
                    progress_interval_s=0.05)
     done: dict = {}
     runner = threading.Thread(target=lambda: done.setdefault("report", run_group(spark, job, 60)))

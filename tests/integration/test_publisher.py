@@ -408,17 +408,14 @@ def test_a_waiting_successor_expires_its_dead_predecessor_then_plans_again_and_p
     store.runs.start("wiki", "r1", MINUTE, now=utcnow() - timedelta(hours=1))  # its process died long ago
     r2 = plan_next(store, "r2", {tp: 20 for tp in PARTS})  # planned from r1's ends before anyone noticed
     assert {p.after_run for p in r2.partitions} == {"r1"}
-    replanned = []
-
-    def replan():
-        replanned.append(Supervisor(SPEC, store).replan("r2").plan)
-        return results_for(replanned[-1])  # its jobs, run again over the new plan
-
-    # no waiting out the 600 s (r1 is past its deadline) and no failing: r2 reads r1's range too and publishes
-    result = publish_in_order(Publisher(store), "wiki", "r2", results_for(r2), timeout_s=600, poll_s=60,
-                              replan=replan)
-    assert store.runs.require("wiki", "r1").status is RunStatus.EXPIRED
-    assert [p.start_offsets() for p in replanned] == [{tp: 0 for tp in PARTS}]
+    # r2's own plan is refused: r1 will never publish, and nothing committed its range
+    with pytest.raises(PredecessorGoneError):
+        publish_in_order(Publisher(store), "wiki", "r2", results_for(r2), timeout_s=600, poll_s=60)
+    assert store.runs.require("wiki", "r1").status is RunStatus.EXPIRED  # expired by that look, not waited out
+    # the replan step plans it again (its jobs run in their own tasks); the publish of that plan goes through
+    replanned = Supervisor(SPEC, store).replan("r2").plan
+    assert replanned.revision == 1 and replanned.start_offsets() == {tp: 0 for tp in PARTS}
+    result = publish_in_order(Publisher(store), "wiki", "r2", results_for(replanned), timeout_s=600, poll_s=60)
     assert not result.already_published and committed(store) == {tp: 20 for tp in PARTS}
     assert store.runs.require("wiki", "r2").status is RunStatus.PUBLISHED
     # without a way to plan again (a bare publish), the refusal is raised and nothing is written
@@ -427,6 +424,33 @@ def test_a_waiting_successor_expires_its_dead_predecessor_then_plans_again_and_p
     store.runs.move("wiki", "r3", RunEvent.FAIL, error="killed")
     with pytest.raises(PredecessorGoneError):
         publish_in_order(Publisher(store), "wiki", "r4", results_for(r4), timeout_s=600, poll_s=60)
+    assert committed(store) == {tp: 20 for tp in PARTS}
+
+
+def test_the_replan_step_plans_again_only_a_run_whose_predecessor_will_never_publish(store, tmp_path, monkeypatch):
+    from ingest_core.supervisor.publish import publish_step
+    from ingest_core.supervisor.replan import replan_step
+
+    monkeypatch.setenv("INGEST_DEEP_STORAGE", tmp_path.as_uri())
+    r1 = plan_next(store, "r1", {tp: 10 for tp in PARTS})
+    r2 = plan_next(store, "r2", {tp: 20 for tp in PARTS})  # pipelined from r1
+    Publisher(store).publish("wiki", "r1", results_for(r1))
+    assert replan_step(SPEC, "r2", metadata=store) == []  # r1 published: nothing to plan again
+    assert store.runs.require("wiki", "r2").plan.revision == 0
+    plan_next(store, "r3", {tp: 30 for tp in PARTS})  # from r2's ends
+    plan_next(store, "r4", {tp: 40 for tp in PARTS})  # from r3's
+    Publisher(store).publish("wiki", "r2", results_for(r2))
+    store.runs.move("wiki", "r3", RunEvent.FAIL, error="killed")
+    jobs = replan_step(SPEC, "r4", metadata=store)  # r3 will never publish: r4 reads from where r3 started
+    r4 = store.runs.require("wiki", "r4").plan
+    assert r4.revision == 1 and r4.start_offsets() == {tp: 20 for tp in PARTS}
+    assert sorted((j.group_id, j.replica) for j in jobs) == [(0, 0), (1, 0)]
+    assert store.runs.require("wiki", "r3").status is RunStatus.SUPERSEDED  # a retry of r3 cannot publish
+    # the publish step never plans again nor runs a job: a run behind a dead one it was not re-planned from fails
+    plan_next(store, "r5", {tp: 40 for tp in PARTS})  # nothing new: no report to read
+    store.runs.move("wiki", "r4", RunEvent.FAIL, error="killed")
+    with pytest.raises(IngestError, match="will never publish"):
+        publish_step(SPEC, "r5", metadata=store)
     assert committed(store) == {tp: 20 for tp in PARTS}
 
 

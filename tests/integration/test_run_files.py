@@ -78,8 +78,8 @@ def test_a_literal_secret_reaches_the_jobs_consumer_but_is_never_staged_stored_o
 
     from ingest_core.core.spec import load_spec
     from ingest_core.kafka.config import KafkaClientConfig
-    from ingest_core.supervisor.run import stage_spec
-    from ingest_core.spark.job import load_job_spec
+    from ingest_core.supervisor.staging import stage_spec
+    from ingest_core.spark.job_args import load_job_spec
     from ingest_core.supervisor.planning import Supervisor
 
     raw = make_spec("127.0.0.1:1", topic="t").to_raw()
@@ -91,11 +91,10 @@ def test_a_literal_secret_reaches_the_jobs_consumer_but_is_never_staged_stored_o
     folder = (tmp_path / "deep" / "wiki" / "r1").as_uri()
 
     caplog.set_level("DEBUG")
-    args = stage_spec(spec, folder)  # what the plan task hands each Spark job (XCom, the task's log)
+    staged_at = stage_spec(spec, folder)  # what the plan task stages in each group's input (and the task's log)
     staged = deep_storage.read_text(deep_storage.join(folder, "spec.json"))
-    assert SECRET not in staged and SECRET not in json.dumps(args)
-    opts = dict(zip(args[::2], args[1::2]))
-    job_spec = load_job_spec(opts["--spec"], opts.get("--secrets-from"))  # what the job's driver does first
+    assert SECRET not in staged and SECRET not in json.dumps(staged_at)
+    job_spec = load_job_spec(*staged_at)  # what the job's driver does first
     assert KafkaClientConfig.from_properties(job_spec.io_config.consumer_properties).properties["sasl.password"] \
         == SECRET
     assert SECRET not in json.dumps(job_spec.to_raw())  # what the executors get beside the resolved client config

@@ -105,18 +105,18 @@ def test_the_ingest_path_end_to_end_on_an_object_store(spark, broker, object_sto
                                 for i in range(6)], partitions=2)
     ingest_run(spark, store, spec, "r2", base)
     before = DatasourceReader(store, "s3ds").segments()
-    jobs = steps.search_task(spec, "c1")
+    jobs = steps.search_step(spec, "c1")
     assert jobs
-    for args in jobs:
-        job_spec, job = load(argument_parser().parse_args(args))
+    for given in jobs:
+        job_spec, job = load(argument_parser().parse_args(given.to_args()))
         compact(spark, job_spec, job)
-    outcome = steps.publish_task(spec, jobs)
+    outcome = steps.publish_step(spec, jobs)
     assert outcome["compacted"] and not outcome["conflicts"]
     after = DatasourceReader(store, "s3ds").segments()
     assert len(after) < len(before) and DatasourceReader(store, "s3ds").to_arrow().num_rows == 46
     replaced = [s for s in store.segment_records.of("s3ds", used_only=False) if not s.used]
     assert replaced and all(exists(s.location) for s in replaced)
-    killed = steps.kill_task(spec)
+    killed = steps.kill_step(spec)
     assert sorted(killed["segments"]) == sorted(s.id for s in replaced)
     assert not any(exists(s.location) for s in replaced)  # gone from the bucket
     assert DatasourceReader(store, "s3ds").to_arrow().num_rows == 46

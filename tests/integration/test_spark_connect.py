@@ -23,6 +23,7 @@ from helpers import WATCHDOG_S, spec_from
 from ingest_core.dev.embedded import EmbeddedSparkConnect
 from ingest_core.handover import deep_storage
 from ingest_core.handover.report import GroupReport
+from ingest_core.handover.job_input import GroupInput, JobInput
 from ingest_core.spark.connect import run_job
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.publisher import GroupResult, Publisher
@@ -61,14 +62,18 @@ def produce(broker, topic: str, n: int, partitions: int, seed: int = 0) -> None:
 
 
 def stage(tmp_path, spec, plan) -> tuple[str, str]:
+    """The spec and each task group's input, staged as the plan step does; (spec URI, the inputs' folder)."""
     folder = (tmp_path / "staged").as_uri()
-    deep_storage.write_json(deep_storage.join(folder, "spec.json"), spec.to_raw())
-    deep_storage.write_json(deep_storage.join(folder, "plan.json"), plan.to_json())
-    return deep_storage.join(folder, "spec.json"), deep_storage.join(folder, "plan.json")
+    spec_uri = deep_storage.join(folder, "spec.json")
+    deep_storage.write_json(spec_uri, spec.to_raw())
+    for group in plan.groups:
+        deep_storage.write_json(deep_storage.join(folder, f"group={group.group_id}.json"),
+                                GroupInput.of_plan(plan, group.group_id, spec_uri).to_json())
+    return spec_uri, folder
 
 
-def job_args(spec_uri: str, plan_uri: str, group: int, output: str) -> list[str]:
-    return ["--spec", spec_uri, "--plan", plan_uri, "--group", str(group), "--output", output]
+def job_args(spec_uri: str, inputs: str, group: int, output: str) -> JobInput:
+    return JobInput(deep_storage.join(inputs, f"group={group}.json"), group, 0, output)
 
 
 DEADLINE_TEST = "test_a_deadline_interrupts_the_job_and_not_the_other_jobs_of_its_session"
@@ -111,8 +116,8 @@ def staged_deadline_jobs(broker, tmp_path) -> list[str]:
         spec = spec_from(broker.bootstrap, topic, SCHEMA, datasource="slow")
         plan = Supervisor(spec, store).plan("manual__slow").plan
     silent = spec_from(f"127.0.0.1:{free_port()}", topic, SCHEMA, datasource="slow")  # a session of its own
-    spec_uri, plan_uri = stage(tmp_path, silent, plan)
-    return ["--spec", spec_uri, "--plan", plan_uri, "--group", "0", "--stall-timeout", "600"]
+    _, inputs = stage(tmp_path, silent, plan)
+    return ["--input", deep_storage.join(inputs, "group=0.json"), "--group", "0", "--stall-timeout", "600"]
 
 
 def start_and_run_deadlines(server: EmbeddedSparkConnect, deadline_args: list[str] | None, output: str) -> dict:
@@ -164,7 +169,7 @@ def test_connect_mode_gives_the_same_segments_and_report_as_a_session_of_its_own
     for group in plan.groups:
         own = (tmp_path / f"own-{group.group_id}").as_uri()
         remote = (tmp_path / f"connect-{group.group_id}").as_uri()
-        expected = run_group(spark, GroupJob(spec, plan, group.group_id, 0, own)).to_json()
+        expected = run_group(spark, GroupJob.of_plan(spec, plan, group.group_id, 0, own)).to_json()
         summary = run_job(spark_connect.url, job_args(spec_uri, plan_uri, group.group_id, remote))
         got = deep_storage.read_json(summary["report"])
         assert got["state"] == "SUCCESS" and summary["rows"] == expected["rowStats"]["processed"] == 150

@@ -560,8 +560,9 @@ def a_run_killed_mid_job_expires_and_the_next_run_heals_the_line(tmp_path, broke
 
 def a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path, broker, metadata_url, spark_connect):
     """Run A's job hangs and A's process group is SIGKILLed; run B, planned from A's ends while A looked alive,
-    does not wait ~completionTimeout and fail (which made one kill cost two runs): once A expires, B plans
-    again from the committed offsets, runs that plan's job in its publish task and publishes every record once.
+    does not wait ~completionTimeout and fail (which made one kill cost two runs): once A expires, B's replan
+    task plans it again from the committed offsets, its replanned_job task runs that plan's job, and its publish
+    (which never starts a Spark job) publishes every record once.
     (B's jobs run over Spark Connect: the re-planning is the plan's and the publish's, whatever runs the job, and
     a warm server saves two JVMs' start.)"""
     from ingest_core.supervisor.planning import RUN_REPLANNED
@@ -590,6 +591,11 @@ def a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path, brok
     assert {p.start_source.value for p in b.plan.partitions} == {"earliest"} and a.expired
     (audit,) = store.audit_log.records("pipelined", action=RUN_REPLANNED)
     assert audit.details["runId"] == b.run_id and audit.details["predecessors"] == [a.run_id]
+    with home.db() as db:  # the re-plan and its job are tasks of their own, visible in Airflow
+        states = dict(db.execute("SELECT task_id || ':' || map_index, state FROM task_instance WHERE dag_id = ? AND "
+                                 "run_id = ?", ("pipelined", b.run_id)).fetchall())
+    assert {k: v for k, v in states.items() if k.startswith(("replan", "publish"))} == {
+        "replan:-1": "success", "replanned_job:0": "success", "publish:-1": "success"}
 
 
 

@@ -22,7 +22,8 @@ dags = load_dags(Path({folder!r}))
 assert sorted(dags) == {dag_ids!r}, sorted(dags)
 heavy = ["pyarrow", "numpy", "pandas", "pyspark", "ingest_core.store.metadata", "ingest_core.supervisor.run",
          "ingest_core.supervisor.planning", "ingest_core.supervisor.publish", "ingest_core.supervisor.report",
-         "ingest_core.supervisor.compaction", "ingest_core.spark.job"]
+         "ingest_core.supervisor.compaction", "ingest_core.supervisor.replan", "ingest_core.supervisor.gate",
+         "ingest_core.supervisor.staging", "ingest_core.spark.job"]
 print(sorted(m for m in heavy if m in sys.modules))
 """
 

@@ -20,7 +20,8 @@ def test_each_task_pushes_its_result_as_one_xcom(monkeypatch):
         raw = yaml.safe_load(f)
     spec = parse_spec({**raw, "compaction": {"schedule": "PT1H"}}, "wikipedia.yaml")
     ingest, compaction = build_dag(spec), build_compaction_dag(spec)
-    assert [t.task_id for t in ingest.topological_sort()] == ["plan", "spark_job", "publish", "report"]
+    assert [t.task_id for t in ingest.topological_sort()] == ["plan", "spark_job", "replan", "replanned_job",
+                                                              "publish", "report"]
     assert [t.task_id for t in compaction.topological_sort()] == ["search", "compact", "publish", "kill"]
     for dag in (ingest, compaction):
         pushing = [t for t in dag.tasks if hasattr(t, "multiple_outputs")]
@@ -48,3 +49,26 @@ def test_an_airflow_run_ends_at_the_projects_deadline(completion_s, gate_s):
     deadline = timedelta(seconds=completion_s + (gate_s or 0))
     assert dag.dagrun_timeout == deadline + RUN_MARGIN
     assert RUN_MARGIN <= timedelta(minutes=1)
+
+
+def test_a_re_plan_is_a_step_of_its_own_and_the_jobs_are_the_only_tasks_that_run_spark(monkeypatch):
+    """The publish used to plan a run again and run its Spark jobs inside its own task (`run_replanned_jobs`): a
+    re-plan is the `replan` task, its jobs the mapped `replanned_job` tasks, and publish waits for both. Every
+    Spark job task is handed the typed input its upstream step returns (XCom), not argv. The replan step never
+    skips (a skipped upstream skips an `all_done_min_one_success` task): with nothing to plan again it hands one
+    empty job (the plan's NO_JOB), as the plan step does with nothing to read (tests/system/test_dag.py)."""
+    monkeypatch.setenv("INGEST_KAFKA_BOOTSTRAP", "127.0.0.1:9")
+    from ingest_core.provider.dag_factory import build_dag
+    from ingest_core.provider.operators.spark_job import IngestSparkSubmitOperator
+
+    with open("dags/datasources/wikipedia.yaml") as f:
+        dag = build_dag(parse_spec(yaml.safe_load(f), "wikipedia.yaml"))
+    spark = {t.task_id for t in dag.tasks if issubclass(t.operator_class, IngestSparkSubmitOperator)
+             or t.operator_class is IngestSparkSubmitOperator}
+    assert spark == {"spark_job", "replanned_job"}
+    assert dag.get_task("replanned_job").upstream_task_ids == {"replan"}
+    assert dag.get_task("replan").upstream_task_ids == {"plan", "spark_job"}
+    assert dag.get_task("publish").upstream_task_ids == {"plan", "spark_job", "replan", "replanned_job"}
+    assert dag.get_task("replan").trigger_rule == dag.get_task("publish").trigger_rule == "all_done_min_one_success"
+    for task_id in ("spark_job", "replanned_job"):
+        assert set(dag.get_task(task_id).expand_input.value) == {"job"}  # the typed input, from XCom

@@ -18,7 +18,7 @@ from ingest_core.core.errors import (
 )
 from ingest_core.handover import deep_storage
 from ingest_core.handover.report import ParseExceptionLimitError, SplitFailure, SplitReport
-from ingest_core.spark.job import _job_error
+from ingest_core.spark.job_errors import job_error as _job_error
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE = re.compile(r"INGEST_[A-Z]+(?:_[A-Z]+)*")

@@ -39,7 +39,8 @@ STEPS = ("the supervisor's steps load the metadata store, Kafka's clients and de
 LAZY_MODULES: dict[str, str] = {
     "ingest_core.spark.job": "loads pyspark (Spark's schemas): Airflow's workers load it only to run a job",
     "ingest_core.spark.compaction": "loads pyspark (through spark.job), as above",
-    **{f"ingest_core.supervisor.{step}": STEPS for step in ("run", "planning", "publish", "report", "compaction")},
+    **{f"ingest_core.supervisor.{step}": STEPS for step in ("run", "planning", "publish", "report", "compaction",
+                                                                  "replan", "gate")},
     "ingest_core.store.migrations.revisions": "loads Alembic: only `Database.upgrade` runs the revisions; every "
                                               "other process reads the store's revision with plain SQL",
     "ingest_core.store.iceberg": "loads pyarrow (and pyiceberg as it syncs): only a datasource with an Iceberg table "

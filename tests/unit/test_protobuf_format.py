@@ -46,7 +46,7 @@ from ingest_core.executor.formats.schema_registry import (
 )
 from ingest_core.executor.row_parser import RecordChunk, RowParser
 from ingest_core.kafka.properties import load_checked_spec
-from ingest_core.supervisor.run import stage_spec
+from ingest_core.supervisor.staging import stage_spec
 
 CREATED = datetime(2026, 1, 1, tzinfo=timezone.utc)
 SETTINGS = settings(max_examples=80, derandomize=True, deadline=None, database=None,
@@ -241,9 +241,9 @@ def test_the_descriptor_is_read_once_where_the_spec_is_and_shipped_inline(protos
     path = tmp_path / "spec.yaml"
     path.write_text(json.dumps(druid_example("m.desc")))
     spec = load_spec(path)
-    args = stage_spec(spec, (tmp_path / "run").as_uri())  # what the plan task writes for the run's jobs
+    staged_at = stage_spec(spec, (tmp_path / "run").as_uri())  # what the plan task writes for the run's jobs
     staged = json.loads((tmp_path / "run" / "spec.json").read_text())
-    assert args == ["--spec", (tmp_path / "run" / "spec.json").as_uri()]
+    assert staged_at == ((tmp_path / "run" / "spec.json").as_uri(), None)
     assert staged == inline_descriptors(spec).to_raw()  # the job's driver inlines the same way
     dec = staged["spec"]["ioConfig"]["inputFormat"]["protoBytesDecoder"]
     assert dec == {"type": "inline", "descriptorString": base64.b64encode(desc.read_bytes()).decode(),

@@ -1,2 +1,3 @@
-"""Operators: the tasks of one DAG run, one module each (`plan`, `spark_job`, `publish`, `report`), each a few
-lines over the supervisor's step (`ingest_core.supervisor`), and the adapter they share (`run.airflow_step`)."""
+"""Operators: the tasks of one DAG run (`plan`: plan and replan; `spark_job`; `publish`; `report`) and of the
+compaction DAG (`compaction`), each a few lines over the supervisor's step (`ingest_core.supervisor`), and the
+adapter they share (`run.airflow_step`)."""

@@ -1,21 +1,32 @@
-"""The plan task: the supervisor's plan step (`supervisor.run.plan_step`); its jobs' arguments go to XCom."""
+"""The plan and replan tasks: the supervisor's plan step (`supervisor.run.plan_step`) and re-plan step
+(`supervisor.replan.replan_step`); their jobs' typed inputs (`handover.job_input.JobInput`, as JSON) go to XCom
+for the mapped Spark job tasks (`spark_job`, `replanned_job`)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.provider.operators.run import RunContext, airflow_step
 
 # The one Spark job of a run with nothing to read: it succeeds at once. (A mapped task with no instances is
 # skipped, and Airflow would skip publish and report after it.)
-NO_JOB: list[str] = []
+NO_JOB: dict[str, Any] = {}
 
 
-def plan_task(spec: DatasourceSpec, run: RunContext) -> list[list[str]]:
-    """One spark-submit argument list per task group x replica, or [NO_JOB] when there is nothing to read."""
+def plan_task(spec: DatasourceSpec, run: RunContext) -> list[dict[str, Any]]:
+    """One job input per task group x replica, or [NO_JOB] when there is nothing to read."""
     from ingest_core.supervisor.run import plan_step  # the steps load as their task runs: see STEPS
 
     check_spark_connection(spec.microbatch.spark.conn_id)
-    return airflow_step(lambda: plan_step(spec, run.run_id, run.end_time)) or [NO_JOB]
+    return [j.to_json() for j in airflow_step(lambda: plan_step(spec, run.run_id, run.end_time))] or [NO_JOB]
+
+
+def replan_task(spec: DatasourceSpec, run: RunContext) -> list[dict[str, Any]]:
+    """The jobs of the run planned again (`supervisor.replan.replan_step`), or [NO_JOB] when nothing is."""
+    from ingest_core.supervisor.replan import replan_step
+
+    return [j.to_json() for j in airflow_step(lambda: replan_step(spec, run.run_id))] or [NO_JOB]
 
 
 def check_spark_connection(conn_id: str) -> None:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
-from ingest_core.core.planner import Plan
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.provider.operators.run import RunContext, airflow_step
 
 
-def publish_task(spec: DatasourceSpec, run: RunContext, run_jobs: Callable[[Plan], None]) -> dict[str, Any]:
-    """The publish's summary (XCom, the Asset event's extra); `run_jobs`: the Spark jobs of a plan made again."""
+def publish_task(spec: DatasourceSpec, run: RunContext) -> dict[str, Any]:
+    """The publish's summary (XCom, the Asset event's extra)."""
     from ingest_core.supervisor.publish import publish_step  # the steps load as their task runs: see STEPS
 
-    return airflow_step(lambda: publish_step(spec, run.run_id, run_jobs))
+    return airflow_step(lambda: publish_step(spec, run.run_id))

@@ -1,4 +1,6 @@
-"""The spark_job task: the ingest job of one task group x replica, over `spark-submit` or Spark Connect."""
+"""The Spark job tasks: the ingest job of one task group x replica (`spark_job`, and `replanned_job` for a run
+planned again) and the compaction job of one interval (`compact`), over `spark-submit` or Spark Connect. Each is
+handed a typed input (`handover.job_input`, from XCom) and turns it into spark-submit's argv only at that edge."""
 
 from __future__ import annotations
 
@@ -11,9 +13,8 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from ingest_core.core.planner import Plan
 from ingest_core.core.spec import DatasourceSpec
-from ingest_core.handover import deep_storage
+from ingest_core.handover.job_input import CompactionInput, JobInput
 from ingest_core.provider.hooks.spark_connect import connection_url
 from ingest_core.provider.operators.run import airflow_step
 from ingest_core.spark.connect import run_compaction, run_job
@@ -27,39 +28,48 @@ COMPACT_SCRIPT = JOB_SCRIPT.with_name("compact_job.py")
 class IngestSparkSubmitOperator(SparkSubmitOperator):
     """The ingest job of one task group: `spark-submit` for a `spark` connection (local, standalone, YARN,
     Kubernetes), with the spec's master override and a Python that has this package; for a `spark_connect`
-    connection, a Spark Connect client inside this task (`ingest_core.spark.connect`): no JVM of its own."""
+    connection, a Spark Connect client inside this task (`ingest_core.spark.connect`): no JVM of its own.
+    `job`: its `JobInput` as JSON ({}: the run has nothing to read), or the argv of a run an earlier version
+    planned."""
 
-    def __init__(self, *, datasource: str, deep_storage_base: str, master: str | None = None, **kwargs: Any):
+    def __init__(self, *, datasource: str, job: dict | list | None = None, master: str | None = None,
+                 **kwargs: Any):
         super().__init__(**kwargs)
         self.datasource = datasource
-        self.deep_storage_base = deep_storage_base
+        self.job = job
         self.master = master
         self._interrupter: Any = None
 
     def execute(self, context: Any) -> None:
-        if not self.application_args:
+        if not self.job:
             self.log.info("nothing to read in this run: no Spark job")
             return None
-        from ingest_core.supervisor.run import check_job_wanted  # the steps load as their task runs: operators.run
+        # the steps load as their task runs: operators.run
+        from ingest_core.supervisor.run import check_job_wanted, job_input_of
 
         run_id = context["dag_run"].run_id
         airflow_step(lambda: check_job_wanted(self.datasource, run_id))
+        job = airflow_step(lambda: job_input_of(self.job))
+        self.application_args = job.to_args()
         try:
-            return self._run(context)
+            return self._run(context, job)
         except Exception:
-            self._fail_for_good_if_a_retry_cannot_help(run_id)
+            self._fail_for_good_if_a_retry_cannot_help(job, run_id)
             raise
 
-    def _run(self, context: Any) -> None:
+    def _run(self, context: Any, job: Any) -> None:
         if connection_type(self._conn_id) == "spark_connect":
-            return self._execute_over_connect()
+            return self._over_connect(lambda url, **kw: self._connect_runner(url, job, **kw))
         env = dict(self.env_vars or {})
         env.setdefault("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
         env.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", sys.executable))
         self.env_vars = env
         return super().execute(context)
 
-    def _fail_for_good_if_a_retry_cannot_help(self, run_id: str) -> None:
+    def _connect_runner(self, url: str, job: JobInput, **kwargs: Any) -> dict[str, Any]:
+        return run_job(url, job, **kwargs)
+
+    def _fail_for_good_if_a_retry_cannot_help(self, job: JobInput, run_id: str) -> None:
         """A job that its own report says would fail the same way again (maxParseExceptions on the same records,
         a broker refusing its credentials) fails its task without Airflow's retries: they would only delay the
         run's report by retries x retry_delay (`supervisor.publish.retry_cannot_help`)."""
@@ -67,21 +77,16 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
 
         from ingest_core.supervisor.publish import retry_cannot_help
 
-        why = retry_cannot_help(self.deep_storage_base, self.datasource, run_id,
-                                [str(a) for a in self.application_args])
+        why = retry_cannot_help(job, run_id)
         if why is not None:
             raise AirflowFailException(why)
-
-    def _execute_over_connect(self) -> None:
-        self._over_connect(run_job)
 
     def _over_connect(self, runner: Any) -> None:
         def keep(interrupter: Any) -> None:
             self._interrupter = interrupter
 
         timeout = self.execution_timeout.total_seconds() if self.execution_timeout else None
-        summary = runner(connection_url(self._conn_id), [str(a) for a in self.application_args],
-                         timeout_s=timeout, on_session=keep)
+        summary = runner(connection_url(self._conn_id), timeout_s=timeout, on_session=keep)
         self.log.info("job summary: %s", json.dumps(summary))
 
     def on_kill(self) -> None:
@@ -99,43 +104,29 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
 
 class CompactionSparkOperator(IngestSparkSubmitOperator):
     """The compaction job of one interval (`ingest_core.spark.compaction`), over `spark-submit` or Spark
-    Connect as the datasource's jobs run."""
+    Connect as the datasource's jobs run. `job`: its `CompactionInput` as JSON (or an earlier version's argv)."""
 
     def execute(self, context: Any) -> None:
-        return self._run(context)
+        from ingest_core.supervisor.compaction import compaction_input_of
 
-    def _execute_over_connect(self) -> None:
-        self._over_connect(run_compaction)
+        job = airflow_step(lambda: compaction_input_of(self.job))
+        self.application_args = job.to_args()
+        return self._run(context, job)
+
+    def _connect_runner(self, url: str, job: CompactionInput, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+        return run_compaction(url, job.to_args(), **kwargs)
 
 
 def operator_settings(spec: DatasourceSpec) -> dict[str, Any]:
-    """The settings of a datasource's Spark job operator (the DAG's mapped `spark_job` task, and the jobs of a
-    run planned again at its publish)."""
+    """The settings of a datasource's Spark job operators (the DAG's mapped `spark_job`, `replanned_job` and
+    `compact` tasks)."""
     micro, io = spec.microbatch, spec.io_config
-    return dict(datasource=spec.datasource, deep_storage_base=deep_storage.base_for(spec),
-                application=str(JOB_SCRIPT), conn_id=micro.spark.conn_id, master=micro.spark.master, deploy_mode=micro.spark.deploy_mode,
+    return dict(datasource=spec.datasource, application=str(JOB_SCRIPT), conn_id=micro.spark.conn_id,
+                master=micro.spark.master, deploy_mode=micro.spark.deploy_mode,
                 conf=dict(micro.spark.conf),  # the job sets its own defaults and required settings
                 driver_memory=micro.spark.driver_memory, executor_memory=micro.spark.executor_memory,
                 executor_cores=micro.spark.executor_cores, num_executors=micro.spark.num_executors,
                 name=f"ingest-{spec.datasource}", execution_timeout=io.completion_timeout.to_timedelta())
-
-
-def run_replanned_jobs(spec: DatasourceSpec, plan: Plan, context: Any) -> None:
-    """The Spark jobs of a run planned again (`Supervisor.replan`), one per task group (replica 0: the group
-    publishes its lowest successful replica), run one after the other inside the publish task. The plan is
-    staged where the run's jobs read it, so a cleared run re-executes this plan. A job that fails leaves its
-    FAILED report: its group fails, as in the DAG's own jobs."""
-    from ingest_core.supervisor.run import stage_plan
-
-    for args in stage_plan(spec, plan):
-        if args[args.index("--replica") + 1] != "0":
-            continue
-        operator = IngestSparkSubmitOperator(task_id=f"spark_job_revision_{plan.revision}", application_args=args,
-                                             **operator_settings(spec))
-        try:
-            operator.execute(context)
-        except Exception as exc:  # noqa: BLE001 - the group's report says why; the publish decides
-            log.warning("run %s (revision %d): the job %s failed: %s", plan.run_id, plan.revision, " ".join(args), exc)
 
 
 def connection_type(conn_id: str) -> str | None:

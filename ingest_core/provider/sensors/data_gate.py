@@ -1,4 +1,5 @@
-"""DataGateSensor: a run's first step when the spec has `microbatch.dataGate`.
+"""DataGateSensor: a run's first step when the spec has `microbatch.dataGate`; the decision is the supervisor's
+(`supervisor.gate.gate_step`), this sensor asks it and waits.
 
 It passes at once when at least `minRecords` new records are there (or the run already has a plan: a clear or
 a retry re-executes that plan). Otherwise it defers to `NewRecordsTrigger` and frees its worker slot until
@@ -8,48 +9,22 @@ the plan is empty, no Spark job runs, nothing is published and the datasource re
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, TaskDeferralTimeout
 
-from ingest_core.core.errors import KafkaAuthenticationError
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.provider.operators.run import RunContext, airflow_step
 from ingest_core.provider.triggers.new_records import NewRecordsTrigger
 
+if TYPE_CHECKING:
+    from ingest_core.supervisor.gate import GateLook
+
 # the trigger ends itself at maxWait; Airflow's own timeout only catches a triggerer that never ran it
 TRIGGER_TIMEOUT_SLACK = timedelta(minutes=5)
-
-
-class GateStatus(str, enum.Enum):
-    PLANNED = "planned"  # the run has a plan already: a clear or a retry re-executes it
-    READY = "ready"  # minRecords new records are there
-    WAITING = "waiting"
-
-
-@dataclass(frozen=True)
-class GateLook:
-    """What one look at the gate found, with the start offsets the new records are counted from."""
-
-    status: GateStatus
-    records: int = 0
-    starts: Mapping[TopicPartition, int] = field(default_factory=dict)
-
-    @property
-    def is_open(self) -> bool:
-        return self.status is not GateStatus.WAITING
-
-    @property
-    def event(self) -> dict[str, Any]:
-        """The task's result (XCom), in the form of the trigger's events."""
-        if self.status is GateStatus.PLANNED:
-            return {"status": self.status.value}
-        return {"status": self.status.value, "records": self.records}
 
 
 class DataGateSensor(BaseSensorOperator):
@@ -65,18 +40,10 @@ class DataGateSensor(BaseSensorOperator):
         self.spec = spec
 
     def look(self, context: Any) -> GateLook:
-        # the steps load as their task runs (`operators.run`)
-        from ingest_core.supervisor.planning import Supervisor
-        from ingest_core.supervisor.run import check_active, open_store
+        from ingest_core.supervisor.gate import gate_step  # the steps load as their task runs (`operators.run`)
 
-        run = RunContext.from_airflow(context)
-        metadata = open_store()
-        airflow_step(lambda: check_active(metadata, self.spec.datasource))
-        if metadata.runs.get(self.spec.datasource, run.run_id) is not None:
-            return GateLook(GateStatus.PLANNED)
-        starts, records = Supervisor(self.spec, metadata).pending()
-        ready = records >= self.spec.microbatch.data_gate.min_records
-        return GateLook(GateStatus.READY if ready else GateStatus.WAITING, records, starts)
+        run_id = RunContext.from_airflow(context).run_id
+        return airflow_step(lambda: gate_step(self.spec, run_id))
 
     def poke(self, context: Any) -> PokeReturnValue:
         look = self.look(context)
@@ -84,11 +51,8 @@ class DataGateSensor(BaseSensorOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         gate = self.spec.microbatch.data_gate
-        try:
-            look = self.look(context)
-        except KafkaAuthenticationError as exc:  # refused credentials or certificate: a retry is refused too
-            raise AirflowFailException(str(exc)) from None
-        if look.status is GateStatus.PLANNED:
+        look = self.look(context)
+        if look.planned:
             self.log.info("run %s already has a plan: the gate does not wait again", context["dag_run"].run_id)
             return look.event
         if look.is_open:
