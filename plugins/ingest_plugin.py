@@ -1,15 +1,18 @@
 """The Airflow UI plugin: a "Datasources" page (Druid's Supervisors view), an "Ingest" tab on each datasource's
 DAG, and Druid's supervisor REST API, all served by `ingest_core.provider.plugins.ui` under /ingest with Airflow's own
 authentication and DAG permissions. The app loads at its first request (`ingest_core.provider.plugins.mount`):
-Airflow imports this file in each of its processes, and only the API server serves it."""
+Airflow imports this file in each of its processes, and only the API server serves it. Its listener sends Druid's
+ingestion metrics through Airflow's `[metrics]` after each run (`ingest_core.provider.plugins.metrics_listener`)."""
 
 from airflow.plugins_manager import AirflowPlugin
 
+from ingest_core.provider.plugins import metrics_listener
 from ingest_core.provider.plugins.mount import UiApp
 
 
 class IngestPlugin(AirflowPlugin):
     name = "ingest"
+    listeners = [metrics_listener]
     fastapi_apps = [{"app": UiApp(), "url_prefix": "/ingest", "name": "Ingest datasources"}]
     # hrefs without a leading slash: relative to the UI's base URL, so a reverse proxy prefix still works
     external_views = [
