@@ -1,7 +1,8 @@
 """Druid's ingestion metrics through Airflow's own `[metrics]`, from real DAG runs (`airflow dags test`, the plugin's
 listener): a StatsD listener (a UDP socket here) with InfluxDB-style tags, then an OTLP/HTTP receiver (an HTTP
 server here decoding OpenTelemetry's protobuf) with `otel_on`. Each value must equal what `ingest status --json`
-says right after the run."""
+says right after the run. The second run also has OpenLineage's provider on, with its file transport: its publish
+task's event names the topic and the datasource."""
 
 from __future__ import annotations
 
@@ -198,12 +199,16 @@ def test_druids_metrics_reach_statsd_and_opentelemetry_with_the_values_ingest_st
 
     # run 2: OpenTelemetry over OTLP/HTTP; it reads on from run 1's committed offsets
     produce_events(broker.bootstrap, topic, PER_RUN, seed=12)
-    receiver = OtlpReceiver()
+    receiver, lineage_file = OtlpReceiver(), tmp_path / "openlineage.jsonl"
     try:
         before = now()
         home.airflow("dags", "test", DATASOURCE, "2026-01-02T00:00:00+00:00", env={
             **home.env, "AIRFLOW__METRICS__OTEL_ON": "True", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": receiver.url,
-            "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "http/protobuf", "OTEL_METRIC_EXPORT_TIMEOUT": "10000"})
+            "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "http/protobuf", "OTEL_METRIC_EXPORT_TIMEOUT": "10000",
+            # and OpenLineage's provider, with its file transport and the publish task's extractor
+            "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(lineage_file),
+                                                           "append": True}),
+            "AIRFLOW__OPENLINEAGE__EXTRACTORS": "ingest_core.provider.plugins.lineage.IngestPublishExtractor"})
         after = now()
     finally:
         receiver.close()
@@ -217,3 +222,21 @@ def test_druids_metrics_reach_statsd_and_opentelemetry_with_the_values_ingest_st
     assert {k: received.get(k) for k in want} == want
     assert status["payload"]["aggregateLag"] == 130 + BAD - PER_RUN
     check_publish_age(received, status, before, after)
+    check_lineage(lineage_file, status, topic, broker.bootstrap, Path(home.env["INGEST_DEEP_STORAGE"][7:]))
+
+
+def check_lineage(path: Path, status: dict, topic: str, bootstrap: str, deep_storage: Path) -> None:
+    """The publish task's COMPLETE event names the topic (OpenLineage's Kafka naming) with the records read, and the
+    datasource's folder with the rows and bytes published and its segments' columns: as `ingest status` says."""
+    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    (event,) = [e for e in events if e.get("eventType") == "COMPLETE" and e["job"]["name"] == f"{DATASOURCE}.publish"]
+    run = next(r for r in status["payload"]["recentRuns"] if r["runId"] == run_id_of(status))["published"]
+    (source,) = event["inputs"]
+    assert (source["namespace"], source["name"]) == (f"kafka://{bootstrap}", topic)
+    assert source["inputFacets"]["inputStatistics"]["rowCount"] == run["records"] == PER_RUN
+    (output,) = event["outputs"]
+    assert (output["namespace"], output["name"]) == ("file", str(deep_storage / DATASOURCE))
+    assert output["outputFacets"]["outputStatistics"]["rowCount"] == run["rows"] > 0
+    assert output["outputFacets"]["outputStatistics"]["size"] == run["bytes"]
+    fields = [f["name"] for f in output["facets"]["schema"]["fields"]]
+    assert fields[0] == "__time" and {"channel", "page", "edits", "added"} <= set(fields)
