@@ -18,7 +18,7 @@ from airflow.listeners import hookimpl
 
 log = logging.getLogger(__name__)
 
-REPORT_TASK = "report"  # the run's last task (provider.dag_factory)
+REPORT_TASK, INGEST_TAG = "report", "ingest"  # the run's last task, and its DAG's tag (provider.dag_factory)
 KAFKA_TIMEOUT_S = 10.0  # each call to the broker for the latest offsets
 
 
@@ -77,9 +77,18 @@ def emit_for_run(datasource: str, run_id: str) -> int:
     return len(metrics)
 
 
+def is_ingest_report(task_instance: Any) -> bool:
+    """The report task of a datasource's DAG (tagged `ingest` by `provider.dag_factory`), not another DAG's task
+    of that name. Where Airflow hands no task (a state set from outside), the datasource's row decides."""
+    if getattr(task_instance, "task_id", None) != REPORT_TASK:
+        return False
+    dag = getattr(getattr(task_instance, "task", None), "dag", None)
+    return dag is None or INGEST_TAG in (dag.tags or ())
+
+
 @hookimpl
 def on_task_instance_success(previous_state: Any, task_instance: Any) -> None:
-    if getattr(task_instance, "task_id", None) != REPORT_TASK or not backend_on():
+    if not is_ingest_report(task_instance) or not backend_on():
         return
     started = time.monotonic()
     try:
