@@ -8,7 +8,8 @@
   table's location.
 
 `run_lineage` is pure; `IngestPublishExtractor` reads the metadata store. For every other task it finds nothing,
-so the provider falls back to what it does without this extractor (hook lineage, inlets and outlets).
+so the provider falls back to what it does without this extractor (hook lineage, inlets and outlets). It loads the
+store and the supervisor's reading as it loads: only a deployment that names it in `[openlineage] extractors` does.
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ from openlineage.client.facet_v2 import (
 )
 
 from ingest_core.core.spec import COMPACTION_DAG_SUFFIX
+from ingest_core.handover import deep_storage
+from ingest_core.kafka.config import KafkaClientConfig
+from ingest_core.store.iceberg import table_location
+from ingest_core.store.segment_schema import merged_types
+from ingest_core.supervisor.planning import spec_for
+from ingest_core.supervisor.run import open_store
 
 PUBLISH_TASK = "publish"
 DECORATED = "_PythonDecoratedOperator"  # what `@task` makes: the publish task's operator class
@@ -84,13 +91,6 @@ class IngestPublishExtractor(BaseExtractor):
 
 def published_lineage(datasource: str, run_id: str) -> OperatorLineage | None:
     """Read from the metadata store: the run, its spec, its segments' schema. None when it published nothing."""
-    from ingest_core.handover import deep_storage
-    from ingest_core.kafka.config import KafkaClientConfig
-    from ingest_core.store.iceberg import table_location
-    from ingest_core.store.segment_schema import merged_types
-    from ingest_core.supervisor.planning import spec_for
-    from ingest_core.supervisor.run import open_store
-
     store = open_store()
     run = store.runs.get(datasource, run_id)
     spec = spec_for(store, datasource, {})
