@@ -23,6 +23,8 @@ import yaml
 from confluent_kafka import Producer
 from conftest import postgres_database
 from helpers import http_json
+from test_dag import ingest, produce_events
+from test_metrics import StatsdListener, parse_influx
 
 from ingest_core.dev.demo import airflow_env, spark_connection
 from ingest_core.dev.embedded import free_port
@@ -229,13 +231,26 @@ class Standalone:
 
 
 @pytest.fixture(scope="module")
-def standalone(tmp_path_factory, broker, spark_connect):
+def statsd() -> StatsdListener:
+    """A StatsD server (a UDP socket) that the scheduler's `[metrics]` points at (tests/system/test_metrics.py)."""
+    listener = StatsdListener()
+    try:
+        yield listener
+    finally:
+        listener.close()
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory, broker, spark_connect, statsd):
     # the DAGs' jobs run on the session's Spark Connect server (spark_default); a spec naming the
     # `spark_submit` connection runs one spark-submit per group instead
     with postgres_database("ingest_sched") as url, postgres_database("airflow_sched") as airflow_db_url:
         s = Standalone(tmp_path_factory.mktemp("standalone"), broker.bootstrap, url, airflow_db_url,
                        spark_connect_url=spark_connect.url,
-                       AIRFLOW_CONN_SPARK_SUBMIT=json.dumps(spark_connection(None)))
+                       AIRFLOW_CONN_SPARK_SUBMIT=json.dumps(spark_connection(None)),
+                       AIRFLOW__METRICS__STATSD_ON="True", AIRFLOW__METRICS__STATSD_HOST="127.0.0.1",
+                       AIRFLOW__METRICS__STATSD_PORT=str(statsd.port),
+                       AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED="True")
         try:
             yield s
         finally:
@@ -405,6 +420,28 @@ def test_the_data_gate_defers_to_the_triggerer_and_releases_when_data_arrives(st
     store = MetadataStore(standalone.metadata_url)
     assert store.runs.get("gated", run_id).plan.records == 60
     assert total_edits(store, "gated") == 60
+
+
+def test_the_scheduled_runs_task_runner_sends_druids_lag_as_ingest_status_reports_it(standalone, statsd, broker):
+    """The plugin's metrics listener fires in the task runner a scheduler's executor starts (not only in `airflow
+    dags test`): the scheduled run of the latest interval reads what its interval holds, and its report task sends
+    the lag that `ingest status` then reports."""
+    topic = broker.create_topic(partitions=2)
+    produce_events(broker.bootstrap, topic, 40, seed=3)
+    standalone.add_spec("metered", topic)
+    runs = standalone.wait_for("metered", lambda rs: any(r["state"] in ("success", "failed") for r in rs.values()))
+    assert [r["state"] for r in runs.values()] == ["success"]
+    status = json.loads(ingest(standalone, "status", "metered", "--json").stdout)["payload"]
+    sent = {}
+    for line in list(statsd.lines):
+        name, tags, value, _ = parse_influx(line)
+        if tags.get("dataSource") == "metered" and name.startswith("airflow.ingest/kafka/"):
+            sent[(name, tags.get("partition"))] = value
+    assert sent == {("airflow.ingest/kafka/lag", None): status["aggregateLag"],
+                    ("airflow.ingest/kafka/maxLag", None): max(status["minimumLag"].values()),
+                    ("airflow.ingest/kafka/avgLag", None): status["aggregateLag"] / 2,
+                    **{("airflow.ingest/kafka/partitionLag", p): v for p, v in status["minimumLag"].items()}}
+    assert set(status["minimumLag"]) == {"0", "1"}  # the lag is 40 or 0, as the interval's end fell: equal either way
 
 
 def test_the_plugins_rest_api_and_pages_need_airflows_authentication(standalone, broker):

@@ -51,6 +51,9 @@ LAZY_MODULES: dict[str, str] = {
     "ingest_core.provider.plugins.ui": "loads the SQL surface and the supervisor, about 1.7 s: Airflow imports its "
                                        "plugins in each of its processes, only the API server serves the app "
                                        "(provider.plugins.mount)",
+    "ingest_core.provider.plugins.metrics_emitter": "loads the status report's reading (the store, Kafka's clients, "
+                                                    "pyarrow): Airflow imports its plugins in each of its processes, "
+                                                    "only a report task with `[metrics]` on sends (metrics_listener)",
     "ingest_core.service.sql_worker": "loads the SQL surface (`query.engine`), as below: `ingest query` runs a worker",
     "ingest_core.query.engine": "loads sqlglot and pyarrow.dataset (pandas), about 1.5 s: of the CLI's commands "
                              "only `ingest query` needs them",
