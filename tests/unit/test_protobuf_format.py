@@ -5,7 +5,9 @@ descriptor's mistakes are named where they are, and hostile bytes only ever fail
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import json
+import os
 import random
 from datetime import datetime, timezone
 
@@ -233,6 +235,23 @@ def test_descriptor_mistakes_are_named_at_their_field_with_what_to_do(protos, tm
     (tmp_path / "schemas").mkdir()
     (tmp_path / "schemas" / "m.desc").write_bytes(desc.read_bytes())
     assert problems("schemas/m.desc") == []
+    # a FIFO would block the DAG file's parse (and every datasource in it) until its writer came: named instead,
+    # within a deadline; so is a file far larger than any descriptor set
+    os.mkfifo(tmp_path / "pipe.desc")
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    read = pool.submit(problems, str(tmp_path / "pipe.desc"))
+    try:
+        [fifo] = read.result(timeout=10)
+    finally:
+        if not read.done():  # blocked in open(): a writer that closes at once ends its wait
+            os.close(os.open(tmp_path / "pipe.desc", os.O_WRONLY | os.O_NONBLOCK))
+        pool.shutdown()
+    assert fifo == (f"{field}.descriptor: descriptor '{tmp_path / 'pipe.desc'}' is not a regular file: give the path "
+                    "of a descriptor set file (protoc --descriptor_set_out)")
+    with open(tmp_path / "huge.desc", "wb") as huge:
+        huge.truncate(50 << 20)  # sparse: 50 MB without writing them
+    [large] = problems(str(tmp_path / "huge.desc"))
+    assert large.endswith("is 52,428,800 bytes, over the 16,777,216 a descriptor set may be: is it the right file?")
 
 
 def test_the_descriptor_is_read_once_where_the_spec_is_and_shipped_inline(protos, tmp_path):

@@ -126,6 +126,9 @@ def find_message_type(pool: descriptor_pool.DescriptorPool, files: list[descript
                      f"{', '.join(names[:20])}")
 
 
+MAX_DESCRIPTOR_BYTES = 16 << 20  # a descriptor set of thousands of messages is a few MB
+
+
 def read_descriptor_file(descriptor: str, relative_to: str | None = None) -> bytes:
     """The bytes of a `file` decoder's descriptor: a path (relative: to the spec file's folder), a file:// url, an
     http(s) url, or any url pyarrow reads (s3://, hdfs://, gs://)."""
@@ -138,6 +141,12 @@ def read_descriptor_file(descriptor: str, relative_to: str | None = None) -> byt
             path = Path(urllib.parse.unquote(parsed.path) if parsed.scheme else descriptor)
             if not path.is_absolute() and relative_to and "://" not in relative_to:
                 path = Path(relative_to).parent / path
+            if path.exists() and not path.is_file():  # a FIFO or a device would block the DAG file's parse
+                raise ValueError(f"descriptor {descriptor!r} is not a regular file: give the path of a descriptor "
+                                 "set file (protoc --descriptor_set_out)")
+            if path.exists() and path.stat().st_size > MAX_DESCRIPTOR_BYTES:
+                raise ValueError(f"descriptor {descriptor!r} is {path.stat().st_size:,} bytes, over the "
+                                 f"{MAX_DESCRIPTOR_BYTES:,} a descriptor set may be: is it the right file?")
             return path.read_bytes()
 
         fs, path_in_fs = deep_storage.filesystem(descriptor)
