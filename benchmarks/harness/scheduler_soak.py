@@ -4,7 +4,12 @@ a process of its own on PostgreSQL, started again when it exits, as docker-compo
 the systemd units of docs/deadlines.md do. A producer sends --rate records/s all along; a poller reads the
 datasource's new segments every 0.5 s. Every --fault-every seconds one fault strikes (each kind in turn), and the
 soak waits until data produced after it is visible: its stall is that wait. At the end every acknowledged record
-must be visible exactly once (read again from every published segment)."""
+must be visible exactly once (read again from every published segment).
+
+With --s3 deep storage is an S3 store of the soak's own that keeps its objects across a restart (`EmbeddedS3`,
+persistent), and the faults include restarting it. With --sasl the datasource reads a broker of the soak's own over
+SASL_SSL (SCRAM-SHA-512, its login from the environment, the CA's file in the spec); the producer and the soak's
+admin use the broker's plaintext listener."""
 
 from __future__ import annotations
 
@@ -32,7 +37,15 @@ from harness import ROOT
 from harness.fixed_cost_scheduler import Standalone
 from harness.fixed_cost_setup import AIRFLOW, ExternalConnect, create_databases, drop_databases
 from harness.soak_constants import log
-from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedPostgres, EmbeddedSparkConnect, stop_group
+from ingest_core.dev.embedded import (
+    EmbeddedKafka,
+    EmbeddedPostgres,
+    EmbeddedS3,
+    EmbeddedSparkConnect,
+    SecuredKafka,
+    s3_spec_settings,
+    stop_group,
+)
 from ingest_core.store.segment_schema import read_conformed
 
 COMPONENTS = ("scheduler", "dag-processor", "triggerer", "api-server")
@@ -47,7 +60,8 @@ class Supervised(Standalone):
     its process group killed first, as compose and systemd do with a container or a unit)."""
 
     def __init__(self, root: Path, spec: dict, bootstrap: str, connect_url: str, airflow_db_url: str,
-                 metadata_url: str):
+                 metadata_url: str, env: dict[str, str]):
+        """`env`: more of the components' environment (the secrets the spec references)."""
         dags = root / "dags"
         (dags / "specs").mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / "dags" / "ingest_datasources.py", dags / "ingest_datasources.py")
@@ -55,7 +69,7 @@ class Supervised(Standalone):
         self.procs: dict[str, subprocess.Popen] = {}
         self.restarts: Counter = Counter()
         self.stopping = threading.Event()
-        self.start(root, bootstrap, dags, connect_url, airflow_db_url, metadata_url)
+        self.start(root, bootstrap, dags, connect_url, airflow_db_url, metadata_url, **env)
 
     def launch(self) -> None:
         for name in COMPONENTS:
@@ -87,6 +101,17 @@ class Supervised(Standalone):
         for proc in self.procs.values():
             stop_group(proc, 30)
         self.db.dispose()
+
+
+class RestartableSecuredKafka(SecuredKafka):
+    """`SecuredKafka` whose restart keeps its certificates, as a real broker's does (a new CA at each start would
+    fail every client that read the old one)."""
+
+    def start(self, timeout: float = 90) -> "RestartableSecuredKafka":
+        if not self.tls.ca.is_file():
+            return super().start(timeout)
+        EmbeddedKafka.start(self, timeout)
+        return self
 
 
 @dataclass
@@ -127,22 +152,36 @@ class SchedulerSoak:
         self.kafka: EmbeddedKafka | None = None
         self.connect: EmbeddedSparkConnect | None = None
         self.postgres: EmbeddedPostgres | None = None
+        self.s3: EmbeddedS3 | None = None
         self.cleanups: list[Callable[[], None]] = []
 
     # -- services ------------------------------------------------------------------------------------------
 
     def start(self) -> None:
         a = self.args
-        if a.bootstrap:
+        env: dict[str, str] = {}  # the secrets the spec references, in the components' environment
+        if a.sasl:
+            password = f"scram-{uuid.uuid4().hex}"
+            self.kafka = RestartableSecuredKafka(self.out / "kafka", {"ingest": password}, uuid.uuid4().hex)
+            self.kafka.start()
+            self.cleanups.append(self.kafka.stop)
+            self.bootstrap = self.kafka.bootstrap  # the producer's and the soak's side door
+            env["INGEST_SOAK_KAFKA_PASSWORD"] = password
+        elif a.bootstrap:
             self.bootstrap = a.bootstrap
         else:
             self.kafka = EmbeddedKafka(self.out / "kafka").start()
             self.cleanups.append(self.kafka.stop)
             self.bootstrap = self.kafka.bootstrap
+        if a.s3:
+            self.s3 = EmbeddedS3(self.out / "s3", persistent=True).start()
+            self.cleanups.append(self.s3.stop)
+            env.update({"INGEST_SOAK_S3_KEY": self.s3.access_key, "INGEST_SOAK_S3_SECRET": self.s3.secret_key})
         if a.spark_connect_url:
             connect_url = ExternalConnect(a.spark_connect_url).url
         else:
-            self.connect = EmbeddedSparkConnect(self.out / "spark-connect", driver_memory="1g")
+            self.connect = EmbeddedSparkConnect(self.out / "spark-connect", driver_memory="1g",
+                                                jar_sets=("spark-s3",) if a.s3 else ())
             self.connect.start()
             self.cleanups.append(self.connect.stop)
             connect_url = self.connect.url
@@ -160,15 +199,36 @@ class SchedulerSoak:
             self.cleanups.append(lambda: (drop_databases(engine, databases), engine.dispose()))
         else:
             engine.dispose()
-        spec = spec_for(self.datasource, self.topic, "@continuous", 1, a.task_count)
-        spec["spec"]["ioConfig"]["completionTimeout"] = f"PT{a.completion_timeout}S"
-        spec["microbatch"].update({"retries": 2, "retryDelay": "PT2S"})
-        self.airflow = Supervised(self.out / "airflow", spec, self.bootstrap, connect_url,
-                                  f"{pg_base}/{databases[0]}", f"{pg_base}/{databases[1]}")
+        spec = self.spec()
+        os.environ.update(env)  # this process reads the segments too, with the spec's settings
+        if self.s3 is not None:
+            from ingest_core.core.spec import parse_spec
+            from ingest_core.kafka.storage_secrets import use_deep_storage
+
+            use_deep_storage(parse_spec(spec))
+        self.airflow = Supervised(self.out / "airflow", spec,
+                                  self.kafka.sasl_bootstrap if a.sasl else self.bootstrap, connect_url,
+                                  f"{pg_base}/{databases[0]}", f"{pg_base}/{databases[1]}", env)
         self.cleanups.append(self.airflow.stop)
         self.airflow.wait_healthy()
         self.airflow.wait_parsed([self.datasource])
         self.sink = Datasource(self.airflow.store, self.datasource, self.topic)
+
+    def spec(self) -> dict:
+        a = self.args
+        spec = spec_for(self.datasource, self.topic, "@continuous", 1, a.task_count)
+        spec["spec"]["ioConfig"]["completionTimeout"] = f"PT{a.completion_timeout}S"
+        spec["microbatch"].update({"retries": 2, "retryDelay": "PT2S"})
+        if a.sasl:
+            assert isinstance(self.kafka, SecuredKafka)
+            spec["spec"]["ioConfig"]["consumerProperties"].update({
+                "security.protocol": "SASL_SSL", "sasl.mechanism": self.kafka.MECHANISM, "sasl.username": "ingest",
+                "sasl.password": {"type": "environment", "variable": "INGEST_SOAK_KAFKA_PASSWORD"},
+                "ssl.ca.location": str(self.kafka.tls.ca)})
+        if self.s3 is not None:
+            spec["microbatch"]["deepStorage"] = {"uri": f"{self.s3.uri}/ingest", "s3": s3_spec_settings(
+                self.s3.endpoint, "INGEST_SOAK_S3_KEY", "INGEST_SOAK_S3_SECRET")}
+        return spec
 
     def stop(self) -> None:
         self.stopping.set()
@@ -290,6 +350,16 @@ class SchedulerSoak:
         return True, (f"broker restarted ({'controlled shutdown' if graceful else 'SIGKILL'}) in "
                       f"{time.monotonic() - t:.0f} s")
 
+    def restart_s3(self) -> tuple[bool, str]:
+        if self.s3 is None:
+            return False, "deep storage is not the soak's S3 store (--s3)"
+        self.wait_for_task("running", "spark_job")  # mid-job: its writes and the publish's checks meet it down
+        t = time.monotonic()
+        graceful = len(self.struck) % 2 == 0
+        self.s3.restart(graceful=graceful, down=3)
+        return True, (f"S3 store {'stopped' if graceful else 'SIGKILLed'} mid-job, up again after 3 s down in "
+                      f"{time.monotonic() - t:.0f} s")
+
     def cli(self, *args: str) -> tuple[int, list[str]]:
         done = subprocess.run([AIRFLOW, *args], env=self.airflow.env, capture_output=True, text=True, timeout=300)
         return done.returncode, (done.stdout + done.stderr).strip().splitlines()[-1:] or [""]
@@ -321,6 +391,7 @@ class SchedulerSoak:
         "kill_spark_connect": kill_spark_connect,
         "crash_postgres": crash_postgres,
         "restart_broker": restart_broker,
+        "restart_s3": restart_s3,
         "clear_finished": clear_finished,
         "trigger_in_flight": trigger_in_flight,
     }

@@ -688,14 +688,15 @@ class EmbeddedS3(EmbeddedServer):
         self.stop()
         raise RuntimeError(f"S3Proxy at {self.endpoint} did not answer in {timeout}s (log: {self.log_path})")
 
-    def restart(self, graceful: bool = True) -> "EmbeddedS3":
-        """Stopped (SIGTERM, or SIGKILL when not `graceful`) and started again at the same endpoint with the same
-        keys; a `persistent` store keeps its objects."""
+    def restart(self, graceful: bool = True, down: float = 0) -> "EmbeddedS3":
+        """Stopped (SIGTERM, or SIGKILL when not `graceful`), `down` seconds without it, and started again at the
+        same endpoint with the same keys; a `persistent` store keeps its objects."""
         if graceful:
             stop_group(self.proc, self.term_wait)
         else:
             stop_group(self.proc, 0, signal.SIGKILL)
         self.proc = None
+        time.sleep(down)
         return self.start()
 
     def _make_bucket(self) -> None:
