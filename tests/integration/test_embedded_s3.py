@@ -16,6 +16,7 @@ import urllib.request
 
 import pyarrow.fs as pafs
 import pytest
+from conftest import _started
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,15 +27,8 @@ DEADLINE_S = 9.0  # each request's; jclouds' retries of one folder took 10 s
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    s3 = EmbeddedS3(tmp_path_factory.mktemp("s3"), persistent=True)
-    try:
-        s3.start()
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
-    try:
+    with _started(EmbeddedS3(tmp_path_factory.mktemp("s3"), persistent=True)) as s3:
         yield s3
-    finally:
-        s3.stop()
 
 
 def filesystem(s3: EmbeddedS3) -> pafs.S3FileSystem:
