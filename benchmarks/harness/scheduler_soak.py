@@ -331,15 +331,20 @@ class SchedulerSoak:
         self.connect.start()
         return True, f"Spark Connect server killed mid-job, up again in {time.monotonic() - t:.0f} s"
 
-    def crash_postgres(self) -> tuple[bool, str]:
+    def crash_postgres(self, during: str = "spark_job") -> tuple[bool, str]:
+        """SIGKILL of PostgreSQL while a `during` task runs: a spark_job (the publish after it meets the database
+        down or recovering), or the publish itself (its store connection is lost under it: the project's own
+        retry of a lost connection, docs/deadlines.md)."""
         if self.postgres is None:
             return False, "PostgreSQL is not the soak's own"
-        self.wait_for_task("running", "spark_job")  # the publish after it meets the database down or recovering
+        if not self.wait_for_task("running", during, timeout=120):
+            return False, f"no {during} ran within 120 s"
         t = time.monotonic()
         stop_group(self.postgres.proc, 0, signal.SIGKILL)
         time.sleep(3)
         self.postgres.start_again()
-        return True, f"PostgreSQL SIGKILLed, up again (crash recovery) in {time.monotonic() - t:.0f} s"
+        took = time.monotonic() - t
+        return True, f"PostgreSQL SIGKILLed during a {during}, up again (crash recovery) in {took:.0f} s"
 
     def restart_broker(self) -> tuple[bool, str]:
         if self.kafka is None:
@@ -390,6 +395,7 @@ class SchedulerSoak:
         "kill_worker_publish": lambda self: self.kill_worker("publish"),
         "kill_spark_connect": kill_spark_connect,
         "crash_postgres": crash_postgres,
+        "crash_postgres_publish": lambda self: self.crash_postgres("publish"),
         "restart_broker": restart_broker,
         "restart_s3": restart_s3,
         "clear_finished": clear_finished,
@@ -434,7 +440,20 @@ class SchedulerSoak:
             time.sleep(1)
         self.stopping.set()
         threads[1].join(60)
+        self.dump_airflow_runs()
         return self.report()
+
+    def dump_airflow_runs(self) -> None:
+        """Airflow's runs and task tries of the datasource, to airflow-runs.json: where a stall's seconds went (the
+        soak's PostgreSQL goes with it)."""
+        runs = self.airflow.query("SELECT run_id, state, queued_at, start_date, end_date FROM dag_run "
+                                  "WHERE dag_id = :d ORDER BY queued_at", d=self.datasource)
+        tries = self.airflow.query("SELECT run_id, task_id, map_index, try_number, state, queued_dttm, start_date, "
+                                   "end_date FROM task_instance_history WHERE dag_id = :d UNION ALL SELECT run_id, "
+                                   "task_id, map_index, try_number, state, queued_dttm, start_date, end_date FROM "
+                                   "task_instance WHERE dag_id = :d ORDER BY 6", d=self.datasource)
+        (self.out / "airflow-runs.json").write_text(json.dumps(
+            {"runs": [list(r) for r in runs], "tries": [list(t) for t in tries]}, indent=0, default=str))
 
     def report(self) -> dict:
         counts: Counter = Counter()
