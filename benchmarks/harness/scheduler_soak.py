@@ -153,6 +153,7 @@ class SchedulerSoak:
         self.connect: EmbeddedSparkConnect | None = None
         self.postgres: EmbeddedPostgres | None = None
         self.s3: EmbeddedS3 | None = None
+        self.struck_at: float | None = None  # when the current fault struck (`strike`)
         self.cleanups: list[Callable[[], None]] = []
 
     # -- services ------------------------------------------------------------------------------------------
@@ -286,12 +287,19 @@ class SchedulerSoak:
             time.sleep(0.05)
         return False
 
+    def strike(self) -> float:
+        """Called by a fault at the moment it strikes (after waiting for its moment): its stall counts from here.
+        Returns time.monotonic(), for the fault's own timing."""
+        self.struck_at = time.time()
+        return time.monotonic()
+
     def kill_scheduler(self) -> tuple[bool, str]:
         """SIGKILL of its process group (its LocalExecutor workers and their tasks too) while it has a task queued:
         the worst moment, as nothing heartbeats for a queued task."""
         self.wait_for_task("queued")
         proc = self.airflow.procs["scheduler"]
         n = 1 + len(psutil.Process(proc.pid).children(recursive=True))
+        self.strike()
         os.killpg(proc.pid, signal.SIGKILL)
         return True, f"SIGKILL of the scheduler's process group ({n} processes)"
 
@@ -313,6 +321,7 @@ class SchedulerSoak:
                 for ti, task_id in rows:  # its task process still runs under it (not a worker that just ended one)
                     if task_id == task and ti in busy and busy[ti].children():
                         victims = [busy[ti], *busy[ti].children(recursive=True)]
+                        self.strike()
                         for v in victims:
                             try:
                                 v.send_signal(signal.SIGKILL)
@@ -326,7 +335,7 @@ class SchedulerSoak:
         if self.connect is None:
             return False, "the Spark Connect server is not the soak's own"
         self.wait_for_task("running", "spark_job")  # mid-job: the running job's session dies under it
-        t = time.monotonic()
+        t = self.strike()
         self.connect.kill()
         self.connect.start()
         return True, f"Spark Connect server killed mid-job, up again in {time.monotonic() - t:.0f} s"
@@ -339,7 +348,7 @@ class SchedulerSoak:
             return False, "PostgreSQL is not the soak's own"
         if not self.wait_for_task("running", during, timeout=120):
             return False, f"no {during} ran within 120 s"
-        t = time.monotonic()
+        t = self.strike()
         stop_group(self.postgres.proc, 0, signal.SIGKILL)
         time.sleep(3)
         self.postgres.start_again()
@@ -349,7 +358,7 @@ class SchedulerSoak:
     def restart_broker(self) -> tuple[bool, str]:
         if self.kafka is None:
             return False, "the broker is not the soak's own"
-        t = time.monotonic()
+        t = self.strike()
         graceful = len(self.struck) % 2 == 0
         self.kafka.restart(graceful=graceful)
         return True, (f"broker restarted ({'controlled shutdown' if graceful else 'SIGKILL'}) in "
@@ -359,7 +368,7 @@ class SchedulerSoak:
         if self.s3 is None:
             return False, "deep storage is not the soak's S3 store (--s3)"
         self.wait_for_task("running", "spark_job")  # mid-job: its writes and the publish's checks meet it down
-        t = time.monotonic()
+        t = self.strike()
         graceful = len(self.struck) % 2 == 0
         self.s3.restart(graceful=graceful, down=3)
         return True, (f"S3 store {'stopped' if graceful else 'SIGKILLed'} mid-job, up again after 3 s down in "
@@ -375,6 +384,7 @@ class SchedulerSoak:
         if not rows:
             return False, "no finished run"
         run_id, logical = rows[0]
+        self.strike()
         code, said = self.cli("tasks", "clear", self.datasource, "--start-date", logical.isoformat(),
                               "--end-date", logical.isoformat(), "--yes")
         return code == 0, f"airflow tasks clear of {run_id}: exit {code} {said[0][:120]}"
@@ -383,6 +393,7 @@ class SchedulerSoak:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.airflow.query("SELECT 1 FROM dag_run WHERE dag_id = :d AND state = 'running'", d=self.datasource):
+                self.strike()
                 code, said = self.cli("dags", "trigger", self.datasource)
                 return code == 0, f"airflow dags trigger while a run is in flight: exit {code}"
             time.sleep(0.2)
@@ -421,8 +432,9 @@ class SchedulerSoak:
             kind = a.faults[k % len(a.faults)]
             # on the beat, but never on top of the last fault: one single fault at a time
             time.sleep(max(0.0, start + k * a.fault_every - time.time(), settled + SETTLE_S - time.time()))
-            at = time.time()
+            self.struck_at = None
             fired, detail = self.FAULTS[kind](self)
+            at = self.struck_at or time.time()
             struck = Struck(kind, at, fired, detail)
             self.struck.append(struck)
             while (seen := self.records.first_seen_after(at)) is None and time.time() - at < a.recovery_timeout:
