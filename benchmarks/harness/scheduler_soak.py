@@ -183,8 +183,8 @@ class SchedulerSoak:
         else:
             self.connect = EmbeddedSparkConnect(self.out / "spark-connect", driver_memory="1g",
                                                 jar_sets=("spark-s3",) if a.s3 else ())
+            self.cleanups.append(self.connect.stop)  # before its start: an interrupted start leaves its JVM
             self.connect.start()
-            self.cleanups.append(self.connect.stop)
             connect_url = self.connect.url
         if a.postgres:
             pg_base = a.postgres.rstrip("/")
