@@ -382,7 +382,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.scheduler and "restart_s3" in args.faults and not args.s3:
         ap.error("the fault restart_s3 needs --s3 (deep storage on the soak's own S3 store)")
     if args.sasl and (not args.scheduler or args.bootstrap):
-        ap.error("--sasl is a --scheduler option and starts its own broker: drop --bootstrap")
+        ap.error("--sasl needs --scheduler, and starts a broker of its own (without --bootstrap)")
     return args
 
 
