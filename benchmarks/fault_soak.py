@@ -364,10 +364,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     sched.add_argument("--drain", type=float, default=300, help="seconds for the last records to become visible")
     sched.add_argument("--bootstrap", help="a running broker (its restart fault is then not run)")
     sched.add_argument("--spark-connect-url", help="a running Spark Connect server (its kill fault is then not run)")
+    sched.add_argument("--sasl", action="store_true",
+                       help="the datasource reads a broker of the soak's own over SASL_SSL (SCRAM-SHA-512)")
     args = ap.parse_args(argv)
     kinds = SCHEDULER_FAULTS if args.scheduler else FAULTS
-    if args.scheduler:
-        ap.set_defaults(faults=",".join(SCHEDULER_FAULTS), rate=300.0)
+    if args.scheduler:  # the S3 store's restart needs --s3's store (it keeps its objects)
+        ap.set_defaults(faults=",".join(f for f in SCHEDULER_FAULTS if args.s3 or f != "restart_s3"), rate=300.0)
     if args.tiny:  # new defaults; what the command line gives still wins
         ap.set_defaults(iterations=1, faults="clean", heal_runs=2, task_count=1, completion_timeout=60, rate=5.0)
         if args.scheduler:  # the fault the issue measured worst (374 s); it leaves shared servers alone
@@ -377,6 +379,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = [f for f in args.faults if f not in kinds]
     if unknown or not args.faults:
         ap.error(f"unknown faults {unknown}; choose from {', '.join(kinds)}")
+    if args.scheduler and "restart_s3" in args.faults and not args.s3:
+        ap.error("the fault restart_s3 needs --s3 (deep storage on the soak's own S3 store)")
+    if args.sasl and (not args.scheduler or args.bootstrap):
+        ap.error("--sasl needs --scheduler, and starts a broker of its own (without --bootstrap)")
     return args
 
 

@@ -130,10 +130,17 @@ class Datasource:
         self._read: set[str] = set()
 
     def new_ids(self) -> list[int]:
+        """The ids of the segments published since the last call. A segment that cannot be read now (deep storage
+        down: the fault soak) is read at the next call; what was read before it is returned."""
         fresh = [s for s in self.store.segment_records.of(self.datasource, used_only=True) if s.id not in self._read]
         ids: list[int] = []
         for segment in fresh:  # nothing compacts here: every published segment stays visible
-            table = read_conformed([segment], ["id"])
+            try:
+                table = read_conformed([segment], ["id"])
+            except Exception:
+                if ids:
+                    break
+                raise
             ids.extend(table.column("id").to_pylist() if table is not None else [])
             self._read.add(segment.id)
         return ids

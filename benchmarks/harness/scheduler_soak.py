@@ -4,7 +4,12 @@ a process of its own on PostgreSQL, started again when it exits, as docker-compo
 the systemd units of docs/deadlines.md do. A producer sends --rate records/s all along; a poller reads the
 datasource's new segments every 0.5 s. Every --fault-every seconds one fault strikes (each kind in turn), and the
 soak waits until data produced after it is visible: its stall is that wait. At the end every acknowledged record
-must be visible exactly once (read again from every published segment)."""
+must be visible exactly once (read again from every published segment).
+
+With --s3 deep storage is an S3 store of the soak's own that keeps its objects across a restart (`EmbeddedS3`,
+persistent), and the faults include restarting it. With --sasl the datasource reads a broker of the soak's own over
+SASL_SSL (SCRAM-SHA-512, its login from the environment, the CA's file in the spec); the producer and the soak's
+admin use the broker's plaintext listener."""
 
 from __future__ import annotations
 
@@ -32,7 +37,15 @@ from harness import ROOT
 from harness.fixed_cost_scheduler import Standalone
 from harness.fixed_cost_setup import AIRFLOW, ExternalConnect, create_databases, drop_databases
 from harness.soak_constants import log
-from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedPostgres, EmbeddedSparkConnect, stop_group
+from ingest_core.dev.embedded import (
+    EmbeddedKafka,
+    EmbeddedPostgres,
+    EmbeddedS3,
+    EmbeddedSparkConnect,
+    SecuredKafka,
+    s3_spec_settings,
+    stop_group,
+)
 from ingest_core.store.segment_schema import read_conformed
 
 COMPONENTS = ("scheduler", "dag-processor", "triggerer", "api-server")
@@ -47,7 +60,8 @@ class Supervised(Standalone):
     its process group killed first, as compose and systemd do with a container or a unit)."""
 
     def __init__(self, root: Path, spec: dict, bootstrap: str, connect_url: str, airflow_db_url: str,
-                 metadata_url: str):
+                 metadata_url: str, env: dict[str, str]):
+        """`env`: more of the components' environment (the secrets the spec references)."""
         dags = root / "dags"
         (dags / "specs").mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / "dags" / "ingest_datasources.py", dags / "ingest_datasources.py")
@@ -55,7 +69,7 @@ class Supervised(Standalone):
         self.procs: dict[str, subprocess.Popen] = {}
         self.restarts: Counter = Counter()
         self.stopping = threading.Event()
-        self.start(root, bootstrap, dags, connect_url, airflow_db_url, metadata_url)
+        self.start(root, bootstrap, dags, connect_url, airflow_db_url, metadata_url, **env)
 
     def launch(self) -> None:
         for name in COMPONENTS:
@@ -87,6 +101,17 @@ class Supervised(Standalone):
         for proc in self.procs.values():
             stop_group(proc, 30)
         self.db.dispose()
+
+
+class RestartableSecuredKafka(SecuredKafka):
+    """`SecuredKafka` whose restart keeps its certificates, as a real broker's does (a new CA at each start would
+    fail every client that read the old one)."""
+
+    def start(self, timeout: float = 90) -> "RestartableSecuredKafka":
+        if not self.tls.ca.is_file():
+            return super().start(timeout)
+        EmbeddedKafka.start(self, timeout)
+        return self
 
 
 @dataclass
@@ -127,24 +152,39 @@ class SchedulerSoak:
         self.kafka: EmbeddedKafka | None = None
         self.connect: EmbeddedSparkConnect | None = None
         self.postgres: EmbeddedPostgres | None = None
+        self.s3: EmbeddedS3 | None = None
+        self.struck_at: float | None = None  # when the current fault struck (`strike`)
         self.cleanups: list[Callable[[], None]] = []
 
     # -- services ------------------------------------------------------------------------------------------
 
     def start(self) -> None:
         a = self.args
-        if a.bootstrap:
+        env: dict[str, str] = {}  # the secrets the spec references, in the components' environment
+        if a.sasl:
+            password = f"scram-{uuid.uuid4().hex}"
+            self.kafka = RestartableSecuredKafka(self.out / "kafka", {"ingest": password}, uuid.uuid4().hex)
+            self.kafka.start()
+            self.cleanups.append(self.kafka.stop)
+            self.bootstrap = self.kafka.bootstrap  # the producer's and the soak's side door
+            env["INGEST_SOAK_KAFKA_PASSWORD"] = password
+        elif a.bootstrap:
             self.bootstrap = a.bootstrap
         else:
             self.kafka = EmbeddedKafka(self.out / "kafka").start()
             self.cleanups.append(self.kafka.stop)
             self.bootstrap = self.kafka.bootstrap
+        if a.s3:
+            self.s3 = EmbeddedS3(self.out / "s3", persistent=True).start()
+            self.cleanups.append(self.s3.stop)
+            env.update({"INGEST_SOAK_S3_KEY": self.s3.access_key, "INGEST_SOAK_S3_SECRET": self.s3.secret_key})
         if a.spark_connect_url:
             connect_url = ExternalConnect(a.spark_connect_url).url
         else:
-            self.connect = EmbeddedSparkConnect(self.out / "spark-connect", driver_memory="1g")
+            self.connect = EmbeddedSparkConnect(self.out / "spark-connect", driver_memory="1g",
+                                                jar_sets=("spark-s3",) if a.s3 else ())
+            self.cleanups.append(self.connect.stop)  # before its start: an interrupted start leaves its JVM
             self.connect.start()
-            self.cleanups.append(self.connect.stop)
             connect_url = self.connect.url
         if a.postgres:
             pg_base = a.postgres.rstrip("/")
@@ -160,15 +200,36 @@ class SchedulerSoak:
             self.cleanups.append(lambda: (drop_databases(engine, databases), engine.dispose()))
         else:
             engine.dispose()
-        spec = spec_for(self.datasource, self.topic, "@continuous", 1, a.task_count)
-        spec["spec"]["ioConfig"]["completionTimeout"] = f"PT{a.completion_timeout}S"
-        spec["microbatch"].update({"retries": 2, "retryDelay": "PT2S"})
-        self.airflow = Supervised(self.out / "airflow", spec, self.bootstrap, connect_url,
-                                  f"{pg_base}/{databases[0]}", f"{pg_base}/{databases[1]}")
+        spec = self.spec()
+        os.environ.update(env)  # this process reads the segments too, with the spec's settings
+        if self.s3 is not None:
+            from ingest_core.core.spec import parse_spec
+            from ingest_core.kafka.storage_secrets import use_deep_storage
+
+            use_deep_storage(parse_spec(spec))
+        self.airflow = Supervised(self.out / "airflow", spec,
+                                  self.kafka.sasl_bootstrap if a.sasl else self.bootstrap, connect_url,
+                                  f"{pg_base}/{databases[0]}", f"{pg_base}/{databases[1]}", env)
         self.cleanups.append(self.airflow.stop)
         self.airflow.wait_healthy()
         self.airflow.wait_parsed([self.datasource])
         self.sink = Datasource(self.airflow.store, self.datasource, self.topic)
+
+    def spec(self) -> dict:
+        a = self.args
+        spec = spec_for(self.datasource, self.topic, "@continuous", 1, a.task_count)
+        spec["spec"]["ioConfig"]["completionTimeout"] = f"PT{a.completion_timeout}S"
+        spec["microbatch"].update({"retries": 2, "retryDelay": "PT2S"})
+        if a.sasl:
+            assert isinstance(self.kafka, SecuredKafka)
+            spec["spec"]["ioConfig"]["consumerProperties"].update({
+                "security.protocol": "SASL_SSL", "sasl.mechanism": self.kafka.MECHANISM, "sasl.username": "ingest",
+                "sasl.password": {"type": "environment", "variable": "INGEST_SOAK_KAFKA_PASSWORD"},
+                "ssl.ca.location": str(self.kafka.tls.ca)})
+        if self.s3 is not None:
+            spec["microbatch"]["deepStorage"] = {"uri": f"{self.s3.uri}/ingest", "s3": s3_spec_settings(
+                self.s3.endpoint, "INGEST_SOAK_S3_KEY", "INGEST_SOAK_S3_SECRET")}
+        return spec
 
     def stop(self) -> None:
         self.stopping.set()
@@ -226,12 +287,19 @@ class SchedulerSoak:
             time.sleep(0.05)
         return False
 
+    def strike(self) -> float:
+        """Called by a fault at the moment it strikes (after waiting for its moment): its stall counts from here.
+        Returns time.monotonic(), for the fault's own timing."""
+        self.struck_at = time.time()
+        return time.monotonic()
+
     def kill_scheduler(self) -> tuple[bool, str]:
         """SIGKILL of its process group (its LocalExecutor workers and their tasks too) while it has a task queued:
         the worst moment, as nothing heartbeats for a queued task."""
         self.wait_for_task("queued")
         proc = self.airflow.procs["scheduler"]
         n = 1 + len(psutil.Process(proc.pid).children(recursive=True))
+        self.strike()
         os.killpg(proc.pid, signal.SIGKILL)
         return True, f"SIGKILL of the scheduler's process group ({n} processes)"
 
@@ -253,6 +321,7 @@ class SchedulerSoak:
                 for ti, task_id in rows:  # its task process still runs under it (not a worker that just ended one)
                     if task_id == task and ti in busy and busy[ti].children():
                         victims = [busy[ti], *busy[ti].children(recursive=True)]
+                        self.strike()
                         for v in victims:
                             try:
                                 v.send_signal(signal.SIGKILL)
@@ -266,28 +335,43 @@ class SchedulerSoak:
         if self.connect is None:
             return False, "the Spark Connect server is not the soak's own"
         self.wait_for_task("running", "spark_job")  # mid-job: the running job's session dies under it
-        t = time.monotonic()
+        t = self.strike()
         self.connect.kill()
         self.connect.start()
         return True, f"Spark Connect server killed mid-job, up again in {time.monotonic() - t:.0f} s"
 
-    def crash_postgres(self) -> tuple[bool, str]:
+    def crash_postgres(self, during: str = "spark_job") -> tuple[bool, str]:
+        """SIGKILL of PostgreSQL while a `during` task runs: a spark_job (the publish after it meets the database
+        down or recovering), or the publish itself (its store connection is lost under it: the project's own
+        retry of a lost connection, docs/deadlines.md)."""
         if self.postgres is None:
             return False, "PostgreSQL is not the soak's own"
-        self.wait_for_task("running", "spark_job")  # the publish after it meets the database down or recovering
-        t = time.monotonic()
+        if not self.wait_for_task("running", during, timeout=120):
+            return False, f"no {during} ran within 120 s"
+        t = self.strike()
         stop_group(self.postgres.proc, 0, signal.SIGKILL)
         time.sleep(3)
         self.postgres.start_again()
-        return True, f"PostgreSQL SIGKILLed, up again (crash recovery) in {time.monotonic() - t:.0f} s"
+        took = time.monotonic() - t
+        return True, f"PostgreSQL SIGKILLed during a {during}, up again (crash recovery) in {took:.0f} s"
 
     def restart_broker(self) -> tuple[bool, str]:
         if self.kafka is None:
             return False, "the broker is not the soak's own"
-        t = time.monotonic()
+        t = self.strike()
         graceful = len(self.struck) % 2 == 0
         self.kafka.restart(graceful=graceful)
         return True, (f"broker restarted ({'controlled shutdown' if graceful else 'SIGKILL'}) in "
+                      f"{time.monotonic() - t:.0f} s")
+
+    def restart_s3(self) -> tuple[bool, str]:
+        if self.s3 is None:
+            return False, "deep storage is not the soak's S3 store (--s3)"
+        self.wait_for_task("running", "spark_job")  # mid-job: its writes and the publish's checks meet it down
+        t = self.strike()
+        graceful = len(self.struck) % 2 == 0
+        self.s3.restart(graceful=graceful, down=3)
+        return True, (f"S3 store {'stopped' if graceful else 'SIGKILLed'} mid-job, up again after 3 s down in "
                       f"{time.monotonic() - t:.0f} s")
 
     def cli(self, *args: str) -> tuple[int, list[str]]:
@@ -300,6 +384,7 @@ class SchedulerSoak:
         if not rows:
             return False, "no finished run"
         run_id, logical = rows[0]
+        self.strike()
         code, said = self.cli("tasks", "clear", self.datasource, "--start-date", logical.isoformat(),
                               "--end-date", logical.isoformat(), "--yes")
         return code == 0, f"airflow tasks clear of {run_id}: exit {code} {said[0][:120]}"
@@ -308,6 +393,7 @@ class SchedulerSoak:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.airflow.query("SELECT 1 FROM dag_run WHERE dag_id = :d AND state = 'running'", d=self.datasource):
+                self.strike()
                 code, said = self.cli("dags", "trigger", self.datasource)
                 return code == 0, f"airflow dags trigger while a run is in flight: exit {code}"
             time.sleep(0.2)
@@ -320,7 +406,9 @@ class SchedulerSoak:
         "kill_worker_publish": lambda self: self.kill_worker("publish"),
         "kill_spark_connect": kill_spark_connect,
         "crash_postgres": crash_postgres,
+        "crash_postgres_publish": lambda self: self.crash_postgres("publish"),
         "restart_broker": restart_broker,
+        "restart_s3": restart_s3,
         "clear_finished": clear_finished,
         "trigger_in_flight": trigger_in_flight,
     }
@@ -344,8 +432,9 @@ class SchedulerSoak:
             kind = a.faults[k % len(a.faults)]
             # on the beat, but never on top of the last fault: one single fault at a time
             time.sleep(max(0.0, start + k * a.fault_every - time.time(), settled + SETTLE_S - time.time()))
-            at = time.time()
+            self.struck_at = None
             fired, detail = self.FAULTS[kind](self)
+            at = self.struck_at or time.time()
             struck = Struck(kind, at, fired, detail)
             self.struck.append(struck)
             while (seen := self.records.first_seen_after(at)) is None and time.time() - at < a.recovery_timeout:
@@ -363,7 +452,20 @@ class SchedulerSoak:
             time.sleep(1)
         self.stopping.set()
         threads[1].join(60)
+        self.dump_airflow_runs()
         return self.report()
+
+    def dump_airflow_runs(self) -> None:
+        """Airflow's runs and task tries of the datasource, to airflow-runs.json: where a stall's seconds went (the
+        soak's PostgreSQL goes with it)."""
+        runs = self.airflow.query("SELECT run_id, state, queued_at, start_date, end_date FROM dag_run "
+                                  "WHERE dag_id = :d ORDER BY queued_at", d=self.datasource)
+        tries = self.airflow.query("SELECT run_id, task_id, map_index, try_number, state, queued_dttm, start_date, "
+                                   "end_date FROM task_instance_history WHERE dag_id = :d UNION ALL SELECT run_id, "
+                                   "task_id, map_index, try_number, state, queued_dttm, start_date, end_date FROM "
+                                   "task_instance WHERE dag_id = :d ORDER BY 6", d=self.datasource)
+        (self.out / "airflow-runs.json").write_text(json.dumps(
+            {"runs": [list(r) for r in runs], "tries": [list(t) for t in tries]}, indent=0, default=str))
 
     def report(self) -> dict:
         counts: Counter = Counter()

@@ -37,9 +37,10 @@ def _freshness(request, out: Path) -> Benchmark:
 
 
 def _scheduler_soak(request, out: Path) -> Benchmark:
-    # its tiny fault leaves the shared servers alone: a publish task's worker SIGKILLed
+    # its tiny fault leaves the shared servers alone: a publish task's worker SIGKILLed; deep storage on its own S3
+    # store (--s3: the one its S3 restart fault restarts), through the session's Connect server's S3A
     spark_connect, broker = request.getfixturevalue("spark_connect"), request.getfixturevalue("broker")
-    return start_benchmark("fault_soak.py", "--scheduler", "--tiny", "--out", str(out), "--bootstrap",
+    return start_benchmark("fault_soak.py", "--scheduler", "--tiny", "--s3", "--out", str(out), "--bootstrap",
                            broker.bootstrap, "--spark-connect-url", spark_connect.url, "--postgres", pg_base(),
                            timeout=1400)
 
