@@ -47,7 +47,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedPostgres, EmbeddedSparkConnect, stop_group  # noqa: E402
+from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedPostgres, stop_group  # noqa: E402
+from ingest_core.dev.embedded_spark import EmbeddedSparkConnect  # noqa: E402
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.segment_schema import read_conformed  # noqa: E402
 from harness import run_phases  # noqa: E402

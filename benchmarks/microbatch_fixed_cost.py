@@ -86,7 +86,8 @@ from harness.fixed_cost_setup import (  # noqa: E402
     server_python,
     stats,
 )
-from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedPostgres, EmbeddedSparkConnect  # noqa: E402
+from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedPostgres  # noqa: E402
+from ingest_core.dev.embedded_spark import EmbeddedSparkConnect  # noqa: E402
 
 
 # ------------------------------------------------------------------------------------- the runs measured

@@ -11,7 +11,7 @@
 - Spark: one local SparkSession (local[2]) for the session, started before any Kafka client exists: forking
   the JVM launcher from a process that holds librdkafka threads can crash the child.
 - Object store (deep storage on S3): S3Proxy (objects in its memory), started the first time a test asks for
-  `object_store` (`ingest_core.dev.embedded.EmbeddedS3`), or the store at
+  `object_store` (`ingest_core.dev.embedded_s3.EmbeddedS3`), or the store at
   INGEST_TEST_S3=http(s)://KEY:SECRET@host:port/bucket (keys URL-quoted).
 A missing broker or PostgreSQL fails the run; nothing is skipped.
 """
@@ -152,7 +152,7 @@ def _connect_server_starting(tmp_path_factory):
     with INGEST_TEST_SPARK_CONNECT. `spark_connect` waits for it."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from ingest_core.dev.embedded import EmbeddedSparkConnect
+    from ingest_core.dev.embedded_spark import EmbeddedSparkConnect
 
     if os.environ.get("INGEST_TEST_SPARK_CONNECT"):
         yield None
@@ -212,7 +212,7 @@ class ObjectStore:
     def spec_settings(self, key_variable: str = "INGEST_TEST_S3_KEY",
                       secret_variable: str = "INGEST_TEST_S3_SECRET") -> dict:
         """A spec's `deepStorage.s3`, its keys referenced in these environment variables (`keys_in_env`)."""
-        from ingest_core.dev.embedded import s3_spec_settings
+        from ingest_core.dev.embedded_s3 import s3_spec_settings
 
         return s3_spec_settings(self.endpoint, key_variable, secret_variable)
 
@@ -226,7 +226,7 @@ class ObjectStore:
 def object_store(tmp_path_factory) -> ObjectStore:
     from urllib.parse import unquote, urlparse
 
-    from ingest_core.dev.embedded import EmbeddedS3
+    from ingest_core.dev.embedded_s3 import EmbeddedS3
 
     external = os.environ.get("INGEST_TEST_S3")
     if external:

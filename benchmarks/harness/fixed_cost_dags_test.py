@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 
 from harness.fixed_cost_setup import AIRFLOW, CpuGroup, bench_env, check_run, to_epoch, tree_cpu, write_dags
-from ingest_core.dev.embedded import EmbeddedSparkConnect
+from ingest_core.dev.embedded_spark import EmbeddedSparkConnect
 from ingest_core.store.metadata import MetadataStore
 
 

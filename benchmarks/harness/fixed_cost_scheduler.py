@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.fixed_cost_setup import AIRFLOW, bench_env, check_run, to_epoch, write_dags
-from ingest_core.dev.embedded import EmbeddedSparkConnect, free_port, stop_group
+from ingest_core.dev.embedded import free_port, stop_group
+from ingest_core.dev.embedded_spark import EmbeddedSparkConnect
 from ingest_core.provider.preload import write_local_settings
 from ingest_core.store.metadata import MetadataStore
 

@@ -20,7 +20,7 @@ from confluent_kafka import Producer
 
 from harness import ROOT
 from ingest_core.dev.demo import airflow_env, spark_connection, wiki_events
-from ingest_core.dev.embedded import EmbeddedSparkConnect
+from ingest_core.dev.embedded_spark import EmbeddedSparkConnect
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.records import RunStatus
 

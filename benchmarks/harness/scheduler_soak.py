@@ -37,15 +37,9 @@ from harness import ROOT
 from harness.fixed_cost_scheduler import Standalone
 from harness.fixed_cost_setup import AIRFLOW, ExternalConnect, create_databases, drop_databases
 from harness.soak_constants import log
-from ingest_core.dev.embedded import (
-    EmbeddedKafka,
-    EmbeddedPostgres,
-    EmbeddedS3,
-    EmbeddedSparkConnect,
-    SecuredKafka,
-    s3_spec_settings,
-    stop_group,
-)
+from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedPostgres, SecuredKafka, stop_group
+from ingest_core.dev.embedded_s3 import EmbeddedS3, s3_spec_settings
+from ingest_core.dev.embedded_spark import EmbeddedSparkConnect
 from ingest_core.store.segment_schema import read_conformed
 
 COMPONENTS = ("scheduler", "dag-processor", "triggerer", "api-server")

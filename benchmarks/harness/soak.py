@@ -31,7 +31,9 @@ from harness.dag_runs import DagTest
 from harness.soak_constants import AIRFLOW, DATASOURCE, TOPIC, log
 from harness.soak_report import Iteration, Report, RunResult
 from ingest_core.dev.demo import airflow_env
-from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedPostgres, EmbeddedS3, EmbeddedSparkConnect, s3_spec_settings
+from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedPostgres
+from ingest_core.dev.embedded_s3 import EmbeddedS3, s3_spec_settings
+from ingest_core.dev.embedded_spark import EmbeddedSparkConnect
 from ingest_core.handover import deep_storage
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.reader import DatasourceReader

@@ -34,7 +34,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ingest_core.core.spec import load_spec
-from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedSparkConnect
+from ingest_core.dev.embedded import EmbeddedKafka
+from ingest_core.dev.embedded_spark import EmbeddedSparkConnect
 from ingest_core.kafka.consumer_group import mirror_group, mirrored_offsets
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
 from ingest_core.provider.preload import write_local_settings

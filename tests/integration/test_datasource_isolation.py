@@ -16,7 +16,8 @@ from conftest import _started
 from helpers import SIMPLE, T0, ingest_run, iso, produce_all, spec_from, sqlite_store
 
 from ingest_core.core.errors import ObjectStoreUnavailableError
-from ingest_core.dev.embedded import EmbeddedS3, free_port
+from ingest_core.dev.embedded import free_port
+from ingest_core.dev.embedded_s3 import EmbeddedS3
 from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.store.reader import DatasourceReader
 

@@ -20,7 +20,7 @@ from conftest import _started
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest_core.dev.embedded import EmbeddedS3
+from ingest_core.dev.embedded_s3 import EmbeddedS3
 
 DEADLINE_S = 9.0  # each request's; jclouds' retries of one folder took 10 s
 

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import WATCHDOG_S, spec_from
 
-from ingest_core.dev.embedded import EmbeddedSparkConnect
+from ingest_core.dev.embedded_spark import EmbeddedSparkConnect
 from ingest_core.handover import deep_storage
 from ingest_core.handover.report import GroupReport
 from ingest_core.handover.job_input import GroupInput, JobInput

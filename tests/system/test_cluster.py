@@ -27,11 +27,8 @@ from test_dag import (
 )
 from test_scheduler import Standalone
 
-from ingest_core.dev.embedded import (
-    EmbeddedRedis,
-    EmbeddedSparkConnect,
-    EmbeddedSparkStandalone,
-)
+from ingest_core.dev.embedded import EmbeddedRedis
+from ingest_core.dev.embedded_spark import EmbeddedSparkConnect, EmbeddedSparkStandalone
 from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.records import RunStatus
 

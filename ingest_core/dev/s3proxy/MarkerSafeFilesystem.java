@@ -9,7 +9,7 @@
  * - a listing without a delimiter holds the folders a client made (a marker PUT, S3A's mkdirs) and not every
  *   folder that holds a key, which jclouds listed as "a/b/" objects S3 does not have.
  *
- * Compiled and loaded by ingest_core.dev.embedded.EmbeddedS3 (persistent=True) beside S3Proxy's own jar, as the
+ * Compiled and loaded by ingest_core.dev.embedded_s3.EmbeddedS3 (persistent=True) beside S3Proxy's own jar, as the
  * jclouds provider "ingest-filesystem". Development tooling only.
  */
 package ingest.s3proxy;
