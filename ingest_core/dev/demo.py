@@ -93,6 +93,8 @@ def airflow_env(home: Path, bootstrap: str, *, dags_folder: Path = ROOT / "dags"
         "PYSPARK_PYTHON": sys.executable,
         "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
         **recovery_env(),  # a task whose worker died is failed and retried in seconds (provider/recovery.py)
+        # a run's lineage once a transport is set (docs/lineage.md); without one the provider stays off
+        "AIRFLOW__OPENLINEAGE__EXTRACTORS": "ingest_core.provider.plugins.lineage.IngestPublishExtractor",
         **extra,
     }
 
