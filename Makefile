@@ -63,6 +63,7 @@ bench: install
 	$(PY) benchmarks/compaction.py --minutes 1440 --rows 200
 	$(PY) benchmarks/sketch_query.py --hours 24 --rows-per-hour 2000 --users-per-row 40
 	$(PY) benchmarks/sql_isolation.py
+	$(PY) benchmarks/dag_parse.py --specs 10 50 200
 
 clean:
 	rm -rf $(VENV) .ingest-home .jars
