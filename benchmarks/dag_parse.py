@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import re
+import resource
 import shutil
 import sqlite3
 import subprocess
@@ -98,19 +99,22 @@ def migrated(work: Path) -> Path:
 def run_processor(home: Path, env: dict[str, str], n: int) -> Parse:
     """One `airflow dag-processor --num-runs 1` in `home`: each DAG file parsed once."""
     log = home / "dag-processor.log"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     with log.open("wb") as out:
         proc = psutil.Popen([AIRFLOW, "dag-processor", "--num-runs", "1"], env=env, stdout=out,
                             stderr=subprocess.STDOUT)
         cpu = proc.cpu_times()
         deadline = time.monotonic() + DEADLINE_S
-        while proc.poll() is None:  # its CPU split: the manager's own and its parse processes'
+        while proc.poll() is None:  # the manager's own CPU (the rest of the total: its parse processes')
             with contextlib.suppress(psutil.Error):
                 cpu = proc.cpu_times()
             if time.monotonic() > deadline:
                 proc.kill()
             time.sleep(0.1)
     command_s = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the dag-processor and every process it reaped
+    total_cpu_s = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     text = log.read_text(errors="replace")
     if proc.returncode != 0:
         sys.exit(f"airflow dag-processor exited {proc.returncode}:\n{text[-3000:]}")
@@ -118,10 +122,11 @@ def run_processor(home: Path, env: dict[str, str], n: int) -> Parse:
         per_file = dict(db.execute("select fileloc, max(last_parse_duration) from dag group by fileloc"))
         dags = db.execute("select count(*) from dag where not is_stale").fetchone()[0]
         errors = db.execute("select count(*) from import_error").fetchone()[0]
+        error_text = [e for (e,) in db.execute("select stacktrace from import_error limit 3")]
     if dags != n:
-        sys.exit(f"{home.name}: {dags} DAGs stored, not {n}:\n{text[-3000:]}")
+        sys.exit(f"{home.name}: {dags} DAGs stored, not {n}; import errors: {error_text}\n{text[-3000:]}")
     return Parse(loop_s=_loop_seconds(text), command_s=command_s, manager_cpu_s=cpu.user + cpu.system,
-                 files_cpu_s=cpu.children_user + cpu.children_system, files=len(per_file),
+                 files_cpu_s=max(0.0, total_cpu_s - cpu.user - cpu.system), files=len(per_file),
                  file_sum_s=sum(per_file.values()), file_max_s=max(per_file.values(), default=0), dags=dags,
                  import_errors=errors)
 

@@ -224,7 +224,9 @@ def load_specs(folder: str | Path, dag_id: str | None = None, only: Path | None 
     for path in [only] if only is not None else spec_files_for(folder, dag_id):
         try:
             spec = load_checked_spec(path, strict=strict)
-            first = _defined_before(folder, only, spec.datasource) if only is not None else None
+            # (a task's process skips it: the dag-processor kept this file's DAG, so no earlier spec defines it,
+            # and no other spec is read)
+            first = _defined_before(folder, only, spec.datasource) if only is not None and dag_id is None else None
             if spec.datasource in dags or first is not None:
                 raise SpecError(str(path), [SpecProblem("spec.dataSchema.dataSource", (
                     f"{spec.datasource!r} is already defined by another spec{f' ({first})' if first else ''}: "
