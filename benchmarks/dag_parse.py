@@ -1,15 +1,15 @@
 """Benchmark: the DAG folder's parse by Airflow's real dag-processor, for N datasource specs (target: 200 specs
 in at most 10 s in all, issue 48).
 
-Two layouts of the same specs, each in a fresh Airflow home, parsed once by `airflow dag-processor --num-runs 1`
-(every DAG file parsed once, then it exits):
+Two layouts of the same specs, each in a fresh Airflow home, parsed by Airflow's `airflow dag-processor`,
+stopped once every DAG was parsed:
 - per-spec: the product's DAG folder: a generated DAG file per spec (provider/dag_files.py), kept in step by
   the `dags-folder` bundle SpecDagBundle (provider/spec_bundle.py); each file is its own process;
 - one file: the layout before issue 48, one DAG file building every DAG (`dag_factory.load_dags`), as
   dags/ingest_datasources.py did, under Airflow's default bundle.
 Each layout is parsed twice: first with every DAG new to Airflow's database (written), then again with every
-DAG known and unchanged (what each later parse costs). Figures, from Airflow itself: the parse loop (the
-dag-processor's log, from its search for files to "all files have been processed"), each file's parse duration
+DAG known and unchanged (what each later parse costs). Figures, from Airflow itself: the parse loop (from its
+search for files, in its log, to the last DAG's `dag.last_parsed_time`), each file's parse duration
 (Airflow's `dag.last_parse_duration`: the sum over files and the slowest), the DAGs and import errors it stored;
 and the CPU of the dag-processor's own process (it stores each file's result in Airflow's database, one file at
 a time) apart from its parse processes'.
@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import psutil
@@ -97,38 +97,56 @@ def migrated(work: Path) -> Path:
 
 
 def run_processor(home: Path, env: dict[str, str], n: int) -> Parse:
-    """One `airflow dag-processor --num-runs 1` in `home`: each DAG file parsed once."""
+    """`airflow dag-processor` in `home` until each of the `n` DAGs was parsed since it started, then stopped.
+    (Not `--num-runs 1`: Airflow 3.3 counts only the files that finished a parse, so with the first file done it
+    may exit while the others are still parsing: `max_runs_reached`, airflow/dag_processing/manager.py.)"""
     log = home / "dag-processor.log"
+    db_path = home / "airflow" / "airflow.db"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started_at = datetime.now(timezone.utc).replace(tzinfo=None)
     started = time.perf_counter()
     with log.open("wb") as out:
-        proc = psutil.Popen([AIRFLOW, "dag-processor", "--num-runs", "1"], env=env, stdout=out,
-                            stderr=subprocess.STDOUT)
+        proc = psutil.Popen([AIRFLOW, "dag-processor"], env=env, stdout=out, stderr=subprocess.STDOUT)
         cpu = proc.cpu_times()
         deadline = time.monotonic() + DEADLINE_S
-        while proc.poll() is None:  # the manager's own CPU (the rest of the total: its parse processes')
+        try:
+            while len(_parsed_since(db_path, started_at)) < n:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    sys.exit(f"{home.name}: the dag-processor exited or missed its deadline:\n"
+                             f"{log.read_text(errors='replace')[-3000:]}")
+                with contextlib.suppress(psutil.Error):  # the manager's own CPU (the rest: its parse processes')
+                    cpu = proc.cpu_times()
+                time.sleep(0.1)
             with contextlib.suppress(psutil.Error):
                 cpu = proc.cpu_times()
-            if time.monotonic() > deadline:
-                proc.kill()
-            time.sleep(0.1)
-    command_s = time.perf_counter() - started
+            command_s = time.perf_counter() - started
+        finally:
+            proc.terminate()
+            proc.wait(60)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the dag-processor and every process it reaped
     total_cpu_s = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     text = log.read_text(errors="replace")
-    if proc.returncode != 0:
-        sys.exit(f"airflow dag-processor exited {proc.returncode}:\n{text[-3000:]}")
-    with sqlite3.connect(home / "airflow" / "airflow.db") as db:
+    parsed = _parsed_since(db_path, started_at)
+    with sqlite3.connect(db_path) as db:
         per_file = dict(db.execute("select fileloc, max(last_parse_duration) from dag group by fileloc"))
-        dags = db.execute("select count(*) from dag where not is_stale").fetchone()[0]
         errors = db.execute("select count(*) from import_error").fetchone()[0]
-        error_text = [e for (e,) in db.execute("select stacktrace from import_error limit 3")]
-    if dags != n:
-        sys.exit(f"{home.name}: {dags} DAGs stored, not {n}; import errors: {error_text}\n{text[-3000:]}")
-    return Parse(loop_s=_loop_seconds(text), command_s=command_s, manager_cpu_s=cpu.user + cpu.system,
+    return Parse(loop_s=(max(parsed.values()) - _search_started(text)).total_seconds(), command_s=command_s,
+                 manager_cpu_s=cpu.user + cpu.system,
                  files_cpu_s=max(0.0, total_cpu_s - cpu.user - cpu.system), files=len(per_file),
-                 file_sum_s=sum(per_file.values()), file_max_s=max(per_file.values(), default=0), dags=dags,
-                 import_errors=errors)
+                 file_sum_s=sum(per_file.values()), file_max_s=max(per_file.values(), default=0),
+                 dags=len(parsed), import_errors=errors)
+
+
+def _parsed_since(db_path: Path, since: datetime) -> dict[str, datetime]:
+    """{dag_id: when Airflow last parsed it} of the DAGs parsed since `since` (UTC, naive: as Airflow's
+    SQLite database holds it)."""
+    try:
+        with sqlite3.connect(db_path) as db:
+            rows = db.execute("select dag_id, last_parsed_time from dag where last_parsed_time is not null")
+            parsed = {dag_id: datetime.fromisoformat(at) for dag_id, at in rows}
+    except sqlite3.Error:  # (a table the migration made, locked a moment by a writer)
+        return {}
+    return {dag_id: at for dag_id, at in parsed.items() if at >= since}
 
 
 def parse_twice(work: Path, template_db: Path, n: int, layout: str, conf: dict[str, str]) -> tuple[Parse, Parse]:
@@ -143,20 +161,13 @@ def parse_twice(work: Path, template_db: Path, n: int, layout: str, conf: dict[s
     return run_processor(home, env, n), run_processor(home, env, n)
 
 
-def _loop_seconds(text: str) -> float:
-    """From the dag-processor's first search for files to its "all files have been processed" line."""
-    start = end = None
+def _search_started(text: str) -> datetime:
+    """When the dag-processor first searched the DAG folder for files (its log; UTC, naive)."""
     for line in text.splitlines():
         stamp = _STAMP.match(line)
-        if not stamp:
-            continue
-        if start is None and "Searching for files" in line:
-            start = datetime.fromisoformat(stamp.group(1))
-        if "all files have been processed" in line:
-            end = datetime.fromisoformat(stamp.group(1))
-    if start is None or end is None:
-        sys.exit("the dag-processor's log lacks its search or its end line:\n" + text[-3000:])
-    return (end - start).total_seconds()
+        if stamp and "Searching for files" in line:
+            return datetime.fromisoformat(stamp.group(1))
+    sys.exit("the dag-processor's log lacks its search for files:\n" + text[-3000:])
 
 
 def main() -> None:
