@@ -121,8 +121,12 @@ def run_processor(home: Path, env: dict[str, str], n: int) -> Parse:
                 cpu = proc.cpu_times()
             command_s = time.perf_counter() - started
         finally:
-            proc.terminate()
-            proc.wait(60)
+            proc.terminate()  # (with 200 files in flight it may take a while to stop: then killed)
+            try:
+                proc.wait(30)
+            except psutil.TimeoutExpired:
+                proc.kill()
+                proc.wait(30)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the dag-processor and every process it reaped
     total_cpu_s = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     text = log.read_text(errors="replace")
