@@ -42,5 +42,5 @@ class SpecDagBundle(LocalDagBundle):
         syntax = conf.get("core", "dag_ignore_file_syntax", fallback="glob").strip().lower() or "glob"
         try:
             sync_dag_files(self.path, syntax)
-        except OSError as exc:  # a read-only DAG folder: its files as they are (written by `ingest dags sync`?)
+        except OSError as exc:  # a read-only DAG folder: its generated files as they are (written where it was built)
             log.warning("cannot update the generated DAG files under %s: %s", self.path, exc)
