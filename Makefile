@@ -72,6 +72,7 @@ bench: install
 	$(PY) benchmarks/sketch_query.py --hours 24 --rows-per-hour 2000 --users-per-row 40
 	$(PY) benchmarks/sql_isolation.py
 	$(PY) benchmarks/history_retention.py --days 45
+	$(PY) benchmarks/dag_parse.py --specs 10 50 200
 
 clean:
 	rm -rf $(VENV) $(DRUID_CLIENT_VENV) .ingest-home .jars

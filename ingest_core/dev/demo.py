@@ -38,6 +38,7 @@ from ingest_core.dev.embedded import EmbeddedKafka
 from ingest_core.dev.embedded_spark import EmbeddedSparkConnect
 from ingest_core.kafka.consumer_group import mirror_group, mirrored_offsets
 from ingest_core.kafka.offset_reader import KafkaOffsetReader
+from ingest_core.provider.dag_files import BUNDLE_CONFIG
 from ingest_core.provider.preload import write_local_settings
 from ingest_core.provider.recovery import recovery_env
 from ingest_core.store.metadata import MetadataStore
@@ -85,6 +86,8 @@ def airflow_env(home: Path, bootstrap: str, *, dags_folder: Path = ROOT / "dags"
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+        # a generated DAG file per spec, kept in step before Airflow lists files (provider/dag_files.py)
+        "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": BUNDLE_CONFIG,
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connection(spark_connect_url)),
         "INGEST_HOME": str(home / "ingest") if metadata_url else str(home),
         "INGEST_METADATA_URL": metadata_url or f"sqlite:///{home / 'metadata.db'}",

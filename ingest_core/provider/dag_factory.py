@@ -2,19 +2,13 @@
 -> the re-planned run's Spark jobs -> publish -> report. Each task is a few lines over the supervisor's step
 (`ingest_core.supervisor`, through `operators.run.airflow_step`); the Spark job tasks are handed typed inputs.
 
-`load_dags(folder)` reads every spec under `folder` (skipping what `.airflowignore` lists, in Airflow's
-`[core] dag_ignore_file_syntax`) and returns {dag_id: DAG} for the specs that load. `raise_spec_errors(folder)`
-raises one import error that lists every spec that does not, each with its file, field path and what to write
-instead. The DAG folder holds two files, one calling each (dags/ingest_datasources.py, dags/ingest_spec_errors.py).
-
-Why two files: Airflow (3.3) records import errors per DAG file (the dag processor parses each .py file in its
-own process and keys `DagBag.import_errors` by that file's path), and when it stores an import error it also
-marks every DAG *of that file* stale (`has_import_errors`, `is_stale` in `_update_import_errors`): stale DAGs
-leave the UI's list and are not scheduled. So a bad spec reported by the file that defines the DAGs would hide
-every datasource. Errors keyed by the spec's own path are no option either: a DAG file can only raise for
-itself, and Airflow deletes errors of files it does not list as DAG files at each bundle refresh. A second DAG
-file that defines no DAG and raises the spec errors is Airflow's own mechanism (a failing DAG file), keyed by
-a file that hides nothing, and cleared by Airflow as soon as every spec loads again.
+Airflow's DAG folder holds a generated DAG file per spec (provider/dag_files.py, under `.ingest/`), each calling
+`spec_file_dags` for its own spec: the dag-processor parses each in a process of its own, with its own import
+timeout, so a bad, slow or hostile spec is the import error of its own file and hides nothing else (Airflow
+marks stale only the DAGs *of the file* with an import error). `load_dags(folder)` builds every spec under
+`folder` in one process (skipping what `.airflowignore` lists, in Airflow's `[core] dag_ignore_file_syntax`);
+`raise_spec_errors(folder)` raises one error listing every spec that does not load, each with its file, field
+path and what to write instead.
 """
 
 from __future__ import annotations
@@ -31,7 +25,13 @@ from dateutil.relativedelta import relativedelta
 from ingest_core.core.errors import IngestError, SpecError, SpecProblem
 from ingest_core.core.periods import Period
 from ingest_core.core.settings import strict_specs
-from ingest_core.core.spec import COMPACTION_DAG_SUFFIX, DatasourceSpec, compaction_dag_id, find_spec_files
+from ingest_core.core.spec import (
+    COMPACTION_DAG_SUFFIX,
+    MAX_SPEC_BYTES,
+    DatasourceSpec,
+    compaction_dag_id,
+    find_spec_files,
+)
 from ingest_core.kafka.properties import load_checked_spec
 from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.provider.operators import compaction as compaction_tasks
@@ -104,7 +104,7 @@ def build_dag(spec: DatasourceSpec) -> DAG:
         is_paused_upon_creation=spec.suspended,
         tags=["ingest", f"topic:{io.topic or io.topic_pattern}"],
         doc_md=f"Datasource `{spec.datasource}` from `{spec.source}`: one run is one supervisor loop.",
-        # only dags/ingest_datasources.py defines it (by its globals); ingest_spec_errors.py builds it to check it
+        # the spec's generated DAG file defines it (by its globals); `raise_spec_errors` builds it only to check it
         auto_register=False,
     )
     asset = asset_for(spec.datasource)
@@ -205,7 +205,7 @@ def build_compaction_dag(spec: DatasourceSpec) -> DAG:
 
 
 class SpecFilesError(IngestError):
-    """Datasource specs of the DAG folder that do not load: the import error of dags/ingest_spec_errors.py."""
+    """Datasource specs of the DAG folder that do not load: the import error of each one's generated DAG file."""
 
     code = "INGEST_SPEC_FILES_INVALID"
 
@@ -217,20 +217,25 @@ class SpecFilesError(IngestError):
                          + "\n".join(str(e) for e in errors))
 
 
-def load_specs(folder: str | Path, dag_id: str | None = None) -> tuple[dict[str, DAG], list[SpecError]]:
+def load_specs(folder: str | Path, dag_id: str | None = None, only: Path | None = None
+               ) -> tuple[dict[str, DAG], list[SpecError]]:
     """Each spec under `folder` on its own: ({dag_id: DAG} of those that load, the SpecError of each that does
     not). Nothing a spec holds can make this raise, so one spec never takes the others down. Unknown fields are
     warnings (logged), errors with INGEST_STRICT_SPECS=true. `dag_id`: only that DAG, from the spec that defines
-    it (`spec_files_for`)."""
+    it (`spec_files_for`). `only`: that spec file alone (its generated DAG file's, `spec_file_dags`)."""
     strict = strict_specs()
     dags: dict[str, DAG] = {}
     errors: list[SpecError] = []
-    for path in spec_files_for(folder, dag_id):
+    for path in [only] if only is not None else spec_files_for(folder, dag_id):
         try:
             spec = load_checked_spec(path, strict=strict)
-            if spec.datasource in dags:
+            # (a task's process skips it: the dag-processor kept this file's DAG, so no earlier spec defines it,
+            # and no other spec is read)
+            first = _defined_before(folder, only, spec.datasource) if only is not None and dag_id is None else None
+            if spec.datasource in dags or first is not None:
                 raise SpecError(str(path), [SpecProblem("spec.dataSchema.dataSource", (
-                    f"{spec.datasource!r} is already defined by another spec: each datasource has one spec"))])
+                    f"{spec.datasource!r} is already defined by another spec{f' ({first})' if first else ''}: "
+                    "each datasource has one spec"))])
             if dag_id is not None and dag_id not in (spec.datasource, compaction_dag_id(spec.datasource)):
                 continue  # a file that only mentions the name
             dag = build_dag(spec) if dag_id in (None, spec.datasource) else None
@@ -275,11 +280,30 @@ def spec_files_for(folder: str | Path, dag_id: str | None) -> list[Path]:
     return wanted + [p for p in files if p not in wanted]
 
 
+def _defined_before(folder: str | Path, path: Path, datasource: str) -> Path | None:
+    """The spec sorting before `path` that defines `datasource` too, if any: that one keeps it, as when one
+    process read them all in order. Only specs whose text holds the name are parsed (usually none)."""
+    for other in find_spec_files(folder, _ignore_syntax()):
+        if other >= path:
+            return None
+        if datasource.encode() in _content(other):
+            try:
+                if load_checked_spec(other).datasource == datasource:
+                    return other
+            except Exception:  # noqa: BLE001 - that spec's error is its own file's
+                continue
+    return None
+
+
 def _content(path: Path) -> bytes:
+    """The bytes of a spec to search for a name; none of a file past MAX_SPEC_BYTES (it defines nothing), so a
+    50 MB file is read once, by its own DAG file, not by every other's search."""
     try:
-        return path.read_bytes()
+        with path.open("rb") as f:
+            data = f.read(MAX_SPEC_BYTES + 1)
     except OSError:  # reported when the spec is parsed, if it is
         return b""
+    return data if len(data) <= MAX_SPEC_BYTES else b""
 
 
 def load_dags(folder: str | Path) -> dict[str, DAG]:
@@ -289,7 +313,22 @@ def load_dags(folder: str | Path) -> dict[str, DAG]:
     (its settings, its credentials). The dag-processor parses without a context and builds every DAG."""
     dags, errors = load_specs(folder, get_parsing_context().dag_id)
     for error in errors:
-        log.warning("datasource spec skipped (reported by ingest_spec_errors.py): %s", error)
+        log.warning("datasource spec skipped (its own DAG file reports it): %s", error)
+    return dags
+
+
+def spec_file_dags(dag_file: str | Path, spec: str) -> dict[str, DAG]:
+    """The DAGs of spec `spec` (a path under the DAG folder), for its generated DAG file `dag_file`
+    (provider/dag_files.py, in `<DAG folder>/.ingest/`): raises its SpecFilesError, the import error of that
+    file alone. In a task's process only the task's DAG (`get_parsing_context`, as `load_dags`). A spec gone
+    since its file was written: no DAG (its file goes at the next sync)."""
+    folder = Path(dag_file).resolve().parent.parent
+    path = folder / spec
+    if not path.is_file():
+        return {}
+    dags, errors = load_specs(folder, get_parsing_context().dag_id, only=path)
+    if errors:
+        raise SpecFilesError(errors)
     return dags
 
 

@@ -4,7 +4,8 @@ instead of importing them (docs/spark-connect.md). Airflow imports `airflow_loca
 processes, so the call goes there (`LOCAL_SETTINGS`, `write_local_settings`), and only the processes that fork
 tasks pay for it: `airflow scheduler`, whose LocalExecutor forks each task's process, and `airflow celery worker`,
 whose pool does. The CLI, the api-server, the dag-processor, the triggerer and `airflow dags test` (which runs
-its tasks in its own process: the imports would only move) load nothing. It starts no thread: a fork copies
+its tasks in its own process: the imports would only move) load nothing (of it only the DAG factory, which the
+DAG folder's bundle imports: provider/spec_bundle.py). It starts no thread: a fork copies
 none, and a lock one held would stay held in the child (tests/unit/test_preload.py)."""
 
 from __future__ import annotations

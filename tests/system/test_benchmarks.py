@@ -126,6 +126,20 @@ def test_row_parser_formats():
                                      for f in ("json", "avro", "protobuf")},
                                   "ratio": rf"^  avro / json {NUMBER}   target >= 1.0$",
                                   "protobuf ratio": rf"^  protobuf / json {NUMBER}$"}))
+def test_dag_parse():
+    # its own Airflow homes, under the real dag-processor: 3 specs in each layout, each parsed twice
+    out = run_benchmark("dag_parse.py", timeout=900)
+    for layout, files in (("per-spec", 3), ("one-file", 1)):
+        for parse in ("first parse", "parse again"):
+            got = figures(out, {"times": rf"^{layout}, 3 specs, {parse}: loop {NUMBER} s; CPU: dag-processor "
+                                         rf"{NUMBER} s, its parse processes {NUMBER} s; command {NUMBER} s$",
+                                "counts": rf"^{layout}, 3 specs, {parse}: .*\n  files {NUMBER}, DAGs {NUMBER}, "
+                                          rf"import errors {NUMBER}; per file: sum {NUMBER} s, slowest {NUMBER} s$"})
+            loop, manager_cpu, _, command = got["times"]  # (a parse process's CPU may read 0.00 at this size)
+            assert loop > 0 and manager_cpu > 0 and command >= loop, (layout, parse, got)
+            assert got["counts"][:3] == [files, 3, 0] and got["counts"][3] > 0, (layout, parse, got)
+
+
 def test_compaction(tmp_path):
     # SQLite and a local SparkSession of its own: nothing to share
     out = run_benchmark("compaction.py", "--out", str(tmp_path / "compaction"), timeout=600)

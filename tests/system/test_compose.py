@@ -35,6 +35,7 @@ from doc_pages import with_recipe
 from ingest_core.core.secrets import AirflowConnectionSecret, EnvironmentSecret
 from ingest_core.core.settings import DEEP_STORAGE_VAR, METADATA_URL_VAR
 from ingest_core.core.spec import load_spec
+from ingest_core.provider.dag_files import BUNDLE_CONFIG
 from ingest_core.provider.preload import LOCAL_SETTINGS
 from ingest_core.provider.recovery import recovery_env
 
@@ -256,6 +257,9 @@ def test_airflow_services_share_the_configuration_the_code_reads():
         assert mounts(name)["/opt/airflow/dags"] == "./dags" and e["AIRFLOW__CORE__DAGS_FOLDER"] == "/opt/airflow/dags"
         assert mounts(name)["/opt/airflow/plugins"] == "./plugins"
         assert e["AIRFLOW__CORE__PLUGINS_FOLDER"] == "/opt/airflow/plugins"
+        # the DAG folder as ingest's bundle (a generated DAG file per spec), as `make demo` configures it
+        assert json.loads(e["AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST"]) == json.loads(BUNDLE_CONFIG), name
+        assert mounts(name)["/opt/airflow/dags/.ingest"] == "generated-dags", name
         assert SERVICES[name]["configs"] == SERVICES["airflow-scheduler"]["configs"], name
     # the Spark connection the DAGs use points at the standalone master
     conn = connection(load_spec(ROOT / "dags" / "datasources" / "wikipedia.yaml").microbatch.spark.conn_id)

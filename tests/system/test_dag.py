@@ -214,11 +214,11 @@ def broker_watermarks(broker, topic: str) -> dict[int, tuple[int, int]]:
 
 
 def dags_folder(root: Path) -> Path:
-    """A DAG folder under `root`: the factory's two files plus specs the test writes."""
+    """A DAG folder under `root`: the product's DAG files plus specs the test writes."""
     folder = root / "dags"
     (folder / "specs").mkdir(parents=True)
-    for name in ("ingest_datasources.py", "ingest_spec_errors.py"):
-        shutil.copy(ROOT / "dags" / name, folder / name)
+    for path in (ROOT / "dags").glob("*.py"):
+        shutil.copy(path, folder / path.name)
     return folder
 
 
