@@ -142,28 +142,3 @@ def test_each_bad_spec_is_an_import_error_naming_its_field_and_every_good_dag_st
     (error,) = airflow.import_errors()
     assert "typo.json" in error["error"] and "spec.ioConfig.taskCout: unknown field (did you mean 'taskCount'?)" \
         in error["error"], error
-
-
-def test_the_dag_parse_warns_of_continuous_runs_without_a_data_gate(tmp_path, monkeypatch):
-    """The dag-processor's log says what an idle `@continuous` datasource without a gate costs; the DAG loads, and
-    one with a gate parses without that warning."""
-    import logging
-
-    from ingest_core.provider.dag_factory import load_specs
-
-    (tmp_path / "ungated.yaml").write_text(yaml.safe_dump(variant("ungated", schedule="@continuous")))
-    (tmp_path / "gated.yaml").write_text(yaml.safe_dump(variant("gated", schedule="@continuous",
-                                                                dataGate={"minRecords": 1, "maxWait": "PT1M"})))
-    logger, seen = logging.getLogger("ingest_core.provider.dag_factory"), []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = lambda record: seen.append(record.getMessage())
-    # Airflow's logging config, once loaded by an earlier test, disables loggers made before it
-    monkeypatch.setattr(logger, "disabled", False)
-    logger.addHandler(handler)
-    try:
-        dags, errors = load_specs(tmp_path)
-    finally:
-        logger.removeHandler(handler)
-    assert sorted(dags) == ["gated", "ungated"] and errors == []
-    warned = [message for message in seen if "without a dataGate" in message]
-    assert len(warned) == 1 and "ungated.yaml" in warned[0] and "16,000 empty runs a day" in warned[0], seen
