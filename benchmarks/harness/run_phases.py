@@ -64,7 +64,9 @@ def collect(query: Any, store: Any, datasource: str) -> list[RunPhases]:
                  "ORDER BY start_date", d=datasource)
     tis: dict[str, dict[str, list[tuple[float | None, float | None]]]] = {}
     for run_id, task_id, start, end in query(
-            "SELECT run_id, task_id, start_date, end_date FROM task_instance WHERE dag_id = :d", d=datasource):
+            # a skipped task ran nothing (a gate that ended its run idle skips the rest, stamping them with its end)
+            "SELECT run_id, task_id, start_date, end_date FROM task_instance WHERE dag_id = :d "
+            "AND (state IS NULL OR state != 'skipped')", d=datasource):
         tis.setdefault(run_id, {}).setdefault(task_id, []).append((to_epoch(start), to_epoch(end)))
     records = {r.run_id: r for r in store.runs.recent(datasource, limit=None)}
     reports: dict[str, list[Any]] = {}

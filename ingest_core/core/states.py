@@ -159,6 +159,9 @@ def _verb(event: Event) -> str:
 FIRST_LOOP_STATES = (DetailedState.PENDING, DetailedState.CONNECTING_TO_STREAM)
 
 LOOP_ERROR = "loop_error"  # the audit action of a failed loop (a plan step that raised)
+# the audit action of a loop its data gate ended idle (nothing new by maxWait), written only while the health
+# rules need successful loops after a failed one (`supervisor.gate.heals_health`)
+LOOP_IDLE = "loop_idle"
 
 
 def after_nothing_to_read(idle_enabled: bool | None, inactive_after: timedelta, last_active: datetime | None,

@@ -1,6 +1,8 @@
 """One Airflow DAG per datasource spec: [data gate ->] plan -> Spark jobs (one per task group x replica) -> replan
 -> the re-planned run's Spark jobs -> publish -> report. Each task is a few lines over the supervisor's step
-(`ingest_core.supervisor`, through `operators.run.airflow_step`); the Spark job tasks are handed typed inputs.
+(`ingest_core.supervisor`, through `operators.run.airflow_step`); the Spark job tasks are handed typed inputs. A
+data gate that reaches maxWait with nothing new ends the run: it skips every task after it whatever their trigger
+rules (`provider.sensors.data_gate`), so an idle datasource's run is the gate alone.
 
 Airflow's DAG folder holds a generated DAG file per spec (provider/dag_files.py, under `.ingest/`), each calling
 `spec_file_dags` for its own spec: the dag-processor parses each in a process of its own, with its own import
@@ -139,7 +141,8 @@ def build_dag(spec: DatasourceSpec) -> DAG:
             return summary
 
         # report runs whatever happened, so a run that cannot publish is marked FAILED in the metadata store;
-        # it only reads what upstream did, so retrying it would change nothing
+        # it only reads what upstream did, so retrying it would change nothing. A gate that ended the run idle
+        # skipped it (there is no plan to report on)
         @task(task_id="report", trigger_rule="all_done", retries=0, multiple_outputs=False)
         def report(**context: Any) -> dict:
             planned = context["ti"].xcom_pull(task_ids="plan") is not None

@@ -39,7 +39,7 @@ from ingest_core.core.spec import (
     find_spec_files,
     load_spec,
 )
-from ingest_core.core.states import LOOP_ERROR, State, effective_state, stored_state
+from ingest_core.core.states import LOOP_ERROR, LOOP_IDLE, State, effective_state, stored_state
 from ingest_core.executor import buckets
 from ingest_core.handover import deep_storage
 from ingest_core.handover.report import (
@@ -306,15 +306,18 @@ def build_status(*, datasource: str, stream: str, row: dict | None, committed: d
                  new_columns: NewColumns | None = None,
                  problems: Mapping[str, Sequence[ServiceProblem]] | None = None,
                  spec_warnings: Sequence[SpecProblem] = (),
-                 unavailable: Sequence[DependencyUnavailableError] = ()) -> StatusReport:
+                 unavailable: Sequence[DependencyUnavailableError] = (),
+                 idle_loops: Sequence[AuditRecord] = ()) -> StatusReport:
     """`failures`: the failed task groups' reports, by run id; `skipped`: records skipped by `ingest skip`, per
     partition (lost on purpose); `lost`: every `records_lost` audit record (counted, the recent ones shown as
     errors); `broker_error`: why the latest offsets are unknown; `unavailable`: the dependencies that did not
-    answer this read (the broker's error among them)."""
+    answer this read (the broker's error among them); `idle_loops`: successful loops that left no run record (a
+    data gate that ended its run with nothing new, `supervisor.gate.end_idle`)."""
     stored = stored_state(row["state"], row["detailed_state"]) if row else stored_state(None, None)
     suspended, terminated = stored[0] is State.SUSPENDED, stored[0] is State.TERMINATED
 
     loops = [Outcome(r.created_at, True) for r in runs] + [Outcome(a.created_at, False) for a in loop_errors]
+    loops += [Outcome(a.created_at, True) for a in idle_loops]
     tasks = [Outcome(r.published_at or r.created_at, ok) for r in runs if (ok := run_succeeded(r)) is not None]
     supervisor_ok = is_healthy(loops, thresholds.unhealthiness_threshold, thresholds.healthiness_threshold)
     tasks_ok = is_healthy(tasks, thresholds.task_unhealthiness_threshold, thresholds.task_healthiness_threshold)
@@ -477,6 +480,7 @@ def _store_read(store: MetadataStore, name: str, spec: DatasourceSpec | None, ru
     return dict(datasource=name, row=row, committed={tp: k.offset for tp, k in store.offsets.committed(name).items()},
                 offsets_last_updated=store.offsets.last_updated(name), runs=runs, row_stats=stats,
                 loop_errors=store.audit_log.records(name, action=LOOP_ERROR, limit=window), thresholds=thresholds,
+                idle_loops=store.audit_log.records(name, action=LOOP_IDLE, limit=window),
                 now=utcnow(), failures={r.run_id: [t for t in store.reports.of(name, r.run_id) if not t.succeeded]
                                         for r in runs if run_succeeded(r) is False},
                 skipped=skipped_records(store.audit_log.records(name, action=SKIP)),

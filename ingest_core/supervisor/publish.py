@@ -72,6 +72,12 @@ def state_event(spec: DatasourceSpec, plan: Plan, last_active: datetime | None, 
     """The state a published run leaves: RUNNING after rows; after nothing, IDLE or not by ioConfig.idleConfig."""
     if not plan.is_empty:
         return Event.PUBLISHED
+    return nothing_new_event(spec, last_active, now)
+
+
+def nothing_new_event(spec: DatasourceSpec, last_active: datetime | None, now: datetime | None = None) -> Event:
+    """The state a loop that found nothing to read leaves (an empty run's publish, a data gate ending idle): IDLE,
+    or not yet by ioConfig.idleConfig."""
     idle = spec.io_config.idle_config
     return after_nothing_to_read(None if idle is None else idle.enabled,
                                  timedelta(milliseconds=idle.inactive_after_millis if idle else 0), last_active,

@@ -79,3 +79,42 @@ def test_the_publish_of_a_run_that_found_nothing_leaves_the_idle_config_state(st
         publish_step(spec, "r0")
         assert store.datasources.get(name)["state"] == shown, name
     store.dispose()
+
+
+def test_a_gate_that_ends_its_run_idle_leaves_the_idle_config_state_and_heals_the_health(store):
+    """`gate.end_idle`: no run record, yet the state moves as after an empty run (idleConfig's clock from the first
+    look at the stream when no run was ever planned), and idle loops count as successful ones for the health
+    rules, recorded only while the rules need them."""
+    from ingest_core.core.states import LOOP_ERROR, LOOP_IDLE
+    from ingest_core.service.status import store_status
+    from ingest_core.store.schema import datasources, utcnow
+    from ingest_core.supervisor.gate import end_idle
+
+    cases = {"no_idle_config": ({}, "IDLE"), "idle_after_an_hour": ({"enabled": True, "inactiveAfterMillis": 3_600_000},
+                                                                      "IDLE"),
+             "idle_after_two_days": ({"enabled": True, "inactiveAfterMillis": 172_800_000}, "RUNNING"),
+             "idle_disabled": ({"enabled": False}, "RUNNING")}
+    for name, (idle, shown) in cases.items():
+        spec = make_spec("localhost:9", name, topic="edits", **({"idleConfig": idle} if idle else {}))
+        store.datasources.set_state(name, Event.CONNECTING)  # its first look at the stream, a day ago
+        with store.session() as conn:
+            conn.execute(datasources.update().where(datasources.c.name == name).values(
+                created_at=utcnow() - timedelta(days=1)))
+        end_idle(spec, "idle-run", store)
+        assert store.datasources.get(name)["state"] == shown, name
+        assert store.runs.recent(name) == [] and store.audit_log.records(name) == []  # healthy: nothing written
+
+    spec = make_spec("localhost:9", "flaky", topic="edits")
+    store.datasources.set_state("flaky", Event.CONNECTING)
+    for _ in range(3):  # three failed loops in a row: UNHEALTHY_SUPERVISOR
+        store.audit_log.write("flaky", LOOP_ERROR, {"error": "broker down", "detailedState": "LOST_CONTACT_WITH_STREAM"})
+    assert store_status(store, "flaky", spec).state == "UNHEALTHY_SUPERVISOR"
+    for i in range(2):
+        end_idle(spec, f"idle-{i}", store)
+    assert store_status(store, "flaky", spec).state == "UNHEALTHY_SUPERVISOR"  # two of healthinessThreshold 3
+    end_idle(spec, "idle-2", store)
+    report = store_status(store, "flaky", spec)
+    assert (report.state, report.healthy) == ("IDLE", True)
+    end_idle(spec, "idle-3", store)  # healthy again: no more rows per idle run
+    assert [a.details["runId"] for a in store.audit_log.records("flaky", action=LOOP_IDLE)] == [
+        "idle-0", "idle-1", "idle-2"]

@@ -1,5 +1,6 @@
 """A spec's warnings (a field Druid would ignore, a batch no-op) are shown where a user looks: `ingest validate`
-(tests/unit/test_spec.py), `ingest status` and the Ingest tab, each with the field's path."""
+(tests/unit/test_spec.py), `ingest status` and the Ingest tab, each with the field's path, and the dag-processor's
+log."""
 
 import json
 
@@ -41,3 +42,29 @@ def test_status_and_the_ingest_tab_show_the_specs_warnings(tmp_path, monkeypatch
     finally:
         ui._parsed_specs.cache_clear()
     assert "<h3>Spec warnings</h3>" in page and "<code>spec.ioConfig.taskCout</code>: unknown field" in page
+
+
+def test_the_dag_parse_warns_of_continuous_runs_without_a_data_gate(tmp_path, monkeypatch):
+    """The dag-processor's log says what an idle `@continuous` datasource without a gate costs; the DAG loads, and
+    one with a gate parses without that warning."""
+    import logging
+
+    from ingest_core.provider.dag_factory import load_specs
+
+    for name, microbatch in (("ungated", {"schedule": "@continuous"}),
+                             ("gated", {"schedule": "@continuous", "dataGate": {"minRecords": 1, "maxWait": "PT1M"}})):
+        raw = make_spec("localhost:9", name, topic="edits", microbatch=microbatch).to_raw()
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(raw))
+    logger, seen = logging.getLogger("ingest_core.provider.dag_factory"), []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: seen.append(record.getMessage())
+    # Airflow's logging config, once loaded by an earlier test, disables loggers made before it
+    monkeypatch.setattr(logger, "disabled", False)
+    logger.addHandler(handler)
+    try:
+        dags, errors = load_specs(tmp_path)
+    finally:
+        logger.removeHandler(handler)
+    assert sorted(dags) == ["gated", "ungated"] and errors == []
+    warned = [message for message in seen if "without a dataGate" in message]
+    assert len(warned) == 1 and "ungated.yaml" in warned[0] and "16,000 empty runs a day" in warned[0], seen

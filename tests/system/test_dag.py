@@ -278,8 +278,7 @@ def test_independent_datasources_through_the_dag_at_once(tmp_path, example, brok
                 suspend_resume_and_terminate_drive_the_dag(tmp_path / "operated", broker, metadata_url,
                                                            spark_connect),
                 two_replicas_publish_once(tmp_path / "replicated", broker, metadata_url),
-                the_data_gate_ends_an_idle_run_cleanly_and_releases_when_data_arrives(tmp_path / "gated", broker,
-                                                                                      metadata_url, spark_connect),
+                the_data_gate_releases_when_data_arrives(tmp_path / "gated", broker, metadata_url, spark_connect),
                 a_failed_run_says_which_records_and_why_and_skip_moves_past_exactly_them(
                     tmp_path / "strict", broker, metadata_url, spark_connect),
                 druids_transform_tutorial_spec_as_druid_writes_it_gives_its_printed_rows_through_the_dag(
@@ -412,25 +411,13 @@ def produce_events(bootstrap: str, topic: str, n: int, seed: int) -> None:
     assert p.flush(30) == 0
 
 
-def the_data_gate_ends_an_idle_run_cleanly_and_releases_when_data_arrives(tmp_path, broker, metadata_url,
-                                                                          spark_connect):
+def the_data_gate_releases_when_data_arrives(tmp_path, broker, metadata_url, spark_connect):
     own_dags = dags_folder(tmp_path)
-    idle_topic, topic = broker.create_topic(partitions=2), broker.create_topic(partitions=2)
-    write_example_variant(own_dags, "gated_idle", idle_topic, taskCount=1,
-                          microbatch={"dataGate": {"minRecords": 100, "maxWait": "PT2S", "pokeInterval": "PT1S"}})
+    topic = broker.create_topic(partitions=2)
     write_example_variant(own_dags, "gated", topic, taskCount=1,
                           microbatch={"dataGate": {"minRecords": 100, "maxWait": "PT30M", "pokeInterval": "PT1S"}})
     home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url, spark_connect.url)
     store = MetadataStore(metadata_url)
-
-    # nothing new: the gate waits maxWait, then the run plans nothing, publishes nothing and reads IDLE
-    done = yield home.later("dags", "test", "gated_idle", "2026-01-01T00:00:00+00:00")
-    log = done.stdout + done.stderr
-    assert "deferring for up to" in log and "maxWait PT2S passed with nothing new" in log
-    (run,) = store.runs.recent("gated_idle")
-    assert run.status is RunStatus.PUBLISHED and run.plan.is_empty
-    assert store.segment_records.of("gated_idle") == []
-    assert store.datasources.get("gated_idle")["state"] == "IDLE"
 
     # 40 records do not open a gate of 100; 80 more, produced while it waits, do (long before maxWait)
     produce_events(broker.bootstrap, topic, 40, seed=1)
@@ -439,6 +426,63 @@ def the_data_gate_ends_an_idle_run_cleanly_and_releases_when_data_arrives(tmp_pa
     assert any("data gate open: 120 new records" in line for line in lines), "".join(lines[-80:])
     assert edits(store, "gated") == 120
     assert store.datasources.get("gated")["state"] == "RUNNING"
+
+
+DOWNSTREAM_OF_THE_GATE = ("plan", "spark_job", "replan", "replanned_job", "publish", "report")
+
+
+def test_an_idle_gate_ends_the_run_skipped_and_the_next_run_publishes_the_record_once(tmp_path, broker,
+                                                                                      metadata_url, spark_connect):
+    """Nothing new by maxWait: the gate ends the run and every other task is skipped (no process, no plan, no run
+    record), the datasource reads IDLE with no lag; the record that arrives next is published by the next run,
+    once."""
+    own_dags = dags_folder(tmp_path)
+    topic = broker.create_topic(partitions=2)
+    write_example_variant(own_dags, "idle_gated", topic, taskCount=1,
+                          microbatch={"dataGate": {"minRecords": 1, "maxWait": "PT2S", "pokeInterval": "PT1S"}})
+    home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url, spark_connect.url)
+    with MetadataStore(metadata_url) as store:
+        idle_run_then_one_record(home, broker, topic, store)
+
+
+def idle_run_then_one_record(home: AirflowHome, broker, topic: str, store: MetadataStore) -> None:
+
+    def task_states(logical_date: str) -> dict[str, str]:
+        with home.db() as db:
+            return dict(db.execute(
+                "SELECT ti.task_id, ti.state FROM task_instance ti JOIN dag_run r ON r.dag_id = ti.dag_id AND "
+                "r.run_id = ti.run_id WHERE ti.dag_id = 'idle_gated' AND r.logical_date LIKE ?",
+                (logical_date[:10] + "%",)))
+
+    from test_metrics import StatsdListener, parse_influx
+
+    statsd = StatsdListener()  # the gate that ended the run sends the datasource's metrics (there is no report)
+    try:
+        done = home.airflow("dags", "test", "idle_gated", "2026-01-01T00:00:00+00:00", env={
+            **home.env, "AIRFLOW__METRICS__STATSD_ON": "True", "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+            "AIRFLOW__METRICS__STATSD_PORT": str(statsd.port), "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
+            "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True"})
+    finally:
+        statsd.close()
+    lags = [parse_influx(line) for line in statsd.lines if line.startswith("airflow.ingest/kafka/lag")]
+    log = done.stdout + done.stderr
+    assert [(tags["dataSource"], value) for _, tags, value, _ in lags] == [("idle_gated", 0.0)], log[-3000:]
+    assert "maxWait PT2S passed with nothing new" in log, log[-4000:]
+    assert task_states("2026-01-01") == {"data_gate": "success", **dict.fromkeys(DOWNSTREAM_OF_THE_GATE, "skipped")}
+    assert "plan of run" not in log and "run report:" not in log  # no plan or report step ran
+    assert store.runs.recent("idle_gated") == []
+    status = ingest(home, "status", "idle_gated", "--json")
+    assert status.returncode == 0, status.stdout + status.stderr
+    payload = json.loads(status.stdout)["payload"]
+    assert (payload["state"], payload["detailedState"], payload["healthy"], payload["aggregateLag"]) == (
+        "IDLE", "IDLE", True, 0)
+
+    produce_events(broker.bootstrap, topic, 1, seed=7)
+    home.dags_test("idle_gated", "2026-01-02T00:00:00+00:00")
+    assert task_states("2026-01-02")["publish"] == "success"
+    assert edits(store, "idle_gated") == 1
+    assert sum(k.offset for k in store.offsets.committed("idle_gated").values()) == 1
+    assert store.datasources.get("idle_gated")["state"] == "RUNNING"
 
 
 def dags_test_fed_while_gated(home: AirflowHome, dag_id: str, bootstrap: str, topic: str) -> tuple[int, list[str]]:

@@ -70,6 +70,27 @@ def test_a_continuous_schedule_runs_one_run_at_a_time():
         example(**{"compaction": {"schedule": "@continuous"}}))["compaction.schedule"]
 
 
+def test_continuous_without_a_data_gate_loads_with_a_warning_that_says_why_and_what_to_set(tmp_path, capsys):
+    """Runs back to back on an idle topic cost ~16,000 empty runs a day: a warning (a spec that loaded before
+    still loads), at `ingest validate` and at DAG parse (the spec's warnings); with a gate, none."""
+    from ingest_core.service.cli import main
+
+    spec = parse_spec(example(**{"microbatch.schedule": "@continuous"}))
+    (warning,) = [w for w in spec.warnings if w.path == "microbatch.schedule"]
+    assert "16,000 empty runs a day" in warning.message and "5 task processes" in warning.message
+    assert "dataGate: {minRecords: 1, maxWait: PT1M}" in warning.message
+    gated = parse_spec(example(**{"microbatch.schedule": "@continuous",
+                                  "microbatch.dataGate": {"minRecords": 1, "maxWait": "PT1M"}}))
+    assert not [w for w in gated.warnings if w.path == "microbatch.schedule"]
+    assert not [w for w in parse_spec(example()).warnings if w.path == "microbatch.schedule"]  # a period: none
+
+    path = tmp_path / "continuous.yaml"
+    path.write_text(yaml.safe_dump(example(**{"microbatch.schedule": "@continuous"})))
+    assert main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "warning: microbatch.schedule: '@continuous' without a dataGate" in out, out
+
+
 def test_read_up_to_picks_where_a_scheduled_run_ends():
     def micro(**fields):
         return parse_spec(example(**{f"microbatch.{k}": v for k, v in fields.items()})).microbatch

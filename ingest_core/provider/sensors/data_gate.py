@@ -3,8 +3,11 @@
 
 It passes at once when at least `minRecords` new records are there (or the run already has a plan: a clear or
 a retry re-executes that plan). Otherwise it defers to `NewRecordsTrigger` and frees its worker slot until
-the records arrive or `maxWait` passes. Either way the run goes on to plan what there is: with nothing new
-the plan is empty, no Spark job runs, nothing is published and the datasource reads IDLE.
+the records arrive or `maxWait` passes. With records (fewer than `minRecords`) the run goes on to plan them.
+With nothing new the run ends here (`supervisor.gate.end_idle`: the datasource reads IDLE, no plan): every other
+task of the run is skipped at once, whatever its trigger rule (the way `ShortCircuitOperator` skips), so none
+starts a process. A broker that did not answer by maxWait is no idle topic: the run plans, and its plan step
+records the failed loop.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Mapping
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk import BaseSensorOperator, PokeReturnValue, SkipMixin
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, TaskDeferralTimeout
 
 from ingest_core.core.offsets import TopicPartition
@@ -27,11 +30,13 @@ if TYPE_CHECKING:
 TRIGGER_TIMEOUT_SLACK = timedelta(minutes=5)
 
 
-class DataGateSensor(BaseSensorOperator):
+class DataGateSensor(BaseSensorOperator, SkipMixin):
     """Looks once; while the gate is closed it waits in the triggerer (`NewRecordsTrigger`), never poking from
     a worker. `poke_interval` is the gate's `pokeInterval`, `timeout` its `maxWait` plus a slack."""
 
     ui_color = "#e8f4fa"
+
+    ended_idle = False  # set by the run that ended here: the metrics listener then sends the datasource's figures
 
     def __init__(self, *, spec: DatasourceSpec, **kwargs: Any):
         gate = spec.microbatch.data_gate
@@ -82,10 +87,22 @@ class DataGateSensor(BaseSensorOperator):
         elif event.get("records"):
             self.log.info("data gate: maxWait %s passed with %d new records (< minRecords %d): ingesting them",
                           gate.max_wait, event["records"], gate.min_records)
+        elif event.get("error"):
+            self.log.info("data gate: maxWait %s passed with nothing new and the broker not answering (%s): the "
+                          "plan step tries it again", gate.max_wait, event["error"])
         else:
-            self.log.info("data gate: maxWait %s passed with nothing new: the run ends IDLE%s", gate.max_wait,
-                          f" (last error: {event['error']})" if event.get("error") else "")
+            self.end_idle(context)
         return event
+
+    def end_idle(self, context: Any) -> None:
+        """Nothing new by maxWait: the run ends with this task; its other tasks are skipped, none runs."""
+        from ingest_core.supervisor.gate import end_idle
+
+        state, _ = airflow_step(lambda: end_idle(self.spec, RunContext.from_airflow(context).run_id))
+        self.log.info("data gate: maxWait %s passed with nothing new: the run ends here, the datasource reads %s; "
+                      "its other tasks are skipped", self.spec.microbatch.data_gate.max_wait, state.value)
+        self.ended_idle = True
+        self.skip(context["ti"], context["task"].get_flat_relatives(upstream=False))
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
         # Airflow's deferral timeout fires only when no triggerer ran the trigger (it ends itself at maxWait): an
