@@ -232,7 +232,7 @@ def plan_case(case: str, repeat: int, spec: Any, store: MetadataStore, brokers: 
             if rid is not None:
                 store.runs.move(DATASOURCE, rid, RunEvent.FAIL, error="benchmark")
         out.append({"wall": wall, "cpu": cpu, "broker_cpu": broker_cpu, "parts": parts,
-                    "xcom": len(json.dumps(jobs)), "partitions": len(record.plan.partitions),
+                    "xcom": len(json.dumps([job.to_json() for job in jobs])), "partitions": len(record.plan.partitions),
                     "ends": record.plan.end_offsets(), "groups": record.plan.groups})
     return out
 

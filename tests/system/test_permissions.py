@@ -592,7 +592,7 @@ def test_sql_names_columns_and_describes_datasources_as_druid_does(server):
         [1, "__time", "NO", "TIMESTAMP", 93], [2, "page", "YES", "VARCHAR", 12], [3, "added", "YES", "BIGINT", -5]])
     status, body = sql_json(server, "reader", "SELECT * FROM INFORMATION_SCHEMA.SCHEMATA")
     assert status == 200 and [(s["CATALOG_NAME"], s["SCHEMA_NAME"]) for s in body] == [
-        ("druid", "druid"), ("druid", "INFORMATION_SCHEMA")], body
+        ("druid", "druid"), ("druid", "INFORMATION_SCHEMA"), ("druid", "sys")], body
 
 
 def test_sql_refuses_what_reveals_the_host_and_runs_the_read_only_sql_a_user_writes(server):
