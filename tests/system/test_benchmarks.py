@@ -79,7 +79,7 @@ def test_plan_partitions(broker):
     parts = figures(out, {part: rf"^  {re.escape(part)}\s+{NUMBER} s\b" for part in (
         "kafka: discover partitions", "kafka: offsets (and topic ids)", "kafka: earliest offsets", "kafka: topic ids",
         "store: committed offsets", "pure: start offsets", "pure: plan (groups, splits)", "store: plan persisted",
-        "deep storage: plan staged", "rest (outside the timed calls)")})
+        "deep storage: group inputs staged", "rest (outside the timed calls)")})
     assert got["partitions"] == [50]  # --tiny's size, so the run above was the tiny one
     assert all(v >= 0 for values in parts.values() for v in values), parts
     assert_positive(got)
