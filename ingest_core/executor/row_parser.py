@@ -50,7 +50,7 @@ from ingest_core.executor.row_values import (
     METRIC_INPUT_TYPES,
     Target,
     as_text,
-    checked_sketches,
+    checked_inputs,
     is_flat,
     plain_array,
     short,
@@ -190,9 +190,10 @@ class RowParser:
                     seen.add(col)
                     targets.append(Target(col, field_name, kind, True))
         self.targets = targets
-        # sketches sent as input (isInputThetaSketch, HLLSketchMerge): checked per row, a bad one is null
-        self.sketch_inputs = {metric_input_column(f, "string"): a.sketch for a in schema.metrics_spec
-                              if a.sketch is not None and a.sketch.from_sketches for f in a.input_fields}
+        # serialized inputs (isInputThetaSketch, HLLSketchMerge, a variance collector): checked per row, a bad
+        # one is null
+        self.serialized_inputs = {metric_input_column(f, "string"): a.serialized_input for a in schema.metrics_spec
+                                  if a.serialized_input is not None for f in a.input_fields}
         # hashed sketch inputs: each value's kind beside its text, so a sketch hashes it as Druid would
         self.hashed_inputs = sorted({metric_input_column(f, "string") for a in schema.metrics_spec
                                      if a.hashes_typed_values for f in a.input_fields})
@@ -385,8 +386,8 @@ class RowParser:
             out[t.column] = typed_column(t, source, n, with_error, self.multi_value.get(t.source, "sorted_array"))
             if t.is_metric_input and t.column in self.hashed_inputs:
                 out[value_kind_column(t.column)] = value_kinds(source, n)
-        for column, params in self.sketch_inputs.items():
-            out[column] = checked_sketches(out[column], params, column, with_error)
+        for column, serialized in self.serialized_inputs.items():
+            out[column] = checked_inputs(out[column], serialized, column, with_error)
         if self.schemaless:
             out[DIMS_JSON] = self._discovered(p.rows, columns, n)
         if self.typed_discovery:

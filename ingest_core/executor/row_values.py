@@ -13,10 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest_core.core.aggregators import DOUBLE, LIST, LONG, TEXT
+from ingest_core.core.aggregators import DOUBLE, LIST, LONG, TEXT, SerializedInput
 from ingest_core.executor.expr_values import concat_arrays
 from ingest_core.executor.formats.base import json_text
-from ingest_core.executor.sketches import input_sketch_bytes
 
 DIM_TYPES = {"string": pa.string(), "long": pa.int64(), "float": pa.float32(), "double": pa.float64(),
              "json": pa.string(), "auto": pa.string()}
@@ -218,18 +217,19 @@ def value_kinds(raw: Any, n: int) -> pa.Array:
     return pa.array([kind(v) for v in raw], pa.int8())
 
 
-def checked_sketches(values: pa.Array, params: Any, column: str, with_error: dict[int, str]) -> pa.Array:
-    """Input sketches (base64 text) that DataSketches reads; any other value is null and its row
-    processedWithError, as Druid's parse exception for a sketch it cannot read."""
+def checked_inputs(values: pa.Array, serialized: SerializedInput, column: str, with_error: dict[int, str]
+                   ) -> pa.Array:
+    """Serialized inputs (base64 text: sketches, variance collectors) that `serialized` reads; any other value is
+    null and its row processedWithError, as Druid's parse exception for a value it cannot read."""
     out = values.to_pylist()
     for row, text in enumerate(out):
         if text is None:
             continue
         try:
-            input_sketch_bytes(params, text)
+            serialized.read(text)
         except ValueError as exc:
             out[row] = None
-            with_error.setdefault(row, f"could not read a sketch from [{short(text)}] for metric input "
+            with_error.setdefault(row, f"could not read {serialized.noun} from [{short(text)}] for metric input "
                                        f"'{column.split('_', 4)[-1]}': {exc}; stored as null")
     return pa.array(out, pa.string())
 

@@ -19,7 +19,6 @@ Druid's utf16le gives (a union with Druid-built sketches counts it twice; counts
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 from typing import Any, Callable
 
@@ -48,20 +47,6 @@ def empty(params: SketchParams) -> bytes:
 def deserialize(params: SketchParams, data: bytes) -> Any:
     """A sketch from its serialized bytes; ValueError (or RuntimeError from the library) when they are not one."""
     return params.deserialize(data)
-
-
-def input_sketch_bytes(params: SketchParams, text: str) -> bytes:
-    """A sketch sent as input (isInputThetaSketch, HLLSketchMerge): base64 text, as Druid takes it. Raises
-    ValueError saying what is wrong."""
-    try:
-        data = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError("not base64 text (a serialized DataSketches sketch is sent as base64)") from None
-    try:
-        deserialize(params, data)
-    except Exception as exc:  # noqa: BLE001 - the library raises ValueError or RuntimeError
-        raise ValueError(f"not a serialized DataSketches {params.description} sketch ({exc})") from None
-    return data
 
 
 def merge(params: SketchParams, parts: list[bytes], *, rebuild: bool = False) -> bytes:

@@ -102,6 +102,39 @@ def test_collectors_sent_as_input_merge():
     assert collector(merged) == pytest.approx((4, 10.0, 5.0))
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=40), st.binary(max_size=30).map(
+    lambda b: __import__("base64").b64encode(b).decode())), min_size=1, max_size=6))
+def test_a_bad_collector_sent_as_input_is_its_rows_error_alone(bad):
+    """A value that is not a serialized collector (any text, any base64 of other than 24 bytes) is null and its row
+    processedWithError, as a bad input sketch is: the job goes on and the good rows merge."""
+    import base64
+
+    good = base64.b64encode(rolled_up({"type": "variance", "name": "v", "fieldName": "v", "inputType": "long"},
+                                      [1, 2, 3], [])).decode()
+    bad = [b for b in bad if not _is_collector(b)]
+    spec = parse_spec(metrics_spec([{"type": "variance", "name": "v", "fieldName": "v", "inputType": "variance"}]))
+    parser = RowParser(spec, datetime(2026, 1, 1, tzinfo=timezone.utc), max_saved_exceptions=10)
+    records = [{"ts": T, "page": "p", "v": good}] + [{"ts": T + 1 + i, "page": "p", "v": b} for i, b in enumerate(bad)]
+    parsed = parser.parse(RecordChunk("t", 0, range(len(records)), [json.dumps(r).encode() for r in records]))
+    assert (parsed.stats.processed, parsed.stats.processed_with_error) == (1, len(bad))
+    assert all("could not read a variance collector from" in e.message and "for metric input 'v'" in e.message
+               for e in parsed.exceptions)
+    (agg,) = aggregators(spec)
+    (row,) = PartialRollup(["page"], [agg]).aggregate(parsed.table).to_pylist()
+    assert collector(row["v"]) == pytest.approx((3, 6.0, 2.0))
+
+
+def _is_collector(text: str) -> bool:
+    import base64
+    import binascii
+
+    try:
+        return len(base64.b64decode(text, validate=True)) == 24
+    except (binascii.Error, ValueError):
+        return False
+
+
 def test_druid_defaults_and_bad_fields():
     spec = parse_spec(metrics_spec([{"type": "variance", "name": "v", "fieldName": "x"}]))
     (a,) = spec.data_schema.metrics_spec

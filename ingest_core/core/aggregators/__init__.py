@@ -35,6 +35,7 @@ from ingest_core.core.aggregators.base import (
     AggregatorType,
     Evaluator,
     Orders,
+    SerializedInput,
     of,
     register,
 )
@@ -51,7 +52,7 @@ from ingest_core.core.aggregators.sketches import (
 from ingest_core.core.aggregators.variance import Variance
 
 __all__ = ["DOUBLE", "LIST", "LONG", "TEXT", "STRING_DEFAULT_MAX_BYTES", "AggregatorType", "Evaluator", "Orders",
-           "SketchParams", "REGISTRY", "of", "register", "SUPPORTED_AGGREGATORS", "REFUSED_AGGREGATORS"]
+           "SerializedInput", "SketchParams", "REGISTRY", "of", "register", "SUPPORTED_AGGREGATORS", "REFUSED_AGGREGATORS"]
 
 register(Count, "count")
 for _kind in ("long", "double", "float"):

@@ -19,10 +19,12 @@ A new type is one module with one subclass and a `register` line in `core/aggreg
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, Callable, ClassVar, Protocol
 
 from ingest_core.core.binding import BindContext, bind_object, check_range, join
 
@@ -63,6 +65,25 @@ class Orders:
 
     first: str
     last: str
+
+
+@dataclass(frozen=True)
+class SerializedInput:
+    """Input values that arrive serialized, as base64 text (sketches to merge, variance collectors): `read` gives
+    one value's bytes or raises ValueError saying what is wrong; `noun` names such a value in its row's error. The
+    row parser checks each value (a bad one is null and its row processedWithError), so no bad value reaches the
+    row step or Spark."""
+
+    noun: str
+    read: Callable[[str], bytes]
+
+
+def base64_bytes(text: str, what: str) -> bytes:
+    """The bytes of base64 `text`; ValueError naming `what` is sent so."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"not base64 text ({what} is sent as base64)") from None
 
 
 class AggregatorType:
@@ -110,6 +131,10 @@ class AggregatorType:
 
     def sketch(self, agg: Any) -> Any:
         """The `SketchParams` of a sketch type, else None."""
+        return None
+
+    def serialized_input(self, agg: Any) -> SerializedInput | None:
+        """How its input values are read when they arrive serialized; None for plain values."""
         return None
 
     def hashes_typed_values(self, agg: Any) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ingest_core.core.aggregators.base import AggregatorType, Evaluator
+from ingest_core.core.aggregators.base import AggregatorType, Evaluator, SerializedInput, base64_bytes
 from ingest_core.core.binding import BindContext, check_range, did_you_mean, join
 
 # Druid's defaults and ranges (the DataSketches libraries' own limits)
@@ -80,6 +80,10 @@ class SketchType(AggregatorType):
 
     def stored_type(self, agg: Any) -> str:
         return "binary"
+
+    def serialized_input(self, agg: Any) -> SerializedInput | None:
+        p = self.sketch(agg)
+        return SerializedInput("a sketch", lambda text: input_sketch_bytes(p, text)) if p.from_sketches else None
 
     def combine(self, agg: Any, parts: list[Any], evaluate: Evaluator) -> Any:
         p, kept = self.sketch(agg), [part for part in parts if part is not None]
@@ -266,3 +270,14 @@ class KllSketch(SketchType):
 
 _FAMILIES: dict[str, SketchType] = {t.family: t("", None) for t in (ThetaSketch, HllSketch, QuantilesSketch,
                                                                      KllSketch)}
+
+
+def input_sketch_bytes(params: SketchParams, text: str) -> bytes:
+    """A sketch sent as input (isInputThetaSketch, HLLSketchMerge): base64 text, as Druid takes it. Raises
+    ValueError saying what is wrong."""
+    data = base64_bytes(text, "a serialized DataSketches sketch")
+    try:
+        params.deserialize(data)
+    except Exception as exc:  # noqa: BLE001 - the library raises ValueError or RuntimeError
+        raise ValueError(f"not a serialized DataSketches {params.description} sketch ({exc})") from None
+    return data

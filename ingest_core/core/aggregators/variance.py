@@ -13,13 +13,11 @@ query-time in Druid: the read side (`read_sql`) gives the variance it names.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import struct
 from dataclasses import dataclass
 from typing import Any
 
-from ingest_core.core.aggregators.base import AggregatorType, Evaluator
+from ingest_core.core.aggregators.base import AggregatorType, Evaluator, SerializedInput, base64_bytes
 from ingest_core.core.binding import BindContext, join
 
 INPUT_TYPES = ("float", "double", "long", "variance")
@@ -97,6 +95,9 @@ class Variance(AggregatorType):
         text."""
         return {"variance": "string", "long": "long"}.get(agg.params.input_type, "double")
 
+    def serialized_input(self, agg: Any) -> SerializedInput | None:
+        return SerializedInput("a variance collector", _decoded) if agg.params.input_type == "variance" else None
+
     def stored_type(self, agg: Any) -> str:
         return "binary"
 
@@ -131,11 +132,11 @@ def is_population(estimator: str | None) -> bool:
 
 
 def _decoded(text: str) -> bytes:
-    try:
-        data = base64.b64decode(text, validate=True)
-        Collector.from_bytes(data)
-    except (binascii.Error, ValueError, struct.error):
-        raise ValueError(f"not a serialized variance collector (24 bytes, base64): {text[:40]!r}") from None
+    """A collector sent as input (`inputType: variance`): ValueError saying what is wrong."""
+    data = base64_bytes(text, "a serialized variance collector")
+    if len(data) != _FORMAT.size:
+        raise ValueError(f"not a serialized variance collector ({_FORMAT.size} bytes: count, sum, nvariance), "
+                         f"got {len(data)} bytes")
     return data
 
 

@@ -109,6 +109,11 @@ class Aggregator:
         return self.kind.sketch(self.inner)
 
     @property
+    def serialized_input(self) -> Any:
+        """The `core.aggregators.SerializedInput` of a metric whose inputs arrive serialized, else None."""
+        return self.kind.serialized_input(self.inner)
+
+    @property
     def hashes_typed_values(self) -> bool:
         """Whether the inputs are read with each value's kind, as Druid's parser typed it (`core.aggregators`):
         theta, HLL and hyperUnique built from values hash a long as a long; an expression folds typed values."""
