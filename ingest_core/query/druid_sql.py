@@ -26,7 +26,13 @@ from sqlglot import exp
 from sqlglot.dialects.druid import Druid
 from sqlglot.parsers.druid import DruidParser
 
-from ingest_core.query import aggregate_functions, scalar_functions, sketch_functions as sk, time_functions
+from ingest_core.query import (
+    aggregate_functions,
+    scalar_functions,
+    sketch_functions as sk,
+    stats_functions,
+    time_functions,
+)
 from ingest_core.query.errors import DruidSqlError
 from ingest_core.query.time_functions import UTC
 
@@ -162,6 +168,8 @@ def _druid_name(node: exp.Expression) -> str | None:
         return "APPROX_COUNT_DISTINCT"
     if isinstance(node, exp.JSONValue):
         return "JSON_VALUE"
+    if type(node) in stats_functions.NODES:
+        return stats_functions.NODES[type(node)]
     if isinstance(node, exp.Func) and node.sql_name() in UNSUPPORTED:  # one sqlglot parses to its own node
         return node.sql_name()
     return None
@@ -195,9 +203,10 @@ def _keep_filter_and_window(node: exp.Expression, new: exp.Expression) -> tuple[
 # the rewrites, by Druid's name of the function
 _ZONED = time_functions.ZONED
 _REWRITES: dict[str, Callable[..., exp.Expression]] = {
-    **_ZONED, **time_functions.REWRITES, **aggregate_functions.REWRITES, **scalar_functions.REWRITES}
-_AGGREGATES = aggregate_functions.AGGREGATES
-_DUCKDB_HAS = {"ANY_VALUE", "APPROX_COUNT_DISTINCT", "JSON_VALUE", "JSON_QUERY", "FLOOR_TO", "CEIL_TO",  # by name
+    **_ZONED, **time_functions.REWRITES, **aggregate_functions.REWRITES, **scalar_functions.REWRITES,
+    **stats_functions.REWRITES}
+_AGGREGATES = aggregate_functions.AGGREGATES | stats_functions.AGGREGATES
+_DUCKDB_HAS = {*stats_functions.KINDS, "ANY_VALUE", "APPROX_COUNT_DISTINCT", "JSON_VALUE", "JSON_QUERY", "FLOOR_TO", "CEIL_TO",  # by name
                "REGEXP_EXTRACT"}
 
 # Druid SQL functions (core and its extensions) this server does not run; besides these the MV_*, DS_TUPLE_*,
@@ -223,4 +232,5 @@ def register(con, sql: str) -> None:
     for name in MACROS:  # in order: a macro after those it calls
         if name in needed:
             con.execute(f"CREATE TEMP MACRO {name}{MACROS[name]}")
-    sk.register(con, {name for name in sk.FUNCTIONS if name in text})
+    functions = {**sk.FUNCTIONS, **stats_functions.FUNCTIONS}
+    sk.register(con, {name for name in functions if name in text}, functions)

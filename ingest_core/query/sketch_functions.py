@@ -139,9 +139,9 @@ def _rows(*columns: Any) -> zip:
     return zip(*(c.to_pylist() for c in columns))
 
 
-def _udf(out_type: pa.DataType, row: Callable[..., Any]) -> Callable[..., pa.Array]:
+def udf_of(out_type: pa.DataType, row: Callable[..., Any]) -> Callable[..., pa.Array]:
     """A vectorized UDF: `row` applied to each row's values. A null first argument gives null, except for an
-    aggregate's finishing function (`_aggregate_row`: a group of no rows is its empty sketch)."""
+    aggregate's finishing function (`aggregate_row`: a group of no rows is its empty sketch)."""
     takes_null = row in _AGGREGATE_ROWS
 
     def udf(*columns: Any) -> pa.Array:
@@ -155,17 +155,17 @@ def _udf(out_type: pa.DataType, row: Callable[..., Any]) -> Callable[..., pa.Arr
 _AGGREGATE_ROWS: set[Callable[..., Any]] = set()
 
 
-def _aggregate_row(fn: Callable[..., Any]) -> Callable[..., Any]:
+def aggregate_row(fn: Callable[..., Any]) -> Callable[..., Any]:
     _AGGREGATE_ROWS.add(fn)
     return fn
 
 
-@_aggregate_row
+@aggregate_row
 def ds_theta(values, size):
     return theta_of(values, size).serialize()
 
 
-@_aggregate_row
+@aggregate_row
 def ds_theta_count(values, size):
     return _round(theta_of(values, size).get_estimate())
 
@@ -180,7 +180,7 @@ def theta_estimate_bounds(data, num_std_dev):
             "lowBound": sketch.get_lower_bound(num_std_dev), "numStdDev": num_std_dev}
 
 
-@_aggregate_row
+@aggregate_row
 def theta_set_op(sketches, op, size):
     """THETA_SKETCH_UNION / _INTERSECT / _NOT over the row's sketches (a null sketch: an empty one)."""
     parts = [_theta(s) if s is not None else dsk.update_theta_sketch().compact() for s in sketches]
@@ -201,12 +201,12 @@ def theta_set_op(sketches, op, size):
     return result.serialize()
 
 
-@_aggregate_row
+@aggregate_row
 def ds_hll(values, lg_k, tgt):
     return hll_of(values, lg_k, tgt).serialize_compact()
 
 
-@_aggregate_row
+@aggregate_row
 def ds_hll_count(values, lg_k, tgt):
     return _round(hll_of(values, lg_k, tgt).get_estimate())
 
@@ -220,7 +220,7 @@ def hll_estimate_bounds(data, num_std_dev):
     return [sketch.get_estimate(), sketch.get_lower_bound(num_std_dev), sketch.get_upper_bound(num_std_dev)]
 
 
-@_aggregate_row
+@aggregate_row
 def hll_set_union(sketches, lg_k, tgt):
     union = dsk.hll_union(lg_k)
     for data in sketches:
@@ -229,12 +229,12 @@ def hll_set_union(sketches, lg_k, tgt):
     return union.get_result(getattr(dsk.tgt_hll_type, tgt)).serialize_compact()
 
 
-@_aggregate_row
+@aggregate_row
 def ds_quantiles(values, k):
     return quantiles_of(values, k).serialize()
 
 
-@_aggregate_row
+@aggregate_row
 def quantile_ds(values, fraction, k):
     return quantiles_of(values, k).get_quantile(fraction, True)
 
@@ -297,8 +297,9 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], pa.DataType, str]] = {
 }
 
 
-def register(con: Any, names: set[str]) -> None:
-    """The functions of `names` (of `FUNCTIONS`) on a DuckDB connection."""
+def register(con: Any, names: set[str], functions: dict[str, tuple[Callable[..., Any], pa.DataType, str]] | None = None
+             ) -> None:
+    """The functions of `names` (of `functions`, by default `FUNCTIONS`) on a DuckDB connection."""
     for name in sorted(names):
-        row, arrow_type, duck_type = FUNCTIONS[name]
-        con.create_function(name, _udf(arrow_type, row), None, duck_type, type="arrow", null_handling="special")
+        row, arrow_type, duck_type = (functions or FUNCTIONS)[name]
+        con.create_function(name, udf_of(arrow_type, row), None, duck_type, type="arrow", null_handling="special")

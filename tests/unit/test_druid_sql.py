@@ -29,7 +29,8 @@ def con():
     """One connection for the module (registering the UDFs and macros takes a while), set up as `query.engine` does."""
     connection = duckdb.connect(":memory:")
     connection.execute("SET TimeZone = 'UTC'")
-    druid_sql.register(connection, " ".join([*druid_sql.MACROS, *druid_sql.sk.FUNCTIONS]))  # all of them
+    druid_sql.register(connection, " ".join([*druid_sql.MACROS, *druid_sql.sk.FUNCTIONS,
+                                             *druid_sql.stats_functions.FUNCTIONS]))  # all of them
     _CON.append(connection)
     yield connection
     _CON.clear()
@@ -449,6 +450,37 @@ def test_sketch_aggregates_per_group_with_filter_and_in_a_subquery(theta_rows):
 
 
 # ------------------------------------------------------------------------------------------ JSON
+
+
+def test_variance_and_stddev_over_numbers_and_over_a_variance_metrics_collectors():
+    """druid-stats' SQL functions read numbers, and a `variance` metric's stored collectors merged as Druid merges
+    them: the variance of a rolled-up column is that of the rows it was built from. One value gives 0, none
+    null (Druid's); FILTER and GROUP BY apply as to any aggregate."""
+    import statistics
+
+    from ingest_core.core.aggregators.variance import Collector
+
+    values = {"a": [1.0, 2.0, 4.0, 8.0, 16.5], "b": [3.0], "c": []}
+    numbers = pa.table({"g": [g for g, vs in values.items() for _ in vs], "x": [v for vs in values.values() for v in vs]})
+    collectors = []  # each group's values rolled up in splits of two rows, as segments store them
+    for g, vs in values.items():
+        for i in range(0, len(vs), 2):
+            c = Collector()
+            for v in vs[i:i + 2]:
+                c = c.add(v)
+            collectors.append((g, c.to_bytes()))
+    stored = pa.table({"g": [g for g, _ in collectors], "x": pa.array([b for _, b in collectors], pa.binary())})
+    a = values["a"]
+    for table in (numbers, stored):
+        got = dict(((g, (v, vp, s, sp)) for g, v, vp, s, sp in run(
+            "SELECT g, VARIANCE(x), VAR_POP(x), STDDEV(x), STDDEV_POP(x) FROM t GROUP BY g", table)))
+        assert got["a"] == pytest.approx((statistics.variance(a), statistics.pvariance(a), statistics.stdev(a),
+                                          statistics.pstdev(a)), rel=1e-12)
+        assert got["b"] == (0.0, 0.0, 0.0, 0.0) and "c" not in got
+        assert one("SELECT VAR_SAMP(x) FILTER (WHERE g = 'a') FROM t", table) == pytest.approx(statistics.variance(a))
+        assert one("SELECT STDDEV_SAMP(x) FROM t WHERE g = 'zzz'", table) is None
+    with pytest.raises(duckdb.Error, match="a variance metric's collectors"):
+        one("SELECT VARIANCE(x) FROM t", pa.table({"x": pa.array([b"not one"], pa.binary())}))
 
 
 def test_json_value_and_json_query_on_a_json_column():
