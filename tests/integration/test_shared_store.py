@@ -41,7 +41,7 @@ def test_the_supervisors_steps_and_the_api_open_the_shared_store(shared_url, mon
 
     monkeypatch.setenv("INGEST_METADATA_URL", shared_url)
     engine = MetadataStore.shared(shared_url).engine
-    assert open_store().engine is engine and ui._store().engine is engine
+    assert open_store().engine is engine and ui.shared_store().engine is engine
 
 
 def test_shared_engines_are_disposed_when_the_process_exits(shared_url):

@@ -135,13 +135,13 @@ def _latest_spec(store: Any, name: str) -> dict | None:
 @app.get(SUPERVISOR)
 def list_supervisors(user: GetUserDep, full: str | None = None, state: str | None = None) -> Any:
     """Druid's flags: `?full` (any value, even none) and `?state=true`."""
-    store = ui._store()
+    store = ui.shared_store()
     names = readable(user, (r["name"] for r in store.datasources.all()))
     with_state = state is not None and state.lower() == "true"
     if full is None and not with_state:
         return names
     out = []
-    for r in ui._statuses(store, names, user):
+    for r in ui.statuses(store, names, user):
         item: dict[str, Any] = {"id": r.datasource}
         if full is not None:
             item["spec"] = _latest_spec(store, r.datasource)
@@ -161,11 +161,11 @@ def submit_supervisor() -> None:
 
 @app.get(SUPERVISOR + "/{dag_id}", dependencies=ui.READ)
 def supervisor_spec(dag_id: str, user: GetUserDep) -> Any:
-    store = ui._store()
+    store = ui.shared_store()
     spec = _latest_spec(store, dag_id)
     if spec is None:
         names = [d["name"] for d in store.datasources.all()]
-        raise ui._http_error(UnknownDatasourceError(dag_id, names), 404, user)
+        raise ui.http_error(UnknownDatasourceError(dag_id, names), 404, user)
     return spec
 
 

@@ -74,7 +74,7 @@ def _audit_refusal(name: str, action: str, user: Any) -> None:
     """Only a route's real action is audited (the permission check runs before FastAPI refuses an unknown one),
     so nobody writes audit rows at will; the store cuts a long name to its column."""
     if action in ACTIONS:
-        _store().audit_log.write(name, REFUSED, {"action": action, "reason": "no edit permission on the DAG"},
+        shared_store().audit_log.write(name, REFUSED, {"action": action, "reason": "no edit permission on the DAG"},
                                  user.get_name())
 
 
@@ -94,7 +94,7 @@ class AirflowDbDags:
             session.query(DagModel).filter(DagModel.dag_id == dag_id).update({DagModel.is_paused: paused})
 
 
-def _store() -> MetadataStore:
+def shared_store() -> MetadataStore:
     store = MetadataStore.shared(Settings.from_env().metadata_url)  # one engine for every request
     store.check_schema()
     return store
@@ -129,7 +129,7 @@ def _parsed_specs(folder: str, state: tuple) -> dict[str, DatasourceSpec]:
     return specs_in(folder)
 
 
-def _http_error(exc: IngestError, status: int, user: Any) -> HTTPException:
+def http_error(exc: IngestError, status: int, user: Any) -> HTTPException:
     """An unknown datasource is 404 on every route (the CLI's exit code 2), with the CLI's did-you-mean among the
     datasources the user may read (never one it may not)."""
     if isinstance(exc, UnknownDatasourceError):
@@ -145,15 +145,15 @@ def _status(store: MetadataStore, name: str, user: Any, specs: dict | None = Non
     try:
         return collect_status(store, name, spec_for(store, name, specs), kafka_timeout_s=KAFKA_TIMEOUT_S)
     except IngestError as exc:
-        raise _http_error(exc, 404, user) from None
+        raise http_error(exc, 404, user) from None
 
 
-def _statuses(store: MetadataStore, names: list[str], user: Any) -> list[StatusReport]:
+def statuses(store: MetadataStore, names: list[str], user: Any) -> list[StatusReport]:
     """Several datasources' status, their brokers asked at once (`collect_statuses`)."""
     try:
         return collect_statuses(store, names, _specs(), kafka_timeout_s=KAFKA_TIMEOUT_S)
     except IngestError as exc:
-        raise _http_error(exc, 404, user) from None
+        raise http_error(exc, 404, user) from None
 
 
 def _actions(store: MetadataStore, user: Any) -> DatasourceActions:
@@ -168,7 +168,7 @@ def _act(call, user: Any) -> dict:
     except SkipNotConfirmedError as exc:
         raise HTTPException(409, {"message": str(exc), "skipped": exc.skipped}) from None
     except IngestError as exc:
-        raise _http_error(exc, 400, user) from None
+        raise http_error(exc, 400, user) from None
     # warnings: records lost, a consumer group the action could not update
     return {"id": result.datasource, "action": result.action, **result.details, "warnings": list(result.warnings)}
 
@@ -178,21 +178,21 @@ def _act(call, user: Any) -> dict:
 
 @app.get("/api/v1/supervisor")
 def list_supervisors(user: GetUserDep, full: bool = False) -> Any:
-    store = _store()
+    store = shared_store()
     names = readable(user, (r["name"] for r in store.datasources.all()))
     if not full:
         return names
-    return [r.to_json() for r in _statuses(store, names, user)]
+    return [r.to_json() for r in statuses(store, names, user)]
 
 
 @app.get("/api/v1/supervisor/{dag_id}/status", dependencies=READ)
 def supervisor_status(dag_id: str, user: GetUserDep) -> dict:
-    return _status(_store(), dag_id, user).to_json()
+    return _status(shared_store(), dag_id, user).to_json()
 
 
 @app.get("/api/v1/supervisor/{dag_id}/health", dependencies=READ)
 def supervisor_health(dag_id: str, user: GetUserDep) -> JSONResponse:
-    report = _status(_store(), dag_id, user)
+    report = _status(shared_store(), dag_id, user)
     return JSONResponse({"healthy": report.healthy, "state": report.state, "detailedState": report.detailed_state},
                         status_code=200 if report.healthy else 503)
 
@@ -214,7 +214,7 @@ async def supervisor_reset_offsets(dag_id: str, request: Request, user: GetUserD
     except IngestError as exc:
         raise HTTPException(400, str(exc)) from None
     force, confirm, skip = body.get("force") is True, _confirmed(body), _confirmed(body, "confirmSkip")
-    store = _store()
+    store = shared_store()
     return _act(lambda: _actions(store, user).set_offsets(dag_id, new, spec_for(store, dag_id, _specs()),
                                                           force=force, confirm_duplicates=confirm,
                                                           confirm_skip=skip), user)
@@ -228,7 +228,7 @@ async def supervisor_reset(dag_id: str, request: Request, user: GetUserDep) -> d
         body = await json_body(request, empty={})
     except JsonInputError as exc:
         raise HTTPException(400, f'{exc}: expected no body or {{"confirmDuplicates": N, "confirmSkip": N}}') from None
-    confirm, skip, store = _confirmed(body), _confirmed(body, "confirmSkip"), _store()
+    confirm, skip, store = _confirmed(body), _confirmed(body, "confirmSkip"), shared_store()
     return _act(lambda: _actions(store, user).reset(dag_id, spec_for(store, dag_id, _specs()),
                                                     confirm_duplicates=confirm, confirm_skip=skip), user)
 
@@ -236,7 +236,7 @@ async def supervisor_reset(dag_id: str, request: Request, user: GetUserDep) -> d
 @app.post("/api/v1/supervisor/{dag_id}/{action}", dependencies=WRITE)
 def supervisor_action(dag_id: str, action: SWITCH, user: GetUserDep) -> dict:
     method = "terminate" if action == "shutdown" else action  # Druid's older name for terminate
-    return _act(lambda: getattr(_actions(_store(), user), method)(dag_id), user)
+    return _act(lambda: getattr(_actions(shared_store(), user), method)(dag_id), user)
 
 
 # the queries running now, by sqlQueryId, with who sent them: Druid's DELETE /druid/v2/sql/{sqlQueryId}
@@ -347,7 +347,7 @@ async def sql_query(request: Request, user: GetUserDep) -> Response:
                      limits.max_rows, limits, asks=True)
 
         def run() -> WorkerResult:  # in a worker thread: the store's and the worker's calls block
-            return SqlWorker(ForkServer.shared()).run(job, may_read=_Readable(user, _store()), cancel=cancel)
+            return SqlWorker(ForkServer.shared()).run(job, may_read=_Readable(user, shared_store()), cancel=cancel)
 
         slot.enter_context(_running(query_id, user.get_name(), cancel, limits.max_concurrent))
         result = await _until_done_or_gone(request, cancel, run)
@@ -444,9 +444,9 @@ def _cell(value: Any, cls: str = "") -> str:
 
 @app.get("/ui/datasources", response_class=HTMLResponse)
 def datasources_page(user: GetUserDep) -> HTMLResponse:
-    store = _store()
+    store = shared_store()
     rows = []
-    for r in _statuses(store, readable(user, (d["name"] for d in store.datasources.all())), user):
+    for r in statuses(store, readable(user, (d["name"] for d in store.datasources.all())), user):
         segs = store.segment_records.of(r.datasource)
         published = next((x.published_at for x in r.recent_runs if x.published_at), None)
         name = html.escape(r.datasource)
@@ -478,7 +478,7 @@ def _run_figures(p: RunPoint | None) -> str:
 
 @app.get("/ui/datasources/{dag_id}", dependencies=READ, response_class=HTMLResponse)
 def datasource_page(dag_id: str, user: GetUserDep) -> HTMLResponse:
-    store = _store()
+    store = shared_store()
     r = _status(store, dag_id, user)
     lag = r.lag or {}
     offsets = "".join(
