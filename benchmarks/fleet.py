@@ -42,6 +42,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -69,6 +70,7 @@ EXECUTORS = ("local", "celery")
 CELERY_WORKERS = 2
 DAY_S = 86_400
 T = TypeVar("T")
+UPGRADE_LOCK = threading.Lock()
 SAMPLE_S = 2.0  # RSS and Airflow's queue, sampled this often
 ID_STRIDE = 10**9  # event ids: datasource index x stride + sequence, unique across the fleet
 # Airflow's defaults for how often a deployment re-parses its DAG files (the harness sets 3 s for quick pickups;
@@ -142,7 +144,7 @@ class CaseResult:
     finished_runs: int
     runs_due: int | None  # the PT1M runs the case's minutes call for (None: no PT1M datasource)
     runs_by_state: dict[str, int]
-    task_ids: dict[str, int]  # task instances of the case's runs, by task id (as Airflow has them)
+    task_ids: dict[str, int]  # task instances of the runs that ended, by task id and state (as in Airflow)
     waiting_tasks_end: int  # task instances scheduled or queued at the end: waiting for a slot
     max_deferred: int
     freshness: dict[str, Freshness]
@@ -226,8 +228,8 @@ class FleetAirflow(Supervised):
         self.celery = celery_broker is not None
         self.procs, self.restarts, self.stopping = {}, Counter(), threading.Event()
         conf = {**DEPLOYMENT_CONF, **(celery_settings(celery_broker, airflow_db_url) if celery_broker else {})}
-        self.started_at = datetime.now(timezone.utc)
-        self.start(root, bootstrap, dags, connect_url, airflow_db_url, metadata_url, **conf)
+        with UPGRADE_LOCK:  # Alembic's migration context is global to the process: one upgrade at a time
+            self.start(root, bootstrap, dags, connect_url, airflow_db_url, metadata_url, **conf)
 
     def components(self) -> dict[str, tuple[list[str], dict[str, str]]]:
         own = super().components()
@@ -485,10 +487,10 @@ class Fleet:
         after = self.traffic.run(rates, a.case_seconds, a.drain if rates else 0, self.snapshot)
         probe.close()
         seconds = after.at - before.at
-        task_ids = dict(self.airflow.query(
-            "SELECT ti.task_id, count(*) FROM task_instance ti JOIN dag_run r ON r.dag_id = ti.dag_id AND "
-            "r.run_id = ti.run_id WHERE ti.dag_id = ANY(:ids) AND r.end_date >= :t GROUP BY ti.task_id",
-            ids=self.names, t=wall_start))
+        task_ids = {f"{task} {state}": n for task, state, n in self.airflow.query(
+            "SELECT ti.task_id, ti.state, count(*) FROM task_instance ti JOIN dag_run r ON r.dag_id = ti.dag_id AND "
+            "r.run_id = ti.run_id WHERE ti.dag_id = ANY(:ids) AND r.end_date >= :t GROUP BY ti.task_id, ti.state",
+            ids=self.names, t=wall_start)}
         runs = after.finished_runs - before.finished_runs
         pt1m = self.n - len(self.continuous)
         groups = {"@continuous": self.continuous, "PT1M": set(self.names) - self.continuous}
@@ -540,35 +542,34 @@ def fmt(v: float | None, spec: str = ".2f", unit: str = "") -> str:
 
 
 def print_case(r: CaseResult) -> None:
-    per_run = r.per_run
-    print(f"\n  {r.executor}, N={r.n}, {r.case}: {r.seconds:.0f} s; load average {r.load[0]} at the start, "
-          f"{r.load[1]} at the end")
-    print(f"    runs finished {r.finished_runs} ({', '.join(f'{k} {v}' for k, v in r.runs_by_state.items() if v)})"
-          + (f", PT1M runs due {r.runs_due}" if r.runs_due is not None else "")
-          + f"; tasks waiting for a slot at the end {r.waiting_tasks_end}; deferred at most {r.max_deferred}")
-    print("    task instances of the runs that ended: "
-          + (", ".join(f"{t} {n}" for t, n in sorted(r.task_ids.items())) or "none"))
-    print(f"    {'process tree':<18}{'CPU-s':>9}{'(own)':>9}{'CPU/s':>8}{'peak RSS MiB':>14}")
-    for name, cpu in r.cpu_s.items():
-        print(f"    {name:<18}{cpu:>9.1f}{r.own_cpu_s.get(name, 0):>9.1f}{cpu / r.seconds:>8.2f}"
-              f"{r.peak_rss_mib.get(name, 0):>14.0f}")
-    print(f"    Airflow (components and tasks) {r.airflow_cpu_s:.1f} CPU-s = {r.idle_cost_per_datasource * 1000:.1f} "
-          f"CPU-ms/s per datasource; per finished run: Airflow {fmt(per_run['airflow'])} CPU-s, Spark "
-          f"{fmt(per_run['spark'])} CPU-s")
-    for group, f in r.freshness.items():
-        print(f"    freshness {group:<11} ({f.datasources} datasources): p50 {fmt(f.p50, '.1f', ' s')}, p99 "
+    """The case's figures, in one print (the executors' fleets may print at once under --tiny)."""
+    per_run, states = r.per_run, ", ".join(f"{k} {v}" for k, v in r.runs_by_state.items() if v)
+    lines = [f"\n  {r.executor}, N={r.n}, {r.case}: {r.seconds:.0f} s; load average {r.load[0]} at the start, "
+             f"{r.load[1]} at the end",
+             f"    runs finished {r.finished_runs} ({states})"
+             + (f", PT1M runs due {r.runs_due}" if r.runs_due is not None else "")
+             + f"; tasks waiting for a slot at the end {r.waiting_tasks_end}; deferred at most {r.max_deferred}",
+             "    task instances of the runs that ended: "
+             + (", ".join(f"{t} {n}" for t, n in sorted(r.task_ids.items())) or "none"),
+             f"    {'process tree':<18}{'CPU-s':>9}{'(own)':>9}{'CPU/s':>8}{'peak RSS MiB':>14}"]
+    lines += [f"    {name:<18}{cpu:>9.1f}{r.own_cpu_s.get(name, 0):>9.1f}{cpu / r.seconds:>8.2f}"
+              f"{r.peak_rss_mib.get(name, 0):>14.0f}" for name, cpu in r.cpu_s.items()]
+    lines.append(f"    Airflow (components and tasks) {r.airflow_cpu_s:.1f} CPU-s = "
+                 f"{r.idle_cost_per_datasource * 1000:.1f} CPU-ms/s per datasource; per finished run: Airflow "
+                 f"{fmt(per_run['airflow'])} CPU-s, Spark {fmt(per_run['spark'])} CPU-s")
+    lines += [f"    freshness {group:<11} ({f.datasources} datasources): p50 {fmt(f.p50, '.1f', ' s')}, p99 "
               f"{fmt(f.p99, '.1f', ' s')}, worst datasource's p99 {fmt(f.worst_p99, '.1f', ' s')}; visible "
-              f"{f.visible:,} of {f.produced:,} events")
+              f"{f.visible:,} of {f.produced:,} events" for group, f in r.freshness.items()]
     for label, g in (("Airflow's database", r.airflow_growth), ("the store", r.store_growth)):
-        rows = sum(x.rows_per_day for x in g.values())
-        print(f"    {label}: {rows:,.0f} rows/day, {sum(x.bytes_per_day for x in g.values()) / 2**20:,.0f} MiB/day: "
-              + ", ".join(f"{t} {x.rows_per_day:,.0f} ({fmt(x.rows_per_run, '.1f')}/run)"
-                          for t, x in sorted(g.items(), key=lambda kv: -kv[1].rows_per_day) if x.rows_per_day))
-    print(f"    task logs: {r.log_bytes_per_day / 2**20:,.0f} MiB/day")
+        rows, mib = sum(x.rows_per_day for x in g.values()), sum(x.bytes_per_day for x in g.values()) / 2**20
+        lines.append(f"    {label}: {rows:,.0f} rows/day, {mib:,.0f} MiB/day: " + ", ".join(
+            f"{t} {x.rows_per_day:,.0f} ({fmt(x.rows_per_run, '.1f')}/run)"
+            for t, x in sorted(g.items(), key=lambda kv: -kv[1].rows_per_day) if x.rows_per_day))
     shares = ", ".join(f"{k} {v:.0%}" for k, v in r.where_the_cpu_went().items())
-    verdict = "kept up" if r.kept_up else "DID NOT KEEP UP"
-    print(f"    {verdict}; the machine's CPU ({r.machine_cpu_s / r.seconds:.2f} of {os.cpu_count()} cores): {shares}"
-          + (f"; restarts {r.restarts}" if r.restarts else ""))
+    lines += [f"    task logs: {r.log_bytes_per_day / 2**20:,.0f} MiB/day",
+              f"    {'kept up' if r.kept_up else 'DID NOT KEEP UP'}; the machine's CPU "
+              f"({r.machine_cpu_s / r.seconds:.2f} of {os.cpu_count()} cores): {shares}" + (f"; restarts {r.restarts}" if r.restarts else "")]
+    print("\n".join(lines), flush=True)
 
 
 def print_table(results: list[CaseResult], parses: dict[tuple[str, int], dict]) -> None:
@@ -604,6 +605,15 @@ def _ratio(b: dict[str, Growth], a: dict[str, Growth]) -> str:
 # -------------------------------------------------------------------------------------------------------- main
 
 
+def write_results(path: Path, args: argparse.Namespace, results: list[CaseResult],
+                  parses: dict[tuple[str, int], dict]) -> None:
+    path.write_text(json.dumps(
+        {"args": {k: str(v) for k, v in vars(args).items()}, "parse": {f"{e}-{k}": v for (e, k), v in parses.items()},
+         "cases": [{**asdict(r), "airflow_cpu_s": r.airflow_cpu_s, "per_run": r.per_run,
+                    "idle_cost_per_datasource": r.idle_cost_per_datasource, "kept_up": r.kept_up,
+                    "cpu_went": r.where_the_cpu_went()} for r in results]}, indent=1, default=str))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_server_arguments(ap)
@@ -633,24 +643,33 @@ def main() -> None:
           f"PT1M; busy {args.busy_rate:g} events/s; work dir {out}", flush=True)
     results: list[CaseResult] = []
     parses: dict[tuple[str, int], dict] = {}
+    lock = threading.Lock()
+
+    def run_executor(executor: str, services: Services) -> None:
+        cases = args.celery_cases if executor == "celery" and args.celery_cases else args.cases
+        for n in args.datasources:
+            with contextlib.ExitStack() as fleet_stack:
+                fleet = Fleet(args, n, executor, out / f"{executor}-{n}", services)
+                parse = fleet.start(fleet_stack)
+                with lock:
+                    parses[executor, n] = parse
+                for case in cases:
+                    result = fleet.run_case(case)
+                    with lock:
+                        results.append(result)
+                        print_case(result)
+                        write_results(out / "results.json", args, results, parses)
+
     with contextlib.ExitStack() as stack:
         services = Services(args, out, stack)
-        for executor in args.executor:
-            cases = args.celery_cases if executor == "celery" and args.celery_cases else args.cases
-            for n in args.datasources:
-                with contextlib.ExitStack() as fleet_stack:
-                    fleet = Fleet(args, n, executor, out / f"{executor}-{n}", services)
-                    parses[executor, n] = fleet.start(fleet_stack)
-                    for case in cases:
-                        results.append(fleet.run_case(case))
-                        print_case(results[-1])
-                        (out / "results.json").write_text(json.dumps(
-                            {"args": {k: str(v) for k, v in vars(args).items()},
-                             "parse": {f"{e}-{k}": v for (e, k), v in parses.items()},
-                             "cases": [{**asdict(r), "airflow_cpu_s": r.airflow_cpu_s, "per_run": r.per_run,
-                                        "idle_cost_per_datasource": r.idle_cost_per_datasource,
-                                        "kept_up": r.kept_up, "cpu_went": r.where_the_cpu_went()}
-                                       for r in results]}, indent=1, default=str))
+        if args.tiny:  # measuring nothing: the executors' Airflows at once, for a shorter run
+            with ThreadPoolExecutor(len(args.executor)) as pool:
+                for running in [pool.submit(run_executor, e, services) for e in args.executor]:
+                    running.result()
+        else:
+            for executor in args.executor:
+                run_executor(executor, services)
+    results.sort(key=lambda r: (args.executor.index(r.executor), r.n, CASES.index(r.case)))
     print_table(results, parses)
     print(f"results: {out / 'results.json'}")
 
