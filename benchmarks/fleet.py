@@ -43,7 +43,7 @@ import time
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -158,13 +158,23 @@ class CaseResult:
         return sum(v for k, v in self.cpu_s.items() if k not in ("spark", "kafka", "postgres"))
 
     @property
+    def task_cpu_s(self) -> float:
+        """The task processes' part of Airflow's CPU: the Celery workers' trees, or the scheduler's tree less its own
+        process (the LocalExecutor's workers and the tasks they run)."""
+        workers = [k for k in self.cpu_s if k.startswith("celery-worker")]
+        if workers:
+            return sum(self.cpu_s[k] for k in workers)
+        return self.cpu_s.get("scheduler", 0.0) - self.own_cpu_s.get("scheduler", 0.0)
+
+    @property
     def per_run(self) -> dict[str, float | None]:
-        """CPU-s per finished run: Airflow's (components and task processes) and Spark's."""
+        """CPU-s per finished run: Airflow's (its task processes' and its components' parts) and Spark's."""
         if not self.finished_runs:
-            return {"airflow": None, "spark": None}
-        spark = self.cpu_s.get("spark")
-        return {"airflow": self.airflow_cpu_s / self.finished_runs,
-                "spark": None if spark is None else spark / self.finished_runs}
+            return {"airflow": None, "tasks": None, "components": None, "spark": None}
+        spark, runs = self.cpu_s.get("spark"), self.finished_runs
+        return {"airflow": self.airflow_cpu_s / runs, "tasks": self.task_cpu_s / runs,
+                "components": (self.airflow_cpu_s - self.task_cpu_s) / runs,
+                "spark": None if spark is None else spark / runs}
 
     @property
     def idle_cost_per_datasource(self) -> float:
@@ -556,7 +566,8 @@ def print_case(r: CaseResult) -> None:
               f"{r.peak_rss_mib.get(name, 0):>14.0f}" for name, cpu in r.cpu_s.items()]
     lines.append(f"    Airflow (components and tasks) {r.airflow_cpu_s:.1f} CPU-s = "
                  f"{r.idle_cost_per_datasource * 1000:.1f} CPU-ms/s per datasource; per finished run: Airflow "
-                 f"{fmt(per_run['airflow'])} CPU-s, Spark {fmt(per_run['spark'])} CPU-s")
+                 f"{fmt(per_run['airflow'])} CPU-s (task processes {fmt(per_run['tasks'])}, components "
+                 f"{fmt(per_run['components'])}), Spark {fmt(per_run['spark'])} CPU-s")
     lines += [f"    freshness {group:<11} ({f.datasources} datasources): p50 {fmt(f.p50, '.1f', ' s')}, p99 "
               f"{fmt(f.p99, '.1f', ' s')}, worst datasource's p99 {fmt(f.worst_p99, '.1f', ' s')}; visible "
               f"{f.visible:,} of {f.produced:,} events" for group, f in r.freshness.items()]
