@@ -73,6 +73,7 @@ bench: install
 	$(PY) benchmarks/sql_isolation.py
 	$(PY) benchmarks/history_retention.py --days 45
 	$(PY) benchmarks/dag_parse.py --specs 10 50 200
+	$(PY) benchmarks/fleet.py --datasources 10 50 200 --executor local celery --case-seconds 180
 
 clean:
 	rm -rf $(VENV) $(DRUID_CLIENT_VENV) .ingest-home .jars

@@ -53,7 +53,8 @@ from ingest_core.store.metadata import MetadataStore
 from ingest_core.store.segment_schema import read_conformed  # noqa: E402
 from harness import run_phases  # noqa: E402
 from harness.fixed_cost_scheduler import Standalone  # noqa: E402
-from harness.fixed_cost_setup import CONNECT_CONN, ExternalConnect, create_databases, drop_databases, load  # noqa: E402
+from harness.fixed_cost_setup import CONNECT_CONN, ExternalConnect, add_server_arguments, load  # noqa: E402
+from harness.fixed_cost_setup import create_databases, drop_databases  # noqa: E402
 from spark_kafka_jobs import spark_kafka_jars  # noqa: E402
 
 PARTITIONS = 4
@@ -366,10 +367,7 @@ def main() -> None:
                          "on a Spark Connect server starts its Python workers (the issue measures a warm server)")
     ap.add_argument("--tiny", action="store_true", help="20 events/s for 15 s on each side: that it runs")
     ap.add_argument("--out", type=Path, help="keep everything (logs, Airflow home, results.json) here")
-    ap.add_argument("--bootstrap", help="a running Kafka broker to use instead of starting one (topics of its own)")
-    ap.add_argument("--spark-connect", metavar="URL", help="a running Spark Connect server instead of starting one")
-    ap.add_argument("--postgres", help="a PostgreSQL server, postgresql+psycopg2://user@host:port, for Airflow's and "
-                                       "the metadata store's databases (created and dropped again)")
+    add_server_arguments(ap)
     args = ap.parse_args()
     if args.tiny:
         ap.set_defaults(rates=[20], duration=15, drain=240, warmup=0)

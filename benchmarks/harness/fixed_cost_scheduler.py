@@ -20,6 +20,8 @@ class Standalone:
     """`airflow standalone` (LocalExecutor) with its DB on PostgreSQL, as tests/system/test_scheduler.py's harness
     (not imported: that module needs pytest and the tests' conftest)."""
 
+    SPEC_BUNDLE = False  # True: the product's bundle (a DAG file per spec), not Airflow's plain folder
+
     def __init__(self, root: Path, bootstrap: str, connect: EmbeddedSparkConnect, topics: dict[str, str],
                  task_count: int, airflow_db_url: str, metadata_url: str, preload: bool = True):
         self.dag_ids = write_dags(root / "dags", "fs", topics, task_count)
@@ -36,17 +38,17 @@ class Standalone:
         self.root = root
         self.base = f"http://localhost:{port}"
         self.env = bench_env(
-            root, bootstrap, dags, connect_url, metadata_url=metadata_url,
-            AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=airflow_db_url, AIRFLOW__CORE__PARALLELISM="4",
-            AIRFLOW__API__PORT=str(port), AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"{self.base}/execution/",
-            # the scheduler's and triggerer's log servers on ports of their own: another Airflow on this machine
-            # holds the defaults (8793, 8794)
-            AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(free_port()),
-            AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
-            AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="1", AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="3",
-            AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="3",
-            # a task's supervisor gives up on the api-server after 5 s by default: a loaded machine exceeds that
-            AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="60", **airflow_conf)
+            root, bootstrap, dags, connect_url, spec_bundle=self.SPEC_BUNDLE, metadata_url=metadata_url, **{
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": airflow_db_url, "AIRFLOW__CORE__PARALLELISM": "4",
+                "AIRFLOW__API__PORT": str(port), "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base}/execution/",
+                # the scheduler's and triggerer's log servers on ports of their own: another Airflow on this machine
+                # holds the defaults (8793, 8794)
+                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+                "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+                "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1", "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "3",
+                "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3",
+                # a task's supervisor gives up on the api-server after 5 s by default: a loaded machine exceeds that
+                "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60", **airflow_conf})
         if preload:
             write_local_settings(Path(self.env["AIRFLOW_HOME"]))
         # pre-ping: a connection the database dropped (a restart) is replaced, not handed out

@@ -194,6 +194,15 @@ def server_python(connect: EmbeddedSparkConnect) -> tuple[int, float]:
     return daemons, pss / 1024
 
 
+def add_server_arguments(ap: Any) -> None:
+    """--bootstrap, --spark-connect and --postgres: servers already running, used instead of the script's own (whose
+    cold start and CPU it then does not see)."""
+    ap.add_argument("--bootstrap", help="a running Kafka broker to use instead of starting one (topics of its own)")
+    ap.add_argument("--spark-connect", metavar="URL", help="a running Spark Connect server instead of starting one")
+    ap.add_argument("--postgres", help="a PostgreSQL server, postgresql+psycopg2://user@host:port, for Airflow's and "
+                                       "the metadata store's databases (created and dropped again)")
+
+
 class ExternalConnect:
     """A Spark Connect server the benchmark did not start (--spark-connect): its CPU and processes are not seen."""
 
@@ -293,10 +302,11 @@ def write_dags(folder: Path, prefix: str, topics: dict[str, str], task_count: in
     return dag_ids
 
 
-def bench_env(home: Path, bootstrap: str, dags: Path, connect_url: str, **extra: str) -> dict[str, str]:
+def bench_env(home: Path, bootstrap: str, dags: Path, connect_url: str, spec_bundle: bool = False,
+              **extra: str) -> dict[str, str]:
     env = airflow_env(home, bootstrap, dags_folder=dags, **extra)  # spark_default: spark-submit, local[2]
-    # DAG_FILE defines the DAGs (with its timers): Airflow's plain bundle, not one generating a file per spec
-    env.pop("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST")
+    if not spec_bundle:  # DAG_FILE defines the DAGs (with its timers): Airflow's plain bundle
+        env.pop("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST")
     env[f"AIRFLOW_CONN_{CONNECT_CONN.upper()}"] = json.dumps(spark_connection(connect_url))
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     return env

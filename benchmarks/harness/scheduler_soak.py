@@ -66,15 +66,20 @@ class Supervised(Standalone):
         self.start(root, bootstrap, dags, connect_url, airflow_db_url, metadata_url, **env)
 
     def launch(self) -> None:
-        for name in COMPONENTS:
+        for name in self.components():
             self.spawn(name)
         self.watcher = threading.Thread(target=self.watch, daemon=True)
         self.watcher.start()
 
+    def components(self) -> dict[str, tuple[list[str], dict[str, str]]]:
+        """name -> (`airflow` arguments, environment of its own over the others')."""
+        return {name: ([name], {}) for name in COMPONENTS}
+
     def spawn(self, name: str) -> None:
+        args, env = self.components()[name]
         with open(self.root / f"{name}.log", "ab") as out:
-            self.procs[name] = subprocess.Popen([AIRFLOW, name], env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                                start_new_session=True)
+            self.procs[name] = subprocess.Popen([AIRFLOW, *args], env={**self.env, **env}, stdout=out,
+                                                stderr=subprocess.STDOUT, start_new_session=True)
 
     def watch(self) -> None:
         while not self.stopping.wait(0.5):

@@ -45,8 +45,14 @@ def _scheduler_soak(request, out: Path) -> Benchmark:
                            timeout=1400)
 
 
+def _fleet(request, out: Path) -> Benchmark:
+    spark_connect, broker = request.getfixturevalue("spark_connect"), request.getfixturevalue("broker")
+    return start_benchmark("fleet.py", "--out", str(out), "--bootstrap", broker.bootstrap, "--spark-connect",
+                           spark_connect.url, "--postgres", pg_base(), timeout=1400)
+
+
 BACKGROUND = {"test_microbatch_fixed_cost": _fixed_cost, "test_freshness": _freshness,
-              "test_fault_soak_under_the_scheduler": _scheduler_soak}
+              "test_fault_soak_under_the_scheduler": _scheduler_soak, "test_fleet": _fleet}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -296,3 +302,37 @@ def test_fault_soak_under_the_scheduler(background, broker, spark_connect):  # (
     produced, visible, lost, duplicated, unexpected = records
     assert produced > 0 and visible == produced and lost == duplicated == unexpected == 0, out
     assert re.search(r"^stalls over 60 s: (none|kill_worker_publish)$", out, re.MULTILINE), out  # printed, not a bound
+
+
+FLEET_COMPONENTS = {"local": ["scheduler", "dag-processor", "triggerer", "api-server"],
+                    "celery": ["scheduler", "dag-processor", "triggerer", "api-server", "celery-worker-1",
+                               "celery-worker-2"]}
+
+
+def test_fleet(background, broker, spark_connect):  # (the servers `background` gave it)
+    # two datasources (one @continuous, one PT1M) on each executor's Airflow, each case for 5 s: every part runs
+    # once (the first parse, each component's CPU and RSS, both databases' tables, producer and poller), measuring
+    # nothing. The session's Spark Connect server is not the benchmark's: its CPU is not seen (no spark row).
+    out = background["test_fleet"].output()
+    for executor, components in FLEET_COMPONENTS.items():
+        parse = figures(out, {"parse": rf"^  {executor}, N=2: healthy and 2 DAGs parsed {NUMBER} s after the start "
+                                       rf"\(not counted\); first parse: loop {NUMBER} s, files {NUMBER}, per file sum "
+                                       rf"{NUMBER} s, slowest {NUMBER} s"})["parse"]
+        assert parse[2] == 2 and parse[3] >= parse[4] > 0, out  # a DAG file per spec, each parsed
+        for case in ("idle", "mix", "busy"):
+            block = out.split(f"\n  {executor}, N=2, {case}: ", 1)[1].split("\n\n", 1)[0]
+            cpu = figures(block, {name: rf"^    {name} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER}$"
+                                  for name in components})
+            assert all(v >= 0 for values in cpu.values() for v in values) and cpu["scheduler"][3] > 0, block
+            assert not re.search(r"^    spark ", block, re.MULTILINE), block
+            # what each case produced: nothing idle; 20/s x 5 s of the @continuous one in mix, 2/s x 5 s otherwise
+            produced = {group: int(n.replace(",", "")) for group, n in re.findall(
+                r"^    freshness (@continuous|PT1M) +\(1 datasources\): .* visible [\d,]+ of ([\d,]+) events$",
+                block, re.MULTILINE)}
+            assert produced == {"idle": {}, "mix": {"@continuous": 100, "PT1M": 10},
+                                "busy": {"@continuous": 10, "PT1M": 10}}[case], block
+            figures(block, {"Airflow's database": rf"^    Airflow's database: {NUMBER} rows/day, {NUMBER} MiB/day",
+                            "store": rf"^    the store: {NUMBER} rows/day, {NUMBER} MiB/day",
+                            "verdict": rf"^    (?:kept up|DID NOT KEEP UP); the machine's CPU \({NUMBER} of 2 cores\)"})
+    rows = re.findall(r"^  (local|celery) +2  (idle|mix|busy) ", out, re.MULTILINE)
+    assert sorted(rows) == sorted((e, c) for e in FLEET_COMPONENTS for c in ("idle", "mix", "busy")), out

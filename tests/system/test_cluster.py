@@ -27,6 +27,7 @@ from test_dag import (
 )
 from test_scheduler import Standalone
 
+from ingest_core.dev.celery_airflow import celery_settings, celery_worker
 from ingest_core.dev.embedded import EmbeddedRedis
 from ingest_core.dev.embedded_spark import EmbeddedSparkConnect, EmbeddedSparkStandalone
 from ingest_core.store.metadata import MetadataStore
@@ -133,18 +134,12 @@ class CeleryAirflow(Standalone):
         self.EXTRA_DAGS = {**self.EXTRA_DAGS, **{f"specs/{name}": text for name, text in (specs or {}).items()}}
         super().__init__(
             root, bootstrap, metadata_url, airflow_db_url, spark_connect_url,
-            AIRFLOW__CORE__EXECUTOR="CeleryExecutor", AIRFLOW__CELERY__BROKER_URL=broker_url,
-            AIRFLOW__CELERY__RESULT_BACKEND="db+" + airflow_db_url,
-            AIRFLOW__CELERY__OPERATION_TIMEOUT="30", AIRFLOW__CELERY__SYNC_PARALLELISM="1",
-            AIRFLOW__API__WORKERS="1", AIRFLOW__API_AUTH__JWT_SECRET=os.urandom(16).hex(),
-            AIRFLOW__API__SECRET_KEY=os.urandom(16).hex())
+            **celery_settings(broker_url, airflow_db_url))
 
     def processes(self) -> dict[str, tuple[list[str], dict[str, str]]]:
         return {"api-server": (["api-server"], {}), "scheduler": (["scheduler"], {}),
                 "dag-processor": (["dag-processor"], {}),
-                "celery-worker": (["celery", "worker", "--concurrency", "2", "--celery-hostname", "ingest-worker@%h",
-                                   "--skip-serve-logs", "--without-gossip", "--without-mingle"],
-                                  {"AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.worker_logs)})}
+                "celery-worker": celery_worker("ingest-worker", self.worker_logs)}
 
     def wait_until_ready(self, timeout: float = 180) -> None:
         deadline = time.monotonic() + timeout
