@@ -20,14 +20,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Mapping
 
+import structlog
 from airflow.sdk import BaseOperator, SkipMixin
 
 from ingest_core.core.offsets import TopicPartition
 from ingest_core.core.spec import DatasourceSpec
 from ingest_core.provider.operators.run import airflow_step, run_context
+from ingest_core.provider.triggers.new_records import NewRecordsTrigger
 
 if TYPE_CHECKING:
-    from ingest_core.provider.triggers.new_records import NewRecordsTrigger
     from ingest_core.supervisor.gate import GateLook
 
 PLAN_TASK, REPLAN_TASKS = "plan", ("replan", "replanned_job")  # (provider.dag_factory's task ids)
@@ -93,8 +94,6 @@ class PlanOperator(BaseOperator, SkipMixin):
 
     def trigger(self, starts: Mapping[TopicPartition, int]) -> NewRecordsTrigger:
         """Its kwargs are stored in Airflow's database (JSON), and a deferred task resumes with them."""
-        from ingest_core.provider.triggers.new_records import NewRecordsTrigger
-
         gate = self.spec.microbatch.data_gate
         return NewRecordsTrigger(
             spec_path=str(self.spec.source),
@@ -133,7 +132,6 @@ class PlanOperator(BaseOperator, SkipMixin):
 def push_result(ti: Any, result: Any) -> None:
     """Push the task's result (XCom) as Airflow's task runner does after `execute` returns, with the length the
     mapped `spark_job` expands by: `SkipMixin.skip` ends the task by raising, before the runner would push it."""
-    import structlog
     from airflow.sdk.execution_time.task_runner import _push_xcom_if_needed  # Airflow 3.3's own push
 
     _push_xcom_if_needed(result, ti, structlog.get_logger(__name__))
