@@ -634,7 +634,9 @@ def a_run_pipelined_behind_a_killed_run_plans_again_and_publishes(tmp_path, brok
 
     own_dags = dags_folder(tmp_path)
     topic = broker.create_topic(partitions=2)
-    write_example_variant(own_dags, "pipelined", topic, taskCount=1, completionTimeout="PT10M",
+    # A's deadline is far off: B must plan while A looks alive, however long the other scenarios keep B waiting
+    # for a slot on a loaded machine (nothing waits it out: B's plan step moves it, dags_test_behind_a_dead_run)
+    write_example_variant(own_dags, "pipelined", topic, taskCount=1, completionTimeout="PT2H",
                           microbatch={"maxActiveRuns": 2})
     home = AirflowHome(tmp_path, own_dags, broker.bootstrap, metadata_url)
     store = MetadataStore(metadata_url)
