@@ -415,8 +415,11 @@ def main() -> None:
         summaries = []
         print(f"\n== {sink.name}: `{args.schedule}` under airflow standalone, jobs on Spark Connect")
         phases = []
+        cpus = []
         for rate in args.rates:
+            cpu0 = sched.cpu()
             phase, next_id = measure(sink, bootstrap, rate, args.duration, args.poll, args.drain, next_id)
+            cpus.append(sched.cpu() - cpu0)
             phases.append(phase)
             summaries.append(phase.summary())
             print_summary(summaries[-1])
@@ -425,8 +428,9 @@ def main() -> None:
         print(f"  DAG runs: " + ", ".join(f"{n} {state}" for state, n in runs), flush=True)
         # where each rate's seconds went: the runs that planned while it was produced or drained
         all_runs = run_phases.collect(sched.query, sched.store, datasource)
-        for phase, summary in zip(phases, summaries):
+        for phase, summary, cpu in zip(phases, summaries, cpus):
             summary["runs"] = run_phases.summarize(run_phases.in_window(all_runs, phase.started, phase.ended))
+            summary["runs"]["airflow_cpu"] = cpu
             print(f"  {phase.rate:,} events/s:")
             run_phases.print_phases(summary["runs"])
         sched.stop()

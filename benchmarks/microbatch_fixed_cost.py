@@ -204,7 +204,8 @@ def scheduler_runs(args: argparse.Namespace, out: Path, bootstrap: str, connect:
                 label = f"trigger {key}" if counted else "warm-up"
                 print(f"  {LABEL[mode]:<13} {label}: {r['wall']:6.1f} s trigger to success "
                       f"(the CLI {r['cli']:.1f} s, queued to running {r['queued_to_start']:.1f} s, run "
-                      f"{r['run']:.1f} s; seen by the poll at {r['polled']:.1f} s; tasks "
+                      f"{r['run']:.1f} s; seen by the poll at {r['polled']:.1f} s; Airflow {r['airflow_cpu']:.1f} CPU-s; "
+                      f"{r['processes']} task processes: "
                       + ", ".join(f"{k} {v:.1f}" for k, v in r["tasks"].items())
                       + f"){'' if counted else ' not counted'}   load {load()}", flush=True)
                 return r
@@ -229,9 +230,13 @@ def scheduler_runs(args: argparse.Namespace, out: Path, bootstrap: str, connect:
         print(f"  {LABEL[mode]:<13} trigger to success {fmt3([r['wall'] for r in rs])}; the CLI "
               f"{statistics.median([r['cli'] for r in rs]):.1f} s, queued to running "
               f"{statistics.median([r['queued_to_start'] for r in rs]):.1f} s, run "
-              f"{statistics.median([r['run'] for r in rs]):.1f} s; tasks: "
+              f"{statistics.median([r['run'] for r in rs]):.1f} s; Airflow's CPU (the standalone tree, task "
+              f"processes included) {fmt3([r['airflow_cpu'] for r in rs], 'CPU-s')}; task processes "
+              f"{statistics.median([r['processes'] for r in rs]):g}; tasks: "
               + ", ".join(f"{k} {v:.1f} s" for k, v in tasks.items()))
-        summary[mode] = {"wall": stats([r["wall"] for r in rs]), "runs": rs, "tasks": tasks}
+        summary[mode] = {"wall": stats([r["wall"] for r in rs]), "runs": rs, "tasks": tasks,
+                         "airflow_cpu": stats([r["airflow_cpu"] for r in rs]),
+                         "processes": statistics.median([r["processes"] for r in rs])}
     if "submit" in modes:
         summary["ratio"] = summary["connect"]["wall"][0] / summary["submit"]["wall"][0]
         print(f"  ratio connect / spark-submit (medians): {summary['ratio']:.3f}")

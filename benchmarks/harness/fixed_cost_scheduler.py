@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.fixed_cost_setup import AIRFLOW, bench_env, check_run, to_epoch, write_dags
+from harness.fixed_cost_setup import AIRFLOW, bench_env, check_run, to_epoch, tree_cpu, write_dags
 from ingest_core.dev.embedded import free_port, stop_group
 from ingest_core.dev.embedded_spark import EmbeddedSparkConnect
 from ingest_core.provider.preload import write_local_settings
@@ -68,6 +68,11 @@ class Standalone:
     def exited(self) -> bool:
         return self.proc.poll() is not None
 
+    def cpu(self) -> float:
+        """CPU-s so far of Airflow's side: the standalone process tree (scheduler, dag-processor, triggerer,
+        api-server and every task process the executor ran, with what its exited children used)."""
+        return tree_cpu(self.proc.pid)
+
     def wait_healthy(self, timeout: float = 300) -> None:
         import urllib.request
 
@@ -119,7 +124,7 @@ class Standalone:
     def trigger(self, mode: str, name: str, records: int, timeout: float = 900) -> dict[str, Any]:
         """`airflow dags trigger` with a run id, then poll Airflow's DB until that run succeeds."""
         dag_id = self.dag_ids[mode]
-        t0 = time.time()
+        t0, cpu0 = time.time(), self.cpu()
         self.airflow("dags", "trigger", dag_id, "--run-id", name)
         t_cli = time.time()
         deadline = time.monotonic() + timeout
@@ -127,7 +132,7 @@ class Standalone:
             rows = self.query("SELECT state, queued_at, start_date, end_date FROM dag_run "
                               "WHERE dag_id = :d AND run_id = :r", d=dag_id, r=name)
             if rows and rows[0][0] == "success":
-                t_seen = time.time()
+                t_seen, cpu = time.time(), self.cpu() - cpu0
                 break
             if rows and rows[0][0] == "failed":
                 raise SystemExit(f"scheduler run {name} of {dag_id} failed; see {self.root}")
@@ -136,13 +141,16 @@ class Standalone:
             raise SystemExit(f"scheduler run {name} of {dag_id} did not finish in {timeout}s")
         _, queued, start, end = rows[0]
         tasks = self.query("SELECT task_id, map_index, start_date, end_date FROM task_instance "
-                           "WHERE dag_id = :d AND run_id = :r ORDER BY start_date", d=dag_id, r=name)
+                           "WHERE dag_id = :d AND run_id = :r AND state != 'skipped' ORDER BY start_date",
+                           d=dag_id, r=name)
         if mode != "floor":
             check_run(self.store, dag_id, name, records)
         end_e = to_epoch(end)
         return {"mode": mode, "name": name, "wall": end_e - t0, "polled": t_seen - t0, "cli": t_cli - t0,
                 "queued_to_start": to_epoch(start) - to_epoch(queued), "run": end_e - to_epoch(start),
-                "tasks": {f"{t}" if m < 0 else f"{t}[{m}]": to_epoch(e) - to_epoch(s) for t, m, s, e in tasks}}
+                "tasks": {f"{t}" if m < 0 else f"{t}[{m}]": to_epoch(e) - to_epoch(s) for t, m, s, e in tasks},
+                # the task processes the run started (a skipped task starts none) and Airflow's CPU over the run
+                "processes": len(tasks), "airflow_cpu": cpu}
 
     def stop(self) -> None:
         stop_group(self.proc, 60)

@@ -25,10 +25,10 @@ from harness.fixed_cost_setup import to_epoch
 PHASES: list[tuple[str, str]] = [
     ("between plans", "this run's plan start - the one before it (an event waits half of it on average)"),
     ("runs apart", "this run's start - the previous run's end (the scheduler's gap; < 0 when runs overlap)"),
-    ("gate wait", "the run's start to the data gate's start"),
-    ("gate", "the data gate task"),
+    ("gate wait", "the run's start to the data gate's start (runs before the gate moved into the plan task)"),
+    ("gate", "the data gate task (runs before the gate moved into the plan task)"),
     ("plan wait", "upstream end to the plan task's start"),
-    ("plan", "the plan task"),
+    ("plan", "the plan task (its data gate's look, and any wait in the triggerer, included)"),
     ("jobs wait", "the plan's end to the first Spark job task's start"),
     ("jobs", "first Spark job task's start to the last one's end"),
     ("job in Spark", "the Spark job's own seconds (its report; the longest of the run's groups)"),
@@ -55,6 +55,7 @@ class RunPhases:
     records: int | None  # planned (the metadata store's run record); None: the run planned nothing
     plan_start: float | None  # epoch s
     phases: dict[str, float] = field(default_factory=dict)
+    processes: int = 0  # task instances that ran (a skipped one starts no process; a deferral's resume is not seen)
 
 
 def collect(query: Any, store: Any, datasource: str) -> list[RunPhases]:
@@ -112,7 +113,8 @@ def collect(query: Any, store: Any, datasource: str) -> list[RunPhases]:
             phases.update(job_phases(slowest))
             if "jobs" in phases:
                 phases["job task overhead"] = phases["jobs"] - slowest.seconds
-        out.append(RunPhases(run_id, record.plan.records if record is not None else None, plan[0], phases))
+        out.append(RunPhases(run_id, record.plan.records if record is not None else None, plan[0], phases,
+                             sum(len(times) for times in tasks.values())))
         previous_end = end
     # overlapping runs may plan in another order than they started
     planned = sorted((r for r in out if r.plan_start is not None), key=lambda r: r.plan_start or 0.0)
@@ -149,6 +151,7 @@ def summarize(runs: list[RunPhases]) -> dict[str, Any]:
     model = (medians["between plans"] / 2 + medians["plan to visible"]
              if "between plans" in medians and "plan to visible" in medians else None)
     return {"runs": len(runs), "runs_with_records": len(busy), "freshness_from_phases": model,
+            "processes_per_run": statistics.median([r.processes for r in busy]) if busy else None,
             "records_per_run": {"median": statistics.median(records), "min": min(records), "max": max(records)}
             if records else None,
             "median_seconds": medians, "per_run": [asdict(r) for r in runs]}
@@ -164,6 +167,11 @@ def print_phases(summary: dict[str, Any]) -> None:
     print(f"      where the seconds went: {summary['runs_with_records']} runs with records (of {summary['runs']}), "
           + (f"records per run median {rec['median']:,.0f} (min {rec['min']:,}, max {rec['max']:,})" if rec else
              "none read anything"))
+    if summary["processes_per_run"] is not None:
+        print(f"        task processes per run with records: {summary['processes_per_run']:g} (median)")
+    if summary.get("airflow_cpu") is not None:
+        print(f"        Airflow's CPU (the standalone tree, task processes included): {summary['airflow_cpu']:.1f} "
+              f"CPU-s over {summary['runs']} runs, {summary['airflow_cpu'] / max(1, summary['runs']):.2f} CPU-s a run")
     medians = summary["median_seconds"]
     for name, what in PHASES:
         if name in medians:

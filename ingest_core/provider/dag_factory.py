@@ -1,8 +1,10 @@
-"""One Airflow DAG per datasource spec: [data gate ->] plan -> Spark jobs (one per task group x replica) -> replan
--> the re-planned run's Spark jobs -> publish -> report. Each task is a few lines over the supervisor's step
-(`ingest_core.supervisor`, through `operators.run.airflow_step`); the Spark job tasks are handed typed inputs. A
-data gate that reaches maxWait with nothing new ends the run: it skips every task after it whatever their trigger
-rules (`provider.sensors.data_gate`), so an idle datasource's run is the gate alone.
+"""One Airflow DAG per datasource spec: plan (with its data gate) -> Spark jobs (one per task group x replica) ->
+replan -> the re-planned run's Spark jobs -> publish -> report. Each task is a few lines over the supervisor's
+step (`ingest_core.supervisor`, through `operators.run.airflow_step`); the Spark job tasks are handed typed
+inputs. A normal run starts four task processes: plan, its Spark jobs, publish, report. A run with nothing to
+read has no Spark job task, and one that continues from no run that may still fail skips replan and its jobs
+(`provider.operators.plan`). A data gate that reaches maxWait with nothing new ends the run in the plan task: it
+skips every task after it whatever their trigger rules, so an idle datasource's run is the plan task alone.
 
 Airflow's DAG folder holds a generated DAG file per spec (provider/dag_files.py, under `.ingest/`), each calling
 `spec_file_dags` for its own spec: the dag-processor parses each in a process of its own, with its own import
@@ -37,17 +39,16 @@ from ingest_core.core.spec import (
 from ingest_core.kafka.properties import load_checked_spec
 from ingest_core.kafka.storage_secrets import use_deep_storage
 from ingest_core.provider.operators import compaction as compaction_tasks
-from ingest_core.provider.operators.plan import plan_task, replan_task
+from ingest_core.provider.operators.plan import PLAN_TASK, PlanOperator, plan_succeeded, replan_task
 from ingest_core.provider.operators.publish import publish_task
 from ingest_core.provider.operators.report import report_task
-from ingest_core.provider.operators.run import RunContext
+from ingest_core.provider.operators.run import run_context
 from ingest_core.provider.operators.spark_job import (
     COMPACT_SCRIPT,
     CompactionSparkOperator,
     IngestSparkSubmitOperator,
     operator_settings,
 )
-from ingest_core.provider.sensors.data_gate import DataGateSensor
 
 DEFAULT_START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 RUN_MARGIN = timedelta(minutes=1)  # the plan step before the run's deadline starts, the report after it
@@ -111,30 +112,25 @@ def build_dag(spec: DatasourceSpec) -> DAG:
     )
     asset = asset_for(spec.datasource)
 
-    def run_context(context: Any) -> RunContext:
-        run = RunContext.from_airflow(context)
-        # continuous, or readUpTo latest: up to the latest offsets when it plans, not those at its interval's end
-        return dataclasses.replace(run, data_interval_end=None) if micro.reads_to_latest(run.run_type) else run
-
     # multiple_outputs=False: a task annotated `-> dict` would push each key as an XCom of its own besides the
     # whole, a write each (0.2-0.4 s per task); nothing reads them apart
     with dag:
-        @task(task_id="plan")
-        def plan(**context: Any) -> list[dict]:
-            return plan_task(spec, run_context(context))
+        # the data gate (a deferral in the triggerer) and the plan; it skips replan and replanned_job itself when
+        # the plan continues from no run that may still fail, and every task after it when the gate ends idle
+        jobs = PlanOperator(task_id=PLAN_TASK, spec=spec)
 
         # once the plan succeeded, whatever happened to the Spark jobs: a run pipelined from one that will never
-        # publish is planned again here (its jobs: replanned_job), else its one replanned_job does nothing (a
-        # skipped upstream task would skip the publish: all_done_min_one_success)
-        @task(task_id="replan", trigger_rule="all_done_min_one_success")
+        # publish is planned again here (its jobs: replanned_job; none: skipped). Without a plan it ends skipped
+        @task(task_id="replan", trigger_rule="all_done")
         def replan(**context: Any) -> list[dict]:
-            return replan_task(spec, run_context(context))
+            return replan_task(spec, run_context(spec, context), plan_succeeded(context))
 
-        # publish and report run once the plan succeeded, whatever happened to the Spark jobs: groups that
-        # succeeded are published, failed ones keep their offsets. A failed plan fails them upstream, no retries.
-        @task(task_id="publish", trigger_rule="all_done_min_one_success", outlets=[asset], multiple_outputs=False)
+        # publish and report run whatever happened upstream (a Spark job, replan or replanned_job that failed or
+        # was skipped): groups that succeeded are published, failed ones keep their offsets. Without a plan the
+        # publish ends skipped, changing nothing
+        @task(task_id="publish", trigger_rule="all_done", outlets=[asset], multiple_outputs=False)
         def publish(**context: Any) -> dict:
-            summary = publish_task(spec, run_context(context))
+            summary = publish_task(spec, run_context(spec, context), plan_succeeded(context))
             context["outlet_events"][asset].extra = {
                 "runId": summary["runId"], "rows": summary["rows"], "segments": len(summary["segments"]),
                 "endOffsets": summary["endOffsets"]}
@@ -145,13 +141,10 @@ def build_dag(spec: DatasourceSpec) -> DAG:
         # skipped it (there is no plan to report on)
         @task(task_id="report", trigger_rule="all_done", retries=0, multiple_outputs=False)
         def report(**context: Any) -> dict:
-            planned = context["ti"].xcom_pull(task_ids="plan") is not None
-            return report_task(spec, run_context(context), planned)
+            return report_task(spec, run_context(spec, context), plan_succeeded(context))
 
-        jobs = plan()
-        if micro.data_gate is not None:
-            DataGateSensor(task_id="data_gate", spec=spec) >> jobs
-        spark = IngestSparkSubmitOperator.partial(task_id="spark_job", **operator_settings(spec)).expand(job=jobs)
+        spark = IngestSparkSubmitOperator.partial(task_id="spark_job", **operator_settings(spec)
+                                                  ).expand(job=jobs.output)
         again = replan()
         replanned = IngestSparkSubmitOperator.partial(task_id="replanned_job", **operator_settings(spec)
                                                       ).expand(job=again)

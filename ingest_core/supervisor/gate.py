@@ -1,7 +1,8 @@
 """The data gate's decision (`microbatch.dataGate`, seed 002's DelayedFetch: min records or max wait), a run's
 first step when the spec has one: open when the run already has a plan (a clear or a retry re-executes it) or
 when at least `minRecords` new records are there; else waiting, from the start offsets the next plan would use.
-The Airflow sensor (`provider.sensors.data_gate`) only asks this and, while it waits, defers to its trigger.
+The DAG's plan task (`provider.operators.plan.PlanOperator`) asks this first and, while it waits, defers to its
+trigger.
 
 A gate that reaches maxWait with nothing new ends the run there (`end_idle`): no plan, no run record, the run's
 other tasks skipped. It leaves what an empty run's publish left: the state a loop that read nothing leaves (IDLE,

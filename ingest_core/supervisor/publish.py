@@ -37,11 +37,16 @@ log = logging.getLogger(__name__)
 REPORT_READ_ATTEMPTS, REPORT_READ_RETRY_S = 3, 2.0  # a report that exists but cannot be read: retry, then fail
 
 
-def publish_step(spec: DatasourceSpec, run_id: str, metadata: MetadataStore | None = None) -> dict[str, Any]:
+def publish_step(spec: DatasourceSpec, run_id: str, metadata: MetadataStore | None = None,
+                 planned: bool = True) -> dict[str, Any]:
     """Publish every group whose job succeeded, in one transaction; keep the reports of its replicas that
     succeeded; returns the publish's summary (XCom, the Asset event's extra). Each report is read once. A run
     whose predecessor will never publish was planned again by the re-plan step before this one
-    (`supervisor.replan`): this step never plans nor starts a Spark job."""
+    (`supervisor.replan`): this step never plans nor starts a Spark job. `planned`: the run's plan task
+    succeeded (its task runs whatever its upstream did); without it, `RunSkipped` and nothing is read or
+    changed, even when an earlier try of the plan stored one: the report step ends such a run."""
+    if not planned:
+        raise RunSkipped(f"the plan step of run {run_id} did not succeed: nothing to publish")
     metadata = metadata or open_store()
     record = metadata.runs.require(spec.datasource, run_id)
     if record.status is RunStatus.SUPERSEDED or record.expired:

@@ -110,8 +110,7 @@ def planned_run(metadata: MetadataStore, spec: DatasourceSpec, run_id: str, plan
     record = metadata.runs.get(spec.datasource, run_id)
     if record is None:
         check_active(metadata, spec.datasource)
-        raise IngestError(f"run {run_id} has no plan: a step before planning failed (see the data_gate and plan "
-                          "logs)")
+        raise IngestError(f"run {run_id} has no plan: a step before planning failed (see the plan task's log)")
     if record.status is RunStatus.SUPERSEDED and not planned:
         raise RunSkipped(f"run {run_id} was superseded by run {record.superseded_by}: "
                          f"{record.error or ''}".strip())

@@ -9,11 +9,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 import yaml
-from airflow.sdk import BaseSensorOperator
+from airflow.sdk import BaseOperator, SkipMixin
 from helpers import make_spec
 
 from ingest_core.core.offsets import TopicPartition
-from ingest_core.provider.sensors.data_gate import TRIGGER_TIMEOUT_SLACK, DataGateSensor
+from ingest_core.provider.operators.plan import TRIGGER_TIMEOUT_SLACK, PlanOperator
 from ingest_core.provider.triggers import new_records
 from ingest_core.provider.triggers.new_records import NewRecordsTrigger
 
@@ -93,14 +93,20 @@ def test_round_trips_through_its_serialized_form(tmp_path):
     assert again.serialize() == (classpath, kwargs)
 
 
-def test_the_gate_is_a_sensor_whose_trigger_keeps_its_stored_form():
+def test_the_gate_is_the_plan_tasks_deferral_whose_trigger_keeps_its_stored_form():
     spec = make_spec("x:1", topic="t", microbatch={"dataGate": {"minRecords": 10, "maxWait": "PT2M",
                                                                 "pokeInterval": "PT3S"}})
-    sensor = DataGateSensor(task_id="data_gate", spec=spec)
-    assert isinstance(sensor, BaseSensorOperator)
-    assert (sensor.poke_interval, sensor.timeout) == (3.0, 120 + TRIGGER_TIMEOUT_SLACK.total_seconds())
+    plan = PlanOperator(task_id="plan", spec=spec)
+    # a deferral's timeout is a triggerer outage: BaseOperator's resume fails the try (retried), where a sensor's
+    # would fail it for good
+    from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
+    from airflow.sdk.exceptions import TaskDeferralTimeout
+
+    assert isinstance(plan, BaseOperator) and isinstance(plan, SkipMixin)
+    with pytest.raises(TaskDeferralTimeout):
+        plan.resume_execution(TRIGGER_FAIL_REPR, {"error": TriggerFailureReason.TRIGGER_TIMEOUT}, {})
     before = datetime.now(timezone.utc)
-    classpath, kwargs = sensor.trigger({TopicPartition("t", 1): 7, TopicPartition("t", 0): 5}).serialize()
+    classpath, kwargs = plan.trigger({TopicPartition("t", 1): 7, TopicPartition("t", 0): 5}).serialize()
     # Airflow's database holds both for every deferred gate: a change strands the gates deferred at an upgrade
     assert classpath == "ingest_core.provider.triggers.new_records.NewRecordsTrigger"
     assert kwargs.keys() == {"spec_path", "starts", "min_records", "deadline", "poke_interval_s"}

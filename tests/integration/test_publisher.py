@@ -454,6 +454,40 @@ def test_the_replan_step_plans_again_only_a_run_whose_predecessor_will_never_pub
     assert committed(store) == {tp: 20 for tp in PARTS}
 
 
+def store_snapshot(store):
+    """Everything a publish or a re-plan may change: the runs, the committed offsets, the datasource's state,
+    the audit log and the segments."""
+    runs = {r.run_id: (r.status, r.plan.revision, r.superseded_by) for r in store.runs.recent("wiki", limit=None)}
+    return (runs, committed(store), store.datasources.get("wiki"), len(store.audit_log.records("wiki")),
+            [s.id for s in store.segment_records.of("wiki")])
+
+
+def test_after_a_plan_that_failed_for_good_the_replan_and_publish_steps_change_nothing(store, tmp_path,
+                                                                                       monkeypatch):
+    """publish and replan run whatever their upstream did (trigger rule all_done: a run with nothing to read, or
+    nothing to plan again, has no no-op task). When the run's plan task failed for good after an earlier try
+    stored the plan, neither may act on that plan: the replan step would plan r3 again from its failed
+    predecessor (superseding r2), the publish would publish the empty r1. Both end skipped, changing nothing."""
+    from ingest_core.supervisor.publish import publish_step
+    from ingest_core.supervisor.replan import replan_step
+    from ingest_core.supervisor.run import RunSkipped
+
+    monkeypatch.setenv("INGEST_DEEP_STORAGE", tmp_path.as_uri())
+    r0 = plan_next(store, "r0", {tp: 10 for tp in PARTS})
+    Publisher(store).publish("wiki", "r0", results_for(r0))
+    assert plan_next(store, "r1", {tp: 10 for tp in PARTS}).is_empty  # nothing new; its plan task then failed
+    plan_next(store, "r2", {tp: 20 for tp in PARTS})
+    assert {p.after_run for p in plan_next(store, "r3", {tp: 30 for tp in PARTS}).partitions} == {"r2"}
+    store.runs.move("wiki", "r2", RunEvent.FAIL, error="killed")  # r3's plan task failed for good too
+    before = store_snapshot(store)
+    for run_id in ("r1", "r3"):
+        with pytest.raises(RunSkipped, match="plan"):
+            replan_step(SPEC, run_id, metadata=store, planned=False)
+        with pytest.raises(RunSkipped, match="plan"):
+            publish_step(SPEC, run_id, metadata=store, planned=False)
+    assert store_snapshot(store) == before
+
+
 def test_a_spark_job_of_a_final_run_does_nothing(store, monkeypatch):
     from ingest_core.supervisor.run import RunSkipped, check_job_wanted
 

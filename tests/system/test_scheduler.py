@@ -399,14 +399,14 @@ def test_backfill_create_ingests_each_past_slice_once(standalone, background):
 
 def gate_a_run_until_data_arrives(standalone, broker, tmp_path: Path) -> str:
     """The scheduler starts the run of the latest interval [a, b) at once; its topic is empty, so its data gate
-    defers to the triggerer (holding no worker slot) until 60 records of [a, b) arrive: the run's id, once it
-    succeeded."""
+    defers to the triggerer (the plan task's deferral, holding no worker slot) until 60 records of [a, b) arrive:
+    the run's id, once it succeeded."""
     topic = broker.create_topic(partitions=2)
     standalone.add_spec("gated", topic, dataGate={"minRecords": 50, "maxWait": "PT30M", "pokeInterval": "PT1S"})
     runs = standalone.wait_for("gated", lambda rs: len(rs) >= 1)
     run_id, run = min(runs.items(), key=lambda kv: kv[1]["run_after"])  # run_after: the interval's end
     deadline = time.monotonic() + 240
-    while (state := standalone.task_state("gated", run_id, "data_gate")) != "deferred":
+    while (state := standalone.task_state("gated", run_id, "plan")) != "deferred":  # its data gate waits
         assert time.monotonic() < deadline and state not in ("failed", "success", "skipped"), state
         time.sleep(2)
     end = datetime.fromisoformat(run["run_after"])

@@ -54,11 +54,14 @@ def test_an_airflow_run_ends_at_the_projects_deadline(completion_s, gate_s):
 def test_a_re_plan_is_a_step_of_its_own_and_the_jobs_are_the_only_tasks_that_run_spark(monkeypatch):
     """The publish used to plan a run again and run its Spark jobs inside its own task (`run_replanned_jobs`): a
     re-plan is the `replan` task, its jobs the mapped `replanned_job` tasks, and publish waits for both. Every
-    Spark job task is handed the typed input its upstream step returns (XCom), not argv. The replan step never
-    skips (a skipped upstream skips an `all_done_min_one_success` task): with nothing to plan again it hands one
-    empty job (the plan's NO_JOB), as the plan step does with nothing to read (tests/system/test_dag.py)."""
+    Spark job task is handed the typed input its upstream step returns (XCom), not argv. No task is a no-op: a
+    run with nothing to read maps `spark_job` over no job, one with nothing to plan again `replanned_job`, and the
+    plan task skips replan and its jobs when the run continues from no run that may still fail; replan and
+    publish tolerate a skipped upstream (`all_done`) and end skipped themselves without a plan
+    (tests/system/test_dag.py)."""
     monkeypatch.setenv("INGEST_KAFKA_BOOTSTRAP", "127.0.0.1:9")
     from ingest_core.provider.dag_factory import build_dag
+    from ingest_core.provider.operators.plan import REPLAN_TASKS, PlanOperator
     from ingest_core.provider.operators.spark_job import IngestSparkSubmitOperator
 
     with open("dags/datasources/wikipedia.yaml") as f:
@@ -66,9 +69,12 @@ def test_a_re_plan_is_a_step_of_its_own_and_the_jobs_are_the_only_tasks_that_run
     spark = {t.task_id for t in dag.tasks if issubclass(t.operator_class, IngestSparkSubmitOperator)
              or t.operator_class is IngestSparkSubmitOperator}
     assert spark == {"spark_job", "replanned_job"}
+    assert isinstance(dag.get_task("plan"), PlanOperator) and dag.get_task("plan").upstream_task_ids == set()
     assert dag.get_task("replanned_job").upstream_task_ids == {"replan"}
     assert dag.get_task("replan").upstream_task_ids == {"plan", "spark_job"}
     assert dag.get_task("publish").upstream_task_ids == {"plan", "spark_job", "replan", "replanned_job"}
-    assert dag.get_task("replan").trigger_rule == dag.get_task("publish").trigger_rule == "all_done_min_one_success"
+    assert {t: dag.get_task(t).trigger_rule for t in ("replan", "publish", "report")} == dict.fromkeys(
+        ("replan", "publish", "report"), "all_done")
+    assert set(REPLAN_TASKS) <= {t.task_id for t in dag.tasks}
     for task_id in ("spark_job", "replanned_job"):
         assert set(dag.get_task(task_id).expand_input.value) == {"job"}  # the typed input, from XCom

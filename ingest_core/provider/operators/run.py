@@ -9,7 +9,7 @@ shape only (tests/unit/test_dag_file_weight.py). A scheduler may load the steps 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Callable, TypeVar
 
@@ -37,6 +37,13 @@ class RunContext:
     def end_time(self) -> datetime | None:
         """A scheduled or backfill run for [a, b) ingests up to the offsets at time b; a manual one, up to now."""
         return self.data_interval_end if self.run_type in SCHEDULED_RUN_TYPES else None
+
+
+def run_context(spec: Any, context: Any) -> RunContext:
+    """The run as `spec`'s tasks see it: continuous, or readUpTo latest, plans up to the latest offsets when it
+    plans, not those at its interval's end (`MicrobatchConfig.reads_to_latest`)."""
+    run = RunContext.from_airflow(context)
+    return replace(run, data_interval_end=None) if spec.microbatch.reads_to_latest(run.run_type) else run
 
 
 def airflow_step(step: Callable[[], T]) -> T:

@@ -29,8 +29,8 @@ class IngestSparkSubmitOperator(SparkSubmitOperator):
     """The ingest job of one task group: `spark-submit` for a `spark` connection (local, standalone, YARN,
     Kubernetes), with the spec's master override and a Python that has this package; for a `spark_connect`
     connection, a Spark Connect client inside this task (`ingest_core.spark.connect`): no JVM of its own.
-    `job`: its `JobInput` as JSON ({}: the run has nothing to read), or the argv of a run an earlier version
-    planned."""
+    `job`: its `JobInput` as JSON, or the argv of a run an earlier version planned ({}: the no-op job an earlier
+    version handed a run with nothing to read, `operators.plan.NO_JOB`)."""
 
     def __init__(self, *, datasource: str, job: dict | list | None = None, master: str | None = None,
                  **kwargs: Any):

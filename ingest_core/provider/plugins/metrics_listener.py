@@ -5,8 +5,9 @@ operator changes: Airflow calls it in the process that ran the task (the task ru
 processes: this module is light, and the sending (`metrics_emitter`, which loads the status report's reading) loads
 only when a report task succeeds with metrics on.
 
-A run its data gate ended idle (nothing new by maxWait: `provider.sensors.data_gate`) has no report task: the gate's
-success sends them instead, so an idle datasource's lag (0) and state (IDLE) keep being sent every maxWait.
+A run its data gate ended idle (nothing new by maxWait, in the plan task: `provider.operators.plan`) has no report
+task: that plan task's success sends them instead, so an idle datasource's lag (0) and state (IDLE) keep being
+sent every maxWait.
 
 The figures are the datasource's status report (`service.status.collect_status`, what `ingest status` reads) turned
 into Druid's metrics by `service.metrics`. The report task runs last and whatever happened upstream, so the lag is
@@ -23,7 +24,7 @@ from airflow.listeners import hookimpl
 
 log = logging.getLogger(__name__)
 
-REPORT_TASK, GATE_TASK, INGEST_TAG = "report", "data_gate", "ingest"  # (provider.dag_factory)
+REPORT_TASK, GATE_TASK, INGEST_TAG = "report", "plan", "ingest"  # (provider.dag_factory; the gate is in the plan)
 
 
 def backend_on() -> bool:
@@ -34,12 +35,12 @@ def backend_on() -> bool:
 
 
 def is_ingest_report(task_instance: Any) -> bool:
-    """The report task of a datasource's DAG (tagged `ingest` by `provider.dag_factory`), or its data gate when
-    it ended the run idle (the run's last task then), not another DAG's task of that name. Where Airflow hands no
+    """The report task of a datasource's DAG (tagged `ingest` by `provider.dag_factory`), or its plan task when
+    its data gate ended the run idle (the run's last task then), not another DAG's task of that name. Where Airflow hands no
     task (a state set from outside), the datasource's row decides."""
     task_id, task = getattr(task_instance, "task_id", None), getattr(task_instance, "task", None)
     if task_id == GATE_TASK:
-        if not getattr(task, "ended_idle", False):  # the gate opened: the run's report sends them
+        if not getattr(task, "ended_idle", False):  # it planned: the run's report sends them
             return False
     elif task_id != REPORT_TASK:
         return False

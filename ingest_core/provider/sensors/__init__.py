@@ -1,1 +1,0 @@
-"""Sensors: the data gate ("enough new records yet?"), deferring to `triggers`."""
