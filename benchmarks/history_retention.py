@@ -297,7 +297,7 @@ def airflow_part(args: argparse.Namespace, base: str, servers: contextlib.ExitSt
     now = datetime.now(timezone.utc)
     per_day_mb: dict[str, float] = {}
     for g in growths:
-        per_day = args.airflow_tiny_per_day if args.tiny else g.runs_per_day()
+        per_day = args.airflow_runs_per_day or g.runs_per_day()
         before = table_sizes(engine)
         started = time.monotonic()
         made = generate_airflow(engine, g, days, per_day, now)
@@ -359,13 +359,15 @@ def main() -> int:
     parser.add_argument("--bootstrap", help="a Kafka broker (default: an embedded one)")
     parser.add_argument("--spark-connect", metavar="URL", help="a Spark Connect server (default: an embedded one)")
     parser.add_argument("--airflow-runs", type=int, default=5, help="real runs of each datasource (default 5)")
+    parser.add_argument("--airflow-runs-per-day", type=float, help="copy the real runs at this rate (default: the "
+                                                                   "measured one; the figures a day are scaled to it)")
     parser.add_argument("--skip-airflow", action="store_true", help="the store's side only")
     parser.add_argument("--out", type=Path, help="where Airflow's home, logs and servers go (default: a temporary "
                                                  "folder, removed after)")
     args = parser.parse_args()
     days, per_day = (40, 200) if args.tiny else (args.days, args.runs_per_day)
     if args.tiny:
-        args.airflow_runs, args.airflow_tiny_per_day = 2, 20
+        args.airflow_runs, args.airflow_runs_per_day = 2, 20
     with contextlib.ExitStack() as servers:
         base = args.postgres.rstrip("/") if args.postgres else servers.enter_context(EmbeddedPostgres()).url
         store = store_part(args, base, servers, days, per_day)

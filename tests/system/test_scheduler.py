@@ -766,6 +766,7 @@ BACKGROUND_SCENARIOS = {BACKFILL_TEST: backfill_the_slices_before_the_first_run,
                         CLEAN_TEST: clean_both_histories_beside_a_run_in_flight}
 
 
+@pytest.mark.timeout(1500)  # waits for its scenario, which may have started with the module
 def test_airflow_db_clean_beside_ingest_db_clean_keeps_what_the_runs_need(standalone, background):
     """docs/metadata-store.md's retention for both databases: the old runs' rows are gone from both, and nothing a
     run needs is: the run in flight at the clean (its gate's trigger, its task instances, then its plan's XCom
