@@ -71,7 +71,7 @@ bench: install
 	$(PY) benchmarks/compaction.py --minutes 1440 --rows 200
 	$(PY) benchmarks/sketch_query.py --hours 24 --rows-per-hour 2000 --users-per-row 40
 	$(PY) benchmarks/sql_isolation.py
-	$(PY) benchmarks/history_retention.py --days 45
+	$(PY) benchmarks/history_retention.py --days 45 --airflow-runs-per-day 1728
 	$(PY) benchmarks/dag_parse.py --specs 10 50 200
 	$(PY) benchmarks/fleet.py --datasources 10 50 200 --executor local celery --case-seconds 180
 

@@ -1,5 +1,5 @@
 """`ingest db clean`: the store's history kept to a retention (`store.retention`), beside Airflow's own
-`airflow db clean` for Airflow's tables (docs/operations.md)."""
+`airflow db clean` for Airflow's tables (docs/metadata-store.md)."""
 
 from __future__ import annotations
 

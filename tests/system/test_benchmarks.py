@@ -51,8 +51,17 @@ def _fleet(request, out: Path) -> Benchmark:
                            spark_connect.url, "--postgres", pg_base(), timeout=1400)
 
 
+def _history_retention(request, out: Path) -> Benchmark:
+    # databases of its own on the session's PostgreSQL server; its Airflow's runs on the session's broker and
+    # Spark Connect server
+    spark_connect, broker = request.getfixturevalue("spark_connect"), request.getfixturevalue("broker")
+    return start_benchmark("history_retention.py", "--postgres", pg_base(), "--bootstrap", broker.bootstrap,
+                           "--spark-connect", spark_connect.url, "--out", str(out), timeout=1400)
+
+
 BACKGROUND = {"test_microbatch_fixed_cost": _fixed_cost, "test_freshness": _freshness,
-              "test_fault_soak_under_the_scheduler": _scheduler_soak, "test_fleet": _fleet}
+              "test_fault_soak_under_the_scheduler": _scheduler_soak, "test_fleet": _fleet,
+              "test_history_retention": _history_retention}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -209,23 +218,6 @@ def test_sketch_query():
 
 
 
-def test_history_retention():
-    # a database of its own on the session's PostgreSQL server
-    out = run_benchmark("history_retention.py", "--postgres", pg_base(), timeout=600)
-    got = figures(out, {
-        "generated": rf"^generated {NUMBER} days of @continuous history at {NUMBER} runs a day \({NUMBER} runs\) in "
-                     rf"{NUMBER} s$",
-        "runs": rf"^  ingest_runs\s+{NUMBER} rows\s+{NUMBER} MB\s+{NUMBER} rows/day\s+{NUMBER} MB/day$",
-        "reports": rf"^  ingest_task_reports\s+{NUMBER} rows\s+{NUMBER} MB\s+{NUMBER} rows/day\s+{NUMBER} MB/day$",
-        "clean": rf"^ingest db clean \(30 days, the last 100 runs kept\): {NUMBER} s, {NUMBER} runs, {NUMBER} task "
-                 rf"groups, {NUMBER} task reports, {NUMBER} audit rows deleted \({NUMBER} runs/s\)$",
-    })
-    assert got["generated"][:3] == [40, 200, 8000]  # --tiny's size
-    assert got["runs"][0] == 8000 and got["runs"][2] == 200 and got["reports"][0] == 16000
-    # 10 days past the 30 kept: 2,000 runs, two groups and two reports each, an audit row a day
-    assert got["clean"][1:5] == [2000, 4000, 4000, 10]
-    assert_positive(got, "generated", "clean")
-
 @pytest.mark.timeout(2400)
 def test_microbatch_fixed_cost(background, broker, spark_connect):  # (the servers `background` gave it)
     # the session's broker, Spark Connect server and PostgreSQL (in `make bench` it starts its own, to measure the
@@ -336,3 +328,48 @@ def test_fleet(background, broker, spark_connect):  # (the servers `background` 
                             "verdict": rf"^    (?:kept up|DID NOT KEEP UP); the machine's CPU \({NUMBER} of 2 cores\)"})
     rows = re.findall(r"^  (local|celery) +2  (idle|mix|busy) ", out, re.MULTILINE)
     assert sorted(rows) == sorted((e, c) for e in FLEET_COMPONENTS for c in ("idle", "mix", "busy")), out
+
+
+@pytest.mark.timeout(1500)
+def test_history_retention(background):
+    out = background["test_history_retention"].output()
+    got = figures(out, {
+        "generated": rf"^generated {NUMBER} days of @continuous history at {NUMBER} runs a day \({NUMBER} runs\) in "
+                     rf"{NUMBER} s$",
+        "runs": rf"^  ingest_runs\s+{NUMBER} rows\s+{NUMBER} MB\s+{NUMBER} rows/day\s+{NUMBER} MB/day$",
+        "reports": rf"^  ingest_task_reports\s+{NUMBER} rows\s+{NUMBER} MB\s+{NUMBER} rows/day\s+{NUMBER} MB/day$",
+        "clean": rf"^ingest db clean \(30 days, the last 100 runs kept\): {NUMBER} s, {NUMBER} runs, {NUMBER} task "
+                 rf"groups, {NUMBER} task reports, {NUMBER} audit rows deleted \({NUMBER} runs/s\)$",
+        # Airflow's side: real runs, one dag_run row each, and task instances; their log files
+        "dag_run": rf"^  dag_run\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}$",
+        "task_instance": rf"^  task_instance\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}$",
+        "logs": rf"^  task log files\s+{NUMBER}\s+{NUMBER}$",
+        "continuous": rf"^@continuous: {NUMBER} runs of hist_continuous, a run every {NUMBER} s \(measured\), "
+                      rf"{NUMBER} runs a day$",
+        "scheduled": rf"^PT1M: {NUMBER} runs of hist_scheduled, a run every {NUMBER} s \(measured\), {NUMBER} runs a "
+                     rf"day$",
+        "copied": rf"^generated {NUMBER} days of Airflow history of the @continuous datasource at {NUMBER} runs a day "
+                  rf"\({NUMBER} runs, copies of its real runs\) in {NUMBER} s$",
+        "archived": rf"^airflow db clean \(before 35 days, archived\): {NUMBER} s, {NUMBER} dag runs and {NUMBER} "
+                    rf"rows in all deleted \({NUMBER} rows/s\), archived {NUMBER} rows \({NUMBER} MB\)$",
+        "skipped": rf"^airflow db clean \(before 30 days, --skip-archive\): {NUMBER} s, {NUMBER} dag runs and "
+                   rf"{NUMBER} rows in all deleted \({NUMBER} rows/s\), archived {NUMBER} rows \({NUMBER} MB\)$",
+        "airflow runs": rf"^Airflow's dag runs: {NUMBER} before the cleans, {NUMBER} after$",
+        "growth": rf"^growth a day, one @continuous datasource at {NUMBER} runs a day \(measured\): the store "
+                  rf"{NUMBER} MB, Airflow's database {NUMBER} MB, task log files {NUMBER} MB$",
+    })
+    assert got["generated"][:3] == [40, 200, 8000]  # --tiny's size
+    assert got["runs"][0] == 8000 and got["runs"][2] == 200 and got["reports"][0] == 16000
+    # 10 days past the 30 kept: 2,000 runs, two groups and two reports each, an audit row a day
+    assert got["clean"][1:5] == [2000, 4000, 4000, 10]
+    assert got["dag_run"][0] == 1 and got["dag_run"][2] == 1  # a dag_run row per run, of either datasource
+    assert got["task_instance"][0] >= 5 and got["task_instance"][2] >= 4  # plan, job, publish, report (and the skipped)
+    assert got["continuous"][0] >= 2 and got["scheduled"][0] >= 2  # --tiny's 2 real runs each, or more
+    assert got["copied"][:3] == [40, 20, 800]  # copied at 20 a day
+    # each datasource's 800 copies, a run every 1.2 h: those older than 35 days (99 each), then than 30 (100 each);
+    # the archive holds what the first deleted (not the rows deleted with them by a foreign key's cascade), the
+    # second archives nothing
+    assert got["archived"][1] == 198 and 0 < got["archived"][4] <= got["archived"][2]
+    assert got["skipped"][1] == 200 and got["skipped"][4] == 0
+    assert got["airflow runs"][0] - got["airflow runs"][1] == 398
+    assert_positive(got, "generated", "clean", "growth", "logs")

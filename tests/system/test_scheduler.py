@@ -260,6 +260,7 @@ def standalone(tmp_path_factory, broker, spark_connect, statsd):
 BACKFILL_TEST = "test_backfill_create_ingests_each_past_slice_once"
 GATE_TEST = "test_the_data_gate_defers_to_the_triggerer_and_releases_when_data_arrives"
 KILLED_WORKER_TEST = "test_a_killed_task_worker_is_failed_by_its_missing_heartbeat_and_retried_exactly_once"
+CLEAN_TEST = "test_airflow_db_clean_beside_ingest_db_clean_keeps_what_the_runs_need"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -689,9 +690,110 @@ exec '{sys.executable}' "$@"
     return ti
 
 
+RETENTION_DAYS = 30  # docs/metadata-store.md's retention, for both cleans
+RUN_KEYS = (("dag_id", "run_id"), ("source_dag_id", "source_run_id"), ("datasource", "run_id"))
+
+
+def age_runs(engine: sa.Engine, owner: str, run_ids: list[str], days: int) -> int:
+    """Every date of the runs' rows moved `days` back, in each table that names a run (Airflow's by dag_id and
+    run_id, asset events by their source run, the store's by datasource and run_id): those runs as they would be
+    `days` later. Returns the rows moved."""
+    moved = 0
+    with engine.begin() as conn:
+        columns: dict[str, dict[str, str]] = {}
+        for table, column, kind in conn.execute(sa.text(
+                "SELECT table_name, column_name, data_type FROM information_schema.columns "
+                "WHERE table_schema = current_schema()")):
+            columns.setdefault(table, {})[column] = kind
+        for table, cols in columns.items():
+            key = next(((d, r) for d, r in RUN_KEYS if d in cols and r in cols), None)
+            dates = [c for c, kind in cols.items() if kind.startswith("timestamp")]
+            if key is None or not dates:
+                continue
+            update = sa.text(
+                f'UPDATE "{table}" SET ' + ", ".join(f'"{c}" = "{c}" - make_interval(days => :days)' for c in dates)
+                + f' WHERE "{key[0]}" = :owner AND "{key[1]}" IN :runs').bindparams(sa.bindparam("runs", expanding=True))
+            moved += conn.execute(update, {"days": days, "owner": owner, "runs": run_ids}).rowcount
+    return moved
+
+
+def clean_both_histories_beside_a_run_in_flight(standalone, broker, tmp_path: Path) -> dict:
+    """A @continuous datasource behind a data gate publishes three runs of 20 records; its fourth waits in its
+    gate. The two oldest are then aged 40 days (in Airflow's tables and in the store) and both cleans run at the
+    documented retention, Airflow's `airflow db clean` first, then `ingest db clean --keep-runs 1` (every run
+    older than 30 days may go). Then the run in flight plans and publishes the next 20 records."""
+    name, topic = "retained", broker.create_topic(partitions=2)
+    standalone.add_spec(name, topic, schedule="@continuous", maxActiveRuns=1,
+                        dataGate={"minRecords": 1, "maxWait": "PT30M", "pokeInterval": "PT1S"})
+    done: list[str] = []
+    for k in range(1, 4):
+        produce_events(broker.bootstrap, topic, 20, seed=480 + k)
+        runs = standalone.wait_for(name, lambda rs, k=k: sum(r["state"] == "success" for r in rs.values()) >= k)
+        done = sorted((r for r in runs if runs[r]["state"] == "success"), key=lambda r: runs[r]["start_date"])
+    in_flight = None
+    deadline = time.monotonic() + 240
+    while in_flight is None:  # the fourth run, waiting in its gate
+        assert time.monotonic() < deadline, standalone.runs(name)
+        running = [r for r, v in standalone.runs(name).items() if v["state"] == "running"]
+        if running and standalone.task_state(name, running[0], "data_gate") == "deferred":
+            in_flight = running[0]
+        time.sleep(1)
+    old, kept = done[:2], done[2]
+    store_engine = make_engine(standalone.metadata_url)
+    aged = {"airflow": age_runs(standalone.db, name, old, 40), "store": age_runs(store_engine, name, old, 40)}
+    before = datetime.now(timezone.utc) - timedelta(days=RETENTION_DAYS)
+    airflow_clean = standalone.airflow("db", "clean", "--clean-before-timestamp", before.isoformat(),
+                                       "--skip-archive", "--error-on-cleanup-failure", "--yes")
+    ingest_clean = subprocess.run([sys.executable, "-m", "ingest_core.service.cli", "db", "clean", name,
+                                   "--days", str(RETENTION_DAYS), "--keep-runs", "1", "--yes", "--json"],
+                                  env=standalone.env, capture_output=True, text=True, timeout=300)
+    assert ingest_clean.returncode == 0, ingest_clean.stdout + ingest_clean.stderr
+    # what is left of each run in Airflow's tables, right after the cleans
+    left = {run: {t: standalone.query(f"SELECT count(*) FROM {t} WHERE dag_id = :d AND run_id = :r", d=name,
+                                      r=run)[0][0] for t in ("dag_run", "task_instance", "xcom", "log")}
+            for run in [*old, kept, in_flight]}
+    store_runs = {r.run_id for r in MetadataStore(standalone.metadata_url).runs.recent(name, limit=100)}
+    store_engine.dispose()
+    produce_events(broker.bootstrap, topic, 20, seed=484)
+    standalone.wait_for(name, lambda rs: rs[in_flight]["state"] == "success")
+    return {"old": old, "kept": kept, "in_flight": in_flight, "aged": aged, "left": left, "store_runs": store_runs,
+            "airflow_clean": airflow_clean, "ingest_clean": json.loads(ingest_clean.stdout)[name]}
+
+
 BACKGROUND_SCENARIOS = {BACKFILL_TEST: backfill_the_slices_before_the_first_run,
                         GATE_TEST: gate_a_run_until_data_arrives,
-                        KILLED_WORKER_TEST: kill_a_task_worker}
+                        KILLED_WORKER_TEST: kill_a_task_worker,
+                        CLEAN_TEST: clean_both_histories_beside_a_run_in_flight}
+
+
+@pytest.mark.timeout(1500)  # waits for its scenario, which may have started with the module
+def test_airflow_db_clean_beside_ingest_db_clean_keeps_what_the_runs_need(standalone, background):
+    """docs/metadata-store.md's retention for both databases: the old runs' rows are gone from both, and nothing a
+    run needs is: the run in flight at the clean (its gate's trigger, its task instances, then its plan's XCom
+    that its jobs, publish and report read) published after it, every record stays visible once (the segment
+    records are never cleaned), and `ingest status` still reads the datasource."""
+    got = background[CLEAN_TEST].result(timeout=1500)  # its own deadlines end it sooner
+    name, old, kept, in_flight = "retained", got["old"], got["kept"], got["in_flight"]
+    assert got["aged"]["airflow"] > 0 and got["aged"]["store"] > 0
+    for run in old:  # gone from Airflow's tables and from the store
+        assert got["left"][run] == {"dag_run": 0, "task_instance": 0, "xcom": 0, "log": 0}, (run, got["left"])
+        assert run not in got["store_runs"]
+    assert got["ingest_clean"]["runs"] == 2, got["ingest_clean"]
+    for run in (kept, in_flight):  # kept in Airflow's tables
+        assert got["left"][run]["dag_run"] == 1 and got["left"][run]["task_instance"] > 0, (run, got["left"])
+    assert got["store_runs"] == {kept}  # and in the store (the run in its gate has planned nothing yet)
+    assert got["left"][kept]["xcom"] > 0  # the plan's and the publish's results
+    store = MetadataStore(standalone.metadata_url)
+    assert store.runs.get(name, in_flight).status is RunStatus.PUBLISHED
+    assert store.runs.get(name, in_flight).plan.records == 20
+    assert total_edits(store, name) == 80  # the aged runs' segments too: none lost, none twice
+    status = subprocess.run([sys.executable, "-m", "ingest_core.service.cli", "status", name, "--json"],
+                            env=standalone.env, capture_output=True, text=True, timeout=300)
+    assert status.returncode == 0, status.stdout + status.stderr
+    payload = json.loads(status.stdout)["payload"]
+    recent = {r["runId"] for r in payload["recentRuns"]}
+    assert {kept, in_flight} <= recent and not recent & set(old), recent
+    assert payload["lostRecords"] == 0 and payload["healthy"], payload
 
 
 def test_a_killed_task_worker_is_failed_by_its_missing_heartbeat_and_retried_exactly_once(standalone, background):
