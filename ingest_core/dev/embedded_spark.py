@@ -33,7 +33,7 @@ class EmbeddedSparkConnect(EmbeddedServer):
     MAIN_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
     def __init__(self, work_dir: str | Path, port: int | None = None, master: str = "local[2]",
-                 driver_memory: str = "2g", conf: dict[str, str] | None = None, jar_sets: tuple[str, ...] = ()):
+                 driver_memory: str = "2g", conf: dict[str, str] | None = None, jar_sets: tuple[str, ...] = (), warm_up: bool = True):
         self.work_dir = Path(work_dir)
         self.jar_sets = jar_sets  # `ingest_core.dev.jars` sets on the server's classpath, e.g. "spark-s3"
         self.port = port or free_port()
@@ -42,6 +42,8 @@ class EmbeddedSparkConnect(EmbeddedServer):
         self.conf = dict(conf or {})
         self.url = f"sc://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
+        self.warm_up = warm_up
+        self.warmed_s: float | None = None
 
     @property
     def log_path(self) -> Path:
@@ -87,12 +89,26 @@ class EmbeddedSparkConnect(EmbeddedServer):
                 self.proc = None
                 raise RuntimeError(f"the Spark Connect server exited at start: {self.log_path.read_text()[-3000:]}")
             if started:
+                if self.warm_up:
+                    self._warm_up(max(deadline - time.monotonic(), 30))
                 return self
             time.sleep(0.3)
         self.stop()
         raise RuntimeError(f"the Spark Connect server on port {self.port} did not start in {timeout}s "
                            f"(log: {self.log_path})")
 
+    def _warm_up(self, timeout: float) -> None:
+        """The warm-up job (`ingest_core.spark.warmup`), in a Python of its own as a deployment runs it: a Connect
+        client switches pyspark's mode for its whole process."""
+        env = {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_MODE_ENABLED"}
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "ingest_core.spark.warmup", self.url, "--timeout", "60"],
+                              capture_output=True, text=True, env=env, timeout=timeout)
+        if done.returncode != 0:
+            self.stop()
+            raise RuntimeError(f"the Spark Connect server on port {self.port} failed its warm-up: "
+                               f"{(done.stderr.strip() or done.stdout.strip())[-2000:]} (log: {self.log_path})")
+        self.warmed_s = time.monotonic() - started
 
     def kill(self) -> None:
         """A crash: SIGKILL the server's whole process group (the JVM and its Python workers at once)."""
