@@ -16,8 +16,10 @@ datasource's is). Each job's seconds: opening the session, the job's Spark work 
 the report's marks) and the whole `run_job`.
 
     PYTHONPATH=$PWD python benchmarks/connect_restart.py [--modes cold warm] [--jobs 4] [--records 500] [--s3]
-    PYTHONPATH=$PWD python benchmarks/connect_restart.py --tiny     # one job per mode: that it runs
+    PYTHONPATH=$PWD python benchmarks/connect_restart.py --tiny     # one job of 50 records per mode: that it runs
         [--bootstrap HOST:PORT]   # a broker already running (topics of its own)
+
+The `cold` mode is the server as a deployment without the warm-up has it; `make bench` runs both.
 """
 
 from __future__ import annotations
@@ -158,9 +160,11 @@ def main() -> None:
             server.kill()
             results[mode] = {"start": started, "warm_up": server.warmed_s, "jobs": jobs}
             warm = jobs[1:]
-            print(f"{mode}: server up in {started:.1f} s (of it the warm-up {server.warmed_s or 0:.1f} s); first job "
-                  f"{jobs[0]['run_job']:.1f} s (session {jobs[0]['session']:.1f} s, Spark {jobs[0]['spark']:.1f} s), "
-                  + (f"the next {len(warm)} median {statistics.median(j['run_job'] for j in warm):.1f} s "
+            first = jobs[0]
+            print(f"{mode}: server up in {started - (server.warmed_s or 0):.1f} s, warm-up {server.warmed_s or 0:.1f} s; "
+                  f"first job {first['run_job']:.1f} s (session {first['session']:.1f} s, Spark {first['spark']:.1f} "
+                  f"s, {first['rows']:,} rows); "
+                  + (f"the next {len(warm)}: median {statistics.median(j['run_job'] for j in warm):.1f} s "
                      f"(Spark {statistics.median(j['spark'] for j in warm):.1f} s)" if warm else "no next jobs")
                   + f"; load {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
         (out / "results.json").write_text(json.dumps(results, indent=1))
