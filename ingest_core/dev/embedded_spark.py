@@ -90,7 +90,7 @@ class EmbeddedSparkConnect(EmbeddedServer):
                 raise RuntimeError(f"the Spark Connect server exited at start: {self.log_path.read_text()[-3000:]}")
             if started:
                 if self.warm_up:
-                    self._warm_up(max(deadline - time.monotonic(), 30))
+                    self._warm_up(max(deadline - time.monotonic(), 60))
                 return self
             time.sleep(0.3)
         self.stop()
@@ -99,16 +99,24 @@ class EmbeddedSparkConnect(EmbeddedServer):
 
     def _warm_up(self, timeout: float) -> None:
         """The warm-up job (`ingest_core.spark.warmup`), in a Python of its own as a deployment runs it: a Connect
-        client switches pyspark's mode for its whole process."""
+        client switches pyspark's mode for its whole process. It only saves the first job's time: one that fails
+        or is still running at `timeout` leaves the server as it is (serving), said in the server's log folder."""
         env = {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_MODE_ENABLED"}
-        started = time.monotonic()
-        done = subprocess.run([sys.executable, "-m", "ingest_core.spark.warmup", self.url, "--timeout", "60"],
-                              capture_output=True, text=True, env=env, timeout=timeout)
-        if done.returncode != 0:
-            self.stop()
-            raise RuntimeError(f"the Spark Connect server on port {self.port} failed its warm-up: "
-                               f"{(done.stderr.strip() or done.stdout.strip())[-2000:]} (log: {self.log_path})")
-        self.warmed_s = time.monotonic() - started
+        started, self.warmed_s = time.monotonic(), None
+        with open(self.work_dir / "warm-up.log", "ab") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "ingest_core.spark.warmup", self.url, "--timeout", "60"],
+                                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        try:
+            if proc.wait(timeout) == 0:
+                self.warmed_s = time.monotonic() - started
+                return
+            why = f"it failed (exit {proc.returncode})"
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            why = f"it did not end in {timeout:.0f} s"
+        print(f"the Spark Connect server on port {self.port} serves without its warm-up: {why}; see "
+              f"{self.work_dir / 'warm-up.log'}", file=sys.stderr)
 
     def kill(self) -> None:
         """A crash: SIGKILL the server's whole process group (the JVM and its Python workers at once)."""
