@@ -94,7 +94,7 @@ def own_server(request, broker, tmp_path_factory):
         yield None
         return
     tmp = tmp_path_factory.mktemp("own-server")
-    server = EmbeddedSparkConnect(tmp / "server", driver_memory="1g")
+    server = EmbeddedSparkConnect(tmp / "server", driver_memory="1g", warm_up=False)  # the tests' time: no warm-up
     deadline_args = staged_deadline_jobs(broker, tmp / "deadlines") if DEADLINE_TEST in selected else None
     try:
         with ThreadPoolExecutor(1) as pool:  # its exit waits for the thread, which its own deadlines end
