@@ -153,15 +153,13 @@ def main() -> None:
             server = EmbeddedSparkConnect(out / f"spark-connect-{mode}", driver_memory="1g",
                                           jar_sets=("spark-s3",) if args.s3 else (), warm_up=mode == "warm")
             cleanups.append(server.stop)
-            t = time.monotonic()
             server.start()
-            started = time.monotonic() - t
             jobs = run_jobs(server.url, spec, args.jobs, args.records, out / mode, env)
             server.kill()
-            results[mode] = {"start": started, "warm_up": server.warmed_s, "jobs": jobs}
+            results[mode] = {"start": server.up_s, "warm_up": server.warmed_s, "jobs": jobs}
             warm = jobs[1:]
             first = jobs[0]
-            print(f"{mode}: server up in {started - (server.warmed_s or 0):.1f} s, warm-up {server.warmed_s or 0:.1f} s; "
+            print(f"{mode}: server up in {server.up_s:.1f} s, warm-up {server.warmed_s or 0:.1f} s; "
                   f"first job {first['run_job']:.1f} s (session {first['session']:.1f} s, Spark {first['spark']:.1f} "
                   f"s, {first['rows']:,} rows); "
                   + (f"the next {len(warm)}: median {statistics.median(j['run_job'] for j in warm):.1f} s "

@@ -332,9 +332,10 @@ class SchedulerSoak:
         t = self.strike()
         self.connect.kill()
         self.connect.start()  # and its warm-up (ingest_core.spark.warmup), as a deployment runs it after a start
-        warmed = self.connect.warmed_s or 0.0
-        return True, (f"Spark Connect server killed mid-job, up again in {time.monotonic() - t - warmed:.0f} s, "
-                      f"warmed up {warmed:.0f} s later")
+        warmed = self.connect.warmed_s
+        return True, (f"Spark Connect server killed mid-job, up again in {self.connect.up_s:.0f} s, "
+                      + (f"warmed up {warmed:.0f} s later" if warmed is not None else
+                         f"its warm-up failed or outlasted its time ({time.monotonic() - t:.0f} s in all)"))
 
     def crash_postgres(self, during: str = "spark_job") -> tuple[bool, str]:
         """SIGKILL of PostgreSQL while a `during` task runs: a spark_job (the publish after it meets the database

@@ -43,7 +43,8 @@ class EmbeddedSparkConnect(EmbeddedServer):
         self.url = f"sc://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
         self.warm_up = warm_up
-        self.warmed_s: float | None = None
+        self.up_s: float | None = None  # the last start's seconds until the server accepted sessions
+        self.warmed_s: float | None = None  # then its warm-up's (None: none, or it failed)
 
     @property
     def log_path(self) -> Path:
@@ -89,6 +90,7 @@ class EmbeddedSparkConnect(EmbeddedServer):
                 self.proc = None
                 raise RuntimeError(f"the Spark Connect server exited at start: {self.log_path.read_text()[-3000:]}")
             if started:
+                self.up_s = timeout - (deadline - time.monotonic())
                 if self.warm_up:
                     self._warm_up(max(deadline - time.monotonic(), 60))
                 return self
