@@ -68,6 +68,9 @@ bench: install
 	$(PY) benchmarks/freshness.py --rates 1000 5000 10000 --duration 600 --airflow-conf scheduler.scheduler_idle_sleep_time=0.2
 	$(PY) benchmarks/fault_soak.py --iterations 16 --seed 1
 	$(PY) benchmarks/fault_soak.py --scheduler --duration 600
+	$(PY) benchmarks/fault_soak.py --scheduler --s3 --duration 600
+	$(PY) benchmarks/fault_soak.py --scheduler --s3 --sasl --duration 600
+	$(PY) benchmarks/connect_restart.py --s3 --jobs 4
 	$(PY) benchmarks/compaction.py --minutes 1440 --rows 200
 	$(PY) benchmarks/sketch_query.py --hours 24 --rows-per-hour 2000 --users-per-row 40
 	$(PY) benchmarks/sql_isolation.py

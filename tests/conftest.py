@@ -157,9 +157,10 @@ def _connect_server_starting(tmp_path_factory):
     if os.environ.get("INGEST_TEST_SPARK_CONNECT"):
         yield None
         return
-    # with Hadoop's S3A: the object-store tests write through this server too
+    # with Hadoop's S3A: the object-store tests write through this server too. No warm-up (its first job pays for
+    # the cold JVM instead): the suite's time stays where it was, test_benchmarks' connect_restart runs the warm-up
     server = EmbeddedSparkConnect(tmp_path_factory.mktemp("spark-connect"), driver_memory="1g",
-                                  jar_sets=("spark-s3",))
+                                  jar_sets=("spark-s3",), warm_up=False)
     pool = ThreadPoolExecutor(1)
     started = pool.submit(server.start)
     try:

@@ -336,8 +336,11 @@ class SchedulerSoak:
         self.wait_for_task("running", "spark_job")  # mid-job: the running job's session dies under it
         t = self.strike()
         self.connect.kill()
-        self.connect.start()
-        return True, f"Spark Connect server killed mid-job, up again in {time.monotonic() - t:.0f} s"
+        self.connect.start()  # and its warm-up (ingest_core.spark.warmup), as a deployment runs it after a start
+        warmed = self.connect.warmed_s
+        return True, (f"Spark Connect server killed mid-job, up again in {self.connect.up_s:.0f} s, "
+                      + (f"warmed up {warmed:.0f} s later" if warmed is not None else
+                         f"its warm-up failed or outlasted its time ({time.monotonic() - t:.0f} s in all)"))
 
     def crash_postgres(self, during: str = "spark_job") -> tuple[bool, str]:
         """SIGKILL of PostgreSQL while a `during` task runs: a spark_job (the publish after it meets the database

@@ -33,7 +33,7 @@ class EmbeddedSparkConnect(EmbeddedServer):
     MAIN_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
     def __init__(self, work_dir: str | Path, port: int | None = None, master: str = "local[2]",
-                 driver_memory: str = "2g", conf: dict[str, str] | None = None, jar_sets: tuple[str, ...] = ()):
+                 driver_memory: str = "2g", conf: dict[str, str] | None = None, jar_sets: tuple[str, ...] = (), warm_up: bool = True):
         self.work_dir = Path(work_dir)
         self.jar_sets = jar_sets  # `ingest_core.dev.jars` sets on the server's classpath, e.g. "spark-s3"
         self.port = port or free_port()
@@ -42,6 +42,9 @@ class EmbeddedSparkConnect(EmbeddedServer):
         self.conf = dict(conf or {})
         self.url = f"sc://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
+        self.warm_up = warm_up
+        self.up_s: float | None = None  # the last start's seconds until the server accepted sessions
+        self.warmed_s: float | None = None  # then its warm-up's (None: none, or it failed)
 
     @property
     def log_path(self) -> Path:
@@ -87,12 +90,35 @@ class EmbeddedSparkConnect(EmbeddedServer):
                 self.proc = None
                 raise RuntimeError(f"the Spark Connect server exited at start: {self.log_path.read_text()[-3000:]}")
             if started:
+                self.up_s = timeout - (deadline - time.monotonic())
+                if self.warm_up:
+                    self._warm_up(max(deadline - time.monotonic(), 60))
                 return self
             time.sleep(0.3)
         self.stop()
         raise RuntimeError(f"the Spark Connect server on port {self.port} did not start in {timeout}s "
                            f"(log: {self.log_path})")
 
+    def _warm_up(self, timeout: float) -> None:
+        """The warm-up job (`ingest_core.spark.warmup`), in a Python of its own as a deployment runs it: a Connect
+        client switches pyspark's mode for its whole process. It only saves the first job's time: one that fails
+        or is still running at `timeout` leaves the server as it is (serving), said in the server's log folder."""
+        env = {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_MODE_ENABLED"}
+        started, self.warmed_s = time.monotonic(), None
+        with open(self.work_dir / "warm-up.log", "ab") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "ingest_core.spark.warmup", self.url, "--timeout", "60"],
+                                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        try:
+            if proc.wait(timeout) == 0:
+                self.warmed_s = time.monotonic() - started
+                return
+            why = f"it failed (exit {proc.returncode})"
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            why = f"it did not end in {timeout:.0f} s"
+        print(f"the Spark Connect server on port {self.port} serves without its warm-up: {why}; see "
+              f"{self.work_dir / 'warm-up.log'}", file=sys.stderr)
 
     def kill(self) -> None:
         """A crash: SIGKILL the server's whole process group (the JVM and its Python workers at once)."""

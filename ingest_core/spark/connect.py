@@ -54,7 +54,13 @@ log = logging.getLogger(__name__)
 PACKAGES = ("ingest_core/__init__.py", "ingest_core/core", "ingest_core/handover", "ingest_core/executor",
             "ingest_core/kafka", "ingest_core/spark")
 _CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
-RETRIES = 6  # with backoff 0.05 s x4 up to 10 s: about 25 s of an unreachable server
+# pyspark's retries of an unavailable server: 0.05 s doubling to 1 s, then every second, about 26 s in all; a
+# server back within them (restarted) is asked again within a second of it (with 10 s steps, up to 10 s later)
+RETRIES, RETRY_FIRST_MS, RETRY_MAX_MS = 30, 50, 1000
+# gRPC's own reconnection of the channel: it waits 1 s growing to 120 s between tries by default, and pyspark's
+# retries meanwhile fail at once; a restarted server was met up to 6 s after it was back (BENCHMARKS.md)
+RECONNECT_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
+                     ("grpc.max_reconnect_backoff_ms", 1000)]
 SESSION_GENERATIONS = 16  # shared session ids tried before a job opens a session of its own
 PYTHON_CHECKED = "ingest.connect.pythonVersion"  # a session setting: the check passed in this session
 CODE_ADDED = "ingest.connect.codeArchive"  # a session setting: the code archive (by name) the session has
@@ -160,14 +166,16 @@ def add_code(spark: Any, code: Path, attempts: int = 5) -> None:
 def _connect(url: str, shown: str, timeout_s: float) -> tuple[Any, dict[str, str]] | None:
     """A client of the session `url` names (a new one if it names none), with the job's settings, and the
     session's settings; None if the server closed that session."""
-    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client import DefaultChannelBuilder
     from pyspark.sql.connect.client.retries import DefaultPolicy
+    from pyspark.sql.connect.session import SparkSession
 
     os.environ[_CONNECT_MODE] = "1"  # as builder.getOrCreate() does for a remote session
-    spark = SparkSession.builder.remote(url).create()  # no request yet
+    spark = SparkSession.builder.channelBuilder(DefaultChannelBuilder(url, RECONNECT_OPTIONS)).create()  # no request yet
     # pyspark retries an unreachable server for 10 minutes; a microbatch fails sooner (about 30 s) and Airflow
     # retries the task, so a dead server fails the group instead of hanging it
-    spark.client.set_retry_policies([DefaultPolicy(max_retries=RETRIES, max_backoff=10_000)])
+    spark.client.set_retry_policies([DefaultPolicy(max_retries=RETRIES, backoff_multiplier=2,
+                                                   initial_backoff=RETRY_FIRST_MS, max_backoff=RETRY_MAX_MS)])
     _await_channel(spark, shown, timeout_s)
     try:
         settings = spark.conf.getAll  # one request; a shared session has the job's settings from its first job
@@ -316,9 +324,59 @@ def run_compaction(url: str, application_args: Sequence[str], *, timeout_s: floa
 
 def _run_job(url: str, given: JobInput, timeout_s: float | None, on_session: Any,
              stall_timeout_s: float) -> dict[str, Any]:
+    """The job; once more at once, as a new attempt on a new session, when its server went away under it (killed
+    and started again, or still starting: the new session waits for it as any does). Airflow's retry would do the
+    same, but only after the task's retryDelay (a minute by default)."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    try:
+        return _run_job_once(url, given, timeout_s, on_session, stall_timeout_s)
+    except Exception as exc:
+        if not server_gone(exc):
+            raise
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise
+        log.warning("the Spark Connect server at %s went away during the job (%s): running it again now, as a new "
+                    "attempt on a new session", _safe(url), _first_line(exc))
+        return _run_job_once(url, given, left, on_session, stall_timeout_s)
+
+
+# Spark Connect's conditions of a request that met a server other than the one its session was opened on
+_SERVER_CHANGED = ("INVALID_HANDLE.SESSION_CHANGED", "INVALID_HANDLE.SESSION_NOT_FOUND",
+                   "INVALID_HANDLE.OPERATION_NOT_FOUND")
+
+
+def server_gone(exc: BaseException) -> bool:
+    """Whether `exc`, or an error it was raised from, says the job's Spark Connect server went away: unavailable
+    past pyspark's retries (gRPC's UNAVAILABLE), or restarted under the job's session. Not a session that could
+    not be opened within its deadline (`SparkConnectUnavailableError`): that one waited already."""
+    import grpc
+
+    from ingest_core.spark.job_errors import spark_condition
+
+    seen: BaseException | None = exc
+    while seen is not None and not isinstance(seen, SparkConnectUnavailableError):
+        status = getattr(seen, "getGrpcStatusCode", None)
+        if callable(status) and status() == grpc.StatusCode.UNAVAILABLE:
+            return True
+        if isinstance(seen, grpc.RpcError) and seen.code() == grpc.StatusCode.UNAVAILABLE:
+            return True
+        if spark_condition(seen) in _SERVER_CHANGED:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _run_job_once(url: str, given: JobInput, timeout_s: float | None, on_session: Any,
+                  stall_timeout_s: float) -> dict[str, Any]:
     from ingest_core.spark.job import load_job, run_group, summary
 
-    job = load_job(given)
+    job = load_job(given)  # a new attempt
     spark = open_session(url, job.spec.datasource)
     try:
         with Interrupter(spark, timeout_s) as interrupter:

@@ -128,14 +128,15 @@ def failed_report(job: GroupJob, error: IngestError, error_class: str) -> GroupR
 
 
 def read_splits(spark: Any, job: ReadJob, consumer_properties: dict[str, Any], input_format: dict | None = None,
-                deep_storage_access: dict | None = None, tasks: int | None = None) -> Any:
+                deep_storage_access: dict | None = None, tasks: int | None = None,
+                reader_class: type[SplitsReader] = SplitsReader) -> Any:
     """The group's rows, one Spark task per split (or `tasks` tasks): a range of one row per split in as many
     partitions, each task reading the splits its rows name (`kafka_source.SplitsReader`, in `mapInArrow`). The
     schema is computed here, so Spark asks no Python worker before the tasks run; the secrets ride in the
     reader (see `kafka_source`), never in a plan's text."""
     n = len(job.splits)
     schema = from_arrow_schema(output_arrow_schema(split_parser(job)))
-    reader = SplitsReader(job, consumer_properties, input_format, deep_storage_access)
+    reader = reader_class(job, consumer_properties, input_format, deep_storage_access)
     return spark.range(0, n, 1, tasks or n).mapInArrow(reader, schema)
 
 
@@ -172,16 +173,9 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
         rolled, dims, metrics = rollup(rows, spec)
         if DIMS_JSON in dims:
             rolled, dims = _expand_discovered(rolled, dims)
-    F = sql_functions(rows)
-    out = rolled.select(SEGMENT, TIME, *[col(F, c) for c in dims + metrics])
-    # Each Spark task writes its rows of an interval as time-sorted files of at most maxRowsPerSegment rows:
-    # Druid's dynamic partitioning (segments fill up as rows come), with no extra shuffle. The attempt's
-    # folder is new: Spark must not delete anything ("error", i.e. error-if-exists: the one spelling Spark
-    # Connect knows too; never "overwrite").
     write_started = time.time()
-    (out.sortWithinPartitions(SEGMENT, TIME, *[col(F, d) for d in dims])
-     .write.mode("error").option("maxRecordsPerFile", spec.tuning_config.max_rows_per_segment)
-     .partitionBy(SEGMENT).parquet(object_store.spark_uri(access, deep_storage.join(job.attempt_uri, "segments"))))
+    write_segments(rolled, dims, metrics, spec,
+                   object_store.spark_uri(access, deep_storage.join(job.attempt_uri, "segments")))
     write_ended = time.time()
     if types:
         rows.unpersist()  # a Spark Connect session outlives the job
@@ -202,6 +196,20 @@ def _ingest(spark: Any, job: GroupJob, stall_timeout_s: float) -> GroupReport:
     report.segments = describe_segments(job, dims, metrics, types)
     report.marks = {"writeStarted": write_started, "writeEnded": write_ended}
     return report
+
+
+def write_segments(rolled: Any, dims: list[str], metrics: list[str], spec: DatasourceSpec, target: str,
+                   mode: str = "error") -> None:
+    """Write the rolled-up rows under `target` (a Spark URI), a folder per segment interval. Each Spark task
+    writes its rows of an interval as time-sorted files of at most maxRowsPerSegment rows: Druid's dynamic
+    partitioning (segments fill up as rows come), with no extra shuffle. An attempt's folder is new: Spark must
+    not delete anything (`mode` "error", i.e. error-if-exists: the one spelling Spark Connect knows too; never
+    "overwrite" there)."""
+    F = sql_functions(rolled)
+    out = rolled.select(SEGMENT, TIME, *[col(F, c) for c in dims + metrics])
+    (out.sortWithinPartitions(SEGMENT, TIME, *[col(F, d) for d in dims])
+     .write.mode(mode).option("maxRecordsPerFile", spec.tuning_config.max_rows_per_segment)
+     .partitionBy(SEGMENT).parquet(target))
 
 
 def _expand_discovered(rolled: Any, dims: list[str]) -> tuple[Any, list[str]]:

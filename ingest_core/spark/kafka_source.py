@@ -161,11 +161,14 @@ class SplitsReader:
         self.deep_storage_access = deep_storage_access
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        reader = KafkaRangeReader(ReadJob.loads(self.job_json, self.input_format), self.consumer_properties,
-                                  self.deep_storage_access)
+        reader = self.range_reader(ReadJob.loads(self.job_json, self.input_format))
         for batch in batches:
             for index in batch.column(0).to_pylist():
                 yield from reader.read(reader.split(index))
+
+    def range_reader(self, job: ReadJob) -> KafkaRangeReader:
+        """The reader of each split (`warmup`'s reads no broker)."""
+        return KafkaRangeReader(job, self.consumer_properties, self.deep_storage_access)
 
 
 class KafkaRangeReader:
@@ -177,6 +180,10 @@ class KafkaRangeReader:
         # reports and dead letters go where the driver writes, with the job's own settings: a Python worker may
         # serve jobs of other datasources on the same bucket name
         self.access = object_store.S3Access.from_json(deep_storage_access) if deep_storage_access else None
+
+    def consumer(self, partition: SplitPartition, raw: bool) -> SplitConsumer:
+        """Where the split's records come from: its partition of the topic (`warmup` gives its own)."""
+        return SplitConsumer(self.consumer_properties, partition, self.job, raw=raw)
 
     def split(self, index: int) -> SplitPartition:
         s = self.job.splits[index]
@@ -221,7 +228,7 @@ class KafkaRangeReader:
         writer = (dead_letters.DeadLetterWriter(dead_letters.file_uri(self.job.output_uri, partition.index),
                                                  access=self.access)
                   if spec.microbatch.dead_letters_on else None)
-        consumer = SplitConsumer(self.consumer_properties, partition, self.job, raw=writer is not None)
+        consumer = self.consumer(partition, raw=writer is not None)
         for chunk, raw in consumer.records():
             parsed = parser.parse(chunk)
             if writer is not None and parsed.rejections:

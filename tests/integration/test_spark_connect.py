@@ -1,7 +1,8 @@
 """The ingest job over Spark Connect (`ingest_core.spark.connect`) against a real local Connect server: the same
 plan gives the same segments and report as the job in a SparkSession of its own; a deadline interrupts its job
 and not the other jobs of the session; the jobs of a datasource share a session (and its Python workers); a
-server that dies mid-job fails the group, and running the plan again publishes every record once."""
+server that dies mid-job fails the job's attempt, the job runs again at once once the server is back, and the plan
+publishes every record once."""
 
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ def job_args(spec_uri: str, inputs: str, group: int, output: str) -> JobInput:
 
 
 DEADLINE_TEST = "test_a_deadline_interrupts_the_job_and_not_the_other_jobs_of_its_session"
-SERVER_DIES_TEST = "test_a_server_that_dies_mid_job_fails_the_group_and_the_plan_runs_again_exactly_once"
+SERVER_DIES_TEST = "test_a_server_that_dies_mid_job_fails_the_attempt_and_the_job_runs_again_at_once_exactly_once"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -93,7 +94,7 @@ def own_server(request, broker, tmp_path_factory):
         yield None
         return
     tmp = tmp_path_factory.mktemp("own-server")
-    server = EmbeddedSparkConnect(tmp / "server", driver_memory="1g")
+    server = EmbeddedSparkConnect(tmp / "server", driver_memory="1g", warm_up=False)  # the tests' time: no warm-up
     deadline_args = staged_deadline_jobs(broker, tmp / "deadlines") if DEADLINE_TEST in selected else None
     try:
         with ThreadPoolExecutor(1) as pool:  # its exit waits for the thread, which its own deadlines end
@@ -367,9 +368,16 @@ def test_a_deadline_interrupts_the_job_and_not_the_other_jobs_of_its_session(own
     assert "interrupted after 30s" in outcome["later"], outcome
 
 
-def test_a_server_that_dies_mid_job_fails_the_group_and_the_plan_runs_again_exactly_once(own_server, spark_connect,
-                                                                                          broker, store, tmp_path):
+def test_a_server_that_dies_mid_job_fails_the_attempt_and_the_job_runs_again_at_once_exactly_once(
+        own_server, broker, store, tmp_path, monkeypatch):
+    """The server SIGKILLed mid-job and started again only once the job's attempt has failed (pyspark's retries
+    exhausted, its FAILED report written): the same `run_job` runs the group again at once, as a new attempt on a
+    new session, rather than failing its task for Airflow to retry after the task's retryDelay (a minute by
+    default); the plan publishes every record once."""
     server = own_server.result(timeout=3 * WATCHDOG_S)["server"]  # its own: the test kills it
+    if server.proc is None:
+        server.start()
+    monkeypatch.setenv("INGEST_SPARK_CONNECT_TIMEOUT", str(3 * WATCHDOG_S))  # the new session waits for the restart
     topic = broker.create_topic(partitions=1)
     produce(broker, topic, 400, 1)
     spec = spec_from(broker.bootstrap, topic, {**SCHEMA, "granularitySpec": {"segmentGranularity": "HOUR",
@@ -377,31 +385,33 @@ def test_a_server_that_dies_mid_job_fails_the_group_and_the_plan_runs_again_exac
                      tuning={"maxRecordsPerPoll": 10})
     plan = Supervisor(spec, store).plan("manual__crash").plan
     spec_uri, plan_uri = stage(tmp_path, spec, plan)
-    out = (tmp_path / "first").as_uri()
-    failure: list[BaseException] = []
+    out = tmp_path / "out"
+    outcome: dict = {}
 
     def job() -> None:
         try:
-            run_job(server.url, job_args(spec_uri, plan_uri, 0, out))
+            outcome["summary"] = run_job(server.url, job_args(spec_uri, plan_uri, 0, out.as_uri()))
         except BaseException as exc:  # noqa: BLE001 - the test inspects it
-            failure.append(exc)
+            outcome["failure"] = exc
 
     worker = threading.Thread(target=job)
-    try:
-        worker.start()
-        deadline = time.monotonic() + 240
-        while not any((tmp_path / "first").glob("attempt=*/progress/*.json")) and worker.is_alive():
-            assert time.monotonic() < deadline, "the job never started reading"
-            time.sleep(0.2)
-        server.kill()  # mid-job: the split has reported progress and is still reading
-        worker.join(180)
-        assert not worker.is_alive(), "the client hung after the server died"
-        assert failure, "the job succeeded although its server died mid-job"
-    finally:
-        server.stop()
-    # the group failed, nothing was published; the same plan, run again (on the session's server: a server
-    # restarted at its address is the fault soak's kill_spark), publishes once
-    summary = run_job(spark_connect.url, job_args(spec_uri, plan_uri, 0, (tmp_path / "second").as_uri()))
+    worker.start()
+    deadline = time.monotonic() + 240
+    while not any(out.glob("attempt=*/progress/*.json")) and worker.is_alive():
+        assert time.monotonic() < deadline, "the job never started reading"
+        time.sleep(0.2)
+    server.kill()  # mid-job: the split has reported progress and is still reading
+    deadline = time.monotonic() + 180
+    while not any(out.glob("attempt=*/report.json")) and worker.is_alive():  # the attempt gave up on the server
+        assert time.monotonic() < deadline, "the client hung after the server died"
+        time.sleep(0.2)
+    server.start()
+    worker.join(3 * WATCHDOG_S)
+    assert not worker.is_alive(), "the job did not end after its server came back"
+    assert "failure" not in outcome, f"the job failed: {outcome.get('failure')!r}"
+    reports = {p.parent.name: GroupReport.loads(p.read_text(), str(p)) for p in out.glob("attempt=*/report.json")}
+    assert sorted(r.state.value for r in reports.values()) == ["FAILED", "SUCCESS"], reports
+    summary = outcome["summary"]
     Publisher(store).publish(spec.datasource, "manual__crash",
                              [GroupResult.from_report(GroupReport.loads(deep_storage.read_text(summary["report"]),
                                                                         summary["report"]))])

@@ -135,6 +135,15 @@ def test_ingest_job_throughput(broker):
         avro_part  # the job's side only
 
 
+def test_connect_restart(broker):
+    # the warm mode only: the cold one is the same server start and job without the warm-up, a JVM's start more
+    out = run_benchmark("connect_restart.py", "--modes", "warm", "--s3", "--bootstrap", broker.bootstrap, timeout=900)
+    got = figures(out, {"warm": rf"^warm: server up in {NUMBER} s, warm-up {NUMBER} s; first job {NUMBER} s "
+                                rf"\(session {NUMBER} s, Spark {NUMBER} s, {NUMBER} rows\); no next jobs"})
+    assert got["warm"][-1] == 50  # --tiny's records, each read once
+    assert_positive(got)
+
+
 def test_row_parser_formats():
     out = run_benchmark("row_parser_formats.py", timeout=300)
     assert_positive(figures(out, {**{f"{f} median": rf"^  {f}\s+{NUMBER} rec/s\s+{NUMBER} us/record$"

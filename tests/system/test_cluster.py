@@ -52,7 +52,7 @@ def cluster(tmp_path_factory):
 def cluster_connect(tmp_path_factory, cluster):
     """A Spark Connect server whose executors run on the standalone cluster's worker."""
     with EmbeddedSparkConnect(tmp_path_factory.mktemp("spark-connect-cluster"), master=cluster.url,
-                              driver_memory="1g", conf=APP_CONF) as server:
+                              driver_memory="1g", conf=APP_CONF, warm_up=False) as server:  # the tests' time
         yield server
 
 
