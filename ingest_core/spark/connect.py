@@ -46,6 +46,7 @@ from typing import Any, Iterator, Sequence
 from ingest_core.core.defaults import SPARK_CONNECT_TIMEOUT_S, STALL_TIMEOUT_S
 from ingest_core.core.errors import IngestError, SparkConnectError, SparkConnectUnavailableError
 from ingest_core.handover.job_input import JobInput
+from ingest_core.spark.job_errors import spark_condition
 from ingest_core.spark.settings import REQUIRED_CONF, default_conf
 
 log = logging.getLogger(__name__)
@@ -352,7 +353,6 @@ def server_gone(exc: BaseException) -> bool:
     not be opened within its deadline (`SparkConnectUnavailableError`): that one waited already."""
     import grpc
 
-    from ingest_core.spark.job_errors import spark_condition
 
     seen: BaseException | None = exc
     while seen is not None and not isinstance(seen, SparkConnectUnavailableError):

@@ -32,7 +32,10 @@ from ingest_core.core.errors import IngestError
 from ingest_core.core.offsets import OffsetRange, TopicPartition
 from ingest_core.core.spec import parse_spec
 from ingest_core.executor.row_parser import RecordChunk
+from ingest_core.spark.connect import connect_mode, open_session
+from ingest_core.spark.job import read_splits, write_segments
 from ingest_core.spark.kafka_source import KafkaRangeReader, ReadJob, SplitPartition, SplitsReader
+from ingest_core.spark.rollup import rollup
 
 TOPIC = "ingest-warm-up"
 SPLITS, RECORDS = 2, 500  # records per split
@@ -92,10 +95,6 @@ class WarmUp:
 def warm_up(url: str, timeout_s: float | None = None) -> WarmUp:
     """Warm up the Spark Connect server at `url` (waiting up to `timeout_s` for it to accept a session, default
     `connect.connect_timeout_s()`)."""
-    from ingest_core.spark.connect import connect_mode, open_session
-    from ingest_core.spark.job import read_splits, write_segments
-    from ingest_core.spark.rollup import rollup
-
     started = time.monotonic()
     spec = parse_spec(SPEC, "warm-up")
     with connect_mode():
