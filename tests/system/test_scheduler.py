@@ -735,7 +735,7 @@ def clean_both_histories_beside_a_run_in_flight(standalone, broker, tmp_path: Pa
     while in_flight is None:  # the fourth run, waiting in its gate
         assert time.monotonic() < deadline, standalone.runs(name)
         running = [r for r, v in standalone.runs(name).items() if v["state"] == "running"]
-        if running and standalone.task_state(name, running[0], "data_gate") == "deferred":
+        if running and standalone.task_state(name, running[0], "plan") == "deferred":
             in_flight = running[0]
         time.sleep(1)
     old, kept = done[:2], done[2]
