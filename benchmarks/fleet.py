@@ -223,12 +223,13 @@ def freshness_of(produced: dict[str, dict[int, float]], seen: dict[int, float]) 
 
 class FleetAirflow(Supervised):
     """Airflow's components over the product's DAG folder with the fleet's specs; with `celery_broker`, the
-    CeleryExecutor and CELERY_WORKERS workers (each 2 task processes: --parallelism 4, as the LocalExecutor's)."""
+    CeleryExecutor and CELERY_WORKERS workers (each `slots` / CELERY_WORKERS task processes): `slots` task processes
+    at once in all (Airflow's `[core] parallelism`)."""
 
     SPEC_BUNDLE = True
 
     def __init__(self, root: Path, specs: dict[str, dict], bootstrap: str, connect_url: str, airflow_db_url: str,
-                 metadata_url: str, celery_broker: str | None):
+                 metadata_url: str, celery_broker: str | None, slots: int = 4):
         dags = root / "dags"
         (dags / "datasources").mkdir(parents=True, exist_ok=True)
         for path in (ROOT / "dags").glob("*.py"):
@@ -237,7 +238,9 @@ class FleetAirflow(Supervised):
             (dags / "datasources" / f"{name}.yaml").write_text(yaml.safe_dump(spec))
         self.celery = celery_broker is not None
         self.procs, self.restarts, self.stopping = {}, Counter(), threading.Event()
-        conf = {**DEPLOYMENT_CONF, **(celery_settings(celery_broker, airflow_db_url) if celery_broker else {})}
+        self.slots = slots
+        conf = {**DEPLOYMENT_CONF, "AIRFLOW__CORE__PARALLELISM": str(slots),
+                **(celery_settings(celery_broker, airflow_db_url) if celery_broker else {})}
         with UPGRADE_LOCK:  # Alembic's migration context is global to the process: one upgrade at a time
             self.start(root, bootstrap, dags, connect_url, airflow_db_url, metadata_url, **conf)
 
@@ -245,7 +248,8 @@ class FleetAirflow(Supervised):
         own = super().components()
         if self.celery:
             for i in range(1, CELERY_WORKERS + 1):
-                own[f"celery-worker-{i}"] = celery_worker(f"fleet-worker-{i}", self.root / f"worker-{i}-logs")
+                own[f"celery-worker-{i}"] = celery_worker(f"fleet-worker-{i}", self.root / f"worker-{i}-logs",
+                                                          concurrency=max(1, self.slots // CELERY_WORKERS))
         return own
 
     def wait_workers(self, timeout: float = 300) -> None:
@@ -435,7 +439,7 @@ class Fleet:
         started = time.monotonic()
         self.airflow = FleetAirflow(self.out / "airflow", specs, s.bootstrap, s.connect_url,
                                     f"{s.pg_base}/{databases[0]}", f"{s.pg_base}/{databases[1]}",
-                                    redis.url if redis else None)
+                                    redis.url if redis else None, slots=a.slots)
         stack.callback(self.airflow.stop)
         self.airflow.wait_healthy()
         self.airflow.wait_workers()
@@ -640,6 +644,9 @@ def main() -> None:
     ap.add_argument("--busy-rate", type=float, default=2, help="events/s of each other producing datasource")
     ap.add_argument("--poll", type=float, default=1.0, help="seconds between sweeps for new segments (at least "
                                                             "N/100: one query per datasource a sweep)")
+    ap.add_argument("--slots", type=int, default=4, help="task processes at once (Airflow's [core] parallelism; "
+                                                        "with Celery, split between its workers); a gated run holds "
+                                                        "one while its plan looks at its gate")
     ap.add_argument("--tiny", action="store_true", help="N=2, every case and executor for a few seconds")
     ap.add_argument("--out", type=Path, help="keep everything (logs, Airflow homes, results.json) here")
     args = ap.parse_args()
@@ -651,7 +658,7 @@ def main() -> None:
     print(f"fleet: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, load average {load()}; "
           f"N {args.datasources}, executors {args.executor}, cases {args.cases} of {args.case_seconds:.0f} s "
           f"(drain {args.drain:.0f} s); {args.continuous} @continuous (mix {args.mix_rate:g} events/s), the rest "
-          f"PT1M; busy {args.busy_rate:g} events/s; work dir {out}", flush=True)
+          f"PT1M; busy {args.busy_rate:g} events/s; {args.slots} task slots; work dir {out}", flush=True)
     results: list[CaseResult] = []
     parses: dict[tuple[str, int], dict] = {}
     lock = threading.Lock()
