@@ -51,15 +51,14 @@ from typing import Any, Callable, TypeVar
 import psutil
 import yaml
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dag_parse import _search_started  # noqa: E402
 from freshness import PARTITIONS, Datasource, spec_for  # noqa: E402
-from harness.fixed_cost_setup import ExternalConnect, add_server_arguments, create_databases  # noqa: E402
-from harness.fixed_cost_setup import drop_databases, load, tree_cpu  # noqa: E402
+from harness.fixed_cost_setup import ExternalConnect, add_server_arguments, load, scratch_databases  # noqa: E402
+from harness.fixed_cost_setup import scratch_topics, tree_cpu  # noqa: E402
 from harness.scheduler_soak import Supervised  # noqa: E402
 from ingest_core.dev.celery_airflow import celery_settings, celery_worker  # noqa: E402
 from ingest_core.dev.embedded import EmbeddedKafka, EmbeddedPostgres, EmbeddedRedis  # noqa: E402
@@ -425,20 +424,14 @@ class Fleet:
 
     def start(self, stack: contextlib.ExitStack) -> dict[str, Any]:
         s, a = self.services, self.args
-        admin = AdminClient({"bootstrap.servers": s.bootstrap})
-        for f in admin.create_topics([NewTopic(name, PARTITIONS, 1) for name in self.names]).values():
-            f.result(timeout=120)
-        stack.callback(lambda: [f.result(timeout=120) for f in admin.delete_topics(self.names).values()])
-        databases = [f"airflow_{self.names[0][:-4]}", f"ingest_{self.names[0][:-4]}"]
-        engine = create_databases(s.pg_base, databases)
-        stack.callback(engine.dispose)
-        stack.callback(drop_databases, engine, databases)
+        scratch_topics(stack, s.bootstrap, self.names, PARTITIONS)
+        airflow_db, store_db = scratch_databases(stack, s.pg_base, [f"airflow_{self.names[0][:-4]}",
+                                                                    f"ingest_{self.names[0][:-4]}"])
         specs = {name: spec_for(name, name, "@continuous" if name in self.continuous else "PT1M", 1)
                  for name in self.names}
         redis = stack.enter_context(EmbeddedRedis(self.out / "redis")) if self.executor == "celery" else None
         started = time.monotonic()
-        self.airflow = FleetAirflow(self.out / "airflow", specs, s.bootstrap, s.connect_url,
-                                    f"{s.pg_base}/{databases[0]}", f"{s.pg_base}/{databases[1]}",
+        self.airflow = FleetAirflow(self.out / "airflow", specs, s.bootstrap, s.connect_url, airflow_db, store_db,
                                     redis.url if redis else None, slots=a.slots)
         stack.callback(self.airflow.stop)
         self.airflow.wait_healthy()

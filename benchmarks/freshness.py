@@ -42,7 +42,6 @@ from typing import Any, Protocol
 import pyarrow.parquet as pq
 import yaml
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -54,7 +53,7 @@ from ingest_core.store.segment_schema import read_conformed  # noqa: E402
 from harness import run_phases  # noqa: E402
 from harness.fixed_cost_scheduler import Standalone  # noqa: E402
 from harness.fixed_cost_setup import CONNECT_CONN, ExternalConnect, add_server_arguments, load  # noqa: E402
-from harness.fixed_cost_setup import create_databases, drop_databases  # noqa: E402
+from harness.fixed_cost_setup import scratch_databases, scratch_topics  # noqa: E402
 from spark_kafka_jobs import spark_kafka_jars  # noqa: E402
 
 PARTITIONS = 4
@@ -386,21 +385,16 @@ def main() -> None:
         connect_url = (ExternalConnect(args.spark_connect) if args.spark_connect
                        else services.enter_context(EmbeddedSparkConnect(out / "spark-connect"))).url
         pg_base = args.postgres.rstrip("/") if args.postgres else services.enter_context(EmbeddedPostgres()).url
-        admin = AdminClient({"bootstrap.servers": bootstrap})
         topics = {"project": f"fresh_{tag}", "anchor": f"fresh_anchor_{tag}"}
-        for f in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics.values()]).values():
-            f.result(timeout=60)
-        databases = [f"airflow_fresh_{tag}", f"ingest_fresh_{tag}"]
-        admin_engine = create_databases(pg_base, databases)
-        services.callback(admin_engine.dispose)
-        services.callback(drop_databases, admin_engine, databases)
+        scratch_topics(services, bootstrap, list(topics.values()), PARTITIONS)
+        airflow_db, store_db = scratch_databases(services, pg_base, [f"airflow_fresh_{tag}", f"ingest_fresh_{tag}"])
 
         datasource = f"fresh_{tag}"
         spec = spec_for(datasource, topics["project"], args.schedule, args.max_active_runs, args.task_count,
                         args.read_up_to)
         started = time.monotonic()
-        sched = FreshnessScheduler(out / "standalone", spec, bootstrap, connect_url, f"{pg_base}/{databases[0]}",
-                                   f"{pg_base}/{databases[1]}", airflow_conf_env(args.airflow_conf))
+        sched = FreshnessScheduler(out / "standalone", spec, bootstrap, connect_url, airflow_db, store_db,
+                                   airflow_conf_env(args.airflow_conf))
         services.callback(sched.stop)
         sched.wait_healthy()
         sched.wait_parsed([datasource])
@@ -425,7 +419,7 @@ def main() -> None:
             print_summary(summaries[-1])
             results["phases"].append(summaries[-1])
         runs = sched.query("SELECT state, count(*) FROM dag_run WHERE dag_id = :d GROUP BY state", d=datasource)
-        print(f"  DAG runs: " + ", ".join(f"{n} {state}" for state, n in runs), flush=True)
+        print("  DAG runs: " + ", ".join(f"{n} {state}" for state, n in runs), flush=True)
         # where each rate's seconds went: the runs that planned while it was produced or drained
         all_runs = run_phases.collect(sched.query, sched.store, datasource)
         for phase, summary, cpu in zip(phases, summaries, cpus):

@@ -57,7 +57,7 @@ from harness.airflow_history import (  # noqa: E402
     produce_at,
     table_sizes,
 )
-from harness.fixed_cost_setup import AIRFLOW as AIRFLOW_BIN, create_databases, drop_databases, load  # noqa: E402
+from harness.fixed_cost_setup import AIRFLOW as AIRFLOW_BIN, load, scratch_databases, scratch_topics  # noqa: E402
 from ingest_core.dev.embedded import EmbeddedKafka  # noqa: E402
 from ingest_core.dev.embedded_spark import EmbeddedSparkConnect  # noqa: E402
 from ingest_core.core.offsets import StartOffset, StartSource, TopicPartition  # noqa: E402
@@ -176,11 +176,7 @@ def store_part(args: argparse.Namespace, base: str, servers: contextlib.ExitStac
                ) -> dict[str, float]:
     """The store's history and `ingest db clean` over it; returns {"mb_day": the store's MB a day, "seconds":
     the clean's}."""
-    database = f"history_{secrets.token_hex(4)}"
-    admin = create_databases(base, [database])
-    servers.callback(admin.dispose)
-    servers.callback(drop_databases, admin, [database])
-    url = f"{base}/{database}"
+    [url] = scratch_databases(servers, base, [f"history_{secrets.token_hex(4)}"])
     store = MetadataStore(url)
     servers.callback(store.dispose)
     store.upgrade()
@@ -215,8 +211,6 @@ def real_runs(args: argparse.Namespace, base: str, servers: contextlib.ExitStack
               ) -> tuple[HistoryAirflow, list[RunGrowth]]:
     """--airflow-runs real runs of each datasource under `airflow standalone`, which is stopped after them (its
     database and environment stay, for the cleans)."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
     if args.bootstrap:
         bootstrap = args.bootstrap
     else:
@@ -232,16 +226,10 @@ def real_runs(args: argparse.Namespace, base: str, servers: contextlib.ExitStack
         connect_url = connect.url
     suffix = secrets.token_hex(4)
     topics = [f"hist_continuous_{suffix}", f"hist_scheduled_{suffix}"]
-    kafka_admin = AdminClient({"bootstrap.servers": bootstrap})  # held: its futures fail once it is collected
-    for f in kafka_admin.create_topics([NewTopic(t, TOPIC_PARTITIONS, 1) for t in topics]).values():
-        f.result(timeout=60)
-    databases = [f"airflow_hist_{suffix}", f"ingest_hist_{suffix}"]
-    admin = create_databases(base, databases)
-    servers.callback(admin.dispose)
-    servers.callback(drop_databases, admin, databases)
+    scratch_topics(servers, bootstrap, topics, TOPIC_PARTITIONS)
+    airflow_db, store_db = scratch_databases(servers, base, [f"airflow_hist_{suffix}", f"ingest_hist_{suffix}"])
     n = args.airflow_runs
-    airflow = HistoryAirflow(root / "airflow", bootstrap, connect_url, f"{base}/{databases[0]}",
-                             f"{base}/{databases[1]}")
+    airflow = HistoryAirflow(root / "airflow", bootstrap, connect_url, airflow_db, store_db)
     trickle = None
     try:
         airflow.wait_healthy()

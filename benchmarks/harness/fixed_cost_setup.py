@@ -17,6 +17,7 @@ import psutil
 import sqlalchemy as sa
 import yaml
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness import ROOT
 from ingest_core.dev.demo import airflow_env, spark_connection, wiki_events
@@ -346,6 +347,25 @@ def drop_databases(admin_engine: Any, names: list[str]) -> None:
             conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                                  "WHERE datname = :n AND pid <> pg_backend_pid()"), {"n": name})
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+
+
+def scratch_databases(stack: contextlib.ExitStack, pg_base: str, names: list[str]) -> list[str]:
+    """New databases on the PostgreSQL server at `pg_base`, dropped again when `stack` closes: their URLs."""
+    admin_engine = create_databases(pg_base, names)
+    stack.callback(admin_engine.dispose)
+    stack.callback(drop_databases, admin_engine, names)
+    return [f"{pg_base}/{name}" for name in names]
+
+
+def scratch_topics(stack: contextlib.ExitStack, bootstrap: str, names: list[str], partitions: int,
+                   timeout: float = 120) -> AdminClient:
+    """New topics of `partitions` partitions, deleted again when `stack` closes; the admin client that made them
+    (hold it: its futures fail once it is collected)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(name, partitions, 1) for name in names]).values():
+        f.result(timeout=timeout)
+    stack.callback(lambda: [f.result(timeout=timeout) for f in admin.delete_topics(names).values()])
+    return admin
 
 
 def create_databases(pg_base: str, names: list[str]) -> sa.Engine:
