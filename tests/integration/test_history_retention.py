@@ -20,15 +20,15 @@ from ingest_core.store.retention import DB_CLEAN
 from ingest_core.store.schema import audit_log, offsets, published_ranges, runs, segments, task_groups, task_reports
 from ingest_core.supervisor.planning import Supervisor
 
-NOW = datetime.now(timezone.utc)
 PER_DAY = 24  # a run an hour for a year: 8,760 runs
 DAYS = 365
 KEPT_ACTIONS = (RECORDS_LOST, SKIP, RESET)
 
 
-def _history(store, deep: str) -> dict:
-    """A year of runs of `ds`, oldest first; returns which run ids the retention must keep and which orphan
-    folders it must remove."""
+def _history(store, deep: str, now: datetime) -> dict:
+    """A year of runs of `ds` up to `now` (the test's own: the clean's cutoff moves with the clock, so a time
+    taken at the suite's start would drift), oldest first; returns which run ids the retention must keep and
+    which orphan folders it must remove."""
     Supervisor(spec_from("localhost:1", "t", {"timestampSpec": {"column": "ts"}},
                          microbatch={"deepStorage": {"uri": deep}}), store).register()
     n = DAYS * PER_DAY
@@ -37,7 +37,7 @@ def _history(store, deep: str) -> dict:
     last_published = max(i for i in range(n) if i % 10 != 3 and i % 10 != 7 and i < n - 3)
     for i in range(n):
         run_id = f"run-{i:06d}"
-        at = NOW - timedelta(hours=n - i, minutes=-30)  # half an hour off the cutoff, which moves as it runs
+        at = now - timedelta(hours=n - i, minutes=-30)  # half an hour off the cutoff, which moves as it runs
         status = ("RUNNING" if i >= n - 3 else "SUPERSEDED" if i % 10 == 3 else "FAILED" if i % 10 == 7
                   else "PUBLISHED")
         if i == n - 4:
@@ -50,7 +50,7 @@ def _history(store, deep: str) -> dict:
                                "records": 5, "updated_at": at})
             report_rows.append({"datasource": "ds", "run_id": run_id, "group_id": g, "replica": 0,
                                 "report": {"runId": run_id}, "created_at": at})
-        recent = at >= NOW - timedelta(days=30) or i >= n - 100
+        recent = at >= now - timedelta(days=30) or i >= n - 100
         if recent or status == "RUNNING" or i == n - 4:
             expect_kept.add(run_id)
         if status == "PUBLISHED":
@@ -72,7 +72,7 @@ def _history(store, deep: str) -> dict:
                 orphans.append(attempt)
     audit_rows = []
     for day in range(DAYS):
-        at = NOW - timedelta(days=DAYS - day, hours=-1)
+        at = now - timedelta(days=DAYS - day, hours=-1)
         audit_rows.append({"datasource": "ds", "action": "run_expired" if day % 2 else "suspend", "actor": "x",
                            "details": {}, "created_at": at})
         if day % 90 == 0:
@@ -85,7 +85,7 @@ def _history(store, deep: str) -> dict:
         conn.execute(segments.insert(), segment_rows)
         conn.execute(published_ranges.insert(), range_rows)
         conn.execute(offsets.insert(), [{"datasource": "ds", "topic": "t", "partition": 0, "offset": n * 10,
-                                         "run_id": run_rows[last_published]["run_id"], "updated_at": NOW}])
+                                         "run_id": run_rows[last_published]["run_id"], "updated_at": now}])
         conn.execute(audit_log.insert(), audit_rows)
     return {"kept": expect_kept, "orphans": orphans, "published": published_folders, "audit": audit_rows}
 
@@ -104,7 +104,8 @@ def _clean(store, tmp_path, capsys, *args: str) -> tuple[int, str, str]:
 def test_db_clean_keeps_a_year_of_history_to_the_retention_and_never_what_exactly_once_needs(store, tmp_path,
                                                                                                capsys):
     deep = (tmp_path / "deep").as_uri()
-    history = _history(store, deep)
+    now = datetime.now(timezone.utc)
+    history = _history(store, deep, now)
     protected = {t.name: _rows(store, t) for t in (offsets, published_ranges, segments)}
     before = {t.name: _rows(store, t) for t in (runs, task_groups, task_reports, audit_log)}
 
@@ -131,7 +132,7 @@ def test_db_clean_keeps_a_year_of_history_to_the_retention_and_never_what_exactl
     # exactly-once's tables are as they were, row for row
     assert {t.name: _rows(store, t) for t in (offsets, published_ranges, segments)} == protected
     # the old routine audit rows went; the ones figures are counted from stayed, however old; the clean is audited
-    cutoff = NOW - timedelta(days=30)
+    cutoff = now - timedelta(days=30)
     old = [a for a, at in actions if (at if at.tzinfo else at.replace(tzinfo=timezone.utc)) < cutoff]
     assert set(old) == set(KEPT_ACTIONS)
     assert [a for a, _ in actions].count(RESET) == sum(1 for r in history["audit"] if r["action"] == RESET)
@@ -158,7 +159,7 @@ def test_db_clean_keeps_a_year_of_history_to_the_retention_and_never_what_exactl
 def test_db_clean_refuses_bad_input_and_an_unconfirmed_clean_changing_nothing(store, tmp_path, capsys, args, code,
                                                                                message):
     Supervisor(spec_from("localhost:1", "t", {"timestampSpec": {"column": "ts"}}), store).register()
-    old = NOW - timedelta(days=400)
+    old = datetime.now(timezone.utc) - timedelta(days=400)
     with store.engine.begin() as conn:
         conn.execute(runs.insert(), [{"datasource": "ds", "run_id": f"r{i}", "seq": i, "status": "PUBLISHED",
                                       "plan": Plan("ds", f"r{i}", old, (), "partition % 1").to_json(), "records": 0,
