@@ -4,6 +4,7 @@ with what there is. (The gate inside a DAG run is in test_dag.py.)"""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from datetime import datetime, timedelta, timezone
 
@@ -114,3 +115,52 @@ def test_the_gate_is_the_plan_tasks_deferral_whose_trigger_keeps_its_stored_form
         == (str(spec.source), [["t", 0, 5], ["t", 1, 7]], 10, 3.0)
     deadline = datetime.fromisoformat(kwargs["deadline"])
     assert before + timedelta(minutes=2) <= deadline <= datetime.now(timezone.utc) + timedelta(minutes=2)
+
+
+def test_a_fleets_gates_in_one_triggerer_share_their_kafka_clients(tmp_path, broker, monkeypatch):
+    """A triggerer holds every deferred gate of a fleet in one process. Each gate's own Kafka clients (3 of them,
+    each with librdkafka's threads and a pthread key: a process has 1,024) made 200 gates fail with 'Failed to
+    initialize thread local storage'; gates on one cluster share them now, so the threads do not grow per gate."""
+    n = 100
+    topics = [broker.create_topic(partitions=1) for _ in range(n)]
+    triggers = [trigger_for(write_spec(tmp_path / f"g{i}.yaml", broker.bootstrap, t), t, {0: 0}, min_records=1,
+                            max_wait_s=120) for i, t in enumerate(topics)]
+    threads_before = len(os.listdir("/proc/self/task"))
+    waiting: set[str] = set()
+    all_waiting = threading.Event()
+    count = new_records._pending
+
+    def pending(reader, io, starts):
+        records = count(reader, io, starts)
+        if records == 0:
+            waiting.add(io.topic)
+            if len(waiting) == n:
+                all_waiting.set()
+        return records
+
+    monkeypatch.setattr(new_records, "_pending", pending)
+    grown: list[int] = []
+
+    def produce_once_all_wait():
+        if all_waiting.wait(120):
+            grown.append(len(os.listdir("/proc/self/task")) - threads_before)
+            for t in topics:
+                broker.produce(t, [b"{}"])
+
+    async def run_all():
+        return await asyncio.wait_for(asyncio.gather(*(first_event_async(t) for t in triggers)), 180)
+
+    producer = threading.Thread(target=produce_once_all_wait)
+    producer.start()
+    events = asyncio.run(run_all())
+    producer.join()
+    assert [e.payload for e in events] == [{"status": "ready", "records": 1}] * n
+    # before: 19 threads a gate (751 for 40); now the shared reader's consumer in each thread that polls (the
+    # event loop's executor and the reader's own), whatever the number of gates
+    assert grown and grown[0] < n, f"{grown} threads more for {n} gates"
+    assert new_records.SHARED_READERS.open() == 0  # the last gate to finish closed the clients
+
+
+async def first_event_async(trigger: NewRecordsTrigger):
+    async for event in trigger.run():
+        return event
