@@ -432,7 +432,7 @@ class Fleet:
         redis = stack.enter_context(EmbeddedRedis(self.out / "redis")) if self.executor == "celery" else None
         started = time.monotonic()
         self.airflow = FleetAirflow(self.out / "airflow", specs, s.bootstrap, s.connect_url, airflow_db, store_db,
-                                    redis.url if redis else None, slots=a.slots)
+                                    redis.url if redis else None, slots=a.slots or max(4, self.n // 25))
         stack.callback(self.airflow.stop)
         self.airflow.wait_healthy()
         self.airflow.wait_workers()
@@ -440,7 +440,8 @@ class Fleet:
         parse = self.airflow.parse_figures(self.names)
         print(f"  {self.executor}, N={self.n}: healthy and {self.n} DAGs parsed {time.monotonic() - started:.0f} s "
               f"after the start (not counted); first parse: loop {parse['loop_s']:.1f} s, files {parse['files']}, "
-              f"per file sum {parse['file_sum_s']:.1f} s, slowest {parse['file_max_s']:.2f} s; load {load()}",
+              f"per file sum {parse['file_sum_s']:.1f} s, slowest {parse['file_max_s']:.2f} s; "
+              f"{self.airflow.slots} task slots; load {load()}",
               flush=True)
         self.sinks = {name: Datasource(self.airflow.store, name, name) for name in self.names}
         self.traffic = Traffic(s.bootstrap, self.sinks, self.index, max(a.poll, self.n / 100))
@@ -637,9 +638,9 @@ def main() -> None:
     ap.add_argument("--busy-rate", type=float, default=2, help="events/s of each other producing datasource")
     ap.add_argument("--poll", type=float, default=1.0, help="seconds between sweeps for new segments (at least "
                                                             "N/100: one query per datasource a sweep)")
-    ap.add_argument("--slots", type=int, default=4, help="task processes at once (Airflow's [core] parallelism; "
-                                                        "with Celery, split between its workers); a gated run holds "
-                                                        "one while its plan looks at its gate")
+    ap.add_argument("--slots", type=int, help="task processes at once (Airflow's [core] parallelism; with Celery, "
+                                              "split between its workers; a gated run holds one while its plan "
+                                              "looks at its gate); default: 4, and N/25 for N over 100")
     ap.add_argument("--tiny", action="store_true", help="N=2, every case and executor for a few seconds")
     ap.add_argument("--out", type=Path, help="keep everything (logs, Airflow homes, results.json) here")
     args = ap.parse_args()
@@ -651,7 +652,8 @@ def main() -> None:
     print(f"fleet: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, load average {load()}; "
           f"N {args.datasources}, executors {args.executor}, cases {args.cases} of {args.case_seconds:.0f} s "
           f"(drain {args.drain:.0f} s); {args.continuous} @continuous (mix {args.mix_rate:g} events/s), the rest "
-          f"PT1M; busy {args.busy_rate:g} events/s; {args.slots} task slots; work dir {out}", flush=True)
+          f"PT1M; busy {args.busy_rate:g} events/s; {args.slots or 'max(4, N/25)'} task slots; work dir {out}",
+          flush=True)
     results: list[CaseResult] = []
     parses: dict[tuple[str, int], dict] = {}
     lock = threading.Lock()
