@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dag_parse import _search_started  # noqa: E402
-from freshness import PARTITIONS, Datasource, spec_for  # noqa: E402
+from freshness import PARTITIONS, Datasource, airflow_conf_env, spec_for  # noqa: E402
 from harness.fixed_cost_setup import ExternalConnect, add_server_arguments, load, scratch_databases  # noqa: E402
 from harness.fixed_cost_setup import scratch_topics, tree_cpu  # noqa: E402
 from harness.scheduler_soak import Supervised  # noqa: E402
@@ -228,7 +228,8 @@ class FleetAirflow(Supervised):
     SPEC_BUNDLE = True
 
     def __init__(self, root: Path, specs: dict[str, dict], bootstrap: str, connect_url: str, airflow_db_url: str,
-                 metadata_url: str, celery_broker: str | None, slots: int = 4):
+                 metadata_url: str, celery_broker: str | None, slots: int = 4,
+                 airflow_conf: dict[str, str] | None = None):
         dags = root / "dags"
         (dags / "datasources").mkdir(parents=True, exist_ok=True)
         for path in (ROOT / "dags").glob("*.py"):
@@ -239,7 +240,7 @@ class FleetAirflow(Supervised):
         self.procs, self.restarts, self.stopping = {}, Counter(), threading.Event()
         self.slots = slots
         conf = {**DEPLOYMENT_CONF, "AIRFLOW__CORE__PARALLELISM": str(slots),
-                **(celery_settings(celery_broker, airflow_db_url) if celery_broker else {})}
+                **(celery_settings(celery_broker, airflow_db_url) if celery_broker else {}), **(airflow_conf or {})}
         with UPGRADE_LOCK:  # Alembic's migration context is global to the process: one upgrade at a time
             self.start(root, bootstrap, dags, connect_url, airflow_db_url, metadata_url, **conf)
 
@@ -432,7 +433,8 @@ class Fleet:
         redis = stack.enter_context(EmbeddedRedis(self.out / "redis")) if self.executor == "celery" else None
         started = time.monotonic()
         self.airflow = FleetAirflow(self.out / "airflow", specs, s.bootstrap, s.connect_url, airflow_db, store_db,
-                                    redis.url if redis else None, slots=a.slots or max(4, self.n // 25))
+                                    redis.url if redis else None, slots=a.slots or max(4, self.n // 25),
+                                    airflow_conf=airflow_conf_env(a.airflow_conf))
         stack.callback(self.airflow.stop)
         self.airflow.wait_healthy()
         self.airflow.wait_workers()
@@ -641,6 +643,9 @@ def main() -> None:
     ap.add_argument("--slots", type=int, help="task processes at once (Airflow's [core] parallelism; with Celery, "
                                               "split between its workers; a gated run holds one while its plan "
                                               "looks at its gate); default: 4, and N/25 for N over 100")
+    ap.add_argument("--airflow-conf", nargs="*", default=[], metavar="SECTION.KEY=VALUE",
+                    help="Airflow settings over the deployment's, e.g. dag_processor.min_file_process_interval=300 "
+                         "(docker-compose.yaml's)")
     ap.add_argument("--tiny", action="store_true", help="N=2, every case and executor for a few seconds")
     ap.add_argument("--out", type=Path, help="keep everything (logs, Airflow homes, results.json) here")
     args = ap.parse_args()
@@ -652,7 +657,8 @@ def main() -> None:
     print(f"fleet: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, load average {load()}; "
           f"N {args.datasources}, executors {args.executor}, cases {args.cases} of {args.case_seconds:.0f} s "
           f"(drain {args.drain:.0f} s); {args.continuous} @continuous (mix {args.mix_rate:g} events/s), the rest "
-          f"PT1M; busy {args.busy_rate:g} events/s; {args.slots or 'max(4, N/25)'} task slots; work dir {out}",
+          f"PT1M; busy {args.busy_rate:g} events/s; {args.slots or 'max(4, N/25)'} task slots"
+          f"{'; Airflow ' + ' '.join(args.airflow_conf) if args.airflow_conf else ''}; work dir {out}",
           flush=True)
     results: list[CaseResult] = []
     parses: dict[tuple[str, int], dict] = {}
