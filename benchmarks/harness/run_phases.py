@@ -113,7 +113,10 @@ def collect(query: Any, store: Any, datasource: str) -> list[RunPhases]:
             phases.update(job_phases(slowest))
             if "jobs" in phases:
                 phases["job task overhead"] = phases["jobs"] - slowest.seconds
-        out.append(RunPhases(run_id, record.plan.records if record is not None else None, plan[0], phases,
+        # when it planned: the plan's own time (a plan task that deferred in its gate started long before it
+        # planned, and under load a phase's records could all go to a run whose task started before the phase)
+        planned_at = record.plan.created_at.timestamp() if record is not None else plan[0]
+        out.append(RunPhases(run_id, record.plan.records if record is not None else None, planned_at, phases,
                              sum(len(times) for times in tasks.values())))
         previous_end = end
     # overlapping runs may plan in another order than they started
