@@ -642,7 +642,7 @@ def main() -> None:
                                                             "N/100: one query per datasource a sweep)")
     ap.add_argument("--slots", type=int, help="task processes at once (Airflow's [core] parallelism; with Celery, "
                                               "split between its workers; a gated run holds one while its plan "
-                                              "looks at its gate); default: 4, and N/25 for N over 100")
+                                              "looks at its gate); default: max(4, N/25)")
     ap.add_argument("--airflow-conf", nargs="*", default=[], metavar="SECTION.KEY=VALUE",
                     help="Airflow settings over the deployment's, e.g. dag_processor.min_file_process_interval=300 "
                          "(docker-compose.yaml's)")
